@@ -1,0 +1,131 @@
+#include "sim/json_fields.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace baton::json_fields {
+
+namespace {
+
+std::string short_dump(const Json& value) {
+  std::string text = value.dump();
+  constexpr size_t kMax = 60;
+  if (text.size() > kMax) text = text.substr(0, kMax) + "...";
+  return text;
+}
+
+const Json* find_field(const Json& object, std::string_view name) {
+  auto it = object.find(std::string(name));
+  return it == object.end() ? nullptr : &*it;
+}
+
+}  // namespace
+
+FieldPath FieldPath::field(std::string_view name) const {
+  return FieldPath(source_, path_.empty() ? std::string(name) : fmt::format("{}.{}", path_, name));
+}
+
+FieldPath FieldPath::index(size_t i) const {
+  return FieldPath(source_, fmt::format("{}[{}]", path_, i));
+}
+
+Error FieldPath::error(std::string_view what, const Json& got) const {
+  return Error{fmt::format("{}: {} {}, got {}", source_, path_.empty() ? "document" : path_, what,
+                           short_dump(got))};
+}
+
+Error FieldPath::error(std::string_view what) const {
+  return Error{fmt::format("{}: {} {}", source_, path_.empty() ? "document" : path_, what)};
+}
+
+Result<Json> parse_json_text(std::string_view text, const std::string& source) {
+  try {
+    return Json::parse(text);
+  } catch (const Json::parse_error& e) {
+    return Error{fmt::format("{}: not valid JSON (byte {}): {}", source, e.byte, e.what())};
+  }
+}
+
+Status check_object(const Json& value, const FieldPath& at) {
+  if (!value.is_object()) return at.error("must be a JSON object", value);
+  return ok_status();
+}
+
+Result<std::string> read_string(const Json& object, const FieldPath& at, std::string_view name) {
+  const Json* value = find_field(object, name);
+  if (value == nullptr) return at.field(name).error("is missing");
+  if (!value->is_string()) return at.field(name).error("must be a string", *value);
+  return value->get<std::string>();
+}
+
+Result<std::string> read_string_or(const Json& object, const FieldPath& at, std::string_view name,
+                                   std::string fallback) {
+  if (find_field(object, name) == nullptr) return fallback;
+  return read_string(object, at, name);
+}
+
+Result<double> read_number(const Json& object, const FieldPath& at, std::string_view name,
+                           double min_value, bool strict) {
+  const Json* value = find_field(object, name);
+  const FieldPath here = at.field(name);
+  if (value == nullptr) return here.error("is missing");
+  if (!value->is_number()) return here.error("must be a number", *value);
+  const double number = value->get<double>();
+  if (!std::isfinite(number)) return here.error("must be finite", *value);
+  if (strict && !(number > min_value))
+    return here.error(fmt::format("must be > {}", min_value), *value);
+  if (!strict && !(number >= min_value))
+    return here.error(fmt::format("must be >= {}", min_value), *value);
+  return number;
+}
+
+Result<double> read_number_or(const Json& object, const FieldPath& at, std::string_view name,
+                              double min_value, bool strict, double fallback) {
+  if (find_field(object, name) == nullptr) return fallback;
+  return read_number(object, at, name, min_value, strict);
+}
+
+Result<int64_t> read_integer(const Json& object, const FieldPath& at, std::string_view name,
+                             int64_t min_value) {
+  const Json* value = find_field(object, name);
+  const FieldPath here = at.field(name);
+  if (value == nullptr) return here.error("is missing");
+  if (value->is_number_float()) {
+    const double d = value->get<double>();
+    if (!std::isfinite(d) || std::floor(d) != d || std::fabs(d) > 9.0e15)
+      return here.error("must be a whole number", *value);
+  } else if (!value->is_number_integer()) {
+    return here.error("must be a whole number", *value);
+  }
+  const int64_t number = value->is_number_float() ? static_cast<int64_t>(value->get<double>())
+                                                  : value->get<int64_t>();
+  if (number < min_value) return here.error(fmt::format("must be >= {}", min_value), *value);
+  return number;
+}
+
+Result<int64_t> read_integer_or(const Json& object, const FieldPath& at, std::string_view name,
+                                int64_t min_value, int64_t fallback) {
+  if (find_field(object, name) == nullptr) return fallback;
+  return read_integer(object, at, name, min_value);
+}
+
+Result<const Json*> read_array(const Json& object, const FieldPath& at, std::string_view name,
+                               bool non_empty) {
+  const Json* value = find_field(object, name);
+  const FieldPath here = at.field(name);
+  if (value == nullptr) return here.error("is missing");
+  if (!value->is_array()) return here.error("must be an array", *value);
+  if (non_empty && value->empty()) return here.error("must not be empty", *value);
+  return value;
+}
+
+Status check_format(const Json& object, const FieldPath& at, std::string_view expected) {
+  auto format = read_string(object, at, "format");
+  if (!format) return format.error();
+  if (*format != expected)
+    return at.field("format").error(fmt::format("must be \"{}\"", expected), Json(*format));
+  return ok_status();
+}
+
+}  // namespace baton::json_fields

@@ -1,0 +1,284 @@
+#include "sim/plan.h"
+
+#include <charconv>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "sim/json_fields.h"
+
+namespace baton {
+
+using json_fields::FieldPath;
+using nlohmann::json;
+
+std::string_view schedule_name(Schedule schedule) {
+  switch (schedule) {
+    case Schedule::kPipeDream: return "pipedream";
+    case Schedule::kOneFOneB: return "1f1b";
+    case Schedule::kGPipe: return "gpipe";
+    case Schedule::kDataParallel: return "dp";
+  }
+  return "?";
+}
+
+Result<Schedule> parse_schedule(std::string_view name) {
+  for (Schedule s : {Schedule::kPipeDream, Schedule::kOneFOneB, Schedule::kGPipe,
+                     Schedule::kDataParallel}) {
+    if (schedule_name(s) == name) return s;
+  }
+  return Error{fmt::format("unknown schedule \"{}\" (expected pipedream, 1f1b, gpipe or dp)", name)};
+}
+
+int Plan::num_workers() const {
+  int total = 0;
+  for (const StagePlan& stage : stages) total += stage.replicas;
+  return total;
+}
+
+std::vector<WorkerInfo> workers_of(const Plan& plan) {
+  std::vector<WorkerInfo> workers;
+  for (int s = 0; s < plan.num_stages(); ++s) {
+    const StagePlan& stage = plan.stages[s];
+    for (int r = 0; r < stage.replicas; ++r) {
+      const int device = r < static_cast<int>(stage.devices.size()) ? stage.devices[r] : -1;
+      workers.push_back(WorkerInfo{s, r, device});
+    }
+  }
+  return workers;
+}
+
+int worker_index(const Plan& plan, int stage, int replica) {
+  int index = 0;
+  for (int s = 0; s < stage; ++s) index += plan.stages[s].replicas;
+  return index + replica;
+}
+
+namespace {
+
+bool parse_int(std::string_view text, int& out) {
+  if (text.empty()) return false;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  return ec == std::errc() && end == text.data() + text.size();
+}
+
+Result<StagePlan> parse_one_stage(std::string_view item) {
+  const auto bad = [&](std::string_view why) {
+    return Error{fmt::format("--stages: \"{}\" {} (expected BEGIN-END[xREPLICAS][@D+D+...], "
+                             "e.g. 0-13x15)", item, why)};
+  };
+  StagePlan stage;
+  std::string_view rest = item;
+  if (auto at = rest.find('@'); at != std::string_view::npos) {
+    std::string_view list = rest.substr(at + 1);
+    rest = rest.substr(0, at);
+    while (!list.empty()) {
+      const auto plus = list.find('+');
+      int device = 0;
+      if (!parse_int(list.substr(0, plus), device) || device < 0) return bad("has a bad device id");
+      stage.devices.push_back(device);
+      list = plus == std::string_view::npos ? std::string_view{} : list.substr(plus + 1);
+    }
+  }
+  if (auto x = rest.find('x'); x != std::string_view::npos) {
+    if (!parse_int(rest.substr(x + 1), stage.replicas) || stage.replicas < 1)
+      return bad("has a bad replica count");
+    rest = rest.substr(0, x);
+  }
+  const auto dash = rest.find('-');
+  if (dash == std::string_view::npos) return bad("has no layer range");
+  if (!parse_int(rest.substr(0, dash), stage.layers.begin) ||
+      !parse_int(rest.substr(dash + 1), stage.layers.end))
+    return bad("has a bad layer range");
+  if (!stage.devices.empty() && static_cast<int>(stage.devices.size()) != stage.replicas)
+    return bad("lists a different number of devices than replicas");
+  return stage;
+}
+
+}  // namespace
+
+Result<std::vector<StagePlan>> parse_stages(std::string_view text) {
+  std::vector<StagePlan> stages;
+  while (!text.empty()) {
+    const auto comma = text.find(',');
+    auto stage = parse_one_stage(text.substr(0, comma));
+    if (!stage) return stage.error();
+    stages.push_back(*stage);
+    text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
+  }
+  if (stages.empty()) return Error{"--stages: no stage given"};
+  return stages;
+}
+
+Status assign_devices(Plan& plan, const Topology& topology) {
+  std::set<int> taken;
+  for (const StagePlan& stage : plan.stages) taken.insert(stage.devices.begin(), stage.devices.end());
+  int next = 0;
+  for (StagePlan& stage : plan.stages) {
+    if (!stage.devices.empty()) continue;
+    for (int r = 0; r < stage.replicas; ++r) {
+      while (taken.count(next) != 0) ++next;
+      stage.devices.push_back(next);
+      taken.insert(next++);
+    }
+  }
+  if (next > topology.num_devices())
+    return Error{fmt::format("the plan needs {} devices but topology \"{}\" has {}",
+                             plan.num_workers(), topology.name, topology.num_devices())};
+  return ok_status();
+}
+
+namespace {
+
+Status check_stage(const StagePlan& stage, int expected_begin, const Topology& topology,
+                   const FieldPath& at) {
+  if (stage.layers.begin != expected_begin)
+    return at.field("layers").error(fmt::format("must begin at layer {}", expected_begin),
+                                    json::array({stage.layers.begin, stage.layers.end}));
+  if (stage.layers.end <= stage.layers.begin)
+    return at.field("layers").error("must hold at least one layer",
+                                    json::array({stage.layers.begin, stage.layers.end}));
+  if (stage.replicas < 1) return at.field("replicas").error("must be >= 1", stage.replicas);
+  if (static_cast<int>(stage.devices.size()) != stage.replicas)
+    return at.field("devices").error(
+        fmt::format("must list one device per replica ({})", stage.replicas), stage.devices);
+  for (int device : stage.devices) {
+    if (device < 0 || device >= topology.num_devices())
+      return at.field("devices").error(
+          fmt::format("must be device ids in [0, {}) of topology \"{}\"", topology.num_devices(),
+                      topology.name),
+          stage.devices);
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Status check_plan(const Plan& plan, const Profile& profile, const Topology& topology,
+                  const std::string& source) {
+  const FieldPath root(source);
+  if (plan.stages.empty()) return root.field("stages").error("must hold at least one stage");
+  if (plan.microbatches < 1) return root.field("microbatches").error("must be >= 1", plan.microbatches);
+  if (plan.schedule == Schedule::kDataParallel && plan.num_stages() != 1)
+    return root.field("stages").error("must be a single stage for the dp schedule",
+                                      stages_to_string(plan.stages));
+  if (plan.num_workers() > topology.num_devices())
+    return root.field("stages").error(
+        fmt::format("use {} workers (replicas) but topology \"{}\" has only {} devices",
+                    plan.num_workers(), topology.name, topology.num_devices()),
+        stages_to_string(plan.stages));
+  int expected_begin = 0;
+  for (size_t s = 0; s < plan.stages.size(); ++s) {
+    const StagePlan& stage = plan.stages[s];
+    if (auto ok = check_stage(stage, expected_begin, topology, root.field("stages").index(s)); !ok)
+      return ok;
+    expected_begin = stage.layers.end;
+  }
+  if (expected_begin != profile.num_layers())
+    return root.field("stages").error(
+        fmt::format("must cover all {} layers of model \"{}\" (they end at layer {})",
+                    profile.num_layers(), profile.model, expected_begin),
+        stages_to_string(plan.stages));
+  return ok_status();
+}
+
+namespace {
+
+Result<StagePlan> stage_from_json(const json& value, const FieldPath& at) {
+  if (auto ok = json_fields::check_object(value, at); !ok) return ok.error();
+  StagePlan stage;
+  auto layers = json_fields::read_array(value, at, "layers", true);
+  if (!layers) return layers.error();
+  const json& range = **layers;
+  if (range.size() != 2 || !range[0].is_number_integer() || !range[1].is_number_integer())
+    return at.field("layers").error("must be [begin, end] (whole numbers)", range);
+  stage.layers = LayerRange{range[0].get<int>(), range[1].get<int>()};
+  auto replicas = json_fields::read_integer_or(value, at, "replicas", 1, 1);
+  if (!replicas) return replicas.error();
+  if (*replicas > (1 << 20)) return at.field("replicas").error("is too large", *replicas);
+  stage.replicas = static_cast<int>(*replicas);
+  if (value.contains("devices")) {
+    auto devices = json_fields::read_array(value, at, "devices", false);
+    if (!devices) return devices.error();
+    for (size_t i = 0; i < (*devices)->size(); ++i) {
+      const json& d = (**devices)[i];
+      if (!d.is_number_integer() || d.get<int64_t>() < 0 || d.get<int64_t>() > (1 << 24))
+        return at.field("devices").index(i).error("must be a device id", d);
+      stage.devices.push_back(d.get<int>());
+    }
+  }
+  return stage;
+}
+
+}  // namespace
+
+Result<Plan> plan_from_json(const json& document, const std::string& source) {
+  const FieldPath root(source);
+  if (auto ok = json_fields::check_object(document, root); !ok) return ok.error();
+  if (auto ok = json_fields::check_format(document, root, "baton.plan.v1"); !ok) return ok.error();
+  Plan plan;
+  auto model = json_fields::read_string_or(document, root, "model", "");
+  if (!model) return model.error();
+  plan.model = *model;
+  auto schedule_text = json_fields::read_string(document, root, "schedule");
+  if (!schedule_text) return schedule_text.error();
+  auto schedule = parse_schedule(*schedule_text);
+  if (!schedule)
+    return root.field("schedule").error("must be pipedream, 1f1b, gpipe or dp", *schedule_text);
+  plan.schedule = *schedule;
+  auto mbs = json_fields::read_integer(document, root, "microbatch_size", 1);
+  if (!mbs) return mbs.error();
+  plan.microbatch_size = static_cast<int>(*mbs);
+  auto count = json_fields::read_integer(document, root, "microbatches", 1);
+  if (!count) return count.error();
+  if (*count > (1 << 24)) return root.field("microbatches").error("is too large", *count);
+  plan.microbatches = static_cast<int>(*count);
+  if (auto it = document.find("vertical_sync"); it != document.end()) {
+    if (!it->is_boolean()) return root.field("vertical_sync").error("must be true or false", *it);
+    plan.vertical_sync = it->get<bool>();
+  }
+  auto stages = json_fields::read_array(document, root, "stages", true);
+  if (!stages) return stages.error();
+  for (size_t s = 0; s < (*stages)->size(); ++s) {
+    auto stage = stage_from_json((**stages)[s], root.field("stages").index(s));
+    if (!stage) return stage.error();
+    plan.stages.push_back(*stage);
+  }
+  if (auto it = document.find("prediction"); it != document.end()) plan.prediction = *it;
+  return plan;
+}
+
+Result<Plan> parse_plan(std::string_view text, const std::string& source) {
+  auto document = json_fields::parse_json_text(text, source);
+  if (!document) return document.error();
+  return plan_from_json(*document, source);
+}
+
+json plan_to_json(const Plan& plan) {
+  json stages = json::array();
+  for (const StagePlan& stage : plan.stages) {
+    stages.push_back({{"layers", {stage.layers.begin, stage.layers.end}},
+                      {"replicas", stage.replicas},
+                      {"devices", stage.devices}});
+  }
+  json document = {{"format", "baton.plan.v1"},
+                   {"model", plan.model},
+                   {"schedule", schedule_name(plan.schedule)},
+                   {"microbatch_size", plan.microbatch_size},
+                   {"microbatches", plan.microbatches},
+                   {"vertical_sync", plan.vertical_sync},
+                   {"stages", stages}};
+  if (!plan.prediction.is_null()) document["prediction"] = plan.prediction;
+  return document;
+}
+
+std::string stages_to_string(const std::vector<StagePlan>& stages) {
+  std::string text;
+  for (const StagePlan& stage : stages) {
+    if (!text.empty()) text += ',';
+    text += fmt::format("{}-{}x{}", stage.layers.begin, stage.layers.end, stage.replicas);
+  }
+  return text;
+}
+
+}  // namespace baton

@@ -1,0 +1,86 @@
+// Plan: how a model is split over a cluster and which schedule runs it.
+//
+// Stages are consecutive layer ranges covering the whole profile. Stage s has
+// `replicas` workers; replica j of stage s runs on `devices[j]`. Workers are
+// numbered stage by stage, replica by replica (worker 0 = stage 0 replica 0).
+// Microbatch k visits replica k mod replicas of every stage.
+//
+// File format `baton.plan.v1`:
+//   {"format": "baton.plan.v1", optional "model": str, "schedule": "pipedream"|"1f1b"|"gpipe"|"dp",
+//    "microbatch_size": int >= 1, "microbatches": int >= 1, optional "vertical_sync": bool,
+//    "stages": [{"layers": [begin, end], "replicas": int >= 1, optional "devices": [int]}],
+//    optional "prediction": {...}  (the planner's own figures, kept verbatim)}
+// Thread safety: plain value.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/profile.h"
+#include "sim/result.h"
+#include "sim/topology.h"
+
+namespace baton {
+
+enum class Schedule { kPipeDream, kOneFOneB, kGPipe, kDataParallel };
+
+std::string_view schedule_name(Schedule schedule);
+Result<Schedule> parse_schedule(std::string_view name);
+
+struct StagePlan {
+  LayerRange layers;
+  int replicas = 1;
+  std::vector<int> devices;  // one per replica
+};
+
+struct Plan {
+  std::string model;
+  Schedule schedule = Schedule::kOneFOneB;
+  int microbatch_size = 1;
+  // Flush schedules (1f1b, gpipe, dp): microbatches per iteration (minibatch).
+  // pipedream: minibatches pushed through the pipeline in one simulation.
+  int microbatches = 1;
+  // pipedream only: every stage uses the weight version stage 0 used.
+  bool vertical_sync = false;
+  std::vector<StagePlan> stages;
+  nlohmann::json prediction;  // opaque to the simulator
+
+  int num_stages() const { return static_cast<int>(stages.size()); }
+  int num_workers() const;
+};
+
+// Where each worker sits. Derived from a Plan; workers numbered as above.
+struct WorkerInfo {
+  int stage = 0;
+  int replica = 0;
+  int device = 0;
+};
+std::vector<WorkerInfo> workers_of(const Plan& plan);
+// Worker index of (stage, replica).
+int worker_index(const Plan& plan, int stage, int replica);
+
+// Parses "0-13x15,13-41x1" (half-open ranges, "xR" optional = 1 replica,
+// optional "@d0+d1+..." device list per stage). Devices left out are
+// assigned in order by `assign_devices`.
+Result<std::vector<StagePlan>> parse_stages(std::string_view text);
+// Gives every stage without devices the next free devices in order.
+// Fails when the plan needs more devices than the topology has.
+Status assign_devices(Plan& plan, const Topology& topology);
+// Checks a plan against a profile and topology: ranges consecutive and
+// covering every layer, replicas >= 1, one device per replica, device ids in
+// range, no device shared unless the plan lists devices explicitly.
+// `source` names the plan's origin in messages.
+Status check_plan(const Plan& plan, const Profile& profile, const Topology& topology,
+                  const std::string& source);
+
+Result<Plan> plan_from_json(const nlohmann::json& document, const std::string& source);
+Result<Plan> parse_plan(std::string_view text, const std::string& source);
+nlohmann::json plan_to_json(const Plan& plan);
+// "0-13x15,13-41x1"
+std::string stages_to_string(const std::vector<StagePlan>& stages);
+
+}  // namespace baton

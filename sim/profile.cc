@@ -1,0 +1,218 @@
+#include "sim/profile.h"
+
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "sim/json_fields.h"
+
+namespace baton {
+
+using json_fields::FieldPath;
+using nlohmann::json;
+
+Seconds forward_time(const Profile& profile, LayerRange range) {
+  Seconds total;
+  for (int i = range.begin; i < range.end; ++i) total += profile.layers[i].forward;
+  return total;
+}
+
+Seconds backward_time(const Profile& profile, LayerRange range) {
+  Seconds total;
+  for (int i = range.begin; i < range.end; ++i) total += profile.layers[i].backward;
+  return total;
+}
+
+Bytes param_bytes(const Profile& profile, LayerRange range) {
+  Bytes total;
+  for (int i = range.begin; i < range.end; ++i) total += profile.layers[i].param_bytes;
+  return total;
+}
+
+Bytes input_bytes(const Profile& profile, LayerRange range) {
+  // Each producer outside the range counts once, however many consumers inside.
+  Bytes total;
+  std::vector<bool> counted(static_cast<size_t>(range.begin), false);
+  for (int i = range.begin; i < range.end; ++i) {
+    for (int producer : profile.layers[i].inputs) {
+      if (producer < range.begin && !counted[producer]) {
+        counted[producer] = true;
+        total += profile.layers[producer].output_bytes;
+      }
+    }
+  }
+  return total;
+}
+
+Bytes output_bytes(const Profile& profile, LayerRange range) {
+  Bytes total;
+  std::vector<bool> counted(static_cast<size_t>(range.size()), false);
+  for (int i = range.end; i < profile.num_layers(); ++i) {
+    for (int producer : profile.layers[i].inputs) {
+      if (producer >= range.begin && producer < range.end && !counted[producer - range.begin]) {
+        counted[producer - range.begin] = true;
+        total += profile.layers[producer].output_bytes;
+      }
+    }
+  }
+  return total;
+}
+
+Bytes stashed_activation_bytes(const Profile& profile, LayerRange range) {
+  Bytes total = input_bytes(profile, range);
+  for (int i = range.begin; i < range.end; ++i) total += profile.layers[i].output_bytes;
+  return total;
+}
+
+namespace {
+
+Result<std::vector<int>> read_inputs(const json& layer, const FieldPath& at, int own_index,
+                                     const std::unordered_map<std::string, int>& index_of) {
+  auto it = layer.find("inputs");
+  if (it == layer.end()) {
+    if (own_index == 0) return std::vector<int>{};
+    return std::vector<int>{own_index - 1};
+  }
+  const FieldPath here = at.field("inputs");
+  if (!it->is_array()) return here.error("must be an array of layer names", *it);
+  std::vector<int> inputs;
+  for (size_t k = 0; k < it->size(); ++k) {
+    const json& name = (*it)[k];
+    if (!name.is_string()) return here.index(k).error("must be a layer name", name);
+    auto found = index_of.find(name.get<std::string>());
+    if (found == index_of.end())
+      return here.index(k).error("names no earlier layer (unknown layer or a cycle)", name);
+    inputs.push_back(found->second);
+  }
+  return inputs;
+}
+
+Result<Layer> read_layer(const json& value, const FieldPath& at, int index,
+                         const std::unordered_map<std::string, int>& index_of) {
+  if (auto ok = json_fields::check_object(value, at); !ok) return ok.error();
+  Layer layer;
+  auto name = json_fields::read_string(value, at, "name");
+  if (!name) return name.error();
+  if (name->empty()) return at.field("name").error("must not be empty", value["name"]);
+  if (index_of.count(*name) != 0)
+    return at.field("name").error("repeats an earlier layer's name", value["name"]);
+  layer.name = *name;
+  auto description = json_fields::read_string_or(value, at, "description", "");
+  if (!description) return description.error();
+  layer.description = *description;
+  auto fwd = json_fields::read_number(value, at, "forward_ms", 0.0, false);
+  if (!fwd) return fwd.error();
+  auto bwd = json_fields::read_number(value, at, "backward_ms", 0.0, false);
+  if (!bwd) return bwd.error();
+  layer.forward = Seconds::from_ms(*fwd);
+  layer.backward = Seconds::from_ms(*bwd);
+  const bool has_bi = value.contains("backward_input_ms");
+  const bool has_bw = value.contains("backward_weight_ms");
+  if (has_bi != has_bw)
+    return at.error("must give both backward_input_ms and backward_weight_ms, or neither");
+  if (has_bi) {
+    auto bi = json_fields::read_number(value, at, "backward_input_ms", 0.0, false);
+    if (!bi) return bi.error();
+    auto bw = json_fields::read_number(value, at, "backward_weight_ms", 0.0, false);
+    if (!bw) return bw.error();
+    layer.backward_input = Seconds::from_ms(*bi);
+    layer.backward_weight = Seconds::from_ms(*bw);
+  }
+  auto out = json_fields::read_integer(value, at, "output_bytes", 0);
+  if (!out) return out.error();
+  auto params = json_fields::read_integer(value, at, "param_bytes", 0);
+  if (!params) return params.error();
+  layer.output_bytes = Bytes(*out);
+  layer.param_bytes = Bytes(*params);
+  auto inputs = read_inputs(value, at, index, index_of);
+  if (!inputs) return inputs.error();
+  layer.inputs = std::move(*inputs);
+  return layer;
+}
+
+}  // namespace
+
+Result<Profile> profile_from_json(const json& document, const std::string& source) {
+  const FieldPath root(source);
+  if (auto ok = json_fields::check_object(document, root); !ok) return ok.error();
+  if (auto ok = json_fields::check_format(document, root, "baton.profile.v1"); !ok)
+    return ok.error();
+  Profile profile;
+  auto model = json_fields::read_string(document, root, "model");
+  if (!model) return model.error();
+  profile.model = *model;
+  auto device = json_fields::read_string_or(document, root, "device", "unknown");
+  if (!device) return device.error();
+  profile.device = *device;
+  auto mbs = json_fields::read_integer(document, root, "microbatch_size", 1);
+  if (!mbs) return mbs.error();
+  profile.microbatch_size = static_cast<int>(*mbs);
+  auto layers = json_fields::read_array(document, root, "layers", /*non_empty=*/true);
+  if (!layers) return layers.error();
+  std::unordered_map<std::string, int> index_of;
+  const FieldPath layers_at = root.field("layers");
+  for (size_t i = 0; i < (*layers)->size(); ++i) {
+    auto layer = read_layer((**layers)[i], layers_at.index(i), static_cast<int>(i), index_of);
+    if (!layer) return layer.error();
+    index_of.emplace(layer->name, static_cast<int>(i));
+    profile.layers.push_back(std::move(*layer));
+  }
+  return profile;
+}
+
+Result<Profile> parse_profile(std::string_view text, const std::string& source) {
+  auto document = json_fields::parse_json_text(text, source);
+  if (!document) return document.error();
+  return profile_from_json(*document, source);
+}
+
+nlohmann::json profile_to_json(const Profile& profile) {
+  json layers = json::array();
+  for (size_t i = 0; i < profile.layers.size(); ++i) {
+    const Layer& layer = profile.layers[i];
+    json entry = {{"name", layer.name},
+                  {"forward_ms", layer.forward.ms()},
+                  {"backward_ms", layer.backward.ms()},
+                  {"output_bytes", layer.output_bytes.value},
+                  {"param_bytes", layer.param_bytes.value}};
+    if (!layer.description.empty()) entry["description"] = layer.description;
+    if (layer.backward_input) {
+      entry["backward_input_ms"] = layer.backward_input->ms();
+      entry["backward_weight_ms"] = layer.backward_weight->ms();
+    }
+    const bool default_inputs = (i == 0 && layer.inputs.empty()) ||
+                                (i > 0 && layer.inputs == std::vector<int>{static_cast<int>(i) - 1});
+    if (!default_inputs) {
+      json names = json::array();
+      for (int producer : layer.inputs) names.push_back(profile.layers[producer].name);
+      entry["inputs"] = names;
+    }
+    layers.push_back(std::move(entry));
+  }
+  return json{{"format", "baton.profile.v1"},
+              {"model", profile.model},
+              {"device", profile.device},
+              {"microbatch_size", profile.microbatch_size},
+              {"layers", layers}};
+}
+
+Profile make_uniform_profile(int num_layers, Seconds forward, Seconds backward, Bytes output,
+                             Bytes params, int microbatch_size) {
+  Profile profile;
+  profile.model = fmt::format("uniform-{}", num_layers);
+  profile.device = "synthetic";
+  profile.microbatch_size = microbatch_size;
+  for (int i = 0; i < num_layers; ++i) {
+    Layer layer;
+    layer.name = fmt::format("layer{}", i);
+    layer.forward = forward;
+    layer.backward = backward;
+    layer.output_bytes = output;
+    layer.param_bytes = params;
+    if (i > 0) layer.inputs = {i - 1};
+    profile.layers.push_back(std::move(layer));
+  }
+  return profile;
+}
+
+}  // namespace baton

@@ -1,0 +1,85 @@
+// Profile: the measured (or derived) cost of every layer of a model.
+//
+// A profile is the planner's and simulator's only knowledge of the model. Times
+// are per microbatch of `microbatch_size` samples on `device`; sizes in bytes.
+// Layers are in a topological order (profile order); a layer's `inputs` are
+// indices of earlier layers (default: the previous layer; none for layer 0).
+//
+// File format `baton.profile.v1`:
+//   {"format": "baton.profile.v1", "model": str, "device": str, "microbatch_size": int,
+//    "layers": [{"name": str, "forward_ms": num, "backward_ms": num,
+//                optional "backward_input_ms", "backward_weight_ms": num (both or neither;
+//                  their sum should equal backward_ms),
+//                "output_bytes": int, "param_bytes": int,
+//                optional "description": str, optional "inputs": [layer names]}]}
+//
+// Invariants after loading: at least one layer; names unique; every time and
+// size >= 0; `inputs` refer to earlier layers only (so the graph is acyclic).
+// Thread safety: immutable after construction; share freely.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/result.h"
+#include "sim/units.h"
+
+namespace baton {
+
+struct Layer {
+  std::string name;
+  std::string description;            // free text, e.g. "Conv2d(3, 64, 3x3)"
+  Seconds forward;
+  Seconds backward;                   // full backward (input + weight gradients)
+  std::optional<Seconds> backward_input;   // zero-bubble split, when profiled
+  std::optional<Seconds> backward_weight;
+  Bytes output_bytes;                 // activation this layer hands to its consumers
+  Bytes param_bytes;
+  std::vector<int> inputs;            // producer layer indices (< own index)
+};
+
+struct Profile {
+  std::string model;
+  std::string device;
+  int microbatch_size = 1;
+  std::vector<Layer> layers;
+
+  int num_layers() const { return static_cast<int>(layers.size()); }
+};
+
+// A half-open range of layers [begin, end) in profile order.
+struct LayerRange {
+  int begin = 0;
+  int end = 0;
+  int size() const { return end - begin; }
+  bool operator==(const LayerRange&) const = default;
+};
+
+// Sums over a layer range.
+Seconds forward_time(const Profile& profile, LayerRange range);
+Seconds backward_time(const Profile& profile, LayerRange range);
+Bytes param_bytes(const Profile& profile, LayerRange range);
+// Bytes a stage keeps per in-flight microbatch for its backward: the input it
+// received plus the outputs of its own layers (see docs/MEMORY.md).
+Bytes stashed_activation_bytes(const Profile& profile, LayerRange range);
+// Bytes that cross the cut before layer `range.begin` (what the stage receives):
+// outputs of layers before the range consumed by layers inside it. Zero for a
+// range starting at layer 0.
+Bytes input_bytes(const Profile& profile, LayerRange range);
+// Bytes that cross the cut after the range (what the stage sends on): outputs
+// of layers inside the range consumed by layers after it. Zero at the end.
+Bytes output_bytes(const Profile& profile, LayerRange range);
+
+// Parsing and writing. `source` names the file in error messages.
+Result<Profile> profile_from_json(const nlohmann::json& document, const std::string& source);
+Result<Profile> parse_profile(std::string_view text, const std::string& source);
+nlohmann::json profile_to_json(const Profile& profile);
+
+// A chain of `num_layers` identical layers, for tests and studies.
+Profile make_uniform_profile(int num_layers, Seconds forward, Seconds backward, Bytes output,
+                             Bytes params, int microbatch_size = 1);
+
+}  // namespace baton

@@ -1,0 +1,100 @@
+// The schedule IR: a Program is, for every worker, the ordered list of actions
+// it performs. It holds order only, never times; the simulator and the executor
+// are two interpreters of the same Program.
+//
+// Action text forms (round-trip through `to_string` / `parse_action`):
+//   s2:F7            stage 2 forward of microbatch 7
+//   s2:B7            stage 2 backward (input and weight gradients)
+//   s2:I7 / s2:W7    the zero-bubble split of B: input gradient, weight gradient
+//   s2:SEND_ACT7>w5  send microbatch 7's activation to worker 5
+//   s2:RECV_ACT7<w3  receive microbatch 7's activation from worker 3
+//   s2:SEND_GRAD7>w1 send microbatch 7's gradient (w.r.t. the stage input) to worker 1
+//   s2:RECV_GRAD7<w5 receive microbatch 7's output gradient from worker 5
+//   s2:ALLREDUCE3    gradient all-reduce number 3 among the replicas of stage 2
+//                    (the n-th ALLREDUCE of each replica of a stage forms one collective)
+//   s2:STEP3         optimizer step producing weight version 3+1 (waits for this
+//                    worker's outstanding ALLREDUCE)
+// For ALLREDUCE and STEP the number is the round (weight update index), not a microbatch.
+//
+// Semantics every interpreter follows:
+// - a worker runs its actions strictly in order;
+// - SEND_* is issued when the worker reaches it and does not block the worker;
+// - RECV_* blocks the worker until the matching send has been delivered;
+// - ALLREDUCE is issued without blocking; it completes when every replica of
+//   the stage has issued its n-th ALLREDUCE and the collective has run;
+// - STEP blocks until the worker's ALLREDUCEs are complete;
+// - weight stashing (pipedream): a microbatch's B uses the weight version its
+//   F used on that stage; with vertical sync, the version stage 0 used.
+// Thread safety: plain values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sim/plan.h"
+#include "sim/result.h"
+
+namespace baton {
+
+enum class ActionKind : uint8_t {
+  kForward,        // F
+  kBackward,       // B
+  kBackwardInput,  // I
+  kBackwardWeight, // W
+  kSendAct,
+  kRecvAct,
+  kSendGrad,
+  kRecvGrad,
+  kAllReduce,
+  kStep,
+};
+
+constexpr bool is_compute(ActionKind kind) {
+  return kind == ActionKind::kForward || kind == ActionKind::kBackward ||
+         kind == ActionKind::kBackwardInput || kind == ActionKind::kBackwardWeight ||
+         kind == ActionKind::kStep;
+}
+constexpr bool is_send(ActionKind kind) {
+  return kind == ActionKind::kSendAct || kind == ActionKind::kSendGrad;
+}
+constexpr bool is_recv(ActionKind kind) {
+  return kind == ActionKind::kRecvAct || kind == ActionKind::kRecvGrad;
+}
+std::string_view kind_name(ActionKind kind);  // "F", "B", ..., "SEND_ACT", "ALLREDUCE", "STEP"
+
+struct Action {
+  ActionKind kind = ActionKind::kForward;
+  int32_t stage = 0;
+  int32_t microbatch = 0;  // or the round, for ALLREDUCE and STEP
+  int32_t peer = -1;       // the other worker, for sends and receives
+
+  bool operator==(const Action&) const = default;
+};
+
+std::string to_string(const Action& action);
+Result<Action> parse_action(std::string_view text);
+
+// A Program plus the placement it was generated for.
+struct Program {
+  Schedule schedule = Schedule::kOneFOneB;
+  int num_stages = 0;
+  int microbatches = 0;
+  bool vertical_sync = false;
+  std::vector<WorkerInfo> workers;              // index = worker id
+  std::vector<std::vector<Action>> actions;     // actions[worker]
+
+  int num_workers() const { return static_cast<int>(workers.size()); }
+  int64_t num_actions() const;
+  // Replicas of stage s (from `workers`).
+  int replicas_of(int stage) const;
+};
+
+// Text form of a whole program: one line per worker, "w0: s0:F0 s0:F1 ...".
+std::string program_to_text(const Program& program);
+// The worker x step grid, one column per step, with the cell at
+// (`mark_worker`, `mark_step`) marked (use -1 for no mark).
+std::string program_grid(const Program& program, int mark_worker = -1, int mark_step = -1);
+
+}  // namespace baton

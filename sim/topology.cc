@@ -1,0 +1,131 @@
+#include "sim/topology.h"
+
+#include "sim/json_fields.h"
+
+namespace baton {
+
+using json_fields::FieldPath;
+using nlohmann::json;
+
+int Topology::num_devices() const { return devices_per_unit(num_levels() - 1); }
+
+int Topology::devices_per_unit(int level) const {
+  int count = 1;
+  for (int l = 0; l <= level && l < num_levels(); ++l) count *= levels[l].size;
+  return count;
+}
+
+int Topology::common_level(int device_a, int device_b) const {
+  if (device_a == device_b) return -1;
+  int unit = 1;
+  for (int l = 0; l < num_levels(); ++l) {
+    unit *= levels[l].size;
+    if (device_a / unit == device_b / unit) return l;
+  }
+  return num_levels() - 1;
+}
+
+namespace {
+
+Result<DeviceType> read_device(const json& document, const FieldPath& root) {
+  auto it = document.find("device");
+  const FieldPath at = root.field("device");
+  if (it == document.end()) return at.error("is missing");
+  if (auto ok = json_fields::check_object(*it, at); !ok) return ok.error();
+  DeviceType device;
+  auto name = json_fields::read_string(*it, at, "name");
+  if (!name) return name.error();
+  device.name = *name;
+  auto memory = json_fields::read_number(*it, at, "memory_gib", 0.0, /*strict=*/true);
+  if (!memory) return memory.error();
+  device.memory = Bytes::from_gib(*memory);
+  auto speed = json_fields::read_number_or(*it, at, "relative_speed", 0.0, true, 1.0);
+  if (!speed) return speed.error();
+  device.relative_speed = *speed;
+  return device;
+}
+
+Result<Level> read_level(const json& value, const FieldPath& at) {
+  if (auto ok = json_fields::check_object(value, at); !ok) return ok.error();
+  Level level;
+  auto name = json_fields::read_string(value, at, "name");
+  if (!name) return name.error();
+  level.name = *name;
+  auto size = json_fields::read_integer(value, at, "size", 1);
+  if (!size) return size.error();
+  if (*size > (1 << 20)) return at.field("size").error("must be <= 1048576", value["size"]);
+  level.size = static_cast<int>(*size);
+  auto bandwidth = json_fields::read_number(value, at, "bandwidth_gbps", 0.0, /*strict=*/true);
+  if (!bandwidth) return bandwidth.error();
+  level.bandwidth_gbps = *bandwidth;
+  auto latency = json_fields::read_number(value, at, "latency_us", 0.0, false);
+  if (!latency) return latency.error();
+  level.latency = Seconds::from_us(*latency);
+  return level;
+}
+
+}  // namespace
+
+Result<Topology> topology_from_json(const json& document, const std::string& source) {
+  const FieldPath root(source);
+  if (auto ok = json_fields::check_object(document, root); !ok) return ok.error();
+  if (auto ok = json_fields::check_format(document, root, "baton.topology.v1"); !ok)
+    return ok.error();
+  Topology topology;
+  auto name = json_fields::read_string(document, root, "name");
+  if (!name) return name.error();
+  topology.name = *name;
+  auto origin = json_fields::read_string_or(document, root, "source", "");
+  if (!origin) return origin.error();
+  topology.source = *origin;
+  auto device = read_device(document, root);
+  if (!device) return device.error();
+  topology.device = *device;
+  auto levels = json_fields::read_array(document, root, "levels", /*non_empty=*/true);
+  if (!levels) return levels.error();
+  int64_t devices = 1;
+  for (size_t i = 0; i < (*levels)->size(); ++i) {
+    auto level = read_level((**levels)[i], root.field("levels").index(i));
+    if (!level) return level.error();
+    devices *= level->size;
+    if (devices > (1 << 24))
+      return root.field("levels").error("describe more than 16777216 devices", **levels);
+    topology.levels.push_back(*level);
+  }
+  return topology;
+}
+
+Result<Topology> parse_topology(std::string_view text, const std::string& source) {
+  auto document = json_fields::parse_json_text(text, source);
+  if (!document) return document.error();
+  return topology_from_json(*document, source);
+}
+
+json topology_to_json(const Topology& topology) {
+  json levels = json::array();
+  for (const Level& level : topology.levels) {
+    levels.push_back({{"name", level.name},
+                      {"size", level.size},
+                      {"bandwidth_gbps", level.bandwidth_gbps},
+                      {"latency_us", level.latency.us()}});
+  }
+  json document = {{"format", "baton.topology.v1"},
+                   {"name", topology.name},
+                   {"device",
+                    {{"name", topology.device.name},
+                     {"memory_gib", topology.device.memory.gib()},
+                     {"relative_speed", topology.device.relative_speed}}},
+                   {"levels", levels}};
+  if (!topology.source.empty()) document["source"] = topology.source;
+  return document;
+}
+
+Topology make_flat_topology(int devices, double bandwidth_gbps, Seconds latency, Bytes memory) {
+  Topology topology;
+  topology.name = "flat";
+  topology.device = DeviceType{"synthetic", memory, 1.0};
+  topology.levels.push_back(Level{"switch", devices, bandwidth_gbps, latency});
+  return topology;
+}
+
+}  // namespace baton

@@ -1,0 +1,75 @@
+// Topology: a hierarchical cluster of identical devices.
+//
+// Levels are listed innermost first. Level 0 groups `levels[0].size` devices
+// into a unit (a server); level 1 groups `levels[1].size` level-0 units, and so
+// on. Devices are numbered so that the devices of one unit are consecutive:
+// device d sits in unit d / devices_per_unit(L) of level L.
+//
+// Link model: inside a unit of level L, every child (a device at level 0, a
+// unit of level L-1 above it) has one full-duplex link of `bandwidth_gbps`
+// into the level's switch. A transfer between two devices crosses the
+// innermost level that contains both: it uses the sender child's uplink and the
+// receiver child's downlink of that level and pays that level's latency once.
+//
+// File format `baton.topology.v1`:
+//   {"format": "baton.topology.v1", "name": str, optional "source": str,
+//    "device": {"name": str, "memory_gib": num > 0, optional "relative_speed": num > 0},
+//    "levels": [{"name": str, "size": int >= 1, "bandwidth_gbps": num > 0,
+//                "latency_us": num >= 0}]}
+// `relative_speed` scales profile compute times (2.0 = twice as fast as the
+// profiled device; default 1).
+// Thread safety: immutable after construction.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/result.h"
+#include "sim/units.h"
+
+namespace baton {
+
+struct DeviceType {
+  std::string name;
+  Bytes memory;
+  double relative_speed = 1.0;
+};
+
+struct Level {
+  std::string name;
+  int size = 1;            // children per unit of this level
+  double bandwidth_gbps = 0.0;
+  Seconds latency;
+
+  Bandwidth bandwidth() const { return Bandwidth::from_gbps(bandwidth_gbps); }
+};
+
+struct Topology {
+  std::string name;
+  std::string source;  // where the numbers come from
+  DeviceType device;
+  std::vector<Level> levels;  // innermost first; at least one
+
+  int num_levels() const { return static_cast<int>(levels.size()); }
+  int num_devices() const;
+  // Devices in one unit of level `level` (level -1: a single device).
+  int devices_per_unit(int level) const;
+  // Innermost level whose unit contains both devices; -1 when a == b.
+  int common_level(int device_a, int device_b) const;
+  // Global index of the child unit of `level` that holds `device`
+  // (the device itself at level 0).
+  int child_of(int device, int level) const { return device / devices_per_unit(level - 1); }
+};
+
+Result<Topology> topology_from_json(const nlohmann::json& document, const std::string& source);
+Result<Topology> parse_topology(std::string_view text, const std::string& source);
+nlohmann::json topology_to_json(const Topology& topology);
+
+// A one-level topology of `devices` devices, for tests: every pair of devices
+// talks over one switch of `bandwidth_gbps` and `latency`.
+Topology make_flat_topology(int devices, double bandwidth_gbps, Seconds latency,
+                            Bytes memory = Bytes::from_gib(16));
+
+}  // namespace baton

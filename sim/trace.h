@@ -1,0 +1,43 @@
+// Trace: what happened, action by action, on every worker; the common output
+// of the simulator (predicted) and the executor (measured).
+//
+// One span per executed action. `action_index` is the action's position in its
+// worker's list in the Program, so spans of a prediction and a measurement of
+// the same Program pair up by (worker, action_index).
+// Span times by kind:
+//   compute (F, B, I, W, STEP): the time the device ran it;
+//   SEND_*: from the start of the transfer on the wire to its delivery;
+//   RECV_*: from the moment the worker reached the receive to the moment the
+//           data was there (zero length when it had already arrived);
+//   ALLREDUCE: from the start of the collective to its end.
+// Thread safety: plain values.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sim/program.h"
+#include "sim/units.h"
+
+namespace baton {
+
+enum class Stream : uint8_t { kCompute, kComm };
+
+struct Span {
+  int32_t worker = 0;
+  int32_t action_index = 0;
+  Action action;
+  Stream stream = Stream::kCompute;
+  Seconds start;
+  Seconds end;
+  Bytes bytes;  // data moved (sends, receives, all-reduce); 0 for compute
+};
+
+struct Trace {
+  std::string origin;  // "predicted" or "measured"
+  std::vector<WorkerInfo> workers;
+  int num_stages = 0;
+  std::vector<Span> spans;  // ordered by (start, worker, action_index)
+};
+
+}  // namespace baton

@@ -1,0 +1,80 @@
+// Units: strong value types for time and size.
+//
+// Contract: every quantity that crosses a module boundary carries its unit in
+// its type (`Seconds`, `Bytes`) or in its name (`bandwidth_gbps`). The types are
+// plain values (copyable, comparable, no allocation); arithmetic that mixes
+// units goes through the named helpers below so the conversion is visible.
+// Thread safety: values only, no shared state.
+#pragma once
+
+#include <cmath>
+#include <compare>
+#include <cstdint>
+
+namespace baton {
+
+// Seconds of (simulated or measured) time.
+struct Seconds {
+  double value = 0.0;
+
+  constexpr Seconds() = default;
+  constexpr explicit Seconds(double s) : value(s) {}
+
+  static constexpr Seconds from_ms(double ms) { return Seconds(ms * 1e-3); }
+  static constexpr Seconds from_us(double us) { return Seconds(us * 1e-6); }
+  constexpr double ms() const { return value * 1e3; }
+  constexpr double us() const { return value * 1e6; }
+
+  constexpr Seconds operator+(Seconds o) const { return Seconds(value + o.value); }
+  constexpr Seconds operator-(Seconds o) const { return Seconds(value - o.value); }
+  constexpr Seconds operator*(double k) const { return Seconds(value * k); }
+  constexpr Seconds operator/(double k) const { return Seconds(value / k); }
+  constexpr double operator/(Seconds o) const { return value / o.value; }
+  constexpr Seconds& operator+=(Seconds o) { value += o.value; return *this; }
+  constexpr Seconds& operator-=(Seconds o) { value -= o.value; return *this; }
+  constexpr auto operator<=>(const Seconds&) const = default;
+};
+
+constexpr Seconds max(Seconds a, Seconds b) { return a.value < b.value ? b : a; }
+constexpr Seconds min(Seconds a, Seconds b) { return a.value < b.value ? a : b; }
+
+// A size in bytes. Signed so that differences (freeing memory) are natural;
+// a negative size is a bug and is checked where sizes enter (the loaders).
+struct Bytes {
+  int64_t value = 0;
+
+  constexpr Bytes() = default;
+  constexpr explicit Bytes(int64_t b) : value(b) {}
+
+  static constexpr int64_t kGiB = int64_t{1} << 30;
+  static constexpr Bytes from_gib(double gib) {
+    return Bytes(static_cast<int64_t>(gib * static_cast<double>(kGiB)));
+  }
+  constexpr double gib() const { return static_cast<double>(value) / static_cast<double>(kGiB); }
+  constexpr double mib() const { return static_cast<double>(value) / (1024.0 * 1024.0); }
+
+  constexpr Bytes operator+(Bytes o) const { return Bytes(value + o.value); }
+  constexpr Bytes operator-(Bytes o) const { return Bytes(value - o.value); }
+  constexpr Bytes operator*(int64_t k) const { return Bytes(value * k); }
+  constexpr Bytes& operator+=(Bytes o) { value += o.value; return *this; }
+  constexpr Bytes& operator-=(Bytes o) { value -= o.value; return *this; }
+  constexpr auto operator<=>(const Bytes&) const = default;
+};
+
+constexpr Bytes max(Bytes a, Bytes b) { return a.value < b.value ? b : a; }
+
+// Link bandwidth. Topology files give gigabits per second (networking
+// convention: 1 Gb/s = 1e9 bit/s); the simulator works in bytes per second.
+struct Bandwidth {
+  double bytes_per_s = 0.0;
+
+  static constexpr Bandwidth from_gbps(double gbps) { return Bandwidth{gbps * 1e9 / 8.0}; }
+  constexpr double gbps() const { return bytes_per_s * 8.0 / 1e9; }
+};
+
+// Time to push `size` through a link of bandwidth `bw` (no latency).
+inline Seconds transfer_time(Bytes size, Bandwidth bw) {
+  return Seconds(static_cast<double>(size.value) / bw.bytes_per_s);
+}
+
+}  // namespace baton

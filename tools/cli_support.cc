@@ -1,0 +1,56 @@
+#include "tools/cli_support.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+namespace baton::cli {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UsageError(fmt::format("{}: cannot open for reading", path));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw UsageError(fmt::format("{}: read failed", path));
+  return text.str();
+}
+
+void write_file_atomic(const std::string& path, const std::string& contents) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  if (target.has_parent_path()) {
+    std::error_code ec;
+    fs::create_directories(target.parent_path(), ec);
+    if (ec) throw UsageError(fmt::format("{}: cannot create folder: {}", path, ec.message()));
+  }
+  const fs::path temporary = fs::path(path + ".tmp");
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    if (!out) throw UsageError(fmt::format("{}: cannot open for writing", path));
+    out << contents;
+    out.flush();
+    if (!out) {
+      std::remove(temporary.c_str());
+      throw UsageError(fmt::format("{}: write failed", path));
+    }
+  }
+  std::error_code ec;
+  fs::rename(temporary, target, ec);
+  if (ec) {
+    std::remove(temporary.c_str());
+    throw UsageError(fmt::format("{}: cannot move into place: {}", path, ec.message()));
+  }
+}
+
+Profile load_profile_file(const std::string& path) { return take(parse_profile(read_file(path), path)); }
+
+Topology load_topology_file(const std::string& path) {
+  return take(parse_topology(read_file(path), path));
+}
+
+Plan load_plan_file(const std::string& path) { return take(parse_plan(read_file(path), path)); }
+
+}  // namespace baton::cli

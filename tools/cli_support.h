@@ -1,0 +1,43 @@
+// Shared plumbing of the `baton` command line: reading input files, writing
+// outputs whole (or not at all), and turning library Errors into exit code 2.
+//
+// Contract: a command body throws `UsageError` for bad input; `main` prints its
+// message to stderr and exits 2. Outputs go through `write_file_atomic`, which
+// writes a temporary file beside the target and renames it, so a failure never
+// leaves a half-written file.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#include "sim/plan.h"
+#include "sim/profile.h"
+#include "sim/result.h"
+#include "sim/topology.h"
+
+namespace baton::cli {
+
+constexpr int kExitBadInput = 2;
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Unwraps a Result or throws UsageError with its message.
+template <typename T>
+T take(Result<T> result) {
+  if (!result) throw UsageError(result.error().message);
+  return std::move(result).value();
+}
+inline void take(const Status& status) {
+  if (!status) throw UsageError(status.error().message);
+}
+
+std::string read_file(const std::string& path);
+void write_file_atomic(const std::string& path, const std::string& contents);
+
+Profile load_profile_file(const std::string& path);
+Topology load_topology_file(const std::string& path);
+Plan load_plan_file(const std::string& path);
+
+}  // namespace baton::cli
