@@ -1,0 +1,304 @@
+// The event loop behind simulate_program (see simulator.h for the model).
+//
+// Every worker has at most one pending event: "try to run your next action at
+// time t". Events are processed in (time, worker) order, so links and shared
+// compute streams are granted first come, first served in simulated time.
+// A worker runs non-blocking actions (sends, all-reduce issue) at once and
+// yields after each compute action, on a receive whose data is not there yet,
+// and on a STEP whose all-reduce has not finished.
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <queue>
+
+#include <fmt/format.h>
+
+#include "sim/memory_tracker.h"
+#include "sim/network.h"
+#include "sim/simulator.h"
+#include "sim/simulator_internal.h"
+
+namespace baton {
+
+namespace {
+
+constexpr double kUnknown = -1.0;
+
+struct Collective {
+  int arrived = 0;
+  Seconds latest_issue;
+  double end = kUnknown;
+  std::vector<std::pair<int, int>> members;  // (worker, action index)
+};
+
+struct WorkerState {
+  int pc = 0;
+  bool blocked = false;  // waiting for data or an all-reduce; woken by its producer
+  double reached = kUnknown;
+  int pending_round = -1;
+};
+
+struct Event {
+  double time;
+  int worker;
+  bool operator>(const Event& other) const {
+    return time != other.time ? time > other.time : worker > other.worker;
+  }
+};
+
+class Engine {
+ public:
+  Engine(const Program& program, const std::vector<StageCost>& costs, const Topology& topology,
+         const SimOptions& options);
+  Status run();
+  RawRun take() {
+    raw_.memory = std::move(memory_);
+    return std::move(raw_);
+  }
+
+ private:
+  void advance(int worker, Seconds now);
+  bool run_compute(int worker, const Action& action, Seconds now);
+  void run_send(int worker, const Action& action, Seconds now);
+  bool run_recv(int worker, const Action& action, Seconds now);
+  void run_allreduce(int worker, const Action& action, Seconds now);
+  bool step_ready(int worker, Seconds now);
+  Seconds compute_time(const Action& action) const;
+  void track_memory(int worker, const Action& action, bool starting);
+  void record(int worker, const Action& action, Stream stream, Seconds start, Seconds end, Bytes bytes);
+  void schedule(int worker, Seconds at) { queue_.push(Event{at.value, worker}); }
+  double& arrival(int worker, ActionKind kind, int microbatch);
+
+  const Program& program_;
+  const std::vector<StageCost>& costs_;
+  const SimOptions& options_;
+  Network network_;
+  int microbatches_;
+  std::vector<WorkerState> state_;
+  std::vector<Seconds> device_free_;
+  std::vector<double> act_arrival_;   // [worker * M + microbatch]
+  std::vector<double> grad_arrival_;
+  std::vector<std::vector<Collective>> collectives_;  // [stage][round]
+  std::vector<std::vector<int>> stage_devices_;
+  std::vector<int> version_used_;     // [stage * M + microbatch]
+  std::vector<int> stage0_version_;   // [microbatch], for vertical sync
+  std::vector<MemoryTracker> memory_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> queue_;
+  RawRun raw_;
+};
+
+Engine::Engine(const Program& program, const std::vector<StageCost>& costs,
+               const Topology& topology, const SimOptions& options)
+    : program_(program), costs_(costs), options_(options), network_(topology),
+      microbatches_(std::max(program.microbatches, 1)) {
+  const int workers = program.num_workers();
+  const size_t cells = static_cast<size_t>(workers) * static_cast<size_t>(microbatches_);
+  state_.resize(static_cast<size_t>(workers));
+  device_free_.assign(static_cast<size_t>(topology.num_devices()), Seconds(0.0));
+  act_arrival_.assign(cells, kUnknown);
+  grad_arrival_.assign(cells, kUnknown);
+  collectives_.resize(static_cast<size_t>(program.num_stages));
+  stage_devices_.resize(static_cast<size_t>(program.num_stages));
+  for (const WorkerInfo& info : program.workers) stage_devices_[info.stage].push_back(info.device);
+  version_used_.assign(static_cast<size_t>(program.num_stages) * microbatches_, 0);
+  stage0_version_.assign(static_cast<size_t>(microbatches_), 0);
+  const double factor = optimizer_state_factor(options.optimizer);
+  for (const WorkerInfo& info : program.workers)
+    memory_.emplace_back(costs[info.stage].params, costs[info.stage].stash, factor);
+  raw_.busy.assign(static_cast<size_t>(workers), Seconds(0.0));
+  raw_.compute_intervals.resize(static_cast<size_t>(workers));
+  raw_.stage0_completion.assign(static_cast<size_t>(microbatches_), Seconds(-1.0));
+}
+
+double& Engine::arrival(int worker, ActionKind kind, int microbatch) {
+  const size_t index = static_cast<size_t>(worker) * microbatches_ + microbatch;
+  return kind == ActionKind::kSendAct || kind == ActionKind::kRecvAct ? act_arrival_[index]
+                                                                      : grad_arrival_[index];
+}
+
+Status Engine::run() {
+  for (int w = 0; w < program_.num_workers(); ++w) schedule(w, Seconds(0.0));
+  while (!queue_.empty()) {
+    const Event event = queue_.top();
+    queue_.pop();
+    advance(event.worker, Seconds(event.time));
+  }
+  for (int w = 0; w < program_.num_workers(); ++w) {
+    const auto& list = program_.actions[w];
+    if (state_[w].pc < static_cast<int>(list.size()))
+      return Error{fmt::format("simulation deadlocked: worker {} waits forever at action {} ({})\n{}",
+                               w, state_[w].pc, to_string(list[state_[w].pc]),
+                               program_grid(program_, w, state_[w].pc))};
+  }
+  return ok_status();
+}
+
+void Engine::advance(int worker, Seconds now) {
+  WorkerState& st = state_[worker];
+  st.blocked = false;
+  const auto& list = program_.actions[worker];
+  while (st.pc < static_cast<int>(list.size())) {
+    const Action& action = list[st.pc];
+    if (st.reached < 0) st.reached = now.value;
+    bool proceed = true;
+    if (is_compute(action.kind)) {
+      proceed = run_compute(worker, action, now);
+      if (proceed) {
+        ++st.pc;
+        st.reached = kUnknown;
+        return;  // resumes at the compute's end
+      }
+    } else if (is_send(action.kind)) {
+      run_send(worker, action, now);
+    } else if (is_recv(action.kind)) {
+      proceed = run_recv(worker, action, now);
+    } else {
+      run_allreduce(worker, action, now);
+    }
+    if (!proceed) return;
+    ++st.pc;
+    st.reached = kUnknown;
+  }
+}
+
+Seconds Engine::compute_time(const Action& action) const {
+  const StageCost& cost = costs_[action.stage];
+  switch (action.kind) {
+    case ActionKind::kForward: return cost.forward;
+    case ActionKind::kBackward: return cost.backward;
+    case ActionKind::kBackwardInput: return cost.backward_input;
+    case ActionKind::kBackwardWeight: return cost.backward_weight;
+    default: return Seconds(0.0);
+  }
+}
+
+bool Engine::run_compute(int worker, const Action& action, Seconds now) {
+  if (action.kind == ActionKind::kStep && !step_ready(worker, now)) return false;
+  const int device = program_.workers[worker].device;
+  const Seconds start = max(now, device_free_[device]);
+  const Seconds end = start + compute_time(action);
+  device_free_[device] = end;
+  raw_.busy[worker] += end - start;
+  raw_.compute_intervals[worker].emplace_back(start, end);
+  track_memory(worker, action, true);
+  if (action.kind == ActionKind::kBackward || action.kind == ActionKind::kBackwardWeight) {
+    track_memory(worker, action, false);
+    if (action.stage == 0) raw_.stage0_completion[action.microbatch] = end;
+  }
+  raw_.makespan = max(raw_.makespan, end);
+  record(worker, action, Stream::kCompute, start, end, Bytes(0));
+  schedule(worker, end);
+  return true;
+}
+
+void Engine::track_memory(int worker, const Action& action, bool starting) {
+  MemoryTracker& memory = memory_[worker];
+  const size_t slot = static_cast<size_t>(action.stage) * microbatches_ + action.microbatch;
+  if (action.kind == ActionKind::kStep) {
+    memory.step();
+  } else if (action.kind == ActionKind::kForward) {
+    int version = memory.live_version();
+    if (program_.vertical_sync && action.stage > 0) version = stage0_version_[action.microbatch];
+    if (action.stage == 0) stage0_version_[action.microbatch] = version;
+    version_used_[slot] = version;
+    memory.forward(version);
+  } else if (!starting) {
+    memory.backward(version_used_[slot]);
+  }
+}
+
+bool Engine::step_ready(int worker, Seconds now) {
+  WorkerState& st = state_[worker];
+  if (st.pending_round < 0) return true;
+  const Collective& collective = collectives_[program_.workers[worker].stage][st.pending_round];
+  if (collective.end < 0) {
+    st.blocked = true;  // the last replica to issue wakes us
+    return false;
+  }
+  if (collective.end > now.value) {
+    schedule(worker, Seconds(collective.end));
+    return false;
+  }
+  st.pending_round = -1;
+  return true;
+}
+
+void Engine::run_send(int worker, const Action& action, Seconds now) {
+  const StageCost& cost = action.kind == ActionKind::kSendAct ? costs_[action.stage]
+                                                              : costs_[action.stage - 1];
+  const Bytes size = cost.activation_out;
+  const TransferTimes times = network_.transfer(program_.workers[worker].device,
+                                                program_.workers[action.peer].device, size, now);
+  const ActionKind recv_kind =
+      action.kind == ActionKind::kSendAct ? ActionKind::kRecvAct : ActionKind::kRecvGrad;
+  arrival(action.peer, recv_kind, action.microbatch) = times.delivered.value;
+  WorkerState& peer = state_[action.peer];
+  if (peer.blocked) {
+    const Action& waiting = program_.actions[action.peer][peer.pc];
+    if (waiting.kind == recv_kind && waiting.microbatch == action.microbatch) {
+      peer.blocked = false;
+      schedule(action.peer, times.delivered);
+    }
+  }
+  raw_.makespan = max(raw_.makespan, times.delivered);
+  record(worker, action, Stream::kComm, times.wire_start, times.delivered, size);
+}
+
+bool Engine::run_recv(int worker, const Action& action, Seconds now) {
+  const double arrived = arrival(worker, action.kind, action.microbatch);
+  if (arrived < 0) {
+    state_[worker].blocked = true;
+    return false;
+  }
+  if (arrived > now.value) {
+    schedule(worker, Seconds(arrived));
+    return false;
+  }
+  const StageCost& cost = action.kind == ActionKind::kRecvAct ? costs_[action.stage - 1]
+                                                              : costs_[action.stage];
+  record(worker, action, Stream::kComm, Seconds(state_[worker].reached), now, cost.activation_out);
+  return true;
+}
+
+void Engine::run_allreduce(int worker, const Action& action, Seconds now) {
+  auto& rounds = collectives_[action.stage];
+  if (static_cast<int>(rounds.size()) <= action.microbatch) rounds.resize(action.microbatch + 1);
+  Collective& collective = rounds[action.microbatch];
+  ++collective.arrived;
+  collective.latest_issue = max(collective.latest_issue, now);
+  collective.members.emplace_back(worker, state_[worker].pc);
+  state_[worker].pending_round = action.microbatch;
+  const auto& devices = stage_devices_[action.stage];
+  if (collective.arrived < static_cast<int>(devices.size())) return;
+  const Bytes size = costs_[action.stage].params;
+  const Seconds end = collective.latest_issue + network_.allreduce_time(devices, size);
+  collective.end = end.value;
+  raw_.makespan = max(raw_.makespan, end);
+  for (const auto& [member, index] : collective.members) {
+    const Action& member_action = program_.actions[member][index];
+    if (options_.record_trace)
+      raw_.spans.push_back(Span{member, index, member_action, Stream::kComm,
+                                collective.latest_issue, end, size});
+    if (state_[member].blocked) {
+      state_[member].blocked = false;
+      schedule(member, end);
+    }
+  }
+}
+
+void Engine::record(int worker, const Action& action, Stream stream, Seconds start, Seconds end,
+                    Bytes bytes) {
+  if (!options_.record_trace) return;
+  raw_.spans.push_back(Span{worker, state_[worker].pc, action, stream, start, end, bytes});
+}
+
+}  // namespace
+
+Result<RawRun> run_engine(const Program& program, const std::vector<StageCost>& costs,
+                          const Topology& topology, const SimOptions& options) {
+  Engine engine(program, costs, topology, options);
+  if (auto ok = engine.run(); !ok) return ok.error();
+  return engine.take();
+}
+
+}  // namespace baton

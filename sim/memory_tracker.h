@@ -1,0 +1,58 @@
+// MemoryTracker: one worker's memory, followed action by action while simulating.
+//
+// Accounting (bytes held by one worker at one instant):
+//   weights     = params x versions held, where the versions held are the live
+//                 version plus every older version still referenced by an
+//                 in-flight microbatch (weight stashing: a microbatch's backward
+//                 needs the version its forward used);
+//   gradients   = params (one accumulation buffer);
+//   optimizer   = params x optimizer_factor (SGD 0, momentum 1, Adam 2);
+//   activations = in-flight microbatches x stash bytes of the stage
+//                 (allocated when a forward starts, freed when its backward ends).
+// `peak()` is the largest sum seen; the component figures are their own peaks.
+// Thread safety: none (one per worker per simulation).
+#pragma once
+
+#include <utility>
+#include <vector>
+
+#include "sim/units.h"
+
+namespace baton {
+
+class MemoryTracker {
+ public:
+  MemoryTracker(Bytes params, Bytes stash_per_microbatch, double optimizer_factor);
+
+  // A forward starts using weight version `version`.
+  void forward(int version);
+  // The backward of a microbatch whose forward used `version` finished.
+  void backward(int version);
+  // The optimizer produced a new live version.
+  void step() { ++live_version_; update(); }
+
+  int live_version() const { return live_version_; }
+  Bytes peak() const { return peak_; }
+  int peak_versions() const { return peak_versions_; }
+  Bytes peak_activations() const { return peak_activations_; }
+  int peak_inflight() const { return peak_inflight_; }
+  Bytes params() const { return params_; }
+  Bytes optimizer_bytes() const { return optimizer_; }
+
+ private:
+  int versions_held() const;
+  void update();
+
+  Bytes params_;
+  Bytes stash_;
+  Bytes optimizer_;
+  int live_version_ = 0;
+  int inflight_ = 0;
+  std::vector<std::pair<int, int>> version_refs_;  // (version, in-flight count), few entries
+  Bytes peak_;
+  int peak_versions_ = 1;
+  Bytes peak_activations_;
+  int peak_inflight_ = 0;
+};
+
+}  // namespace baton

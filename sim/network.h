@@ -1,0 +1,63 @@
+// Network: the communication cost model of the simulator.
+//
+// Point-to-point transfers (the sharing model):
+//   A transfer from device a to device b crosses L = topology.common_level(a, b).
+//   It occupies two directional links of level L for bytes / bandwidth_L
+//   seconds: the uplink of a's child unit and the downlink of b's child unit
+//   (links are full duplex: each direction is its own resource). A link serves
+//   one transfer at a time, in the order transfers are issued (FIFO); a
+//   transfer starts on the wire when it has been issued and both of its links
+//   are free, and is delivered latency_L after it leaves the wire:
+//     wire_start = max(issue, free(up), free(down))
+//     wire_end   = wire_start + bytes / bandwidth_L      (both links busy until then)
+//     delivered  = wire_end + latency_L
+//   So two transfers of x bytes issued together on one link are delivered at
+//   x/B + lat and 2x/B + lat: the link's bandwidth is shared by taking turns,
+//   and its total throughput never exceeds B. Transfers inside one device are
+//   free and instantaneous.
+//
+// Collective all-reduce (gradient sync of replicas), hierarchical ring:
+//   For every level L, let n_L be the largest number of distinct children of
+//   one level-L unit that the group touches. Levels with n_L = 1 cost nothing.
+//   The data shrinks as lower levels reduce-scatter: D_L = D / prod_{l<L} n_l.
+//     time = sum_L [ 2 (n_L - 1) / n_L * D_L / bandwidth_L + 2 (n_L - 1) latency_L ]
+//   which for one level is the classic ring 2 (n - 1)/n * D / B.
+//   All-reduce traffic is not queued on the point-to-point links (it is
+//   modelled as a separate collective channel, as NCCL/Gloo run it on their own
+//   connections); this is a stated simplification.
+//
+// Thread safety: a Network holds mutable link state; use one per simulation.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "sim/topology.h"
+#include "sim/units.h"
+
+namespace baton {
+
+struct TransferTimes {
+  Seconds wire_start;
+  Seconds delivered;
+};
+
+class Network {
+ public:
+  explicit Network(Topology topology);
+
+  // Books the transfer on its links and returns when it starts and arrives.
+  TransferTimes transfer(int src_device, int dst_device, Bytes size, Seconds issue);
+
+  // Time a ring all-reduce of `size` bytes takes among `devices` (any order).
+  Seconds allreduce_time(std::span<const int> devices, Bytes size) const;
+
+ private:
+  int link_index(int level, int child, bool down) const;
+
+  Topology topology_;
+  std::vector<int> link_offset_;   // first link index of each level
+  std::vector<Seconds> link_free_; // when each directional link is next free
+};
+
+}  // namespace baton

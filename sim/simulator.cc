@@ -1,0 +1,168 @@
+#include "sim/simulator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "sim/schedules.h"
+#include "sim/simulator_internal.h"
+
+namespace baton {
+
+double optimizer_state_factor(Optimizer optimizer) {
+  switch (optimizer) {
+    case Optimizer::kSgd: return 0.0;
+    case Optimizer::kMomentum: return 1.0;
+    case Optimizer::kAdam: return 2.0;
+  }
+  return 0.0;
+}
+
+Result<Optimizer> parse_optimizer(std::string_view name) {
+  if (name == "sgd") return Optimizer::kSgd;
+  if (name == "momentum") return Optimizer::kMomentum;
+  if (name == "adam") return Optimizer::kAdam;
+  return Error{fmt::format("unknown optimizer \"{}\" (expected sgd, momentum or adam)", name)};
+}
+
+namespace {
+
+int noam_of(const Program& program) {
+  const int first = program.replicas_of(0);
+  return (program.num_workers() + first - 1) / first;
+}
+
+int64_t replica_period(const Program& program) {
+  int64_t period = 1;
+  for (int s = 0; s < program.num_stages; ++s) {
+    period = std::lcm(period, static_cast<int64_t>(program.replicas_of(s)));
+    if (period > program.microbatches) return 1;  // no common period fits: use 1
+  }
+  return period;
+}
+
+struct Window {
+  Seconds start;
+  Seconds end;
+  int minibatches = 1;  // iterations inside the window
+};
+
+// See simulator.h: the steady-state window of a pipedream run.
+Window steady_window(const Program& program, const RawRun& raw) {
+  const int n = program.microbatches;
+  const int a = std::min(noam_of(program), n - 1);
+  const int64_t period = replica_period(program);
+  int b = std::max(a + 1, n - noam_of(program) - 1);
+  b = std::min(b, n - 1);
+  const int span = static_cast<int>(((b - a) / period) * period);
+  if (span >= 1) b = a + span;
+  return Window{raw.stage0_completion[a], raw.stage0_completion[b], std::max(b - a, 1)};
+}
+
+Seconds busy_inside(const std::vector<std::pair<Seconds, Seconds>>& intervals, Window window) {
+  Seconds total;
+  for (const auto& [start, end] : intervals) {
+    const Seconds from = max(start, window.start);
+    const Seconds to = min(end, window.end);
+    if (to > from) total += to - from;
+  }
+  return total;
+}
+
+WorkerMetrics worker_metrics(int worker, const WorkerInfo& info, const MemoryTracker& memory,
+                             Seconds busy, Seconds window_length) {
+  WorkerMetrics m;
+  m.worker = worker;
+  m.stage = info.stage;
+  m.device = info.device;
+  m.busy = busy;
+  m.bubble_fraction = window_length.value > 0 ? 1.0 - busy / window_length : 0.0;
+  m.peak_memory = memory.peak();
+  m.weight_bytes = memory.params();
+  m.weight_versions = memory.peak_versions();
+  m.peak_stashed_weight_bytes = memory.params() * (memory.peak_versions() - 1);
+  m.gradient_bytes = memory.params();
+  m.optimizer_bytes = memory.optimizer_bytes();
+  m.peak_activation_bytes = memory.peak_activations();
+  m.peak_inflight_microbatches = memory.peak_inflight();
+  return m;
+}
+
+Metrics metrics_of(const Program& program, const RawRun& raw, int microbatch_size) {
+  Metrics metrics;
+  metrics.makespan = raw.makespan;
+  metrics.actions = program.num_actions();
+  const bool steady = program.schedule == Schedule::kPipeDream;
+  const Window window = steady ? steady_window(program, raw) : Window{Seconds(0.0), raw.makespan, 1};
+  metrics.window_start = window.start;
+  metrics.window_end = window.end;
+  const Seconds length = window.end - window.start;
+  metrics.iteration_time = length / window.minibatches;
+  const double samples = steady ? microbatch_size : double(program.microbatches) * microbatch_size;
+  metrics.throughput_samples_per_s =
+      metrics.iteration_time.value > 0 ? samples / metrics.iteration_time.value : 0.0;
+  Seconds busy_total;
+  for (int w = 0; w < program.num_workers(); ++w) {
+    const Seconds busy = steady ? busy_inside(raw.compute_intervals[w], window) : raw.busy[w];
+    busy_total += busy;
+    metrics.workers.push_back(worker_metrics(w, program.workers[w], raw.memory[w], busy, length));
+  }
+  const double capacity = length.value * program.num_workers();
+  metrics.bubble_fraction = capacity > 0 ? 1.0 - busy_total.value / capacity : 0.0;
+  return metrics;
+}
+
+Trace trace_of(const Program& program, RawRun& raw) {
+  Trace trace;
+  trace.origin = "predicted";
+  trace.workers = program.workers;
+  trace.num_stages = program.num_stages;
+  trace.spans = std::move(raw.spans);
+  std::sort(trace.spans.begin(), trace.spans.end(), [](const Span& x, const Span& y) {
+    if (x.start != y.start) return x.start < y.start;
+    if (x.worker != y.worker) return x.worker < y.worker;
+    return x.action_index < y.action_index;
+  });
+  return trace;
+}
+
+}  // namespace
+
+Result<Simulation> simulate_program(const Program& program, const std::vector<StageCost>& costs,
+                                    const Topology& topology, int microbatch_size,
+                                    const SimOptions& options) {
+  const auto started = std::chrono::steady_clock::now();
+  auto raw = run_engine(program, costs, topology, options);
+  if (!raw) return raw.error();
+  Simulation simulation;
+  simulation.metrics = metrics_of(program, *raw, microbatch_size);
+  simulation.trace = trace_of(program, *raw);
+  simulation.metrics.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return simulation;
+}
+
+int min_pipedream_minibatches(const Plan& plan) {
+  const int workers = plan.num_workers();
+  const int first = plan.stages.empty() ? 1 : plan.stages.front().replicas;
+  const int noam = (workers + first - 1) / first;
+  int64_t period = 1;
+  for (const StagePlan& stage : plan.stages) period = std::lcm(period, int64_t{stage.replicas});
+  period = std::min<int64_t>(period, 4096);
+  return static_cast<int>(4 * noam + 2 * period);
+}
+
+Result<Simulation> simulate_plan(const Plan& plan, const Profile& profile, const Topology& topology,
+                                 const SimOptions& options) {
+  if (auto ok = check_plan(plan, profile, topology, "plan"); !ok) return ok.error();
+  Plan effective = plan;
+  if (plan.schedule == Schedule::kPipeDream)
+    effective.microbatches = std::max(plan.microbatches, min_pipedream_minibatches(plan));
+  const Program program = build_program(effective);
+  return simulate_program(program, stage_costs(profile, effective, topology), topology,
+                          plan.microbatch_size, options);
+}
+
+}  // namespace baton

@@ -1,0 +1,73 @@
+// The discrete-event simulator: interprets a Program against stage costs and a
+// topology and predicts its timeline (a Trace) and Metrics.
+//
+// Model (see DESIGN.md "The cluster model"):
+// - every device has one compute stream; the workers placed on one device
+//   share it, first come first served in simulated time (ties: lower worker);
+// - communication runs beside compute: SEND is issued without blocking the
+//   worker, transfers cross the topology as `Network` states, RECV blocks the
+//   worker until the data is there;
+// - ALLREDUCE starts when the last replica of the stage has issued it and lasts
+//   Network::allreduce_time(stage devices, stage params); STEP waits for it;
+//   STEP itself costs no compute time;
+// - memory is followed action by action (MemoryTracker).
+//
+// Measurement window:
+// - flush schedules (1f1b, gpipe, dp): the whole run is one iteration.
+// - pipedream: with N minibatches, NOAM = ceil(workers / replicas of stage 0)
+//   and R = lcm of the replica counts, c_k = end of minibatch k's backward on
+//   stage 0. The window is [c_a, c_b] with a = NOAM and b the largest index
+//   <= N - NOAM - 1 with (b - a) a multiple of R: it leaves out warm-up and
+//   cool-down. Time per minibatch = (c_b - c_a) / (b - a); busy time and
+//   bubbles are measured inside the window. `simulate_plan` raises N to
+//   `min_pipedream_minibatches` when the plan asks for fewer.
+//
+// Deterministic: same inputs, bit-identical outputs. No globals: any number of
+// simulations may run at once on different threads.
+#pragma once
+
+#include <vector>
+
+#include "sim/metrics.h"
+#include "sim/plan.h"
+#include "sim/profile.h"
+#include "sim/program.h"
+#include "sim/result.h"
+#include "sim/stage_costs.h"
+#include "sim/topology.h"
+#include "sim/trace.h"
+
+namespace baton {
+
+enum class Optimizer { kSgd, kMomentum, kAdam };
+// Optimizer state per parameter byte: SGD 0, momentum 1, Adam 2.
+double optimizer_state_factor(Optimizer optimizer);
+Result<Optimizer> parse_optimizer(std::string_view name);
+
+struct SimOptions {
+  // Which optimizer's state counts in memory. Default Adam (2 x params).
+  Optimizer optimizer = Optimizer::kAdam;
+  // Record one Span per action (costs time and memory; metrics don't need it).
+  bool record_trace = true;
+};
+
+struct Simulation {
+  Metrics metrics;
+  Trace trace;  // empty spans unless SimOptions::record_trace
+};
+
+// Simulates `program`; `costs[s]` describes stage s; workers sit on the
+// devices given in program.workers. Fails (as a value) on a deadlock.
+Result<Simulation> simulate_program(const Program& program, const std::vector<StageCost>& costs,
+                                    const Topology& topology, int microbatch_size,
+                                    const SimOptions& options);
+
+// Fewest minibatches that give pipedream a steady-state window.
+int min_pipedream_minibatches(const Plan& plan);
+
+// Checks the plan, builds its Program (raising pipedream's minibatch count to
+// min_pipedream_minibatches) and simulates it.
+Result<Simulation> simulate_plan(const Plan& plan, const Profile& profile, const Topology& topology,
+                                 const SimOptions& options);
+
+}  // namespace baton

@@ -1,0 +1,36 @@
+// StageCosts: what one microbatch costs on each stage, derived once from a
+// Profile, a Plan and a Topology; the simulator's only view of the model.
+//
+// Sizes (per microbatch unless said otherwise):
+//   forward, backward          = sums over the stage's layers / device relative_speed
+//   backward_input/_weight     = sums of the profiled split; where a layer has no
+//                                split, half of its backward each (stated guess)
+//   activation_out             = bytes crossing the cut after the stage (sent forward;
+//                                the gradient sent back across that cut has the same size)
+//   stash                      = input bytes + outputs of the stage's layers, kept from
+//                                a microbatch's forward to its backward
+//   params                     = the stage's parameters (one weight version)
+#pragma once
+
+#include <vector>
+
+#include "sim/plan.h"
+#include "sim/profile.h"
+#include "sim/topology.h"
+#include "sim/units.h"
+
+namespace baton {
+
+struct StageCost {
+  Seconds forward;
+  Seconds backward;
+  Seconds backward_input;
+  Seconds backward_weight;
+  Bytes activation_out;
+  Bytes stash;
+  Bytes params;
+};
+
+std::vector<StageCost> stage_costs(const Profile& profile, const Plan& plan, const Topology& topology);
+
+}  // namespace baton

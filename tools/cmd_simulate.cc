@@ -1,0 +1,173 @@
+// `baton simulate`: predict a plan's timeline, throughput, bubbles and memory.
+#include <memory>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "sim/schedules.h"
+#include "sim/simulator.h"
+#include "sim/trace_writers.h"
+#include "sim/validate.h"
+#include "tools/cli_support.h"
+#include "tools/commands.h"
+#include "tools/report.h"
+#include "tools/simulate_report.h"
+
+namespace baton::cli {
+
+namespace {
+
+struct SimulateArgs {
+  std::string profile;
+  std::string topology;
+  std::string stages;
+  std::string plan;
+  std::string schedules;
+  int microbatches = 0;
+  int microbatch_size = 0;
+  bool vertical_sync = false;
+  std::string optimizer = "adam";
+  std::string trace;
+  std::string gantt;
+  std::string csv;
+  bool json = false;
+};
+
+std::vector<Schedule> parse_schedule_list(const std::string& text) {
+  std::vector<Schedule> schedules;
+  size_t begin = 0;
+  while (begin <= text.size()) {
+    const size_t comma = text.find(',', begin);
+    const std::string name = text.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin);
+    auto schedule = parse_schedule(name);
+    if (!schedule) throw UsageError("--schedule: " + schedule.error().message);
+    schedules.push_back(*schedule);
+    if (comma == std::string::npos) break;
+    begin = comma + 1;
+  }
+  return schedules;
+}
+
+Plan base_plan(const SimulateArgs& args, const Profile& profile, const Topology& topology) {
+  Plan plan;
+  if (!args.plan.empty()) {
+    plan = load_plan_file(args.plan);
+  } else {
+    plan.stages = take(parse_stages(args.stages));
+    plan.microbatches = 64;
+  }
+  plan.model = profile.model;
+  if (plan.microbatch_size < 1 || args.plan.empty()) plan.microbatch_size = profile.microbatch_size;
+  if (args.microbatch_size > 0) plan.microbatch_size = args.microbatch_size;
+  if (args.microbatches > 0) plan.microbatches = args.microbatches;
+  if (args.vertical_sync) plan.vertical_sync = true;
+  take(assign_devices(plan, topology));
+  return plan;
+}
+
+// The plan for one schedule: dp replaces the stages by one stage on as many devices.
+Plan plan_for(const Plan& base, Schedule schedule, const Profile& profile) {
+  Plan plan = base;
+  plan.schedule = schedule;
+  if (schedule == Schedule::kDataParallel && base.num_stages() > 1) {
+    StagePlan all{LayerRange{0, profile.num_layers()}, base.num_workers(), {}};
+    for (int d = 0; d < base.num_workers(); ++d) all.devices.push_back(d);
+    plan.stages = {all};
+  }
+  return plan;
+}
+
+std::string with_suffix(const std::string& path, Schedule schedule, bool several) {
+  if (!several) return path;
+  const size_t dot = path.find_last_of('.');
+  const size_t slash = path.find_last_of('/');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash))
+    return fmt::format("{}.{}", path, schedule_name(schedule));
+  return fmt::format("{}.{}{}", path.substr(0, dot), schedule_name(schedule), path.substr(dot));
+}
+
+void write_outputs(const SimulateArgs& args, const SimulatedPlan& run, bool several) {
+  const Schedule schedule = run.plan.schedule;
+  if (!args.trace.empty())
+    write_file_atomic(with_suffix(args.trace, schedule, several), trace_to_chrome_json(run.simulation.trace));
+  if (!args.csv.empty())
+    write_file_atomic(with_suffix(args.csv, schedule, several), trace_to_csv(run.simulation.trace));
+  if (!args.gantt.empty()) {
+    GanttOptions gantt;
+    gantt.title = fmt::format("{}: {} on {} ({} stages, {} microbatches), predicted", run.plan.model,
+                              schedule_name(schedule), run.topology_name, run.plan.num_stages(),
+                              run.simulated_microbatches);
+    write_file_atomic(with_suffix(args.gantt, schedule, several), trace_to_svg(run.simulation.trace, gantt));
+  }
+}
+
+int run_simulate(const SimulateArgs& args) {
+  if (args.plan.empty() == args.stages.empty())
+    throw UsageError("simulate: give exactly one of --plan FILE or --stages RANGES");
+  const Profile profile = load_profile_file(args.profile);
+  const Topology topology = load_topology_file(args.topology);
+  const Plan base = base_plan(args, profile, topology);
+  const std::string plan_source = args.plan.empty() ? std::string("--stages") : args.plan;
+  std::vector<Schedule> schedules =
+      args.schedules.empty() ? std::vector<Schedule>{base.schedule} : parse_schedule_list(args.schedules);
+  SimOptions options;
+  options.optimizer = take(parse_optimizer(args.optimizer));
+  options.record_trace = !args.trace.empty() || !args.gantt.empty() || !args.csv.empty();
+
+  std::vector<SimulatedPlan> runs;
+  for (Schedule schedule : schedules) {
+    Plan plan = plan_for(base, schedule, profile);
+    take(check_plan(plan, profile, topology, plan_source));
+    if (schedule == Schedule::kPipeDream)
+      plan.microbatches = std::max(plan.microbatches, min_pipedream_minibatches(plan));
+    const Program program = build_program(plan);
+    take(validate_program(program));
+    auto simulation = simulate_program(program, stage_costs(profile, plan, topology), topology,
+                                       plan.microbatch_size, options);
+    if (!simulation) throw UsageError(simulation.error().message);
+    runs.push_back(SimulatedPlan{plan, topology.name, plan.microbatches, std::move(*simulation)});
+  }
+  for (const SimulatedPlan& run : runs) write_outputs(args, run, runs.size() > 1);
+  std::fputs(args.json ? (simulations_json(runs, profile, topology).dump(2) + "\n").c_str()
+                       : simulations_text(runs, profile, topology).c_str(),
+             stdout);
+  return 0;
+}
+
+}  // namespace
+
+void add_simulate_command(CLI::App& app, CommandResult& result) {
+  auto args = std::make_shared<SimulateArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "simulate",
+      "Predict the timeline of a plan with the discrete-event simulator: time per iteration,\n"
+      "throughput, pipeline bubbles and peak memory per worker, and optionally a Gantt chart\n"
+      "(SVG), a Perfetto/chrome://tracing trace (JSON) and a CSV of every action.\n\n"
+      "Example:\n"
+      "  baton simulate --profile traces/vgg16_v100_mb32.json --topology topologies/pipedream_a.json \\\n"
+      "      --stages 0-13x15,13-39x1 --schedule pipedream --trace out/vgg16.json --gantt out/vgg16.svg\n"
+      "Give several schedules (--schedule pipedream,1f1b,gpipe,dp) to compare them side by side;\n"
+      "dp then runs the whole model on as many devices as the plan uses.");
+  cmd->add_option("--profile", args->profile, "layer profile (baton.profile.v1 JSON)")->required();
+  cmd->add_option("--topology", args->topology, "cluster (baton.topology.v1 JSON)")->required();
+  cmd->add_option("--stages", args->stages,
+                  "stages as half-open layer ranges with replicas, e.g. 0-13x15,13-39x1;\n"
+                  "devices are assigned in order unless given as 0-13x2@4+5");
+  cmd->add_option("--plan", args->plan, "a plan file (baton.plan.v1) instead of --stages");
+  cmd->add_option("--schedule", args->schedules,
+                  "pipedream | 1f1b | gpipe | dp, or a comma list to compare (default: the plan's, else 1f1b)");
+  cmd->add_option("--microbatches", args->microbatches,
+                  "microbatches per iteration (flush schedules) or minibatches pushed through "
+                  "(pipedream; raised to reach a steady state). Default 64")->check(CLI::PositiveNumber);
+  cmd->add_option("--microbatch-size", args->microbatch_size,
+                  "samples per microbatch (default: the profile's)")->check(CLI::PositiveNumber);
+  cmd->add_flag("--vertical-sync", args->vertical_sync, "pipedream: every stage uses stage 0's weight version");
+  cmd->add_option("--optimizer", args->optimizer, "sgd | momentum | adam: optimizer state in memory (default adam)");
+  cmd->add_option("--trace", args->trace, "write a Chrome trace-event JSON (open in ui.perfetto.dev)");
+  cmd->add_option("--gantt", args->gantt, "write an SVG Gantt chart");
+  cmd->add_option("--csv", args->csv, "write one CSV row per action");
+  cmd->add_flag("--json", args->json, "print the metrics as JSON instead of text");
+  cmd->callback([args, &result] { result.exit_code = run_simulate(*args); });
+}
+
+}  // namespace baton::cli

@@ -1,0 +1,138 @@
+#include "tools/simulate_report.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "sim/stage_costs.h"
+#include "tools/report.h"
+
+namespace baton::cli {
+
+namespace {
+
+std::string layer_span(const Profile& profile, LayerRange range) {
+  return fmt::format("{}-{} ({}..{})", range.begin, range.end, profile.layers[range.begin].name,
+                     profile.layers[range.end - 1].name);
+}
+
+std::string device_list(const std::vector<int>& devices) {
+  if (devices.size() > 1 && devices.back() - devices.front() + 1 == static_cast<int>(devices.size()))
+    return fmt::format("{}-{}", devices.front(), devices.back());
+  std::string text;
+  for (int d : devices) text += (text.empty() ? "" : ",") + std::to_string(d);
+  return text;
+}
+
+// Largest peak memory among the workers of each stage.
+std::vector<const WorkerMetrics*> stage_peaks(const Metrics& metrics, int stages) {
+  std::vector<const WorkerMetrics*> peaks(static_cast<size_t>(stages), nullptr);
+  for (const WorkerMetrics& w : metrics.workers)
+    if (peaks[w.stage] == nullptr || w.peak_memory > peaks[w.stage]->peak_memory) peaks[w.stage] = &w;
+  return peaks;
+}
+
+std::string window_note(const SimulatedPlan& run) {
+  const Metrics& m = run.simulation.metrics;
+  if (run.plan.schedule != Schedule::kPipeDream)
+    return fmt::format("one iteration of {} microbatches x {} samples", run.plan.microbatches,
+                       run.plan.microbatch_size);
+  return fmt::format("steady state per minibatch of {} samples, measured from {} to {} of {} minibatches",
+                     run.plan.microbatch_size, human_seconds(m.window_start), human_seconds(m.window_end),
+                     run.simulated_microbatches);
+}
+
+std::string single_text(const SimulatedPlan& run, const Profile& profile, const Topology& topology) {
+  const Metrics& m = run.simulation.metrics;
+  const auto costs = stage_costs(profile, run.plan, topology);
+  const auto peaks = stage_peaks(m, run.plan.num_stages());
+  std::vector<std::vector<std::string>> rows = {
+      {"stage", "layers", "replicas", "devices", "forward", "backward", "sends", "weights", "versions",
+       "activations", "peak memory", "bubble"}};
+  for (int s = 0; s < run.plan.num_stages(); ++s) {
+    const StagePlan& stage = run.plan.stages[s];
+    const WorkerMetrics& w = *peaks[s];
+    rows.push_back({std::to_string(s), layer_span(profile, stage.layers), std::to_string(stage.replicas),
+                    device_list(stage.devices), human_seconds(costs[s].forward),
+                    human_seconds(costs[s].backward), human_bytes(costs[s].activation_out),
+                    human_bytes(w.weight_bytes), std::to_string(w.weight_versions),
+                    human_bytes(w.peak_activation_bytes), human_bytes(w.peak_memory),
+                    percent(w.bubble_fraction)});
+  }
+  std::string out = fmt::format("{} on {} ({} x {}, {} memory), schedule {}\n\n", profile.model,
+                                topology.name, topology.num_devices(), topology.device.name,
+                                human_bytes(topology.device.memory), schedule_name(run.plan.schedule));
+  out += render_table(rows);
+  out += fmt::format("\ntime per iteration  {}  ({})\n", human_seconds(m.iteration_time), window_note(run));
+  out += fmt::format("throughput          {:.1f} samples/s\n", m.throughput_samples_per_s);
+  out += fmt::format("bubble fraction     {}\n", percent(m.bubble_fraction));
+  const auto worst = std::max_element(m.workers.begin(), m.workers.end(),
+                                      [](const auto& a, const auto& b) { return a.peak_memory < b.peak_memory; });
+  out += fmt::format("peak memory         {} on worker {} (device memory {}{})\n", human_bytes(worst->peak_memory),
+                     worst->worker, human_bytes(topology.device.memory),
+                     worst->peak_memory > topology.device.memory ? ": DOES NOT FIT" : "");
+  out += fmt::format("simulated           {} actions in {:.3f} s\n", m.actions, m.wall_seconds);
+  return out;
+}
+
+std::string side_by_side_text(const std::vector<SimulatedPlan>& runs, const Profile& profile,
+                              const Topology& topology) {
+  std::vector<std::vector<std::string>> rows = {{""}};
+  for (const auto& run : runs) rows[0].push_back(std::string(schedule_name(run.plan.schedule)));
+  const auto add_row = [&](std::string label, auto value_of) {
+    std::vector<std::string> row{std::move(label)};
+    for (const auto& run : runs) row.push_back(value_of(run));
+    rows.push_back(std::move(row));
+  };
+  add_row("stages", [](const SimulatedPlan& r) { return stages_to_string(r.plan.stages); });
+  add_row("throughput (samples/s)",
+          [](const SimulatedPlan& r) { return fmt::format("{:.1f}", r.simulation.metrics.throughput_samples_per_s); });
+  add_row("time per iteration", [](const SimulatedPlan& r) { return human_seconds(r.simulation.metrics.iteration_time); });
+  add_row("samples per iteration", [](const SimulatedPlan& r) {
+    const int per = r.plan.schedule == Schedule::kPipeDream ? 1 : r.plan.microbatches;
+    return std::to_string(per * r.plan.microbatch_size);
+  });
+  add_row("bubble fraction", [](const SimulatedPlan& r) { return percent(r.simulation.metrics.bubble_fraction); });
+  int most_stages = 0;
+  for (const auto& run : runs) most_stages = std::max(most_stages, run.plan.num_stages());
+  for (int s = 0; s < most_stages; ++s) {
+    add_row(fmt::format("peak memory, stage {}", s), [s](const SimulatedPlan& r) {
+      if (s >= r.plan.num_stages()) return std::string("-");
+      const auto peaks = stage_peaks(r.simulation.metrics, r.plan.num_stages());
+      return fmt::format("{} ({}v)", human_bytes(peaks[s]->peak_memory), peaks[s]->weight_versions);
+    });
+  }
+  add_row(fmt::format("fits {}", human_bytes(topology.device.memory)), [&](const SimulatedPlan& r) {
+    for (const auto& w : r.simulation.metrics.workers)
+      if (w.peak_memory > topology.device.memory) return std::string("no");
+    return std::string("yes");
+  });
+  std::string out = fmt::format("{} on {} ({} x {}), {} samples per microbatch\n\n", profile.model,
+                                topology.name, topology.num_devices(), topology.device.name,
+                                runs.front().plan.microbatch_size);
+  out += render_table(rows);
+  out += "\npipedream: steady-state time per minibatch (one microbatch, one weight update);\n"
+         "flush schedules: one iteration of all microbatches. (Nv) = weight versions held.\n";
+  return out;
+}
+
+}  // namespace
+
+std::string simulations_text(const std::vector<SimulatedPlan>& runs, const Profile& profile,
+                             const Topology& topology) {
+  if (runs.size() == 1) return single_text(runs.front(), profile, topology);
+  return side_by_side_text(runs, profile, topology);
+}
+
+nlohmann::json simulations_json(const std::vector<SimulatedPlan>& runs, const Profile&, const Topology&) {
+  nlohmann::json all = nlohmann::json::array();
+  for (const auto& run : runs) {
+    nlohmann::json entry = metrics_to_json(run.simulation.metrics);
+    entry["schedule"] = schedule_name(run.plan.schedule);
+    entry["plan"] = plan_to_json(run.plan);
+    all.push_back(std::move(entry));
+  }
+  return runs.size() == 1 ? all.front() : all;
+}
+
+}  // namespace baton::cli
