@@ -74,6 +74,7 @@ class Engine {
   const SimOptions& options_;
   Network network_;
   int microbatches_;
+  bool keep_intervals_;  // only pipedream measures busy time inside a window
   std::vector<WorkerState> state_;
   std::vector<Seconds> device_free_;
   std::vector<double> act_arrival_;   // [worker * M + microbatch]
@@ -90,7 +91,8 @@ class Engine {
 Engine::Engine(const Program& program, const std::vector<StageCost>& costs,
                const Topology& topology, const SimOptions& options)
     : program_(program), costs_(costs), options_(options), network_(topology),
-      microbatches_(std::max(program.microbatches, 1)) {
+      microbatches_(std::max(program.microbatches, 1)),
+      keep_intervals_(program.schedule == Schedule::kPipeDream) {
   const int workers = program.num_workers();
   const size_t cells = static_cast<size_t>(workers) * static_cast<size_t>(microbatches_);
   state_.resize(static_cast<size_t>(workers));
@@ -179,7 +181,7 @@ bool Engine::run_compute(int worker, const Action& action, Seconds now) {
   const Seconds end = start + compute_time(action);
   device_free_[device] = end;
   raw_.busy[worker] += end - start;
-  raw_.compute_intervals[worker].emplace_back(start, end);
+  if (keep_intervals_) raw_.compute_intervals[worker].emplace_back(start, end);
   track_memory(worker, action, true);
   if (action.kind == ActionKind::kBackward || action.kind == ActionKind::kBackwardWeight) {
     track_memory(worker, action, false);

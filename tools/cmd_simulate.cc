@@ -127,7 +127,12 @@ int run_simulate(const SimulateArgs& args) {
     if (!simulation) throw UsageError(simulation.error().message);
     runs.push_back(SimulatedPlan{plan, topology.name, plan.microbatches, std::move(*simulation)});
   }
-  for (const SimulatedPlan& run : runs) write_outputs(args, run, runs.size() > 1);
+  for (const SimulatedPlan& run : runs) {
+    write_outputs(args, run, runs.size() > 1);
+    std::fprintf(stderr, "baton: simulated %s: %lld actions in %.3f s\n",
+                 std::string(schedule_name(run.plan.schedule)).c_str(),
+                 static_cast<long long>(run.simulation.metrics.actions), run.simulation.metrics.wall_seconds);
+  }
   std::fputs(args.json ? (simulations_json(runs, profile, topology).dump(2) + "\n").c_str()
                        : simulations_text(runs, profile, topology).c_str(),
              stdout);

@@ -1,0 +1,50 @@
+// Runs the built `baton` binary and captures what it printed and its exit code.
+#pragma once
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <sys/wait.h>
+
+namespace baton::testing {
+
+struct CliRun {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+inline std::string slurp(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+inline std::filesystem::path scratch_dir(const std::string& name) {
+  const auto dir = std::filesystem::path(BATON_BINARY_DIR) / "test-scratch" / name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+// `arguments` is appended to the binary path as is (quote paths yourself).
+inline CliRun run_baton(const std::string& arguments, const std::string& scratch = "cli") {
+  const auto dir = std::filesystem::path(BATON_BINARY_DIR) / "test-scratch" / (scratch + "-io");
+  std::filesystem::create_directories(dir);
+  const auto out = dir / "stdout.txt";
+  const auto err = dir / "stderr.txt";
+  const std::string command = std::string("cd '") + BATON_SOURCE_DIR + "' && '" + BATON_BINARY_DIR +
+                              "/baton' " + arguments + " >'" + out.string() + "' 2>'" + err.string() + "'";
+  const int status = std::system(command.c_str());
+  CliRun run;
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  run.out = slurp(out);
+  run.err = slurp(err);
+  return run;
+}
+
+}  // namespace baton::testing

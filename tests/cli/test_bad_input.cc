@@ -1,0 +1,106 @@
+// Bad input is answered at the boundary: one message naming the file, the
+// field and the value, exit code 2, and no output file written.
+#include <filesystem>
+#include <fstream>
+
+#include <catch2/catch.hpp>
+
+#include "tests/cli/cli_runner.h"
+
+using namespace baton::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kProfile = "tests/data/tiny_profile.json";
+const std::string kTopology = "tests/data/tiny_topology.json";
+
+fs::path write(const fs::path& dir, const std::string& name, const std::string& text) {
+  const fs::path path = dir / name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+std::string topology_with_bandwidth(const std::string& second) {
+  return R"({"format": "baton.topology.v1", "name": "t", "device": {"name": "g", "memory_gib": 1},
+    "levels": [{"name": "a", "size": 2, "bandwidth_gbps": 10, "latency_us": 1},
+               {"name": "b", "size": 2, "bandwidth_gbps": )" + second + R"(, "latency_us": 1}]})";
+}
+
+// Runs simulate with the given inputs and checks exit 2, the message, and no trace file.
+void expect_refused(const std::string& profile, const std::string& topology, const std::string& extra,
+                    const std::vector<std::string>& message_parts) {
+  const fs::path dir = scratch_dir("bad-input-out");
+  const fs::path trace = dir / "trace.json";
+  const CliRun run = run_baton("simulate --profile '" + profile + "' --topology '" + topology + "' " + extra +
+                               " --trace '" + trace.string() + "'", "bad-input");
+  INFO("stderr: " << run.err);
+  CHECK(run.exit_code == 2);
+  for (const auto& part : message_parts) CHECK(run.err.find(part) != std::string::npos);
+  CHECK_FALSE(fs::exists(trace));
+  CHECK(run.out.empty());
+}
+
+}  // namespace
+
+TEST_CASE("malformed JSON names the file", "[cli][bad-input]") {
+  const fs::path dir = scratch_dir("bad-json");
+  const fs::path bad = write(dir, "broken.json", "{\"format\": \"baton.profile.v1\", \"layers\": [");
+  expect_refused(bad.string(), kTopology, "--stages 0-6", {bad.string(), "not valid JSON"});
+}
+
+TEST_CASE("a missing field names its path", "[cli][bad-input]") {
+  const fs::path dir = scratch_dir("missing-field");
+  const fs::path bad = write(dir, "p.json", R"({"format": "baton.profile.v1", "model": "m", "microbatch_size": 1,
+    "layers": [{"name": "a", "forward_ms": 1, "backward_ms": 1, "output_bytes": 1, "param_bytes": 1},
+               {"name": "b", "backward_ms": 1, "output_bytes": 1, "param_bytes": 1}]})");
+  expect_refused(bad.string(), kTopology, "--stages 0-2", {bad.string(), "layers[1].forward_ms is missing"});
+}
+
+TEST_CASE("a negative field names its path and value", "[cli][bad-input]") {
+  const fs::path dir = scratch_dir("negative-field");
+  const fs::path bad = write(dir, "t.json", topology_with_bandwidth("-3"));
+  expect_refused(kProfile, bad.string(), "--stages 0-6",
+                 {bad.string() + ": levels[1].bandwidth_gbps must be > 0, got -3"});
+}
+
+TEST_CASE("a profile with zero layers is refused", "[cli][bad-input]") {
+  const fs::path dir = scratch_dir("zero-layers");
+  const fs::path bad = write(dir, "p.json", R"({"format": "baton.profile.v1", "model": "m",
+    "microbatch_size": 1, "layers": []})");
+  expect_refused(bad.string(), kTopology, "--stages 0-1", {bad.string(), "layers must not be empty"});
+}
+
+TEST_CASE("an unknown layer in inputs is refused", "[cli][bad-input]") {
+  const fs::path dir = scratch_dir("unknown-input");
+  const fs::path bad = write(dir, "p.json", R"({"format": "baton.profile.v1", "model": "m", "microbatch_size": 1,
+    "layers": [{"name": "a", "forward_ms": 1, "backward_ms": 1, "output_bytes": 1, "param_bytes": 1},
+               {"name": "b", "forward_ms": 1, "backward_ms": 1, "output_bytes": 1, "param_bytes": 1,
+                "inputs": ["zz"]}]})");
+  expect_refused(bad.string(), kTopology, "--stages 0-2", {"layers[1].inputs[0]", "\"zz\""});
+}
+
+TEST_CASE("a wrong format tag is refused", "[cli][bad-input]") {
+  const fs::path dir = scratch_dir("format-tag");
+  const fs::path bad = write(dir, "t.json", R"({"format": "baton.profile.v1", "name": "x"})");
+  expect_refused(kProfile, bad.string(), "--stages 0-6", {"format must be \"baton.topology.v1\""});
+}
+
+TEST_CASE("stage ranges that do not cover the layers are refused", "[cli][bad-input]") {
+  expect_refused(kProfile, kTopology, "--stages 0-2,2-4", {"must cover all 6 layers", "0-2x1,2-4x1"});
+  expect_refused(kProfile, kTopology, "--stages 0-2,3-6", {"stages[1].layers must begin at layer 2"});
+}
+
+TEST_CASE("more replicas than devices is refused", "[cli][bad-input]") {
+  expect_refused(kProfile, kTopology, "--stages 0-3x3,3-6x2", {"5 devices", "has 4"});
+}
+
+TEST_CASE("bad stage syntax and unknown schedules are refused", "[cli][bad-input]") {
+  expect_refused(kProfile, kTopology, "--stages 0-3y2,3-6", {"--stages", "0-3y2"});
+  expect_refused(kProfile, kTopology, "--stages 0-3,3-6 --schedule zigzag", {"unknown schedule \"zigzag\""});
+}
+
+TEST_CASE("a missing input file is refused", "[cli][bad-input]") {
+  expect_refused("tests/data/no_such_profile.json", kTopology, "--stages 0-6",
+                 {"tests/data/no_such_profile.json: cannot open"});
+}
