@@ -91,10 +91,32 @@ struct Program {
   int replicas_of(int stage) const;
 };
 
+// Parses a space-separated list of actions ("s0:F0 s0:F1 s0:B0"); any run of
+// whitespace separates. An empty text is an empty list. The error names the
+// position (1-based) and text of the first bad action.
+Result<std::vector<Action>> parse_action_list(std::string_view text);
+
+// workers_by_stage(p)[s][r] = id of the worker that is replica r of stage s.
+// Every stage in [0, p.num_stages) has an entry (empty if no worker has it).
+std::vector<std::vector<int>> workers_by_stage(const Program& program);
+
 // Text form of a whole program: one line per worker, "w0: s0:F0 s0:F1 ...".
 std::string program_to_text(const Program& program);
 // The worker x step grid, one column per step, with the cell at
 // (`mark_worker`, `mark_step`) marked (use -1 for no mark).
+//
+// Layout: a header row of step indices, then one row per worker labelled
+// "w3 s1|", one fixed-width cell per step holding the action's text without
+// its "sK:" prefix (the row label names the stage). The marked cell is
+// bracketed ("[B7]") and a line with "^" under it follows its row. A mark one
+// past the end of a worker's list shows as an empty "[]" cell (for "the worker
+// is stuck here" messages). Trailing spaces are trimmed.
 std::string program_grid(const Program& program, int mark_worker = -1, int mark_step = -1);
+// The same grid restricted to steps [mark_step - context_steps,
+// mark_step + context_steps]; elided columns show as "..." so the excerpt of a
+// program with hundreds of thousands of actions stays readable. Without a
+// mark (mark_step < 0) it shows the first 2 * context_steps + 1 steps.
+std::string program_grid_excerpt(const Program& program, int mark_worker, int mark_step,
+                                 int context_steps);
 
 }  // namespace baton

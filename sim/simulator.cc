@@ -148,10 +148,19 @@ int min_pipedream_minibatches(const Plan& plan) {
   const int workers = plan.num_workers();
   const int first = plan.stages.empty() ? 1 : plan.stages.front().replicas;
   const int noam = (workers + first - 1) / first;
+  return static_cast<int>(4 * noam + 2 * pipedream_period(plan));
+}
+
+int64_t pipedream_period(const Plan& plan) {
   int64_t period = 1;
   for (const StagePlan& stage : plan.stages) period = std::lcm(period, int64_t{stage.replicas});
-  period = std::min<int64_t>(period, 4096);
-  return static_cast<int>(4 * noam + 2 * period);
+  return std::min<int64_t>(period, 4096);
+}
+
+int pipedream_minibatches(const Plan& plan) {
+  const int64_t period = pipedream_period(plan);
+  const int64_t wanted = std::max(plan.microbatches, min_pipedream_minibatches(plan));
+  return static_cast<int>((wanted + period - 1) / period * period);
 }
 
 Result<Simulation> simulate_plan(const Plan& plan, const Profile& profile, const Topology& topology,
@@ -159,7 +168,7 @@ Result<Simulation> simulate_plan(const Plan& plan, const Profile& profile, const
   if (auto ok = check_plan(plan, profile, topology, "plan"); !ok) return ok.error();
   Plan effective = plan;
   if (plan.schedule == Schedule::kPipeDream)
-    effective.microbatches = std::max(plan.microbatches, min_pipedream_minibatches(plan));
+    effective.microbatches = pipedream_minibatches(plan);
   const Program program = build_program(effective);
   return simulate_program(program, stage_costs(profile, effective, topology), topology,
                           plan.microbatch_size, options);

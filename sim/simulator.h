@@ -19,8 +19,8 @@
 //   stage 0. The window is [c_a, c_b] with a = NOAM and b the largest index
 //   <= N - NOAM - 1 with (b - a) a multiple of R: it leaves out warm-up and
 //   cool-down. Time per minibatch = (c_b - c_a) / (b - a); busy time and
-//   bubbles are measured inside the window. `simulate_plan` raises N to
-//   `min_pipedream_minibatches` when the plan asks for fewer.
+//   bubbles are measured inside the window. `simulate_plan` runs
+//   `pipedream_minibatches(plan)` minibatches.
 //
 // Deterministic: same inputs, bit-identical outputs. No globals: any number of
 // simulations may run at once on different threads.
@@ -62,8 +62,14 @@ Result<Simulation> simulate_program(const Program& program, const std::vector<St
                                     const Topology& topology, int microbatch_size,
                                     const SimOptions& options);
 
-// Fewest minibatches that give pipedream a steady-state window.
+// Fewest minibatches that give pipedream a steady-state window: 4 NOAM + 2 R.
 int min_pipedream_minibatches(const Plan& plan);
+// R: the lcm of the stages' replica counts (capped at 4096).
+int64_t pipedream_period(const Plan& plan);
+// The minibatches a pipedream simulation runs: at least min_pipedream_minibatches,
+// rounded up to a multiple of R so every replica of a stage runs as many
+// minibatches (and all-reduces) as its peers.
+int pipedream_minibatches(const Plan& plan);
 
 // Checks the plan, builds its Program (raising pipedream's minibatch count to
 // min_pipedream_minibatches) and simulates it.

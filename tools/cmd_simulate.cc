@@ -119,7 +119,7 @@ int run_simulate(const SimulateArgs& args) {
     Plan plan = plan_for(base, schedule, profile);
     take(check_plan(plan, profile, topology, plan_source));
     if (schedule == Schedule::kPipeDream)
-      plan.microbatches = std::max(plan.microbatches, min_pipedream_minibatches(plan));
+      plan.microbatches = pipedream_minibatches(plan);
     const Program program = build_program(plan);
     take(validate_program(program));
     auto simulation = simulate_program(program, stage_costs(profile, plan, topology), topology,

@@ -1,0 +1,211 @@
+#include "sim/schedules.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace baton {
+
+namespace {
+
+// Microbatches that replica `replica` of a stage with `replicas` replicas runs.
+std::vector<int> local_microbatches(int microbatches, int replicas, int replica) {
+  std::vector<int> local;
+  for (int k = replica; k < microbatches; k += replicas) local.push_back(k);
+  return local;
+}
+
+std::vector<int> local_microbatches(const Plan& plan, const WorkerInfo& worker) {
+  return local_microbatches(plan.microbatches, plan.stages[worker.stage].replicas, worker.replica);
+}
+
+Action make_action(ActionKind kind, int stage, int number, int peer = -1) {
+  return Action{kind, static_cast<int32_t>(stage), static_cast<int32_t>(number),
+                static_cast<int32_t>(peer)};
+}
+
+// A Program with the plan's placement and an empty action list per worker.
+Program empty_program(const Plan& plan) {
+  Program program;
+  program.schedule = plan.schedule;
+  program.num_stages = plan.num_stages();
+  program.microbatches = plan.microbatches;
+  program.vertical_sync = plan.vertical_sync;
+  program.workers = workers_of(plan);
+  program.actions.resize(program.workers.size());
+  return program;
+}
+
+// The end of a flush schedule's iteration: gradient sync, then the optimizer step.
+void append_update(std::vector<Action>& out, int stage, int replicas, int round) {
+  if (replicas > 1) out.push_back(make_action(ActionKind::kAllReduce, stage, round));
+  out.push_back(make_action(ActionKind::kStep, stage, round));
+}
+
+// How the 1F1B family updates weights.
+enum class Updates { kFlushAtEnd, kAfterEveryBackward };
+
+// Warm-up forwards, then F,B pairs while forwards remain, then the remaining
+// backwards; with kAfterEveryBackward each backward is followed by its update.
+void append_one_f_one_b(std::vector<Action>& out, int stage, int replicas,
+                        const std::vector<int>& local, int warmup, Updates updates) {
+  const int count = static_cast<int>(local.size());
+  int round = 0;
+  const auto backward = [&](int index) {
+    out.push_back(make_action(ActionKind::kBackward, stage, local[index]));
+    if (updates == Updates::kAfterEveryBackward) append_update(out, stage, replicas, round++);
+  };
+  for (int i = 0; i < warmup; ++i)
+    out.push_back(make_action(ActionKind::kForward, stage, local[i]));
+  for (int i = warmup; i < count; ++i) {
+    out.push_back(make_action(ActionKind::kForward, stage, local[i]));
+    backward(i - warmup);
+  }
+  for (int i = count - warmup; i < count; ++i) backward(i);
+  if (updates == Updates::kFlushAtEnd) append_update(out, stage, replicas, 0);
+}
+
+Program make_one_f_one_b_family(const Plan& plan, Updates updates) {
+  Program program = empty_program(plan);
+  for (int w = 0; w < program.num_workers(); ++w) {
+    const WorkerInfo& worker = program.workers[w];
+    const std::vector<int> local = local_microbatches(plan, worker);
+    const int warmup = warmup_forwards(plan, worker.stage, static_cast<int>(local.size()));
+    append_one_f_one_b(program.actions[w], worker.stage, plan.stages[worker.stage].replicas,
+                       local, warmup, updates);
+  }
+  return program;
+}
+
+}  // namespace
+
+int warmup_forwards(const Plan& plan, int stage, int local_microbatches) {
+  int downstream_workers = 0;
+  for (int s = stage; s < plan.num_stages(); ++s) downstream_workers += plan.stages[s].replicas;
+  const int warmup = (downstream_workers - 1) / plan.stages[stage].replicas;
+  return std::min(warmup, local_microbatches);
+}
+
+// GPipe, S = 3, M = 4 (one column per time unit, tF = tB):
+//
+//   stage 0 | F0 F1 F2 F3             B0 B1 B2 B3
+//   stage 1 |    F0 F1 F2 F3       B0 B1 B2 B3
+//   stage 2 |       F0 F1 F2 F3 B0 B1 B2 B3
+//
+// then ALLREDUCE0 (replicated stages) and STEP0 on every worker.
+Program make_gpipe(const Plan& plan) {
+  Program program = empty_program(plan);
+  for (int w = 0; w < program.num_workers(); ++w) {
+    const WorkerInfo& worker = program.workers[w];
+    const std::vector<int> local = local_microbatches(plan, worker);
+    std::vector<Action>& out = program.actions[w];
+    for (int k : local) out.push_back(make_action(ActionKind::kForward, worker.stage, k));
+    for (int k : local) out.push_back(make_action(ActionKind::kBackward, worker.stage, k));
+    append_update(out, worker.stage, plan.stages[worker.stage].replicas, 0);
+  }
+  return program;
+}
+
+// 1F1B with flush, S = 3, M = 4 (warm-up S - s - 1 forwards):
+//
+//   stage 0 | F0 F1 F2       B0 F3 B1    B2    B3
+//   stage 1 |    F0 F1    B0 F2 B1 F3 B2    B3
+//   stage 2 |       F0 B0 F1 B1 F2 B2 F3 B3
+//
+// then ALLREDUCE0 (replicated stages) and STEP0 on every worker. Stage s holds
+// at most min(S - s, M) activations.
+Program make_1f1b(const Plan& plan) {
+  return make_one_f_one_b_family(plan, Updates::kFlushAtEnd);
+}
+
+// PipeDream, S = 3, M = 6: the 1F1B order without a flush; every B is followed
+// by STEP (and ALLREDUCE before it on replicated stages):
+//
+//   stage 0 | F0 F1 F2       B0 F3 B1 F4 B2 F5 B3    B4    B5
+//   stage 1 |    F0 F1    B0 F2 B1 F3 B2 F4 B3 F5 B4    B5
+//   stage 2 |       F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5
+//
+// Replicated 2-1 (workers w0, w1 on stage 0, w2 on stage 1), M = 6: stage 0's
+// warm-up is (3 - 1) / 2 = 1, stage 1's is 0; round robin over the replicas:
+//
+//   w0 s0 | F0 F2 B0 F4 B2 B4        (each B followed by ALLREDUCE, STEP)
+//   w1 s0 | F1 F3 B1 F5 B3 B5
+//   w2 s1 | F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5   (each B followed by STEP)
+Program make_pipedream(const Plan& plan) {
+  return make_one_f_one_b_family(plan, Updates::kAfterEveryBackward);
+}
+
+// Data parallel, W = 2, M = 4: each replica runs its own microbatches.
+//
+//   w0 s0 | F0 B0 F2 B2 ALLREDUCE0 STEP0
+//   w1 s0 | F1 B1 F3 B3 ALLREDUCE0 STEP0
+Program make_data_parallel(const Plan& plan) {
+  Program program = empty_program(plan);
+  for (int w = 0; w < program.num_workers(); ++w) {
+    const WorkerInfo& worker = program.workers[w];
+    std::vector<Action>& out = program.actions[w];
+    for (int k : local_microbatches(plan, worker)) {
+      out.push_back(make_action(ActionKind::kForward, worker.stage, k));
+      out.push_back(make_action(ActionKind::kBackward, worker.stage, k));
+    }
+    append_update(out, worker.stage, plan.stages[worker.stage].replicas, 0);
+  }
+  return program;
+}
+
+namespace {
+
+// The worker of `stage` that runs microbatch k, or -1 when the stage has none.
+int peer_for(const std::vector<std::vector<int>>& by_stage, int stage, int microbatch) {
+  if (stage < 0 || stage >= static_cast<int>(by_stage.size()) || by_stage[stage].empty())
+    return -1;
+  const std::vector<int>& replicas = by_stage[stage];
+  return replicas[microbatch % static_cast<int>(replicas.size())];
+}
+
+void lower_worker(const std::vector<Action>& input, int stage, int num_stages,
+                  const std::vector<std::vector<int>>& by_stage, std::vector<Action>& out) {
+  const bool has_upstream = stage > 0;
+  const bool has_downstream = stage < num_stages - 1;
+  for (const Action& action : input) {
+    if (is_send(action.kind) || is_recv(action.kind)) continue;
+    const int k = action.microbatch;
+    const bool forward = action.kind == ActionKind::kForward;
+    const bool backward =
+        action.kind == ActionKind::kBackward || action.kind == ActionKind::kBackwardInput;
+    if (forward && has_upstream)
+      out.push_back(make_action(ActionKind::kRecvAct, stage, k, peer_for(by_stage, stage - 1, k)));
+    if (backward && has_downstream)
+      out.push_back(make_action(ActionKind::kRecvGrad, stage, k, peer_for(by_stage, stage + 1, k)));
+    out.push_back(action);
+    if (forward && has_downstream)
+      out.push_back(make_action(ActionKind::kSendAct, stage, k, peer_for(by_stage, stage + 1, k)));
+    if (backward && has_upstream)
+      out.push_back(make_action(ActionKind::kSendGrad, stage, k, peer_for(by_stage, stage - 1, k)));
+  }
+}
+
+}  // namespace
+
+Program lower_communication(Program program) {
+  const std::vector<std::vector<int>> by_stage = workers_by_stage(program);
+  for (int w = 0; w < program.num_workers() && w < static_cast<int>(program.actions.size()); ++w) {
+    std::vector<Action> lowered;
+    lowered.reserve(program.actions[w].size() * 2);
+    lower_worker(program.actions[w], program.workers[w].stage, program.num_stages, by_stage,
+                 lowered);
+    program.actions[w] = std::move(lowered);
+  }
+  return program;
+}
+
+Program build_program(const Plan& plan) {
+  switch (plan.schedule) {
+    case Schedule::kGPipe: return lower_communication(make_gpipe(plan));
+    case Schedule::kOneFOneB: return lower_communication(make_1f1b(plan));
+    case Schedule::kPipeDream: return lower_communication(make_pipedream(plan));
+    case Schedule::kDataParallel: return lower_communication(make_data_parallel(plan));
+  }
+  return lower_communication(make_1f1b(plan));
+}
+
+}  // namespace baton

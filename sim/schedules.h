@@ -1,0 +1,66 @@
+// Schedule generators: pure functions from a Plan to a Program.
+//
+// Contract shared by every generator:
+// - workers are `workers_of(plan)` (stage by stage, replica by replica);
+// - microbatch k (0 <= k < plan.microbatches) runs at stage s on replica
+//   k mod r_s, where r_s = plan.stages[s].replicas; a worker's "local"
+//   microbatches are those assigned to it, in increasing order;
+// - the generated Program holds compute, ALLREDUCE and STEP actions only;
+//   `lower_communication` adds the sends and receives (`build_program` does both);
+// - the Program copies schedule, num_stages, microbatches and vertical_sync
+//   from the plan;
+// - ALLREDUCE and STEP carry the round number (0, 1, 2, ... per worker).
+// Each generator's order is drawn in sim/schedules.cc as a timeline with equal
+// forward and backward times and free communication.
+//
+// Thread safety: pure functions of their arguments.
+#pragma once
+
+#include "sim/plan.h"
+#include "sim/program.h"
+
+namespace baton {
+
+// GPipe: per worker all its F in microbatch order, then all its B in
+// microbatch order, then ALLREDUCE(0) if its stage has > 1 replica, then STEP(0).
+Program make_gpipe(const Plan& plan);
+
+// PipeDream-Flush / Megatron's non-interleaved 1F1B: `warmup_forwards` forwards,
+// then alternate F,B while forwards remain, then the remaining B's, then
+// ALLREDUCE(0) if the stage has > 1 replica, then STEP(0) (the flush).
+Program make_1f1b(const Plan& plan);
+
+// PipeDream's asynchronous 1F1B (weight stashing, no flush): the 1F1B order,
+// but after every backward ALLREDUCE(round) if the stage has > 1 replica, then
+// STEP(round), where round counts that worker's backwards from 0.
+// Replicas of a stage run the same number of ALLREDUCEs only when
+// plan.microbatches is a multiple of the stage's replica count; otherwise the
+// program fails `validate_program` (the collective would never complete).
+Program make_pipedream(const Plan& plan);
+
+// Data parallelism. Precondition: the plan has one stage with W replicas.
+// Each worker runs F,B for each of its local microbatches, then ALLREDUCE(0)
+// if W > 1, then STEP(0). (Given more stages, every stage's workers follow the
+// same order, which is valid but never overlaps stages.)
+Program make_data_parallel(const Plan& plan);
+
+// Warm-up forwards of a worker of `stage` that owns `local_microbatches`
+// microbatches: (workers in stages stage..S-1, minus 1) / r_stage, capped at
+// `local_microbatches`. Without replication this is min(S - stage - 1, M).
+int warmup_forwards(const Plan& plan, int stage, int local_microbatches);
+
+// Inserts the point-to-point transfers that the compute actions need; Action.stage
+// is always the worker's stage and Action.peer the other worker. With
+// w(s, k) = the replica of stage s that runs microbatch k (k mod r_s):
+//   F(k) at s > 0:      RECV_ACT k <w(s-1, k) immediately before it;
+//   F(k) at s < S-1:    SEND_ACT k >w(s+1, k) immediately after it;
+//   B(k) or I(k) at s < S-1: RECV_GRAD k <w(s+1, k) immediately before it;
+//   B(k) or I(k) at s > 0:   SEND_GRAD k >w(s-1, k) immediately after it.
+// W, ALLREDUCE and STEP need no transfer. Sends and receives already in the
+// input are dropped first, so lowering is idempotent.
+Program lower_communication(Program program);
+
+// The generator named by plan.schedule, followed by lower_communication.
+Program build_program(const Plan& plan);
+
+}  // namespace baton

@@ -1,0 +1,530 @@
+#include "sim/validate.h"
+
+#include <algorithm>
+#include <array>
+#include <deque>
+#include <string>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+namespace baton {
+
+namespace {
+
+// Programs up to this many steps per worker are shown whole in messages;
+// longer ones as an excerpt of kGridContextSteps either side of the mark.
+constexpr int kFullGridMaxSteps = 40;
+constexpr int kGridContextSteps = 10;
+
+using StageTable = std::vector<std::vector<int>>;  // [stage][replica] -> worker
+
+int num_rows(const Program& program) { return static_cast<int>(program.actions.size()); }
+
+int row_length(const Program& program, int worker) {
+  return static_cast<int>(program.actions[worker].size());
+}
+
+std::string grid_for(const Program& program, int worker, int step) {
+  int longest = 0;
+  for (const std::vector<Action>& list : program.actions)
+    longest = std::max(longest, static_cast<int>(list.size()));
+  if (longest <= kFullGridMaxSteps) return program_grid(program, worker, step);
+  return program_grid_excerpt(program, worker, step, kGridContextSteps);
+}
+
+// "invalid program: <what>" followed by the grid marked at (worker, step).
+Error fail(const Program& program, int worker, int step, const std::string& what) {
+  return Error{fmt::format("invalid program: {}\n{}", what, grid_for(program, worker, step))};
+}
+
+// "s1:B3 (w2 step 5)"
+std::string describe(const Program& program, int worker, int step) {
+  return fmt::format("{} (w{} step {})", to_string(program.actions[worker][step]), worker, step);
+}
+
+// ---- 1. shape ---------------------------------------------------------------
+
+Status check_stage_table(const Program& program, const StageTable& table) {
+  std::vector<int> replicas_seen(table.size(), 0);
+  for (int w = 0; w < program.num_workers(); ++w) {
+    const WorkerInfo& info = program.workers[w];
+    if (info.stage < 0 || info.stage >= program.num_stages)
+      return fail(program, w, -1, fmt::format("w{} is on stage {}, outside [0, {})", w,
+                                              info.stage, program.num_stages));
+    if (info.replica < 0 || table[info.stage][info.replica] != w)
+      return fail(program, w, -1, fmt::format("w{} claims replica {} of stage {}, which is "
+                                              "invalid or taken by another worker",
+                                              w, info.replica, info.stage));
+    ++replicas_seen[info.stage];
+  }
+  for (int s = 0; s < program.num_stages; ++s) {
+    if (replicas_seen[s] == 0 || replicas_seen[s] != static_cast<int>(table[s].size()))
+      return fail(program, -1, -1, fmt::format("stage {} has replicas numbered with gaps or "
+                                               "no worker at all", s));
+  }
+  return ok_status();
+}
+
+Status check_shape(const Program& program, const StageTable& table) {
+  if (program.num_stages < 1)
+    return fail(program, -1, -1, fmt::format("num_stages is {}, must be >= 1", program.num_stages));
+  if (program.microbatches < 0)
+    return fail(program, -1, -1, fmt::format("microbatches is {}, must be >= 0",
+                                             program.microbatches));
+  if (program.microbatches > program.num_actions())
+    return fail(program, -1, -1, fmt::format("microbatches is {} but the program has only {} "
+                                             "actions, so some microbatch never runs",
+                                             program.microbatches, program.num_actions()));
+  if (num_rows(program) != program.num_workers())
+    return fail(program, -1, -1, fmt::format("{} action lists for {} workers",
+                                             num_rows(program), program.num_workers()));
+  return check_stage_table(program, table);
+}
+
+// ---- 2. fields --------------------------------------------------------------
+
+// The stage a send or receive talks to, relative to the worker's own.
+int peer_stage_offset(ActionKind kind) {
+  return kind == ActionKind::kSendAct || kind == ActionKind::kRecvGrad ? +1 : -1;
+}
+
+bool is_round(ActionKind kind) {
+  return kind == ActionKind::kAllReduce || kind == ActionKind::kStep;
+}
+
+// Why the action's numbers are wrong, or "" when they are fine.
+std::string field_problem(const Program& program, int worker, const Action& action) {
+  const int stage = program.workers[worker].stage;
+  if (action.stage != stage) return fmt::format("names stage {} but w{} is on stage {}",
+                                                action.stage, worker, stage);
+  if (is_round(action.kind))
+    return action.microbatch < 0 ? "has a negative round" : "";
+  if (action.microbatch < 0 || action.microbatch >= program.microbatches)
+    return fmt::format("names microbatch {}, outside [0, {})", action.microbatch,
+                       program.microbatches);
+  const bool transfer = is_send(action.kind) || is_recv(action.kind);
+  if (!transfer) return action.peer == -1 ? "" : "has a peer but is not a transfer";
+  const int expected = stage + peer_stage_offset(action.kind);
+  if (action.peer < 0 || action.peer >= program.num_workers() ||
+      program.workers[action.peer].stage != expected)
+    return fmt::format("names peer w{}, which is not a worker of stage {}", action.peer, expected);
+  return "";
+}
+
+Status check_fields(const Program& program) {
+  for (int w = 0; w < num_rows(program); ++w) {
+    for (int step = 0; step < row_length(program, w); ++step) {
+      const std::string problem = field_problem(program, w, program.actions[w][step]);
+      if (!problem.empty())
+        return fail(program, w, step, fmt::format("{} {}", describe(program, w, step), problem));
+    }
+  }
+  return ok_status();
+}
+
+// ---- 3. per-worker order ----------------------------------------------------
+
+// Step of each microbatch action kind on one worker (-1: absent). The first
+// eight ActionKinds are exactly the per-microbatch kinds.
+constexpr int kMicrobatchKinds = 8;
+using Slot = std::array<int, kMicrobatchKinds>;
+constexpr Slot kEmptySlot = {-1, -1, -1, -1, -1, -1, -1, -1};
+
+int slot_of(const Slot& slot, ActionKind kind) { return slot[static_cast<int>(kind)]; }
+
+// The rules of check 3 for one microbatch on one worker; a problem marks a step.
+struct OrderProblem {
+  int step = -1;
+  std::string what;
+};
+
+OrderProblem backward_problem(const Slot& slot, int k) {
+  const int f = slot_of(slot, ActionKind::kForward);
+  const int b = slot_of(slot, ActionKind::kBackward);
+  const int i = slot_of(slot, ActionKind::kBackwardInput);
+  const int w = slot_of(slot, ActionKind::kBackwardWeight);
+  for (int step : {b, i, w}) {
+    if (step >= 0 && step < f) return {step, fmt::format("backward of microbatch {} comes before "
+                                                         "its forward F{} (step {})", k, k, f)};
+  }
+  if (b >= 0 && (i >= 0 || w >= 0))
+    return {std::max(i, w), fmt::format("microbatch {} has both B and I/W", k)};
+  if (b < 0 && i < 0 && w < 0) return {f, fmt::format("F{} has no backward", k)};
+  if (b < 0 && (i < 0 || w < 0))
+    return {std::max(i, w), fmt::format("microbatch {} has {} without {}", k, i < 0 ? "W" : "I",
+                                        i < 0 ? "I" : "W")};
+  if (b < 0 && w < i) return {w, fmt::format("W{} comes before I{}", k, k)};
+  return {};
+}
+
+// A transfer `kind` must exist and sit before (or after) the compute at `compute_step`.
+OrderProblem transfer_problem(const Slot& slot, ActionKind kind, int compute_step, bool before,
+                              int k) {
+  const int step = slot_of(slot, kind);
+  const char* side = before ? "before" : "after";
+  if (step < 0)
+    return {compute_step, fmt::format("needs {}{} {} it on the same worker", kind_name(kind), k,
+                                      side)};
+  if ((step < compute_step) != before)
+    return {step, fmt::format("{}{} must come {} the compute of microbatch {} (step {})",
+                              kind_name(kind), k, side, k, compute_step)};
+  return {};
+}
+
+OrderProblem slot_problem(const Slot& slot, int k, int stage, int num_stages) {
+  const int f = slot_of(slot, ActionKind::kForward);
+  if (f < 0) {
+    int first = -1;
+    for (int step : slot) first = step >= 0 && (first < 0 || step < first) ? step : first;
+    return {first, fmt::format("microbatch {} has no forward F{} on this worker", k, k)};
+  }
+  if (OrderProblem p = backward_problem(slot, k); p.step >= 0) return p;
+  const int b = std::max(slot_of(slot, ActionKind::kBackward),
+                         slot_of(slot, ActionKind::kBackwardInput));
+  const bool upstream = stage > 0;
+  const bool downstream = stage < num_stages - 1;
+  // Activations arrive before F and leave after it; gradients likewise around B/I.
+  struct Rule {
+    bool applies;
+    ActionKind kind;
+    int compute_step;
+    bool before;
+  };
+  const Rule rules[] = {{upstream, ActionKind::kRecvAct, f, true},
+                        {downstream, ActionKind::kSendAct, f, false},
+                        {downstream, ActionKind::kRecvGrad, b, true},
+                        {upstream, ActionKind::kSendGrad, b, false}};
+  for (const Rule& rule : rules) {
+    if (!rule.applies) continue;
+    OrderProblem p = transfer_problem(slot, rule.kind, rule.compute_step, rule.before, k);
+    if (p.step >= 0) return p;
+  }
+  return {};
+}
+
+// `slots` has one entry per microbatch, all empty on entry and on return.
+Status check_worker_order(const Program& program, int worker, std::vector<Slot>& slots) {
+  std::vector<int> touched;
+  const std::vector<Action>& list = program.actions[worker];
+  const auto reset = [&] { for (int k : touched) slots[k] = kEmptySlot; };
+  for (int step = 0; step < static_cast<int>(list.size()); ++step) {
+    const Action& action = list[step];
+    if (is_round(action.kind)) continue;
+    Slot& slot = slots[action.microbatch];
+    if (slot == kEmptySlot) touched.push_back(action.microbatch);
+    int& seen = slot[static_cast<int>(action.kind)];
+    if (seen >= 0) {
+      const int first = seen;
+      reset();
+      return fail(program, worker, step, fmt::format("{} repeats the action at step {}",
+                                                     describe(program, worker, step), first));
+    }
+    seen = step;
+  }
+  const int stage = program.workers[worker].stage;
+  for (int k : touched) {
+    const OrderProblem p = slot_problem(slots[k], k, stage, program.num_stages);
+    if (p.step < 0) continue;
+    reset();
+    return fail(program, worker, p.step, fmt::format("w{} stage {}: {}", worker, stage, p.what));
+  }
+  reset();
+  return ok_status();
+}
+
+Status check_orders(const Program& program) {
+  std::vector<Slot> slots(static_cast<size_t>(program.microbatches), kEmptySlot);
+  for (int w = 0; w < num_rows(program); ++w) {
+    if (Status ok = check_worker_order(program, w, slots); !ok) return ok;
+  }
+  return ok_status();
+}
+
+// ---- 4. every stage forwards every microbatch once --------------------------
+
+Status check_stage_coverage(const Program& program, const std::vector<int>& workers, int stage,
+                            std::vector<int>& forwarded_by) {
+  std::fill(forwarded_by.begin(), forwarded_by.end(), -1);
+  for (int w : workers) {
+    for (int step = 0; step < row_length(program, w); ++step) {
+      const Action& action = program.actions[w][step];
+      if (action.kind != ActionKind::kForward) continue;
+      int& owner = forwarded_by[action.microbatch];
+      if (owner >= 0)
+        return fail(program, w, step, fmt::format("{} runs microbatch {} on stage {} a second "
+                                                  "time (w{} already runs it)",
+                                                  describe(program, w, step), action.microbatch,
+                                                  stage, owner));
+      owner = w;
+    }
+  }
+  const auto missing = std::find(forwarded_by.begin(), forwarded_by.end(), -1);
+  if (missing == forwarded_by.end()) return ok_status();
+  // Marked past the end of the replica that round robin would give it.
+  const int k = static_cast<int>(missing - forwarded_by.begin());
+  const int owner = workers[k % static_cast<int>(workers.size())];
+  return fail(program, owner, row_length(program, owner),
+              fmt::format("stage {} never runs F{} (every stage must forward microbatches 0..{})",
+                          stage, k, program.microbatches - 1));
+}
+
+Status check_coverage(const Program& program, const StageTable& table) {
+  std::vector<int> forwarded_by(static_cast<size_t>(program.microbatches), -1);
+  for (int s = 0; s < program.num_stages; ++s) {
+    if (Status ok = check_stage_coverage(program, table[s], s, forwarded_by); !ok) return ok;
+  }
+  return ok_status();
+}
+
+// ---- 5. sends match receives ------------------------------------------------
+
+// (worker, kind, microbatch) -> step, for every transfer of the program. Unique
+// per key once check 3 has passed.
+using TransferIndex = std::unordered_map<uint64_t, int>;
+
+uint64_t transfer_key(int worker, ActionKind kind, int microbatch) {
+  return (static_cast<uint64_t>(worker) << 36) | (static_cast<uint64_t>(kind) << 32) |
+         static_cast<uint32_t>(microbatch);
+}
+
+ActionKind counterpart(ActionKind kind) {
+  switch (kind) {
+    case ActionKind::kSendAct: return ActionKind::kRecvAct;
+    case ActionKind::kRecvAct: return ActionKind::kSendAct;
+    case ActionKind::kSendGrad: return ActionKind::kRecvGrad;
+    default: return ActionKind::kSendGrad;
+  }
+}
+
+TransferIndex index_transfers(const Program& program) {
+  TransferIndex index;
+  index.reserve(static_cast<size_t>(program.num_actions()));
+  for (int w = 0; w < num_rows(program); ++w) {
+    for (int step = 0; step < row_length(program, w); ++step) {
+      const Action& a = program.actions[w][step];
+      if (is_send(a.kind) || is_recv(a.kind))
+        index.emplace(transfer_key(w, a.kind, a.microbatch), step);
+    }
+  }
+  return index;
+}
+
+// Step of the partner of the transfer at (worker, step); -1 with `problem` set if none.
+int find_partner(const Program& program, const TransferIndex& index, int worker, int step,
+                 std::string& problem) {
+  const Action& a = program.actions[worker][step];
+  const ActionKind other = counterpart(a.kind);
+  const auto found = index.find(transfer_key(a.peer, other, a.microbatch));
+  const std::string expected = fmt::format(
+      "s{}:{}{}{}w{}", program.workers[a.peer].stage, kind_name(other), a.microbatch,
+      is_send(a.kind) ? "<" : ">", worker);
+  if (found == index.end()) {
+    problem = fmt::format("{} has no matching {} on w{}", describe(program, worker, step),
+                          expected, a.peer);
+    return -1;
+  }
+  const Action& partner = program.actions[a.peer][found->second];
+  if (partner.peer != worker) {
+    problem = fmt::format("{} expects {} on w{}, but w{} has {}", describe(program, worker, step),
+                          expected, a.peer, a.peer, to_string(partner));
+    return -1;
+  }
+  return found->second;
+}
+
+// On success, send_step[w][step] holds, for each receive, the step of its send on the peer.
+Status check_transfers(const Program& program, std::vector<std::vector<int>>& send_step) {
+  const TransferIndex index = index_transfers(program);
+  send_step.assign(program.actions.size(), {});
+  for (int w = 0; w < num_rows(program); ++w) {
+    send_step[w].assign(program.actions[w].size(), -1);
+    for (int step = 0; step < row_length(program, w); ++step) {
+      const Action& a = program.actions[w][step];
+      if (!is_send(a.kind) && !is_recv(a.kind)) continue;
+      std::string problem;
+      const int partner = find_partner(program, index, w, step, problem);
+      if (partner < 0) return fail(program, w, step, problem);
+      if (is_recv(a.kind)) send_step[w][step] = partner;
+    }
+  }
+  return ok_status();
+}
+
+// ---- 6. collectives ---------------------------------------------------------
+
+// Steps of each ALLREDUCE of one worker, checking the round numbering.
+Status collect_rounds(const Program& program, int worker, std::vector<int>& allreduce_steps) {
+  int steps_seen = 0;
+  for (int step = 0; step < row_length(program, worker); ++step) {
+    const Action& a = program.actions[worker][step];
+    if (!is_round(a.kind)) continue;
+    const bool allreduce = a.kind == ActionKind::kAllReduce;
+    const int expected = allreduce ? static_cast<int>(allreduce_steps.size()) : steps_seen;
+    if (a.microbatch != expected)
+      return fail(program, worker, step,
+                  fmt::format("{} should carry round {} (the {} count from 0 on each worker)",
+                              describe(program, worker, step), expected, kind_name(a.kind)));
+    if (allreduce) allreduce_steps.push_back(step); else ++steps_seen;
+  }
+  return ok_status();
+}
+
+Status check_stage_collectives(const Program& program, const std::vector<int>& workers, int stage) {
+  std::vector<std::vector<int>> steps(workers.size());
+  for (size_t r = 0; r < workers.size(); ++r) {
+    if (Status ok = collect_rounds(program, workers[r], steps[r]); !ok) return ok;
+  }
+  const auto [fewest, most] = std::minmax_element(
+      steps.begin(), steps.end(), [](const auto& a, const auto& b) { return a.size() < b.size(); });
+  if (fewest->size() == most->size()) return ok_status();
+  const int rich = workers[most - steps.begin()];
+  const int poor = workers[fewest - steps.begin()];
+  const int step = (*most)[fewest->size()];
+  return fail(program, rich, step,
+              fmt::format("replicas of stage {} run different numbers of ALLREDUCE (w{}: {}, "
+                          "w{}: {}); {} has no partner on w{}",
+                          stage, rich, most->size(), poor, fewest->size(),
+                          describe(program, rich, step), poor));
+}
+
+Status check_collectives(const Program& program, const StageTable& table) {
+  for (int s = 0; s < program.num_stages; ++s) {
+    if (Status ok = check_stage_collectives(program, table[s], s); !ok) return ok;
+  }
+  return ok_status();
+}
+
+// ---- 7. deadlock ------------------------------------------------------------
+
+// Symbolic execution of the interpreter semantics. Each action is executed
+// once and each wake-up is paid for by a send or an ALLREDUCE, so the run is
+// O(actions).
+class SymbolicRun {
+ public:
+  SymbolicRun(const Program& program, const StageTable& table,
+              const std::vector<std::vector<int>>& send_step)
+      : program_(program), table_(table), send_step_(send_step),
+        pc_(program.actions.size(), 0), issued_(program.actions.size(), 0),
+        queued_(program.actions.size(), true), reached_(table.size()),
+        complete_(table.size(), 0), step_waiters_(table.size()) {}
+
+  // Runs until every worker is finished or blocked; returns the first blocked worker or -1.
+  int run() {
+    for (int w = 0; w < num_rows(program_); ++w) ready_.push_back(w);
+    while (!ready_.empty()) {
+      const int w = ready_.front();
+      ready_.pop_front();
+      queued_[w] = false;
+      advance(w);
+    }
+    for (int w = 0; w < num_rows(program_); ++w) {
+      if (pc_[w] < row_length(program_, w)) return w;
+    }
+    return -1;
+  }
+
+  int pc(int worker) const { return pc_[worker]; }
+  int issued(int worker) const { return issued_[worker]; }
+  int complete(int stage) const { return complete_[stage]; }
+
+ private:
+  void wake(int worker) {
+    if (queued_[worker]) return;
+    queued_[worker] = true;
+    ready_.push_back(worker);
+  }
+
+  bool can_run(int worker, const Action& a) {
+    if (is_recv(a.kind)) return pc_[a.peer] > send_step_[worker][pc_[worker]];
+    if (a.kind != ActionKind::kStep || complete_[a.stage] >= issued_[worker]) return true;
+    step_waiters_[a.stage].push_back(worker);
+    return false;
+  }
+
+  // A send may unblock its receiver, if the receiver waits on exactly this send.
+  void on_send(int worker, const Action& a) {
+    const int receiver = a.peer;
+    const int at = pc_[receiver];
+    if (at < row_length(program_, receiver) && is_recv(program_.actions[receiver][at].kind) &&
+        program_.actions[receiver][at].peer == worker && send_step_[receiver][at] == pc_[worker])
+      wake(receiver);
+  }
+
+  void on_allreduce(int worker, int stage) {
+    const size_t round = static_cast<size_t>(issued_[worker]++);
+    if (reached_[stage].size() <= round) reached_[stage].resize(round + 1, 0);
+    if (++reached_[stage][round] < static_cast<int>(table_[stage].size())) return;
+    ++complete_[stage];
+    std::vector<int> waiters;
+    waiters.swap(step_waiters_[stage]);
+    for (int w : waiters) wake(w);
+  }
+
+  void advance(int worker) {
+    const std::vector<Action>& list = program_.actions[worker];
+    while (pc_[worker] < static_cast<int>(list.size())) {
+      const Action& a = list[pc_[worker]];
+      if (!can_run(worker, a)) return;
+      if (is_send(a.kind)) on_send(worker, a);
+      if (a.kind == ActionKind::kAllReduce) on_allreduce(worker, a.stage);
+      ++pc_[worker];
+    }
+  }
+
+  const Program& program_;
+  const StageTable& table_;
+  const std::vector<std::vector<int>>& send_step_;
+  std::vector<int> pc_;            // next action of each worker
+  std::vector<int> issued_;        // ALLREDUCEs issued by each worker
+  std::vector<bool> queued_;       // in ready_
+  std::deque<int> ready_;
+  std::vector<std::vector<int>> reached_;     // [stage][round] replicas that issued it
+  std::vector<int> complete_;                 // [stage] rounds complete (a prefix)
+  std::vector<std::vector<int>> step_waiters_;  // [stage] workers blocked on STEP
+};
+
+std::string stuck_reason(const Program& program, const SymbolicRun& run, int worker,
+                         const std::vector<std::vector<int>>& send_step) {
+  const int step = run.pc(worker);
+  const Action& a = program.actions[worker][step];
+  if (is_recv(a.kind)) {
+    const int sender = a.peer;
+    const int send_at = send_step[worker][step];
+    return fmt::format("{} waits for {} (w{} step {}), but w{} is stuck at step {}",
+                       describe(program, worker, step), to_string(program.actions[sender][send_at]),
+                       sender, send_at, sender, run.pc(sender));
+  }
+  return fmt::format("{} waits for ALLREDUCE round {} of stage {}, which not every replica "
+                     "reaches", describe(program, worker, step), run.complete(a.stage), a.stage);
+}
+
+Status check_deadlock(const Program& program, const StageTable& table,
+                      const std::vector<std::vector<int>>& send_step) {
+  SymbolicRun run(program, table, send_step);
+  const int stuck = run.run();
+  if (stuck < 0) return ok_status();
+  std::string blocked;
+  for (int w = 0; w < num_rows(program); ++w) {
+    if (run.pc(w) < row_length(program, w)) blocked += fmt::format(" w{}@{}", w, run.pc(w));
+  }
+  return fail(program, stuck, run.pc(stuck),
+              fmt::format("deadlock: no worker can progress (blocked worker@step:{}); {}",
+                          blocked, stuck_reason(program, run, stuck, send_step)));
+}
+
+}  // namespace
+
+Status validate_program(const Program& program) {
+  const StageTable table = workers_by_stage(program);
+  if (Status ok = check_shape(program, table); !ok) return ok;
+  if (Status ok = check_fields(program); !ok) return ok;
+  if (Status ok = check_orders(program); !ok) return ok;
+  if (Status ok = check_coverage(program, table); !ok) return ok;
+  std::vector<std::vector<int>> send_step;
+  if (Status ok = check_transfers(program, send_step); !ok) return ok;
+  if (Status ok = check_collectives(program, table); !ok) return ok;
+  return check_deadlock(program, table, send_step);
+}
+
+}  // namespace baton
