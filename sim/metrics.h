@@ -9,7 +9,7 @@
 //   time is the compute (F, B, I, W, STEP) the worker ran inside the window;
 //   the overall figure is 1 - sum(busy) / (workers x window).
 // - memory, per worker, peak over the run of: weights x versions held,
-//   gradients, optimizer state, stashed activations (see docs/MEMORY.md).
+//   gradients, optimizer state, stashed activations (see docs/SIMULATOR.md).
 #pragma once
 
 #include <cstdint>

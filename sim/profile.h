@@ -63,7 +63,7 @@ Seconds forward_time(const Profile& profile, LayerRange range);
 Seconds backward_time(const Profile& profile, LayerRange range);
 Bytes param_bytes(const Profile& profile, LayerRange range);
 // Bytes a stage keeps per in-flight microbatch for its backward: the input it
-// received plus the outputs of its own layers (see docs/MEMORY.md).
+// received plus the outputs of its own layers (see docs/SIMULATOR.md).
 Bytes stashed_activation_bytes(const Profile& profile, LayerRange range);
 // Bytes that cross the cut before layer `range.begin` (what the stage receives):
 // outputs of layers before the range consumed by layers inside it. Zero for a
