@@ -144,15 +144,17 @@ int run_simulate(const SimulateArgs& args) {
 void add_simulate_command(CLI::App& app, CommandResult& result) {
   auto args = std::make_shared<SimulateArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "simulate",
+      "simulate", "Predict a plan's throughput, bubbles and memory; draw its Gantt chart");
+  cmd->footer(
       "Predict the timeline of a plan with the discrete-event simulator: time per iteration,\n"
       "throughput, pipeline bubbles and peak memory per worker, and optionally a Gantt chart\n"
       "(SVG), a Perfetto/chrome://tracing trace (JSON) and a CSV of every action.\n\n"
       "Example:\n"
       "  baton simulate --profile traces/vgg16_v100_mb32.json --topology topologies/pipedream_a.json \\\n"
-      "      --stages 0-13x15,13-39x1 --schedule pipedream --trace out/vgg16.json --gantt out/vgg16.svg\n"
+      "      --stages 0-31x15,31-39x1 --schedule pipedream --trace out/vgg16.json --gantt out/vgg16.svg\n"
       "Give several schedules (--schedule pipedream,1f1b,gpipe,dp) to compare them side by side;\n"
-      "dp then runs the whole model on as many devices as the plan uses.");
+      "dp then runs the whole model on as many devices as the plan uses.\n"
+      "The model behind the figures (links, all-reduce, memory, steady state): docs/SIMULATOR.md");
   cmd->add_option("--profile", args->profile, "layer profile (baton.profile.v1 JSON)")->required();
   cmd->add_option("--topology", args->topology, "cluster (baton.topology.v1 JSON)")->required();
   cmd->add_option("--stages", args->stages,

@@ -12,5 +12,7 @@ struct CommandResult {
 };
 
 void add_simulate_command(CLI::App& app, CommandResult& result);
+// `baton profile ...`: subcommands of the `profile` command.
+void add_profile_analytic_command(CLI::App& profile, CommandResult& result);
 
 }  // namespace baton::cli

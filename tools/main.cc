@@ -11,12 +11,16 @@
 int main(int argc, char** argv) {
   CLI::App app{
       "baton: plan, simulate and execute pipeline-parallel training (PipeDream-style).\n"
-      "Typical flow: `baton simulate --profile traces/vgg16.json --topology "
-      "topologies/pipedream_a.json --stages 0-13x15,13-41x1 --schedule pipedream`.",
+      "Try: baton simulate --profile traces/vgg16_v100_mb32.json --topology "
+      "topologies/pipedream_a.json --stages 0-31x15,31-39x1 --schedule pipedream,1f1b,gpipe,dp\n"
+      "Each command explains itself: baton COMMAND --help",
       "baton"};
   app.require_subcommand(1);
   baton::cli::CommandResult result;
   baton::cli::add_simulate_command(app, result);
+  CLI::App* profile = app.add_subcommand("profile", "Make layer profiles: derived from an architecture, or measured");
+  profile->require_subcommand(1);
+  baton::cli::add_profile_analytic_command(*profile, result);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

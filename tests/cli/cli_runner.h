@@ -8,6 +8,7 @@
 #include <sstream>
 #include <string>
 #include <sys/wait.h>
+#include <unistd.h>
 
 namespace baton::testing {
 
@@ -24,8 +25,13 @@ inline std::string slurp(const std::filesystem::path& path) {
   return text.str();
 }
 
+// ctest runs test cases in parallel processes: scratch folders carry the process id.
+inline std::filesystem::path scratch_root() {
+  return std::filesystem::path(BATON_BINARY_DIR) / "test-scratch" / std::to_string(::getpid());
+}
+
 inline std::filesystem::path scratch_dir(const std::string& name) {
-  const auto dir = std::filesystem::path(BATON_BINARY_DIR) / "test-scratch" / name;
+  const auto dir = scratch_root() / name;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
@@ -33,7 +39,7 @@ inline std::filesystem::path scratch_dir(const std::string& name) {
 
 // `arguments` is appended to the binary path as is (quote paths yourself).
 inline CliRun run_baton(const std::string& arguments, const std::string& scratch = "cli") {
-  const auto dir = std::filesystem::path(BATON_BINARY_DIR) / "test-scratch" / (scratch + "-io");
+  const auto dir = scratch_root() / (scratch + "-io");
   std::filesystem::create_directories(dir);
   const auto out = dir / "stdout.txt";
   const auto err = dir / "stderr.txt";
@@ -47,4 +53,15 @@ inline CliRun run_baton(const std::string& arguments, const std::string& scratch
   return run;
 }
 
+}  // namespace baton::testing
+
+namespace baton::testing {
+// Removes this process's scratch folder when the test process ends.
+struct ScratchCleaner {
+  ~ScratchCleaner() {
+    std::error_code ignored;
+    std::filesystem::remove_all(scratch_root(), ignored);
+  }
+};
+inline const ScratchCleaner kScratchCleaner;
 }  // namespace baton::testing
