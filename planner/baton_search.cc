@@ -1,0 +1,271 @@
+#include "planner/baton_search.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <numeric>
+
+#include "planner/baton_model.h"
+#include "sim/network.h"
+
+namespace baton {
+
+namespace {
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+// Per-range quantities of the profile, O(1) to read.
+struct RangeTables {
+  std::vector<double> compute_prefix;  // seconds, forward + backward, / relative speed
+  std::vector<int64_t> params_prefix;
+  std::vector<std::vector<int64_t>> out;    // out[i][j]: bytes stage [i, j) sends on
+  std::vector<std::vector<int64_t>> stash;  // stash[i][j]: bytes per in-flight microbatch
+};
+
+std::vector<int> last_use(const Profile& profile) {
+  std::vector<int> last(profile.layers.size(), -1);
+  for (int c = 0; c < profile.num_layers(); ++c)
+    for (int p : profile.layers[c].inputs) last[p] = std::max(last[p], c);
+  return last;
+}
+
+RangeTables range_tables(const Profile& profile, double speed) {
+  const int n = profile.num_layers();
+  RangeTables t;
+  t.compute_prefix.assign(n + 1, 0.0);
+  t.params_prefix.assign(n + 1, 0);
+  for (int i = 0; i < n; ++i) {
+    const Layer& layer = profile.layers[i];
+    t.compute_prefix[i + 1] = t.compute_prefix[i] + (layer.forward + layer.backward).value / speed;
+    t.params_prefix[i + 1] = t.params_prefix[i] + layer.param_bytes.value;
+  }
+  const std::vector<int> last = last_use(profile);
+  t.out.assign(n + 1, std::vector<int64_t>(n + 1, 0));
+  t.stash.assign(n + 1, std::vector<int64_t>(n + 1, 0));
+  for (int j = 1; j <= n; ++j) {  // out[i][j] = sum_{p in [i, j), last_use[p] >= j} bytes
+    int64_t sum = 0;
+    for (int i = j - 1; i >= 0; --i) {
+      if (last[i] >= j) sum += profile.layers[i].output_bytes.value;
+      t.out[i][j] = sum;
+    }
+  }
+  for (int i = 0; i < n; ++i) {  // stash = input bytes (producers < i used in [i, j)) + own outputs
+    std::vector<int64_t> enters(n + 1, 0);
+    for (int p = 0; p < i; ++p) {
+      int first = n;
+      for (int c = i; c < n && first == n; ++c)
+        for (int q : profile.layers[c].inputs)
+          if (q == p) { first = c; break; }
+      if (first < n) enters[first] += profile.layers[p].output_bytes.value;
+    }
+    int64_t input = 0, own = 0;
+    for (int j = i + 1; j <= n; ++j) {
+      input += enters[j - 1];
+      own += profile.layers[j - 1].output_bytes.value;
+      t.stash[i][j] = input + own;
+    }
+  }
+  return t;
+}
+
+std::vector<int> replica_counts(const Topology& topology, bool straight) {
+  const int devices = topology.num_devices();
+  if (straight) return {1};
+  std::vector<int> counts;
+  if (devices <= 32) {
+    for (int r = 1; r <= devices; ++r) counts.push_back(r);
+    return counts;
+  }
+  for (int r = 1; r <= devices; r *= 2) counts.push_back(r);
+  const int unit = topology.devices_per_unit(0);
+  for (int r = unit; r <= devices; r += unit) counts.push_back(r);
+  std::sort(counts.begin(), counts.end());
+  counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
+  return counts;
+}
+
+std::vector<int> device_counts(const Topology& topology, bool straight, int layers) {
+  const int devices = topology.num_devices();
+  std::vector<int> counts;
+  if (straight || devices <= 16) {
+    for (int d = 1; d <= std::min(devices, straight ? layers : devices); ++d) counts.push_back(d);
+    return counts;
+  }
+  for (int d = devices; d >= 1; d /= 2) counts.push_back(d);
+  return counts;
+}
+
+// The search for one number of devices D; fills `found` with (value, plan).
+class Search {
+ public:
+  Search(const Profile& profile, const Topology& topology, const SearchOptions& options,
+         const RangeTables& tables, const std::vector<int>& replicas, bool minimize_memory)
+      : profile_(profile), topology_(topology), options_(options), tables_(tables),
+        replicas_(replicas), network_(topology), minimize_memory_(minimize_memory) {}
+
+  void run(int devices, std::vector<std::pair<double, Plan>>& found);
+
+ private:
+  size_t index(int j, int u, int ri) const {
+    return (static_cast<size_t>(j) * (devices_ + 1) + u) * (replicas_.size() + 1) + ri;
+  }
+  double stage_term(int i, int j, int start, int ri, int downstream, double* memory) const;
+  double cut_seconds_per_byte(int start, int ri, int next_ri);
+  // all-reduce time over devices [start, start + r) = per_byte x bytes + fixed.
+  std::pair<double, double> allreduce_coefficients(int start, int ri) const;
+  Plan rebuild(int ri) const;
+
+  const Profile& profile_;
+  const Topology& topology_;
+  const SearchOptions& options_;
+  const RangeTables& tables_;
+  const std::vector<int>& replicas_;
+  Network network_;
+  bool minimize_memory_;
+  int devices_ = 0;
+  std::vector<double> best_;
+  std::vector<int> next_j_;
+  std::vector<int> next_ri_;
+  std::map<std::tuple<int, int, int>, double> cut_memo_;
+  mutable std::map<std::pair<int, int>, std::pair<double, double>> allreduce_memo_;
+};
+
+std::pair<double, double> Search::allreduce_coefficients(int start, int ri) const {
+  const auto key = std::make_pair(start, ri);
+  if (auto it = allreduce_memo_.find(key); it != allreduce_memo_.end()) return it->second;
+  std::vector<int> group(static_cast<size_t>(replicas_[ri]));
+  std::iota(group.begin(), group.end(), start);
+  const Bytes probe(int64_t{1} << 30);
+  const double fixed = network_.allreduce_time(group, Bytes(0)).value;  // the time is linear in bytes
+  const double per_byte = (network_.allreduce_time(group, probe).value - fixed) / double(probe.value);
+  return allreduce_memo_[key] = {per_byte, fixed};
+}
+
+double Search::stage_term(int i, int j, int start, int ri, int downstream, double* memory) const {
+  const int r = replicas_[ri];
+  const Bytes params(tables_.params_prefix[j] - tables_.params_prefix[i]);
+  *memory = double(stage_memory(options_.schedule, params, Bytes(tables_.stash[i][j]), downstream, r,
+                                options_.microbatches, options_.optimizer).value);
+  const auto [per_byte, fixed] = allreduce_coefficients(start, ri);
+  const double allreduce = r > 1 ? per_byte * double(params.value) + fixed : 0.0;
+  const double compute = tables_.compute_prefix[j] - tables_.compute_prefix[i];
+  if (options_.schedule == Schedule::kPipeDream) return (compute + allreduce) / r;
+  const int m = options_.microbatches;
+  return (compute * double((m + r - 1) / r) + allreduce) / m;
+}
+
+double Search::cut_seconds_per_byte(int start, int ri, int next_ri) {
+  const auto key = std::make_tuple(start, ri, next_ri);
+  if (auto it = cut_memo_.find(key); it != cut_memo_.end()) return it->second;
+  const int r = replicas_[ri];
+  const int next = replicas_[next_ri];
+  const int64_t period = std::lcm(int64_t{r}, int64_t{next});
+  std::map<std::tuple<int, int, int>, double> load;  // (level, child, direction) -> s per byte
+  for (int64_t k = 0; k < period; ++k) {
+    const int from = start + static_cast<int>(k % r);
+    const int to = start + r + static_cast<int>(k % next);
+    const int level = topology_.common_level(from, to);
+    if (level < 0) continue;
+    const double share = 1.0 / topology_.levels[level].bandwidth().bytes_per_s / double(period);
+    for (auto [a, b] : {std::pair{from, to}, std::pair{to, from}}) {  // activation, gradient
+      load[{level, topology_.child_of(a, level), 0}] += share;
+      load[{level, topology_.child_of(b, level), 1}] += share;
+    }
+  }
+  double busiest = 0.0;
+  for (const auto& [link, value] : load) busiest = std::max(busiest, value);
+  return cut_memo_[key] = busiest;
+}
+
+void Search::run(int devices, std::vector<std::pair<double, Plan>>& found) {
+  devices_ = devices;
+  const int layers = profile_.num_layers();
+  const int none = static_cast<int>(replicas_.size());
+  const size_t cells = index(layers, devices, none) + 1;
+  best_.assign(cells, kInfinity);
+  next_j_.assign(cells, -1);
+  next_ri_.assign(cells, -1);
+  best_[index(layers, 0, none)] = 0.0;
+  const double limit = double(options_.memory_limit.value);
+  for (int j = layers; j >= 1; --j) {
+    for (int u = 0; u < devices; ++u) {
+      for (int nri = 0; nri <= none; ++nri) {
+        const double tail = best_[index(j, u, nri)];
+        if (tail == kInfinity || (nri == none) != (u == 0)) continue;
+        for (int ri = 0; ri < none; ++ri) {
+          const int r = replicas_[ri];
+          if (u + r > devices) break;
+          const int start = devices - u - r;
+          const double per_byte = nri == none ? 0.0 : cut_seconds_per_byte(start, ri, nri);
+          for (int i = j - 1; i >= 0; --i) {
+            double memory = 0.0;
+            const double term = stage_term(i, j, start, ri, u + r, &memory);
+            if (!minimize_memory_ && memory > limit) continue;
+            const double cut = per_byte * double(tables_.out[i][j]);
+            const double value = minimize_memory_ ? std::max(tail, memory) : std::max({tail, term, cut});
+            double& cell = best_[index(i, u + r, ri)];
+            if (value < cell) {
+              cell = value;
+              next_j_[index(i, u + r, ri)] = j;
+              next_ri_[index(i, u + r, ri)] = nri;
+            }
+          }
+        }
+      }
+    }
+  }
+  for (int ri = 0; ri < none; ++ri)
+    if (best_[index(0, devices, ri)] < kInfinity) found.emplace_back(best_[index(0, devices, ri)], rebuild(ri));
+}
+
+Plan Search::rebuild(int ri) const {
+  Plan plan;
+  plan.model = profile_.model;
+  plan.schedule = options_.schedule;
+  plan.microbatches = options_.microbatches;
+  plan.microbatch_size = options_.microbatch_size;
+  int i = 0, u = devices_, device = 0;
+  const int none = static_cast<int>(replicas_.size());
+  while (ri != none && i < profile_.num_layers()) {
+    const int j = next_j_[index(i, u, ri)];
+    const int r = replicas_[ri];
+    StagePlan stage{LayerRange{i, j}, r, {}};
+    for (int k = 0; k < r; ++k) stage.devices.push_back(device++);
+    plan.stages.push_back(stage);
+    const int next = next_ri_[index(i, u, ri)];
+    u -= r;
+    i = j;
+    ri = next;
+  }
+  return plan;
+}
+
+std::vector<std::pair<double, Plan>> run_all(const Profile& profile, const Topology& topology,
+                                             const SearchOptions& options, bool minimize_memory) {
+  const RangeTables tables = range_tables(profile, topology.device.relative_speed);
+  const std::vector<int> replicas = replica_counts(topology, options.straight);
+  Search search(profile, topology, options, tables, replicas, minimize_memory);
+  std::vector<std::pair<double, Plan>> found;
+  for (int devices : device_counts(topology, options.straight, profile.num_layers())) search.run(devices, found);
+  std::stable_sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  return found;
+}
+
+}  // namespace
+
+SearchResult search_plans(const Profile& profile, const Topology& topology, const SearchOptions& options) {
+  SearchResult result;
+  auto found = run_all(profile, topology, options, /*minimize_memory=*/false);
+  for (auto& [value, plan] : found) {
+    if (static_cast<int>(result.candidates.size()) >= options.max_candidates) break;
+    result.candidates.push_back(std::move(plan));
+  }
+  if (result.candidates.empty()) {
+    const auto smallest = run_all(profile, topology, options, /*minimize_memory=*/true);
+    if (!smallest.empty()) result.smallest_feasible_memory = Bytes(static_cast<int64_t>(smallest.front().first));
+  }
+  return result;
+}
+
+}  // namespace baton

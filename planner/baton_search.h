@@ -1,0 +1,52 @@
+// The search behind `baton plan --cost-model baton`: a dynamic program over
+// contiguous layer ranges, replica counts and device positions.
+//
+// Stages are placed on consecutive devices in order (stage 0 on the lowest
+// ids), as `assign_devices` does, so a stage's devices, and with them its
+// all-reduce and the links its transfers cross, are known from its position.
+// The program runs from the last layer backwards so that each stage knows how
+// many workers follow it (its warm-up depth, hence its weight versions and
+// stashed activations under pipedream and 1F1B):
+//   best[j][u][r'] = smallest bottleneck of a split of layers [j, L) over the
+//                    last u devices of the D used, whose first stage has r' replicas
+//   best[i][u + r][r] = min over j, r' of max( best[j][u][r'],
+//                          period(stage [i, j) with r replicas at D - u - r),
+//                          cut(j, its devices, the next stage's devices) )
+// subject to the stage fitting in memory. `period` and `cut` are the terms of
+// planner/baton_model.h (per microbatch); the search returns a few candidates
+// (different device counts D and first-stage replications), which the caller
+// rates with the full estimate and the simulator.
+// Cost: O(L^2 x N x R^2) per device count D, with R the replica counts tried
+// (every count up to 32 devices; powers of two and multiples of a server above).
+// Thread safety: pure.
+#pragma once
+
+#include <vector>
+
+#include "sim/plan.h"
+#include "sim/profile.h"
+#include "sim/result.h"
+#include "sim/simulator.h"
+#include "sim/topology.h"
+
+namespace baton {
+
+struct SearchOptions {
+  Schedule schedule = Schedule::kPipeDream;
+  int microbatches = 1;           // flush schedules: per iteration
+  int microbatch_size = 1;
+  bool straight = false;          // one replica per stage
+  Bytes memory_limit;             // per device
+  Optimizer optimizer = Optimizer::kAdam;
+  int max_candidates = 8;
+};
+
+struct SearchResult {
+  std::vector<Plan> candidates;   // best first (by the search's bottleneck)
+  // When no candidate fits: the smallest per-device memory some split needs.
+  Bytes smallest_feasible_memory;
+};
+
+SearchResult search_plans(const Profile& profile, const Topology& topology, const SearchOptions& options);
+
+}  // namespace baton
