@@ -12,7 +12,13 @@ struct CommandResult {
 };
 
 void add_simulate_command(CLI::App& app, CommandResult& result);
+void add_plan_command(CLI::App& app, CommandResult& result);
 // `baton profile ...`: subcommands of the `profile` command.
 void add_profile_analytic_command(CLI::App& profile, CommandResult& result);
+void add_profile_measure_command(CLI::App& profile, CommandResult& result);
+// `profile measure` and `run` need the executor (LibTorch); in a build without
+// it they say so and exit 2. `compare` needs sim/ only.
+void add_run_command(CLI::App& app, CommandResult& result);
+void add_compare_command(CLI::App& app, CommandResult& result);
 
 }  // namespace baton::cli

@@ -17,10 +17,14 @@ int main(int argc, char** argv) {
       "baton"};
   app.require_subcommand(1);
   baton::cli::CommandResult result;
+  baton::cli::add_plan_command(app, result);
   baton::cli::add_simulate_command(app, result);
   CLI::App* profile = app.add_subcommand("profile", "Make layer profiles: derived from an architecture, or measured");
   profile->require_subcommand(1);
   baton::cli::add_profile_analytic_command(*profile, result);
+  baton::cli::add_profile_measure_command(*profile, result);
+  baton::cli::add_run_command(app, result);
+  baton::cli::add_compare_command(app, result);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,191 @@
+#include "planner/planner.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "planner/baton_search.h"
+#include "planner/pipedream_dp.h"
+
+namespace baton {
+
+Result<CostModel> parse_cost_model(std::string_view name) {
+  if (name == "baton") return CostModel::kBaton;
+  if (name == "pipedream") return CostModel::kPipeDream;
+  return Error{fmt::format("unknown cost model \"{}\" (expected baton or pipedream)", name)};
+}
+
+double PlanChoice::time_per_sample_s() const {
+  return estimate.iteration_time.value / std::max(estimate.samples_per_iteration, 1.0);
+}
+
+namespace {
+
+constexpr int kPipeDreamMinibatches = 64;
+
+double simulated_per_sample(const PlanChoice& choice) {
+  const double samples = choice.plan.schedule == Schedule::kPipeDream
+                             ? choice.plan.microbatch_size
+                             : double(choice.plan.microbatches) * choice.plan.microbatch_size;
+  return choice.simulated ? choice.simulated->iteration_time.value / samples : choice.time_per_sample_s();
+}
+
+bool simulated_fits(const PlanChoice& choice, Bytes limit) {
+  if (!choice.simulated) return choice.estimate.peak_memory <= limit;
+  return std::all_of(choice.simulated->workers.begin(), choice.simulated->workers.end(),
+                     [&](const WorkerMetrics& w) { return w.peak_memory <= limit; });
+}
+
+Profile compressed(Profile profile, double ratio) {
+  if (ratio <= 0) return profile;
+  for (Layer& layer : profile.layers)
+    layer.output_bytes = Bytes(static_cast<int64_t>(double(layer.output_bytes.value) / ratio));
+  return profile;
+}
+
+void simulate_choice(PlanChoice& choice, const Profile& profile, const Topology& topology, Optimizer optimizer) {
+  SimOptions options;
+  options.optimizer = optimizer;
+  options.record_trace = false;
+  auto simulation = simulate_plan(choice.plan, profile, topology, options);
+  if (simulation) choice.simulated = simulation->metrics;
+}
+
+// The best candidate of one (schedule, microbatches) search, by the estimate.
+std::optional<PlanChoice> best_for(const Profile& profile, const Topology& topology, const PlannerOptions& options,
+                                   Schedule schedule, int microbatches, Bytes limit, Bytes* smallest) {
+  SearchOptions search{schedule, microbatches, profile.microbatch_size, options.straight, limit,
+                       options.optimizer, 8};
+  const SearchResult found = search_plans(profile, topology, search);
+  if (found.candidates.empty()) {
+    if (smallest->value == 0 || found.smallest_feasible_memory < *smallest) *smallest = found.smallest_feasible_memory;
+    return std::nullopt;
+  }
+  std::optional<PlanChoice> best;
+  for (Plan plan : found.candidates) {
+    if (schedule == Schedule::kPipeDream) plan.microbatches = kPipeDreamMinibatches;
+    PlanChoice choice{plan, estimate_plan(profile, topology, plan, options.optimizer), std::nullopt};
+    if (!best || choice.time_per_sample_s() < best->time_per_sample_s()) best = std::move(choice);
+  }
+  return best;
+}
+
+std::vector<std::pair<Schedule, int>> combinations(const PlannerOptions& options) {
+  const std::vector<Schedule> schedules =
+      options.schedule ? std::vector<Schedule>{*options.schedule}
+                       : std::vector<Schedule>{Schedule::kPipeDream, Schedule::kOneFOneB, Schedule::kGPipe};
+  const std::vector<int> counts = options.microbatches > 0 ? std::vector<int>{options.microbatches}
+                                                           : std::vector<int>{8, 16, 32, 64};
+  std::vector<std::pair<Schedule, int>> all;
+  for (Schedule schedule : schedules) {
+    if (schedule == Schedule::kPipeDream) {
+      all.emplace_back(schedule, 1);
+    } else if (schedule != Schedule::kDataParallel) {
+      for (int m : counts) all.emplace_back(schedule, m);
+    }
+  }
+  return all;
+}
+
+PlanChoice data_parallel_choice(const Profile& profile, const Topology& topology, Optimizer optimizer) {
+  Plan plan;
+  plan.model = profile.model;
+  plan.schedule = Schedule::kDataParallel;
+  plan.microbatch_size = profile.microbatch_size;
+  plan.microbatches = topology.num_devices();
+  StagePlan all{LayerRange{0, profile.num_layers()}, topology.num_devices(), {}};
+  for (int d = 0; d < topology.num_devices(); ++d) all.devices.push_back(d);
+  plan.stages = {all};
+  return PlanChoice{plan, estimate_plan(profile, topology, plan, optimizer), std::nullopt};
+}
+
+Error no_fit_error(const Profile& profile, const Topology& topology, Bytes limit, Bytes smallest) {
+  return Error{fmt::format(
+      "no split of {} over the {} devices of {} fits {:.2f} GiB per device; the smallest memory any "
+      "split needs is {:.2f} GiB (use a larger --memory-limit-gib, more devices, or a smaller microbatch)",
+      profile.model, topology.num_devices(), topology.name, limit.gib(), smallest.gib())};
+}
+
+Result<PlannerOutcome> plan_with_baton(const Profile& profile, const Topology& topology,
+                                       const PlannerOptions& options, Bytes limit) {
+  PlannerOutcome outcome;
+  Bytes smallest;
+  std::vector<PlanChoice> choices;
+  for (const auto& [schedule, microbatches] : combinations(options)) {
+    auto best = best_for(profile, topology, options, schedule, microbatches, limit, &smallest);
+    if (best) choices.push_back(std::move(*best));
+  }
+  if (options.schedule == Schedule::kDataParallel) {
+    PlanChoice dp = data_parallel_choice(profile, topology, options.optimizer);
+    if (options.microbatches > 0) {
+      dp.plan.microbatches = options.microbatches;
+      dp.estimate = estimate_plan(profile, topology, dp.plan, options.optimizer);
+    }
+    if (dp.estimate.peak_memory > limit) return no_fit_error(profile, topology, limit, dp.estimate.peak_memory);
+    choices.push_back(std::move(dp));
+  }
+  if (choices.empty()) return no_fit_error(profile, topology, limit, smallest);
+  for (PlanChoice& choice : choices) simulate_choice(choice, profile, topology, options.optimizer);
+  std::stable_sort(choices.begin(), choices.end(), [&](const PlanChoice& a, const PlanChoice& b) {
+    const bool fa = simulated_fits(a, limit), fb = simulated_fits(b, limit);
+    if (fa != fb) return fa;
+    return simulated_per_sample(a) < simulated_per_sample(b);
+  });
+  outcome.best = std::move(choices.front());
+  outcome.runners_up.assign(std::make_move_iterator(choices.begin() + 1), std::make_move_iterator(choices.end()));
+  return outcome;
+}
+
+PipeDreamOptions pipedream_options(const Topology& topology, const PlannerOptions& options, Bytes limit) {
+  PipeDreamOptions pd;
+  for (const Level& level : topology.levels) pd.levels.push_back(PipeDreamLevel{level.size, level.bandwidth()});
+  pd.straight_pipeline = options.straight;
+  if (options.activation_compression > 0) pd.activation_compression = options.activation_compression;
+  pd.memory_size = limit;
+  return pd;
+}
+
+Result<PlannerOutcome> plan_with_pipedream(const Profile& profile, const Topology& topology,
+                                           const PlannerOptions& options, Bytes limit) {
+  auto planned = plan_pipedream(profile, pipedream_options(topology, options, limit));
+  if (!planned) return planned.error();
+  auto ordered = reorder_layers(profile, planned->layer_order);
+  if (!ordered) return ordered.error();
+  Plan plan;
+  plan.model = profile.model;
+  plan.schedule = Schedule::kPipeDream;
+  plan.microbatch_size = profile.microbatch_size;
+  plan.microbatches = kPipeDreamMinibatches;
+  plan.stages = stage_plans(*planned);
+  if (auto ok = assign_devices(plan, topology); !ok) return ok.error();
+  PlannerOutcome outcome;
+  outcome.best = PlanChoice{plan, estimate_plan(*ordered, topology, plan, options.optimizer), std::nullopt};
+  simulate_choice(outcome.best, *ordered, topology, options.optimizer);
+  outcome.pipedream_time = planned->time_per_minibatch;
+  outcome.layer_order = planned->layer_order;
+  return outcome;
+}
+
+}  // namespace
+
+Result<PlannerOutcome> make_plan(const Profile& profile, const Topology& topology, const PlannerOptions& options) {
+  const Bytes limit = options.memory_limit.value_or(topology.device.memory);
+  const Profile effective = options.cost_model == CostModel::kBaton
+                                ? compressed(profile, options.activation_compression)
+                                : profile;
+  auto outcome = options.cost_model == CostModel::kPipeDream
+                     ? plan_with_pipedream(profile, topology, options, limit)
+                     : plan_with_baton(effective, topology, options, limit);
+  if (!outcome) return outcome;
+  outcome->memory_limit = limit;
+  Seconds total;
+  for (const Layer& layer : profile.layers) total += layer.forward + layer.backward;
+  outcome->single_device_per_sample = total / topology.device.relative_speed / double(profile.microbatch_size);
+  if (!options.straight && topology.num_devices() > 1)
+    outcome->data_parallel = data_parallel_choice(effective, topology, options.optimizer);
+  if (outcome->layer_order.empty())
+    for (int i = 0; i < profile.num_layers(); ++i) outcome->layer_order.push_back(i);
+  return outcome;
+}
+
+}  // namespace baton

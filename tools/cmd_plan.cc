@@ -1,0 +1,117 @@
+// `baton plan`: choose the split, replication, schedule and microbatch count.
+#include <cmath>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "planner/pipedream_dp.h"
+#include "planner/planner.h"
+#include "tools/cli_support.h"
+#include "tools/commands.h"
+#include "tools/plan_report.h"
+
+namespace baton::cli {
+
+namespace {
+
+struct PlanArgs {
+  std::string profile;
+  std::string topology;
+  std::string output;
+  bool json = false;
+  std::string cost_model = "baton";
+  bool straight = false;
+  double activation_compression = 0.0;
+  double memory_limit_gib = 0.0;
+  std::string schedule = "auto";
+  std::string microbatches = "auto";
+  std::string optimizer = "adam";
+};
+
+PlannerOptions planner_options(const PlanArgs& args) {
+  PlannerOptions options;
+  options.cost_model = take(parse_cost_model(args.cost_model));
+  options.straight = args.straight;
+  options.activation_compression = args.activation_compression;
+  if (args.memory_limit_gib > 0) options.memory_limit = Bytes::from_gib(args.memory_limit_gib);
+  if (args.schedule != "auto") options.schedule = take(parse_schedule(args.schedule));
+  if (args.microbatches != "auto") {
+    try {
+      size_t used = 0;
+      options.microbatches = std::stoi(args.microbatches, &used);
+      if (used != args.microbatches.size() || options.microbatches < 1) throw std::invalid_argument("");
+    } catch (const std::exception&) {
+      throw UsageError(fmt::format("--microbatches: expected auto or a positive whole number, got \"{}\"",
+                                   args.microbatches));
+    }
+  }
+  options.optimizer = take(parse_optimizer(args.optimizer));
+  return options;
+}
+
+void write_plan(const PlanArgs& args, const PlannerOutcome& outcome, const Profile& profile) {
+  Plan plan = outcome.best.plan;
+  plan.prediction = prediction_json(outcome);
+  write_file_atomic(args.output, plan_to_json(plan).dump(2) + "\n");
+  bool reordered = false;
+  for (size_t i = 0; i < outcome.layer_order.size(); ++i) reordered |= outcome.layer_order[i] != int(i);
+  if (!reordered) return;
+  const std::string path = args.output + ".profile.json";
+  write_file_atomic(path, profile_to_json(take(reorder_layers(profile, outcome.layer_order))).dump(2) + "\n");
+  std::fprintf(stderr, "baton: the plan's stages refer to a topological order of the DAG that differs from the "
+                       "profile's; wrote that order as %s\n", path.c_str());
+}
+
+int run_plan(const PlanArgs& args) {
+  const Profile profile = load_profile_file(args.profile);
+  const Topology topology = load_topology_file(args.topology);
+  const PlannerOptions options = planner_options(args);
+  std::fprintf(stderr, "baton: planning %s (%d layers) on %s (%d devices)...\n", profile.model.c_str(),
+               profile.num_layers(), topology.name.c_str(), topology.num_devices());
+  auto outcome = make_plan(profile, topology, options);
+  if (!outcome) throw UsageError(outcome.error().message);
+  if (!args.output.empty()) write_plan(args, *outcome, profile);
+  const std::string text = args.json ? outcome_json(*outcome).dump(2) + "\n"
+                                     : outcome_text(*outcome, profile, topology, options);
+  std::fputs(text.c_str(), stdout);
+  return 0;
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app, CommandResult& result) {
+  auto args = std::make_shared<PlanArgs>();
+  CLI::App* cmd = app.add_subcommand("plan", "Choose stages, replication, schedule and microbatches for a cluster");
+  cmd->footer(
+      "Searches the splits of the model into pipeline stages (contiguous layer ranges), the replication\n"
+      "of each stage and, with --schedule auto, the schedule and microbatch count; every stage must\n"
+      "fit the device memory (weights x versions held, gradients, optimizer state, stashed activations).\n"
+      "Prints per stage the layers, replicas, devices, compute, communication and all-reduce time and\n"
+      "memory, names the bottleneck, and compares with one device and with data parallelism.\n\n"
+      "Cost models:\n"
+      "  baton      (default) placement-aware search rated with baton's model and the simulator\n"
+      "  pipedream  PipeDream's hierarchical optimizer, same objective as its reference code\n\n"
+      "Example:\n"
+      "  baton plan --profile traces/vgg16_v100_mb32.json --topology topologies/pipedream_a.json -o plan.json\n"
+      "  baton simulate --profile traces/vgg16_v100_mb32.json --topology topologies/pipedream_a.json \\\n"
+      "      --plan plan.json --gantt out/plan.svg");
+  cmd->add_option("--profile", args->profile, "layer profile (baton.profile.v1 JSON)")->required();
+  cmd->add_option("--topology", args->topology, "cluster (baton.topology.v1 JSON)")->required();
+  cmd->add_option("-o,--output", args->output, "write the chosen plan (baton.plan.v1 JSON)");
+  cmd->add_flag("--json", args->json, "print the result as JSON");
+  cmd->add_option("--cost-model", args->cost_model, "baton (default) or pipedream");
+  cmd->add_flag("--straight", args->straight, "no stage replication");
+  cmd->add_option("--activation-compression", args->activation_compression,
+                  "R: activations and gradients cross cuts compressed R times")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--memory-limit-gib", args->memory_limit_gib,
+                  "memory per device (default: the topology's device memory)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--schedule", args->schedule, "auto (default), pipedream, 1f1b, gpipe or dp");
+  cmd->add_option("--microbatches", args->microbatches,
+                  "auto (default: tries 8, 16, 32, 64) or N microbatches per iteration (flush schedules)");
+  cmd->add_option("--optimizer", args->optimizer, "sgd | momentum | adam: optimizer state in memory (default adam)");
+  cmd->callback([args, &result] { result.exit_code = run_plan(*args); });
+}
+
+}  // namespace baton::cli

@@ -1,0 +1,86 @@
+// `baton profile measure`: a layer profile measured by running a zoo model
+// with LibTorch (exec/executor.h, measure_profile).
+#include <cstdio>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "tools/cli_support.h"
+#include "tools/commands.h"
+
+#if BATON_HAVE_EXEC
+#include "exec/executor.h"
+#include "tools/report.h"
+#endif
+
+namespace baton::cli {
+
+namespace {
+
+struct MeasureArgs {
+  std::string model;
+  int microbatch_size = 0;
+  std::string device = "cpu";
+  int warmup = 3;
+  int steps = 10;
+  int threads = 1;
+  std::string output;
+};
+
+#if BATON_HAVE_EXEC
+
+int run_measure(const MeasureArgs& args) {
+  exec::ProfileOptions options;
+  options.device = args.device;
+  options.warmup = args.warmup;
+  options.steps = args.steps;
+  options.intra_op_threads = args.threads;
+  options.progress = [&args](const std::string& line) {
+    std::fprintf(stderr, "profile %s: %s\n", args.model.c_str(), line.c_str());
+  };
+  const Profile profile = take(exec::measure_profile(args.model, args.microbatch_size, options));
+  const std::string text = profile_to_json(profile).dump(2) + "\n";
+  if (args.output.empty() || args.output == "-") {
+    std::fputs(text.c_str(), stdout);
+  } else {
+    write_file_atomic(args.output, text);
+  }
+  for (const Layer& layer : profile.layers) {
+    std::fprintf(stderr, "  %-8s forward %s  backward %s  output %s  params %s\n", layer.name.c_str(),
+                 human_seconds(layer.forward).c_str(), human_seconds(layer.backward).c_str(),
+                 human_bytes(layer.output_bytes).c_str(), human_bytes(layer.param_bytes).c_str());
+  }
+  return 0;
+}
+
+#else
+
+int run_measure(const MeasureArgs&) {
+  throw UsageError("profile measure: this baton was built without LibTorch; rebuild with BATON_TORCH=ON");
+}
+
+#endif  // BATON_HAVE_EXEC
+
+}  // namespace
+
+void add_profile_measure_command(CLI::App& profile, CommandResult& result) {
+  auto args = std::make_shared<MeasureArgs>();
+  CLI::App* cmd = profile.add_subcommand("measure", "Measure a zoo model's layers with LibTorch");
+  cmd->footer(
+      "Run a model of the executor's zoo (mlp, vgg-mini, gpt-mini) layer by layer and write, per\n"
+      "layer, the median forward and backward time over --steps steps after --warmup, the output\n"
+      "bytes and the parameter bytes, as a baton.profile.v1 file. Progress goes to stderr.\n"
+      "Example: baton profile measure --model gpt-mini --microbatch-size 8 -o out/gpt-mini.json");
+  cmd->add_option("--model", args->model, "mlp | vgg-mini | gpt-mini")->required();
+  cmd->add_option("--microbatch-size", args->microbatch_size, "samples per microbatch")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--device", args->device, "cpu (default) | cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--warmup", args->warmup, "steps thrown away first (default 3)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--steps", args->steps, "steps measured; the median is kept (default 10)")->check(CLI::PositiveNumber);
+  cmd->add_option("--threads", args->threads, "LibTorch intra-op threads (default 1)")->check(CLI::PositiveNumber);
+  cmd->add_option("-o,--output", args->output, "write the profile here (default: standard output)");
+  cmd->callback([args, &result] { result.exit_code = run_measure(*args); });
+}
+
+}  // namespace baton::cli
