@@ -1,0 +1,288 @@
+#include "planner/pipedream_level.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace baton::planner {
+namespace {
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+constexpr double kNotComputed = std::numeric_limits<double>::quiet_NaN();
+// Windows and bounds are widened by this fraction of the problem's scale, far
+// above rounding error (~1e-15) and far below any difference that matters.
+constexpr double kRelativeSlack = 1e-9;
+
+double difference(const std::vector<double>& cumulative, int i, int j) {
+  return i > 0 ? cumulative[j] - cumulative[i - 1] : cumulative[j];
+}
+
+}  // namespace
+
+AncestorsByWork::AncestorsByWork(const StateSpace& space)
+    : states_(space.num_states()), work_(space.num_states()) {
+  const std::vector<double>& cum = space.cum_seconds;
+  for (int j = 0; j < space.num_states(); ++j) {
+    std::vector<int>& members = states_[j];
+    members = space.ancestors[j].members();
+    std::stable_sort(members.begin(), members.end(), [&](int a, int b) { return cum[a] < cum[b]; });
+    work_[j].reserve(members.size());
+    for (int k : members) work_[j].push_back(cum[k]);
+  }
+}
+
+LevelSolver::LevelSolver(const StateSpace& space, const AncestorsByWork& index, LevelParams level,
+                         SharedParams shared, LevelSolver* below)
+    : states_(space),
+      index_(index),
+      level_(level),
+      shared_(shared),
+      below_(below),
+      memo_(space.num_states()),
+      exact_(space.num_states()) {
+  const int n = space.num_states();
+  // Smallest parameter total of any state from i on: bounds P(i..k1) from below.
+  std::vector<double> suffix_min_params(space.cum_param_bytes);
+  for (int i = n - 2; i >= 0; --i)
+    suffix_min_params[i] = std::min(suffix_min_params[i], suffix_min_params[i + 1]);
+  if (below_ != nullptr) {
+    below_deficit_min_ = kInfinity;
+    for (int i = 0; i < n; ++i)
+      below_deficit_min_ = std::min(below_deficit_min_, below_->deficit(i, below_->machines()));
+  }
+  row_deficit_.resize(n);
+  double min_deficit = 0.0;
+  for (int i = 0; i < n; ++i) {
+    const double before = i > 0 ? space.cum_param_bytes[i - 1] : 0.0;
+    const double params = std::min(0.0, suffix_min_params[i] - before);
+    const double first_stage = 4.0 * params / (level_.bandwidth * level_.machines_within);
+    const double from_below = below_ != nullptr ? below_->deficit(i, below_->machines()) : 0.0;
+    row_deficit_[i] = from_below + level_.devices_per_unit * first_stage;
+    min_deficit = std::min(min_deficit, deficit(i, level_.machines));
+  }
+  total_work_ = *std::max_element(space.cum_seconds.begin(), space.cum_seconds.end()) - min_deficit;
+}
+
+double LevelSolver::deficit(int i, int r) const {
+  return row_deficit_[i] + (r - 1) * below_deficit_min_;
+}
+
+double LevelSolver::slack(double magnitude) const {
+  return kRelativeSlack * (std::abs(total_work_) + std::abs(magnitude));
+}
+
+double LevelSolver::work(int i, int j) const { return difference(states_.cum_seconds, i, j); }
+
+double LevelSolver::below_value_below(int i, int j, double limit) {
+  if (below_ == nullptr) return work(i, j);
+  return below_->value_below(i, j, below_->machines(), limit);
+}
+
+double LevelSolver::below_lower(int i, int j) const {
+  return below_ != nullptr ? below_->lower_bound(i, j) : work(i, j);
+}
+
+double LevelSolver::lower_bound(int i, int j) const {
+  const double units = static_cast<double>(level_.devices_per_unit) * level_.machines;
+  return (work(i, j) + deficit(i, level_.machines)) / units;
+}
+
+bool LevelSolver::memory_rejects(int first, int last, int r_stage, int r_total) const {
+  if (!shared_.memory_bytes) return false;
+  const double stashed = difference(states_.cum_activation_bytes, first, last) +
+                         difference(states_.cum_param_bytes, first, last);
+  const double copies =
+      std::ceil(static_cast<double>(level_.machines - r_total) / static_cast<double>(r_stage));
+  return stashed * copies > *shared_.memory_bytes;
+}
+
+// (T + all_reduce) / r, computed only when it can be below `limit`.
+double LevelSolver::single_stage(int i, int j, int r, double limit) {
+  if (shared_.straight_pipeline && r > 1) return kInfinity;
+  if (memory_rejects(i, j, r, r)) return kInfinity;
+  const double params = difference(states_.cum_param_bytes, i, j);
+  double all_reduce = (4.0 * (r - 1) * params) / (level_.bandwidth * r);
+  all_reduce /= level_.machines_within;
+  const double below_limit = limit * r - all_reduce + slack(limit * r);
+  const double below = below_value_below(i, j, below_limit);
+  if (below >= below_limit) return kInfinity;
+  return (below + all_reduce) / r;
+}
+
+double LevelSolver::all_reduce_last(int k, int j, int r_last) const {
+  const double params = difference(states_.cum_param_bytes, k + 1, j);
+  return (4.0 * (r_last - 1) * params) / (level_.bandwidth * r_last);
+}
+
+// The last stage k+1..j on r_last machines (no division by W, as the
+// reference), computed only when it can be below `limit`.
+double LevelSolver::last_stage(int k, int j, int r_last, double limit) {
+  const double all_reduce = all_reduce_last(k, j, r_last);
+  const double below_limit = limit * r_last - all_reduce + slack(limit * r_last);
+  const double below = below_value_below(k + 1, j, below_limit);
+  if (below >= below_limit) return kInfinity;
+  return (below + all_reduce) / r_last;
+}
+
+// The activation terms, or -infinity when they are not counted: into the
+// last stage (after state k) and out of it (after state j, unless j is last).
+double LevelSolver::transfer_out(int j, int r_last) const {
+  if (!shared_.compression || j == states_.num_states() - 1) return -kInfinity;
+  return (2.0 * states_.output_bytes[j]) / (level_.bandwidth * r_last) / *shared_.compression;
+}
+
+double LevelSolver::transfer(int k, int j, int r_last) const {
+  if (!shared_.compression) return -kInfinity;
+  const double in =
+      (2.0 * states_.output_bytes[k]) / (level_.bandwidth * r_last) / *shared_.compression;
+  return std::max(in, transfer_out(j, r_last));
+}
+
+LevelSolver::Window LevelSolver::make_window(int i, int r_first, int r_last, double cap) const {
+  Window w;
+  w.r_first = r_first;
+  w.r_last = r_last;
+  w.tolerance = slack(cap);
+  w.first_offset = deficit(i, r_first) - (i > 0 ? states_.cum_seconds[i - 1] : 0.0);
+  w.first_scale = 1.0 / (static_cast<double>(level_.devices_per_unit) * r_first);
+  return w;
+}
+
+// A lower bound of the split's candidate, or +infinity when the split is
+// rejected (memory) or cannot be below `cap`. Bounds that are not computed
+// exactly as the candidate is are lowered by the window's tolerance.
+double LevelSolver::split_bound(int i, int k, int j, const Window& w, double cap) const {
+  // Exact terms first: ties with `cap` are common (a bottleneck layer) and
+  // must be cut before any recursion.
+  double bound = transfer(k, j, w.r_last);
+  if (bound >= cap || memory_rejects(k + 1, j, w.r_last, w.r_first + w.r_last)) return kInfinity;
+  if (below_ == nullptr) {  // the last stage costs O(1) here
+    bound = std::max(bound, (work(k + 1, j) + all_reduce_last(k, j, w.r_last)) / w.r_last);
+    if (bound >= cap) return kInfinity;
+  }
+  bound = std::max(bound, known_bound(i, k, w.r_first));
+  bound = std::max(bound, (states_.cum_seconds[k] + w.first_offset) * w.first_scale - w.tolerance);
+  if (below_ == nullptr) return bound;
+  const double below_known = below_->known_bound(k + 1, j, below_->machines());
+  if (below_->known_exactly(k + 1, j, below_->machines())) {
+    const double last = (below_known + all_reduce_last(k, j, w.r_last)) / w.r_last;
+    return last >= cap ? kInfinity : std::max(bound, last);
+  }
+  // The last stage's all-reduce term is >= 0 (k is an ancestor of j).
+  return std::max(bound, std::max(below_lower(k + 1, j) - w.tolerance, below_known) / w.r_last);
+}
+
+bool LevelSolver::known_exactly(int i, int j, int r) const {
+  return !exact_[i].empty() && exact_[i][static_cast<size_t>(j - i) * level_.machines + (r - 1)];
+}
+
+double LevelSolver::known_bound(int i, int j, int r) const {
+  if (memo_[i].empty()) return -kInfinity;
+  const double known = memo_[i][static_cast<size_t>(j - i) * level_.machines + (r - 1)];
+  return std::isnan(known) ? -kInfinity : known;
+}
+
+// Pushes the splits of A(i..j, r) whose bound is below `cap` onto stack_, sorted
+// by (bound, k, r_last); returns where they begin.
+size_t LevelSolver::collect_splits(int i, int j, int r, double cap) {
+  const size_t begin = stack_.size();
+  const std::vector<int>& splits = index_.states(j);
+  const std::vector<double>& work_of = index_.work(j);
+  const int max_last = shared_.straight_pipeline ? 1 : r - 1;
+  const double unit = level_.devices_per_unit;
+  const double before = i > 0 ? states_.cum_seconds[i - 1] : 0.0;
+  for (int r_last = 1; r_last <= max_last; ++r_last) {
+    if (transfer_out(j, r_last) >= cap) continue;
+    const int r_first = r - r_last;
+    // Window: last stage >= (C(k+1..j) + deficit below) / (unit r_last) and
+    // first part >= (C(i..k) + deficit(i, r_first)) / (unit r_first), both < cap.
+    const double reach_last = unit * r_last * cap;
+    const double reach_first = unit * r_first * cap;
+    const double low = states_.cum_seconds[j] + below_deficit_min_ - reach_last - slack(reach_last);
+    const double high = before - deficit(i, r_first) + reach_first + slack(reach_first);
+    const Window window = make_window(i, r_first, r_last, cap);
+    auto p = static_cast<size_t>(std::lower_bound(work_of.begin(), work_of.end(), low) -
+                                 work_of.begin());
+    for (; p < splits.size() && work_of[p] <= high; ++p) {
+      const int k = splits[p];
+      if (k < i) continue;
+      const double bound = split_bound(i, k, j, window, cap);
+      if (bound < cap) stack_.push_back(Split{bound, k, r_last});
+    }
+  }
+  std::sort(stack_.begin() + static_cast<std::ptrdiff_t>(begin), stack_.end(),
+            [](const Split& a, const Split& b) {
+              if (a.bound != b.bound) return a.bound < b.bound;
+              return a.k != b.k ? a.k < b.k : a.r_last < b.r_last;
+            });
+  return begin;
+}
+
+// The split's candidate when it is below `cap`; otherwise some value >= cap.
+double LevelSolver::evaluate_split(int i, const Split& split, int j, int r, double cap) {
+  const double prefix = value_below(i, split.k, r - split.r_last, cap);
+  if (prefix >= cap) return kInfinity;
+  const double last = last_stage(split.k, j, split.r_last, cap);
+  if (last >= cap) return kInfinity;
+  return std::max(std::max(prefix, last), transfer(split.k, j, split.r_last));
+}
+
+double* LevelSolver::memo(int i, int j, int r) {
+  if (memo_[i].empty()) {
+    const size_t slots = static_cast<size_t>(states_.num_states() - i) * level_.machines;
+    memo_[i].assign(slots, kNotComputed);
+    exact_[i].assign(slots, 0);
+  }
+  return &memo_[i][static_cast<size_t>(j - i) * level_.machines + (r - 1)];
+}
+
+double LevelSolver::value(int i, int j, int r) { return value_below(i, j, r, kInfinity); }
+
+double LevelSolver::value_below(int i, int j, int r, double limit) {
+  double* const slot = memo(i, j, r);
+  unsigned char& exact = exact_[i][static_cast<size_t>(slot - memo_[i].data())];
+  if (exact || *slot >= limit) return *slot;  // NaN (never requested) fails the test
+  ++entries_computed_;
+  double best = single_stage(i, j, r, limit);
+  if (r >= 2 && j > i) {
+    const size_t begin = collect_splits(i, j, r, std::min(best, limit));
+    const size_t end = stack_.size();
+    for (size_t s = begin; s < end; ++s) {
+      const double cap = std::min(best, limit);
+      const Split split = stack_[s];  // a copy: evaluation may grow stack_
+      if (split.bound >= cap) break;
+      best = std::min(best, evaluate_split(i, split, j, r, cap));
+    }
+    stack_.resize(begin);
+  }
+  if (best < limit) {
+    exact = 1;
+    *slot = best;
+    return best;
+  }
+  *slot = limit;  // known: A(i..j, r) >= limit
+  return limit;
+}
+
+LevelDecision LevelSolver::decision(int i, int j, int r) {
+  const double target = value(i, j, r);
+  if (single_stage(i, j, r, kInfinity) == target) return LevelDecision{true, -1, r};
+  // A feasible entry's value is attained by some split; should rounding ever
+  // disagree, reporting the single stage keeps the read-back well formed.
+  LevelDecision found{true, -1, r};
+  // Candidates equal to the target are below this cap.
+  const double cap = std::nextafter(target, kInfinity);
+  const size_t begin = collect_splits(i, j, r, cap);
+  for (size_t s = begin; s < stack_.size(); ++s) {
+    const Split split = stack_[s];
+    if (split.bound >= cap) break;
+    if (evaluate_split(i, split, j, r, cap) == target) {
+      found = LevelDecision{false, split.k, split.r_last};
+      break;
+    }
+  }
+  stack_.resize(begin);
+  return found;
+}
+
+}  // namespace baton::planner
