@@ -44,6 +44,9 @@ Result<Json> parse_json_text(std::string_view text, const std::string& source) {
     return Json::parse(text);
   } catch (const Json::parse_error& e) {
     return Error{fmt::format("{}: not valid JSON (byte {}): {}", source, e.byte, e.what())};
+  } catch (const Json::exception& e) {
+    // The parser also throws out_of_range, for a number too large for a double ("1e999").
+    return Error{fmt::format("{}: not valid JSON: {}", source, e.what())};
   }
 }
 

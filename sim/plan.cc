@@ -1,6 +1,7 @@
 #include "sim/plan.h"
 
 #include <charconv>
+#include <limits>
 #include <set>
 
 #include <fmt/format.h>
@@ -56,6 +57,12 @@ int worker_index(const Plan& plan, int stage, int replica) {
 
 namespace {
 
+// Bounds that keep worker counts (Plan::num_workers, an int) from overflowing:
+// the same per-stage cap as the JSON loader, and no more workers in all than
+// a topology can hold devices.
+constexpr int kMaxReplicas = 1 << 20;
+constexpr int64_t kMaxWorkers = 1 << 24;
+
 bool parse_int(std::string_view text, int& out) {
   if (text.empty()) return false;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
@@ -81,8 +88,9 @@ Result<StagePlan> parse_one_stage(std::string_view item) {
     }
   }
   if (auto x = rest.find('x'); x != std::string_view::npos) {
-    if (!parse_int(rest.substr(x + 1), stage.replicas) || stage.replicas < 1)
-      return bad("has a bad replica count");
+    if (!parse_int(rest.substr(x + 1), stage.replicas) || stage.replicas < 1 ||
+        stage.replicas > kMaxReplicas)
+      return bad(fmt::format("has a bad replica count (1 to {})", kMaxReplicas));
     rest = rest.substr(0, x);
   }
   const auto dash = rest.find('-');
@@ -99,10 +107,14 @@ Result<StagePlan> parse_one_stage(std::string_view item) {
 
 Result<std::vector<StagePlan>> parse_stages(std::string_view text) {
   std::vector<StagePlan> stages;
+  int64_t workers = 0;
   while (!text.empty()) {
     const auto comma = text.find(',');
     auto stage = parse_one_stage(text.substr(0, comma));
     if (!stage) return stage.error();
+    workers += stage->replicas;
+    if (workers > kMaxWorkers)
+      return Error{fmt::format("--stages: more than {} workers (replicas) in all", kMaxWorkers)};
     stages.push_back(*stage);
     text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
   }
@@ -192,6 +204,15 @@ Result<StagePlan> stage_from_json(const json& value, const FieldPath& at) {
   const json& range = **layers;
   if (range.size() != 2 || !range[0].is_number_integer() || !range[1].is_number_integer())
     return at.field("layers").error("must be [begin, end] (whole numbers)", range);
+  // get<int> would wrap 4294967296 to 0 and read a nonsense range as a valid one.
+  const auto fits_int = [](const json& index) {
+    constexpr int64_t kMin = std::numeric_limits<int>::min();
+    constexpr int64_t kMax = std::numeric_limits<int>::max();
+    if (index.is_number_unsigned()) return index.get<uint64_t>() <= static_cast<uint64_t>(kMax);
+    return index.get<int64_t>() >= kMin && index.get<int64_t>() <= kMax;
+  };
+  if (!fits_int(range[0]) || !fits_int(range[1]))
+    return at.field("layers").error("holds a layer index out of range", range);
   stage.layers = LayerRange{range[0].get<int>(), range[1].get<int>()};
   auto replicas = json_fields::read_integer_or(value, at, "replicas", 1, 1);
   if (!replicas) return replicas.error();
@@ -228,6 +249,7 @@ Result<Plan> plan_from_json(const json& document, const std::string& source) {
   plan.schedule = *schedule;
   auto mbs = json_fields::read_integer(document, root, "microbatch_size", 1);
   if (!mbs) return mbs.error();
+  if (*mbs > (1 << 24)) return root.field("microbatch_size").error("is too large", *mbs);
   plan.microbatch_size = static_cast<int>(*mbs);
   auto count = json_fields::read_integer(document, root, "microbatches", 1);
   if (!count) return count.error();
@@ -239,9 +261,14 @@ Result<Plan> plan_from_json(const json& document, const std::string& source) {
   }
   auto stages = json_fields::read_array(document, root, "stages", true);
   if (!stages) return stages.error();
+  int64_t workers = 0;
   for (size_t s = 0; s < (*stages)->size(); ++s) {
     auto stage = stage_from_json((**stages)[s], root.field("stages").index(s));
     if (!stage) return stage.error();
+    workers += stage->replicas;
+    if (workers > kMaxWorkers)
+      return root.field("stages").error(
+          fmt::format("use more than {} workers (replicas) in all", kMaxWorkers));
     plan.stages.push_back(*stage);
   }
   if (auto it = document.find("prediction"); it != document.end()) plan.prediction = *it;

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   baton::cli::CommandResult result;
   baton::cli::add_plan_command(app, result);
+  baton::cli::add_import_command(app, result);
   baton::cli::add_simulate_command(app, result);
   CLI::App* profile = app.add_subcommand("profile", "Make layer profiles: derived from an architecture, or measured");
   profile->require_subcommand(1);

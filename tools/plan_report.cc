@@ -121,7 +121,9 @@ std::string outcome_text(const PlannerOutcome& outcome, const Profile& profile, 
                                 topology.num_devices(), topology.device.name, human_bytes(outcome.memory_limit));
   out += fmt::format("cost model {}, schedule {}{}\n\n", options.cost_model == CostModel::kBaton ? "baton" : "pipedream",
                      schedule_name(best.plan.schedule),
-                     options.schedule ? "" : " (chosen: fastest simulated plan that fits memory)");
+                     options.schedule || options.cost_model == CostModel::kPipeDream
+                         ? ""
+                         : " (chosen: fastest simulated plan that fits memory)");
   out += stage_table(best, profile, outcome.memory_limit);
   out += fmt::format("\nbottleneck  stage {} ({})\n", best.estimate.bottleneck_stage, best.estimate.bottleneck);
   out += headline(best);

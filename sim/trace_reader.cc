@@ -1,0 +1,108 @@
+#include "sim/trace_reader.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include <fmt/format.h>
+
+namespace baton {
+
+namespace {
+
+std::string where(const std::string& source, size_t index) {
+  return fmt::format("{}: traceEvents[{}]", source, index);
+}
+
+// "worker 3 (stage 1, replica 0, device 5)" or "worker 3 (stage 1)".
+bool parse_process_name(const std::string& name, int& worker, WorkerInfo& info) {
+  int w = 0, stage = 0, replica = -1, device = -1;
+  if (std::sscanf(name.c_str(), "worker %d (stage %d, replica %d, device %d)", &w, &stage, &replica, &device) == 4 ||
+      std::sscanf(name.c_str(), "worker %d (stage %d)", &w, &stage) == 2) {
+    worker = w;
+    info = WorkerInfo{stage, replica, device};
+    return w >= 0;
+  }
+  return false;
+}
+
+void read_metadata(const nlohmann::json& event, std::vector<WorkerInfo>& workers) {
+  if (event.value("name", "") != "process_name" || !event.contains("args")) return;
+  const nlohmann::json& args = event["args"];
+  if (!args.is_object() || !args.contains("name") || !args["name"].is_string()) return;
+  int worker = 0;
+  WorkerInfo info;
+  if (!parse_process_name(args["name"].get<std::string>(), worker, info)) return;
+  if (worker >= static_cast<int>(workers.size())) workers.resize(static_cast<size_t>(worker) + 1, WorkerInfo{0, -1, -1});
+  workers[static_cast<size_t>(worker)] = info;
+}
+
+Result<Span> read_span(const nlohmann::json& event, const std::string& at) {
+  const auto number = [&](const nlohmann::json& object, const char* key) -> Result<double> {
+    if (!object.contains(key) || !object[key].is_number())
+      return Error{fmt::format("{}: \"{}\" must be a number", at, key)};
+    return object[key].get<double>();
+  };
+  auto pid = number(event, "pid");
+  auto ts = number(event, "ts");
+  auto dur = number(event, "dur");
+  if (!pid) return pid.error();
+  if (!ts) return ts.error();
+  if (!dur) return dur.error();
+  if (!event.contains("args") || !event["args"].is_object())
+    return Error{fmt::format("{}: \"args\" must be an object", at)};
+  const nlohmann::json& args = event["args"];
+  if (!args.contains("action") || !args["action"].is_string())
+    return Error{fmt::format("{}: args.action must be an action's text form", at)};
+  auto action = parse_action(args["action"].get<std::string>());
+  if (!action) return Error{fmt::format("{}: args.action: {}", at, action.error().message)};
+  auto index = number(args, "action_index");
+  if (!index) return index.error();
+  Span span;
+  span.worker = static_cast<int32_t>(*pid);
+  span.action_index = static_cast<int32_t>(*index);
+  span.action = *action;
+  span.stream = event.value("tid", 0) == 1 ? Stream::kComm : Stream::kCompute;
+  span.start = Seconds::from_us(*ts);
+  span.end = Seconds::from_us(*ts + *dur);
+  span.bytes = Bytes(args.contains("bytes") && args["bytes"].is_number() ? args["bytes"].get<int64_t>() : 0);
+  if (span.worker < 0 || span.action_index < 0 || *dur < 0)
+    return Error{fmt::format("{}: pid, action_index and dur must be >= 0", at)};
+  return span;
+}
+
+}  // namespace
+
+Result<Trace> trace_from_chrome_json(const nlohmann::json& document, const std::string& source) {
+  if (!document.is_object() || !document.contains("traceEvents") || !document["traceEvents"].is_array())
+    return Error{fmt::format("{}: not a Chrome trace (no \"traceEvents\" array)", source)};
+  Trace trace;
+  if (document.contains("otherData") && document["otherData"].is_object())
+    trace.origin = document["otherData"].value("origin", "");
+  const nlohmann::json& events = document["traceEvents"];
+  for (size_t i = 0; i < events.size(); ++i) {
+    const nlohmann::json& event = events[i];
+    if (!event.is_object()) return Error{fmt::format("{}: must be an object", where(source, i))};
+    const std::string phase = event.value("ph", "");
+    if (phase == "M") read_metadata(event, trace.workers);
+    if (phase != "X") continue;
+    auto span = read_span(event, where(source, i));
+    if (!span) return span.error();
+    trace.spans.push_back(*span);
+  }
+  for (const Span& span : trace.spans) trace.num_stages = std::max(trace.num_stages, span.action.stage + 1);
+  for (const WorkerInfo& info : trace.workers) trace.num_stages = std::max(trace.num_stages, info.stage + 1);
+  std::stable_sort(trace.spans.begin(), trace.spans.end(), [](const Span& a, const Span& b) {
+    if (a.start != b.start) return a.start < b.start;
+    if (a.worker != b.worker) return a.worker < b.worker;
+    return a.action_index < b.action_index;
+  });
+  return trace;
+}
+
+Result<Trace> parse_chrome_trace(std::string_view text, const std::string& source) {
+  nlohmann::json document = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (document.is_discarded()) return Error{fmt::format("{}: not valid JSON", source)};
+  return trace_from_chrome_json(document, source);
+}
+
+}  // namespace baton

@@ -1,0 +1,33 @@
+// Trace reader: the inverse of trace_to_chrome_json (sim/trace_writers.h), so
+// a prediction and a measurement written to files can be compared later.
+//
+// Accepted input: a Chrome trace-event JSON object with "traceEvents" (an
+// array) and optional "otherData": {"origin": str}.
+// - "ph": "M" events named "process_name" with args.name
+//   "worker W (stage S, replica R, device D)" (or "worker W (stage S)")
+//   describe the workers; other metadata is ignored;
+// - "ph": "X" events are spans: pid = worker, tid 0 compute / 1 comm,
+//   ts and dur in microseconds, args.action the action's full text form
+//   ("s2:F7"), args.action_index, args.bytes (default 0);
+// - other event phases are ignored.
+// Spans are returned sorted by (start, worker, action_index) as the writers
+// and interpreters produce them. Times keep the writer's microsecond
+// resolution (3 decimals), so a round trip changes a time by < 1 ns.
+// Errors name the source, the event index and the field.
+// Thread safety: pure functions.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/result.h"
+#include "sim/trace.h"
+
+namespace baton {
+
+Result<Trace> trace_from_chrome_json(const nlohmann::json& document, const std::string& source);
+Result<Trace> parse_chrome_trace(std::string_view text, const std::string& source);
+
+}  // namespace baton
