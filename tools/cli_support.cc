@@ -51,6 +51,21 @@ Topology load_topology_file(const std::string& path) {
   return take(parse_topology(read_file(path), path));
 }
 
+std::vector<Schedule> parse_schedule_list(const std::string& text) {
+  std::vector<Schedule> schedules;
+  size_t begin = 0;
+  while (begin <= text.size()) {
+    const size_t comma = text.find(',', begin);
+    const std::string name = text.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin);
+    auto schedule = parse_schedule(name);
+    if (!schedule) throw UsageError("--schedule: " + schedule.error().message);
+    schedules.push_back(*schedule);
+    if (comma == std::string::npos) break;
+    begin = comma + 1;
+  }
+  return schedules;
+}
+
 Plan load_plan_file(const std::string& path) { return take(parse_plan(read_file(path), path)); }
 
 }  // namespace baton::cli

@@ -9,6 +9,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "sim/plan.h"
 #include "sim/profile.h"
@@ -39,5 +40,8 @@ void write_file_atomic(const std::string& path, const std::string& contents);
 Profile load_profile_file(const std::string& path);
 Topology load_topology_file(const std::string& path);
 Plan load_plan_file(const std::string& path);
+
+// "pipedream,1f1b" -> schedules; an unknown name is a UsageError.
+std::vector<Schedule> parse_schedule_list(const std::string& text);
 
 }  // namespace baton::cli

@@ -6,6 +6,7 @@
 // torchrun, Slurm or mpirun, or by this command); otherwise it is the local
 // launcher: it checks the plan, then starts --nproc copies of itself on
 // 127.0.0.1 and waits for them. Rank 0 prints the report and writes outputs.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -131,14 +132,14 @@ std::string report_text(const exec::RunReport& report, const Plan& plan, const s
     steps.push_back({std::to_string(s), human_seconds(report.steps[s].wall), fmt::format("{:.6f}", report.steps[s].mean_loss)});
   }
   out += "\n" + render_table(steps);
-  std::vector<std::vector<std::string>> workers{
-      {"worker", "actions", "compute", "waiting", "overhead/action", "weight versions"}};
+  std::vector<std::vector<std::string>> workers{{"worker", "actions", "compute", "waiting", "overhead/action",
+                                                 "(cpu time)", "weight versions"}};
   for (size_t w = 0; w < report.workers.size(); ++w) {
     const exec::WorkerStats& st = report.workers[w];
-    const double per_action = st.actions > 0 ? st.overhead().value / static_cast<double>(st.actions) : 0.0;
+    const double actions = std::max<double>(1.0, static_cast<double>(st.actions));
     workers.push_back({fmt::format("w{}", w), std::to_string(st.actions), human_seconds(st.compute),
-                       human_seconds(st.waiting), human_seconds(Seconds(per_action)),
-                       std::to_string(st.peak_weight_versions)});
+                       human_seconds(st.waiting), human_seconds(st.overhead() / actions),
+                       human_seconds(st.overhead_cpu() / actions), std::to_string(st.peak_weight_versions)});
   }
   return out + "\n" + render_table(workers);
 }
@@ -150,6 +151,8 @@ nlohmann::json report_json(const exec::RunReport& report, const Plan& plan) {
   for (const exec::WorkerStats& st : report.workers) {
     workers.push_back({{"actions", st.actions}, {"loop_s", st.loop.value}, {"compute_s", st.compute.value},
                        {"waiting_s", st.waiting.value}, {"overhead_s", st.overhead().value},
+                       {"loop_cpu_s", st.loop_cpu.value}, {"compute_cpu_s", st.compute_cpu.value},
+                       {"overhead_cpu_s", st.overhead_cpu().value},
                        {"peak_weight_versions", st.peak_weight_versions}});
   }
   return {{"plan", plan_to_json(plan)}, {"steps", steps}, {"workers", workers}};

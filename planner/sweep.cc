@@ -1,0 +1,191 @@
+#include "planner/sweep.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "planner/planner.h"
+
+namespace baton {
+
+namespace {
+
+int level_of(const std::string& key, const Topology& topology) {
+  for (int l = 0; l < topology.num_levels(); ++l)
+    if (topology.levels[l].name == key || std::to_string(l) == key) return l;
+  return -1;
+}
+
+constexpr const char* kAxisNames =
+    "bandwidth_gbps.L, latency_us.L (L = level index or name), servers, devices_per_server, memory_gib, "
+    "microbatches";
+
+}  // namespace
+
+Status apply_axis(const std::string& name, double value, Topology& topology, int& microbatches) {
+  const auto dot = name.find('.');
+  const std::string head = name.substr(0, dot);
+  if (dot != std::string::npos && (head == "bandwidth_gbps" || head == "latency_us")) {
+    const int level = level_of(name.substr(dot + 1), topology);
+    if (level < 0) return Error{fmt::format("--vary {}: the topology has no level \"{}\"", name, name.substr(dot + 1))};
+    if (head == "bandwidth_gbps") {
+      if (!(value > 0)) return Error{fmt::format("--vary {}: bandwidth must be > 0, got {}", name, value)};
+      topology.levels[level].bandwidth_gbps = value;
+    } else {
+      if (!(value >= 0)) return Error{fmt::format("--vary {}: latency must be >= 0, got {}", name, value)};
+      topology.levels[level].latency = Seconds::from_us(value);
+    }
+    return ok_status();
+  }
+  const bool whole = value >= 1 && std::floor(value) == value && value <= (1 << 20);
+  if (name == "servers" || name == "devices_per_server" || name == "microbatches") {
+    if (!whole) return Error{fmt::format("--vary {}: values must be whole numbers >= 1, got {}", name, value)};
+    if (name == "servers") topology.levels.back().size = static_cast<int>(value);
+    if (name == "devices_per_server") topology.levels.front().size = static_cast<int>(value);
+    if (name == "microbatches") microbatches = static_cast<int>(value);
+    return ok_status();
+  }
+  if (name == "memory_gib") {
+    if (!(value > 0)) return Error{fmt::format("--vary memory_gib: must be > 0, got {}", value)};
+    topology.device.memory = Bytes::from_gib(value);
+    return ok_status();
+  }
+  return Error{fmt::format("--vary: unknown axis \"{}\" (expected {})", name, kAxisNames)};
+}
+
+Status check_axis(const SweepAxis& axis, const Topology& topology) {
+  if (axis.values.empty()) return Error{fmt::format("--vary {}: no values given", axis.name)};
+  for (double value : axis.values) {
+    Topology copy = topology;
+    int microbatches = 1;
+    if (auto ok = apply_axis(axis.name, value, copy, microbatches); !ok) return ok;
+  }
+  return ok_status();
+}
+
+Plan balanced_plan(const Profile& profile, int devices, int stages, Schedule schedule, int microbatches) {
+  stages = std::max(1, std::min({stages, devices, profile.num_layers()}));
+  std::vector<double> prefix(profile.layers.size() + 1, 0.0);
+  for (int i = 0; i < profile.num_layers(); ++i)
+    prefix[i + 1] = prefix[i] + (profile.layers[i].forward + profile.layers[i].backward).value;
+  Plan plan;
+  plan.model = profile.model;
+  plan.schedule = schedule;
+  plan.microbatches = microbatches;
+  plan.microbatch_size = profile.microbatch_size;
+  int begin = 0, device = 0;
+  for (int s = 0; s < stages; ++s) {
+    const double target = prefix.back() * (s + 1) / stages;
+    int end = begin + 1;
+    while (end < profile.num_layers() - (stages - s - 1) && prefix[end] < target) ++end;
+    if (s == stages - 1) end = profile.num_layers();
+    const int replicas = devices / stages + (s < devices % stages ? 1 : 0);
+    StagePlan stage{LayerRange{begin, end}, replicas, {}};
+    for (int r = 0; r < replicas; ++r) stage.devices.push_back(device++);
+    plan.stages.push_back(stage);
+    begin = end;
+  }
+  return plan;
+}
+
+size_t sweep_size(const SweepSpec& spec) {
+  size_t total = spec.schedules.size();
+  for (const SweepAxis& axis : spec.axes) total *= axis.values.size();
+  return total;
+}
+
+namespace {
+
+Result<Plan> plan_for_point(const Profile& profile, const Topology& topology, const SweepSpec& spec,
+                            Schedule schedule, int microbatches) {
+  const int devices = topology.num_devices();
+  if (schedule == Schedule::kDataParallel) return balanced_plan(profile, devices, 1, schedule, microbatches);
+  if (spec.split == SplitStrategy::kBalanced)
+    return balanced_plan(profile, devices, spec.balanced_stages, schedule, microbatches);
+  if (spec.split == SplitStrategy::kFixed) {
+    Plan plan = balanced_plan(profile, devices, 1, schedule, microbatches);
+    plan.stages = spec.fixed_stages;
+    for (StagePlan& stage : plan.stages) stage.devices.clear();
+    if (auto ok = assign_devices(plan, topology); !ok) return ok.error();
+    return plan;
+  }
+  PlannerOptions options;
+  options.schedule = schedule;
+  options.microbatches = microbatches;
+  options.optimizer = spec.optimizer;
+  options.memory_limit = Bytes::from_gib(1 << 20);  // fit is judged from the simulated peak
+  auto outcome = make_plan(profile, topology, options);
+  if (!outcome) return outcome.error();
+  return outcome->best.plan;
+}
+
+SweepPoint evaluate(const Profile& profile, const Topology& base, const SweepSpec& spec, size_t index) {
+  SweepPoint point;
+  const size_t schedules = spec.schedules.size();
+  point.schedule = spec.schedules[index % schedules];
+  size_t rest = index / schedules;
+  Topology topology = base;
+  int microbatches = spec.microbatches;
+  point.axis_values.resize(spec.axes.size());
+  for (size_t a = spec.axes.size(); a-- > 0;) {
+    const SweepAxis& axis = spec.axes[a];
+    point.axis_values[a] = axis.values[rest % axis.values.size()];
+    rest /= axis.values.size();
+    (void)apply_axis(axis.name, point.axis_values[a], topology, microbatches);  // checked up front
+  }
+  point.devices = topology.num_devices();
+  auto plan = plan_for_point(profile, topology, spec, point.schedule, microbatches);
+  if (!plan) {
+    point.error = plan.error().message;
+    return point;
+  }
+  SimOptions options;
+  options.record_trace = false;
+  options.optimizer = spec.optimizer;
+  auto simulation = simulate_plan(*plan, profile, topology, options);
+  if (!simulation) {
+    point.error = simulation.error().message;
+    return point;
+  }
+  const Metrics& m = simulation->metrics;
+  point.stages = stages_to_string(plan->stages);
+  point.throughput_samples_per_s = m.throughput_samples_per_s;
+  point.iteration_time_s = m.iteration_time.value;
+  point.bubble_fraction = m.bubble_fraction;
+  for (const WorkerMetrics& w : m.workers) point.peak_memory = max(point.peak_memory, w.peak_memory);
+  point.fits = point.peak_memory <= topology.device.memory;
+  return point;
+}
+
+}  // namespace
+
+Result<std::vector<SweepPoint>> run_sweep(const Profile& profile, const Topology& topology, const SweepSpec& spec,
+                                          const std::function<void(size_t, size_t)>& progress) {
+  for (const SweepAxis& axis : spec.axes)
+    if (auto ok = check_axis(axis, topology); !ok) return ok.error();
+  if (spec.schedules.empty()) return Error{"sweep: no schedule given"};
+  const size_t total = sweep_size(spec);
+  std::vector<SweepPoint> points(total);
+  std::atomic<size_t> next{0}, done{0};
+  const auto work = [&] {
+    for (size_t i = next++; i < total; i = next++) {
+      points[i] = evaluate(profile, topology, spec, i);
+      ++done;
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < std::max(spec.threads, 1); ++t) threads.emplace_back(work);
+  while (done.load() < total) {
+    progress(done.load(), total);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  for (std::thread& thread : threads) thread.join();
+  progress(total, total);
+  return points;
+}
+
+}  // namespace baton

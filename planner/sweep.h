@@ -1,0 +1,74 @@
+// What-if sweeps: simulate a profile over a grid of cluster and schedule
+// variations (used by `baton sweep`).
+//
+// The grid is the cartesian product of the axes and the schedules. Axes:
+//   bandwidth_gbps.L / latency_us.L   level L of the topology (index or level name)
+//   servers                           size of the outermost level
+//   devices_per_server                size of the innermost level
+//   memory_gib                        device memory (decides `fits`)
+//   microbatches                      microbatches per iteration (flush schedules)
+// Each point gets a plan by the chosen split strategy (fixed stages, a
+// compute-balanced split into S stages with the devices shared evenly, or the
+// baton planner per point), is simulated (no trace), and reports throughput,
+// iteration time, bubble fraction and peak memory. dp always runs one stage on
+// every device. Points are independent and run on `threads` threads; results
+// come back in grid order, whatever the thread count.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "sim/plan.h"
+#include "sim/profile.h"
+#include "sim/result.h"
+#include "sim/simulator.h"
+#include "sim/topology.h"
+
+namespace baton {
+
+struct SweepAxis {
+  std::string name;
+  std::vector<double> values;
+};
+
+enum class SplitStrategy { kFixed, kBalanced, kPlan };
+
+struct SweepSpec {
+  std::vector<SweepAxis> axes;
+  std::vector<Schedule> schedules = {Schedule::kPipeDream};
+  int microbatches = 64;
+  SplitStrategy split = SplitStrategy::kBalanced;
+  std::vector<StagePlan> fixed_stages;  // kFixed
+  int balanced_stages = 4;              // kBalanced (capped at the devices and layers)
+  Optimizer optimizer = Optimizer::kAdam;
+  int threads = 1;
+};
+
+struct SweepPoint {
+  std::vector<double> axis_values;  // one per axis
+  Schedule schedule = Schedule::kPipeDream;
+  int devices = 0;
+  std::string stages;               // "0-13x15,13-39x1", or empty on error
+  double throughput_samples_per_s = 0.0;
+  double iteration_time_s = 0.0;
+  double bubble_fraction = 0.0;
+  Bytes peak_memory;
+  bool fits = false;
+  std::string error;                // why this point has no figures
+};
+
+// Checks an axis name; returns an Error naming the accepted names.
+Status check_axis(const SweepAxis& axis, const Topology& topology);
+// Applies one axis value to a point's topology, microbatch count and memory.
+Status apply_axis(const std::string& name, double value, Topology& topology, int& microbatches);
+
+// A compute-balanced split of the whole profile into `stages` stages over `devices` devices.
+Plan balanced_plan(const Profile& profile, int devices, int stages, Schedule schedule, int microbatches);
+
+size_t sweep_size(const SweepSpec& spec);
+// `progress(done, total)` is called from the calling thread about ten times a second.
+Result<std::vector<SweepPoint>> run_sweep(const Profile& profile, const Topology& topology, const SweepSpec& spec,
+                                          const std::function<void(size_t, size_t)>& progress);
+
+}  // namespace baton

@@ -1,0 +1,199 @@
+// `baton sweep`: what-if studies over bandwidth, servers, devices, memory,
+// microbatches and schedules, simulated on all cores.
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "planner/sweep.h"
+#include "sim/chart_svg.h"
+#include "tools/cli_support.h"
+#include "tools/commands.h"
+#include "tools/report.h"
+
+namespace baton::cli {
+
+namespace {
+
+struct SweepArgs {
+  std::string profile;
+  std::string topology;
+  std::vector<std::string> vary;
+  std::string schedules = "pipedream,1f1b,gpipe,dp";
+  int microbatches = 64;
+  std::string split = "balanced:4";
+  std::string stages;
+  int threads = 0;
+  std::string csv;
+  std::string chart;
+  bool quiet = false;
+};
+
+SweepAxis parse_axis(const std::string& text) {
+  const auto eq = text.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size())
+    throw UsageError(fmt::format("--vary: expected NAME=V1,V2,..., got \"{}\"", text));
+  SweepAxis axis{text.substr(0, eq), {}};
+  std::string rest = text.substr(eq + 1);
+  size_t begin = 0;
+  while (begin <= rest.size()) {
+    const size_t comma = rest.find(',', begin);
+    const std::string item = rest.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin);
+    char* end = nullptr;
+    const double value = std::strtod(item.c_str(), &end);
+    if (item.empty() || end != item.c_str() + item.size() || !std::isfinite(value))
+      throw UsageError(fmt::format("--vary {}: \"{}\" is not a number", axis.name, item));
+    axis.values.push_back(value);
+    if (comma == std::string::npos) break;
+    begin = comma + 1;
+  }
+  return axis;
+}
+
+void configure_split(const SweepArgs& args, SweepSpec& spec) {
+  if (!args.stages.empty()) {
+    spec.split = SplitStrategy::kFixed;
+    spec.fixed_stages = take(parse_stages(args.stages));
+  } else if (args.split == "plan") {
+    spec.split = SplitStrategy::kPlan;
+  } else if (args.split.rfind("balanced:", 0) == 0) {
+    spec.split = SplitStrategy::kBalanced;
+    try {
+      spec.balanced_stages = std::stoi(args.split.substr(9));
+    } catch (const std::exception&) {
+      spec.balanced_stages = 0;
+    }
+    if (spec.balanced_stages < 1) throw UsageError("--split: balanced:S needs a stage count S >= 1");
+  } else {
+    throw UsageError(fmt::format("--split: expected balanced:S or plan, got \"{}\"", args.split));
+  }
+}
+
+std::string csv_of(const std::vector<SweepPoint>& points, const SweepSpec& spec) {
+  std::string out;
+  for (const SweepAxis& axis : spec.axes) out += axis.name + ",";
+  out += "schedule,devices,stages,throughput_samples_per_s,iteration_time_s,bubble_fraction,peak_memory_bytes,fits,error\n";
+  for (const SweepPoint& p : points) {
+    for (double v : p.axis_values) out += fmt::format("{:g},", v);
+    std::string error = p.error;
+    std::replace(error.begin(), error.end(), '"', '\'');
+    std::replace(error.begin(), error.end(), '\n', ' ');
+    out += fmt::format("{},{},\"{}\",{:.6f},{:.9f},{:.6f},{},{},\"{}\"\n", schedule_name(p.schedule), p.devices,
+                       p.stages, p.throughput_samples_per_s, p.iteration_time_s, p.bubble_fraction,
+                       p.peak_memory.value, p.fits ? "yes" : "no", error);
+  }
+  return out;
+}
+
+// One line per schedule (and per value of the other axes), throughput against the first axis.
+std::vector<ChartSeries> chart_series(const std::vector<SweepPoint>& points, const SweepSpec& spec) {
+  std::map<std::string, ChartSeries> by_name;
+  std::vector<std::string> order;
+  for (const SweepPoint& p : points) {
+    std::string name(schedule_name(p.schedule));
+    for (size_t a = 1; a < spec.axes.size(); ++a) name += fmt::format(", {}={:g}", spec.axes[a].name, p.axis_values[a]);
+    if (!by_name.count(name)) order.push_back(name);
+    ChartSeries& series = by_name[name];
+    series.name = name;
+    series.x.push_back(spec.axes.empty() ? 0.0 : p.axis_values[0]);
+    series.y.push_back(p.error.empty() && p.fits ? p.throughput_samples_per_s : NAN);
+  }
+  std::vector<ChartSeries> series;
+  for (const std::string& name : order) series.push_back(by_name[name]);
+  return series;
+}
+
+std::string summary(const std::vector<SweepPoint>& points, const SweepSpec& spec, size_t limit) {
+  std::vector<std::vector<std::string>> rows{{}};
+  for (const SweepAxis& axis : spec.axes) rows[0].push_back(axis.name);
+  for (const char* h : {"schedule", "devices", "stages", "samples/s", "bubble", "peak memory", "fits"}) rows[0].push_back(h);
+  for (size_t i = 0; i < points.size() && i < limit; ++i) {
+    const SweepPoint& p = points[i];
+    std::vector<std::string> row;
+    for (double v : p.axis_values) row.push_back(fmt::format("{:g}", v));
+    row.push_back(std::string(schedule_name(p.schedule)));
+    row.push_back(std::to_string(p.devices));
+    if (!p.error.empty()) {
+      row.push_back("error: " + p.error.substr(0, 60));
+    } else {
+      row.insert(row.end(), {p.stages.substr(0, 32), fmt::format("{:.1f}", p.throughput_samples_per_s),
+                             percent(p.bubble_fraction), human_bytes(p.peak_memory), p.fits ? "yes" : "no"});
+    }
+    rows.push_back(row);
+  }
+  std::string out = render_table(rows);
+  if (points.size() > limit) out += fmt::format("... {} more points in the CSV\n", points.size() - limit);
+  return out;
+}
+
+int run_sweep_command(const SweepArgs& args) {
+  const Profile profile = load_profile_file(args.profile);
+  const Topology topology = load_topology_file(args.topology);
+  SweepSpec spec;
+  for (const std::string& text : args.vary) spec.axes.push_back(parse_axis(text));
+  spec.schedules.clear();
+  spec.schedules = parse_schedule_list(args.schedules);
+  spec.microbatches = args.microbatches;
+  configure_split(args, spec);
+  spec.threads = args.threads > 0 ? args.threads : std::max(1u, std::thread::hardware_concurrency());
+  const auto started = std::chrono::steady_clock::now();
+  const auto progress = [&](size_t done, size_t total) {
+    if (args.quiet) return;
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    const int filled = total ? static_cast<int>(30 * done / total) : 30;
+    std::fprintf(stderr, "\r[%s%s] %zu/%zu points, %.0f/s ", std::string(filled, '#').c_str(),
+                 std::string(30 - filled, ' ').c_str(), done, total, seconds > 0 ? done / seconds : 0.0);
+  };
+  auto points = run_sweep(profile, topology, spec, progress);
+  if (!points) throw UsageError(points.error().message);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (!args.quiet)
+    std::fprintf(stderr, "\nbaton: %zu configurations simulated in %.2f s (%.0f per second, %d threads)\n",
+                 points->size(), seconds, double(points->size()) / seconds, spec.threads);
+  if (!args.csv.empty()) write_file_atomic(args.csv, csv_of(*points, spec));
+  if (!args.chart.empty()) {
+    ChartOptions chart;
+    chart.title = fmt::format("{} on {}: throughput", profile.model, topology.name);
+    chart.x_label = spec.axes.empty() ? "" : spec.axes[0].name;
+    chart.y_label = "samples per second";
+    chart.log_x = !spec.axes.empty() && spec.axes[0].name.rfind("bandwidth", 0) == 0;
+    write_file_atomic(args.chart, line_chart_svg(chart_series(*points, spec), chart));
+  }
+  std::fputs(summary(*points, spec, 60).c_str(), stdout);
+  return 0;
+}
+
+}  // namespace
+
+void add_sweep_command(CLI::App& app, CommandResult& result) {
+  auto args = std::make_shared<SweepArgs>();
+  CLI::App* cmd = app.add_subcommand("sweep", "What-if studies: simulate a model over cluster and schedule variations");
+  cmd->footer(
+      "Simulates every point of the grid (the product of the --vary axes and the schedules) on all cores\n"
+      "and writes a CSV and an SVG chart (throughput against the first axis, one line per schedule).\n"
+      "Axes: bandwidth_gbps.L, latency_us.L (L = level index or name), servers, devices_per_server,\n"
+      "      memory_gib, microbatches.\n"
+      "Each point is split by --split: balanced:S (S compute-balanced stages, devices shared evenly;\n"
+      "fast), plan (the baton planner per point; slower), or fixed --stages.\n\n"
+      "Example (\"16 GPUs on 10 Gb/s or 8 on NVLink?\"):\n"
+      "  baton sweep --profile traces/vgg16_v100_mb32.json --topology topologies/pipedream_a.json \\\n"
+      "      --vary bandwidth_gbps.1=1,10,25,100 --vary servers=1,2,4 --csv out/sweep.csv --chart out/sweep.svg");
+  cmd->add_option("--profile", args->profile, "layer profile (baton.profile.v1 JSON)")->required();
+  cmd->add_option("--topology", args->topology, "the base cluster (baton.topology.v1 JSON)")->required();
+  cmd->add_option("--vary", args->vary, "an axis: NAME=V1,V2,... (repeatable)");
+  cmd->add_option("--schedule", args->schedules, "comma list of schedules (default pipedream,1f1b,gpipe,dp)");
+  cmd->add_option("--microbatches", args->microbatches, "microbatches per iteration (default 64)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--split", args->split, "balanced:S (default balanced:4) or plan");
+  cmd->add_option("--stages", args->stages, "a fixed split for every point instead of --split");
+  cmd->add_option("--threads", args->threads, "worker threads (default: all cores)")->check(CLI::PositiveNumber);
+  cmd->add_option("--csv", args->csv, "write every point as CSV");
+  cmd->add_option("--chart", args->chart, "write an SVG chart");
+  cmd->add_flag("--quiet", args->quiet, "no progress bar");
+  cmd->callback([args, &result] { result.exit_code = run_sweep_command(*args); });
+}
+
+}  // namespace baton::cli
