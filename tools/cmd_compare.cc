@@ -1,7 +1,7 @@
 // `baton compare`: a prediction against a measurement of the same Program.
 //
 // Spans pair up by (worker, action_index). Figures, each with its relative
-// error (measured - predicted) / predicted:
+// error (measured - predicted) / predicted ("n/a" where the prediction is 0):
 // - iteration time: each trace's makespan (last span end - first span start);
 // - per stage: compute time (F, B, I, W, STEP spans) per worker of the stage,
 //   summed over the paired spans and averaged over the stage's workers;
@@ -34,7 +34,8 @@ struct Figure {
   double predicted = 0.0;  // seconds
   double measured = 0.0;
   int count = 0;
-  double error() const { return predicted > 0.0 ? (measured - predicted) / predicted : 0.0; }
+  bool has_error() const { return predicted > 0.0; }
+  double error() const { return has_error() ? (measured - predicted) / predicted : 0.0; }
 };
 
 struct Comparison {
@@ -109,7 +110,7 @@ std::vector<std::string> figure_row(std::string label, const Figure& f, bool wit
   std::vector<std::string> row{std::move(label)};
   if (with_count) row.push_back(std::to_string(f.count));
   row.insert(row.end(), {human_seconds(Seconds(f.predicted)), human_seconds(Seconds(f.measured)),
-                         signed_percent(f.error())});
+                         f.has_error() ? signed_percent(f.error()) : std::string("n/a")});
   return row;
 }
 
@@ -128,7 +129,10 @@ std::string comparison_text(const Comparison& c, const CompareArgs& args) {
 }
 
 nlohmann::json figure_json(const Figure& f) {
-  return {{"predicted_s", f.predicted}, {"measured_s", f.measured}, {"error", f.error()}, {"spans", f.count}};
+  return {{"predicted_s", f.predicted},
+          {"measured_s", f.measured},
+          {"error", f.has_error() ? nlohmann::json(f.error()) : nlohmann::json(nullptr)},
+          {"spans", f.count}};
 }
 
 nlohmann::json comparison_json(const Comparison& c) {

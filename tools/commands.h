@@ -15,6 +15,7 @@ void add_simulate_command(CLI::App& app, CommandResult& result);
 void add_plan_command(CLI::App& app, CommandResult& result);
 void add_import_command(CLI::App& app, CommandResult& result);
 void add_sweep_command(CLI::App& app, CommandResult& result);
+void add_check_command(CLI::App& app, CommandResult& result);
 // `baton profile ...`: subcommands of the `profile` command.
 void add_profile_analytic_command(CLI::App& profile, CommandResult& result);
 void add_profile_measure_command(CLI::App& profile, CommandResult& result);

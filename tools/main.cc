@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   baton::cli::add_import_command(app, result);
   baton::cli::add_simulate_command(app, result);
   baton::cli::add_sweep_command(app, result);
+  baton::cli::add_check_command(app, result);
   CLI::App* profile = app.add_subcommand("profile", "Make layer profiles: derived from an architecture, or measured");
   profile->require_subcommand(1);
   baton::cli::add_profile_analytic_command(*profile, result);

@@ -1,0 +1,173 @@
+// The executor through the `baton` binary: the gloo backend (ranks are
+// separate processes started by `baton run`, meeting on a free loopback
+// port), plan refusal before any rank starts, and `baton compare`.
+#include "tests/exec/exec_test_support.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "sim/schedules.h"
+#include "sim/trace_reader.h"
+#include "tests/cli/cli_runner.h"
+
+namespace baton::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string write_plan(const fs::path& dir, const std::string& name, const Plan& plan) {
+  const fs::path path = dir / (name + ".plan.json");
+  std::ofstream(path) << plan_to_json(plan).dump(2);
+  return path.string();
+}
+
+// `baton run` with the options of train_options(model, steps).
+std::string run_arguments(const std::string& plan_path, const exec::TrainOptions& options) {
+  return fmt::format("run --plan '{}' --model {} --steps {} --lr {} --seed {} --timeout 60", plan_path,
+                     options.model, options.steps, options.learning_rate, options.seed);
+}
+
+}  // namespace
+
+TEST_CASE("gloo ranks reach the weights of the single-process references", "[exec][gloo][cli]") {
+  struct Case {
+    const char* name;
+    const char* stages;
+    Schedule schedule;
+    int microbatches;
+  };
+  const Case cases[] = {{"gloo-1f1b", "0-3,3-6", Schedule::kOneFOneB, 4},
+                        {"gloo-gpipe", "0-2,2-4,4-6", Schedule::kGPipe, 4},
+                        {"gloo-dp", "0-6x2", Schedule::kDataParallel, 4},
+                        {"gloo-pipedream", "0-3x2,3-6", Schedule::kPipeDream, 8}};
+  const exec::TrainOptions options = train_options("mlp", 2);
+  for (const Case& c : cases) {
+    INFO(c.name);
+    const fs::path dir = scratch_dir(c.name);
+    const Plan plan = exec_plan(c.stages, c.schedule, c.microbatches);
+    const std::string weights_path = (dir / "weights.json").string();
+    const std::string trace_path = (dir / "trace.json").string();
+    const CliRun run = run_baton(fmt::format("{} --backend gloo --nproc {} --save-weights '{}' --trace '{}'",
+                                             run_arguments(write_plan(dir, c.name, plan), options),
+                                             plan.num_workers(), weights_path, trace_path),
+                                 c.name);
+    INFO(run.err);
+    REQUIRE(run.exit_code == 0);
+    CHECK(run.out.find("backend gloo") != std::string::npos);
+    auto weights = exec::weights_from_json(nlohmann::json::parse(slurp(weights_path)), weights_path);
+    REQUIRE(weights.ok());
+    auto reference = exec::train_reference(plan, options);
+    REQUIRE(reference.ok());
+    CHECK(exec::max_relative_error(*weights, reference->weights) <= kWeightTolerance);
+    auto trace = parse_chrome_trace(slurp(trace_path), trace_path);
+    REQUIRE(trace.ok());
+    CHECK(static_cast<int64_t>(trace->spans.size()) == build_program(plan).num_actions());
+  }
+}
+
+TEST_CASE("a plan that does not fit the model or the ranks is refused before any rank starts",
+          "[exec][gloo][cli]") {
+  const fs::path dir = scratch_dir("exec-refused");
+  const exec::TrainOptions options = train_options("mlp", 1);
+  SECTION("stage ranges that stop short of the model's layers") {
+    const CliRun run = run_baton(run_arguments(write_plan(dir, "short", exec_plan("0-3,3-5", Schedule::kOneFOneB, 4)),
+                                               options) + " --backend gloo --nproc 2",
+                                 "exec-refused");
+    CHECK(run.exit_code == 2);
+    CHECK(run.err.find("the stages cover layers [0, 5) but model 'mlp' has 6 layers") != std::string::npos);
+    CHECK(run.err.find("rank") == std::string::npos);
+  }
+  SECTION("stage ranges past the model's end") {
+    const CliRun run = run_baton(run_arguments(write_plan(dir, "long", exec_plan("0-3,3-8", Schedule::kGPipe, 4)),
+                                               options) + " --backend threads",
+                                 "exec-refused");
+    CHECK(run.exit_code == 2);
+    CHECK(run.err.find("stages[1].layers = [3, 8) goes past the end of model 'mlp', which has 6 layers") !=
+          std::string::npos);
+  }
+  SECTION("more ranks than workers") {
+    const CliRun run = run_baton(run_arguments(write_plan(dir, "ranks", exec_plan("0-3,3-6", Schedule::kOneFOneB, 4)),
+                                               options) + " --backend gloo --nproc 3",
+                                 "exec-refused");
+    CHECK(run.exit_code == 2);
+    CHECK(run.err.find("--nproc 3 but the plan has 2 workers") != std::string::npos);
+  }
+  SECTION("a rank started with the wrong WORLD_SIZE") {
+    const std::string command = fmt::format(
+        "cd '{}' && RANK=0 WORLD_SIZE=3 MASTER_PORT=1 '{}/baton' {} --backend gloo 2>'{}'", BATON_SOURCE_DIR,
+        BATON_BINARY_DIR,
+        run_arguments(write_plan(dir, "world", exec_plan("0-3,3-6", Schedule::kOneFOneB, 4)), options),
+        (dir / "stderr.txt").string());
+    const int status = std::system(command.c_str());
+    CliRun run;
+    run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    run.err = slurp(dir / "stderr.txt");
+    CHECK(run.exit_code == 2);
+    CHECK(run.err.find("WORLD_SIZE is 3 but the plan has 2 workers") != std::string::npos);
+  }
+}
+
+TEST_CASE("baton compare pairs a prediction with a measurement of the same plan", "[exec][cli][compare]") {
+  const fs::path dir = scratch_dir("exec-compare");
+  const std::string profile = (dir / "mlp.json").string();
+  const CliRun measure = run_baton(
+      fmt::format("profile measure --model mlp --microbatch-size 4 --warmup 1 --steps 3 -o '{}'", profile),
+      "exec-compare");
+  INFO(measure.err);
+  REQUIRE(measure.exit_code == 0);
+  const std::string common = fmt::format(
+      "--profile '{}' --topology topologies/cpu_2core.json --stages 0-3,3-6 --schedule 1f1b --microbatches 4", profile);
+  const std::string predicted = (dir / "predicted.json").string();
+  const std::string measured = (dir / "measured.json").string();
+  REQUIRE(run_baton(fmt::format("simulate {} --trace '{}'", common, predicted), "exec-compare").exit_code == 0);
+  const CliRun run = run_baton(fmt::format("run {} --model mlp --steps 2 --trace '{}'", common, measured),
+                               "exec-compare");
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  const std::string svg = (dir / "compare.svg").string();
+  const CliRun text = run_baton(fmt::format("compare '{}' '{}' --svg '{}'", predicted, measured, svg), "exec-compare");
+  INFO(text.err);
+  REQUIRE(text.exit_code == 0);
+  for (const char* part : {"iteration time", "per stage", "s0", "s1", "per action kind", "SEND_ACT"})
+    CHECK(text.out.find(part) != std::string::npos);
+  const std::string picture = slurp(svg);
+  CHECK(picture.find("<svg") != std::string::npos);
+  CHECK(picture.find("measured") != std::string::npos);
+
+  const CliRun json = run_baton(fmt::format("compare '{}' '{}' --json", predicted, measured), "exec-compare");
+  REQUIRE(json.exit_code == 0);
+  const nlohmann::json figures = nlohmann::json::parse(json.out);
+  Plan plan = exec_plan("0-3,3-6", Schedule::kOneFOneB, 4);
+  CHECK(figures["paired_spans"].get<int64_t>() == build_program(plan).num_actions());
+  CHECK(figures["only_predicted"].get<int>() == 0);
+  CHECK(figures["only_measured"].get<int>() == 0);
+}
+
+TEST_CASE("profile measure writes a profile whose layers are the model's", "[exec][cli][profile]") {
+  const fs::path dir = scratch_dir("exec-profile");
+  const std::string path = (dir / "gpt.json").string();
+  const CliRun run = run_baton(
+      fmt::format("profile measure --model gpt-mini --microbatch-size 2 --warmup 1 --steps 3 -o '{}'", path),
+      "exec-profile");
+  REQUIRE(run.exit_code == 0);
+  CHECK(run.err.find("measured step 3/3") != std::string::npos);
+  const nlohmann::json profile = nlohmann::json::parse(slurp(path));
+  auto info = exec::model_info("gpt-mini");
+  REQUIRE(info.ok());
+  REQUIRE(profile["layers"].size() == info->layer_names.size());
+  for (size_t l = 0; l < info->layer_names.size(); ++l) {
+    const nlohmann::json& layer = profile["layers"][l];
+    CHECK(layer["name"] == info->layer_names[l]);
+    CHECK(layer["forward_ms"].get<double>() > 0.0);
+    CHECK(layer["backward_ms"].get<double>() > 0.0);
+  }
+  // Activations between gpt-mini's layers: [B = 2, T = 16, D = 32] floats.
+  CHECK(profile["layers"][1]["output_bytes"].get<int64_t>() == 2 * 16 * 32 * 4);
+  // The head: LayerNorm (2 x 32) + Linear 32 -> 32 with bias, in floats.
+  CHECK(profile["layers"][5]["param_bytes"].get<int64_t>() == (2 * 32 + 32 * 32 + 32) * 4);
+}
+
+}  // namespace baton::testing

@@ -1,0 +1,41 @@
+// Helpers shared by the executor tests. Torch-free: the tests see the
+// executor only through exec/executor.h.
+#pragma once
+
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "exec/executor.h"
+#include "sim/plan.h"
+
+namespace baton::testing {
+
+// A plan for a zoo model: stages as "0-3,3-6x2", no devices (CPU runs need none).
+inline Plan exec_plan(const std::string& stages, Schedule schedule, int microbatches, int microbatch_size = 4,
+                      const std::string& model = "mlp") {
+  Plan plan;
+  plan.model = model;
+  plan.schedule = schedule;
+  plan.microbatches = microbatches;
+  plan.microbatch_size = microbatch_size;
+  auto parsed = parse_stages(stages);
+  REQUIRE(parsed.ok());
+  plan.stages = *parsed;
+  return plan;
+}
+
+inline exec::TrainOptions train_options(const std::string& model, int steps, double learning_rate = 0.1) {
+  exec::TrainOptions options;
+  options.model = model;
+  options.steps = steps;
+  options.learning_rate = learning_rate;
+  options.seed = 7;
+  options.timeout = Seconds(60);
+  return options;
+}
+
+// Relative weight error tolerated between a distributed run and its reference (fp32).
+constexpr double kWeightTolerance = 1e-5;
+
+}  // namespace baton::testing

@@ -1,0 +1,134 @@
+// The threads backend against single-process references: after K steps the
+// weights of every flush schedule equal plain SGD on the same minibatches, and
+// pipedream equals a reference that applies its staleness rule.
+#include "tests/exec/exec_test_support.h"
+
+#include <algorithm>
+
+#include "sim/schedules.h"
+
+namespace baton::testing {
+namespace {
+
+struct Outcome {
+  double error = 0.0;            // max relative weight error against the reference
+  exec::RunReport run;
+  exec::ReferenceReport reference;
+};
+
+Outcome run_against_reference(const Plan& plan, const exec::TrainOptions& options) {
+  auto run = exec::run_threads(plan, options);
+  INFO((run ? std::string() : run.error().message));
+  REQUIRE(run.ok());
+  auto reference = exec::train_reference(plan, options);
+  INFO((reference ? std::string() : reference.error().message));
+  REQUIRE(reference.ok());
+  return Outcome{exec::max_relative_error(run->weights, reference->weights), *run, *reference};
+}
+
+}  // namespace
+
+TEST_CASE("flush schedules on threads equal single-process SGD on the same minibatches", "[exec][threads]") {
+  struct Case {
+    const char* stages;
+    Schedule schedule;
+    int microbatches;
+  };
+  const Case cases[] = {
+      {"0-3,3-6", Schedule::kGPipe, 4},          {"0-2,2-4,4-6", Schedule::kGPipe, 4},
+      {"0-1,1-3,3-5,5-6", Schedule::kGPipe, 5},  {"0-3,3-6", Schedule::kOneFOneB, 4},
+      {"0-2,2-4,4-6", Schedule::kOneFOneB, 6},   {"0-1,1-3,3-5,5-6", Schedule::kOneFOneB, 4},
+      {"0-3x2,3-6", Schedule::kOneFOneB, 4},     {"0-6x2", Schedule::kDataParallel, 4},
+      {"0-6x3", Schedule::kDataParallel, 6},     {"0-6x4", Schedule::kDataParallel, 8},
+  };
+  for (const Case& c : cases) {
+    const Plan plan = exec_plan(c.stages, c.schedule, c.microbatches);
+    INFO(schedule_name(c.schedule) << " " << c.stages << " M=" << c.microbatches);
+    const Outcome outcome = run_against_reference(plan, train_options("mlp", 3));
+    CHECK(outcome.error <= kWeightTolerance);
+    REQUIRE(outcome.run.steps.size() == 3);
+    for (size_t s = 0; s < 3; ++s)
+      CHECK(outcome.run.steps[s].mean_loss == Approx(outcome.reference.mean_loss[s]).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("gpt-mini (integer tokens in, attention blocks) and vgg-mini pipelines equal their references",
+          "[exec][threads]") {
+  const Outcome gpt = run_against_reference(exec_plan("0-2,2-4,4-6", Schedule::kOneFOneB, 4, 2, "gpt-mini"),
+                                            train_options("gpt-mini", 2));
+  CHECK(gpt.error <= kWeightTolerance);
+  const Outcome vgg = run_against_reference(exec_plan("0-2,2-6", Schedule::kGPipe, 3, 2, "vgg-mini"),
+                                            train_options("vgg-mini", 2, 0.02));
+  CHECK(vgg.error <= kWeightTolerance);
+}
+
+TEST_CASE("pipedream with weight stashing equals the staleness-rule reference", "[exec][threads][pipedream]") {
+  const char* layouts[] = {"0-3,3-6", "0-2,2-4,4-6", "0-1,1-3,3-5,5-6", "0-3x2,3-6", "0-2,2-4x2,4-6"};
+  for (const char* stages : layouts) {
+    INFO(stages);
+    const Outcome outcome = run_against_reference(exec_plan(stages, Schedule::kPipeDream, 8), train_options("mlp", 2));
+    CHECK(outcome.error <= kWeightTolerance);
+  }
+}
+
+TEST_CASE("pipedream with vertical sync equals the reference that uses stage 0's versions",
+          "[exec][threads][pipedream]") {
+  Plan plan = exec_plan("0-2,2-4,4-6", Schedule::kPipeDream, 8);
+  plan.vertical_sync = true;
+  const Outcome synced = run_against_reference(plan, train_options("mlp", 2));
+  CHECK(synced.error <= kWeightTolerance);
+  // Vertical sync changes the training (stages 1 and 2 use older versions).
+  plan.vertical_sync = false;
+  auto plain = exec::run_threads(plan, train_options("mlp", 2));
+  REQUIRE(plain.ok());
+  CHECK(exec::max_relative_error(plain->weights, synced.run.weights) > 100 * kWeightTolerance);
+}
+
+TEST_CASE("pipedream without weight stashing departs from the staleness rule, and the test sees it",
+          "[exec][threads][pipedream]") {
+  const Plan plan = exec_plan("0-2,2-4,4-6", Schedule::kPipeDream, 8);
+  exec::TrainOptions options = train_options("mlp", 2);
+  const Outcome stashed = run_against_reference(plan, options);
+  options.weight_stashing = false;
+  const Outcome unstashed = run_against_reference(plan, options);
+  CHECK(stashed.error <= kWeightTolerance);
+  CHECK(unstashed.error > 100 * kWeightTolerance);
+}
+
+TEST_CASE("pipedream holds warm-up + 1 weight versions per worker, flush schedules one",
+          "[exec][threads][pipedream]") {
+  // In steady state a worker has warm-up + 1 microbatches in flight after a
+  // forward, each stashing the version it used; the newest used the live one.
+  const Plan plan = exec_plan("0-1,1-3,3-5,5-6", Schedule::kPipeDream, 8);
+  auto run = exec::run_threads(plan, train_options("mlp", 1));
+  REQUIRE(run.ok());
+  for (int s = 0; s < plan.num_stages(); ++s) {
+    const int warmup = warmup_forwards(plan, s, plan.microbatches);
+    INFO("stage " << s << " warm-up " << warmup);
+    CHECK(run->workers[static_cast<size_t>(s)].peak_weight_versions == warmup + 1);
+  }
+  auto flush = exec::run_threads(exec_plan("0-1,1-3,3-5,5-6", Schedule::kOneFOneB, 8), train_options("mlp", 2));
+  REQUIRE(flush.ok());
+  for (const exec::WorkerStats& worker : flush->workers) CHECK(worker.peak_weight_versions == 1);
+}
+
+TEST_CASE("the loss falls on the synthetic task under every schedule", "[exec][threads]") {
+  struct Case {
+    const char* stages;
+    Schedule schedule;
+  };
+  const Case cases[] = {{"0-2,2-4,4-6", Schedule::kGPipe},
+                        {"0-2,2-4,4-6", Schedule::kOneFOneB},
+                        {"0-6x2", Schedule::kDataParallel},
+                        {"0-3x2,3-6", Schedule::kPipeDream}};
+  for (const Case& c : cases) {
+    INFO(schedule_name(c.schedule));
+    auto run = exec::run_threads(exec_plan(c.stages, c.schedule, 4, 4, "gpt-mini"), train_options("gpt-mini", 8, 0.3));
+    REQUIRE(run.ok());
+    const double first = run->steps.front().mean_loss;
+    const double last = run->steps.back().mean_loss;
+    CHECK(last < 0.9 * first);
+  }
+}
+
+}  // namespace baton::testing

@@ -1,0 +1,166 @@
+// The cost model on tiny plans whose time is derived by hand from the
+// generators' order (sim/schedules.cc) and the simulator's model
+// (docs/SIMULATOR.md); each case also runs the simulator as a cross-check.
+// Times in milliseconds; a flat switch of 8 Gb/s = 1e9 bytes/s, so 1e6 bytes
+// take 1 ms on the wire.
+#include <catch2/catch.hpp>
+
+#include "planner/baton_choose.h"
+#include "planner/baton_model.h"
+#include "planner/event_graph.h"
+#include "sim/stage_costs.h"
+#include "tests/planner/model_support.h"
+
+using namespace baton;
+using namespace baton::model_testing;
+
+namespace {
+
+constexpr double kGbps = 8.0;         // 1e9 bytes per second
+constexpr int64_t kOneMs = 1000000;   // bytes that take 1 ms on the wire
+
+PlanEstimate estimate(const Profile& profile, const Topology& topology, const Plan& plan) {
+  return estimate_plan(profile, topology, plan, Optimizer::kAdam);
+}
+
+double ms(Seconds t) { return t.ms(); }
+
+}  // namespace
+
+TEST_CASE("pipedream, 2 stages, free communication: the slower stage's tF + tB", "[baton_model]") {
+  // Stage 0: tF 1, tB 2; stage 1: tF 3, tB 4. Cycles: each worker's own
+  // (tF + tB per minibatch) and the depth cycle F0 F1 B1 B0 back to F0 two
+  // minibatches later ((1 + 3 + 4 + 2) / 2 = 5): the period is max(3, 7, 5) = 7.
+  const Profile profile = chain_profile({{1, 2}, {3, 4}});
+  const Topology topology = make_flat_topology(2, kGbps, Seconds(0.0));
+  const Plan plan = placed_plan("0-1,1-2", Schedule::kPipeDream, 1, topology);
+  const PlanEstimate e = estimate(profile, topology, plan);
+  CHECK(ms(e.iteration_time) == Approx(3.0 + 4.0));
+  CHECK(e.bottleneck == "compute");
+  CHECK(e.bottleneck_stage == 1);
+  CHECK(e.link_order_settled);
+  CHECK(ms(steady_state_time(plan, profile, topology)) == Approx(7.0));
+}
+
+TEST_CASE("pipedream, 2 stages with a transfer c on the cut: the depth cycle", "[baton_model]") {
+  // tF = tB = 1 on both stages; c = latency 0.5 + 1e6 bytes / 1e9 B/s = 1.5.
+  // Stage 0 (warm-up 1) runs F(k + 1), B(k), F(k + 2); stage 1 runs F(k), B(k).
+  // The cycle F0(k) -c-> F1(k) -> B1(k) -c-> B0(k) -> F0(k + 2) spans two
+  // minibatches: (tF0 + c + tF1 + tB1 + c + tB0) / 2 = (4 + 3) / 2 = 3.5 > 2.
+  // Each directional link carries one 1 ms message per minibatch: no queueing.
+  const Profile profile = chain_profile({{1, 1, kOneMs}, {1, 1}});
+  const Topology topology = make_flat_topology(2, kGbps, Seconds::from_ms(0.5));
+  const Plan plan = placed_plan("0-1,1-2", Schedule::kPipeDream, 1, topology);
+  const PlanEstimate e = estimate(profile, topology, plan);
+  const double c = 0.5 + 1.0;
+  CHECK(ms(e.iteration_time) == Approx((1 + c + 1 + 1 + c + 1) / 2.0));
+  CHECK(e.bottleneck == "pipeline depth");
+  CHECK(e.contended_links == 0);
+  CHECK(ms(steady_state_time(plan, profile, topology)) == Approx((4 + 2 * c) / 2.0));
+}
+
+TEST_CASE("pipedream, one stage on 2 replicas: compute plus the all-reduce, halved", "[baton_model]") {
+  // Each replica runs F, B, ALLREDUCE, STEP for its own minibatches, and the
+  // all-reduce joins both: (tF + tB + AR) / 2 per minibatch. Ring of 2 on one
+  // level: AR = 2 (2 - 1) / 2 x 4e6 bytes / 1e9 B/s = 4.
+  const Profile profile = chain_profile({{1, 2, 0, 4 * kOneMs}});
+  const Topology topology = make_flat_topology(2, kGbps, Seconds(0.0));
+  const Plan plan = placed_plan("0-1x2", Schedule::kPipeDream, 2, topology);
+  const PlanEstimate e = estimate(profile, topology, plan);
+  CHECK(ms(e.stages[0].allreduce) == Approx(4.0));
+  CHECK(ms(e.iteration_time) == Approx((1 + 2 + 4) / 2.0));
+  CHECK(e.bottleneck == "all-reduce");
+  CHECK(ms(steady_state_time(plan, profile, topology)) == Approx(3.5));
+}
+
+TEST_CASE("pipedream, a replicated stage before a fast one: the all-reduce round", "[baton_model]") {
+  // Stage 0 on 2 replicas (tF = tB = 1, AR = 4), stage 1 alone (tF = tB = 0.25),
+  // free communication. Warm-up of stage 0: (3 - 1) / 2 = 1, so replica j runs
+  // F(m + 2), B(m), AR, STEP. After a round's all-reduce ends at T both
+  // replicas run one F and one B (their gradients came from stage 1 in the last
+  // round) and the next all-reduce ends at T + 1 + 1 + 4: two minibatches per
+  // 6, 3 per minibatch. Stage 1 needs 0.5 per minibatch: slack.
+  const Profile profile = chain_profile({{1, 1, 0, 4 * kOneMs}, {0.25, 0.25}});
+  const Topology topology = make_flat_topology(3, kGbps, Seconds(0.0));
+  const Plan plan = placed_plan("0-1x2,1-2", Schedule::kPipeDream, 2, topology);
+  const PlanEstimate e = estimate(profile, topology, plan);
+  CHECK(ms(e.iteration_time) == Approx((1 + 1 + 4) / 2.0));
+  CHECK(e.bottleneck_stage == 0);
+  CHECK(ms(steady_state_time(plan, profile, topology)) == Approx(3.0));
+}
+
+TEST_CASE("pipedream, 2 replicas feeding one: the shared link sets the pace", "[baton_model]") {
+  // Stage 0 on 2 replicas, stage 1 alone, every tF = tB = 0.1, 5e6 bytes per
+  // message (5 ms on the wire), no latency, no parameters. Stage 1's downlink
+  // receives every activation and its uplink sends every gradient, one after
+  // the other (FIFO): 5 per minibatch. The depth cycle
+  // F0(k) F1(k) B1(k) B0(k) F0(k + 4) weighs about 10.4 over 4 minibatches.
+  const Profile profile = chain_profile({{0.1, 0.1, 5 * kOneMs}, {0.1, 0.1}});
+  const Topology topology = make_flat_topology(3, kGbps, Seconds(0.0));
+  const Plan plan = placed_plan("0-1x2,1-2", Schedule::kPipeDream, 2, topology);
+  const PlanEstimate e = estimate(profile, topology, plan);
+  CHECK(ms(e.link_load) == Approx(5.0));
+  CHECK(ms(e.iteration_time) == Approx(5.0));
+  CHECK(ms(steady_state_time(plan, profile, topology)) == Approx(5.0));
+}
+
+TEST_CASE("pipedream event graph: one period's nodes, tokens never negative", "[baton_model]") {
+  // Stages x2 and x1: R = 2 minibatches per period. Nodes: F and B per stage
+  // and minibatch (2 x 2 x 2 = 8), one all-reduce join of stage 0 per period
+  // (R / 2 = 1), one transfer per message across the cut (2 x 2 = 4): 13.
+  const Profile profile = chain_profile({{1, 1, kOneMs, kOneMs}, {1, 1}});
+  const Topology topology = make_flat_topology(3, kGbps, Seconds(0.0));
+  const Plan plan = placed_plan("0-1x2,1-2", Schedule::kPipeDream, 2, topology);
+  const PlanEventGraph graph = pipedream_event_graph(plan, stage_costs(profile, plan, topology), topology);
+  CHECK(graph.minibatches_per_period == 2);
+  CHECK(graph.graph.num_nodes == 8 + 1 + 4);
+  CHECK(graph.transfers.size() == 4);
+  for (const TimedEdge& edge : graph.graph.edges) CHECK(edge.tokens >= 0);
+}
+
+TEST_CASE("flush schedules, uniform stages, free communication: (M + S - 1)(tF + tB)", "[baton_model]") {
+  const Profile profile = chain_profile({{1, 1}, {1, 1}});
+  const Topology topology = make_flat_topology(2, kGbps, Seconds(0.0));
+  const int m = 4, s = 2;
+  for (Schedule schedule : {Schedule::kOneFOneB, Schedule::kGPipe}) {
+    const Plan plan = placed_plan("0-1,1-2", schedule, m, topology);
+    const PlanEstimate e = estimate(profile, topology, plan);
+    CHECK(ms(e.iteration_time) == Approx((m + s - 1) * (1.0 + 1.0)));
+    CHECK(e.bottleneck == "pipeline depth");
+  }
+}
+
+TEST_CASE("1f1b, one microbatch with a transfer c: down the pipeline and back", "[baton_model]") {
+  // F0, c, F1, B1, c, B0 with tF0 = 1, tB0 = 2, tF1 = 3, tB1 = 4 and
+  // c = 0.25 + 1e6 bytes / 1e9 B/s = 1.25.
+  const Profile profile = chain_profile({{1, 2, kOneMs}, {3, 4}});
+  const Topology topology = make_flat_topology(2, kGbps, Seconds::from_ms(0.25));
+  const Plan plan = placed_plan("0-1,1-2", Schedule::kOneFOneB, 1, topology);
+  const double c = 1.25;
+  CHECK(ms(estimate(profile, topology, plan).iteration_time) == Approx(1 + c + 3 + 4 + c + 2));
+}
+
+TEST_CASE("data parallel: (M / W)(tF + tB) + all-reduce", "[baton_model]") {
+  // W = 2, M = 4, tF = 1, tB = 2, AR = 4e6 bytes / 1e9 B/s = 4.
+  const Profile profile = chain_profile({{1, 2, 0, 4 * kOneMs}});
+  const Topology topology = make_flat_topology(2, kGbps, Seconds(0.0));
+  const Plan plan = placed_plan("0-1x2", Schedule::kDataParallel, 4, topology);
+  const PlanEstimate e = estimate(profile, topology, plan);
+  CHECK(ms(e.iteration_time) == Approx((4 / 2) * (1.0 + 2.0) + 4.0));
+  CHECK(ms(e.iteration_time) == Approx(simulated_metrics(plan, profile, topology, 4).iteration_time.ms()));
+}
+
+TEST_CASE("choose_plan: the fastest estimate among candidates the model vouches for", "[baton_model]") {
+  // Two straight splits of the same profile: [0, 1) | [1, 2) runs at the
+  // slower stage's 7, [0, 2) on one device at 1 + 2 + 3 + 4 = 10.
+  const Profile profile = chain_profile({{1, 2}, {3, 4}});
+  const Topology topology = make_flat_topology(2, kGbps, Seconds(0.0));
+  const std::vector<Plan> candidates{placed_plan("0-2", Schedule::kPipeDream, 1, topology),
+                                     placed_plan("0-1,1-2", Schedule::kPipeDream, 1, topology)};
+  const auto chosen = choose_plan(candidates, profile, topology, Optimizer::kAdam);
+  REQUIRE(chosen);
+  CHECK(chosen->index == 1);
+  CHECK(chosen->estimate.iteration_time.ms() == Approx(7.0));
+  CHECK(estimate_tier(chosen->estimate) == 0);
+  CHECK_FALSE(choose_plan({}, profile, topology, Optimizer::kAdam));
+}

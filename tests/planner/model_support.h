@@ -1,0 +1,80 @@
+// Helpers shared by the baton cost-model tests: tiny profiles and plans, and
+// the simulator's steady state measured free of its start-up transient.
+#pragma once
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include "sim/plan.h"
+#include "sim/profile.h"
+#include "sim/simulator.h"
+#include "sim/topology.h"
+
+namespace baton::model_testing {
+
+struct LayerSpec {
+  double forward_ms = 0.0;
+  double backward_ms = 0.0;
+  int64_t output_bytes = 0;  // what the layer hands to the next one
+  int64_t param_bytes = 0;
+};
+
+// A chain of layers, each consuming the previous one's output.
+inline Profile chain_profile(const std::vector<LayerSpec>& specs) {
+  Profile profile;
+  profile.model = "chain";
+  profile.device = "test";
+  for (size_t i = 0; i < specs.size(); ++i) {
+    Layer layer;
+    layer.name = fmt::format("l{}", i);
+    layer.forward = Seconds::from_ms(specs[i].forward_ms);
+    layer.backward = Seconds::from_ms(specs[i].backward_ms);
+    layer.output_bytes = Bytes(specs[i].output_bytes);
+    layer.param_bytes = Bytes(specs[i].param_bytes);
+    if (i > 0) layer.inputs = {static_cast<int>(i) - 1};
+    profile.layers.push_back(layer);
+  }
+  return profile;
+}
+
+inline Plan placed_plan(const std::string& stages, Schedule schedule, int microbatches, const Topology& topology) {
+  Plan plan;
+  plan.schedule = schedule;
+  plan.microbatches = microbatches;
+  auto parsed = parse_stages(stages);
+  REQUIRE(parsed.ok());
+  plan.stages = *parsed;
+  REQUIRE(assign_devices(plan, topology).ok());
+  return plan;
+}
+
+inline Metrics simulated_metrics(Plan plan, const Profile& profile, const Topology& topology, int minibatches) {
+  plan.microbatches = minibatches;
+  SimOptions options;
+  options.record_trace = false;
+  auto simulation = simulate_plan(plan, profile, topology, options);
+  if (!simulation) FAIL(simulation.error().message);
+  return simulation->metrics;
+}
+
+// The simulator's steady-state time per minibatch of a pipedream plan.
+// The simulator's window [c_a, c_b] (c_k: end of minibatch k's backward on
+// stage 0, a = NOAM) still holds the start-up transient, which fades only as
+// 1 / (b - a) (up to 18% at the default run length on the shipped data). Two
+// runs of N1 < N2 minibatches share their timeline up to c_{b1}, so the slope
+//     (c_{b2} - c_{b1}) / (b2 - b1)
+// cancels the transient and measures the steady state alone. N1 and N2 are
+// 8 and 16 times pipedream_minibatches(plan).
+inline Seconds steady_state_time(const Plan& plan, const Profile& profile, const Topology& topology) {
+  const int base = pipedream_minibatches(plan);
+  const Metrics first = simulated_metrics(plan, profile, topology, 8 * base);
+  const Metrics second = simulated_metrics(plan, profile, topology, 16 * base);
+  const auto window = [](const Metrics& m) { return std::round((m.window_end - m.window_start) / m.iteration_time); };
+  return (second.window_end - first.window_end) / (window(second) - window(first));
+}
+
+}  // namespace baton::model_testing
