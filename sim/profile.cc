@@ -66,8 +66,29 @@ Bytes stashed_activation_bytes(const Profile& profile, LayerRange range) {
 
 namespace {
 
+// Every layer's name and position, read ahead so that an input naming a later
+// layer (a cycle, or layers out of order) is told apart from an unknown name.
+std::unordered_map<std::string, int> all_layer_names(const json& layers) {
+  std::unordered_map<std::string, int> names;
+  for (size_t i = 0; i < layers.size(); ++i)
+    if (layers[i].is_object() && layers[i].contains("name") && layers[i]["name"].is_string())
+      names.emplace(layers[i]["name"].get<std::string>(), static_cast<int>(i));
+  return names;
+}
+
+Error bad_input_name(const FieldPath& at, const json& name, int own_index,
+                     const std::unordered_map<std::string, int>& all_names) {
+  auto later = all_names.find(name.get<std::string>());
+  if (later == all_names.end()) return at.error("names no layer of the profile", name);
+  if (later->second == own_index) return at.error("names the layer itself (a cycle)", name);
+  return at.error(fmt::format("names layer {}, which is not listed before this one: the inputs form a cycle "
+                              "or the layers are not in topological order", later->second),
+                  name);
+}
+
 Result<std::vector<int>> read_inputs(const json& layer, const FieldPath& at, int own_index,
-                                     const std::unordered_map<std::string, int>& index_of) {
+                                     const std::unordered_map<std::string, int>& index_of,
+                                     const std::unordered_map<std::string, int>& all_names) {
   auto it = layer.find("inputs");
   if (it == layer.end()) {
     if (own_index == 0) return std::vector<int>{};
@@ -80,15 +101,15 @@ Result<std::vector<int>> read_inputs(const json& layer, const FieldPath& at, int
     const json& name = (*it)[k];
     if (!name.is_string()) return here.index(k).error("must be a layer name", name);
     auto found = index_of.find(name.get<std::string>());
-    if (found == index_of.end())
-      return here.index(k).error("names no earlier layer (unknown layer or a cycle)", name);
+    if (found == index_of.end()) return bad_input_name(here.index(k), name, own_index, all_names);
     inputs.push_back(found->second);
   }
   return inputs;
 }
 
 Result<Layer> read_layer(const json& value, const FieldPath& at, int index,
-                         const std::unordered_map<std::string, int>& index_of) {
+                         const std::unordered_map<std::string, int>& index_of,
+                         const std::unordered_map<std::string, int>& all_names) {
   if (auto ok = json_fields::check_object(value, at); !ok) return ok.error();
   Layer layer;
   auto name = json_fields::read_string(value, at, "name");
@@ -124,7 +145,7 @@ Result<Layer> read_layer(const json& value, const FieldPath& at, int index,
   if (!params) return params.error();
   layer.output_bytes = Bytes(*out);
   layer.param_bytes = Bytes(*params);
-  auto inputs = read_inputs(value, at, index, index_of);
+  auto inputs = read_inputs(value, at, index, index_of, all_names);
   if (!inputs) return inputs.error();
   layer.inputs = std::move(*inputs);
   return layer;
@@ -151,9 +172,10 @@ Result<Profile> profile_from_json(const json& document, const std::string& sourc
   auto layers = json_fields::read_array(document, root, "layers", /*non_empty=*/true);
   if (!layers) return layers.error();
   std::unordered_map<std::string, int> index_of;
+  const auto all_names = all_layer_names(**layers);
   const FieldPath layers_at = root.field("layers");
   for (size_t i = 0; i < (*layers)->size(); ++i) {
-    auto layer = read_layer((**layers)[i], layers_at.index(i), static_cast<int>(i), index_of);
+    auto layer = read_layer((**layers)[i], layers_at.index(i), static_cast<int>(i), index_of, all_names);
     if (!layer) return layer.error();
     index_of.emplace(layer->name, static_cast<int>(i));
     profile.layers.push_back(std::move(*layer));

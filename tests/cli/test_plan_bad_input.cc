@@ -1,0 +1,88 @@
+// Bad input to `baton plan` (and the DAG checks of the profile loader): one
+// clear message each, exit code 2, no plan file written.
+#include <filesystem>
+#include <fstream>
+
+#include <catch2/catch.hpp>
+
+#include "tests/cli/cli_runner.h"
+
+using namespace baton::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string layer(const std::string& name, const std::string& inputs) {
+  return R"({"name": ")" + name +
+         R"(", "forward_ms": 1, "backward_ms": 2, "output_bytes": 1000, "param_bytes": 1000, "inputs": )" + inputs + "}";
+}
+
+fs::path write_profile(const fs::path& dir, const std::string& layers) {
+  const fs::path path = dir / "profile.json";
+  std::ofstream(path) << R"({"format": "baton.profile.v1", "model": "m", "microbatch_size": 1, "layers": [)" << layers
+                      << "]}";
+  return path;
+}
+
+void expect_plan_refused(const std::string& profile, const std::string& topology, const std::string& extra,
+                         const std::string& message) {
+  const fs::path out = scratch_dir("plan-bad-out") / "plan.json";
+  const CliRun run = run_baton("plan --profile '" + profile + "' --topology '" + topology + "' -o '" +
+                               out.string() + "' " + extra, "plan-bad");
+  INFO("stderr: " << run.err);
+  CHECK(run.exit_code == 2);
+  CHECK(run.err.find(message) != std::string::npos);
+  CHECK_FALSE(fs::exists(out));
+}
+
+}  // namespace
+
+TEST_CASE("plan: a cycle in the DAG is refused", "[cli][bad-input][plan]") {
+  const fs::path dir = scratch_dir("cycle");
+  // b reads c and c reads b: c is not listed before b.
+  const fs::path profile = write_profile(dir, layer("a", "[]") + "," + layer("b", R"(["a", "c"])") + "," +
+                                                   layer("c", R"(["b"])"));
+  expect_plan_refused(profile.string(), "tests/data/tiny_topology.json", "",
+                      "layers[1].inputs[1] names layer 2, which is not listed before this one");
+}
+
+TEST_CASE("plan: a self-loop is refused", "[cli][bad-input][plan]") {
+  const fs::path dir = scratch_dir("self-loop");
+  const fs::path profile = write_profile(dir, layer("a", "[]") + "," + layer("b", R"(["b"])"));
+  expect_plan_refused(profile.string(), "tests/data/tiny_topology.json", "", "names the layer itself (a cycle)");
+}
+
+TEST_CASE("plan: an unknown layer in inputs is refused", "[cli][bad-input][plan]") {
+  const fs::path dir = scratch_dir("unknown-layer");
+  const fs::path profile = write_profile(dir, layer("a", "[]") + "," + layer("b", R"(["nope"])"));
+  expect_plan_refused(profile.string(), "tests/data/tiny_topology.json", "",
+                      "layers[1].inputs[0] names no layer of the profile, got \"nope\"");
+}
+
+TEST_CASE("plan: a profile with zero layers is refused", "[cli][bad-input][plan]") {
+  const fs::path dir = scratch_dir("no-layers");
+  const fs::path profile = write_profile(dir, "");
+  expect_plan_refused(profile.string(), "tests/data/tiny_topology.json", "", "layers must not be empty");
+}
+
+TEST_CASE("plan: a topology with zero devices is refused", "[cli][bad-input][plan]") {
+  const fs::path dir = scratch_dir("zero-devices");
+  const fs::path topology = dir / "t.json";
+  std::ofstream(topology) << R"({"format": "baton.topology.v1", "name": "empty", "device": {"name": "g",
+    "memory_gib": 1}, "levels": [{"name": "node", "size": 0, "bandwidth_gbps": 10, "latency_us": 1}]})";
+  expect_plan_refused("tests/data/tiny_profile.json", topology.string(), "", "levels[0].size must be >= 1, got 0");
+}
+
+TEST_CASE("plan: a memory limit no plan meets names the smallest that would", "[cli][bad-input][plan]") {
+  // The tiny model's largest layer holds 8 MB of parameters: with Adam every
+  // worker needs at least 4 x 8 MB, far above 1 MiB.
+  expect_plan_refused("tests/data/tiny_profile.json", "tests/data/tiny_topology.json",
+                      "--memory-limit-gib 0.001 --schedule 1f1b", "the smallest memory any split needs is");
+}
+
+TEST_CASE("plan: a bad option value is refused", "[cli][bad-input][plan]") {
+  expect_plan_refused("tests/data/tiny_profile.json", "tests/data/tiny_topology.json", "--microbatches many",
+                      "--microbatches: expected auto or a positive whole number, got \"many\"");
+  expect_plan_refused("tests/data/tiny_profile.json", "tests/data/tiny_topology.json", "--cost-model magic",
+                      "unknown cost model \"magic\"");
+}
