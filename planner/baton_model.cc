@@ -1,10 +1,14 @@
 #include "planner/baton_model.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <tuple>
 
+#include "planner/event_graph.h"
+#include "planner/link_servers.h"
+#include "planner/max_plus.h"
 #include "sim/network.h"
 #include "sim/stage_costs.h"
 
@@ -35,48 +39,56 @@ namespace {
 
 using LinkKey = std::tuple<int, int, int>;  // level, child, direction (0 up, 1 down)
 
-struct Cut {
-  Bytes bytes;
-  Seconds single;        // one message, replica 0 to replica 0: latency + bytes / bandwidth
-  double busiest = 0.0;  // seconds per minibatch on the busiest link of this cut
+// Seconds per microbatch each directional link carries, and per cut the
+// busiest link's share, averaged over microbatches [0, count).
+struct LinkLoads {
+  std::map<LinkKey, double> seconds;
+  std::vector<double> cut_busiest;  // per cut s (after stage s)
 };
 
-void book(std::map<LinkKey, double>& load, const Topology& topology, int from, int to, double seconds_per_byte_share,
-          Bytes bytes) {
+void book(std::map<LinkKey, double>& load, const Topology& topology, int from, int to, double seconds) {
   const int level = topology.common_level(from, to);
   if (level < 0) return;
-  const double seconds = double(bytes.value) / topology.levels[level].bandwidth().bytes_per_s * seconds_per_byte_share;
   load[{level, topology.child_of(from, level), 0}] += seconds;
   load[{level, topology.child_of(to, level), 1}] += seconds;
 }
 
-// Books every transfer of every cut on its links; returns per-cut figures.
-std::vector<Cut> book_cuts(const Topology& topology, const Plan& plan, const std::vector<StageCost>& costs,
-                           std::map<LinkKey, double>& load) {
-  std::vector<Cut> cuts;
+LinkLoads link_loads(const Topology& topology, const Plan& plan, const std::vector<StageCost>& costs,
+                     int64_t count) {
+  LinkLoads loads;
   for (int s = 0; s + 1 < plan.num_stages(); ++s) {
     const StagePlan& a = plan.stages[s];
     const StagePlan& b = plan.stages[s + 1];
-    const int64_t period = std::lcm(int64_t{a.replicas}, int64_t{b.replicas});
-    Cut cut;
-    cut.bytes = costs[s].activation_out;
     std::map<LinkKey, double> own;
-    for (int64_t k = 0; k < period; ++k) {
+    for (int64_t k = 0; k < count; ++k) {
       const int from = a.devices[k % a.replicas];
       const int to = b.devices[k % b.replicas];
-      book(own, topology, from, to, 1.0 / double(period), cut.bytes);  // activation
-      book(own, topology, to, from, 1.0 / double(period), cut.bytes);  // gradient
+      const int level = topology.common_level(from, to);
+      if (level < 0) continue;
+      const double seconds =
+          transfer_time(costs[s].activation_out, topology.levels[level].bandwidth()).value / double(count);
+      book(own, topology, from, to, seconds);  // activation
+      book(own, topology, to, from, seconds);  // gradient
     }
+    double busiest = 0.0;
     for (const auto& [key, seconds] : own) {
-      cut.busiest = std::max(cut.busiest, seconds);
-      load[key] += seconds;
+      busiest = std::max(busiest, seconds);
+      loads.seconds[key] += seconds;
     }
-    const int level = topology.common_level(a.devices[0], b.devices[0]);
-    if (level >= 0)
-      cut.single = topology.levels[level].latency + transfer_time(cut.bytes, topology.levels[level].bandwidth());
-    cuts.push_back(cut);
+    loads.cut_busiest.push_back(busiest);
   }
-  return cuts;
+  return loads;
+}
+
+// Compute per microbatch of the busiest device (workers sharing a device add up).
+Seconds device_load(const Plan& plan, const std::vector<StageCost>& costs) {
+  std::map<int, Seconds> load;
+  for (int s = 0; s < plan.num_stages(); ++s)
+    for (int device : plan.stages[s].devices)
+      load[device] += (costs[s].forward + costs[s].backward) / plan.stages[s].replicas;
+  Seconds busiest;
+  for (const auto& [device, seconds] : load) busiest = max(busiest, seconds);
+  return busiest;
 }
 
 StageEstimate estimate_stage(const Plan& plan, int s, const StageCost& cost, const Network& network,
@@ -98,33 +110,110 @@ StageEstimate estimate_stage(const Plan& plan, int s, const StageCost& cost, con
   return e;
 }
 
-// path_s: one microbatch from stage s's forward down the pipeline and back.
-std::vector<Seconds> paths(const std::vector<StageCost>& costs, const std::vector<Cut>& cuts) {
-  std::vector<Seconds> path(costs.size() + 1, Seconds(0.0));
-  for (int s = static_cast<int>(costs.size()) - 1; s >= 0; --s) {
-    path[s] = path[s + 1] + costs[s].forward + costs[s].backward;
-    if (s < static_cast<int>(cuts.size())) path[s] += cuts[s].single * 2.0;
-  }
-  return path;
+// What the critical cycle (or path) is made of, and the stage carrying most of it.
+struct CriticalSummary {
+  EdgeCost parts;
+  Seconds queueing;  // the part of parts.transfer spent waiting behind other transfers on a link
+  int stage = 0;
+  bool spans_stages = false;
+  std::string kind;
+};
+
+std::string kind_of(const CriticalSummary& summary) {
+  const EdgeCost& p = summary.parts;
+  if (p.allreduce > p.compute && p.allreduce > p.transfer) return "all-reduce";
+  if (p.transfer > p.compute) return summary.queueing * 2.0 >= p.transfer ? "link" : "transfer";
+  return summary.spans_stages ? "pipeline depth" : "compute";
 }
 
-void pick_bottleneck(PlanEstimate& estimate, Seconds link_load) {
-  Seconds worst;
-  for (size_t s = 0; s < estimate.stages.size(); ++s) {
-    const StageEstimate& st = estimate.stages[s];
-    const bool allreduce_heavy = st.allreduce > st.forward + st.backward;
-    if (st.period > worst) {
-      worst = st.period;
-      estimate.bottleneck_stage = static_cast<int>(s);
-      estimate.bottleneck = allreduce_heavy ? "all-reduce" : "compute";
-    }
-    if (st.depth > worst) {
-      worst = st.depth;
-      estimate.bottleneck_stage = static_cast<int>(s);
-      estimate.bottleneck = "pipeline depth";
-    }
+CriticalSummary summarize(const PlanEventGraph& graph, const std::vector<int>& edges, int stages) {
+  CriticalSummary summary;
+  std::vector<Seconds> per_stage(static_cast<size_t>(std::max(stages, 1)));
+  int first_stage = -1;
+  for (int e : edges) {
+    const EdgeCost& cost = graph.costs[e];
+    const Event& target = graph.events[graph.graph.edges[e].to];
+    summary.parts.compute += cost.compute;
+    summary.parts.transfer += cost.transfer;
+    summary.parts.allreduce += cost.allreduce;
+    if (target.kind == EventKind::kTransfer && graph.events[graph.graph.edges[e].from].kind == EventKind::kTransfer)
+      summary.queueing += cost.transfer;  // a link chain: one transfer after another
+    if (target.stage < 0) continue;
+    per_stage[target.stage] += cost.compute + cost.transfer + cost.allreduce;
+    if (first_stage < 0) first_stage = target.stage;
+    summary.spans_stages = summary.spans_stages || target.stage != first_stage;
   }
-  if (link_load > worst) estimate.bottleneck = "link";
+  summary.stage = static_cast<int>(std::max_element(per_stage.begin(), per_stage.end()) - per_stage.begin());
+  summary.kind = kind_of(summary);
+  return summary;
+}
+
+void mark_depth(PlanEstimate& estimate, const PlanEventGraph& graph, const std::vector<int>& edges,
+                const CriticalSummary& summary) {
+  if (!summary.spans_stages) return;
+  for (int e : edges) {
+    const int stage = graph.events[graph.graph.edges[e].to].stage;
+    if (stage >= 0) estimate.stages[stage].depth = estimate.critical_time;
+  }
+}
+
+// The largest of the critical time and the bounds becomes the iteration time
+// (`scale` turns per-microbatch bounds into per-iteration ones) and names the bottleneck.
+void apply_bounds(PlanEstimate& estimate, const LinkLoads& loads, Seconds devices, double scale) {
+  estimate.iteration_time = estimate.critical_time;
+  if (devices * scale > estimate.iteration_time) {
+    estimate.iteration_time = devices * scale;
+    estimate.bottleneck = "device";
+  }
+  if (estimate.link_load * scale > estimate.iteration_time) {
+    estimate.iteration_time = estimate.link_load * scale;
+    estimate.bottleneck = "link";
+    const auto& cuts = loads.cut_busiest;
+    estimate.bottleneck_stage = static_cast<int>(std::max_element(cuts.begin(), cuts.end()) - cuts.begin());
+  }
+}
+
+void estimate_pipedream(PlanEstimate& estimate, const Plan& plan, const std::vector<StageCost>& costs,
+                        const Topology& topology) {
+  int64_t period = 1;
+  for (const StagePlan& stage : plan.stages) period = std::lcm(period, int64_t{stage.replicas});
+  if (period > kMaxEventGraphPeriod) {
+    estimate.modelled = false;
+    return;
+  }
+  const auto solution = solve_periodic(pipedream_event_graph(plan, costs, topology));
+  if (!solution) {
+    estimate.bottleneck = "deadlock";
+    estimate.modelled = false;
+    estimate.critical_time = Seconds(std::numeric_limits<double>::infinity());
+    return;
+  }
+  const CriticalCycle& cycle = solution->cycle;
+  estimate.link_order_settled = solution->settled;
+  estimate.contended_links = solution->contended_links;
+  estimate.critical_time = Seconds(cycle.mean / double(period));
+  const CriticalSummary summary = summarize(solution->graph, cycle.edges, plan.num_stages());
+  estimate.bottleneck = summary.kind;
+  estimate.bottleneck_stage = summary.stage;
+  mark_depth(estimate, solution->graph, cycle.edges, summary);
+}
+
+void estimate_flush(PlanEstimate& estimate, const Plan& plan, const std::vector<StageCost>& costs,
+                    const Topology& topology) {
+  const auto solution = solve_flush(flush_event_graph(plan, costs, topology));
+  if (!solution || solution->paths.last < 0) {
+    estimate.bottleneck = "deadlock";
+    estimate.modelled = false;
+    estimate.critical_time = Seconds(std::numeric_limits<double>::infinity());
+    return;
+  }
+  const LongestPaths& paths = solution->paths;
+  estimate.critical_time = Seconds(paths.finish[paths.last]);
+  const std::vector<int> edges = critical_path(solution->graph.graph, paths, paths.last);
+  const CriticalSummary summary = summarize(solution->graph, edges, plan.num_stages());
+  estimate.bottleneck = summary.kind;
+  estimate.bottleneck_stage = summary.stage;
+  mark_depth(estimate, solution->graph, edges, summary);
 }
 
 }  // namespace
@@ -133,44 +222,27 @@ PlanEstimate estimate_plan(const Profile& profile, const Topology& topology, con
                            Optimizer optimizer) {
   const std::vector<StageCost> costs = stage_costs(profile, plan, topology);
   const Network network(topology);
-  std::map<LinkKey, double> load;
-  const std::vector<Cut> cuts = book_cuts(topology, plan, costs, load);
+  const bool pipedream = plan.schedule == Schedule::kPipeDream;
+  int64_t count = pipedream ? 1 : std::max(plan.microbatches, 1);
+  for (const StagePlan& stage : plan.stages)
+    if (pipedream) count = std::min(std::lcm(count, int64_t{stage.replicas}), kMaxEventGraphPeriod);
+  const LinkLoads loads = link_loads(topology, plan, costs, count);
   PlanEstimate estimate;
-  for (const auto& [key, seconds] : load) estimate.link_load = max(estimate.link_load, Seconds(seconds));
-  const std::vector<Seconds> path = paths(costs, cuts);
+  for (const auto& [key, seconds] : loads.seconds) estimate.link_load = max(estimate.link_load, Seconds(seconds));
   int downstream = 0;
   estimate.stages.resize(costs.size());
   for (int s = plan.num_stages() - 1; s >= 0; --s) {
     downstream += plan.stages[s].replicas;
     StageEstimate& e = estimate.stages[s];
     e = estimate_stage(plan, s, costs[s], network, downstream, optimizer);
-    if (s < static_cast<int>(cuts.size())) e.link_time = Seconds(cuts[s].busiest);
-    if (plan.schedule == Schedule::kPipeDream)
-      e.depth = path[s] / double(e.inflight * plan.stages[s].replicas);
+    if (s + 1 < plan.num_stages()) e.link_time = Seconds(loads.cut_busiest[s]);
     estimate.peak_memory = max(estimate.peak_memory, e.memory);
   }
-  pick_bottleneck(estimate, estimate.link_load);
-  Seconds period = estimate.link_load;
-  for (const StageEstimate& e : estimate.stages) period = max(period, max(e.period, e.depth));
-  if (plan.schedule == Schedule::kPipeDream) {
-    estimate.iteration_time = period;
-    estimate.samples_per_iteration = plan.microbatch_size;
-  } else {
-    // The busiest replica runs ceil(M / r_s) microbatches back to back; the
-    // pipeline adds one microbatch's path to fill and drain.
-    Seconds steady = estimate.link_load * double(plan.microbatches - 1);
-    for (int s = 0; s < plan.num_stages(); ++s) {
-      const int local = (plan.microbatches + plan.stages[s].replicas - 1) / plan.stages[s].replicas;
-      steady = max(steady, (costs[s].forward + costs[s].backward) * double(local - 1));
-    }
-    Seconds back;  // backward path from stage s down to stage 0
-    for (int s = 0; s < plan.num_stages(); ++s) {
-      const Seconds end = steady + path[0] - back + estimate.stages[s].allreduce;
-      estimate.iteration_time = max(estimate.iteration_time, end);
-      back += costs[s].backward + (s < static_cast<int>(cuts.size()) ? cuts[s].single : Seconds(0.0));
-    }
-    estimate.samples_per_iteration = double(plan.microbatches) * plan.microbatch_size;
-  }
+  if (pipedream) estimate_pipedream(estimate, plan, costs, topology);
+  else estimate_flush(estimate, plan, costs, topology);
+  apply_bounds(estimate, loads, device_load(plan, costs), pipedream ? 1.0 : double(count));
+  estimate.samples_per_iteration =
+      pipedream ? double(plan.microbatch_size) : double(plan.microbatches) * plan.microbatch_size;
   estimate.throughput_samples_per_s = estimate.samples_per_iteration / estimate.iteration_time.value;
   return estimate;
 }

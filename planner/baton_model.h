@@ -1,28 +1,43 @@
 // baton's own cost model: an analytic estimate of a placed plan's speed and
 // memory that agrees with the simulator (sim/simulator.h, docs/SIMULATOR.md)
-// rather than with PipeDream's optimizer.
+// rather than with PipeDream's optimizer. It never runs the simulator.
+//
+// Time. The plan is written as a timed event graph (planner/event_graph.h:
+// the forwards, backwards and all-reduce joins of every worker in the
+// generator's order, data edges through transfer nodes of latency + bytes /
+// bandwidth), every directional link is made a FIFO server in the order its
+// transfers are issued (planner/link_servers.h), and the graph is solved in
+// max-plus algebra (planner/max_plus.h):
+//   pipedream: T = max( lambda / R,  link_load,  device_load )
+//     lambda      = maximum cycle mean of the graph of one period of R = lcm_s r_s
+//                   minibatches: the period of the steady state
+//     link_load   = max over directional links of the seconds per minibatch they
+//                   carry (each activation and gradient booked on its links as the
+//                   simulator routes it, round robin over replicas); with the links
+//                   as servers lambda / R already holds it, it stays as a bound
+//     device_load = max over devices of the compute per minibatch of the workers
+//                   placed on them (devices shared by several workers are not in
+//                   the graph)
+//   flush (1f1b, gpipe, dp), one iteration of M microbatches:
+//     T = max( longest path of the iteration's DAG,  M x link_load,  M x device_load )
+// The bottleneck names the stage carrying most of the critical cycle (or path)
+// and what the cycle is made of: "compute" (one stage's own work), "all-reduce",
+// "transfer" (time on the wire and latency outweigh compute), "link" (mostly
+// transfers queued one after another on a link), "pipeline depth" (a cycle or
+// path through several stages); or the bound that binds: "link", "device".
+// Accuracy: exact against the simulator where links fed by several workers do
+// not queue; where they do, see the limits in planner/link_servers.h, reported
+// through link_order_settled and contended_links.
 //
 // Per stage s with r_s replicas on devices D_s (tF, tB per microbatch):
-//   compute_s   = tF_s + tB_s
 //   allreduce_s = Network::allreduce_time(D_s, params_s)   (0 when r_s = 1)
-//   pipedream:  period_s = (compute_s + allreduce_s) / r_s  (each replica all-reduces
-//               and steps after every backward; STEP waits for the collective)
-//   flush:      period_s = compute_s / r_s                 (one all-reduce per iteration)
-// Links: every activation sent forward and gradient sent back is booked on its
-// directional links exactly as the simulator routes it (round robin over
-// replicas); link_load = max over links of bytes per minibatch / bandwidth.
-// Pipeline depth: a worker of stage s keeps w_s + 1 of its microbatches in
-// flight (w_s = its warm-up forwards), and one microbatch needs path_s =
-// sum_{j>=s} compute_j + sum of the transfers on the way down and back, so
-//   depth_s = path_s / ((w_s + 1) r_s).
-// pipedream time per minibatch T = max(max_s period_s, link_load, max_s depth_s).
-// flush iteration (M microbatches):
-//   steady = max( max_s (ceil(M / r_s) - 1) compute_s,  (M - 1) link_load )
-//   iteration = max_s [ steady + path_0 - back_s + allreduce_s ]
-// where back_s is the backward path from stage s down to stage 0 (stage s ends
-// that much before stage 0 does, then runs its all-reduce).
+//   pipedream:  period_s = (tF_s + tB_s + allreduce_s) / r_s  (the stage's own cycle:
+//               each replica all-reduces and steps after every backward)
+//   flush:      period_s = (tF_s + tB_s) / r_s
 // Memory per worker mirrors sim/memory_tracker.h: params x versions + params
 // (gradients) + params x optimizer factor + stash x in-flight microbatches.
+// Cost: one max-plus solve per link-order round (at most kMaxOrderRounds), each
+// about linear in the graph's 4 S R nodes.
 // Thread safety: pure functions.
 #pragma once
 
@@ -40,9 +55,11 @@ struct StageEstimate {
   Seconds forward;
   Seconds backward;
   Seconds allreduce;      // one gradient all-reduce among the replicas
-  Seconds period;         // time per microbatch this stage needs (see above)
+  Seconds period;         // time per microbatch this stage needs alone (see above)
   Seconds link_time;      // busiest link this stage sends on, per microbatch
-  Seconds depth;          // pipeline-depth bound (pipedream)
+  // The critical cycle's time per minibatch (pipedream) or the critical path
+  // (flush) when it runs through this stage and spans several stages; else 0.
+  Seconds depth;
   int weight_versions = 1;
   int inflight = 1;       // microbatches whose activations it holds at peak
   Bytes weights;
@@ -56,9 +73,23 @@ struct PlanEstimate {
   Seconds iteration_time;
   double samples_per_iteration = 0;
   double throughput_samples_per_s = 0;
-  Seconds link_load;
+  Seconds link_load;       // busiest link, seconds per minibatch (microbatch for flush)
+  // pipedream: maximum cycle mean / R; flush: longest path of the iteration.
+  Seconds critical_time;
   int bottleneck_stage = 0;
-  std::string bottleneck;  // "compute", "all-reduce", "link", "pipeline depth"
+  // "compute", "all-reduce", "transfer", "link", "pipeline depth", "device";
+  // "deadlock" when the schedule cannot run.
+  std::string bottleneck;
+  // false when the event graph was not solved: the lcm of the replica counts
+  // exceeds kMaxEventGraphPeriod (iteration_time is then the link and device
+  // bounds only) or the schedule deadlocks (iteration_time is infinite).
+  bool modelled = true;
+  // The order in which shared links serve transfers (planner/link_servers.h):
+  // settled when it reached a fixed point; contended when a link fed by several
+  // workers queues in the steady state, so that the run may settle into another
+  // order (and period) than the one estimated.
+  bool link_order_settled = true;
+  int contended_links = 0;
   Bytes peak_memory;
 };
 

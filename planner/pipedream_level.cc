@@ -12,6 +12,21 @@ constexpr double kNotComputed = std::numeric_limits<double>::quiet_NaN();
 // Windows and bounds are widened by this fraction of the problem's scale, far
 // above rounding error (~1e-15) and far below any difference that matters.
 constexpr double kRelativeSlack = 1e-9;
+// An estimate of a term made with other roundings than the exact formula is
+// within this fraction of it (a few ulps; no cancellation: all terms >= 0).
+constexpr double kEstimateMargin = 1e-12;
+
+// A candidate's term from its estimate: +infinity when it surely reaches `cap`,
+// a lower bound when it is surely below, else the exact value from `exact()`
+// (+infinity when that reaches `cap`).
+template <typename Exact>
+double term_bound(double estimate, double cap, Exact&& exact) {
+  const double margin = kEstimateMargin * std::abs(estimate);
+  if (estimate - margin >= cap) return kInfinity;
+  if (estimate + margin < cap) return estimate - margin;
+  const double value = exact();
+  return value >= cap ? kInfinity : value;
+}
 
 double difference(const std::vector<double>& cumulative, int i, int j) {
   return i > 0 ? cumulative[j] - cumulative[i - 1] : cumulative[j];
@@ -39,7 +54,9 @@ LevelSolver::LevelSolver(const StateSpace& space, const AncestorsByWork& index, 
       shared_(shared),
       below_(below),
       memo_(space.num_states()),
-      exact_(space.num_states()) {
+      exact_(space.num_states()),
+      last_known_(below != nullptr ? space.num_states() : 0),
+      last_exact_(below != nullptr ? space.num_states() : 0) {
   const int n = space.num_states();
   // Smallest parameter total of any state from i on: bounds P(i..k1) from below.
   std::vector<double> suffix_min_params(space.cum_param_bytes);
@@ -131,41 +148,63 @@ double LevelSolver::transfer_out(int j, int r_last) const {
   return (2.0 * states_.output_bytes[j]) / (level_.bandwidth * r_last) / *shared_.compression;
 }
 
-double LevelSolver::transfer(int k, int j, int r_last) const {
+double LevelSolver::transfer_in(int k, int r_last) const {
   if (!shared_.compression) return -kInfinity;
-  const double in =
-      (2.0 * states_.output_bytes[k]) / (level_.bandwidth * r_last) / *shared_.compression;
-  return std::max(in, transfer_out(j, r_last));
+  return (2.0 * states_.output_bytes[k]) / (level_.bandwidth * r_last) / *shared_.compression;
 }
 
-LevelSolver::Window LevelSolver::make_window(int i, int r_first, int r_last, double cap) const {
+double LevelSolver::transfer(int k, int j, int r_last) const {
+  return std::max(transfer_in(k, r_last), transfer_out(j, r_last));
+}
+
+LevelSolver::Window LevelSolver::make_window(int i, int j, int r_first, int r_last,
+                                             double cap) const {
   Window w;
   w.r_first = r_first;
   w.r_last = r_last;
+  w.transfer_out = transfer_out(j, r_last);
   w.tolerance = slack(cap);
   w.first_offset = deficit(i, r_first) - (i > 0 ? states_.cum_seconds[i - 1] : 0.0);
   w.first_scale = 1.0 / (static_cast<double>(level_.devices_per_unit) * r_first);
+  if (shared_.compression)
+    w.transfer_scale = 2.0 / (level_.bandwidth * r_last) / *shared_.compression;
+  w.all_reduce_scale = 4.0 * (r_last - 1) / (level_.bandwidth * r_last);
+  w.inverse_last = 1.0 / r_last;
   return w;
 }
 
 // A lower bound of the split's candidate, or +infinity when the split is
-// rejected (memory) or cannot be below `cap`. Bounds that are not computed
-// exactly as the candidate is are lowered by the window's tolerance.
-double LevelSolver::split_bound(int i, int k, int j, const Window& w, double cap) const {
-  // Exact terms first: ties with `cap` are common (a bottleneck layer) and
-  // must be cut before any recursion.
-  double bound = transfer(k, j, w.r_last);
+// rejected (memory) or cannot be below `cap`. Terms are first estimated with
+// products by reciprocals; only an estimate too close to `cap` to decide is
+// recomputed exactly as the candidate is, so exact ties are cut before any
+// recursion (ties are common: a bottleneck layer bounds many candidates).
+double LevelSolver::split_bound(int i, const Split& split, int j, const Window& w,
+                                double cap) const {
+  const int k = split.k;
+  double bound = w.transfer_out;
+  if (shared_.compression) {
+    const double in = term_bound(states_.output_bytes[k] * w.transfer_scale, cap,
+                                 [&] { return transfer_in(k, w.r_last); });
+    bound = std::max(bound, in);
+  }
   if (bound >= cap || memory_rejects(k + 1, j, w.r_last, w.r_first + w.r_last)) return kInfinity;
+  const double params = states_.cum_param_bytes[j] - states_.cum_param_bytes[k];
   if (below_ == nullptr) {  // the last stage costs O(1) here
-    bound = std::max(bound, (work(k + 1, j) + all_reduce_last(k, j, w.r_last)) / w.r_last);
+    const double estimate = (work(k + 1, j) + params * w.all_reduce_scale) * w.inverse_last;
+    bound = std::max(bound, term_bound(estimate, cap, [&] {
+                       return (work(k + 1, j) + all_reduce_last(k, j, w.r_last)) / w.r_last;
+                     }));
     if (bound >= cap) return kInfinity;
   }
   bound = std::max(bound, known_bound(i, k, w.r_first));
   bound = std::max(bound, (states_.cum_seconds[k] + w.first_offset) * w.first_scale - w.tolerance);
   if (below_ == nullptr) return bound;
-  const double below_known = below_->known_bound(k + 1, j, below_->machines());
-  if (below_->known_exactly(k + 1, j, below_->machines())) {
-    const double last = (below_known + all_reduce_last(k, j, w.r_last)) / w.r_last;
+  const bool remembered = !last_known_[j].empty();
+  const double below_known = remembered ? last_known_[j][split.position] : -kInfinity;
+  if (remembered && last_exact_[j][split.position]) {
+    const double estimate = (below_known + params * w.all_reduce_scale) * w.inverse_last;
+    const double last = term_bound(
+        estimate, cap, [&] { return (below_known + all_reduce_last(k, j, w.r_last)) / w.r_last; });
     return last >= cap ? kInfinity : std::max(bound, last);
   }
   // The last stage's all-reduce term is >= 0 (k is an ancestor of j).
@@ -173,17 +212,27 @@ double LevelSolver::split_bound(int i, int k, int j, const Window& w, double cap
 }
 
 bool LevelSolver::known_exactly(int i, int j, int r) const {
-  return !exact_[i].empty() && exact_[i][static_cast<size_t>(j - i) * level_.machines + (r - 1)];
+  return !exact_[i].empty() && exact_[i][slot_index(i, j, r)];
 }
 
 double LevelSolver::known_bound(int i, int j, int r) const {
   if (memo_[i].empty()) return -kInfinity;
-  const double known = memo_[i][static_cast<size_t>(j - i) * level_.machines + (r - 1)];
+  const double known = memo_[i][slot_index(i, j, r)];
   return std::isnan(known) ? -kInfinity : known;
 }
 
-// Pushes the splits of A(i..j, r) whose bound is below `cap` onto stack_, sorted
-// by (bound, k, r_last); returns where they begin.
+namespace {
+
+// Heap order: true when split a is to be taken after split b.
+bool comes_later(const LevelSolver::Split& a, const LevelSolver::Split& b) {
+  if (a.bound != b.bound) return a.bound > b.bound;
+  return a.k != b.k ? a.k > b.k : a.r_last > b.r_last;
+}
+
+}  // namespace
+
+// Pushes the splits of A(i..j, r) whose bound is below `cap` onto stack_, as a
+// heap for pop_split; returns where they begin.
 size_t LevelSolver::collect_splits(int i, int j, int r, double cap) {
   const size_t begin = stack_.size();
   const std::vector<int>& splits = index_.states(j);
@@ -192,30 +241,54 @@ size_t LevelSolver::collect_splits(int i, int j, int r, double cap) {
   const double unit = level_.devices_per_unit;
   const double before = i > 0 ? states_.cum_seconds[i - 1] : 0.0;
   for (int r_last = 1; r_last <= max_last; ++r_last) {
-    if (transfer_out(j, r_last) >= cap) continue;
     const int r_first = r - r_last;
+    const Window window = make_window(i, j, r_first, r_last, cap);
+    if (window.transfer_out >= cap) continue;
     // Window: last stage >= (C(k+1..j) + deficit below) / (unit r_last) and
     // first part >= (C(i..k) + deficit(i, r_first)) / (unit r_first), both < cap.
     const double reach_last = unit * r_last * cap;
     const double reach_first = unit * r_first * cap;
     const double low = states_.cum_seconds[j] + below_deficit_min_ - reach_last - slack(reach_last);
     const double high = before - deficit(i, r_first) + reach_first + slack(reach_first);
-    const Window window = make_window(i, r_first, r_last, cap);
     auto p = static_cast<size_t>(std::lower_bound(work_of.begin(), work_of.end(), low) -
                                  work_of.begin());
     for (; p < splits.size() && work_of[p] <= high; ++p) {
       const int k = splits[p];
       if (k < i) continue;
-      const double bound = split_bound(i, k, j, window, cap);
-      if (bound < cap) stack_.push_back(Split{bound, k, r_last});
+      Split split{0.0, k, r_last, static_cast<int>(p)};
+      split.bound = split_bound(i, split, j, window, cap);
+      if (split.bound < cap) stack_.push_back(split);
     }
   }
-  std::sort(stack_.begin() + static_cast<std::ptrdiff_t>(begin), stack_.end(),
-            [](const Split& a, const Split& b) {
-              if (a.bound != b.bound) return a.bound < b.bound;
-              return a.k != b.k ? a.k < b.k : a.r_last < b.r_last;
-            });
+  std::make_heap(stack_.begin() + static_cast<std::ptrdiff_t>(begin), stack_.end(), comes_later);
   return begin;
+}
+
+// Takes the next split, in (bound, k, r_last) order, off the heap in
+// stack_[begin, end). Most requests stop after a few, so a heap beats sorting.
+LevelSolver::Split LevelSolver::pop_split(size_t begin, size_t& end) {
+  std::pop_heap(stack_.begin() + static_cast<std::ptrdiff_t>(begin),
+                stack_.begin() + static_cast<std::ptrdiff_t>(end), comes_later);
+  return stack_[--end];
+}
+
+// False when the split's candidate surely reaches `cap`. Its bound was made
+// against an older, larger cap; when it is within estimate error of the new
+// one, the bound is made again so that exact ties are cut before recursing.
+bool LevelSolver::may_beat(int i, const Split& split, int j, int r, double cap) const {
+  if (split.bound + kEstimateMargin * std::abs(split.bound) < cap) return true;
+  const Window window = make_window(i, j, r - split.r_last, split.r_last, cap);
+  return split_bound(i, split, j, window, cap) < cap;
+}
+
+void LevelSolver::remember_last(const Split& split, int j) {
+  if (last_known_[j].empty()) {
+    last_known_[j].assign(index_.states(j).size(), -kInfinity);
+    last_exact_[j].assign(index_.states(j).size(), 0);
+  }
+  const int m = below_->machines();
+  last_known_[j][split.position] = below_->known_bound(split.k + 1, j, m);
+  last_exact_[j][split.position] = below_->known_exactly(split.k + 1, j, m) ? 1 : 0;
 }
 
 // The split's candidate when it is below `cap`; otherwise some value >= cap.
@@ -223,8 +296,16 @@ double LevelSolver::evaluate_split(int i, const Split& split, int j, int r, doub
   const double prefix = value_below(i, split.k, r - split.r_last, cap);
   if (prefix >= cap) return kInfinity;
   const double last = last_stage(split.k, j, split.r_last, cap);
+  if (below_ != nullptr) remember_last(split, j);
   if (last >= cap) return kInfinity;
   return std::max(std::max(prefix, last), transfer(split.k, j, split.r_last));
+}
+
+// Row i holds, for each r, the entries j = i..N-1 side by side: a split scan
+// reads one r for many k, so those values share cache lines.
+size_t LevelSolver::slot_index(int i, int j, int r) const {
+  return static_cast<size_t>(r - 1) * static_cast<size_t>(states_.num_states() - i) +
+         static_cast<size_t>(j - i);
 }
 
 double* LevelSolver::memo(int i, int j, int r) {
@@ -233,7 +314,7 @@ double* LevelSolver::memo(int i, int j, int r) {
     memo_[i].assign(slots, kNotComputed);
     exact_[i].assign(slots, 0);
   }
-  return &memo_[i][static_cast<size_t>(j - i) * level_.machines + (r - 1)];
+  return &memo_[i][slot_index(i, j, r)];
 }
 
 double LevelSolver::value(int i, int j, int r) { return value_below(i, j, r, kInfinity); }
@@ -242,15 +323,15 @@ double LevelSolver::value_below(int i, int j, int r, double limit) {
   double* const slot = memo(i, j, r);
   unsigned char& exact = exact_[i][static_cast<size_t>(slot - memo_[i].data())];
   if (exact || *slot >= limit) return *slot;  // NaN (never requested) fails the test
-  ++entries_computed_;
   double best = single_stage(i, j, r, limit);
   if (r >= 2 && j > i) {
+    // Evaluation recurses and may grow stack_ past `end`, never below it.
     const size_t begin = collect_splits(i, j, r, std::min(best, limit));
-    const size_t end = stack_.size();
-    for (size_t s = begin; s < end; ++s) {
+    for (size_t end = stack_.size(); end > begin;) {
       const double cap = std::min(best, limit);
-      const Split split = stack_[s];  // a copy: evaluation may grow stack_
+      const Split split = pop_split(begin, end);
       if (split.bound >= cap) break;
+      if (!may_beat(i, split, j, r, cap)) continue;
       best = std::min(best, evaluate_split(i, split, j, r, cap));
     }
     stack_.resize(begin);
@@ -273,8 +354,8 @@ LevelDecision LevelSolver::decision(int i, int j, int r) {
   // Candidates equal to the target are below this cap.
   const double cap = std::nextafter(target, kInfinity);
   const size_t begin = collect_splits(i, j, r, cap);
-  for (size_t s = begin; s < stack_.size(); ++s) {
-    const Split split = stack_[s];
+  for (size_t end = stack_.size(); end > begin;) {
+    const Split split = pop_split(begin, end);
     if (split.bound >= cap) break;
     if (evaluate_split(i, split, j, r, cap) == target) {
       found = LevelDecision{false, split.k, split.r_last};

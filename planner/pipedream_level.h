@@ -34,11 +34,14 @@
 //   A(i..k, r) >= (C(i..k) + deficit(i, r)) / (D r),  D = devices per unit,
 // where deficit <= 0 covers all-reduce terms that can be negative (a first
 // stage i..k1 whose state i-1 is not an ancestor of k1 has P(i..k1) possibly
-// < 0) and the deficits of the levels below. Splits are first narrowed to a
-// window of cum_seconds by the same bounds. Bounds and derived limits are
-// loosened by a relative 1e-9 of the problem's scale, far above rounding error,
-// so rounding can never exclude the true minimum: the result equals the plain
-// recurrence's, value for value (tests/planner checks this).
+// < 0) and the deficits of the levels below; values already memoised (exact,
+// or "at least") serve as bounds too. Splits are first narrowed to a window of
+// cum_seconds by the same bounds. Bounds and derived limits are loosened by a
+// relative 1e-9 of the problem's scale, far above rounding error, and a bound
+// estimated with other roundings than the exact formula is recomputed exactly
+// whenever it is too close to the value it is compared with, so rounding can
+// never exclude the true minimum: the result equals the plain recurrence's,
+// value for value (tests/planner checks this).
 // Complexity: worst case the reference's O(N^3 M^2) time; in practice tens of
 // candidates per entry (see bench/RESULTS.md). Memory: N x M doubles and flags
 // for every row that is requested.
@@ -106,17 +109,16 @@ class LevelSolver {
   // What the memo knows of A(i..j, r): its value, a lower bound, or -infinity.
   double known_bound(int i, int j, int r) const;
   bool known_exactly(int i, int j, int r) const;
-  // How many entries were computed (for benchmarks).
-  long long entries_computed() const { return entries_computed_; }
 
- private:
   // A split (k, r_last) of an entry with a lower bound of its candidate.
   struct Split {
     double bound;
     int k;
     int r_last;
+    int position;  // of k among j's ancestors in AncestorsByWork order
   };
 
+ private:
   double work(int i, int j) const;  // C(i..j)
   double below_value_below(int i, int j, double limit);
   double below_lower(int i, int j) const;
@@ -124,6 +126,7 @@ class LevelSolver {
   double last_stage(int k, int j, int r_last, double limit);
   double all_reduce_last(int k, int j, int r_last) const;
   double transfer(int k, int j, int r_last) const;
+  double transfer_in(int k, int r_last) const;
   double transfer_out(int j, int r_last) const;
   bool memory_rejects(int first, int last, int r_stage, int r_total) const;
   double deficit(int i, int r) const;
@@ -132,14 +135,23 @@ class LevelSolver {
   struct Window {
     int r_first = 0;
     int r_last = 0;
+    double transfer_out = 0.0;  // the transfer out of j (exact), or -infinity
     double tolerance = 0.0;     // covers rounding in the first-part bound
     double first_offset = 0.0;  // deficit(i, r_first) - cum[i-1]
     double first_scale = 0.0;   // 1 / (D r_first)
+    // Factors for estimates of the transfer in and the last stage.
+    double transfer_scale = 0.0;    // 2 / (B r_last) / R
+    double all_reduce_scale = 0.0;  // 4 (r_last - 1) / (B r_last)
+    double inverse_last = 0.0;      // 1 / r_last
   };
-  Window make_window(int i, int r_first, int r_last, double cap) const;
-  double split_bound(int i, int k, int j, const Window& window, double cap) const;
+  Window make_window(int i, int j, int r_first, int r_last, double cap) const;
+  double split_bound(int i, const Split& split, int j, const Window& window, double cap) const;
+  void remember_last(const Split& split, int j);
   size_t collect_splits(int i, int j, int r, double cap);
+  Split pop_split(size_t begin, size_t& end);
+  bool may_beat(int i, const Split& split, int j, int r, double cap) const;
   double evaluate_split(int i, const Split& split, int j, int r, double cap);
+  size_t slot_index(int i, int j, int r) const;
   double* memo(int i, int j, int r);
 
   const StateSpace& states_;
@@ -150,12 +162,17 @@ class LevelSolver {
   std::vector<double> row_deficit_;  // deficit(i, 1)
   double below_deficit_min_ = 0.0;   // min over rows of the below level's deficit(i, M_below)
   double total_work_ = 0.0;
-  // Per row i, (N - i) x M slots: an exact value, or a lower bound (the largest
+  // Per row i, M x (N - i) slots: an exact value, or a lower bound (the largest
   // limit it could not beat) flagged in exact_ as 0; NaN = never requested.
   std::vector<std::vector<double>> memo_;
   std::vector<std::vector<unsigned char>> exact_;
   std::vector<Split> stack_;  // gathered splits of the requests in progress
-  long long entries_computed_ = 0;
+  // Above the innermost level: what the level below is known to give for a
+  // last stage k+1..j on a whole unit (its memo's value and exactness), by j
+  // and k's position among j's ancestors, so that a scan over k reads it in
+  // sequence instead of from scattered memo rows.
+  std::vector<std::vector<double>> last_known_;
+  std::vector<std::vector<unsigned char>> last_exact_;
 };
 
 }  // namespace baton::planner

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "planner/baton_choose.h"
 #include "planner/baton_search.h"
 #include "planner/pipedream_dp.h"
 
@@ -61,13 +62,12 @@ std::optional<PlanChoice> best_for(const Profile& profile, const Topology& topol
     if (smallest->value == 0 || found.smallest_feasible_memory < *smallest) *smallest = found.smallest_feasible_memory;
     return std::nullopt;
   }
-  std::optional<PlanChoice> best;
-  for (Plan plan : found.candidates) {
-    if (schedule == Schedule::kPipeDream) plan.microbatches = kPipeDreamMinibatches;
-    PlanChoice choice{plan, estimate_plan(profile, topology, plan, options.optimizer), std::nullopt};
-    if (!best || choice.time_per_sample_s() < best->time_per_sample_s()) best = std::move(choice);
-  }
-  return best;
+  std::vector<Plan> candidates = found.candidates;
+  if (schedule == Schedule::kPipeDream)
+    for (Plan& plan : candidates) plan.microbatches = kPipeDreamMinibatches;
+  auto chosen = choose_plan(candidates, profile, topology, options.optimizer);  // the rule the tests check
+  if (!chosen) return std::nullopt;
+  return PlanChoice{std::move(chosen->plan), std::move(chosen->estimate), std::nullopt};
 }
 
 std::vector<std::pair<Schedule, int>> combinations(const PlannerOptions& options) {
@@ -141,7 +141,8 @@ PipeDreamOptions pipedream_options(const Topology& topology, const PlannerOption
   for (const Level& level : topology.levels) pd.levels.push_back(PipeDreamLevel{level.size, level.bandwidth()});
   pd.straight_pipeline = options.straight;
   if (options.activation_compression > 0) pd.activation_compression = options.activation_compression;
-  pd.memory_size = limit;
+  // As the reference: the memory constraint only when asked for (--use_memory_constraint -s).
+  if (options.memory_limit) pd.memory_size = limit;
   return pd;
 }
 

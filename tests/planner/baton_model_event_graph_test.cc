@@ -140,6 +140,22 @@ TEST_CASE("1f1b, one microbatch with a transfer c: down the pipeline and back", 
   CHECK(ms(estimate(profile, topology, plan).iteration_time) == Approx(1 + c + 3 + 4 + c + 2));
 }
 
+TEST_CASE("gpipe, two messages queue on each link: the FIFO order counts", "[baton_model]") {
+  // S = 2, M = 2, tF = tB = 1, x = 5 ms on the wire, no latency. Stage 0 sends
+  // act0 at 1 and act1 at 2; the link carries act0 over [1, 1 + x] and act1
+  // over [1 + x, 1 + 2x]. Stage 1: F1(0), then F1(1) ends 2 + 2x, B1(0) 3 + 2x,
+  // B1(1) 4 + 2x; grad0 is on the wire over [3 + 2x, 3 + 3x], grad1 waits for it
+  // and ends 3 + 4x; stage 0's B0(1) ends 4 + 4x = 24. Without the queueing the
+  // makespan would be 4 + 2x + 2 = 16.
+  const double x = 5.0;
+  const Profile profile = chain_profile({{1, 1, 5 * kOneMs}, {1, 1}});
+  const Topology topology = make_flat_topology(2, kGbps, Seconds(0.0));
+  const Plan plan = placed_plan("0-1,1-2", Schedule::kGPipe, 2, topology);
+  const PlanEstimate e = estimate(profile, topology, plan);
+  CHECK(ms(e.iteration_time) == Approx(4 + 4 * x));
+  CHECK(ms(e.iteration_time) == Approx(simulated_metrics(plan, profile, topology, 2).iteration_time.ms()));
+}
+
 TEST_CASE("data parallel: (M / W)(tF + tB) + all-reduce", "[baton_model]") {
   // W = 2, M = 4, tF = 1, tB = 2, AR = 4e6 bytes / 1e9 B/s = 4.
   const Profile profile = chain_profile({{1, 2, 0, 4 * kOneMs}});

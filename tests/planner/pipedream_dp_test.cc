@@ -59,14 +59,14 @@ constexpr double kB = 1e9;  // bytes per second
 
 }  // namespace
 
-TEST_CASE("one layer on M machines is data parallel", "[planner][dp]") {
+TEST_CASE("one layer on M machines is data parallel", "[planner][pipedream][dp]") {
   // (C + 4 (M-1) P / (M B)) / M
   const Profile p = chain({{10.0, 1'000'000}});
   const double expected = (0.010 + 4.0 * 3 * 1e6 / (4 * kB)) / 4;
   CHECK(objective(p, one_level(4, kB)) == Approx(expected).epsilon(1e-12));
 }
 
-TEST_CASE("two layers on two machines: replicate or split", "[planner][dp]") {
+TEST_CASE("two layers on two machines: replicate or split", "[planner][pipedream][dp]") {
   SECTION("no parameters: one stage on both machines wins") {
     // min((C1 + C2) / 2, max(C1, C2))
     const Profile p = chain({{6.0}, {4.0}});
@@ -92,7 +92,7 @@ TEST_CASE("two layers on two machines: replicate or split", "[planner][dp]") {
   }
 }
 
-TEST_CASE("activation transfers count only with a compression ratio", "[planner][dp]") {
+TEST_CASE("activation transfers count only with a compression ratio", "[planner][pipedream][dp]") {
   // Split wins (single = 0.015). Transfer into the last stage: 2 out0 / (B r') / R;
   // none out of it (it ends at the final state).
   const Profile p = chain({{6.0, 5'000'000, 5'000'000}, {4.0, 5'000'000, 1}});
@@ -104,7 +104,7 @@ TEST_CASE("activation transfers count only with a compression ratio", "[planner]
   CHECK(objective(p, options) == Approx(0.006).epsilon(1e-12));
 }
 
-TEST_CASE("the memory limit rejects a stage", "[planner][dp]") {
+TEST_CASE("the memory limit rejects a stage", "[planner][pipedream][dp]") {
   // First stage on 1 of 2 machines keeps ceil((2 - 1) / 1) = 1 copy of
   // (activations + parameters) = 1e6 + 5e6 bytes; the replicated single stage
   // keeps ceil(0 / 2) = 0.
@@ -120,7 +120,8 @@ TEST_CASE("the memory limit rejects a stage", "[planner][dp]") {
   CHECK_THAT(plan.error().message, Catch::Contains("memory"));
 }
 
-TEST_CASE("two levels: the upper all-reduce is divided by the machines per unit", "[planner][dp]") {
+TEST_CASE("two levels: the upper all-reduce is divided by the machines per unit",
+          "[planner][pipedream][dp]") {
   // Inner: (C + 4 (2-1) P / (2 B1)) / 2; outer: (inner + 4 (2-1) P / (2 B2) / 2) / 2.
   const Profile p = chain({{10.0, 1'000'000}});
   PipeDreamOptions options;
@@ -134,7 +135,7 @@ TEST_CASE("two levels: the upper all-reduce is divided by the machines per unit"
   CHECK(plan.stages[0].replicas_per_level == std::vector<int>{2, 2});
 }
 
-TEST_CASE("heavy parameters give one stage per machine", "[planner][dp]") {
+TEST_CASE("heavy parameters give one stage per machine", "[planner][pipedream][dp]") {
   const Profile p = chain({{3.0, 1'000'000'000}, {5.0, 1'000'000'000}, {2.0, 1'000'000'000}});
   const PipeDreamPlan plan = plan_ok(p, one_level(3, kB));
   CHECK(plan.time_per_minibatch.value == Approx(0.005).epsilon(1e-12));
@@ -145,7 +146,7 @@ TEST_CASE("heavy parameters give one stage per machine", "[planner][dp]") {
   }
 }
 
-TEST_CASE("a DAG plan is a topological order with contiguous stages", "[planner][dp]") {
+TEST_CASE("a DAG plan is a topological order with contiguous stages", "[planner][pipedream][dp]") {
   //   a(1) -> b(8) -> d(1),  a -> c(8) -> d; two straight stages: {a, one branch}
   //   and {other branch, d}, 9 ms each.
   Profile p = chain({{1.0}, {8.0}, {8.0}, {1.0}});
@@ -170,7 +171,8 @@ TEST_CASE("a DAG plan is a topological order with contiguous stages", "[planner]
   CHECK(total.value == Approx(0.009));
 }
 
-TEST_CASE("Input layers join the first stage, dropped sinks their producer's", "[planner][dp]") {
+TEST_CASE("Input layers join the first stage, dropped sinks their producer's",
+          "[planner][pipedream][dp]") {
   // Input (ignored, 50 ms) -> a (3 ms) -> b (5 ms) -> __getitem__ (unused sink).
   Profile p = chain({{50.0}, {3.0, 1'000'000'000}, {5.0, 1'000'000'000}, {0.0}});
   p.layers[0].description = "Input0";
@@ -186,7 +188,7 @@ TEST_CASE("Input layers join the first stage, dropped sinks their producer's", "
   CHECK(plan.stages[1].layers == LayerRange{2, 4});  // b, __getitem__
 }
 
-TEST_CASE("reorder_layers refuses an order that is not topological", "[planner][dp]") {
+TEST_CASE("reorder_layers refuses an order that is not topological", "[planner][pipedream][dp]") {
   const Profile p = chain({{1.0}, {1.0}, {1.0}});
   CHECK(reorder_layers(p, {0, 1, 2}).ok());
   CHECK_FALSE(reorder_layers(p, {1, 0, 2}).ok());  // l1 before its input l0
@@ -194,7 +196,7 @@ TEST_CASE("reorder_layers refuses an order that is not topological", "[planner][
   CHECK_FALSE(reorder_layers(p, {0, 1}).ok());
 }
 
-TEST_CASE("invalid options are errors", "[planner][dp]") {
+TEST_CASE("invalid options are errors", "[planner][pipedream][dp]") {
   const Profile p = chain({{1.0}});
   CHECK_FALSE(plan_pipedream(p, PipeDreamOptions{}).ok());
   CHECK_FALSE(plan_pipedream(p, one_level(0, kB)).ok());
@@ -230,7 +232,8 @@ Profile random_dag(std::mt19937& rng, int layers) {
 
 }  // namespace
 
-TEST_CASE("the fast solver equals the plain recurrence on random DAGs", "[planner][dp]") {
+TEST_CASE("the fast solver equals the plain recurrence on random DAGs",
+          "[planner][pipedream][dp]") {
   std::mt19937 rng(20190601);
   const std::vector<std::vector<PipeDreamLevel>> layouts = {
       {{3, Bandwidth{1e10}}},

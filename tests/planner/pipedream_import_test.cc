@@ -37,7 +37,8 @@ std::string import_error(const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("import converts milliseconds to seconds and keeps bytes", "[planner][import]") {
+TEST_CASE("import converts milliseconds to seconds and keeps bytes",
+          "[planner][pipedream][import]") {
   const Profile p = import_ok(node("node1", "Conv2d(3, 64)", 2.5, 4.0, "1024.000", 2048.0));
   REQUIRE(p.num_layers() == 1);
   const Layer& layer = p.layers[0];
@@ -50,13 +51,15 @@ TEST_CASE("import converts milliseconds to seconds and keeps bytes", "[planner][
   CHECK(layer.inputs.empty());
 }
 
-TEST_CASE("a multi-output activation counts as the sum of its parts", "[planner][import]") {
+TEST_CASE("a multi-output activation counts as the sum of its parts",
+          "[planner][pipedream][import]") {
   const Profile p =
       import_ok(node("node7", "LSTM(2048, 1024)", 1, 1, "[6291456.0; 131072.0; 131072.0]", 0));
   CHECK(p.layers[0].output_bytes == Bytes(6291456 + 131072 + 131072));
 }
 
-TEST_CASE("layers come out in topological order, ties by the id's number", "[planner][import]") {
+TEST_CASE("layers come out in topological order, ties by the id's number",
+          "[planner][pipedream][import]") {
   // Lines in reverse order; node10 must not sort before node9 as text would.
   const std::string text = node("node10", "D", 1, 1, "1.0", 0) +
                            node("node9", "C", 1, 1, "1.0", 0) + node("node3", "B", 1, 1, "1.0", 0) +
@@ -76,7 +79,7 @@ TEST_CASE("layers come out in topological order, ties by the id's number", "[pla
 }
 
 TEST_CASE("Input and __getitem__ nodes are kept; the planner's view leaves them out",
-          "[planner][import]") {
+          "[planner][pipedream][import]") {
   const std::string text = node("node1", "Input0", 17.0, 0, "100.0", 0) +
                            node("node2", "LSTM", 1, 2, "[10.0; 5.0]", 64) +
                            node("node3", "__getitem__(0)", 0, 0, "10.0", 0) +
@@ -96,7 +99,7 @@ TEST_CASE("Input and __getitem__ nodes are kept; the planner's view leaves them 
 }
 
 TEST_CASE("a trailing stage_id and a description with separators are accepted",
-          "[planner][import]") {
+          "[planner][pipedream][import]") {
   const Profile p = import_ok(
       "node1 -- Seq -- (a -- b) -- forward_compute_time=1.000, backward_compute_time=2.000, "
       "activation_size=4.0, parameter_size=8.000 -- stage_id=3\n\n");
@@ -104,7 +107,7 @@ TEST_CASE("a trailing stage_id and a description with separators are accepted",
   CHECK(p.layers[0].param_bytes == Bytes(8));
 }
 
-TEST_CASE("import errors name the file, the line and its text", "[planner][import]") {
+TEST_CASE("import errors name the file, the line and its text", "[planner][pipedream][import]") {
   const std::string good = node("node1", "A", 1, 1, "1.0", 0) + node("node2", "B", 1, 1, "1.0", 0);
   SECTION("malformed node line") {
     const std::string message = import_error(good + "node3 -- C -- forward_compute_time=1\n");

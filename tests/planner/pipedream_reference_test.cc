@@ -55,7 +55,8 @@ struct ReferenceCase {
 
 }  // namespace
 
-TEST_CASE("the reference optimizer's objective on its profiles", "[planner][reference]") {
+TEST_CASE("the reference optimizer's objective on its profiles",
+          "[planner][pipedream][reference]") {
   const auto folder = profiles_folder();
   if (!folder) {
     WARN("BATON_PIPEDREAM_PROFILES is not set: reference comparison skipped");
@@ -81,7 +82,7 @@ TEST_CASE("the reference optimizer's objective on its profiles", "[planner][refe
 }
 
 TEST_CASE("the fast solver equals the plain recurrence on the small reference profiles",
-          "[planner][reference]") {
+          "[planner][pipedream][reference]") {
   const auto folder = profiles_folder();
   if (!folder) {
     WARN("BATON_PIPEDREAM_PROFILES is not set: reference comparison skipped");

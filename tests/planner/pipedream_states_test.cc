@@ -33,7 +33,7 @@ StateSpace states_ok(const Profile& profile) {
 
 }  // namespace
 
-TEST_CASE("a chain of N layers gives N states with prefix sums", "[planner][states]") {
+TEST_CASE("a chain of N layers gives N states with prefix sums", "[planner][pipedream][states]") {
   Profile p;
   p.layers = {layer("a", 1, 10, 100, {}), layer("b", 2, 20, 200, {0}), layer("c", 4, 40, 400, {1})};
   const StateSpace s = states_ok(p);
@@ -49,7 +49,7 @@ TEST_CASE("a chain of N layers gives N states with prefix sums", "[planner][stat
   CHECK(s.ancestors[0].members().empty());
 }
 
-TEST_CASE("a diamond gives five states in depth-first order", "[planner][states]") {
+TEST_CASE("a diamond gives five states in depth-first order", "[planner][pipedream][states]") {
   //   a -> b -> d,  a -> c -> d
   Profile p;
   p.layers = {layer("a", 1, 1, 0, {}), layer("b", 2, 10, 0, {0}), layer("c", 4, 100, 0, {0}),
@@ -74,7 +74,8 @@ TEST_CASE("a diamond gives five states in depth-first order", "[planner][states]
   CHECK(s.closure[3].members() == std::vector<int>{0, 1, 2});
 }
 
-TEST_CASE("Input sources and unused __getitem__ sinks are not nodes", "[planner][states]") {
+TEST_CASE("Input sources and unused __getitem__ sinks are not nodes",
+          "[planner][pipedream][states]") {
   Profile p;
   p.layers = {layer("in", 50, 5, 0, {}, "Input0"), layer("lstm", 2, 7, 9, {0}),
               layer("g0", 0, 3, 0, {1}, "__getitem__(0)"),
@@ -86,7 +87,7 @@ TEST_CASE("Input sources and unused __getitem__ sinks are not nodes", "[planner]
   CHECK(s.role[3] == LayerRole::kDroppedSink);
 }
 
-TEST_CASE("the first state is the source of smallest index", "[planner][states]") {
+TEST_CASE("the first state is the source of smallest index", "[planner][pipedream][states]") {
   // Two sources feeding one node; enumeration starts at {s0} and s1 joins the
   // closure when the join node is reached.
   Profile p;
@@ -97,7 +98,8 @@ TEST_CASE("the first state is the source of smallest index", "[planner][states]"
   CHECK(s.cum_seconds[1] == Approx(7e-3));
 }
 
-TEST_CASE("state enumeration refuses graphs beyond the state limit", "[planner][states]") {
+TEST_CASE("state enumeration refuses graphs beyond the state limit",
+          "[planner][pipedream][states]") {
   // Two parallel chains of 6 give 7 x 7 - ... states, more than 20.
   Profile p;
   p.layers.push_back(layer("src", 1, 1, 0, {}));

@@ -1,0 +1,178 @@
+// The executor's public API: runs a Plan's Program on real hardware and
+// measures it. Torch-free on purpose: tools/, tests/ and bench/ include only
+// this header; LibTorch stays inside exec/*.cc.
+//
+// What a run does (see docs in exec/worker.h for the per-action semantics):
+// - the model is one of the zoo's (`model_names()`), a chain of named layers
+//   whose names match the layers of its measured profile;
+// - every worker of the Program interprets its action list in order, exactly
+//   as the simulator does: F, B, SEND_*/RECV_*, ALLREDUCE, STEP;
+// - data is synthetic and deterministic: microbatch k of step t is sample
+//   number t * microbatches + k of the model's task, generated from
+//   (seed, that number) on the first stage (inputs) and on the last (targets);
+// - the optimizer is plain SGD with a fixed learning rate. A STEP applies
+//   w <- w - lr * (sum of the gradients accumulated since the previous STEP,
+//   all-reduced over the stage's replicas) / (number of microbatches they came
+//   from), i.e. the gradient of the mean loss over those microbatches.
+//   Flush schedules: one STEP per iteration over all M microbatches, so K steps
+//   equal K steps of single-process training on minibatches of M microbatches.
+// - pipedream: every STEP makes a new weight version; a microbatch's B uses
+//   the version its F used on that stage (weight stashing), or with vertical
+//   sync the version stage 0 used. Versions are kept while referenced.
+//
+// Errors are values (sim/result.h): a plan that does not fit the model, a
+// Program that fails validation, a timeout or a failed peer.
+// Thread safety: the functions may be called from any thread, but the
+// executor sets LibTorch's process-wide intra-op thread count.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/plan.h"
+#include "sim/profile.h"
+#include "sim/result.h"
+#include "sim/trace.h"
+#include "sim/units.h"
+
+namespace baton::exec {
+
+// --- Model zoo -------------------------------------------------------------
+
+struct ModelInfo {
+  std::string name;
+  std::string description;
+  std::vector<std::string> layer_names;  // profile order
+};
+
+// "mlp", "vgg-mini", "gpt-mini".
+std::vector<std::string> model_names();
+Result<ModelInfo> model_info(std::string_view name);
+
+// Refuses a plan that does not fit the model: stages must be consecutive,
+// non-empty layer ranges covering exactly [0, layers of the model), every
+// stage must have >= 1 replica, and pipedream's microbatch count must be a
+// multiple of every stage's replica count. `source` names the plan in messages.
+Status check_plan_for_model(const Plan& plan, const ModelInfo& model, const std::string& source);
+
+// --- Training runs -----------------------------------------------------------
+
+struct TrainOptions {
+  std::string model;              // a zoo name
+  int steps = 1;                  // times the whole Program runs (iterations)
+  double learning_rate = 0.05;    // SGD, fixed
+  uint64_t seed = 1;              // weights and data
+  // pipedream only: false makes a B use the live weights (its forward is
+  // recomputed from the stashed input with them), the inconsistency weight
+  // stashing exists to avoid. For tests and studies.
+  bool weight_stashing = true;
+  int intra_op_threads = 1;       // LibTorch threads per process
+  Seconds timeout = Seconds(120); // any single wait (receive, all-reduce, rendezvous)
+};
+
+// Final weights: layers[l][p] = parameter p of layer l, flattened row-major.
+struct Weights {
+  std::vector<std::vector<std::vector<float>>> layers;
+};
+
+struct StepReport {
+  Seconds wall;             // first worker start to last worker end (gloo: barrier to barrier)
+  double mean_loss = 0.0;   // mean over the step's microbatches
+};
+
+// One worker's own accounting over all steps. Wall-clock figures include
+// time the OS ran other threads; the CPU-time pair counts only what this
+// worker's thread consumed, so its overhead is immune to CPU contention.
+struct WorkerStats {
+  int64_t actions = 0;
+  Seconds loop;             // wall time inside its action loop
+  Seconds compute;          // wall time of the F, B and STEP bodies
+  Seconds waiting;          // blocked in RECV or in STEP waiting for ALLREDUCE
+  Seconds loop_cpu;         // thread CPU time inside the action loop
+  Seconds compute_cpu;      // thread CPU time of the F, B and STEP bodies
+  int peak_weight_versions = 0;  // weight versions alive at once (live + stashed)
+  // What the executor itself cost: loop - compute - waiting (wall clock), and
+  // loop_cpu - compute_cpu (CPU time: scheduling, bookkeeping, stashing,
+  // transfers' CPU side, waking up).
+  Seconds overhead() const { return loop - compute - waiting; }
+  Seconds overhead_cpu() const { return loop_cpu - compute_cpu; }
+};
+
+struct RunReport {
+  Trace trace;                      // the last step, origin "measured"
+  std::vector<StepReport> steps;
+  Weights weights;                  // replica 0 of every stage, after the last step
+  std::vector<WorkerStats> workers;
+};
+
+// All workers in this process, one thread each, talking through in-process
+// mailboxes; replica groups reduce through shared memory.
+Result<RunReport> run_threads(const Plan& plan, const TrainOptions& options);
+
+// Where a rank finds its peers (torchrun-style environment variables).
+struct RankEnv {
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+};
+
+// One rank of a c10d Gloo run: rank r runs worker r of the Program. Rank 0
+// serves the TCPStore rendezvous at master_addr:master_port; every rank joins
+// a world process group, and each replicated stage's members a group of their
+// own (a ProcessGroupGloo over a PrefixStore "stage<s>/" of the same store).
+// Clocks: all ranks meet at a barrier before each step and time their spans
+// from their own steady clock read just after it (skew = barrier exit spread).
+// Rank 0 returns the whole report (all ranks' spans, losses and final
+// weights, gathered through the world group); other ranks return their own.
+Result<RunReport> run_gloo_rank(const Plan& plan, const TrainOptions& options, const RankEnv& env);
+
+// --- Single-process references (what the distributed runs must equal) ----------
+
+struct ReferenceReport {
+  Weights weights;
+  std::vector<double> mean_loss;  // per step
+};
+
+// Single-process training of the whole model on the same data as the plan's
+// run for options.steps iterations.
+// - flush schedules (gpipe, 1f1b, dp): per step one forward and backward of
+//   the whole minibatch (all M microbatches concatenated), then one SGD step;
+// - pipedream: per pass, microbatches in order; microbatch k (local index
+//   i = k / r_s on stage s with r_s replicas) runs stage s with weight version
+//   max(0, i - warmup_s) of that pass (warmup_s = warmup_forwards(plan, s, .)),
+//   or with vertical sync stage 0's version number; stage s steps once per
+//   r_s microbatches (one round of its replicas) with their mean gradient.
+Result<ReferenceReport> train_reference(const Plan& plan, const TrainOptions& options);
+
+// max over parameters of ||a - b|| / max(||b||, tiny): the error measure of the tests.
+double max_relative_error(const Weights& a, const Weights& b);
+
+nlohmann::json weights_to_json(const Weights& weights);
+Result<Weights> weights_from_json(const nlohmann::json& document, const std::string& source);
+
+// --- Per-layer profiling -----------------------------------------------------------
+
+struct ProfileOptions {
+  std::string device = "cpu";   // "cpu" or "cuda"
+  int warmup = 3;               // steps thrown away
+  int steps = 10;               // steps measured; the median is kept
+  int intra_op_threads = 1;
+  uint64_t seed = 1;
+  std::function<void(const std::string&)> progress;  // optional, one line per event
+};
+
+// Measures every layer of `model` at `microbatch_size`: median forward and
+// backward time (the last layer's include the loss), output bytes (one
+// microbatch's activation) and parameter bytes, as a baton.profile.v1 Profile.
+Result<Profile> measure_profile(std::string_view model, int microbatch_size,
+                                const ProfileOptions& options);
+
+}  // namespace baton::exec

@@ -1,0 +1,155 @@
+#include "exec/launcher.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include <fmt/format.h>
+
+extern char** environ;
+
+namespace baton::exec {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// This process's environment without the variables the launcher sets.
+std::vector<std::string> child_environment(const LaunchSpec& spec, int port, int rank) {
+  static constexpr const char* kOwned[] = {"MASTER_ADDR=", "MASTER_PORT=", "RANK=", "WORLD_SIZE=",
+                                           "LOCAL_RANK=", "LOCAL_WORLD_SIZE="};
+  std::vector<std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string entry(*e);
+    const bool owned = std::any_of(std::begin(kOwned), std::end(kOwned),
+                                   [&](const char* prefix) { return entry.rfind(prefix, 0) == 0; });
+    if (!owned) env.push_back(entry);
+  }
+  env.push_back("MASTER_ADDR=" + spec.master_addr);
+  env.push_back(fmt::format("MASTER_PORT={}", port));
+  env.push_back(fmt::format("RANK={}", rank));
+  env.push_back(fmt::format("WORLD_SIZE={}", spec.nproc));
+  env.push_back(fmt::format("LOCAL_RANK={}", rank));
+  env.push_back(fmt::format("LOCAL_WORLD_SIZE={}", spec.nproc));
+  return env;
+}
+
+std::vector<char*> pointers(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (std::string& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+Result<pid_t> spawn_rank(const LaunchSpec& spec, int port, int rank) {
+  std::vector<std::string> argv{spec.executable};
+  argv.insert(argv.end(), spec.arguments.begin(), spec.arguments.end());
+  std::vector<std::string> env = child_environment(spec, port, rank);
+  std::vector<char*> argv_ptrs = pointers(argv);
+  std::vector<char*> env_ptrs = pointers(env);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, spec.executable.c_str(), nullptr, nullptr, argv_ptrs.data(), env_ptrs.data());
+  if (rc != 0) return Error{fmt::format("cannot start rank {} ({}): {}", rank, spec.executable, std::strerror(rc))};
+  return pid;
+}
+
+int exit_code_of(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
+// Waits for every child; kills the survivors `grace` after a failure or at the deadline.
+void wait_all(const LaunchSpec& spec, std::vector<pid_t>& pids, std::vector<int>& codes) {
+  const Clock::time_point deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                        std::chrono::duration<double>(spec.timeout.value));
+  Clock::time_point kill_at = deadline;
+  size_t running = pids.size();
+  while (running > 0) {
+    for (size_t r = 0; r < pids.size(); ++r) {
+      if (pids[r] <= 0) continue;
+      int status = 0;
+      if (waitpid(pids[r], &status, WNOHANG) != pids[r]) continue;
+      codes[r] = exit_code_of(status);
+      pids[r] = 0;
+      --running;
+      if (codes[r] != 0) {
+        kill_at = std::min(kill_at, Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                       std::chrono::duration<double>(spec.grace.value)));
+      }
+    }
+    if (running > 0 && Clock::now() >= kill_at) {
+      for (size_t r = 0; r < pids.size(); ++r) {
+        if (pids[r] <= 0) continue;
+        kill(pids[r], SIGKILL);
+        waitpid(pids[r], nullptr, 0);
+        pids[r] = 0;
+        codes[r] = -1;
+      }
+      running = 0;
+    }
+    if (running > 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+}  // namespace
+
+bool LaunchOutcome::ok() const {
+  return std::all_of(exit_codes.begin(), exit_codes.end(), [](int code) { return code == 0; });
+}
+
+Result<int> free_local_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return Error{fmt::format("socket: {}", std::strerror(errno))};
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  socklen_t length = sizeof(address);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    const std::string reason = std::strerror(errno);
+    close(fd);
+    return Error{"cannot find a free port: " + reason};
+  }
+  close(fd);
+  return static_cast<int>(ntohs(address.sin_port));
+}
+
+Result<LaunchOutcome> launch_local_ranks(const LaunchSpec& spec) {
+  if (spec.nproc < 1) return Error{fmt::format("--nproc must be >= 1, got {}", spec.nproc)};
+  LaunchOutcome outcome;
+  outcome.master_port = spec.master_port;
+  if (outcome.master_port == 0) {
+    auto port = free_local_port();
+    if (!port) return port.error();
+    outcome.master_port = *port;
+  }
+  std::vector<pid_t> pids;
+  outcome.exit_codes.assign(static_cast<size_t>(spec.nproc), -1);
+  for (int rank = 0; rank < spec.nproc; ++rank) {
+    auto pid = spawn_rank(spec, outcome.master_port, rank);
+    if (!pid) {
+      for (pid_t started : pids) {
+        kill(started, SIGKILL);
+        waitpid(started, nullptr, 0);
+      }
+      return pid.error();
+    }
+    pids.push_back(*pid);
+  }
+  wait_all(spec, pids, outcome.exit_codes);
+  return outcome;
+}
+
+}  // namespace baton::exec

@@ -1,0 +1,45 @@
+// Local launcher of the gloo backend: starts N copies of a program as ranks
+// 0..N-1 with torchrun-style environment variables (MASTER_ADDR, MASTER_PORT,
+// RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE) added to this process's
+// environment, and waits for them.
+//
+// Contract: no torch here (the launcher must not start LibTorch threads before
+// it forks). Every child is started with posix_spawn, so it begins as a fresh
+// process. When a rank fails (non-zero exit or a signal) the others get
+// `grace` to finish, then the launcher kills the ones it started (by pid) and
+// reaps them; the same happens to all of them when `timeout` passes.
+// Thread safety: call from one thread; it waits for its own children only.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sim/result.h"
+#include "sim/units.h"
+
+namespace baton::exec {
+
+struct LaunchSpec {
+  std::string executable;              // path of the program to start
+  std::vector<std::string> arguments;  // argv[1..]
+  int nproc = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;                 // 0: pick a free loopback port
+  Seconds timeout = Seconds(300);      // for the whole run
+  Seconds grace = Seconds(5);          // after the first failure
+};
+
+struct LaunchOutcome {
+  int master_port = 0;
+  // Per rank: the exit code, 128 + signal when killed by a signal, -1 when
+  // the launcher had to kill it.
+  std::vector<int> exit_codes;
+  bool ok() const;
+};
+
+Result<LaunchOutcome> launch_local_ranks(const LaunchSpec& spec);
+
+// A TCP port that was free on 127.0.0.1 a moment ago (bind to port 0).
+Result<int> free_local_port();
+
+}  // namespace baton::exec

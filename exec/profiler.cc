@@ -1,0 +1,157 @@
+// Per-layer profiler: measure_profile (exec/executor.h).
+//
+// Each measured step runs the model layer by layer, every layer's input a
+// fresh leaf, so each layer's forward and backward can be timed on its own:
+//   forward  l: y_l = layer_l(x_l)            (the last layer: + the loss)
+//   backward l: grad of y_l w.r.t. (params_l, x_l), given dL/dy_l
+// On CUDA the device is synchronised around every timed region.
+// The median over the measured steps is kept.
+#include <algorithm>
+#include <chrono>
+
+#include <fmt/format.h>
+#include <torch/cuda.h>
+
+#include "exec/executor.h"
+#include "exec/model.h"
+#include "exec/stage.h"
+
+namespace baton::exec {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct LayerTimes {
+  std::vector<double> forward_s;
+  std::vector<double> backward_s;
+};
+
+struct Profiler {
+  const ModelDef* model;
+  at::Device device;
+  std::vector<std::vector<at::Tensor>> params;  // [layer]
+  Sample sample;
+
+  void sync() const {
+    if (device.is_cuda()) torch::cuda::synchronize();
+  }
+  template <typename F>
+  double timed(F&& body) const {
+    sync();
+    const Clock::time_point start = Clock::now();
+    body();
+    sync();
+    return std::chrono::duration<double>(Clock::now() - start).count();
+  }
+  // One forward and backward; appends the times of every layer.
+  void measure_step(std::vector<LayerTimes>& times, std::vector<int64_t>& output_bytes) const;
+};
+
+void Profiler::measure_step(std::vector<LayerTimes>& times, std::vector<int64_t>& output_bytes) const {
+  const size_t layers = params.size();
+  std::vector<at::Tensor> inputs(layers);
+  std::vector<at::Tensor> outputs(layers);
+  at::Tensor x = sample.input;
+  for (size_t l = 0; l < layers; ++l) {
+    inputs[l] = l == 0 ? x : x.detach().requires_grad_(true);
+    times[l].forward_s.push_back(timed([&] {
+      outputs[l] = model->layers[l].forward(inputs[l], params[l]);
+      output_bytes[l] = static_cast<int64_t>(outputs[l].nbytes());
+      x = outputs[l];
+      if (l + 1 == layers) outputs[l] = model->loss(outputs[l], sample.target);
+    }));
+  }
+  at::Tensor grad_output;
+  for (size_t l = layers; l-- > 0;) {
+    times[l].backward_s.push_back(timed([&] {
+      std::vector<at::Tensor> wrt = params[l];
+      if (l > 0) wrt.push_back(inputs[l]);
+      std::vector<at::Tensor> seeds;
+      if (grad_output.defined()) seeds.push_back(grad_output);
+      std::vector<at::Tensor> grads = torch::autograd::grad({outputs[l]}, wrt, seeds);
+      if (l > 0) grad_output = grads.back();
+    }));
+  }
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+Result<at::Device> parse_device(const std::string& name) {
+  if (name == "cpu") return at::Device(at::kCPU);
+  if (name == "cuda") {
+    if (!torch::cuda::is_available()) return Error{"--device cuda: this LibTorch has no usable CUDA device"};
+    return at::Device(at::kCUDA, 0);
+  }
+  return Error{fmt::format("unknown device '{}' (cpu or cuda)", name)};
+}
+
+Profile to_profile(const ModelDef& model, const ProfileOptions& options, int microbatch_size,
+                   const std::vector<LayerTimes>& times, const std::vector<int64_t>& output_bytes) {
+  Profile profile;
+  profile.model = model.name;
+  profile.device = options.device == "cpu" ? fmt::format("cpu ({} threads)", options.intra_op_threads)
+                                           : options.device;
+  profile.microbatch_size = microbatch_size;
+  for (size_t l = 0; l < times.size(); ++l) {
+    const LayerDef& def = model.layers[l];
+    Layer layer;
+    layer.name = def.name;
+    layer.description = def.description;
+    layer.forward = Seconds(median(times[l].forward_s));
+    layer.backward = Seconds(median(times[l].backward_s));
+    layer.output_bytes = Bytes(output_bytes[l]);
+    int64_t params = 0;
+    for (const ParamDef& p : def.params) {
+      int64_t count = 1;
+      for (int64_t d : p.shape) count *= d;
+      params += count * static_cast<int64_t>(sizeof(float));
+    }
+    layer.param_bytes = Bytes(params);
+    if (l > 0) layer.inputs = {static_cast<int>(l) - 1};
+    profile.layers.push_back(std::move(layer));
+  }
+  return profile;
+}
+
+}  // namespace
+
+Result<Profile> measure_profile(std::string_view model_name, int microbatch_size, const ProfileOptions& options) {
+  auto model = make_model(model_name);
+  if (!model) return model.error();
+  if (microbatch_size < 1) return Error{fmt::format("microbatch size must be >= 1, got {}", microbatch_size)};
+  if (options.steps < 1 || options.warmup < 0) return Error{"profile: steps must be >= 1 and warmup >= 0"};
+  auto device = parse_device(options.device);
+  if (!device) return device.error();
+  at::set_num_threads(std::max(1, options.intra_op_threads));
+  try {
+    Profiler profiler{&*model, *device, {}, {}};
+    for (int l = 0; l < model->num_layers(); ++l) {
+      std::vector<at::Tensor> params;
+      for (const at::Tensor& p : init_layer_params(*model, l, options.seed)) params.push_back(p.to(*device));
+      profiler.params.push_back(as_leaves(std::move(params)));
+    }
+    const Sample sample = model->sample(options.seed, 0, microbatch_size);
+    profiler.sample = Sample{sample.input.to(*device), sample.target.to(*device)};
+    std::vector<LayerTimes> times(static_cast<size_t>(model->num_layers()));
+    std::vector<int64_t> output_bytes(times.size(), 0);
+    for (int step = 0; step < options.warmup + options.steps; ++step) {
+      if (step == options.warmup) times.assign(times.size(), LayerTimes{});
+      profiler.measure_step(times, output_bytes);
+      if (options.progress) {
+        options.progress(fmt::format("{} step {}/{}", step < options.warmup ? "warm-up" : "measured",
+                                     step < options.warmup ? step + 1 : step - options.warmup + 1,
+                                     step < options.warmup ? options.warmup : options.steps));
+      }
+    }
+    return to_profile(*model, options, microbatch_size, times, output_bytes);
+  } catch (const std::exception& e) {
+    return Error{fmt::format("profiling {}: {}", model_name, e.what())};
+  }
+}
+
+}  // namespace baton::exec

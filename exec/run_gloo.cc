@@ -1,0 +1,221 @@
+// The gloo backend, one rank: worker `rank` of the Program in this process,
+// talking to the others through c10d's ProcessGroupGloo (exec/transport_gloo.h).
+//
+// Per step: world barrier, origin = this rank's steady clock, the action
+// list, world barrier; the step's wall time is rank 0's barrier to barrier.
+// At the end every rank sends rank 0 one "report" (its spans of the last
+// step, its losses, its stats) as a float64 tensor, and each stage's replica
+// 0 sends its final weights as one float32 tensor:
+//   report = [n_spans, n_spans x (action_index, start_s, end_s, bytes),
+//             n_losses, n_losses x (step, microbatch, loss),
+//             actions, loop_s, compute_s, waiting_s, loop_cpu_s, compute_cpu_s,
+//             peak_weight_versions]
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "exec/executor.h"
+#include "exec/run_setup.h"
+#include "exec/transport_gloo.h"
+
+namespace baton::exec {
+
+namespace {
+
+constexpr int kReportSizeTag = kFirstControlTag;
+constexpr int kReportTag = kFirstControlTag + 1;
+constexpr int kWeightsTag = kFirstControlTag + 2;
+
+using Losses = std::vector<std::tuple<int, int, double>>;  // (step, microbatch, loss)
+
+std::vector<double> encode_report(const std::vector<Span>& spans, const Losses& losses, const WorkerStats& stats) {
+  std::vector<double> out{static_cast<double>(spans.size())};
+  for (const Span& span : spans) {
+    out.insert(out.end(), {static_cast<double>(span.action_index), span.start.value, span.end.value,
+                           static_cast<double>(span.bytes.value)});
+  }
+  out.push_back(static_cast<double>(losses.size()));
+  for (const auto& [step, microbatch, loss] : losses) out.insert(out.end(), {double(step), double(microbatch), loss});
+  out.insert(out.end(), {static_cast<double>(stats.actions), stats.loop.value, stats.compute.value,
+                         stats.waiting.value, stats.loop_cpu.value, stats.compute_cpu.value,
+                         static_cast<double>(stats.peak_weight_versions)});
+  return out;
+}
+
+void decode_report(const std::vector<double>& in, const Program& program, int worker, std::vector<Span>& spans,
+                   Losses& losses, WorkerStats& stats) {
+  size_t i = 0;
+  const auto next = [&] { return i < in.size() ? in[i++] : 0.0; };
+  const auto spans_count = static_cast<size_t>(next());
+  for (size_t s = 0; s < spans_count; ++s) {
+    const auto index = static_cast<int32_t>(next());
+    const Action& action = program.actions[static_cast<size_t>(worker)][static_cast<size_t>(index)];
+    const Seconds start(next());
+    const Seconds end(next());
+    spans.push_back(Span{worker, index, action, is_compute(action.kind) ? Stream::kCompute : Stream::kComm,
+                         start, end, Bytes(static_cast<int64_t>(next()))});
+  }
+  const auto losses_count = static_cast<size_t>(next());
+  for (size_t l = 0; l < losses_count; ++l) {
+    const int step = static_cast<int>(next());
+    const int microbatch = static_cast<int>(next());
+    losses.emplace_back(step, microbatch, next());
+  }
+  stats.actions = static_cast<int64_t>(next());
+  stats.loop = Seconds(next());
+  stats.compute = Seconds(next());
+  stats.waiting = Seconds(next());
+  stats.loop_cpu = Seconds(next());
+  stats.compute_cpu = Seconds(next());
+  stats.peak_weight_versions = static_cast<int>(next());
+}
+
+at::Tensor flat_params(const std::vector<at::Tensor>& params) {
+  std::vector<at::Tensor> flat;
+  for (const at::Tensor& p : params) flat.push_back(p.detach().reshape({-1}));
+  return at::cat(flat);
+}
+
+// The ranks' shared state while running.
+struct Rank {
+  const PreparedRun* run = nullptr;
+  RankEnv env;
+  TrainOptions options;
+  GlooGroups groups;
+  std::unique_ptr<GlooTransport> transport;
+  std::unique_ptr<GlooReducer> reducer;
+  std::unique_ptr<Worker> worker;
+
+  Status barrier() {
+    return wait_work(groups.world->barrier(), options.timeout, fmt::format("rank {}: barrier", env.rank));
+  }
+  Status send(const at::Tensor& tensor, int tag) {
+    std::vector<at::Tensor> buffers{tensor};
+    return wait_work(groups.world->send(buffers, 0, tag), options.timeout, "sending the report to rank 0");
+  }
+  Result<at::Tensor> recv(int src, std::vector<int64_t> shape, at::ScalarType dtype, int tag) {
+    std::vector<at::Tensor> buffers{at::empty(shape, at::TensorOptions().dtype(dtype))};
+    const Status status = wait_work(groups.world->recv(buffers, src, tag), options.timeout,
+                                    fmt::format("receiving the report of rank {}", src));
+    if (!status) return status.error();
+    return buffers[0];
+  }
+};
+
+Status connect(Rank& rank) {
+  auto groups = connect_world(rank.env, rank.options.timeout);
+  if (!groups) return groups.error();
+  rank.groups = std::move(*groups);
+  const WorkerInfo& info = rank.run->program.workers[static_cast<size_t>(rank.env.rank)];
+  const int replicas = rank.run->plan.stages[static_cast<size_t>(info.stage)].replicas;
+  if (replicas > 1) {
+    auto group = connect_subgroup(rank.groups, info.stage, info.replica, replicas, rank.options.timeout,
+                                  rank.env.master_addr);
+    if (!group) return group.error();
+    rank.reducer = std::make_unique<GlooReducer>(std::move(*group));
+  }
+  rank.transport = std::make_unique<GlooTransport>(rank.groups.world, rank.options.timeout);
+  rank.worker = std::make_unique<Worker>(
+      worker_setup(*rank.run, rank.env.rank, rank.options, rank.transport.get(), rank.reducer.get()));
+  return ok_status();
+}
+
+Status run_steps(Rank& rank, std::vector<Span>& spans, Losses& losses, std::vector<Seconds>& walls) {
+  for (int step = 0; step < rank.options.steps; ++step) {
+    if (Status s = rank.barrier(); !s) return s;
+    const Clock::time_point origin = Clock::now();
+    const bool last = step + 1 == rank.options.steps;
+    if (Status s = rank.worker->run_iteration(step, origin, last ? &spans : nullptr); !s) return s;
+    if (Status s = rank.barrier(); !s) return s;
+    walls.emplace_back(std::chrono::duration<double>(Clock::now() - origin).count());
+    for (const auto& [microbatch, loss] : rank.worker->losses()) losses.emplace_back(step, microbatch, loss);
+  }
+  return ok_status();
+}
+
+Status send_to_root(Rank& rank, const std::vector<Span>& spans, const Losses& losses) {
+  const std::vector<double> report = encode_report(spans, losses, rank.worker->stats());
+  const at::Tensor size = at::full({1}, static_cast<int64_t>(report.size()), at::kLong);
+  if (Status s = rank.send(size, kReportSizeTag); !s) return s;
+  if (Status s = rank.send(at::tensor(report, at::kDouble), kReportTag); !s) return s;
+  if (rank.run->program.workers[static_cast<size_t>(rank.env.rank)].replica != 0) return ok_status();
+  return rank.send(flat_params(rank.worker->live()->params), kWeightsTag);
+}
+
+// Rank 0: gathers every rank's report and the weights of each stage's replica 0.
+Result<RunReport> gather_at_root(Rank& rank, std::vector<Span> spans, Losses losses,
+                                 const std::vector<Seconds>& walls) {
+  const PreparedRun& run = *rank.run;
+  RunReport report;
+  report.workers.push_back(rank.worker->stats());
+  for (int r = 1; r < rank.env.world_size; ++r) {
+    auto size = rank.recv(r, {1}, at::kLong, kReportSizeTag);
+    if (!size) return size.error();
+    auto blob = rank.recv(r, {size->item<int64_t>()}, at::kDouble, kReportTag);
+    if (!blob) return blob.error();
+    const double* data = blob->data_ptr<double>();
+    WorkerStats stats;
+    decode_report(std::vector<double>(data, data + blob->numel()), run.program, r, spans, losses, stats);
+    report.workers.push_back(stats);
+  }
+  for (int w = 0; w < run.program.num_workers(); ++w) {
+    const WorkerInfo& info = run.program.workers[static_cast<size_t>(w)];
+    if (info.replica != 0) continue;
+    const StageModel& stage = run.stages[static_cast<size_t>(info.stage)];
+    at::Tensor flat = flat_params(rank.worker->live()->params);
+    if (w != 0) {
+      auto received = rank.recv(w, {stage.num_elements()}, at::kFloat, kWeightsTag);
+      if (!received) return received.error();
+      flat = *received;
+    }
+    for (auto& layer : stage_weights(stage, stage.views_of(flat))) report.weights.layers.push_back(std::move(layer));
+  }
+  std::sort(losses.begin(), losses.end());
+  for (size_t step = 0; step < walls.size(); ++step) {
+    std::vector<std::pair<int, double>> of_step;
+    for (const auto& [s, microbatch, loss] : losses) {
+      if (s == static_cast<int>(step)) of_step.emplace_back(microbatch, loss);
+    }
+    report.steps.push_back(StepReport{walls[step], mean_loss(of_step)});
+  }
+  report.trace = measured_trace(run.program, std::move(spans));
+  return report;
+}
+
+Status check_env(const RankEnv& env, const Program& program) {
+  if (env.world_size != program.num_workers()) {
+    return Error{fmt::format("WORLD_SIZE is {} but the plan has {} workers: one rank per worker is needed",
+                             env.world_size, program.num_workers())};
+  }
+  if (env.rank < 0 || env.rank >= env.world_size)
+    return Error{fmt::format("RANK {} is outside [0, WORLD_SIZE = {})", env.rank, env.world_size)};
+  return ok_status();
+}
+
+}  // namespace
+
+Result<RunReport> run_gloo_rank(const Plan& plan, const TrainOptions& options, const RankEnv& env) {
+  auto prepared = prepare_run(plan, options);
+  if (!prepared) return prepared.error();
+  if (Status s = check_env(env, (*prepared)->program); !s) return s.error();
+  at::set_num_threads(std::max(1, options.intra_op_threads));
+  try {
+    Rank rank{prepared->get(), env, options, {}, nullptr, nullptr, nullptr};
+    if (Status s = connect(rank); !s) return s.error();
+    std::vector<Span> spans;
+    Losses losses;
+    std::vector<Seconds> walls;
+    if (Status s = run_steps(rank, spans, losses, walls); !s) return s.error();
+    if (env.rank != 0) {
+      if (Status s = send_to_root(rank, spans, losses); !s) return s.error();
+      RunReport own;
+      own.workers.push_back(rank.worker->stats());
+      return own;
+    }
+    return gather_at_root(rank, std::move(spans), std::move(losses), walls);
+  } catch (const std::exception& e) {
+    return Error{fmt::format("rank {}: {}", env.rank, e.what())};
+  }
+}
+
+}  // namespace baton::exec

@@ -1,0 +1,138 @@
+#include "exec/run_setup.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "sim/schedules.h"
+#include "sim/validate.h"
+
+namespace baton::exec {
+
+namespace {
+
+// B's run since the previous STEP, for every STEP of one worker's list.
+std::vector<int> local_step_counts(const std::vector<Action>& actions) {
+  std::vector<int> counts;
+  int backwards = 0;
+  for (const Action& action : actions) {
+    if (action.kind == ActionKind::kBackward || action.kind == ActionKind::kBackwardWeight) ++backwards;
+    if (action.kind == ActionKind::kStep) {
+      counts.push_back(backwards);
+      backwards = 0;
+    }
+  }
+  return counts;
+}
+
+std::vector<std::vector<int>> step_divisors(const Program& program) {
+  const int workers = program.num_workers();
+  std::vector<std::vector<int>> local(static_cast<size_t>(workers));
+  for (int w = 0; w < workers; ++w) local[static_cast<size_t>(w)] = local_step_counts(program.actions[static_cast<size_t>(w)]);
+  std::vector<std::vector<int>> divisors = local;
+  for (const std::vector<int>& group : workers_by_stage(program)) {
+    if (group.size() < 2) continue;
+    for (int w : group) {
+      std::vector<int>& mine = divisors[static_cast<size_t>(w)];
+      std::fill(mine.begin(), mine.end(), 0);
+      for (int peer : group) {
+        const std::vector<int>& theirs = local[static_cast<size_t>(peer)];
+        for (size_t n = 0; n < mine.size() && n < theirs.size(); ++n) mine[n] += theirs[n];
+      }
+    }
+  }
+  return divisors;
+}
+
+std::vector<int> stage0_versions(const Program& program) {
+  std::vector<int> versions(static_cast<size_t>(program.microbatches), 0);
+  const std::vector<std::vector<int>> by_stage = workers_by_stage(program);
+  for (int w : by_stage[0]) {
+    int steps = 0;
+    for (const Action& action : program.actions[static_cast<size_t>(w)]) {
+      if (action.kind == ActionKind::kStep) ++steps;
+      if (action.kind == ActionKind::kForward) versions[static_cast<size_t>(action.microbatch)] = steps;
+    }
+  }
+  return versions;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<PreparedRun>> prepare_run(const Plan& plan, const TrainOptions& options) {
+  auto model = make_model(options.model);
+  if (!model) return model.error();
+  auto info = model_info(options.model);
+  if (!info) return info.error();
+  const Status fits = check_plan_for_model(plan, *info, "plan");
+  if (!fits) return fits.error();
+  auto run = std::make_unique<PreparedRun>();
+  run->model = std::make_unique<ModelDef>(std::move(*model));
+  run->plan = plan;
+  run->program = build_program(plan);
+  const Status valid = validate_program(run->program);
+  if (!valid) return Error{"the plan's program is invalid: " + valid.error().message};
+  for (const StagePlan& stage : plan.stages) run->stages.emplace_back(*run->model, stage.layers);
+  run->step_divisors = step_divisors(run->program);
+  if (plan.schedule == Schedule::kPipeDream && plan.vertical_sync)
+    run->stage0_versions = stage0_versions(run->program);
+  return run;
+}
+
+WorkerSetup worker_setup(const PreparedRun& run, int worker, const TrainOptions& options,
+                         Transport* transport, Reducer* reducer) {
+  const WorkerInfo& info = run.program.workers[static_cast<size_t>(worker)];
+  WorkerSetup setup;
+  setup.program = &run.program;
+  setup.worker = worker;
+  setup.stage = &run.stages[static_cast<size_t>(info.stage)];
+  setup.microbatch_size = run.plan.microbatch_size;
+  setup.options = options;
+  setup.transport = transport;
+  setup.reducer = reducer;
+  setup.step_divisors = run.step_divisors[static_cast<size_t>(worker)];
+  setup.forward_versions = run.stage0_versions;
+  return setup;
+}
+
+Trace measured_trace(const Program& program, std::vector<Span> spans) {
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
+    if (a.start != b.start) return a.start < b.start;
+    if (a.worker != b.worker) return a.worker < b.worker;
+    return a.action_index < b.action_index;
+  });
+  Trace trace;
+  trace.origin = "measured";
+  trace.workers = program.workers;
+  trace.num_stages = program.num_stages;
+  trace.spans = std::move(spans);
+  return trace;
+}
+
+std::vector<float> to_floats(const at::Tensor& tensor) {
+  const at::Tensor flat = tensor.detach().to(at::kFloat).contiguous().reshape({-1});
+  const float* data = flat.data_ptr<float>();
+  return std::vector<float>(data, data + flat.numel());
+}
+
+std::vector<std::vector<std::vector<float>>> stage_weights(const StageModel& stage,
+                                                           const std::vector<at::Tensor>& params) {
+  std::vector<std::vector<std::vector<float>>> layers;
+  size_t next = 0;
+  for (int l = stage.layers().begin; l < stage.layers().end; ++l) {
+    std::vector<std::vector<float>> layer;
+    const size_t count = stage.model().layers[static_cast<size_t>(l)].params.size();
+    for (size_t p = 0; p < count; ++p) layer.push_back(to_floats(params[next++]));
+    layers.push_back(std::move(layer));
+  }
+  return layers;
+}
+
+double mean_loss(const std::vector<std::pair<int, double>>& losses) {
+  if (losses.empty()) return 0.0;
+  double sum = 0.0;
+  for (const auto& [microbatch, loss] : losses) sum += loss;
+  return sum / static_cast<double>(losses.size());
+}
+
+}  // namespace baton::exec

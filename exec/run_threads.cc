@@ -1,0 +1,126 @@
+// The threads backend: every worker of the Program on its own thread of this
+// process, one Mailbox for transfers and a ThreadsReduceGroup per replicated
+// stage. A step starts all worker threads at a common origin and joins them;
+// if one fails, the mailbox and reduce groups are aborted so the others stop
+// waiting, and the first error is returned.
+#include <algorithm>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "exec/executor.h"
+#include "exec/run_setup.h"
+#include "exec/transport_threads.h"
+
+namespace baton::exec {
+
+namespace {
+
+struct ThreadsWorld {
+  std::unique_ptr<Mailbox> mailbox;
+  std::vector<std::unique_ptr<ThreadsReduceGroup>> groups;  // [stage], null when not replicated
+  std::vector<std::unique_ptr<ThreadsTransport>> transports; // [worker]
+  std::vector<std::unique_ptr<ThreadsReducer>> reducers;     // [worker], null when not replicated
+  std::vector<std::unique_ptr<Worker>> workers;
+
+  void abort() {
+    mailbox->abort();
+    for (auto& group : groups) {
+      if (group) group->abort();
+    }
+  }
+};
+
+ThreadsWorld make_world(const PreparedRun& run, const TrainOptions& options) {
+  ThreadsWorld world;
+  world.mailbox = std::make_unique<Mailbox>(run.program.num_workers(), options.timeout);
+  for (const StagePlan& stage : run.plan.stages) {
+    world.groups.push_back(stage.replicas > 1 ? std::make_unique<ThreadsReduceGroup>(stage.replicas, options.timeout)
+                                              : nullptr);
+  }
+  for (int w = 0; w < run.program.num_workers(); ++w) {
+    const WorkerInfo& info = run.program.workers[static_cast<size_t>(w)];
+    world.transports.push_back(std::make_unique<ThreadsTransport>(*world.mailbox));
+    ThreadsReduceGroup* group = world.groups[static_cast<size_t>(info.stage)].get();
+    world.reducers.push_back(group ? std::make_unique<ThreadsReducer>(*group, info.replica) : nullptr);
+    world.workers.push_back(std::make_unique<Worker>(
+        worker_setup(run, w, options, world.transports.back().get(), world.reducers.back().get())));
+  }
+  return world;
+}
+
+// Runs one step on all threads; spans of every worker go to `spans` when not null.
+Result<StepReport> run_step(ThreadsWorld& world, int step, int intra_op_threads,
+                            std::vector<std::vector<Span>>* spans) {
+  const size_t count = world.workers.size();
+  std::vector<Status> results(count, ok_status());
+  std::mutex first_error;
+  const Clock::time_point origin = Clock::now();
+  {
+    std::vector<std::jthread> threads;
+    for (size_t w = 0; w < count; ++w) {
+      threads.emplace_back([&, w] {
+        // OpenMP's thread count is per calling thread: set it in every worker.
+        at::set_num_threads(intra_op_threads);
+        results[w] = world.workers[w]->run_iteration(step, origin, spans ? &(*spans)[w] : nullptr);
+        if (!results[w]) world.abort();
+      });
+    }
+  }
+  const Seconds wall(std::chrono::duration<double>(Clock::now() - origin).count());
+  // Report the root cause: a worker's own failure rather than a peer's "abandoned".
+  for (const Status& result : results) {
+    if (!result && result.error().message.find("abandoned") == std::string::npos) return result.error();
+  }
+  for (const Status& result : results) {
+    if (!result) return result.error();
+  }
+  std::vector<std::pair<int, double>> losses;
+  for (const auto& worker : world.workers) {
+    losses.insert(losses.end(), worker->losses().begin(), worker->losses().end());
+  }
+  std::sort(losses.begin(), losses.end());
+  return StepReport{wall, mean_loss(losses)};
+}
+
+Weights final_weights(const PreparedRun& run, const ThreadsWorld& world) {
+  Weights weights;
+  for (size_t w = 0; w < world.workers.size(); ++w) {
+    const WorkerInfo& info = run.program.workers[w];
+    if (info.replica != 0) continue;
+    auto layers = stage_weights(run.stages[static_cast<size_t>(info.stage)], world.workers[w]->live()->params);
+    for (auto& layer : layers) weights.layers.push_back(std::move(layer));
+  }
+  return weights;
+}
+
+}  // namespace
+
+Result<RunReport> run_threads(const Plan& plan, const TrainOptions& options) {
+  auto prepared = prepare_run(plan, options);
+  if (!prepared) return prepared.error();
+  const PreparedRun& run = **prepared;
+  at::set_num_threads(std::max(1, options.intra_op_threads));
+  try {
+    ThreadsWorld world = make_world(run, options);
+    RunReport report;
+    std::vector<std::vector<Span>> spans(world.workers.size());
+    for (int step = 0; step < options.steps; ++step) {
+      const bool last = step + 1 == options.steps;
+      auto result = run_step(world, step, std::max(1, options.intra_op_threads), last ? &spans : nullptr);
+      if (!result) return result.error();
+      report.steps.push_back(*result);
+    }
+    std::vector<Span> all;
+    for (auto& list : spans) all.insert(all.end(), list.begin(), list.end());
+    report.trace = measured_trace(run.program, std::move(all));
+    report.weights = final_weights(run, world);
+    for (const auto& worker : world.workers) report.workers.push_back(worker->stats());
+    return report;
+  } catch (const std::exception& e) {
+    return Error{fmt::format("threads backend: {}", e.what())};
+  }
+}
+
+}  // namespace baton::exec

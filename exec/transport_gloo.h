@@ -1,0 +1,64 @@
+// c10d Gloo transport for the gloo backend: one process per worker (rank =
+// worker id).
+//
+// Groups: `connect_world` joins the world group over a TCPStore (rank 0
+// serves it) under the prefix "world/". A replicated stage's members join a
+// group of their own, `connect_subgroup`, over a PrefixStore "stage<s>/" of
+// the same store: LibTorch 1.13's C++ API has no new_group, but a
+// ProcessGroupGloo built by exactly the members over a private key prefix is
+// one (non-members build nothing).
+// Tags: c10d's send/recv match on (peer, tag) with tag >= 0; baton uses
+// tag = 2 * sequence + payload, unique within a run; tags from
+// kFirstControlTag up are for the end-of-run gathers.
+// Gloo's device: loopback when the master address is loopback; otherwise the
+// interface named by GLOO_SOCKET_IFNAME, else the one the hostname resolves to.
+// Thread safety: one worker thread per process uses these.
+#pragma once
+
+#include <string>
+
+#include "exec/executor.h"
+#include "exec/transport.h"
+
+namespace baton::exec {
+
+constexpr int kFirstControlTag = 1 << 30;
+
+struct GlooGroups {
+  c10::intrusive_ptr<::c10d::Store> store;
+  c10::intrusive_ptr<compat::GlooGroup> world;
+};
+
+Result<GlooGroups> connect_world(const RankEnv& env, Seconds timeout);
+// This rank is member `member` (its replica index) of stage `stage`'s
+// `members` replicas; every member calls this, no one else does.
+Result<c10::intrusive_ptr<compat::GlooGroup>> connect_subgroup(const GlooGroups& groups, int stage,
+                                                              int member, int members, Seconds timeout,
+                                                              const std::string& master_addr);
+
+// Waits for a c10d work item, turning its exceptions into Errors.
+Status wait_work(const c10::intrusive_ptr<::c10d::Work>& work, Seconds timeout, const std::string& what);
+
+class GlooTransport final : public Transport {
+ public:
+  GlooTransport(c10::intrusive_ptr<compat::GlooGroup> world, Seconds timeout)
+      : world_(std::move(world)), timeout_(timeout) {}
+  Result<PendingPtr> send(const MessageKey& key, const at::Tensor& tensor) override;
+  Result<at::Tensor> recv(const MessageKey& key, const std::vector<int64_t>& shape,
+                          at::ScalarType dtype) override;
+
+ private:
+  c10::intrusive_ptr<compat::GlooGroup> world_;
+  Seconds timeout_;
+};
+
+class GlooReducer final : public Reducer {
+ public:
+  explicit GlooReducer(c10::intrusive_ptr<compat::GlooGroup> group) : group_(std::move(group)) {}
+  Result<PendingPtr> allreduce(const at::Tensor& flat) override;
+
+ private:
+  c10::intrusive_ptr<compat::GlooGroup> group_;
+};
+
+}  // namespace baton::exec

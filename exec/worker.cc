@@ -1,0 +1,278 @@
+#include "exec/worker.h"
+
+#include <time.h>
+
+#include <exception>
+
+#include <fmt/format.h>
+
+namespace baton::exec {
+
+namespace {
+
+Seconds since(Clock::time_point origin, Clock::time_point t) {
+  return Seconds(std::chrono::duration<double>(t - origin).count());
+}
+
+Stream stream_of(ActionKind kind) { return is_compute(kind) ? Stream::kCompute : Stream::kComm; }
+
+// CPU time consumed by the calling thread.
+Seconds thread_cpu_time() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return Seconds(static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec));
+}
+
+}  // namespace
+
+Worker::Worker(WorkerSetup setup) : setup_(std::move(setup)) {
+  const StageModel& stage = *setup_.stage;
+  live_ = counter_.make(0, stage.initial_params(setup_.options.seed));
+  gradient_flat_ = at::zeros({stage.num_elements()});
+  gradient_views_ = stage.views_of(gradient_flat_);
+}
+
+int64_t Worker::sequence(int microbatch) const {
+  return static_cast<int64_t>(step_) * setup_.program->microbatches + microbatch;
+}
+
+void Worker::begin_iteration(int step) {
+  step_ = step;
+  pass_base_ = live_->number;
+  inflight_.assign(static_cast<size_t>(setup_.program->microbatches), InFlight{});
+  losses_.clear();
+  kept_.clear();
+  uses_left_.clear();
+  if (setup_.forward_versions.empty()) return;
+  for (const Action& action : setup_.program->actions[static_cast<size_t>(setup_.worker)]) {
+    if (action.kind != ActionKind::kForward) continue;
+    ++uses_left_[pass_base_ + setup_.forward_versions[static_cast<size_t>(action.microbatch)]];
+  }
+  if (uses_left_.count(live_->number) > 0) kept_[live_->number] = live_;
+}
+
+Status Worker::run_iteration(int step, Clock::time_point origin, std::vector<Span>* spans) {
+  begin_iteration(step);
+  origin_ = origin;
+  spans_ = spans;
+  const std::vector<Action>& actions = setup_.program->actions[static_cast<size_t>(setup_.worker)];
+  const Seconds loop_cpu_start = thread_cpu_time();
+  const Clock::time_point loop_start = Clock::now();
+  for (size_t i = 0; i < actions.size(); ++i) {
+    const Action& action = actions[i];
+    const size_t sends_before = sends_.size();
+    const size_t reduces_before = reduces_.size();
+    const Seconds cpu_start = is_compute(action.kind) ? thread_cpu_time() : Seconds();
+    Result<Timing> timing = Error{};
+    try {
+      timing = run_action(action);
+    } catch (const std::exception& e) {
+      timing = Error{e.what()};
+    }
+    if (is_compute(action.kind)) stats_.compute_cpu += thread_cpu_time() - cpu_start;
+    if (!timing) {
+      spans_ = nullptr;
+      return Error{fmt::format("worker {}, action {} ({}), step {}: {}", setup_.worker, i,
+                               to_string(action), step, timing.error().message)};
+    }
+    const int span_index = spans != nullptr ? static_cast<int>(spans->size()) : -1;
+    if (spans != nullptr) {
+      spans->push_back(Span{setup_.worker, static_cast<int32_t>(i), action, stream_of(action.kind),
+                            since(origin, timing->start), since(origin, timing->end), Bytes(timing->bytes)});
+    }
+    if (sends_.size() > sends_before) sends_.back().span = span_index;
+    if (reduces_.size() > reduces_before) reduces_.back().span = span_index;
+    poll_outstanding(sends_);
+  }
+  const Status drained = drain(sends_);
+  spans_ = nullptr;
+  stats_.loop += since(loop_start, Clock::now());
+  stats_.loop_cpu += thread_cpu_time() - loop_cpu_start;
+  stats_.actions += static_cast<int64_t>(actions.size());
+  stats_.peak_weight_versions = counter_.peak();
+  if (!drained) return Error{fmt::format("worker {}: {}", setup_.worker, drained.error().message)};
+  return ok_status();
+}
+
+Result<Worker::Timing> Worker::run_action(const Action& action) {
+  switch (action.kind) {
+    case ActionKind::kForward: return forward(action.microbatch);
+    case ActionKind::kBackward: return backward(action.microbatch);
+    case ActionKind::kSendAct:
+    case ActionKind::kSendGrad: return send(action);
+    case ActionKind::kRecvAct:
+    case ActionKind::kRecvGrad: return recv(action);
+    case ActionKind::kAllReduce: return allreduce();
+    case ActionKind::kStep: return step(action.microbatch);
+    case ActionKind::kBackwardInput:
+    case ActionKind::kBackwardWeight: break;
+  }
+  return Error{"split backward (I/W) is not supported by the executor"};
+}
+
+Result<VersionPtr> Worker::version_for_forward(int microbatch) {
+  if (setup_.forward_versions.empty()) return live_;
+  const int number = pass_base_ + setup_.forward_versions[static_cast<size_t>(microbatch)];
+  auto it = kept_.find(number);
+  if (it == kept_.end()) return Error{fmt::format("vertical sync: weight version {} is not held", number)};
+  VersionPtr version = it->second;
+  if (--uses_left_[number] == 0) kept_.erase(it);
+  return version;
+}
+
+Result<Worker::Timing> Worker::forward(int microbatch) {
+  InFlight& mb = inflight_[static_cast<size_t>(microbatch)];
+  auto version = version_for_forward(microbatch);
+  if (!version) return version.error();
+  const StageModel& stage = *setup_.stage;
+  const ModelDef& model = stage.model();
+  const int64_t batch = setup_.microbatch_size;
+  Timing timing{Clock::now(), {}, 0};
+  if (stage.is_first()) {
+    mb.input = model.sample(setup_.options.seed, sequence(microbatch) * batch, batch).input;
+  } else {
+    mb.input = mb.received.detach().requires_grad_(true);
+    mb.received = at::Tensor();
+  }
+  mb.output = stage.forward(mb.input, (*version)->params);
+  if (stage.is_last()) {
+    mb.output = model.loss(mb.output, model.sample(setup_.options.seed, sequence(microbatch) * batch, batch).target);
+    losses_.emplace_back(microbatch, mb.output.item<double>());
+  }
+  mb.version = std::move(*version);
+  timing.end = Clock::now();
+  stats_.compute += since(timing.start, timing.end);
+  return timing;
+}
+
+// Without weight stashing: the forward again, from the stashed input, with
+// the live weights (the last stage's loss included).
+at::Tensor Worker::recompute_with_live(InFlight& mb, int microbatch) {
+  const StageModel& stage = *setup_.stage;
+  if (!stage.is_first()) mb.input = mb.input.detach().requires_grad_(true);
+  at::Tensor out = stage.forward(mb.input, live_->params);
+  if (!stage.is_last()) return out;
+  const int64_t batch = setup_.microbatch_size;
+  const Sample sample = stage.model().sample(setup_.options.seed, sequence(microbatch) * batch, batch);
+  return stage.model().loss(out, sample.target);
+}
+
+Result<Worker::Timing> Worker::backward(int microbatch) {
+  InFlight& mb = inflight_[static_cast<size_t>(microbatch)];
+  const StageModel& stage = *setup_.stage;
+  Timing timing{Clock::now(), {}, 0};
+  const VersionPtr& used = setup_.options.weight_stashing ? mb.version : live_;
+  if (used != mb.version) mb.output = recompute_with_live(mb, microbatch);
+  const bool input_grad = !stage.is_first();
+  {  // scoped so that freeing the gradients counts as the backward's work
+    std::vector<at::Tensor> inputs = used->params;
+    if (input_grad) inputs.push_back(mb.input);
+    std::vector<at::Tensor> grad_outputs;
+    if (!stage.is_last()) grad_outputs.push_back(mb.grad_output);
+    std::vector<at::Tensor> grads = torch::autograd::grad({mb.output}, inputs, grad_outputs);
+    at::NoGradGuard no_grad;
+    for (size_t i = 0; i < gradient_views_.size(); ++i) gradient_views_[i].add_(grads[i]);
+    if (input_grad) mb.grad_input = grads.back();
+  }
+  mb.input = mb.output = mb.grad_output = at::Tensor();
+  mb.version.reset();
+  timing.end = Clock::now();
+  stats_.compute += since(timing.start, timing.end);
+  return timing;
+}
+
+Result<Worker::Timing> Worker::send(const Action& action) {
+  InFlight& mb = inflight_[static_cast<size_t>(action.microbatch)];
+  const bool activation = action.kind == ActionKind::kSendAct;
+  at::Tensor tensor = activation ? mb.output.detach() : mb.grad_input;
+  if (!activation) mb.grad_input = at::Tensor();
+  const MessageKey key{setup_.worker, action.peer, activation ? Payload::kActivation : Payload::kGradient,
+                       sequence(action.microbatch)};
+  Timing timing{Clock::now(), {}, static_cast<int64_t>(tensor.nbytes())};
+  auto pending = setup_.transport->send(key, tensor);
+  if (!pending) return pending.error();
+  timing.end = Clock::now();
+  if (*pending) sends_.push_back(Outstanding{-1, std::move(*pending)});
+  return timing;
+}
+
+Result<Worker::Timing> Worker::recv(const Action& action) {
+  InFlight& mb = inflight_[static_cast<size_t>(action.microbatch)];
+  const bool activation = action.kind == ActionKind::kRecvAct;
+  const StageModel& stage = *setup_.stage;
+  const int64_t batch = setup_.microbatch_size;
+  const MessageKey key{action.peer, setup_.worker, activation ? Payload::kActivation : Payload::kGradient,
+                       sequence(action.microbatch)};
+  Timing timing{Clock::now(), {}, 0};
+  auto tensor = activation ? setup_.transport->recv(key, stage.input_shape(batch), stage.input_dtype())
+                           : setup_.transport->recv(key, stage.output_shape(batch), at::kFloat);
+  if (!tensor) return tensor.error();
+  timing.end = Clock::now();
+  timing.bytes = static_cast<int64_t>(tensor->nbytes());
+  (activation ? mb.received : mb.grad_output) = std::move(*tensor);
+  stats_.waiting += since(timing.start, timing.end);
+  return timing;
+}
+
+Result<Worker::Timing> Worker::allreduce() {
+  if (setup_.reducer == nullptr) return Error{"ALLREDUCE on a stage without replicas"};
+  Timing timing{Clock::now(), {}, static_cast<int64_t>(gradient_flat_.nbytes())};
+  auto pending = setup_.reducer->allreduce(gradient_flat_);
+  if (!pending) return pending.error();
+  timing.end = Clock::now();
+  reduces_.push_back(Outstanding{-1, std::move(*pending)});
+  return timing;
+}
+
+Result<Worker::Timing> Worker::step(int round) {
+  const Clock::time_point wait_start = Clock::now();
+  const Status reduced = drain(reduces_);
+  if (!reduced) return reduced.error();
+  const std::vector<int>& divisors = setup_.step_divisors;
+  if (round < 0 || round >= static_cast<int>(divisors.size()) || divisors[static_cast<size_t>(round)] < 1)
+    return Error{fmt::format("STEP {} has no gradients to apply", round)};
+  Timing timing{Clock::now(), {}, 0};
+  stats_.waiting += since(wait_start, timing.start);
+  const double scale = setup_.options.learning_rate / divisors[static_cast<size_t>(round)];
+  VersionPtr previous = std::move(live_);
+  std::vector<at::Tensor> next;
+  {
+    at::NoGradGuard no_grad;
+    next.reserve(previous->params.size());
+    for (size_t i = 0; i < gradient_views_.size(); ++i)
+      next.push_back(previous->params[i] - gradient_views_[i] * scale);
+    gradient_flat_.zero_();
+  }
+  const int number = previous->number + 1;
+  previous.reset();  // freed here unless a stash or a future forward holds it
+  live_ = counter_.make(number, as_leaves(std::move(next)));
+  if (uses_left_.count(live_->number) > 0) kept_[live_->number] = live_;
+  timing.end = Clock::now();
+  stats_.compute += since(timing.start, timing.end);
+  return timing;
+}
+
+void Worker::poll_outstanding(std::vector<Outstanding>& list) {
+  if (list.empty()) return;
+  std::erase_if(list, [&](Outstanding& item) {
+    if (!item.pending->done()) return false;
+    mark_end(item.span, Clock::now());
+    return true;
+  });
+}
+
+Status Worker::drain(std::vector<Outstanding>& list) {
+  for (Outstanding& item : list) {
+    const Status status = item.pending->wait(setup_.options.timeout);
+    if (!status) return status;
+    mark_end(item.span, Clock::now());
+  }
+  list.clear();
+  return ok_status();
+}
+
+void Worker::mark_end(int span, Clock::time_point t) {
+  if (spans_ != nullptr && span >= 0) (*spans_)[static_cast<size_t>(span)].end = since(origin_, t);
+}
+
+}  // namespace baton::exec

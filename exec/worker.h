@@ -1,0 +1,125 @@
+// Worker: the interpreter of one worker's action list, the executor's
+// counterpart of the simulator's engine. It runs the actions strictly in order:
+//
+//   F k        forward of the stage's layers on microbatch k with the weight
+//              version chosen below; the first stage generates the input of
+//              sample sequence (step * M + k), the last stage its target and
+//              the loss. Input and output (with its autograd graph) and the
+//              version stay stashed until B k.
+//   B k        torch::autograd::grad of the output (the loss on the last
+//              stage, else with the received output gradient) with respect to
+//              the version's parameters and the stage input; parameter
+//              gradients are added to the gradient buffer, the input gradient
+//              kept for SEND_GRAD; the stash is released.
+//   SEND_* k   hands the output (or input gradient) to the Transport; does not
+//              block; the span ends when the transfer is seen complete.
+//   RECV_* k   blocks until the activation (or output gradient) is there.
+//   ALLREDUCE  issues the sum of the gradient buffer over the stage's
+//              replicas; does not block.
+//   STEP n     waits for this worker's ALLREDUCE, then makes the next weight
+//              version w - lr * buffer / divisor(n) out of place and zeroes
+//              the buffer; divisor(n) = microbatches whose gradients it holds.
+//
+// Version used by F k: the live one; with vertical sync, the version whose
+// number (relative to this pass) stage 0 used for k, `forward_versions[k]`,
+// kept alive until its last forward. Without weight stashing (a study mode),
+// B recomputes its forward from the stashed input with the live version.
+// Spans: one per action, times from `origin` (see exec/executor.h).
+// Thread safety: a Worker is used by one thread at a time.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "exec/executor.h"
+#include "exec/stage.h"
+#include "exec/transport.h"
+#include "sim/program.h"
+#include "sim/trace.h"
+
+namespace baton::exec {
+
+using Clock = std::chrono::steady_clock;
+
+struct WorkerSetup {
+  const Program* program = nullptr;
+  int worker = 0;
+  const StageModel* stage = nullptr;
+  int microbatch_size = 1;
+  TrainOptions options;
+  Transport* transport = nullptr;
+  Reducer* reducer = nullptr;        // null unless the stage has replicas
+  std::vector<int> step_divisors;    // [round]
+  std::vector<int> forward_versions; // [microbatch], vertical sync only; else empty
+};
+
+class Worker {
+ public:
+  explicit Worker(WorkerSetup setup);
+
+  // Runs the whole action list once as iteration `step`. Appends one span per
+  // action to `spans` when it is not null.
+  Status run_iteration(int step, Clock::time_point origin, std::vector<Span>* spans);
+
+  const WorkerStats& stats() const { return stats_; }
+  // (microbatch, loss) of the last iteration; last stage only.
+  const std::vector<std::pair<int, double>>& losses() const { return losses_; }
+  const VersionPtr& live() const { return live_; }
+  int worker() const { return setup_.worker; }
+
+ private:
+  struct InFlight {
+    at::Tensor received;     // RECV_ACT
+    at::Tensor input;        // the stage input as used by F (a leaf when differentiable)
+    at::Tensor output;       // stage output, or the loss on the last stage
+    VersionPtr version;
+    at::Tensor grad_output;  // RECV_GRAD
+    at::Tensor grad_input;   // for SEND_GRAD
+  };
+  struct Timing {
+    Clock::time_point start;
+    Clock::time_point end;
+    int64_t bytes = 0;
+  };
+  struct Outstanding {
+    int span = -1;  // index into the iteration's spans, -1 when not recorded
+    PendingPtr pending;
+  };
+
+  void begin_iteration(int step);
+  Result<Timing> run_action(const Action& action);
+  Result<Timing> forward(int microbatch);
+  Result<Timing> backward(int microbatch);
+  Result<Timing> send(const Action& action);
+  Result<Timing> recv(const Action& action);
+  Result<Timing> allreduce();
+  Result<Timing> step(int round);
+  Result<VersionPtr> version_for_forward(int microbatch);
+  at::Tensor recompute_with_live(InFlight& mb, int microbatch);
+  // Ends the spans of the finished transfers (poll) or of all of them (drain).
+  void poll_outstanding(std::vector<Outstanding>& list);
+  Status drain(std::vector<Outstanding>& list);
+  void mark_end(int span, Clock::time_point t);
+  int64_t sequence(int microbatch) const;
+
+  WorkerSetup setup_;
+  VersionCounter counter_;            // declared before every VersionPtr holder
+  VersionPtr live_;
+  std::map<int, VersionPtr> kept_;    // vertical sync: versions future forwards need
+  std::map<int, int> uses_left_;      // vertical sync: forwards left per version number
+  at::Tensor gradient_flat_;
+  std::vector<at::Tensor> gradient_views_;
+  std::vector<InFlight> inflight_;    // [microbatch], this iteration
+  std::vector<Outstanding> sends_;
+  std::vector<Outstanding> reduces_;
+  std::vector<std::pair<int, double>> losses_;
+  WorkerStats stats_;
+  int step_ = 0;
+  int pass_base_ = 0;                 // live version number when the iteration began
+  Clock::time_point origin_;          // this iteration's time zero
+  std::vector<Span>* spans_ = nullptr; // this iteration's spans, when recorded
+};
+
+}  // namespace baton::exec
