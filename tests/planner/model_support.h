@@ -13,6 +13,7 @@
 #include "sim/profile.h"
 #include "sim/simulator.h"
 #include "sim/topology.h"
+#include "tests/sim/test_support.h"
 
 namespace baton::model_testing {
 
@@ -42,14 +43,7 @@ inline Profile chain_profile(const std::vector<LayerSpec>& specs) {
 }
 
 inline Plan placed_plan(const std::string& stages, Schedule schedule, int microbatches, const Topology& topology) {
-  Plan plan;
-  plan.schedule = schedule;
-  plan.microbatches = microbatches;
-  auto parsed = parse_stages(stages);
-  REQUIRE(parsed.ok());
-  plan.stages = *parsed;
-  REQUIRE(assign_devices(plan, topology).ok());
-  return plan;
+  return baton::testing::make_plan(stages, schedule, microbatches, topology);
 }
 
 inline Metrics simulated_metrics(Plan plan, const Profile& profile, const Topology& topology, int minibatches) {
