@@ -170,8 +170,8 @@ int run_compare(const CompareArgs& args) {
 
 void add_compare_command(CLI::App& app, CommandResult& result) {
   auto args = std::make_shared<CompareArgs>();
-  CLI::App* cmd = app.add_subcommand(
-      "compare",
+  CLI::App* cmd = app.add_subcommand("compare", "Put a predicted and a measured trace side by side");
+  cmd->footer(
       "Compare a predicted trace (baton simulate --trace) with a measured one (baton run --trace) of the\n"
       "same plan: iteration-time error, per-stage and per-action-kind errors, and optionally both Gantt\n"
       "charts one above the other in one SVG.\n\n"

@@ -185,8 +185,8 @@ int run_command(const RunArgs& args);
 
 void add_run_command(CLI::App& app, CommandResult& result) {
   auto args = std::make_shared<RunArgs>();
-  CLI::App* cmd = app.add_subcommand(
-      "run",
+  CLI::App* cmd = app.add_subcommand("run", "Execute a plan with LibTorch and record a measured trace");
+  cmd->footer(
       "Execute a plan's Program with the LibTorch executor on synthetic data and measure it: time per\n"
       "step, loss, a measured trace with the simulator's action ids (compare it with `baton compare`).\n\n"
       "Examples:\n"
