@@ -4,6 +4,9 @@
 // fresh leaf, so each layer's forward and backward can be timed on its own:
 //   forward  l: y_l = layer_l(x_l)            (the last layer: + the loss)
 //   backward l: grad of y_l w.r.t. (params_l, x_l), given dL/dy_l
+//   optimizer l: what the executor's STEP does to the layer's parameters
+//                (exec/worker.cc): w - lr * g out of place into new leaves,
+//                and the gradient buffer zeroed
 // On CUDA the device is synchronised around every timed region.
 // The median over the measured steps is kept.
 #include <algorithm>
@@ -25,6 +28,7 @@ using Clock = std::chrono::steady_clock;
 struct LayerTimes {
   std::vector<double> forward_s;
   std::vector<double> backward_s;
+  std::vector<double> optimizer_s;
 };
 
 struct Profiler {
@@ -63,14 +67,22 @@ void Profiler::measure_step(std::vector<LayerTimes>& times, std::vector<int64_t>
     }));
   }
   at::Tensor grad_output;
+  std::vector<at::Tensor> grads;
   for (size_t l = layers; l-- > 0;) {
     times[l].backward_s.push_back(timed([&] {
       std::vector<at::Tensor> wrt = params[l];
       if (l > 0) wrt.push_back(inputs[l]);
       std::vector<at::Tensor> seeds;
       if (grad_output.defined()) seeds.push_back(grad_output);
-      std::vector<at::Tensor> grads = torch::autograd::grad({outputs[l]}, wrt, seeds);
+      grads = torch::autograd::grad({outputs[l]}, wrt, seeds);
       if (l > 0) grad_output = grads.back();
+    }));
+    times[l].optimizer_s.push_back(timed([&] {
+      at::NoGradGuard no_grad;
+      std::vector<at::Tensor> next;
+      for (size_t p = 0; p < params[l].size(); ++p) next.push_back(params[l][p] - grads[p] * 0.05);
+      for (size_t p = 0; p < params[l].size(); ++p) grads[p].zero_();
+      next = as_leaves(std::move(next));
     }));
   }
 }
@@ -104,6 +116,7 @@ Profile to_profile(const ModelDef& model, const ProfileOptions& options, int mic
     layer.description = def.description;
     layer.forward = Seconds(median(times[l].forward_s));
     layer.backward = Seconds(median(times[l].backward_s));
+    layer.optimizer = Seconds(median(times[l].optimizer_s));
     layer.output_bytes = Bytes(output_bytes[l]);
     int64_t params = 0;
     for (const ParamDef& p : def.params) {

@@ -162,13 +162,14 @@ void PipeDreamBuilder::add_nodes() {
   }
 }
 
-// F(m + w r), B(m), [ALLREDUCE, STEP], F(m + (w + 1) r) on every worker of s.
+// F(m + w r), B(m), [ALLREDUCE, STEP], F(m + (w + 1) r) on every worker of s;
+// the STEP's compute time is charged to the edge into that next F.
 void PipeDreamBuilder::add_program_order(int s) {
   const int64_t r = plan_.stages[s].replicas;
   const StageCost& cost = costs_[s];
   for (int64_t m = 0; m < period_; ++m) {
     edge(forward(s, m + lead_[s]), backward(s, m), compute(cost.backward));
-    if (r == 1) edge(backward(s, m), forward(s, m + lead_[s] + 1), compute(cost.forward));
+    if (r == 1) edge(backward(s, m), forward(s, m + lead_[s] + 1), compute(cost.step + cost.forward));
   }
   if (r > 1) add_all_reduce(s);
 }
@@ -182,7 +183,7 @@ void PipeDreamBuilder::add_all_reduce(int s) {
   for (int64_t m = 0; m < period_; ++m) edge(backward(s, m), join(s, m / r), allreduce);
   for (int64_t n = 0; n < period_ / r; ++n)
     for (int64_t j = 0; j < r; ++j)
-      edge(join(s, n), forward(s, (n + 1) * r + j + lead_[s]), compute(costs_[s].forward));
+      edge(join(s, n), forward(s, (n + 1) * r + j + lead_[s]), compute(costs_[s].step + costs_[s].forward));
 }
 
 // Activations down the cut after stage s, gradients back up.
@@ -253,6 +254,10 @@ void FlushBuilder::add_worker(const std::vector<Action>& actions, int worker) {
       const Seconds allreduce = network_.allreduce_time(plan_.stages[s].devices, costs_[s].params);
       writer_.edge(previous, joins_[s], EdgeCost{Seconds(0.0), Seconds(0.0), allreduce}, 0);
       previous = joins_[s];  // the STEP after it, and anything later, waits for it
+    } else if (action.kind == ActionKind::kStep && costs_[s].step.value > 0.0) {
+      const int id = writer_.node(Event{EventKind::kStep, s, k});
+      writer_.edge(previous, id, compute(costs_[s].step), 0);
+      previous = id;
     }
   }
 }

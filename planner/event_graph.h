@@ -58,7 +58,7 @@
 
 namespace baton {
 
-enum class EventKind : uint8_t { kStart, kForward, kBackward, kAllReduce, kTransfer };
+enum class EventKind : uint8_t { kStart, kForward, kBackward, kAllReduce, kTransfer, kStep };
 
 struct Event {
   EventKind kind = EventKind::kStart;

@@ -170,6 +170,7 @@ Seconds Engine::compute_time(const Action& action) const {
     case ActionKind::kBackward: return cost.backward;
     case ActionKind::kBackwardInput: return cost.backward_input;
     case ActionKind::kBackwardWeight: return cost.backward_weight;
+    case ActionKind::kStep: return cost.step;
     default: return Seconds(0.0);
   }
 }

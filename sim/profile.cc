@@ -139,6 +139,11 @@ Result<Layer> read_layer(const json& value, const FieldPath& at, int index,
     layer.backward_input = Seconds::from_ms(*bi);
     layer.backward_weight = Seconds::from_ms(*bw);
   }
+  if (value.contains("optimizer_ms")) {
+    auto optimizer = json_fields::read_number(value, at, "optimizer_ms", 0.0, false);
+    if (!optimizer) return optimizer.error();
+    layer.optimizer = Seconds::from_ms(*optimizer);
+  }
   auto out = json_fields::read_integer(value, at, "output_bytes", 0);
   if (!out) return out.error();
   auto params = json_fields::read_integer(value, at, "param_bytes", 0);
@@ -199,6 +204,7 @@ nlohmann::json profile_to_json(const Profile& profile) {
                   {"output_bytes", layer.output_bytes.value},
                   {"param_bytes", layer.param_bytes.value}};
     if (!layer.description.empty()) entry["description"] = layer.description;
+    if (layer.optimizer.value > 0.0) entry["optimizer_ms"] = layer.optimizer.ms();
     if (layer.backward_input) {
       entry["backward_input_ms"] = layer.backward_input->ms();
       entry["backward_weight_ms"] = layer.backward_weight->ms();

@@ -11,6 +11,8 @@
 //                optional "backward_input_ms", "backward_weight_ms": num (both or neither;
 //                  their sum should equal backward_ms),
 //                "output_bytes": int, "param_bytes": int,
+//                optional "optimizer_ms": num (one optimizer step over the layer's
+//                  parameters; default 0),
 //                optional "description": str, optional "inputs": [layer names]}]}
 //
 // Invariants after loading: at least one layer; names unique; every time and
@@ -36,6 +38,7 @@ struct Layer {
   Seconds backward;                   // full backward (input + weight gradients)
   std::optional<Seconds> backward_input;   // zero-bubble split, when profiled
   std::optional<Seconds> backward_weight;
+  Seconds optimizer;                  // one optimizer step over its parameters (STEP)
   Bytes output_bytes;                 // activation this layer hands to its consumers
   Bytes param_bytes;
   std::vector<int> inputs;            // producer layer indices (< own index)

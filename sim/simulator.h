@@ -9,7 +9,8 @@
 //   worker until the data is there;
 // - ALLREDUCE starts when the last replica of the stage has issued it and lasts
 //   Network::allreduce_time(stage devices, stage params); STEP waits for it;
-//   STEP itself costs no compute time;
+//   STEP then runs on the compute stream for the stage's optimizer time
+//   (StageCost::step, zero unless the profile gives optimizer_ms);
 // - memory is followed action by action (MemoryTracker).
 //
 // Measurement window:

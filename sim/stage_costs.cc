@@ -12,6 +12,7 @@ StageCost cost_of_range(const Profile& profile, LayerRange range, double speed) 
     cost.backward += layer.backward / speed;
     cost.backward_input += layer.backward_input.value_or(layer.backward * 0.5) / speed;
     cost.backward_weight += layer.backward_weight.value_or(layer.backward * 0.5) / speed;
+    cost.step += layer.optimizer / speed;
   }
   cost.activation_out = output_bytes(profile, range);
   cost.stash = stashed_activation_bytes(profile, range);

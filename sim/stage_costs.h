@@ -3,6 +3,8 @@
 //
 // Sizes (per microbatch unless said otherwise):
 //   forward, backward          = sums over the stage's layers / device relative_speed
+//   step                       = sum of the layers' optimizer times / relative_speed: what a
+//                                STEP costs on the compute stream
 //   backward_input/_weight     = sums of the profiled split; where a layer has no
 //                                split, half of its backward each (stated guess)
 //   activation_out             = bytes crossing the cut after the stage (sent forward;
@@ -26,6 +28,7 @@ struct StageCost {
   Seconds backward;
   Seconds backward_input;
   Seconds backward_weight;
+  Seconds step;
   Bytes activation_out;
   Bytes stash;
   Bytes params;

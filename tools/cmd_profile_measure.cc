@@ -46,9 +46,10 @@ int run_measure(const MeasureArgs& args) {
     write_file_atomic(args.output, text);
   }
   for (const Layer& layer : profile.layers) {
-    std::fprintf(stderr, "  %-8s forward %s  backward %s  output %s  params %s\n", layer.name.c_str(),
-                 human_seconds(layer.forward).c_str(), human_seconds(layer.backward).c_str(),
-                 human_bytes(layer.output_bytes).c_str(), human_bytes(layer.param_bytes).c_str());
+    std::fprintf(stderr, "  %-8s forward %s  backward %s  optimizer %s  output %s  params %s\n",
+                 layer.name.c_str(), human_seconds(layer.forward).c_str(), human_seconds(layer.backward).c_str(),
+                 human_seconds(layer.optimizer).c_str(), human_bytes(layer.output_bytes).c_str(),
+                 human_bytes(layer.param_bytes).c_str());
   }
   return 0;
 }
@@ -68,8 +69,8 @@ void add_profile_measure_command(CLI::App& profile, CommandResult& result) {
   CLI::App* cmd = profile.add_subcommand("measure", "Measure a zoo model's layers with LibTorch");
   cmd->footer(
       "Run a model of the executor's zoo (mlp, vgg-mini, gpt-mini) layer by layer and write, per\n"
-      "layer, the median forward and backward time over --steps steps after --warmup, the output\n"
-      "bytes and the parameter bytes, as a baton.profile.v1 file. Progress goes to stderr.\n"
+      "layer, the median forward, backward and optimizer-step time over --steps steps after --warmup,\n"
+      "the output bytes and the parameter bytes, as a baton.profile.v1 file. Progress goes to stderr.\n"
       "Example: baton profile measure --model gpt-mini --microbatch-size 8 -o out/gpt-mini.json");
   cmd->add_option("--model", args->model, "mlp | vgg-mini | gpt-mini")->required();
   cmd->add_option("--microbatch-size", args->microbatch_size, "samples per microbatch")

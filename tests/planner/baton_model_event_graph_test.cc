@@ -180,3 +180,26 @@ TEST_CASE("choose_plan: the fastest estimate among candidates the model vouches 
   CHECK(estimate_tier(chosen->estimate) == 0);
   CHECK_FALSE(choose_plan({}, profile, topology, Optimizer::kAdam));
 }
+
+TEST_CASE("the optimizer step: after every backward (pipedream), once at the end (flush)", "[baton_model]") {
+  // Stage 0: tF 1, tB 2, u 0.5; stage 1: tF 3, tB 4, u 1 (ms).
+  Profile profile = chain_profile({{1, 2}, {3, 4}});
+  profile.layers[0].optimizer = Seconds::from_ms(0.5);
+  profile.layers[1].optimizer = Seconds::from_ms(1.0);
+  const Topology topology = make_flat_topology(2, kGbps, Seconds(0.0));
+  SECTION("pipedream: each worker's cycle grows by its u, stage 1: 3 + 4 + 1") {
+    // Depth cycle F0 F1 B1 B0 + u0 back to F0 two minibatches later: (1 + 3 + 4 + 2 + 0.5) / 2 < 8.
+    const Plan plan = placed_plan("0-1,1-2", Schedule::kPipeDream, 1, topology);
+    CHECK(ms(estimate(profile, topology, plan).iteration_time) == Approx(8.0));
+    CHECK(ms(steady_state_time(plan, profile, topology)) == Approx(8.0));
+  }
+  SECTION("gpipe, 2 microbatches: the longest path ends with stage 0's STEP") {
+    // Stage 0: F F at 0-1, 1-2; stage 1: F at 1-4, 4-7, B 7-11, 11-15; stage 0's
+    // B(0)... gpipe runs backwards in order 0, 1: B0(0) 11-13 after B1(0),
+    // B0(1) 15-17 after B1(1), STEP 17-17.5. Stage 1's STEP ends at 16.
+    const Plan plan = placed_plan("0-1,1-2", Schedule::kGPipe, 2, topology);
+    CHECK(ms(estimate(profile, topology, plan).iteration_time) == Approx(17.5));
+    const Simulation sim = simulate_plan(plan, profile, topology, SimOptions{}).value();
+    CHECK(ms(sim.metrics.iteration_time) == Approx(17.5));
+  }
+}

@@ -112,3 +112,32 @@ TEST_CASE("data parallel: compute plus ring all-reduce 2 (W - 1)/W x P / B", "[s
     CHECK(close_rel(sim.metrics.iteration_time.value, expected));
   }
 }
+
+TEST_CASE("the optimizer step costs its profiled time on the compute stream", "[sim][closed-form][step]") {
+  // Every layer: optimizer_ms u. A STEP of a stage of L layers lasts L u.
+  const Seconds step = Seconds::from_ms(0.5);
+  const auto with_step = [&](int layers) {
+    Profile profile = uniform(layers);
+    for (Layer& layer : profile.layers) layer.optimizer = step;
+    return profile;
+  };
+  SECTION("flush: one STEP after the last backward, (M + S - 1)(tF + tB) + u") {
+    for (Schedule schedule : {Schedule::kGPipe, Schedule::kOneFOneB}) {
+      const int stages = 3;
+      const int microbatches = 5;
+      const Topology topology = make_flat_topology(stages, 100.0, Seconds(0.0));
+      const Plan plan = make_plan(one_layer_per_stage(stages), schedule, microbatches, topology);
+      const Simulation sim = simulate_ok(plan, with_step(stages), topology);
+      INFO(schedule_name(schedule));
+      CHECK(close_rel(sim.metrics.iteration_time.value,
+                      (microbatches + stages - 1) * (kForward + kBackward).value + step.value));
+    }
+  }
+  SECTION("pipedream: a STEP after every backward, max_s (tF + tB + L_s u) / r_s") {
+    // Stage 1 holds 3 layers: 3 (tF + tB) + 3 u per minibatch.
+    const Topology topology = make_flat_topology(3, 100.0, Seconds(0.0));
+    const Plan plan = make_plan("0-1,1-4,4-5", Schedule::kPipeDream, 40, topology);
+    const Simulation sim = simulate_ok(plan, with_step(5), topology);
+    CHECK(close_rel(sim.metrics.iteration_time.value, 3 * (kForward + kBackward + step).value));
+  }
+}
