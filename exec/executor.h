@@ -21,7 +21,23 @@
 //   sync the version stage 0 used. Versions are kept while referenced.
 //
 // Errors are values (sim/result.h): a plan that does not fit the model, a
-// Program that fails validation, a timeout or a failed peer.
+// Program that fails validation, a timeout or a failed peer. A gloo rank whose
+// peer died reports "... failed: connection closed by rank 1 (...)", one whose
+// peer went silent "... timed out after 30 s: rank 1 is not responding".
+//
+// Checkpoints (TrainOptions::checkpoint_dir, exec/checkpoint.h for the files):
+// after every `checkpoint_every` completed steps each stage's live weights, its
+// weight-version number and its gradient buffer are saved, with a manifest
+// naming the model, the plan and the seed. `resume` continues from the latest
+// complete checkpoint; as step t always trains on samples t * M + k, a resumed
+// run ends with exactly the weights of an uninterrupted one.
+//
+// Fault injection (for tests): BATON_INJECT_FAULT="rank=R,step=S,kind=K" makes
+// worker R (the gloo rank R) fail at the start of its step S (0-based), before
+// its first action: kind=crash raises SIGKILL on its own process, kind=exit
+// ends it with _exit(3), kind=hang sleeps for ever (gloo only; the threads
+// backend refuses it). On the threads backend crash and exit end the whole
+// process. Read when a run starts; see exec/fault.h.
 // Thread safety: the functions may be called from any thread, but the
 // executor sets LibTorch's process-wide intra-op thread count.
 #pragma once
@@ -37,6 +53,7 @@
 
 #include "sim/plan.h"
 #include "sim/profile.h"
+#include "sim/link_fit.h"
 #include "sim/result.h"
 #include "sim/trace.h"
 #include "sim/units.h"
@@ -73,7 +90,18 @@ struct TrainOptions {
   // stashing exists to avoid. For tests and studies.
   bool weight_stashing = true;
   int intra_op_threads = 1;       // LibTorch threads per process
-  Seconds timeout = Seconds(120); // any single wait (receive, all-reduce, rendezvous)
+  // Any single wait (receive, send, all-reduce, barrier, rendezvous). A peer
+  // that died is usually seen at once (its connection closes); a silent one
+  // only after this long, so it bounds how long a fault goes unnoticed.
+  Seconds timeout = Seconds(30);
+  // Checkpoints: empty for none. Every `checkpoint_every` (>= 1) completed
+  // steps a checkpoint goes to checkpoint_dir/step-<n>; 0 writes none.
+  std::string checkpoint_dir;
+  int checkpoint_every = 0;
+  // Continue from the latest complete checkpoint in checkpoint_dir (one with
+  // n < steps completed steps, made by the same model, plan and seed) with
+  // step n, up to `steps`.
+  bool resume = false;
 };
 
 // Final weights: layers[l][p] = parameter p of layer l, flattened row-major.
@@ -106,14 +134,23 @@ struct WorkerStats {
 
 struct RunReport {
   Trace trace;                      // the last step, origin "measured"
+  int first_step = 0;               // steps[i] is step first_step + i (> 0 when resumed)
   std::vector<StepReport> steps;
   Weights weights;                  // replica 0 of every stage, after the last step
   std::vector<WorkerStats> workers;
 };
 
 // All workers in this process, one thread each, talking through in-process
-// mailboxes; replica groups reduce through shared memory.
+// mailboxes; replica groups reduce through shared memory. Checkpoints are
+// written by the calling thread between steps.
 Result<RunReport> run_threads(const Plan& plan, const TrainOptions& options);
+
+// With options.resume: the completed steps of the checkpoint the run would
+// resume from. An Error names the folder and says why none fits: there is no
+// complete checkpoint, or its manifest names another model, plan or seed, or
+// it already holds options.steps steps. Reads only manifests (no torch work),
+// so a launcher can refuse before starting any rank.
+Result<int> resumable_checkpoint(const Plan& plan, const TrainOptions& options);
 
 // Where a rank finds its peers (torchrun-style environment variables).
 struct RankEnv {
@@ -132,6 +169,10 @@ struct RankEnv {
 // from their own steady clock read just after it (skew = barrier exit spread).
 // Rank 0 returns the whole report (all ranks' spans, losses and final
 // weights, gathered through the world group); other ranks return their own.
+// Checkpoints: each stage's replica 0 writes its stage's file, all ranks meet
+// at a barrier, then rank 0 writes the manifest. Sets SIGPIPE to be ignored
+// for the whole process: a write to a peer that died must become an error
+// naming that peer, not end this rank without a word.
 Result<RunReport> run_gloo_rank(const Plan& plan, const TrainOptions& options, const RankEnv& env);
 
 // --- Single-process references (what the distributed runs must equal) ----------
@@ -174,5 +215,29 @@ struct ProfileOptions {
 // microbatch's activation) and parameter bytes, as a baton.profile.v1 Profile.
 Result<Profile> measure_profile(std::string_view model, int microbatch_size,
                                 const ProfileOptions& options);
+
+// --- Link calibration ------------------------------------------------------------
+
+struct LinkOptions {
+  // Message sizes of the point-to-point and all-reduce measurements.
+  std::vector<int64_t> sizes_bytes{4, 1 << 10, 16 << 10, 128 << 10, 1 << 20, 4 << 20};
+  int warmup = 5;    // round trips (all-reduces) thrown away per size
+  int repeats = 25;  // measured per size; the median is kept
+  Seconds timeout = Seconds(30);
+};
+
+struct LinkMeasurement {
+  int ranks = 0;
+  // One-way time of a message from rank 0 to rank 1: half the median round trip
+  // (rank 0 sends, rank 1 receives and sends the same bytes back).
+  std::vector<TransferSample> point_to_point;
+  // Gradient all-reduce (sum of float32) over all ranks, median as rank 0 sees it.
+  std::vector<TransferSample> allreduce;
+};
+
+// One rank of the link calibration, over c10d Gloo like run_gloo_rank (same
+// rendezvous and environment). Needs WORLD_SIZE >= 2. Rank 0 returns the
+// measurement; other ranks return `ranks` only.
+Result<LinkMeasurement> measure_link_rank(const RankEnv& env, const LinkOptions& options);
 
 }  // namespace baton::exec

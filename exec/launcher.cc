@@ -69,8 +69,18 @@ int exit_code_of(int status) {
   return -1;
 }
 
+// How one rank ended, from its entry in LaunchOutcome::exit_codes.
+std::string how_it_ended(int code, const LaunchSpec& spec, bool after_failure) {
+  if (code == -1 && after_failure)
+    return fmt::format("killed by the launcher, still running {:g} s after the first failure", spec.grace.value);
+  if (code == -1) return "killed by the launcher at the deadline";
+  if (code > 128) return fmt::format("killed by signal {} ({})", code - 128, strsignal(code - 128));
+  return fmt::format("exit code {}", code);
+}
+
 // Waits for every child; kills the survivors `grace` after a failure or at the deadline.
-void wait_all(const LaunchSpec& spec, std::vector<pid_t>& pids, std::vector<int>& codes) {
+void wait_all(const LaunchSpec& spec, std::vector<pid_t>& pids, LaunchOutcome& outcome) {
+  std::vector<int>& codes = outcome.exit_codes;
   const Clock::time_point deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                                         std::chrono::duration<double>(spec.timeout.value));
   Clock::time_point kill_at = deadline;
@@ -84,6 +94,7 @@ void wait_all(const LaunchSpec& spec, std::vector<pid_t>& pids, std::vector<int>
       pids[r] = 0;
       --running;
       if (codes[r] != 0) {
+        if (outcome.first_failure < 0) outcome.first_failure = static_cast<int>(r);
         kill_at = std::min(kill_at, Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                                        std::chrono::duration<double>(spec.grace.value)));
       }
@@ -148,8 +159,25 @@ Result<LaunchOutcome> launch_local_ranks(const LaunchSpec& spec) {
     }
     pids.push_back(*pid);
   }
-  wait_all(spec, pids, outcome.exit_codes);
+  wait_all(spec, pids, outcome);
   return outcome;
+}
+
+std::string describe_failure(const LaunchOutcome& outcome, const LaunchSpec& spec) {
+  const bool after_failure = outcome.first_failure >= 0;
+  std::string text;
+  if (after_failure) {
+    const int first = outcome.first_failure;
+    text = fmt::format("rank {} failed first: {}", first,
+                       how_it_ended(outcome.exit_codes[static_cast<size_t>(first)], spec, false));
+  } else {
+    text = fmt::format("no rank failed before the run's deadline of {:g} s", spec.timeout.value);
+  }
+  for (size_t r = 0; r < outcome.exit_codes.size(); ++r) {
+    if (static_cast<int>(r) == outcome.first_failure || outcome.exit_codes[r] == 0) continue;
+    text += fmt::format("; rank {}: {}", r, how_it_ended(outcome.exit_codes[r], spec, after_failure));
+  }
+  return text;
 }
 
 }  // namespace baton::exec

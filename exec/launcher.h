@@ -7,7 +7,11 @@
 // it forks). Every child is started with posix_spawn, so it begins as a fresh
 // process. When a rank fails (non-zero exit or a signal) the others get
 // `grace` to finish, then the launcher kills the ones it started (by pid) and
-// reaps them; the same happens to all of them when `timeout` passes.
+// reaps them; the same happens to all of them when `timeout` passes. Ranks of
+// the executor notice a dead peer at once and a silent one within their own
+// wait timeout, so `grace` only lets them print why they stop; a rank still
+// running after it is hung (and killing it closes its connections, which
+// wakes any rank still waiting on it).
 // Thread safety: call from one thread; it waits for its own children only.
 #pragma once
 
@@ -34,10 +38,19 @@ struct LaunchOutcome {
   // Per rank: the exit code, 128 + signal when killed by a signal, -1 when
   // the launcher had to kill it.
   std::vector<int> exit_codes;
+  // The rank whose failure the launcher saw first; -1 when none failed on its
+  // own (all succeeded, or the deadline passed first).
+  int first_failure = -1;
   bool ok() const;
 };
 
 Result<LaunchOutcome> launch_local_ranks(const LaunchSpec& spec);
+
+// Why a launch that is not ok() failed, first failure first, e.g.
+// "rank 1 failed first: killed by signal 9 (Killed); rank 0: exit code 1" or
+// "rank 0 failed first: exit code 1; rank 1: killed by the launcher, still
+// running 5 s after the first failure".
+std::string describe_failure(const LaunchOutcome& outcome, const LaunchSpec& spec);
 
 // A TCP port that was free on 127.0.0.1 a moment ago (bind to port 0).
 Result<int> free_local_port();

@@ -10,10 +10,16 @@
 //             n_losses, n_losses x (step, microbatch, loss),
 //             actions, loop_s, compute_s, waiting_s, loop_cpu_s, compute_cpu_s,
 //             peak_weight_versions]
+// Checkpoints: after the end-of-step barrier each stage's replica 0 writes its
+// stage file; a second barrier ensures all are in place before rank 0 writes
+// the manifest, which makes the checkpoint complete.
+#include <signal.h>
+
 #include <algorithm>
 
 #include <fmt/format.h>
 
+#include "exec/checkpoint.h"
 #include "exec/executor.h"
 #include "exec/run_setup.h"
 #include "exec/transport_gloo.h"
@@ -86,17 +92,18 @@ struct Rank {
   std::unique_ptr<GlooReducer> reducer;
   std::unique_ptr<Worker> worker;
 
-  Status barrier() {
-    return wait_work(groups.world->barrier(), options.timeout, fmt::format("rank {}: barrier", env.rank));
+  // `what` names the barrier ("barrier before step 3").
+  Status barrier(const std::string& what) {
+    return wait_work(groups.world->barrier(), options.timeout, what, "another rank");
   }
   Status send(const at::Tensor& tensor, int tag) {
     std::vector<at::Tensor> buffers{tensor};
-    return wait_work(groups.world->send(buffers, 0, tag), options.timeout, "sending the report to rank 0");
+    return wait_work(groups.world->send(buffers, 0, tag), options.timeout, "sending the report to rank 0", "rank 0");
   }
   Result<at::Tensor> recv(int src, std::vector<int64_t> shape, at::ScalarType dtype, int tag) {
     std::vector<at::Tensor> buffers{at::empty(shape, at::TensorOptions().dtype(dtype))};
     const Status status = wait_work(groups.world->recv(buffers, src, tag), options.timeout,
-                                    fmt::format("receiving the report of rank {}", src));
+                                    fmt::format("receiving the report of rank {}", src), fmt::format("rank {}", src));
     if (!status) return status.error();
     return buffers[0];
   }
@@ -112,7 +119,8 @@ Status connect(Rank& rank) {
     auto group = connect_subgroup(rank.groups, info.stage, info.replica, replicas, rank.options.timeout,
                                   rank.env.master_addr);
     if (!group) return group.error();
-    rank.reducer = std::make_unique<GlooReducer>(std::move(*group));
+    rank.reducer = std::make_unique<GlooReducer>(
+        std::move(*group), workers_by_stage(rank.run->program)[static_cast<size_t>(info.stage)]);
   }
   rank.transport = std::make_unique<GlooTransport>(rank.groups.world, rank.options.timeout);
   rank.worker = std::make_unique<Worker>(
@@ -120,15 +128,30 @@ Status connect(Rank& rank) {
   return ok_status();
 }
 
-Status run_steps(Rank& rank, std::vector<Span>& spans, Losses& losses, std::vector<Seconds>& walls) {
-  for (int step = 0; step < rank.options.steps; ++step) {
-    if (Status s = rank.barrier(); !s) return s;
+// Called by every rank after the barrier that ends step completed_steps - 1.
+Status save_checkpoint(Rank& rank, int completed_steps) {
+  const WorkerInfo& info = rank.run->program.workers[static_cast<size_t>(rank.env.rank)];
+  if (info.replica == 0) {
+    auto state = rank.worker->boundary_state();
+    if (!state) return state.error();
+    if (Status s = write_stage_state(rank.run->plan, rank.options, completed_steps, info.stage, *state); !s) return s;
+  }
+  if (Status s = rank.barrier(fmt::format("barrier after writing checkpoint {}", completed_steps)); !s) return s;
+  if (rank.env.rank != 0) return ok_status();
+  return write_manifest(rank.run->plan, rank.options, completed_steps);
+}
+
+Status run_steps(Rank& rank, int first_step, std::vector<Span>& spans, Losses& losses, std::vector<Seconds>& walls) {
+  for (int step = first_step; step < rank.options.steps; ++step) {
+    if (Status s = rank.barrier(fmt::format("barrier before step {}", step)); !s) return s;
     const Clock::time_point origin = Clock::now();
     const bool last = step + 1 == rank.options.steps;
     if (Status s = rank.worker->run_iteration(step, origin, last ? &spans : nullptr); !s) return s;
-    if (Status s = rank.barrier(); !s) return s;
+    if (Status s = rank.barrier(fmt::format("barrier after step {}", step)); !s) return s;
     walls.emplace_back(std::chrono::duration<double>(Clock::now() - origin).count());
     for (const auto& [microbatch, loss] : rank.worker->losses()) losses.emplace_back(step, microbatch, loss);
+    if (!checkpoint_due(rank.options, step + 1)) continue;
+    if (Status s = save_checkpoint(rank, step + 1); !s) return s;
   }
   return ok_status();
 }
@@ -143,10 +166,12 @@ Status send_to_root(Rank& rank, const std::vector<Span>& spans, const Losses& lo
 }
 
 // Rank 0: gathers every rank's report and the weights of each stage's replica 0.
-Result<RunReport> gather_at_root(Rank& rank, std::vector<Span> spans, Losses losses,
+// walls[i] is step first_step + i.
+Result<RunReport> gather_at_root(Rank& rank, int first_step, std::vector<Span> spans, Losses losses,
                                  const std::vector<Seconds>& walls) {
   const PreparedRun& run = *rank.run;
   RunReport report;
+  report.first_step = first_step;
   report.workers.push_back(rank.worker->stats());
   for (int r = 1; r < rank.env.world_size; ++r) {
     auto size = rank.recv(r, {1}, at::kLong, kReportSizeTag);
@@ -171,12 +196,12 @@ Result<RunReport> gather_at_root(Rank& rank, std::vector<Span> spans, Losses los
     for (auto& layer : stage_weights(stage, stage.views_of(flat))) report.weights.layers.push_back(std::move(layer));
   }
   std::sort(losses.begin(), losses.end());
-  for (size_t step = 0; step < walls.size(); ++step) {
+  for (size_t i = 0; i < walls.size(); ++i) {
     std::vector<std::pair<int, double>> of_step;
     for (const auto& [s, microbatch, loss] : losses) {
-      if (s == static_cast<int>(step)) of_step.emplace_back(microbatch, loss);
+      if (s == first_step + static_cast<int>(i)) of_step.emplace_back(microbatch, loss);
     }
-    report.steps.push_back(StepReport{walls[step], mean_loss(of_step)});
+    report.steps.push_back(StepReport{walls[i], mean_loss(of_step)});
   }
   report.trace = measured_trace(run.program, std::move(spans));
   return report;
@@ -199,20 +224,23 @@ Result<RunReport> run_gloo_rank(const Plan& plan, const TrainOptions& options, c
   if (!prepared) return prepared.error();
   if (Status s = check_env(env, (*prepared)->program); !s) return s.error();
   at::set_num_threads(std::max(1, options.intra_op_threads));
+  signal(SIGPIPE, SIG_IGN);  // see exec/executor.h
   try {
     Rank rank{prepared->get(), env, options, {}, nullptr, nullptr, nullptr};
     if (Status s = connect(rank); !s) return s.error();
+    auto first_step = restore_checkpoint(**prepared, options, {rank.worker.get()});
+    if (!first_step) return first_step.error();
     std::vector<Span> spans;
     Losses losses;
     std::vector<Seconds> walls;
-    if (Status s = run_steps(rank, spans, losses, walls); !s) return s.error();
+    if (Status s = run_steps(rank, *first_step, spans, losses, walls); !s) return s.error();
     if (env.rank != 0) {
       if (Status s = send_to_root(rank, spans, losses); !s) return s.error();
       RunReport own;
       own.workers.push_back(rank.worker->stats());
       return own;
     }
-    return gather_at_root(rank, std::move(spans), std::move(losses), walls);
+    return gather_at_root(rank, *first_step, std::move(spans), std::move(losses), walls);
   } catch (const std::exception& e) {
     return Error{fmt::format("rank {}: {}", env.rank, e.what())};
   }

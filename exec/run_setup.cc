@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "exec/checkpoint.h"
 #include "sim/schedules.h"
 #include "sim/validate.h"
 
@@ -57,9 +58,20 @@ std::vector<int> stage0_versions(const Program& program) {
   return versions;
 }
 
+Status check_checkpoint_options(const TrainOptions& options) {
+  if (options.checkpoint_every < 0)
+    return Error{fmt::format("checkpoint_every is {}; it must be >= 1 (or 0 for none)", options.checkpoint_every)};
+  if ((options.checkpoint_every > 0 || options.resume) && options.checkpoint_dir.empty())
+    return Error{"checkpoints (checkpoint_every, resume) need a checkpoint folder"};
+  return ok_status();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<PreparedRun>> prepare_run(const Plan& plan, const TrainOptions& options) {
+  if (Status s = check_checkpoint_options(options); !s) return s.error();
+  auto fault = fault_from_environment();
+  if (!fault) return fault.error();
   auto model = make_model(options.model);
   if (!model) return model.error();
   auto info = model_info(options.model);
@@ -76,6 +88,11 @@ Result<std::unique_ptr<PreparedRun>> prepare_run(const Plan& plan, const TrainOp
   run->step_divisors = step_divisors(run->program);
   if (plan.schedule == Schedule::kPipeDream && plan.vertical_sync)
     run->stage0_versions = stage0_versions(run->program);
+  if (*fault && (*fault)->rank >= run->program.num_workers()) {
+    return Error{fmt::format("{} names rank {} but the plan has {} workers", kFaultVariable, (*fault)->rank,
+                             run->program.num_workers())};
+  }
+  run->fault = *fault;
   return run;
 }
 
@@ -92,6 +109,7 @@ WorkerSetup worker_setup(const PreparedRun& run, int worker, const TrainOptions&
   setup.reducer = reducer;
   setup.step_divisors = run.step_divisors[static_cast<size_t>(worker)];
   setup.forward_versions = run.stage0_versions;
+  setup.fault = run.fault;
   return setup;
 }
 
@@ -133,6 +151,21 @@ double mean_loss(const std::vector<std::pair<int, double>>& losses) {
   double sum = 0.0;
   for (const auto& [microbatch, loss] : losses) sum += loss;
   return sum / static_cast<double>(losses.size());
+}
+
+Result<int> restore_checkpoint(const PreparedRun& run, const TrainOptions& options,
+                               const std::vector<Worker*>& workers) {
+  if (!options.resume) return 0;
+  auto completed = resumable_checkpoint(run.plan, options);
+  if (!completed) return completed.error();
+  for (Worker* worker : workers) {
+    const int stage = run.program.workers[static_cast<size_t>(worker->worker())].stage;
+    const StageModel& model = run.stages[static_cast<size_t>(stage)];
+    auto state = read_stage_state(run.plan, options, *completed, stage, model.num_elements());
+    if (!state) return state.error();
+    worker->restore(*state);
+  }
+  return *completed;
 }
 
 }  // namespace baton::exec

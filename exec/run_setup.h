@@ -15,9 +15,11 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "exec/executor.h"
+#include "exec/fault.h"
 #include "exec/model.h"
 #include "exec/stage.h"
 #include "exec/worker.h"
@@ -32,8 +34,12 @@ struct PreparedRun {
   std::vector<StageModel> stages;                  // [stage]
   std::vector<std::vector<int>> step_divisors;     // [worker][round]
   std::vector<int> stage0_versions;                // [microbatch], vertical sync only
+  std::optional<InjectedFault> fault;              // from BATON_INJECT_FAULT
 };
 
+// Also reads BATON_INJECT_FAULT (exec/fault.h; its rank must be a worker of
+// the plan) and checks the checkpoint options: checkpoint_every >= 0, and a
+// folder for checkpoint_every or resume.
 Result<std::unique_ptr<PreparedRun>> prepare_run(const Plan& plan, const TrainOptions& options);
 
 WorkerSetup worker_setup(const PreparedRun& run, int worker, const TrainOptions& options,
@@ -49,5 +55,11 @@ std::vector<float> to_floats(const at::Tensor& tensor);
 
 // Mean of the step's per-microbatch losses.
 double mean_loss(const std::vector<std::pair<int, double>>& losses);
+
+// With options.resume: loads the latest complete checkpoint (resumable_checkpoint)
+// into every worker of `workers` (each from its stage's file) and returns its
+// completed steps, the step to run next; 0 without resume.
+Result<int> restore_checkpoint(const PreparedRun& run, const TrainOptions& options,
+                               const std::vector<Worker*>& workers);
 
 }  // namespace baton::exec

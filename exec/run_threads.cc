@@ -2,13 +2,15 @@
 // process, one Mailbox for transfers and a ThreadsReduceGroup per replicated
 // stage. A step starts all worker threads at a common origin and joins them;
 // if one fails, the mailbox and reduce groups are aborted so the others stop
-// waiting, and the first error is returned.
+// waiting, and the first error is returned. Checkpoints are taken between
+// steps, when every worker thread has been joined.
 #include <algorithm>
 #include <mutex>
 #include <thread>
 
 #include <fmt/format.h>
 
+#include "exec/checkpoint.h"
 #include "exec/executor.h"
 #include "exec/run_setup.h"
 #include "exec/transport_threads.h"
@@ -84,6 +86,25 @@ Result<StepReport> run_step(ThreadsWorld& world, int step, int intra_op_threads,
   return StepReport{wall, mean_loss(losses)};
 }
 
+// Every stage's replica 0 writes its stage's file, then the manifest is written.
+Status save_checkpoint(const PreparedRun& run, const ThreadsWorld& world, const TrainOptions& options,
+                       int completed_steps) {
+  for (size_t w = 0; w < world.workers.size(); ++w) {
+    const WorkerInfo& info = run.program.workers[w];
+    if (info.replica != 0) continue;
+    auto state = world.workers[w]->boundary_state();
+    if (!state) return state.error();
+    if (Status s = write_stage_state(run.plan, options, completed_steps, info.stage, *state); !s) return s;
+  }
+  return write_manifest(run.plan, options, completed_steps);
+}
+
+std::vector<Worker*> all_workers(const ThreadsWorld& world) {
+  std::vector<Worker*> workers;
+  for (const auto& worker : world.workers) workers.push_back(worker.get());
+  return workers;
+}
+
 Weights final_weights(const PreparedRun& run, const ThreadsWorld& world) {
   Weights weights;
   for (size_t w = 0; w < world.workers.size(); ++w) {
@@ -101,16 +122,24 @@ Result<RunReport> run_threads(const Plan& plan, const TrainOptions& options) {
   auto prepared = prepare_run(plan, options);
   if (!prepared) return prepared.error();
   const PreparedRun& run = **prepared;
+  if (run.fault && run.fault->kind == FaultKind::kHang)
+    return Error{fmt::format("{}: kind=hang needs the gloo backend (a hung worker thread could never be joined)",
+                             kFaultVariable)};
   at::set_num_threads(std::max(1, options.intra_op_threads));
   try {
     ThreadsWorld world = make_world(run, options);
+    auto first_step = restore_checkpoint(run, options, all_workers(world));
+    if (!first_step) return first_step.error();
     RunReport report;
+    report.first_step = *first_step;
     std::vector<std::vector<Span>> spans(world.workers.size());
-    for (int step = 0; step < options.steps; ++step) {
+    for (int step = *first_step; step < options.steps; ++step) {
       const bool last = step + 1 == options.steps;
       auto result = run_step(world, step, std::max(1, options.intra_op_threads), last ? &spans : nullptr);
       if (!result) return result.error();
       report.steps.push_back(*result);
+      if (!checkpoint_due(options, step + 1)) continue;
+      if (Status s = save_checkpoint(run, world, options, step + 1); !s) return s.error();
     }
     std::vector<Span> all;
     for (auto& list : spans) all.insert(all.end(), list.begin(), list.end());

@@ -5,6 +5,7 @@
 #include <exception>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace baton::exec {
 
@@ -40,24 +41,45 @@ int tag_of(const MessageKey& key) {
 
 class WorkPending final : public Pending {
  public:
-  WorkPending(c10::intrusive_ptr<::c10d::Work> work, at::Tensor keep_alive, std::string what)
-      : work_(std::move(work)), tensor_(std::move(keep_alive)), what_(std::move(what)) {}
+  WorkPending(c10::intrusive_ptr<::c10d::Work> work, at::Tensor keep_alive, std::string what, std::string peer)
+      : work_(std::move(work)), tensor_(std::move(keep_alive)), what_(std::move(what)), peer_(std::move(peer)) {}
   bool done() override { return work_->isCompleted(); }
-  Status wait(Seconds timeout) override { return wait_work(work_, timeout, what_); }
+  Status wait(Seconds timeout) override { return wait_work(work_, timeout, what_, peer_); }
 
  private:
   c10::intrusive_ptr<::c10d::Work> work_;
   at::Tensor tensor_;
   std::string what_;
+  std::string peer_;
 };
+
+bool mentions(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
+
+// Gloo's words for a peer whose socket went away (closed, reset, or written to after it died).
+bool is_lost_connection(const std::string& reason) {
+  return mentions(reason, "onnection closed") || mentions(reason, "onnection reset") ||
+         mentions(reason, "roken pipe") || mentions(reason, "Connection refused");
+}
+
+// "Timed out waiting 5000ms for recv ..." (gloo) or "Operation timed out!" (c10d).
+bool is_timeout(const std::string& reason) { return mentions(reason, "imed out"); }
+
+// c10's exceptions append a backtrace to their message: keep the message.
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
 }  // namespace
 
-Status wait_work(const c10::intrusive_ptr<::c10d::Work>& work, Seconds timeout, const std::string& what) {
+Status wait_work(const c10::intrusive_ptr<::c10d::Work>& work, Seconds timeout, const std::string& what,
+                 const std::string& peer) {
+  const std::string silent = fmt::format("{} timed out after {:g} s: {} is not responding", what, timeout.value, peer);
   try {
-    if (!work->wait(to_ms(timeout))) return Error{fmt::format("{} did not complete", what)};
+    if (!work->wait(to_ms(timeout))) return Error{silent};
   } catch (const std::exception& e) {
-    return Error{fmt::format("{} failed: {}", what, e.what())};
+    const std::string reason = first_line(e.what());
+    if (is_timeout(reason)) return Error{silent};
+    if (is_lost_connection(reason))
+      return Error{fmt::format("{} failed: connection closed by {} ({})", what, peer, reason)};
+    return Error{fmt::format("{} failed: {}", what, reason)};
   }
   return ok_status();
 }
@@ -91,8 +113,9 @@ Result<PendingPtr> GlooTransport::send(const MessageKey& key, const at::Tensor& 
   try {
     std::vector<at::Tensor> buffers{tensor.contiguous()};
     auto work = world_->send(buffers, key.dst, tag_of(key));
-    return PendingPtr(std::make_unique<WorkPending>(
-        std::move(work), buffers[0], fmt::format("send to rank {} (tag {})", key.dst, tag_of(key))));
+    return PendingPtr(std::make_unique<WorkPending>(std::move(work), buffers[0],
+                                                    fmt::format("send to rank {}", key.dst),
+                                                    fmt::format("rank {}", key.dst)));
   } catch (const std::exception& e) {
     return Error{fmt::format("send to rank {} failed: {}", key.dst, e.what())};
   }
@@ -103,8 +126,8 @@ Result<at::Tensor> GlooTransport::recv(const MessageKey& key, const std::vector<
   try {
     std::vector<at::Tensor> buffers{at::empty(shape, at::TensorOptions().dtype(dtype))};
     auto work = world_->recv(buffers, key.src, tag_of(key));
-    const Status status = wait_work(work, timeout_, fmt::format("receive from rank {} (tag {})", key.src,
-                                                                tag_of(key)));
+    const Status status = wait_work(work, timeout_, fmt::format("receive from rank {}", key.src),
+                                    fmt::format("rank {}", key.src));
     if (!status) return status.error();
     return buffers[0];
   } catch (const std::exception& e) {
@@ -112,11 +135,15 @@ Result<at::Tensor> GlooTransport::recv(const MessageKey& key, const std::vector<
   }
 }
 
+GlooReducer::GlooReducer(c10::intrusive_ptr<compat::GlooGroup> group, const std::vector<int>& ranks)
+    : group_(std::move(group)), members_(fmt::format("ranks {}", fmt::join(ranks, ", "))) {}
+
 Result<PendingPtr> GlooReducer::allreduce(const at::Tensor& flat) {
   try {
     std::vector<at::Tensor> buffers{flat};
     auto work = group_->allreduce(buffers);
-    return PendingPtr(std::make_unique<WorkPending>(std::move(work), flat, "gradient all-reduce"));
+    return PendingPtr(std::make_unique<WorkPending>(std::move(work), flat,
+                                                    "gradient all-reduce over " + members_, "one of " + members_));
   } catch (const std::exception& e) {
     return Error{fmt::format("gradient all-reduce failed: {}", e.what())};
   }

@@ -36,8 +36,13 @@ Result<c10::intrusive_ptr<compat::GlooGroup>> connect_subgroup(const GlooGroups&
                                                               int member, int members, Seconds timeout,
                                                               const std::string& master_addr);
 
-// Waits for a c10d work item, turning its exceptions into Errors.
-Status wait_work(const c10::intrusive_ptr<::c10d::Work>& work, Seconds timeout, const std::string& what);
+// Waits at most `timeout` for a c10d work item, turning its exceptions into
+// Errors. `what` names the operation ("receive from rank 1"), `peer` whom it
+// waits on as a noun phrase ("rank 1", "one of ranks 0, 2"): running out of
+// time reads "<what> timed out after 5 s: <peer> is not responding", a lost
+// connection "<what> failed: connection closed by <peer> (<gloo's words>)".
+Status wait_work(const c10::intrusive_ptr<::c10d::Work>& work, Seconds timeout, const std::string& what,
+                 const std::string& peer);
 
 class GlooTransport final : public Transport {
  public:
@@ -52,13 +57,15 @@ class GlooTransport final : public Transport {
   Seconds timeout_;
 };
 
+// `ranks`: the world ranks of the group's members (for messages).
 class GlooReducer final : public Reducer {
  public:
-  explicit GlooReducer(c10::intrusive_ptr<compat::GlooGroup> group) : group_(std::move(group)) {}
+  GlooReducer(c10::intrusive_ptr<compat::GlooGroup> group, const std::vector<int>& ranks);
   Result<PendingPtr> allreduce(const at::Tensor& flat) override;
 
  private:
   c10::intrusive_ptr<compat::GlooGroup> group_;
+  std::string members_;  // "ranks 0, 2"
 };
 
 }  // namespace baton::exec

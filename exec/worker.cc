@@ -52,6 +52,7 @@ void Worker::begin_iteration(int step) {
 }
 
 Status Worker::run_iteration(int step, Clock::time_point origin, std::vector<Span>* spans) {
+  if (setup_.fault && setup_.fault->rank == setup_.worker && setup_.fault->step == step) inject_fault(*setup_.fault);
   begin_iteration(step);
   origin_ = origin;
   spans_ = spans;
@@ -92,6 +93,32 @@ Status Worker::run_iteration(int step, Clock::time_point origin, std::vector<Spa
   stats_.peak_weight_versions = counter_.peak();
   if (!drained) return Error{fmt::format("worker {}: {}", setup_.worker, drained.error().message)};
   return ok_status();
+}
+
+Result<StageState> Worker::boundary_state() const {
+  for (size_t k = 0; k < inflight_.size(); ++k) {
+    const InFlight& mb = inflight_[k];
+    if (mb.received.defined() || mb.input.defined() || mb.output.defined() || mb.version ||
+        mb.grad_output.defined() || mb.grad_input.defined())
+      return Error{fmt::format("worker {}: microbatch {} is in flight at the iteration boundary", setup_.worker, k)};
+  }
+  if (!sends_.empty() || !reduces_.empty())
+    return Error{fmt::format("worker {}: a transfer is outstanding at the iteration boundary", setup_.worker)};
+  if (!kept_.empty()) {
+    return Error{fmt::format("worker {}: weight version {} is still kept for vertical sync at the iteration boundary",
+                             setup_.worker, kept_.begin()->first)};
+  }
+  std::vector<at::Tensor> flat;
+  for (const at::Tensor& p : live_->params) flat.push_back(p.detach().reshape({-1}));
+  return StageState{live_->number, at::cat(flat), gradient_flat_.clone()};
+}
+
+void Worker::restore(const StageState& state) {
+  std::vector<at::Tensor> params;
+  for (const at::Tensor& view : setup_.stage->views_of(state.weights)) params.push_back(view.clone());
+  live_.reset();  // first, so that the version count stays what it was
+  live_ = counter_.make(state.weight_version, as_leaves(std::move(params)));
+  gradient_flat_.copy_(state.gradient);
 }
 
 Result<Worker::Timing> Worker::run_action(const Action& action) {

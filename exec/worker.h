@@ -25,15 +25,20 @@
 // kept alive until its last forward. Without weight stashing (a study mode),
 // B recomputes its forward from the stashed input with the live version.
 // Spans: one per action, times from `origin` (see exec/executor.h).
+// Between iterations nothing is in flight (see boundary_state), so the live
+// version, its number and the gradient buffer are the whole training state.
 // Thread safety: a Worker is used by one thread at a time.
 #pragma once
 
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "exec/checkpoint.h"
 #include "exec/executor.h"
+#include "exec/fault.h"
 #include "exec/stage.h"
 #include "exec/transport.h"
 #include "sim/program.h"
@@ -53,6 +58,7 @@ struct WorkerSetup {
   Reducer* reducer = nullptr;        // null unless the stage has replicas
   std::vector<int> step_divisors;    // [round]
   std::vector<int> forward_versions; // [microbatch], vertical sync only; else empty
+  std::optional<InjectedFault> fault; // carried out at the start of its step if it names this worker
 };
 
 class Worker {
@@ -68,6 +74,15 @@ class Worker {
   const std::vector<std::pair<int, double>>& losses() const { return losses_; }
   const VersionPtr& live() const { return live_; }
   int worker() const { return setup_.worker; }
+
+  // Between iterations: the state a checkpoint keeps. An iteration ends with
+  // every B after its F (stashes released), every transfer and all-reduce
+  // drained, and every version kept for vertical sync used, so nothing is in
+  // flight; an Error names what is if that ever fails to hold.
+  Result<StageState> boundary_state() const;
+  // Between iterations: continues from `state` (weights, version number,
+  // gradient buffer) instead of the initial weights.
+  void restore(const StageState& state);
 
  private:
   struct InFlight {

@@ -1,15 +1,7 @@
-// `baton compare`: a prediction against a measurement of the same Program.
-//
-// Spans pair up by (worker, action_index). Figures, each with its relative
-// error (measured - predicted) / predicted ("n/a" where the prediction is 0):
-// - iteration time: each trace's makespan (last span end - first span start);
-// - per stage: compute time (F, B, I, W, STEP spans) per worker of the stage,
-//   summed over the paired spans and averaged over the stage's workers;
-// - per action kind: mean duration of the paired spans of that kind.
-// Optionally both Gantt charts, one above the other, on one time scale.
-#include <map>
+// `baton compare`: a prediction against a measurement of the same Program
+// (the figures are defined in tools/compare_report.h), optionally with both
+// Gantt charts one above the other on one time scale.
 #include <memory>
-#include <set>
 
 #include <fmt/format.h>
 
@@ -17,7 +9,7 @@
 #include "sim/trace_writers.h"
 #include "tools/cli_support.h"
 #include "tools/commands.h"
-#include "tools/report.h"
+#include "tools/compare_report.h"
 
 namespace baton::cli {
 
@@ -30,118 +22,11 @@ struct CompareArgs {
   bool json = false;
 };
 
-struct Figure {
-  double predicted = 0.0;  // seconds
-  double measured = 0.0;
-  int count = 0;
-  bool has_error() const { return predicted > 0.0; }
-  double error() const { return has_error() ? (measured - predicted) / predicted : 0.0; }
-};
-
-struct Comparison {
-  int paired = 0;
-  int only_predicted = 0;
-  int only_measured = 0;
-  Figure iteration;
-  std::map<int, Figure> stages;                 // stage -> compute time per worker
-  std::map<std::string, Figure> kinds;          // kind name -> mean duration
-};
-
-using SpanKey = std::pair<int32_t, int32_t>;  // (worker, action_index)
-
-std::map<SpanKey, const Span*> index_spans(const Trace& trace) {
-  std::map<SpanKey, const Span*> index;
-  for (const Span& span : trace.spans) index[{span.worker, span.action_index}] = &span;
-  return index;
-}
-
-Seconds makespan(const Trace& trace) {
-  if (trace.spans.empty()) return Seconds(0);
-  Seconds first = trace.spans.front().start;
-  Seconds last = trace.spans.front().end;
-  for (const Span& span : trace.spans) {
-    first = min(first, span.start);
-    last = max(last, span.end);
-  }
-  return last - first;
-}
-
-Comparison compare_traces(const Trace& predicted, const Trace& measured) {
-  Comparison c;
-  const auto measured_index = index_spans(measured);
-  std::map<int, std::set<int32_t>> stage_workers;
-  for (const auto& [key, p] : index_spans(predicted)) {
-    auto it = measured_index.find(key);
-    if (it == measured_index.end() || !(it->second->action == p->action)) {
-      ++c.only_predicted;
-      continue;
-    }
-    ++c.paired;
-    const double dp = (p->end - p->start).value;
-    const double dm = (it->second->end - it->second->start).value;
-    Figure& kind = c.kinds[std::string(kind_name(p->action.kind))];
-    kind.predicted += dp;
-    kind.measured += dm;
-    ++kind.count;
-    if (!is_compute(p->action.kind)) continue;
-    Figure& stage = c.stages[p->action.stage];
-    stage.predicted += dp;
-    stage.measured += dm;
-    ++stage.count;
-    stage_workers[p->action.stage].insert(p->worker);
-  }
-  c.only_measured = static_cast<int>(measured_index.size()) - c.paired;
-  for (auto& [name, kind] : c.kinds) {
-    kind.predicted /= kind.count;
-    kind.measured /= kind.count;
-  }
-  for (auto& [stage, figure] : c.stages) {
-    const double workers = static_cast<double>(stage_workers[stage].size());
-    figure.predicted /= workers;
-    figure.measured /= workers;
-  }
-  c.iteration = Figure{makespan(predicted).value, makespan(measured).value, 1};
-  return c;
-}
-
-std::string signed_percent(double fraction) { return fmt::format("{:+.1f}%", 100.0 * fraction); }
-
-std::vector<std::string> figure_row(std::string label, const Figure& f, bool with_count) {
-  std::vector<std::string> row{std::move(label)};
-  if (with_count) row.push_back(std::to_string(f.count));
-  row.insert(row.end(), {human_seconds(Seconds(f.predicted)), human_seconds(Seconds(f.measured)),
-                         f.has_error() ? signed_percent(f.error()) : std::string("n/a")});
-  return row;
-}
-
 std::string comparison_text(const Comparison& c, const CompareArgs& args) {
   std::string out = fmt::format("predicted: {}\nmeasured:  {}\n", args.predicted, args.measured);
   out += fmt::format("spans: {} paired by (worker, action index), {} only predicted, {} only measured\n\n",
                      c.paired, c.only_predicted, c.only_measured);
-  out += render_table({{"", "predicted", "measured", "error"}, figure_row("iteration time", c.iteration, false)});
-  std::vector<std::vector<std::string>> stages{{"stage", "predicted", "measured", "error"}};
-  for (const auto& [stage, figure] : c.stages) stages.push_back(figure_row(fmt::format("s{}", stage), figure, false));
-  out += "\nper stage (compute time per worker)\n" + render_table(stages);
-  std::vector<std::vector<std::string>> kinds{{"kind", "spans", "predicted", "measured", "error"}};
-  for (const auto& [name, figure] : c.kinds) kinds.push_back(figure_row(name, figure, true));
-  out += "\nper action kind (mean duration)\n" + render_table(kinds);
-  return out;
-}
-
-nlohmann::json figure_json(const Figure& f) {
-  return {{"predicted_s", f.predicted},
-          {"measured_s", f.measured},
-          {"error", f.has_error() ? nlohmann::json(f.error()) : nlohmann::json(nullptr)},
-          {"spans", f.count}};
-}
-
-nlohmann::json comparison_json(const Comparison& c) {
-  nlohmann::json stages = nlohmann::json::object();
-  for (const auto& [stage, figure] : c.stages) stages[std::to_string(stage)] = figure_json(figure);
-  nlohmann::json kinds = nlohmann::json::object();
-  for (const auto& [name, figure] : c.kinds) kinds[name] = figure_json(figure);
-  return {{"paired_spans", c.paired}, {"only_predicted", c.only_predicted}, {"only_measured", c.only_measured},
-          {"iteration", figure_json(c.iteration)}, {"stages", stages}, {"kinds", kinds}};
+  return out + comparison_tables(c, false);
 }
 
 int run_compare(const CompareArgs& args) {

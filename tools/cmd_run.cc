@@ -18,7 +18,7 @@
 
 #if BATON_HAVE_EXEC
 #include "exec/executor.h"
-#include "exec/launcher.h"
+#include "tools/rank_launch.h"
 #include "sim/trace_writers.h"
 #include "tools/report.h"
 #endif
@@ -44,10 +44,14 @@ struct RunArgs {
   double learning_rate = 0.05;
   uint64_t seed = 1;
   int threads = 1;
-  double timeout_s = 120.0;
+  double timeout_s = 30.0;
+  std::string checkpoint_dir;
+  int checkpoint_every = 0;
+  bool resume = false;
   std::string trace;
   std::string gantt;
   std::string save_weights;
+  std::string report;
   bool json = false;
 };
 
@@ -77,30 +81,73 @@ void check_profile_matches(const Profile& profile, const exec::ModelInfo& model,
   }
 }
 
-Plan plan_from_stages(const RunArgs& args, Profile& profile) {
+// Refuses a plan that needs more devices (one per worker) than `topology`,
+// read from `path`, has, or that lists a device the topology lacks. `source`
+// names the plan.
+void check_plan_fits_topology(const Plan& plan, const Topology& topology, const std::string& path,
+                              const std::string& source) {
+  if (plan.num_workers() > topology.num_devices()) {
+    throw UsageError(fmt::format("{}: topology '{}' has {} devices but {} needs {} (stages {}, one device per worker)",
+                                 path, topology.name, topology.num_devices(), source, plan.num_workers(),
+                                 stages_to_string(plan.stages)));
+  }
+  for (size_t s = 0; s < plan.stages.size(); ++s) {
+    for (const int device : plan.stages[s].devices) {
+      if (device < 0 || device >= topology.num_devices()) {
+        throw UsageError(fmt::format("{}: topology '{}' has devices [0, {}) but {} puts stages[{}] on device {}",
+                                     path, topology.name, topology.num_devices(), source, s, device));
+      }
+    }
+  }
+}
+
+// The zoo model to run: --model, else the one `source` (the plan or profile) names.
+exec::ModelInfo resolve_model(const RunArgs& args, const std::string& named, const std::string& source) {
+  if (!args.model.empty()) return take(exec::model_info(args.model));
+  if (named.empty()) throw UsageError(fmt::format("run: name the model with --model ({} does not)", source));
+  auto model = exec::model_info(named);
+  if (!model) throw UsageError(fmt::format("{}: {}", source, model.error().message));
+  return std::move(model).value();
+}
+
+// --stages: the profile must be the model's (checked first, so that a profile
+// of another model is reported as such, not as stages that miss its layers).
+std::pair<Plan, exec::ModelInfo> plan_from_stages(const RunArgs& args) {
   if (args.profile.empty() || args.topology.empty())
     throw UsageError("run: --stages needs --profile and --topology (or give --plan)");
-  profile = load_profile_file(args.profile);
+  const Profile profile = load_profile_file(args.profile);
+  const exec::ModelInfo model = resolve_model(args, profile.model, args.profile);
+  check_profile_matches(profile, model, args.profile);
   const Topology topology = load_topology_file(args.topology);
   Plan plan;
   plan.stages = take(parse_stages(args.stages));
   plan.microbatches = 8;
   plan.microbatch_size = profile.microbatch_size;
-  plan.model = profile.model;
+  check_plan_fits_topology(plan, topology, args.topology, "--stages");
   take(assign_devices(plan, topology));
   take(check_plan(plan, profile, topology, "--stages"));
-  return plan;
+  return {plan, model};
+}
+
+// --plan FILE: a plan names the model it was made for, and only its layer
+// ranges say how to split it, so a plan for another model is refused even
+// where the layer counts agree (mlp and vgg-mini both have 6). With
+// --topology, the plan must fit that cluster.
+std::pair<Plan, exec::ModelInfo> plan_from_file(const RunArgs& args) {
+  const Plan plan = load_plan_file(args.plan);
+  if (!args.model.empty() && !plan.model.empty() && plan.model != args.model) {
+    throw UsageError(fmt::format("{}: the plan is for model '{}' but --model is '{}'", args.plan, plan.model,
+                                 args.model));
+  }
+  if (!args.topology.empty())
+    check_plan_fits_topology(plan, load_topology_file(args.topology), args.topology, args.plan);
+  return {plan, resolve_model(args, plan.model, args.plan)};
 }
 
 // The plan to run and the model to run it on; every check that needs no torch.
 std::pair<Plan, exec::ModelInfo> resolve_plan(const RunArgs& args) {
   if (args.plan.empty() == args.stages.empty()) throw UsageError("run: give exactly one of --plan FILE or --stages RANGES");
-  Profile profile;
-  Plan plan = args.plan.empty() ? plan_from_stages(args, profile) : load_plan_file(args.plan);
-  const std::string model_name = !args.model.empty() ? args.model : plan.model;
-  if (model_name.empty()) throw UsageError("run: name the model with --model (the plan does not)");
-  const exec::ModelInfo model = take(exec::model_info(model_name));
-  if (!args.profile.empty() && !args.stages.empty()) check_profile_matches(profile, model, args.profile);
+  auto [plan, model] = args.plan.empty() ? plan_from_stages(args) : plan_from_file(args);
   plan.model = model.name;
   apply_schedule(plan, args.schedule, static_cast<int>(model.layer_names.size()));
   if (args.microbatches > 0) plan.microbatches = args.microbatches;
@@ -120,6 +167,11 @@ exec::TrainOptions train_options(const RunArgs& args, const std::string& model) 
   options.weight_stashing = !args.no_stashing;
   options.intra_op_threads = args.threads;
   options.timeout = Seconds(args.timeout_s);
+  if ((args.checkpoint_every > 0 || args.resume) && args.checkpoint_dir.empty())
+    throw UsageError("run: --checkpoint-every and --resume need --checkpoint-dir");
+  options.checkpoint_dir = args.checkpoint_dir;
+  options.checkpoint_every = args.checkpoint_every;
+  options.resume = args.resume;
   return options;
 }
 
@@ -129,7 +181,8 @@ std::string report_text(const exec::RunReport& report, const Plan& plan, const s
                                 stages_to_string(plan.stages), plan.microbatches, plan.microbatch_size, backend);
   std::vector<std::vector<std::string>> steps{{"step", "wall time", "mean loss"}};
   for (size_t s = 0; s < report.steps.size(); ++s) {
-    steps.push_back({std::to_string(s), human_seconds(report.steps[s].wall), fmt::format("{:.6f}", report.steps[s].mean_loss)});
+    steps.push_back({std::to_string(report.first_step + static_cast<int>(s)), human_seconds(report.steps[s].wall),
+                     fmt::format("{:.6f}", report.steps[s].mean_loss)});
   }
   out += "\n" + render_table(steps);
   std::vector<std::vector<std::string>> workers{{"worker", "actions", "compute", "waiting", "overhead/action",
@@ -167,6 +220,7 @@ void write_outputs(const RunArgs& args, const exec::RunReport& report, const Pla
     write_file_atomic(args.gantt, trace_to_svg(report.trace, gantt));
   }
   if (!args.save_weights.empty()) write_file_atomic(args.save_weights, exec::weights_to_json(report.weights).dump() + "\n");
+  if (!args.report.empty()) write_file_atomic(args.report, report_json(report, plan).dump(2) + "\n");
   std::fputs(args.json ? (report_json(report, plan).dump(2) + "\n").c_str()
                        : report_text(report, plan, args.backend).c_str(),
              stdout);
@@ -197,7 +251,8 @@ void add_run_command(CLI::App& app, CommandResult& result) {
       "the process runs as that one rank.");
   cmd->add_option("--plan", args->plan, "a plan file (baton.plan.v1)");
   cmd->add_option("--profile", args->profile, "with --stages: the layer profile");
-  cmd->add_option("--topology", args->topology, "with --stages: the cluster");
+  cmd->add_option("--topology", args->topology,
+                  "the cluster: with --stages, where the stages go; with --plan, checked to have its devices");
   cmd->add_option("--stages", args->stages, "stages as half-open layer ranges with replicas, e.g. 0-3,3-6x2");
   cmd->add_option("--schedule", args->schedule, "pipedream | 1f1b | gpipe | dp (default: the plan's)");
   cmd->add_option("--model", args->model, "mlp | vgg-mini | gpt-mini (default: the plan's)");
@@ -212,10 +267,18 @@ void add_run_command(CLI::App& app, CommandResult& result) {
   cmd->add_option("--lr", args->learning_rate, "SGD learning rate (default 0.05)");
   cmd->add_option("--seed", args->seed, "seed of weights and data (default 1)");
   cmd->add_option("--threads", args->threads, "LibTorch intra-op threads per process (default 1)")->check(CLI::PositiveNumber);
-  cmd->add_option("--timeout", args->timeout_s, "seconds any single wait may take (default 120)")->check(CLI::PositiveNumber);
+  cmd->add_option("--timeout", args->timeout_s,
+                  "seconds any single wait may take; a silent rank is noticed after this long (default 30)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--checkpoint-dir", args->checkpoint_dir, "folder of the run's checkpoints (step-<n>/)");
+  cmd->add_option("--checkpoint-every", args->checkpoint_every, "write a checkpoint every N completed steps")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--resume", args->resume,
+                "continue from the latest complete checkpoint in --checkpoint-dir (same model, plan and seed)");
   cmd->add_option("--trace", args->trace, "write the last step's measured trace (Chrome trace JSON)");
   cmd->add_option("--gantt", args->gantt, "write the last step's Gantt chart (SVG)");
   cmd->add_option("--save-weights", args->save_weights, "write the final weights (JSON)");
+  cmd->add_option("--report", args->report, "also write the report as JSON to this file (what --json prints)");
   cmd->add_flag("--json", args->json, "print the report as JSON");
   cmd->callback([args, &result] { result.exit_code = run_command(*args); });
 }
@@ -224,60 +287,24 @@ namespace {
 
 #if BATON_HAVE_EXEC
 
-std::optional<exec::RankEnv> rank_env_from_environment() {
-  const char* rank = std::getenv("RANK");
-  const char* world = std::getenv("WORLD_SIZE");
-  if (rank == nullptr || world == nullptr) return std::nullopt;
-  const auto number = [](const char* name, int fallback) {
-    const char* value = std::getenv(name);
-    if (value == nullptr || *value == '\0') return fallback;
-    char* end = nullptr;
-    const long parsed = std::strtol(value, &end, 10);
-    if (*end != '\0') throw UsageError(fmt::format("environment: {}={} is not a number", name, value));
-    return static_cast<int>(parsed);
-  };
-  exec::RankEnv env;
-  env.rank = number("RANK", 0);
-  env.world_size = number("WORLD_SIZE", 1);
-  env.local_rank = number("LOCAL_RANK", env.rank);
-  env.master_port = number("MASTER_PORT", 29500);
-  if (const char* addr = std::getenv("MASTER_ADDR"); addr != nullptr && *addr != '\0') env.master_addr = addr;
-  return env;
-}
-
-// argv of this process, without argv[0] (to start the ranks with the same command).
-std::vector<std::string> own_arguments() {
-  const std::string text = read_file("/proc/self/cmdline");
-  std::vector<std::string> args;
-  size_t begin = 0;
-  while (begin < text.size()) {
-    const size_t end = text.find('\0', begin);
-    args.push_back(text.substr(begin, end - begin));
-    if (end == std::string::npos) break;
-    begin = end + 1;
-  }
-  if (!args.empty()) args.erase(args.begin());
-  return args;
-}
-
-int launch(const RunArgs& args, const Plan& plan) {
+// Starts the ranks, after refusing a resume that no checkpoint allows (before
+// any rank starts). The launcher's deadline follows from --timeout: ranks
+// notice a dead or silent peer within one timeout themselves; the deadline
+// only ends a run whose ranks are all stuck, allowing the rendezvous and
+// every step one timeout each.
+int launch(const RunArgs& args, const Plan& plan, const exec::TrainOptions& options) {
   const int nproc = args.nproc > 0 ? args.nproc : plan.num_workers();
   if (nproc != plan.num_workers()) {
     throw UsageError(fmt::format("run: --nproc {} but the plan has {} workers; the gloo backend runs one rank "
                                  "per worker",
                                  nproc, plan.num_workers()));
   }
-  exec::LaunchSpec spec;
-  spec.executable = "/proc/self/exe";
-  spec.arguments = own_arguments();
-  spec.nproc = nproc;
-  spec.timeout = Seconds(args.timeout_s * 2 + 60.0 * args.steps);
-  auto outcome = exec::launch_local_ranks(spec);
-  if (!outcome) return fail("run: " + outcome.error().message);
-  if (outcome->ok()) return 0;
-  std::string codes;
-  for (size_t r = 0; r < outcome->exit_codes.size(); ++r) codes += fmt::format(" rank {}: {};", r, outcome->exit_codes[r]);
-  return fail("run: a rank failed (exit codes:" + codes + " -1 = stopped by the launcher)");
+  if (options.resume) {
+    if (auto checkpoint = exec::resumable_checkpoint(plan, options); !checkpoint)
+      return fail("run: " + checkpoint.error().message);
+  }
+  const Status launched = launch_self_ranks(own_arguments(), nproc, Seconds(args.timeout_s * (args.steps + 2)));
+  return launched ? 0 : fail("run: " + launched.error().message);
 }
 
 int run_command(const RunArgs& args) {
@@ -290,7 +317,7 @@ int run_command(const RunArgs& args) {
     return 0;
   }
   const std::optional<exec::RankEnv> env = rank_env_from_environment();
-  if (!env) return launch(args, plan);
+  if (!env) return launch(args, plan, options);
   if (env->world_size != plan.num_workers()) {
     throw UsageError(fmt::format("run: WORLD_SIZE is {} but the plan has {} workers; the gloo backend runs one "
                                  "rank per worker",

@@ -23,5 +23,9 @@ void add_profile_measure_command(CLI::App& profile, CommandResult& result);
 // it they say so and exit 2. `compare` needs sim/ only.
 void add_run_command(CLI::App& app, CommandResult& result);
 void add_compare_command(CLI::App& app, CommandResult& result);
+// `calibrate` (the executor's link as a topology) and `validate` (profile,
+// calibrate, plan, simulate, run, compare) need the executor too.
+void add_calibrate_command(CLI::App& app, CommandResult& result);
+void add_validate_command(CLI::App& app, CommandResult& result);
 
 }  // namespace baton::cli

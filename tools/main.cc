@@ -28,6 +28,8 @@ int main(int argc, char** argv) {
   baton::cli::add_profile_measure_command(*profile, result);
   baton::cli::add_run_command(app, result);
   baton::cli::add_compare_command(app, result);
+  baton::cli::add_calibrate_command(app, result);
+  baton::cli::add_validate_command(app, result);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

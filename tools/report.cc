@@ -44,4 +44,23 @@ std::string render_table(const std::vector<std::vector<std::string>>& rows) {
   return out;
 }
 
+std::string render_markdown_table(const std::vector<std::vector<std::string>>& rows) {
+  if (rows.empty()) return {};
+  const size_t columns = rows.front().size();
+  const auto line = [columns](const std::vector<std::string>& row) {
+    std::string out = "|";
+    for (size_t c = 0; c < columns; ++c) {
+      std::string cell = c < row.size() ? row[c] : std::string();
+      for (size_t at = cell.find('|'); at != std::string::npos; at = cell.find('|', at + 2)) cell.replace(at, 1, "\\|");
+      out += " " + cell + " |";
+    }
+    return out + "\n";
+  };
+  std::string out = line(rows.front()) + "|";
+  for (size_t c = 0; c < columns; ++c) out += c == 0 ? " --- |" : " ---: |";
+  out += "\n";
+  for (size_t r = 1; r < rows.size(); ++r) out += line(rows[r]);
+  return out;
+}
+
 }  // namespace baton::cli

@@ -15,5 +15,8 @@ std::string percent(double fraction);      // "12.3%"
 // A plain text table: first row is the header; columns right-aligned except
 // the first. Rows may be shorter than the header.
 std::string render_table(const std::vector<std::vector<std::string>>& rows);
+// The same table in GitHub Markdown (header, separator row, body; first
+// column left-aligned, the others right-aligned). "|" in cells is escaped.
+std::string render_markdown_table(const std::vector<std::vector<std::string>>& rows);
 
 }  // namespace baton::cli

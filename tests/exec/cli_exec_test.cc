@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "sim/profile.h"
 #include "sim/schedules.h"
 #include "sim/trace_reader.h"
 #include "tests/cli/cli_runner.h"
@@ -28,6 +29,31 @@ std::string write_plan(const fs::path& dir, const std::string& name, const Plan&
 std::string run_arguments(const std::string& plan_path, const exec::TrainOptions& options) {
   return fmt::format("run --plan '{}' --model {} --steps {} --lr {} --seed {} --timeout 60", plan_path,
                      options.model, options.steps, options.learning_rate, options.seed);
+}
+
+// A profile of `layers` identical layers named as those of zoo model
+// `named_as` (the first ones, then "extra<l>"), under the model name `model`.
+std::string write_profile(const fs::path& dir, const std::string& model, const std::string& named_as, int layers) {
+  Profile profile = make_uniform_profile(layers, Seconds(1e-3), Seconds(2e-3), Bytes(1024), Bytes(4096), 4);
+  profile.model = model;
+  auto info = exec::model_info(named_as);
+  REQUIRE(info.ok());
+  for (int l = 0; l < layers; ++l) {
+    profile.layers[static_cast<size_t>(l)].name = static_cast<size_t>(l) < info->layer_names.size()
+                                                      ? info->layer_names[static_cast<size_t>(l)]
+                                                      : fmt::format("extra{}", l);
+  }
+  const fs::path path = dir / (model + "-as-" + named_as + ".profile.json");
+  std::ofstream(path) << profile_to_json(profile).dump(2);
+  return path.string();
+}
+
+// What every refusal shares: exit code 2, the expected message, and no rank started.
+void check_refused(const CliRun& run, const std::string& message) {
+  INFO(run.err);
+  CHECK(run.exit_code == 2);
+  CHECK(run.err.find(message) != std::string::npos);
+  CHECK(run.err.find("rank") == std::string::npos);
 }
 
 }  // namespace
@@ -108,6 +134,90 @@ TEST_CASE("a plan that does not fit the model or the ranks is refused before any
     run.err = slurp(dir / "stderr.txt");
     CHECK(run.exit_code == 2);
     CHECK(run.err.find("WORLD_SIZE is 3 but the plan has 2 workers") != std::string::npos);
+  }
+}
+
+TEST_CASE("a plan for another model is refused before any rank starts", "[exec][gloo][cli]") {
+  const fs::path dir = scratch_dir("exec-other-model");
+  const exec::TrainOptions options = train_options("mlp", 1);
+  SECTION("a vgg-mini plan run as mlp, although both models have 6 layers") {
+    const std::string plan = write_plan(dir, "vgg", exec_plan("0-3,3-6", Schedule::kOneFOneB, 4, 4, "vgg-mini"));
+    check_refused(run_baton(run_arguments(plan, options) + " --backend gloo --nproc 2", "exec-other-model"),
+                  plan + ": the plan is for model 'vgg-mini' but --model is 'mlp'");
+  }
+  SECTION("layer ranges past the end of the model the plan names") {
+    const std::string plan = write_plan(dir, "long", exec_plan("0-4,4-7", Schedule::kGPipe, 4, 4, "vgg-mini"));
+    check_refused(run_baton(fmt::format("run --plan '{}' --backend gloo --nproc 2", plan), "exec-other-model"),
+                  plan + ": stages[1].layers = [4, 7) goes past the end of model 'vgg-mini', which has 6 layers");
+  }
+}
+
+TEST_CASE("a profile of other layers is refused before any rank starts", "[exec][gloo][cli]") {
+  const fs::path dir = scratch_dir("exec-other-profile");
+  const std::string common = "--topology topologies/cpu_2core.json --stages 0-3,3-6 --schedule 1f1b --model mlp "
+                             "--steps 1 --backend gloo --nproc 2";
+  SECTION("as many layers, named as vgg-mini's") {
+    const std::string profile = write_profile(dir, "mlp", "vgg-mini", 6);
+    check_refused(run_baton(fmt::format("run --profile '{}' {}", profile, common), "exec-other-profile"),
+                  profile + ": layers[0].name is 'conv1' but layer 0 of model 'mlp' is 'fc1'");
+  }
+  SECTION("more layers than the model, the first ones named as its own") {
+    const std::string profile = write_profile(dir, "mlp", "mlp", 7);
+    check_refused(run_baton(fmt::format("run --profile '{}' {}", profile, common), "exec-other-profile"),
+                  profile + ": the profile has 7 layers but model 'mlp' has 6");
+  }
+  SECTION("a shipped profile of another model") {
+    check_refused(run_baton("run --profile traces/uniform_16.json " + common, "exec-other-profile"),
+                  "traces/uniform_16.json: the profile has 16 layers but model 'mlp' has 6");
+  }
+  SECTION("without --model, a profile of a model outside the zoo") {
+    check_refused(run_baton("run --profile traces/vgg16_v100_mb32.json --topology topologies/cpu_2core.json "
+                            "--stages 0-3,3-6 --backend gloo --nproc 2",
+                            "exec-other-profile"),
+                  "traces/vgg16_v100_mb32.json: unknown model 'vgg16' (known: mlp, vgg-mini, gpt-mini)");
+  }
+}
+
+TEST_CASE("a plan needing more devices than the topology has is refused before any rank starts",
+          "[exec][gloo][cli]") {
+  const fs::path dir = scratch_dir("exec-small-topology");
+  const std::string topology = "topologies/cpu_2core.json";
+  SECTION("--stages with three stages on two devices") {
+    const std::string profile = write_profile(dir, "mlp", "mlp", 6);
+    check_refused(run_baton(fmt::format("run --profile '{}' --topology {} --stages 0-2,2-4,4-6 --schedule gpipe "
+                                        "--model mlp --backend gloo --nproc 3",
+                                        profile, topology),
+                            "exec-small-topology"),
+                  topology + ": topology 'cpu-2core' has 2 devices but --stages needs 3 (stages 0-2x1,2-4x1,4-6x1, "
+                             "one device per worker)");
+  }
+  const exec::TrainOptions options = train_options("mlp", 1);
+  SECTION("--plan with three workers and --topology with two devices") {
+    const std::string plan = write_plan(dir, "three", exec_plan("0-2,2-4,4-6", Schedule::kGPipe, 4));
+    check_refused(run_baton(fmt::format("{} --topology {} --backend gloo --nproc 3", run_arguments(plan, options),
+                                        topology),
+                            "exec-small-topology"),
+                  topology + ": topology 'cpu-2core' has 2 devices but " + plan +
+                      " needs 3 (stages 0-2x1,2-4x1,4-6x1, one device per worker)");
+  }
+  SECTION("--plan that puts a stage on a device the topology lacks") {
+    Plan placed = exec_plan("0-3,3-6", Schedule::kOneFOneB, 4);
+    placed.stages[0].devices = {0};
+    placed.stages[1].devices = {5};
+    const std::string plan = write_plan(dir, "device5", placed);
+    check_refused(run_baton(fmt::format("{} --topology {} --backend gloo --nproc 2", run_arguments(plan, options),
+                                        topology),
+                            "exec-small-topology"),
+                  topology + ": topology 'cpu-2core' has devices [0, 2) but " + plan +
+                      " puts stages[1] on device 5");
+  }
+  SECTION("--plan that fits the topology runs") {
+    const std::string plan = write_plan(dir, "two", exec_plan("0-3,3-6", Schedule::kOneFOneB, 4));
+    const CliRun run = run_baton(fmt::format("{} --topology {} --backend threads", run_arguments(plan, options),
+                                             topology),
+                                 "exec-small-topology");
+    INFO(run.err);
+    CHECK(run.exit_code == 0);
   }
 }
 

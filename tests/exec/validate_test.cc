@@ -1,0 +1,145 @@
+// `baton calibrate` and `baton validate` through the built binary: the link
+// calibration writes a topology the simulator reads, and validate's figures are
+// what the simulator predicts for the plan it wrote and what the run measured.
+#include "tests/exec/exec_test_support.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "sim/link_fit.h"
+#include "tests/cli/cli_runner.h"
+
+namespace baton::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+nlohmann::json read_json(const fs::path& path) { return nlohmann::json::parse(slurp(path)); }
+
+std::vector<TransferSample> samples_of(const nlohmann::json& samples) {
+  std::vector<TransferSample> out;
+  for (const auto& s : samples) out.push_back({Bytes(s.at("bytes").get<int64_t>()), Seconds(s.at("seconds").get<double>())});
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("calibrate writes a topology whose link is the fit of its own samples", "[exec][gloo][cli][validate]") {
+  const fs::path dir = scratch_dir("calibrate");
+  const std::string topology_path = (dir / "link.json").string();
+  const CliRun run = run_baton(fmt::format("calibrate --nproc 3 --repeats 5 --timeout 20 -o '{}'", topology_path),
+                               "calibrate");
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  CHECK(run.out.find("latency") != std::string::npos);
+  auto topology = parse_topology(slurp(topology_path), topology_path);
+  REQUIRE(topology.ok());
+  CHECK(topology->num_devices() == 3);
+  REQUIRE(topology->levels.size() == 1);
+  const nlohmann::json calibration = read_json(topology_path).at("calibration");
+  const auto p2p = samples_of(calibration.at("point_to_point"));
+  const auto allreduce = samples_of(calibration.at("allreduce"));
+  // The default sizes 4 B .. 4 MiB, whole float32 messages.
+  REQUIRE(p2p.size() == 6);
+  REQUIRE(allreduce.size() == 6);
+  CHECK(p2p.front().size.value == 4);
+  CHECK(p2p.back().size.value == 4 << 20);
+  // The level is exactly the fit of the recorded samples.
+  auto fit = fit_link(p2p);
+  REQUIRE(fit.ok());
+  CHECK(topology->levels[0].bandwidth_gbps == Approx(fit->bandwidth_gbps).epsilon(1e-12));
+  CHECK(topology->levels[0].latency.value == Approx(fit->latency.value).epsilon(1e-9).margin(1e-15));
+  // The all-reduce model beside each measurement is the simulator's ring on 3 devices.
+  const auto model = samples_of(calibration.at("allreduce_model"));
+  for (size_t i = 0; i < model.size(); ++i)
+    CHECK(model[i].time.value == Approx(ring_allreduce_time(3, allreduce[i].size, *fit).value).epsilon(1e-9));
+}
+
+TEST_CASE("validate's prediction is the simulation of its plan and its measurement the run's median step",
+          "[exec][gloo][cli][validate]") {
+  const fs::path dir = scratch_dir("validate");
+  const CliRun run = run_baton(fmt::format("validate --model mlp --nproc 2 --microbatch-size 16 --microbatches 4 "
+                                           "--steps 4 --schedule 1f1b,dp --stages 0-3,3-6 --tolerance 1000 "
+                                           "--timeout 20 --out '{}'",
+                                           dir.string()),
+                               "validate");
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  CHECK(run.out.find("report.md") != std::string::npos);
+  const std::string report = slurp(dir / "report.md");
+  for (const char* part : {"# Validation: mlp on 2 gloo ranks", "## Summary", "## Link calibration",
+                           "## Profile", "## 1f1b", "## dp", "(1f1b/compare.svg)", "| fc1 |"}) {
+    CHECK(report.find(part) != std::string::npos);
+  }
+  const nlohmann::json summary = read_json(dir / "report.json");
+  REQUIRE(summary.at("cases").size() == 2);
+  for (const auto& c : summary.at("cases")) {
+    const std::string schedule = c.at("schedule");
+    INFO(schedule);
+    CHECK(c.at("stages") == (schedule == "dp" ? "0-6x2" : "0-3x1,3-6x1"));
+    CHECK(c.at("workers") == 2);
+    // predicted = the simulator's iteration time of the same plan, profile and topology.
+    const CliRun sim = run_baton(fmt::format("simulate --profile '{}' --topology '{}' --plan '{}' --json",
+                                             (dir / "profile.json").string(), (dir / "topology.json").string(),
+                                             (dir / schedule / "plan.json").string()),
+                                 "validate-sim");
+    REQUIRE(sim.exit_code == 0);
+    const double predicted = nlohmann::json::parse(sim.out).at("iteration_time_s");
+    CHECK(c.at("predicted_s").get<double>() == Approx(predicted).epsilon(1e-12));
+    // measured = median of the wall times of steps 1..3 (the middle one of three).
+    std::vector<double> walls;
+    const nlohmann::json run_report = read_json(dir / schedule / "run.json");
+    for (const auto& step : run_report.at("steps")) walls.push_back(step.at("wall_s").get<double>());
+    REQUIRE(walls.size() == 4);
+    std::sort(walls.begin() + 1, walls.end());
+    CHECK(c.at("measured_s").get<double>() == walls[2]);
+    CHECK(c.at("measured_min_s").get<double>() == walls[1]);
+    CHECK(c.at("measured_max_s").get<double>() == walls[3]);
+    CHECK(c.at("error").get<double>() == Approx((walls[2] - predicted) / predicted).epsilon(1e-9));
+    CHECK(slurp(dir / schedule / "compare.svg").find("<svg") != std::string::npos);
+  }
+}
+
+TEST_CASE("validate exits 1 when an error exceeds the tolerance, and 2 on bad input", "[exec][gloo][cli][validate]") {
+  const fs::path dir = scratch_dir("validate-tolerance");
+  SECTION("a tolerance no measurement meets") {
+    const CliRun run = run_baton(fmt::format("validate --model mlp --nproc 2 --microbatch-size 8 --microbatches 2 "
+                                             "--steps 2 --schedule dp --tolerance 1e-12 --timeout 20 "
+                                             "--topology topologies/cpu_2core.json --out '{}'",
+                                             dir.string()),
+                                 "validate-tolerance");
+    CHECK(run.exit_code == 1);
+    CHECK(run.err.find("exceeds") != std::string::npos);
+    CHECK(run.out.find("NO") != std::string::npos);
+  }
+  SECTION("a profile of another model") {
+    const fs::path profile = dir / "vgg.json";
+    REQUIRE(run_baton(fmt::format("profile measure --model vgg-mini --microbatch-size 2 --warmup 0 --steps 1 -o '{}'",
+                                  profile.string()),
+                      "validate-profile")
+                .exit_code == 0);
+    const CliRun run = run_baton(fmt::format("validate --model mlp --profile '{}' --out '{}'", profile.string(),
+                                             (dir / "out").string()),
+                                 "validate-profile");
+    CHECK(run.exit_code == 2);
+    CHECK(run.err.find("are not those of model 'mlp'") != std::string::npos);
+  }
+  SECTION("a topology with fewer devices than ranks") {
+    const CliRun run = run_baton(fmt::format("validate --model mlp --nproc 3 --topology topologies/cpu_2core.json "
+                                             "--out '{}'",
+                                             (dir / "out").string()),
+                                 "validate-topology");
+    CHECK(run.exit_code == 2);
+    CHECK(run.err.find("has 2 devices but --nproc is 3") != std::string::npos);
+  }
+  SECTION("one rank") {
+    const CliRun run = run_baton("validate --model mlp --nproc 1", "validate-nproc");
+    CHECK(run.exit_code == 2);
+    CHECK(run.err.find("--nproc must be >= 2") != std::string::npos);
+  }
+}
+
+}  // namespace baton::testing

@@ -1,0 +1,158 @@
+// `baton calibrate`: measures the link between executor ranks (c10d Gloo) and
+// writes it as a topology the simulator and planner read.
+//
+// Like `run --backend gloo`, a process with RANK and WORLD_SIZE in its
+// environment is one rank; otherwise it starts --nproc ranks of itself here.
+// Rank 0 fits latency and bandwidth to the point-to-point times
+// (sim/link_fit.h), writes a one-level baton.topology.v1 with one device per
+// rank, and keeps the raw samples and the all-reduce times beside the model's
+// in a "calibration" object (readers of the format ignore it).
+#include <cstdio>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "sim/link_fit.h"
+#include "tools/cli_support.h"
+#include "tools/commands.h"
+#include "tools/report.h"
+
+#if BATON_HAVE_EXEC
+#include <unistd.h>
+
+#include "exec/executor.h"
+#include "tools/rank_launch.h"
+#endif
+
+namespace baton::cli {
+
+namespace {
+
+struct CalibrateArgs {
+  int nproc = 2;
+  std::string output;
+  double memory_gib = 0.0;
+  int repeats = 25;
+  double timeout_s = 30.0;
+};
+
+#if BATON_HAVE_EXEC
+
+nlohmann::json samples_json(const std::vector<TransferSample>& samples) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const TransferSample& s : samples) out.push_back({{"bytes", s.size.value}, {"seconds", s.time.value}});
+  return out;
+}
+
+// Physical memory shared by the ranks, or --memory-gib.
+double memory_per_rank_gib(const CalibrateArgs& args, int ranks) {
+  if (args.memory_gib > 0.0) return args.memory_gib;
+  const double bytes = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  return bytes / double(1 << 30) / ranks;
+}
+
+nlohmann::json calibrated_topology(const exec::LinkMeasurement& m, const LinkFit& fit, const CalibrateArgs& args) {
+  Topology topology;
+  topology.name = fmt::format("calibrated-gloo-{}ranks", m.ranks);
+  topology.source = fmt::format(
+      "Measured by `baton calibrate`: {} executor ranks on one machine over c10d Gloo (TCP). Latency and "
+      "bandwidth fitted to one-way times of {} message sizes (median of {} round trips / 2), worst relative "
+      "residual {:.1f}%. One device per rank; compute times come from the profile (relative_speed 1).",
+      m.ranks, m.point_to_point.size(), args.repeats, 100.0 * fit.max_relative_residual);
+  topology.device = DeviceType{"executor-rank", Bytes(static_cast<int64_t>(memory_per_rank_gib(args, m.ranks) *
+                                                                          double(1 << 30))),
+                               1.0};
+  topology.levels = {Level{"gloo", m.ranks, fit.bandwidth_gbps, fit.latency}};
+  nlohmann::json model = nlohmann::json::array();
+  for (const TransferSample& s : m.allreduce) {
+    model.push_back({{"bytes", s.size.value}, {"seconds", ring_allreduce_time(m.ranks, s.size, fit).value}});
+  }
+  nlohmann::json out = topology_to_json(topology);
+  out["calibration"] = {{"point_to_point", samples_json(m.point_to_point)},
+                        {"allreduce", samples_json(m.allreduce)},
+                        {"allreduce_model", model},
+                        {"latency_us", fit.latency.value * 1e6},
+                        {"bandwidth_gbps", fit.bandwidth_gbps},
+                        {"max_relative_residual", fit.max_relative_residual}};
+  return out;
+}
+
+std::string calibration_text(const exec::LinkMeasurement& m, const LinkFit& fit) {
+  std::vector<std::vector<std::string>> rows{{"bytes", "one-way", "fitted", "all-reduce", "model"}};
+  for (size_t i = 0; i < m.point_to_point.size(); ++i) {
+    const TransferSample& p = m.point_to_point[i];
+    const TransferSample& a = m.allreduce[i];
+    rows.push_back({human_bytes(p.size), human_seconds(p.time), human_seconds(fit.predict(p.size)),
+                    human_seconds(a.time), human_seconds(ring_allreduce_time(m.ranks, a.size, fit))});
+  }
+  return fmt::format("calibrate: {} ranks over gloo: latency {}, bandwidth {:.2f} Gb/s (worst residual {:.1f}%)\n\n",
+                     m.ranks, human_seconds(fit.latency), fit.bandwidth_gbps, 100.0 * fit.max_relative_residual) +
+         render_table(rows);
+}
+
+int run_rank(const CalibrateArgs& args, const exec::RankEnv& env) {
+  exec::LinkOptions options;
+  options.repeats = args.repeats;
+  options.timeout = Seconds(args.timeout_s);
+  auto measured = exec::measure_link_rank(env, options);
+  if (!measured) {
+    std::fprintf(stderr, "baton: calibrate: rank %d: %s\n", env.rank, measured.error().message.c_str());
+    return 1;
+  }
+  if (env.rank != 0) return 0;
+  const LinkFit fit = take(fit_link(measured->point_to_point));
+  const std::string text = calibrated_topology(*measured, fit, args).dump(2) + "\n";
+  if (args.output.empty() || args.output == "-") {
+    std::fputs(text.c_str(), stdout);
+    std::fputs(calibration_text(*measured, fit).c_str(), stderr);
+  } else {
+    write_file_atomic(args.output, text);
+    std::fputs(calibration_text(*measured, fit).c_str(), stdout);
+  }
+  return 0;
+}
+
+int run_calibrate(const CalibrateArgs& args) {
+  if (const auto env = rank_env_from_environment()) return run_rank(args, *env);
+  if (args.nproc < 2) throw UsageError(fmt::format("calibrate: --nproc must be >= 2, got {}", args.nproc));
+  const Status launched = launch_self_ranks(own_arguments(), args.nproc, Seconds(4 * args.timeout_s + 60.0));
+  if (!launched) {
+    std::fprintf(stderr, "baton: calibrate: %s\n", launched.error().message.c_str());
+    return 1;
+  }
+  return 0;
+}
+
+#else
+
+int run_calibrate(const CalibrateArgs&) {
+  throw UsageError("calibrate: this baton was built without LibTorch (the executor); rebuild with BATON_TORCH=ON");
+}
+
+#endif  // BATON_HAVE_EXEC
+
+}  // namespace
+
+void add_calibrate_command(CLI::App& app, CommandResult& result) {
+  auto args = std::make_shared<CalibrateArgs>();
+  CLI::App* cmd = app.add_subcommand("calibrate", "Measure the executor's link and write it as a topology");
+  cmd->footer(
+      "Start --nproc executor ranks on this machine (c10d Gloo over TCP), time messages of 4 B to 4 MiB\n"
+      "between rank 0 and rank 1 and all-reduces over all ranks, fit latency + size / bandwidth to the\n"
+      "one-way times, and write a one-level topology with one device per rank. The raw samples and the\n"
+      "all-reduce times beside the simulator's ring model are kept under \"calibration\" in the file.\n\n"
+      "Example:\n"
+      "  baton calibrate --nproc 2 -o out/link.json\n"
+      "  baton simulate --profile out/mlp.json --topology out/link.json --stages 0-3,3-6 --schedule 1f1b");
+  cmd->add_option("--nproc", args->nproc, "ranks (devices of the topology), >= 2 (default 2)");
+  cmd->add_option("-o,--output", args->output, "write the topology here (default: standard output)");
+  cmd->add_option("--memory-gib", args->memory_gib, "memory per device (default: this machine's / nproc)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--repeats", args->repeats, "round trips timed per size; the median is kept (default 25)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--timeout", args->timeout_s, "seconds any single wait may take (default 30)")
+      ->check(CLI::PositiveNumber);
+  cmd->callback([args, &result] { result.exit_code = run_calibrate(*args); });
+}
+
+}  // namespace baton::cli

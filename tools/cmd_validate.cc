@@ -1,0 +1,389 @@
+// `baton validate`: the whole loop on this machine's hardware. Measure the
+// model's profile, calibrate the link between ranks (`baton calibrate`), and
+// per schedule: plan, simulate the exact Program the executor will run, run it
+// (`baton run --backend gloo`), and compare. Writes a Markdown report with the
+// figures and, per schedule, both Gantt charts in one SVG; exits 1 when an
+// iteration-time error exceeds --tolerance.
+//
+// What is compared (per schedule):
+// - predicted: the simulated makespan of one iteration of the Program built
+//   from the plan (build_program), as the executor runs it: every step is a
+//   whole Program (pipedream included: its warm-up and drain are in the step);
+// - measured: the median over steps 1..K-1 of the run's step wall times
+//   (barrier to barrier; step 0 pays allocations and first connections);
+// - error = (measured - predicted) / predicted.
+// Layout of --out DIR: profile.json, topology.json, report.md, report.json
+// (the summary figures in seconds), and per
+// schedule S: S/plan.json, S/predicted.json, S/measured.json, S/run.json,
+// S/run.log (what rank 0 printed), S/compare.svg.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "tools/cli_support.h"
+#include "tools/commands.h"
+
+#if BATON_HAVE_EXEC
+#include "exec/executor.h"
+#include "planner/planner.h"
+#include "sim/schedules.h"
+#include "sim/simulator.h"
+#include "sim/stage_costs.h"
+#include "sim/trace_reader.h"
+#include "sim/trace_writers.h"
+#include "tools/compare_report.h"
+#include "tools/rank_launch.h"
+#include "tools/report.h"
+#endif
+
+namespace baton::cli {
+
+namespace {
+
+struct ValidateArgs {
+  std::string model;
+  std::string backend = "gloo";
+  int nproc = 2;
+  std::string schedules = "pipedream,1f1b,gpipe,dp";
+  std::string stages;
+  int microbatch_size = 32;
+  int microbatches = 8;
+  int steps = 10;
+  double tolerance = 0.10;
+  std::string out = "out/validate";
+  std::string profile;
+  std::string topology;
+  int threads = 1;
+  double timeout_s = 30.0;
+};
+
+#if BATON_HAVE_EXEC
+
+namespace fs = std::filesystem;
+
+struct Case {
+  Schedule schedule = Schedule::kOneFOneB;
+  Plan plan;
+  Seconds predicted;
+  Seconds measured;               // median of steps 1..K-1
+  Seconds measured_min;
+  Seconds measured_max;
+  Comparison comparison;          // predicted trace against the last step's
+  double error() const { return (measured - predicted) / predicted; }
+};
+
+void progress(const std::string& line) { std::fprintf(stderr, "validate: %s\n", line.c_str()); }
+
+std::string path_in(const fs::path& dir, const std::string& name) { return (dir / name).string(); }
+
+Profile obtain_profile(const ValidateArgs& args, const exec::ModelInfo& model, const fs::path& dir) {
+  Profile profile;
+  if (!args.profile.empty()) {
+    profile = load_profile_file(args.profile);
+  } else {
+    progress(fmt::format("measuring the profile of {} (microbatch size {})", model.name, args.microbatch_size));
+    exec::ProfileOptions options;
+    options.intra_op_threads = args.threads;
+    profile = take(exec::measure_profile(model.name, args.microbatch_size, options));
+  }
+  std::vector<std::string> names;
+  for (const Layer& layer : profile.layers) names.push_back(layer.name);
+  if (names != model.layer_names) {
+    throw UsageError(fmt::format("{}: the profile's layers are not those of model '{}' ({} layers: {} ...)",
+                                 args.profile, model.name, model.layer_names.size(), model.layer_names.front()));
+  }
+  write_file_atomic(path_in(dir, "profile.json"), profile_to_json(profile).dump(2) + "\n");
+  return profile;
+}
+
+// Runs `baton <arguments>` as `nproc` local ranks with this process's standard
+// output sent to `log` (the ranks inherit it), so rank 0's printout lands there.
+void launch_logged(const std::vector<std::string>& arguments, int nproc, Seconds timeout, const std::string& log,
+                   const std::string& what) {
+  std::fflush(stdout);
+  const int saved = dup(STDOUT_FILENO);
+  const int file = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (saved < 0 || file < 0) throw UsageError(fmt::format("validate: cannot write {}", log));
+  dup2(file, STDOUT_FILENO);
+  close(file);
+  const Status launched = launch_self_ranks(arguments, nproc, timeout);
+  dup2(saved, STDOUT_FILENO);
+  close(saved);
+  if (!launched) throw std::runtime_error(fmt::format("{}: {} (see {})", what, launched.error().message, log));
+}
+
+Topology obtain_topology(const ValidateArgs& args, const fs::path& dir, nlohmann::json& calibration) {
+  const std::string path = path_in(dir, "topology.json");
+  if (!args.topology.empty()) {
+    write_file_atomic(path, read_file(args.topology));
+  } else {
+    progress(fmt::format("calibrating the link between {} gloo ranks", args.nproc));
+    launch_logged({"calibrate", "--nproc", std::to_string(args.nproc), "-o", path, "--timeout",
+                   fmt::format("{}", args.timeout_s)},
+                  args.nproc, Seconds(4 * args.timeout_s + 60.0), path_in(dir, "calibrate.log"), "calibration");
+  }
+  const nlohmann::json document = nlohmann::json::parse(read_file(path), nullptr, false);
+  if (document.is_object() && document.contains("calibration")) calibration = document["calibration"];
+  Topology topology = load_topology_file(path);
+  if (topology.num_devices() < args.nproc) {
+    throw UsageError(fmt::format("{}: topology '{}' has {} devices but --nproc is {}", args.topology, topology.name,
+                                 topology.num_devices(), args.nproc));
+  }
+  return topology;
+}
+
+// The plan of one schedule: --stages as given, dp as the whole model on every
+// rank, otherwise the planner's choice (baton cost model, SGD) for that schedule.
+Plan plan_for(Schedule schedule, const ValidateArgs& args, const Profile& profile, const Topology& topology) {
+  Plan plan;
+  if (!args.stages.empty() && schedule != Schedule::kDataParallel) {
+    plan.stages = take(parse_stages(args.stages));
+  } else if (schedule == Schedule::kDataParallel) {
+    plan.stages = {StagePlan{LayerRange{0, profile.num_layers()}, args.nproc, {}}};
+  } else {
+    PlannerOptions options;
+    options.schedule = schedule;
+    options.microbatches = args.microbatches;
+    options.optimizer = Optimizer::kSgd;
+    plan = take(make_plan(profile, topology, options)).best.plan;
+    for (StagePlan& stage : plan.stages) stage.devices.clear();
+  }
+  plan.schedule = schedule;
+  plan.model = profile.model;
+  plan.microbatch_size = profile.microbatch_size;
+  plan.microbatches = args.microbatches;
+  if (schedule == Schedule::kPipeDream) {
+    // The executor needs a whole number of rounds of every replicated stage.
+    const auto period = static_cast<int>(pipedream_period(plan));
+    plan.microbatches = (plan.microbatches + period - 1) / period * period;
+  }
+  take(assign_devices(plan, topology));
+  take(check_plan(plan, profile, topology, "the plan"));
+  return plan;
+}
+
+Simulation predict(const Plan& plan, const Profile& profile, const Topology& topology) {
+  SimOptions options;
+  options.optimizer = Optimizer::kSgd;
+  const Program program = build_program(plan);
+  return take(simulate_program(program, stage_costs(profile, plan, topology), topology, plan.microbatch_size,
+                               options));
+}
+
+// Median, min and max of the step wall times after the first.
+void read_step_times(const std::string& path, Case& c) {
+  const nlohmann::json report = nlohmann::json::parse(read_file(path));
+  std::vector<double> walls;
+  for (const auto& step : report.at("steps")) walls.push_back(step.at("wall_s").get<double>());
+  if (walls.size() > 1) walls.erase(walls.begin());
+  std::sort(walls.begin(), walls.end());
+  c.measured = Seconds(walls[walls.size() / 2]);
+  c.measured_min = Seconds(walls.front());
+  c.measured_max = Seconds(walls.back());
+}
+
+Case run_case(Schedule schedule, const ValidateArgs& args, const Profile& profile, const Topology& topology,
+              const fs::path& out) {
+  const std::string name(schedule_name(schedule));
+  const fs::path dir = out / name;
+  fs::create_directories(dir);
+  Case c;
+  c.schedule = schedule;
+  c.plan = plan_for(schedule, args, profile, topology);
+  const std::string plan_path = path_in(dir, "plan.json");
+  write_file_atomic(plan_path, plan_to_json(c.plan).dump(2) + "\n");
+  const Simulation predicted = predict(c.plan, profile, topology);
+  c.predicted = predicted.metrics.makespan;
+  write_file_atomic(path_in(dir, "predicted.json"), trace_to_chrome_json(predicted.trace));
+  progress(fmt::format("{}: stages {}, {} microbatches: predicted {} per iteration; running {} steps on {} ranks",
+                       name, stages_to_string(c.plan.stages), c.plan.microbatches, human_seconds(c.predicted),
+                       args.steps, c.plan.num_workers()));
+  const std::string measured_path = path_in(dir, "measured.json");
+  const std::string report_path = path_in(dir, "run.json");
+  launch_logged({"run", "--plan", plan_path, "--model", c.plan.model, "--backend", "gloo", "--steps",
+                 std::to_string(args.steps), "--threads", std::to_string(args.threads), "--timeout",
+                 fmt::format("{}", args.timeout_s), "--trace", measured_path, "--report", report_path},
+                c.plan.num_workers(), Seconds(2 * args.timeout_s + 60.0 * args.steps), path_in(dir, "run.log"),
+                fmt::format("{} run", name));
+  read_step_times(report_path, c);
+  const Trace measured = take(parse_chrome_trace(read_file(measured_path), measured_path));
+  c.comparison = compare_traces(predicted.trace, measured);
+  GanttOptions gantt;
+  gantt.title = fmt::format("{} {}: predicted (top) and measured (bottom)", c.plan.model, name);
+  write_file_atomic(path_in(dir, "compare.svg"), traces_to_svg_compare(predicted.trace, measured, gantt));
+  progress(fmt::format("{}: measured {} (median of steps 1..{}), error {}", name, human_seconds(c.measured),
+                       args.steps - 1, signed_percent(c.error())));
+  return c;
+}
+
+std::vector<std::vector<std::string>> summary_rows(const std::vector<Case>& cases, double tolerance) {
+  std::vector<std::vector<std::string>> rows{{"schedule", "stages", "workers", "microbatches", "predicted",
+                                              "measured", "range", "error", fmt::format("within {:g}%",
+                                                                                         100.0 * tolerance)}};
+  for (const Case& c : cases) {
+    rows.push_back({std::string(schedule_name(c.schedule)), stages_to_string(c.plan.stages),
+                    std::to_string(c.plan.num_workers()), std::to_string(c.plan.microbatches),
+                    human_seconds(c.predicted), human_seconds(c.measured),
+                    human_seconds(c.measured_min) + " - " + human_seconds(c.measured_max), signed_percent(c.error()),
+                    std::abs(c.error()) <= tolerance ? "yes" : "NO"});
+  }
+  return rows;
+}
+
+std::string calibration_markdown(const nlohmann::json& calibration, const Topology& topology) {
+  std::string out = fmt::format("Topology `{}`: {} devices, link {:.3f} Gb/s, latency {}.\n\n", topology.name,
+                                topology.num_devices(), topology.levels.front().bandwidth_gbps,
+                                human_seconds(topology.levels.front().latency));
+  if (calibration.is_null()) return out + "Given with --topology (no calibration in this run).\n";
+  std::vector<std::vector<std::string>> rows{{"bytes", "one-way measured", "link model", "all-reduce measured",
+                                              "all-reduce model"}};
+  const auto& p2p = calibration.at("point_to_point");
+  for (size_t i = 0; i < p2p.size(); ++i) {
+    const Bytes size(p2p[i].at("bytes").get<int64_t>());
+    const LinkFit fit{topology.levels.front().latency, topology.levels.front().bandwidth_gbps, 0.0};
+    rows.push_back({human_bytes(size), human_seconds(Seconds(p2p[i].at("seconds").get<double>())),
+                    human_seconds(fit.predict(size)),
+                    human_seconds(Seconds(calibration.at("allreduce")[i].at("seconds").get<double>())),
+                    human_seconds(Seconds(calibration.at("allreduce_model")[i].at("seconds").get<double>()))});
+  }
+  return out + render_markdown_table(rows);
+}
+
+std::string profile_markdown(const Profile& profile) {
+  std::vector<std::vector<std::string>> rows{{"layer", "forward", "backward", "optimizer", "output", "parameters"}};
+  for (const Layer& layer : profile.layers) {
+    rows.push_back({layer.name, human_seconds(layer.forward), human_seconds(layer.backward),
+                    human_seconds(layer.optimizer),
+                    human_bytes(layer.output_bytes), human_bytes(layer.param_bytes)});
+  }
+  return render_markdown_table(rows);
+}
+
+std::string report_markdown(const ValidateArgs& args, const Profile& profile, const Topology& topology,
+                            const nlohmann::json& calibration, const std::vector<Case>& cases) {
+  std::string out = fmt::format("# Validation: {} on {} gloo ranks\n\n", profile.model, args.nproc);
+  out += fmt::format(
+      "Predicted: the simulated makespan of one iteration of the Program each plan runs. Measured: the median "
+      "wall time of steps 1..{} of `baton run` (barrier to barrier). Error = (measured - predicted) / "
+      "predicted; tolerance {:g}%. Microbatch size {}, SGD, {} LibTorch thread(s) per rank.\n\n",
+      args.steps - 1, 100.0 * args.tolerance, profile.microbatch_size, args.threads);
+  out += "## Summary\n\n" + render_markdown_table(summary_rows(cases, args.tolerance));
+  out += "\n## Link calibration\n\n" + calibration_markdown(calibration, topology);
+  out += "\n## Profile (measured on this machine)\n\n" + profile_markdown(profile);
+  for (const Case& c : cases) {
+    const std::string name(schedule_name(c.schedule));
+    out += fmt::format("\n## {}\n\nStages {} on {} workers, {} microbatches of {}. Spans: {} paired, {} only "
+                       "predicted, {} only measured (the measured trace is the last step).\n\n",
+                       name, stages_to_string(c.plan.stages), c.plan.num_workers(), c.plan.microbatches,
+                       c.plan.microbatch_size, c.comparison.paired, c.comparison.only_predicted,
+                       c.comparison.only_measured);
+    out += comparison_tables(c.comparison, true);
+    out += fmt::format("\n![{0}: predicted and measured]({0}/compare.svg)\n", name);
+  }
+  return out;
+}
+
+nlohmann::json report_json(const std::vector<Case>& cases, double tolerance) {
+  nlohmann::json out = {{"tolerance", tolerance}, {"cases", nlohmann::json::array()}};
+  for (const Case& c : cases) {
+    out["cases"].push_back({{"schedule", schedule_name(c.schedule)},
+                            {"stages", stages_to_string(c.plan.stages)},
+                            {"workers", c.plan.num_workers()},
+                            {"microbatches", c.plan.microbatches},
+                            {"predicted_s", c.predicted.value},
+                            {"measured_s", c.measured.value},
+                            {"measured_min_s", c.measured_min.value},
+                            {"measured_max_s", c.measured_max.value},
+                            {"error", c.error()},
+                            {"comparison", comparison_json(c.comparison)}});
+  }
+  return out;
+}
+
+int run_validate(const ValidateArgs& args) {
+  if (rank_env_from_environment()) {
+    throw UsageError("validate: RANK/WORLD_SIZE are set; validate starts its ranks itself (run it once, not "
+                     "under torchrun)");
+  }
+  if (args.nproc < 2) throw UsageError(fmt::format("validate: --nproc must be >= 2, got {}", args.nproc));
+  if (args.steps < 2) throw UsageError("validate: --steps must be >= 2 (step 0 is not measured)");
+  const std::vector<Schedule> schedules = parse_schedule_list(args.schedules);
+  const exec::ModelInfo model = take(exec::model_info(args.model));
+  const fs::path out(args.out);
+  fs::create_directories(out);
+  nlohmann::json calibration;
+  const Topology topology = obtain_topology(args, out, calibration);
+  const Profile profile = obtain_profile(args, model, out);
+  std::vector<Case> cases;
+  try {
+    for (Schedule schedule : schedules) cases.push_back(run_case(schedule, args, profile, topology, out));
+  } catch (const std::runtime_error& e) {
+    if (dynamic_cast<const UsageError*>(&e) != nullptr) throw;
+    std::fprintf(stderr, "baton: validate: %s\n", e.what());
+    return 1;
+  }
+  const std::string report = path_in(out, "report.md");
+  write_file_atomic(report, report_markdown(args, profile, topology, calibration, cases));
+  write_file_atomic(path_in(out, "report.json"), report_json(cases, args.tolerance).dump(2) + "\n");
+  std::fputs(render_table(summary_rows(cases, args.tolerance)).c_str(), stdout);
+  std::printf("report: %s\n", report.c_str());
+  const bool within = std::all_of(cases.begin(), cases.end(),
+                                  [&](const Case& c) { return std::abs(c.error()) <= args.tolerance; });
+  if (!within) std::fprintf(stderr, "baton: validate: an iteration-time error exceeds %g%%\n", 100.0 * args.tolerance);
+  return within ? 0 : 1;
+}
+
+#else
+
+int run_validate(const ValidateArgs&) {
+  throw UsageError("validate: this baton was built without LibTorch (the executor); rebuild with BATON_TORCH=ON");
+}
+
+#endif  // BATON_HAVE_EXEC
+
+}  // namespace
+
+void add_validate_command(CLI::App& app, CommandResult& result) {
+  auto args = std::make_shared<ValidateArgs>();
+  CLI::App* cmd = app.add_subcommand("validate", "Measure, calibrate, plan, simulate, run and compare, in one go");
+  cmd->footer(
+      "The loop on this machine: measure the model's profile (profile measure), calibrate the link between\n"
+      "--nproc gloo ranks (calibrate), then per schedule plan it, simulate the Program the executor will run,\n"
+      "run it (run --backend gloo) and compare predicted and measured iteration time. Writes DIR/report.md\n"
+      "(figures, calibration, profile, per-stage and per-action errors) and DIR/<schedule>/compare.svg (both\n"
+      "Gantt charts); exits 1 when an iteration-time error exceeds --tolerance.\n\n"
+      "Examples:\n"
+      "  baton validate --model mlp --nproc 2 --microbatch-size 256 --out out/validate-mlp\n"
+      "  baton validate --model gpt-mini --nproc 2 --schedule 1f1b,gpipe --stages 0-3,3-6 --tolerance 0.1\n"
+      "Give --profile and --topology to skip measuring and calibrating.");
+  cmd->add_option("--model", args->model, "mlp | vgg-mini | gpt-mini")->required();
+  cmd->add_option("--backend", args->backend, "gloo (CPU processes over c10d Gloo)")->check(CLI::IsMember({"gloo"}));
+  cmd->add_option("--nproc", args->nproc, "ranks on this machine, >= 2 (default 2)");
+  cmd->add_option("--schedule", args->schedules, "comma list of pipedream | 1f1b | gpipe | dp (default: all four)");
+  cmd->add_option("--stages", args->stages, "use these stages instead of the planner's (not for dp)");
+  cmd->add_option("--microbatch-size", args->microbatch_size, "samples per microbatch (default 32; with --profile, the profile's)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--microbatches", args->microbatches, "microbatches (pipedream: minibatches) per iteration "
+                                                        "(default 8)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--steps", args->steps, "iterations run per schedule, >= 2 (default 10)");
+  cmd->add_option("--tolerance", args->tolerance, "largest |iteration-time error| accepted (default 0.10)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--out", args->out, "directory for the report and its files (default out/validate)");
+  cmd->add_option("--profile", args->profile, "use this profile instead of measuring one");
+  cmd->add_option("--topology", args->topology, "use this topology instead of calibrating one");
+  cmd->add_option("--threads", args->threads, "LibTorch intra-op threads per rank (default 1)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--timeout", args->timeout_s, "seconds any single wait of a rank may take (default 30)")
+      ->check(CLI::PositiveNumber);
+  cmd->callback([args, &result] { result.exit_code = run_validate(*args); });
+}
+
+}  // namespace baton::cli

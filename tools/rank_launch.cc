@@ -1,0 +1,63 @@
+#include "tools/rank_launch.h"
+
+#if BATON_HAVE_EXEC
+
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "exec/launcher.h"
+#include "tools/cli_support.h"
+
+namespace baton::cli {
+
+std::optional<exec::RankEnv> rank_env_from_environment() {
+  const char* rank = std::getenv("RANK");
+  const char* world = std::getenv("WORLD_SIZE");
+  if (rank == nullptr || world == nullptr) return std::nullopt;
+  const auto number = [](const char* name, int fallback) {
+    const char* value = std::getenv(name);
+    if (value == nullptr || *value == '\0') return fallback;
+    char* end = nullptr;
+    const long parsed = std::strtol(value, &end, 10);
+    if (*end != '\0') throw UsageError(fmt::format("environment: {}={} is not a number", name, value));
+    return static_cast<int>(parsed);
+  };
+  exec::RankEnv env;
+  env.rank = number("RANK", 0);
+  env.world_size = number("WORLD_SIZE", 1);
+  env.local_rank = number("LOCAL_RANK", env.rank);
+  env.master_port = number("MASTER_PORT", 29500);
+  if (const char* addr = std::getenv("MASTER_ADDR"); addr != nullptr && *addr != '\0') env.master_addr = addr;
+  return env;
+}
+
+std::vector<std::string> own_arguments() {
+  const std::string text = read_file("/proc/self/cmdline");
+  std::vector<std::string> args;
+  size_t begin = 0;
+  while (begin < text.size()) {
+    const size_t end = text.find('\0', begin);
+    args.push_back(text.substr(begin, end - begin));
+    if (end == std::string::npos) break;
+    begin = end + 1;
+  }
+  if (!args.empty()) args.erase(args.begin());
+  return args;
+}
+
+Status launch_self_ranks(const std::vector<std::string>& arguments, int nproc, Seconds timeout) {
+  exec::LaunchSpec spec;
+  spec.executable = "/proc/self/exe";
+  spec.arguments = arguments;
+  spec.nproc = nproc;
+  spec.timeout = timeout;
+  auto outcome = exec::launch_local_ranks(spec);
+  if (!outcome) return outcome.error();
+  if (outcome->ok()) return ok_status();
+  return Error{exec::describe_failure(*outcome, spec)};
+}
+
+}  // namespace baton::cli
+
+#endif  // BATON_HAVE_EXEC

@@ -1,0 +1,34 @@
+// Starting the executor's ranks from the command line (gloo backend): reading a
+// rank's torchrun-style environment, and starting N ranks of this binary on
+// this machine (exec/launcher.h) with a message that names the failed ranks.
+// Only in builds with the executor (BATON_HAVE_EXEC).
+#pragma once
+
+#if BATON_HAVE_EXEC
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "exec/executor.h"
+#include "sim/result.h"
+#include "sim/units.h"
+
+namespace baton::cli {
+
+// This process's rank when RANK and WORLD_SIZE are set (torchrun, Slurm,
+// mpirun, or launch_self_ranks); MASTER_ADDR defaults to 127.0.0.1,
+// MASTER_PORT to 29500, LOCAL_RANK to RANK. A non-numeric value is a UsageError.
+std::optional<exec::RankEnv> rank_env_from_environment();
+
+// argv of this process without argv[0]: to start ranks with this command.
+std::vector<std::string> own_arguments();
+
+// Runs `baton <arguments>` as ranks 0..nproc-1 on 127.0.0.1 (a free port) and
+// waits at most `timeout`; an Error says which rank failed first and how each
+// ended (exec::describe_failure).
+Status launch_self_ranks(const std::vector<std::string>& arguments, int nproc, Seconds timeout);
+
+}  // namespace baton::cli
+
+#endif  // BATON_HAVE_EXEC
