@@ -204,15 +204,24 @@ Result<Weights> weights_from_json(const nlohmann::json& document, const std::str
 struct ProfileOptions {
   std::string device = "cpu";   // "cpu" or "cuda"
   int warmup = 3;               // steps thrown away
-  int steps = 10;               // steps measured; the median is kept
+  int steps = 10;               // steps measured (at least); see `quantile`
+  // Keep measuring steps until this much time has passed as well: on a shared
+  // machine whose speed changes over seconds, the median then describes the
+  // machine over a span of time rather than one moment of it.
+  Seconds min_time = Seconds(0);
+  // Which order statistic of the steps is kept per layer: 0.5 the median; a
+  // low one (0.1) describes the machine when nothing else disturbs it.
+  double quantile = 0.5;
   int intra_op_threads = 1;
   uint64_t seed = 1;
   std::function<void(const std::string&)> progress;  // optional, one line per event
 };
 
-// Measures every layer of `model` at `microbatch_size`: median forward and
-// backward time (the last layer's include the loss), output bytes (one
-// microbatch's activation) and parameter bytes, as a baton.profile.v1 Profile.
+// Measures every layer of `model` at `microbatch_size`: forward, backward and
+// optimizer-step time (options.quantile of the steps; the first layer's
+// forward includes generating the input, the last layer's the target and the
+// loss), output bytes (one microbatch's activation) and parameter bytes, as a
+// baton.profile.v1 Profile.
 Result<Profile> measure_profile(std::string_view model, int microbatch_size,
                                 const ProfileOptions& options);
 

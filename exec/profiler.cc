@@ -3,12 +3,16 @@
 // Each measured step runs the model layer by layer, every layer's input a
 // fresh leaf, so each layer's forward and backward can be timed on its own:
 //   forward  l: y_l = layer_l(x_l)            (the last layer: + the loss)
+//                the first layer's forward also generates the microbatch's
+//                input and the last layer's its target, as the executor's
+//                first and last stages do (exec/worker.cc): synthetic data
+//                costs time there, so the profile carries it
 //   backward l: grad of y_l w.r.t. (params_l, x_l), given dL/dy_l
 //   optimizer l: what the executor's STEP does to the layer's parameters
 //                (exec/worker.cc): w - lr * g out of place into new leaves,
 //                and the gradient buffer zeroed
 // On CUDA the device is synchronised around every timed region.
-// The median over the measured steps is kept.
+// The options.quantile of the measured steps is kept (default the median).
 #include <algorithm>
 #include <chrono>
 
@@ -18,6 +22,7 @@
 #include "exec/executor.h"
 #include "exec/model.h"
 #include "exec/stage.h"
+#include "sim/stats.h"
 
 namespace baton::exec {
 
@@ -35,7 +40,8 @@ struct Profiler {
   const ModelDef* model;
   at::Device device;
   std::vector<std::vector<at::Tensor>> params;  // [layer]
-  Sample sample;
+  uint64_t seed = 1;
+  int64_t batch = 1;
 
   void sync() const {
     if (device.is_cuda()) torch::cuda::synchronize();
@@ -56,14 +62,15 @@ void Profiler::measure_step(std::vector<LayerTimes>& times, std::vector<int64_t>
   const size_t layers = params.size();
   std::vector<at::Tensor> inputs(layers);
   std::vector<at::Tensor> outputs(layers);
-  at::Tensor x = sample.input;
+  at::Tensor x;
   for (size_t l = 0; l < layers; ++l) {
-    inputs[l] = l == 0 ? x : x.detach().requires_grad_(true);
+    if (l > 0) inputs[l] = x.detach().requires_grad_(true);
     times[l].forward_s.push_back(timed([&] {
+      if (l == 0) inputs[l] = model->sample(seed, 0, batch).input.to(device);
       outputs[l] = model->layers[l].forward(inputs[l], params[l]);
       output_bytes[l] = static_cast<int64_t>(outputs[l].nbytes());
       x = outputs[l];
-      if (l + 1 == layers) outputs[l] = model->loss(outputs[l], sample.target);
+      if (l + 1 == layers) outputs[l] = model->loss(outputs[l], model->sample(seed, 0, batch).target.to(device));
     }));
   }
   at::Tensor grad_output;
@@ -87,12 +94,6 @@ void Profiler::measure_step(std::vector<LayerTimes>& times, std::vector<int64_t>
   }
 }
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
 Result<at::Device> parse_device(const std::string& name) {
   if (name == "cpu") return at::Device(at::kCPU);
   if (name == "cuda") {
@@ -114,9 +115,9 @@ Profile to_profile(const ModelDef& model, const ProfileOptions& options, int mic
     Layer layer;
     layer.name = def.name;
     layer.description = def.description;
-    layer.forward = Seconds(median(times[l].forward_s));
-    layer.backward = Seconds(median(times[l].backward_s));
-    layer.optimizer = Seconds(median(times[l].optimizer_s));
+    layer.forward = Seconds(quantile(times[l].forward_s, options.quantile));
+    layer.backward = Seconds(quantile(times[l].backward_s, options.quantile));
+    layer.optimizer = Seconds(quantile(times[l].optimizer_s, options.quantile));
     layer.output_bytes = Bytes(output_bytes[l]);
     int64_t params = 0;
     for (const ParamDef& p : def.params) {
@@ -142,23 +143,26 @@ Result<Profile> measure_profile(std::string_view model_name, int microbatch_size
   if (!device) return device.error();
   at::set_num_threads(std::max(1, options.intra_op_threads));
   try {
-    Profiler profiler{&*model, *device, {}, {}};
+    Profiler profiler{&*model, *device, {}, options.seed, microbatch_size};
     for (int l = 0; l < model->num_layers(); ++l) {
       std::vector<at::Tensor> params;
       for (const at::Tensor& p : init_layer_params(*model, l, options.seed)) params.push_back(p.to(*device));
       profiler.params.push_back(as_leaves(std::move(params)));
     }
-    const Sample sample = model->sample(options.seed, 0, microbatch_size);
-    profiler.sample = Sample{sample.input.to(*device), sample.target.to(*device)};
     std::vector<LayerTimes> times(static_cast<size_t>(model->num_layers()));
     std::vector<int64_t> output_bytes(times.size(), 0);
-    for (int step = 0; step < options.warmup + options.steps; ++step) {
-      if (step == options.warmup) times.assign(times.size(), LayerTimes{});
+    for (int step = 0; step < options.warmup; ++step) {
       profiler.measure_step(times, output_bytes);
-      if (options.progress) {
-        options.progress(fmt::format("{} step {}/{}", step < options.warmup ? "warm-up" : "measured",
-                                     step < options.warmup ? step + 1 : step - options.warmup + 1,
-                                     step < options.warmup ? options.warmup : options.steps));
+      if (options.progress) options.progress(fmt::format("warm-up step {}/{}", step + 1, options.warmup));
+    }
+    times.assign(times.size(), LayerTimes{});
+    const Clock::time_point start = Clock::now();
+    const auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+    for (int step = 0; step < options.steps || elapsed() < options.min_time.value; ++step) {
+      profiler.measure_step(times, output_bytes);
+      if (options.progress && (step < options.steps || step % 50 == 0)) {
+        options.progress(fmt::format("measured step {}/{}{}", step + 1, options.steps,
+                                     step < options.steps ? "" : fmt::format(" ({:.1f} s)", elapsed())));
       }
     }
     return to_profile(*model, options, microbatch_size, times, output_bytes);

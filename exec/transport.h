@@ -8,6 +8,14 @@
 // - `recv` blocks until the matching send has been delivered, for at most the
 //   transport's timeout; the receiver names the shape and element type (known
 //   from the model), so only raw bytes travel.
+// - `post_recv` posts the same receive without waiting; the PostedRecv's
+//   `wait` then returns the tensor. Workers post their receives ahead of the
+//   RECV actions (exec/worker.h) so that a transport whose protocol moves the
+//   data only once the receiver is ready (Gloo's TCP pairs: the sender
+//   announces, the receiver answers when its receive is posted, then the bytes
+//   flow) delivers as soon as the sender sends, as the simulator models it.
+//   The default posts nothing and receives in `wait`, right for transports
+//   that deliver eagerly (the in-process mailboxes).
 // - A message is matched by (src, dst, payload, sequence): `sequence` is the
 //   global microbatch number (step * microbatches + k), unique per payload
 //   within a run.
@@ -39,6 +47,14 @@ class Pending {
 };
 using PendingPtr = std::unique_ptr<Pending>;
 
+class PostedRecv {
+ public:
+  virtual ~PostedRecv() = default;
+  // Blocks until the tensor is there, at most `timeout`; call once.
+  virtual Result<at::Tensor> wait(Seconds timeout) = 0;
+};
+using PostedRecvPtr = std::unique_ptr<PostedRecv>;
+
 enum class Payload : uint8_t { kActivation = 0, kGradient = 1 };
 
 struct MessageKey {
@@ -56,6 +72,8 @@ class Transport {
   virtual Result<PendingPtr> send(const MessageKey& key, const at::Tensor& tensor) = 0;
   virtual Result<at::Tensor> recv(const MessageKey& key, const std::vector<int64_t>& shape,
                                   at::ScalarType dtype) = 0;
+  virtual Result<PostedRecvPtr> post_recv(const MessageKey& key, const std::vector<int64_t>& shape,
+                                          at::ScalarType dtype);
 };
 
 // One member's handle on its replica group.

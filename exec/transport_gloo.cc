@@ -123,13 +123,38 @@ Result<PendingPtr> GlooTransport::send(const MessageKey& key, const at::Tensor& 
 
 Result<at::Tensor> GlooTransport::recv(const MessageKey& key, const std::vector<int64_t>& shape,
                                        at::ScalarType dtype) {
+  auto posted = post_recv(key, shape, dtype);
+  if (!posted) return posted.error();
+  return (*posted)->wait(timeout_);
+}
+
+namespace {
+
+class GlooPostedRecv final : public PostedRecv {
+ public:
+  GlooPostedRecv(c10::intrusive_ptr<::c10d::Work> work, at::Tensor buffer, int src)
+      : work_(std::move(work)), buffer_(std::move(buffer)), src_(src) {}
+  Result<at::Tensor> wait(Seconds timeout) override {
+    const Status status = wait_work(work_, timeout, fmt::format("receive from rank {}", src_),
+                                    fmt::format("rank {}", src_));
+    if (!status) return status.error();
+    return buffer_;
+  }
+
+ private:
+  c10::intrusive_ptr<::c10d::Work> work_;
+  at::Tensor buffer_;
+  int src_;
+};
+
+}  // namespace
+
+Result<PostedRecvPtr> GlooTransport::post_recv(const MessageKey& key, const std::vector<int64_t>& shape,
+                                               at::ScalarType dtype) {
   try {
     std::vector<at::Tensor> buffers{at::empty(shape, at::TensorOptions().dtype(dtype))};
     auto work = world_->recv(buffers, key.src, tag_of(key));
-    const Status status = wait_work(work, timeout_, fmt::format("receive from rank {}", key.src),
-                                    fmt::format("rank {}", key.src));
-    if (!status) return status.error();
-    return buffers[0];
+    return PostedRecvPtr(std::make_unique<GlooPostedRecv>(std::move(work), buffers[0], key.src));
   } catch (const std::exception& e) {
     return Error{fmt::format("receive from rank {} failed: {}", key.src, e.what())};
   }

@@ -51,6 +51,9 @@ class GlooTransport final : public Transport {
   Result<PendingPtr> send(const MessageKey& key, const at::Tensor& tensor) override;
   Result<at::Tensor> recv(const MessageKey& key, const std::vector<int64_t>& shape,
                           at::ScalarType dtype) override;
+  // Issues the c10d receive at once (Gloo moves the bytes only once it is posted).
+  Result<PostedRecvPtr> post_recv(const MessageKey& key, const std::vector<int64_t>& shape,
+                                  at::ScalarType dtype) override;
 
  private:
   c10::intrusive_ptr<compat::GlooGroup> world_;

@@ -51,9 +51,27 @@ void Worker::begin_iteration(int step) {
   if (uses_left_.count(live_->number) > 0) kept_[live_->number] = live_;
 }
 
+Status Worker::post_receives() {
+  const StageModel& stage = *setup_.stage;
+  const int64_t batch = setup_.microbatch_size;
+  for (const Action& action : setup_.program->actions[static_cast<size_t>(setup_.worker)]) {
+    if (!is_recv(action.kind)) continue;
+    const bool activation = action.kind == ActionKind::kRecvAct;
+    const MessageKey key{action.peer, setup_.worker, activation ? Payload::kActivation : Payload::kGradient,
+                         sequence(action.microbatch)};
+    auto posted = activation ? setup_.transport->post_recv(key, stage.input_shape(batch), stage.input_dtype())
+                             : setup_.transport->post_recv(key, stage.output_shape(batch), at::kFloat);
+    if (!posted) return posted.error();
+    posted_[{action.kind, action.microbatch}] = std::move(*posted);
+  }
+  return ok_status();
+}
+
 Status Worker::run_iteration(int step, Clock::time_point origin, std::vector<Span>* spans) {
   if (setup_.fault && setup_.fault->rank == setup_.worker && setup_.fault->step == step) inject_fault(*setup_.fault);
   begin_iteration(step);
+  if (Status posted = post_receives(); !posted)
+    return Error{fmt::format("worker {}, step {}: posting receives: {}", setup_.worker, step, posted.error().message)};
   origin_ = origin;
   spans_ = spans;
   const std::vector<Action>& actions = setup_.program->actions[static_cast<size_t>(setup_.worker)];
@@ -102,7 +120,7 @@ Result<StageState> Worker::boundary_state() const {
         mb.grad_output.defined() || mb.grad_input.defined())
       return Error{fmt::format("worker {}: microbatch {} is in flight at the iteration boundary", setup_.worker, k)};
   }
-  if (!sends_.empty() || !reduces_.empty())
+  if (!sends_.empty() || !reduces_.empty() || !posted_.empty())
     return Error{fmt::format("worker {}: a transfer is outstanding at the iteration boundary", setup_.worker)};
   if (!kept_.empty()) {
     return Error{fmt::format("worker {}: weight version {} is still kept for vertical sync at the iteration boundary",
@@ -226,13 +244,11 @@ Result<Worker::Timing> Worker::send(const Action& action) {
 Result<Worker::Timing> Worker::recv(const Action& action) {
   InFlight& mb = inflight_[static_cast<size_t>(action.microbatch)];
   const bool activation = action.kind == ActionKind::kRecvAct;
-  const StageModel& stage = *setup_.stage;
-  const int64_t batch = setup_.microbatch_size;
-  const MessageKey key{action.peer, setup_.worker, activation ? Payload::kActivation : Payload::kGradient,
-                       sequence(action.microbatch)};
+  const auto posted = posted_.find({action.kind, action.microbatch});
+  if (posted == posted_.end()) return Error{fmt::format("{} was not posted", to_string(action))};
   Timing timing{Clock::now(), {}, 0};
-  auto tensor = activation ? setup_.transport->recv(key, stage.input_shape(batch), stage.input_dtype())
-                           : setup_.transport->recv(key, stage.output_shape(batch), at::kFloat);
+  auto tensor = posted->second->wait(setup_.options.timeout);
+  posted_.erase(posted);
   if (!tensor) return tensor.error();
   timing.end = Clock::now();
   timing.bytes = static_cast<int64_t>(tensor->nbytes());

@@ -13,7 +13,10 @@
 //              kept for SEND_GRAD; the stash is released.
 //   SEND_* k   hands the output (or input gradient) to the Transport; does not
 //              block; the span ends when the transfer is seen complete.
-//   RECV_* k   blocks until the activation (or output gradient) is there.
+//   RECV_* k   blocks until the activation (or output gradient) is there. Every
+//              receive of an iteration is posted to the Transport when the
+//              iteration begins (Transport::post_recv), so data moves as soon
+//              as its sender sends, whatever the transport's protocol.
 //   ALLREDUCE  issues the sum of the gradient buffer over the stage's
 //              replicas; does not block.
 //   STEP n     waits for this worker's ALLREDUCE, then makes the next weight
@@ -104,6 +107,7 @@ class Worker {
   };
 
   void begin_iteration(int step);
+  Status post_receives();
   Result<Timing> run_action(const Action& action);
   Result<Timing> forward(int microbatch);
   Result<Timing> backward(int microbatch);
@@ -129,6 +133,7 @@ class Worker {
   std::vector<InFlight> inflight_;    // [microbatch], this iteration
   std::vector<Outstanding> sends_;
   std::vector<Outstanding> reduces_;
+  std::map<std::pair<ActionKind, int>, PostedRecvPtr> posted_;  // (RECV kind, microbatch)
   std::vector<std::pair<int, double>> losses_;
   WorkerStats stats_;
   int step_ = 0;

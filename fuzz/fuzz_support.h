@@ -55,7 +55,7 @@ inline const Topology& fixture_topology() {
   static const Topology topology = [] {
     Topology t = make_flat_topology(16, 600.0, Seconds::from_us(5.0));
     t.name = "fuzz-4x16";
-    t.levels.push_back(Level{"ethernet", 4, 100.0, Seconds::from_us(20.0)});
+    t.levels.push_back(Level{"ethernet", 4, 100.0, Seconds::from_us(20.0), {}, {}});
     return t;
   }();
   return topology;

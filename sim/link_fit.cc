@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -71,6 +72,23 @@ Seconds ring_allreduce_time(int devices, Bytes size, const LinkFit& link) {
   const double n = devices;
   return transfer_time(size, Bandwidth::from_gbps(link.bandwidth_gbps)) * (2.0 * (n - 1.0) / n) +
          link.latency * (2.0 * (n - 1.0));
+}
+
+Result<LinkFit> fit_ring(std::span<const TransferSample> samples, int devices) {
+  if (devices < 2) return Error{fmt::format("ring fit: needs >= 2 devices, got {}", devices)};
+  const double n = devices;
+  std::vector<TransferSample> scaled;
+  for (const TransferSample& s : samples)
+    scaled.push_back({Bytes(static_cast<int64_t>(std::llround(static_cast<double>(s.size.value) / n))),
+                      s.time * (1.0 / (2.0 * (n - 1.0)))});
+  auto fit = fit_link(scaled);
+  if (!fit) return fit.error();
+  fit->max_relative_residual = 0.0;
+  for (const TransferSample& s : samples) {
+    fit->max_relative_residual = std::max(
+        fit->max_relative_residual, std::abs(ring_allreduce_time(devices, s.size, *fit).value - s.time.value) / s.time.value);
+  }
+  return fit;
 }
 
 }  // namespace baton

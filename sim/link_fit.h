@@ -43,4 +43,10 @@ Result<LinkFit> fit_link(std::span<const TransferSample> samples);
 
 Seconds ring_allreduce_time(int devices, Bytes size, const LinkFit& link);
 
+// The ring parameters (a level's allreduce_latency_us and
+// allreduce_bandwidth_gbps) under which ring_allreduce_time fits measured
+// all-reduce times on `devices` >= 2 devices: as t = 2 (n - 1) a + 2 (n - 1) / n
+// * s / b, this is fit_link on the samples (s / n, t / (2 (n - 1))).
+Result<LinkFit> fit_ring(std::span<const TransferSample> samples, int devices);
+
 }  // namespace baton

@@ -48,8 +48,8 @@ Seconds Network::allreduce_time(std::span<const int> devices, Bytes size) const 
     const double n = static_cast<double>(widest);
     if (widest <= 1) continue;
     const Level& spec = topology_.levels[level];
-    total += Seconds(2.0 * (n - 1.0) / n * shard / spec.bandwidth().bytes_per_s);
-    total += spec.latency * (2.0 * (n - 1.0));
+    total += Seconds(2.0 * (n - 1.0) / n * shard / spec.ring_bandwidth().bytes_per_s);
+    total += spec.ring_latency() * (2.0 * (n - 1.0));
     shard /= n;
   }
   return total;

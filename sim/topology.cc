@@ -64,6 +64,16 @@ Result<Level> read_level(const json& value, const FieldPath& at) {
   auto latency = json_fields::read_number(value, at, "latency_us", 0.0, false);
   if (!latency) return latency.error();
   level.latency = Seconds::from_us(*latency);
+  if (value.contains("allreduce_bandwidth_gbps")) {
+    auto ring = json_fields::read_number(value, at, "allreduce_bandwidth_gbps", 0.0, /*strict=*/true);
+    if (!ring) return ring.error();
+    level.allreduce_bandwidth_gbps = *ring;
+  }
+  if (value.contains("allreduce_latency_us")) {
+    auto ring = json_fields::read_number(value, at, "allreduce_latency_us", 0.0, false);
+    if (!ring) return ring.error();
+    level.allreduce_latency = Seconds::from_us(*ring);
+  }
   return level;
 }
 
@@ -107,10 +117,13 @@ Result<Topology> parse_topology(std::string_view text, const std::string& source
 json topology_to_json(const Topology& topology) {
   json levels = json::array();
   for (const Level& level : topology.levels) {
-    levels.push_back({{"name", level.name},
-                      {"size", level.size},
-                      {"bandwidth_gbps", level.bandwidth_gbps},
-                      {"latency_us", level.latency.us()}});
+    json entry = {{"name", level.name},
+                  {"size", level.size},
+                  {"bandwidth_gbps", level.bandwidth_gbps},
+                  {"latency_us", level.latency.us()}};
+    if (level.allreduce_bandwidth_gbps) entry["allreduce_bandwidth_gbps"] = *level.allreduce_bandwidth_gbps;
+    if (level.allreduce_latency) entry["allreduce_latency_us"] = level.allreduce_latency->us();
+    levels.push_back(std::move(entry));
   }
   json document = {{"format", "baton.topology.v1"},
                    {"name", topology.name},
@@ -127,7 +140,7 @@ Topology make_flat_topology(int devices, double bandwidth_gbps, Seconds latency,
   Topology topology;
   topology.name = "flat";
   topology.device = DeviceType{"synthetic", memory, 1.0};
-  topology.levels.push_back(Level{"switch", devices, bandwidth_gbps, latency});
+  topology.levels.push_back(Level{"switch", devices, bandwidth_gbps, latency, {}, {}});
   return topology;
 }
 

@@ -15,12 +15,18 @@
 //   {"format": "baton.topology.v1", "name": str, optional "source": str,
 //    "device": {"name": str, "memory_gib": num > 0, optional "relative_speed": num > 0},
 //    "levels": [{"name": str, "size": int >= 1, "bandwidth_gbps": num > 0,
-//                "latency_us": num >= 0}]}
+//                "latency_us": num >= 0, optional "allreduce_bandwidth_gbps": num > 0,
+//                optional "allreduce_latency_us": num >= 0}]}
+// The optional allreduce_* fields are the effective link parameters of the
+// ring all-reduce on that level where they differ from point-to-point ones
+// (a collective library's own protocol, threads and reduction cost), as
+// `baton calibrate` measures them; each defaults to its point-to-point value.
 // `relative_speed` scales profile compute times (2.0 = twice as fast as the
 // profiled device; default 1).
 // Thread safety: immutable after construction.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,8 +48,12 @@ struct Level {
   int size = 1;            // children per unit of this level
   double bandwidth_gbps = 0.0;
   Seconds latency;
+  std::optional<double> allreduce_bandwidth_gbps;
+  std::optional<Seconds> allreduce_latency;
 
   Bandwidth bandwidth() const { return Bandwidth::from_gbps(bandwidth_gbps); }
+  Bandwidth ring_bandwidth() const { return Bandwidth::from_gbps(allreduce_bandwidth_gbps.value_or(bandwidth_gbps)); }
+  Seconds ring_latency() const { return allreduce_latency.value_or(latency); }
 };
 
 struct Topology {

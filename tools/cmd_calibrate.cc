@@ -3,10 +3,11 @@
 //
 // Like `run --backend gloo`, a process with RANK and WORLD_SIZE in its
 // environment is one rank; otherwise it starts --nproc ranks of itself here.
-// Rank 0 fits latency and bandwidth to the point-to-point times
-// (sim/link_fit.h), writes a one-level baton.topology.v1 with one device per
-// rank, and keeps the raw samples and the all-reduce times beside the model's
-// in a "calibration" object (readers of the format ignore it).
+// Rank 0 fits latency and bandwidth to the point-to-point times and the ring
+// all-reduce's own latency and bandwidth to the all-reduce times
+// (sim/link_fit.h: fit_link, fit_ring), writes a one-level baton.topology.v1
+// with one device per rank, and keeps the raw samples and the all-reduce times
+// beside the model's in a "calibration" object (readers of the format ignore it).
 #include <cstdio>
 #include <memory>
 
@@ -51,7 +52,8 @@ double memory_per_rank_gib(const CalibrateArgs& args, int ranks) {
   return bytes / double(1 << 30) / ranks;
 }
 
-nlohmann::json calibrated_topology(const exec::LinkMeasurement& m, const LinkFit& fit, const CalibrateArgs& args) {
+nlohmann::json calibrated_topology(const exec::LinkMeasurement& m, const LinkFit& fit, const LinkFit& ring,
+                                   const CalibrateArgs& args) {
   Topology topology;
   topology.name = fmt::format("calibrated-gloo-{}ranks", m.ranks);
   topology.source = fmt::format(
@@ -62,10 +64,10 @@ nlohmann::json calibrated_topology(const exec::LinkMeasurement& m, const LinkFit
   topology.device = DeviceType{"executor-rank", Bytes(static_cast<int64_t>(memory_per_rank_gib(args, m.ranks) *
                                                                           double(1 << 30))),
                                1.0};
-  topology.levels = {Level{"gloo", m.ranks, fit.bandwidth_gbps, fit.latency}};
+  topology.levels = {Level{"gloo", m.ranks, fit.bandwidth_gbps, fit.latency, ring.bandwidth_gbps, ring.latency}};
   nlohmann::json model = nlohmann::json::array();
   for (const TransferSample& s : m.allreduce) {
-    model.push_back({{"bytes", s.size.value}, {"seconds", ring_allreduce_time(m.ranks, s.size, fit).value}});
+    model.push_back({{"bytes", s.size.value}, {"seconds", ring_allreduce_time(m.ranks, s.size, ring).value}});
   }
   nlohmann::json out = topology_to_json(topology);
   out["calibration"] = {{"point_to_point", samples_json(m.point_to_point)},
@@ -73,20 +75,23 @@ nlohmann::json calibrated_topology(const exec::LinkMeasurement& m, const LinkFit
                         {"allreduce_model", model},
                         {"latency_us", fit.latency.value * 1e6},
                         {"bandwidth_gbps", fit.bandwidth_gbps},
-                        {"max_relative_residual", fit.max_relative_residual}};
+                        {"max_relative_residual", fit.max_relative_residual},
+                        {"allreduce_max_relative_residual", ring.max_relative_residual}};
   return out;
 }
 
-std::string calibration_text(const exec::LinkMeasurement& m, const LinkFit& fit) {
+std::string calibration_text(const exec::LinkMeasurement& m, const LinkFit& fit, const LinkFit& ring) {
   std::vector<std::vector<std::string>> rows{{"bytes", "one-way", "fitted", "all-reduce", "model"}};
   for (size_t i = 0; i < m.point_to_point.size(); ++i) {
     const TransferSample& p = m.point_to_point[i];
     const TransferSample& a = m.allreduce[i];
     rows.push_back({human_bytes(p.size), human_seconds(p.time), human_seconds(fit.predict(p.size)),
-                    human_seconds(a.time), human_seconds(ring_allreduce_time(m.ranks, a.size, fit))});
+                    human_seconds(a.time), human_seconds(ring_allreduce_time(m.ranks, a.size, ring))});
   }
-  return fmt::format("calibrate: {} ranks over gloo: latency {}, bandwidth {:.2f} Gb/s (worst residual {:.1f}%)\n\n",
-                     m.ranks, human_seconds(fit.latency), fit.bandwidth_gbps, 100.0 * fit.max_relative_residual) +
+  return fmt::format("calibrate: {} ranks over gloo: latency {}, bandwidth {:.2f} Gb/s (worst residual {:.1f}%); "
+                     "ring all-reduce: latency {}, bandwidth {:.2f} Gb/s (worst residual {:.1f}%)\n\n",
+                     m.ranks, human_seconds(fit.latency), fit.bandwidth_gbps, 100.0 * fit.max_relative_residual,
+                     human_seconds(ring.latency), ring.bandwidth_gbps, 100.0 * ring.max_relative_residual) +
          render_table(rows);
 }
 
@@ -100,14 +105,20 @@ int run_rank(const CalibrateArgs& args, const exec::RankEnv& env) {
     return 1;
   }
   if (env.rank != 0) return 0;
-  const LinkFit fit = take(fit_link(measured->point_to_point));
-  const std::string text = calibrated_topology(*measured, fit, args).dump(2) + "\n";
+  auto fit = fit_link(measured->point_to_point);
+  auto ring = fit_ring(measured->allreduce, measured->ranks);
+  if (!fit || !ring) {
+    std::fprintf(stderr, "baton: calibrate: %s (is the machine busy? retry, or raise --repeats)\n",
+                 (!fit ? fit : ring).error().message.c_str());
+    return 1;
+  }
+  const std::string text = calibrated_topology(*measured, *fit, *ring, args).dump(2) + "\n";
   if (args.output.empty() || args.output == "-") {
     std::fputs(text.c_str(), stdout);
-    std::fputs(calibration_text(*measured, fit).c_str(), stderr);
+    std::fputs(calibration_text(*measured, *fit, *ring).c_str(), stderr);
   } else {
     write_file_atomic(args.output, text);
-    std::fputs(calibration_text(*measured, fit).c_str(), stdout);
+    std::fputs(calibration_text(*measured, *fit, *ring).c_str(), stdout);
   }
   return 0;
 }

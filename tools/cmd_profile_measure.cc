@@ -23,6 +23,8 @@ struct MeasureArgs {
   std::string device = "cpu";
   int warmup = 3;
   int steps = 10;
+  double min_time_s = 0.0;
+  double quantile = 0.5;
   int threads = 1;
   std::string output;
 };
@@ -34,6 +36,8 @@ int run_measure(const MeasureArgs& args) {
   options.device = args.device;
   options.warmup = args.warmup;
   options.steps = args.steps;
+  options.min_time = Seconds(args.min_time_s);
+  options.quantile = args.quantile;
   options.intra_op_threads = args.threads;
   options.progress = [&args](const std::string& line) {
     std::fprintf(stderr, "profile %s: %s\n", args.model.c_str(), line.c_str());
@@ -79,6 +83,13 @@ void add_profile_measure_command(CLI::App& profile, CommandResult& result) {
   cmd->add_option("--device", args->device, "cpu (default) | cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--warmup", args->warmup, "steps thrown away first (default 3)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--steps", args->steps, "steps measured; the median is kept (default 10)")->check(CLI::PositiveNumber);
+  cmd->add_option("--min-time", args->min_time_s,
+                  "and keep measuring for at least this many seconds (default 0): on a shared machine whose\n"
+                  "speed changes over seconds the median then spans those changes")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--quantile", args->quantile,
+                  "order statistic kept per layer: 0.5 the median (default), 0.1 the machine undisturbed")
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--threads", args->threads, "LibTorch intra-op threads (default 1)")->check(CLI::PositiveNumber);
   cmd->add_option("-o,--output", args->output, "write the profile here (default: standard output)");
   cmd->callback([args, &result] { result.exit_code = run_measure(*args); });

@@ -93,3 +93,34 @@ TEST_CASE("ring_allreduce_time is the simulator's all-reduce on one level", "[li
   }
   CHECK(ring_allreduce_time(1, Bytes(1 << 20), link).value == 0.0);
 }
+
+TEST_CASE("fit_ring recovers the ring parameters of exact all-reduce times", "[link_fit]") {
+  const LinkFit ring{Seconds::from_us(150), 2.0, 0.0};
+  for (int n : {2, 4}) {
+    std::vector<TransferSample> samples;
+    // Sizes divisible by n, so s / n is exact.
+    for (int64_t size : {int64_t{4} * n, int64_t{1} << 12, int64_t{1} << 20, int64_t{1} << 22})
+      samples.push_back({Bytes(size), ring_allreduce_time(n, Bytes(size), ring)});
+    auto fit = fit_ring(samples, n);
+    REQUIRE(fit.ok());
+    CHECK(close_rel(fit->latency.value, 150e-6, 1e-9));
+    CHECK(close_rel(fit->bandwidth_gbps, 2.0, 1e-9));
+    CHECK(fit->max_relative_residual < 1e-9);
+  }
+  REQUIRE_FALSE(fit_ring(exact_samples(1.0, 1.0), 1).ok());
+}
+
+TEST_CASE("a level's all-reduce parameters replace its link's in the simulator's ring", "[link_fit]") {
+  Topology flat = make_flat_topology(4, 80.0, Seconds::from_us(2));
+  flat.levels[0].allreduce_bandwidth_gbps = 8.0;
+  flat.levels[0].allreduce_latency = Seconds::from_us(100);
+  const Network network(flat);
+  const std::vector<int> devices{0, 1, 2, 3};
+  // 2 (4 - 1) / 4 * 1e6 B / 1e9 B/s + 2 (4 - 1) * 100 us = 1.5 ms + 0.6 ms.
+  CHECK(close_rel(network.allreduce_time(devices, Bytes(1000000)).value, 1.5e-3 + 0.6e-3, 1e-12));
+  // Both fields survive the format.
+  auto back = topology_from_json(topology_to_json(flat), "round trip");
+  REQUIRE(back.ok());
+  CHECK(back->levels[0].allreduce_bandwidth_gbps == 8.0);
+  CHECK(close_rel(back->levels[0].allreduce_latency->value, 100e-6, 1e-12));
+}
