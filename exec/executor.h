@@ -212,6 +212,12 @@ struct ProfileOptions {
   // Which order statistic of the steps is kept per layer: 0.5 the median; a
   // low one (0.1) describes the machine when nothing else disturbs it.
   double quantile = 0.5;
+  // Sleep this long before each timed region (0: back to back). With every
+  // rank profiling at once, this reproduces how stages compute in a run:
+  // between waits, with the other cores busy. On a virtual machine that
+  // costs speed (a core that idled comes back slower), which a profile
+  // measured back to back on an idle machine does not see.
+  Seconds gap = Seconds(0);
   int intra_op_threads = 1;
   uint64_t seed = 1;
   std::function<void(const std::string&)> progress;  // optional, one line per event

@@ -15,6 +15,7 @@
 // The options.quantile of the measured steps is kept (default the median).
 #include <algorithm>
 #include <chrono>
+#include <thread>
 
 #include <fmt/format.h>
 #include <torch/cuda.h>
@@ -42,12 +43,14 @@ struct Profiler {
   std::vector<std::vector<at::Tensor>> params;  // [layer]
   uint64_t seed = 1;
   int64_t batch = 1;
+  Seconds gap;
 
   void sync() const {
     if (device.is_cuda()) torch::cuda::synchronize();
   }
   template <typename F>
   double timed(F&& body) const {
+    if (gap.value > 0.0) std::this_thread::sleep_for(std::chrono::duration<double>(gap.value));
     sync();
     const Clock::time_point start = Clock::now();
     body();
@@ -143,7 +146,7 @@ Result<Profile> measure_profile(std::string_view model_name, int microbatch_size
   if (!device) return device.error();
   at::set_num_threads(std::max(1, options.intra_op_threads));
   try {
-    Profiler profiler{&*model, *device, {}, options.seed, microbatch_size};
+    Profiler profiler{&*model, *device, {}, options.seed, microbatch_size, options.gap};
     for (int l = 0; l < model->num_layers(); ++l) {
       std::vector<at::Tensor> params;
       for (const at::Tensor& p : init_layer_params(*model, l, options.seed)) params.push_back(p.to(*device));

@@ -1,6 +1,7 @@
 // `baton profile measure`: a layer profile measured by running a zoo model
 // with LibTorch (exec/executor.h, measure_profile).
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 
 #include <fmt/format.h>
@@ -25,6 +26,7 @@ struct MeasureArgs {
   int steps = 10;
   double min_time_s = 0.0;
   double quantile = 0.5;
+  double gap_us = 0.0;
   int threads = 1;
   std::string output;
 };
@@ -38,12 +40,16 @@ int run_measure(const MeasureArgs& args) {
   options.steps = args.steps;
   options.min_time = Seconds(args.min_time_s);
   options.quantile = args.quantile;
+  options.gap = Seconds::from_us(args.gap_us);
   options.intra_op_threads = args.threads;
   options.progress = [&args](const std::string& line) {
     std::fprintf(stderr, "profile %s: %s\n", args.model.c_str(), line.c_str());
   };
   const Profile profile = take(exec::measure_profile(args.model, args.microbatch_size, options));
   const std::string text = profile_to_json(profile).dump(2) + "\n";
+  // Started as one of several ranks (RANK set, e.g. by validate): the other
+  // ranks only load the machine as a run would; rank 0 reports.
+  if (const char* rank = std::getenv("RANK"); rank != nullptr && std::string(rank) != "0") return 0;
   if (args.output.empty() || args.output == "-") {
     std::fputs(text.c_str(), stdout);
   } else {
@@ -75,6 +81,8 @@ void add_profile_measure_command(CLI::App& profile, CommandResult& result) {
       "Run a model of the executor's zoo (mlp, vgg-mini, gpt-mini) layer by layer and write, per\n"
       "layer, the median forward, backward and optimizer-step time over --steps steps after --warmup,\n"
       "the output bytes and the parameter bytes, as a baton.profile.v1 file. Progress goes to stderr.\n"
+      "Started as several ranks (RANK set), only rank 0 writes: the others measure alongside it, so that\n"
+      "with --gap-us the profile sees the machine as a run uses it.\n"
       "Example: baton profile measure --model gpt-mini --microbatch-size 8 -o out/gpt-mini.json");
   cmd->add_option("--model", args->model, "mlp | vgg-mini | gpt-mini")->required();
   cmd->add_option("--microbatch-size", args->microbatch_size, "samples per microbatch")
@@ -90,6 +98,9 @@ void add_profile_measure_command(CLI::App& profile, CommandResult& result) {
   cmd->add_option("--quantile", args->quantile,
                   "order statistic kept per layer: 0.5 the median (default), 0.1 the machine undisturbed")
       ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--gap-us", args->gap_us,
+                  "sleep this long before each timed region (default 0), as stages wait between computations")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--threads", args->threads, "LibTorch intra-op threads (default 1)")->check(CLI::PositiveNumber);
   cmd->add_option("-o,--output", args->output, "write the profile here (default: standard output)");
   cmd->callback([args, &result] { result.exit_code = run_measure(*args); });

@@ -66,8 +66,10 @@ struct ValidateArgs {
   int microbatch_size = 32;
   int microbatches = 8;
   int steps = 30;
+  double run_seconds = 3.0;
   double profile_seconds = 3.0;
   double quantile = 0.1;
+  double gap_us = 300.0;
   double tolerance = 0.10;
   std::string out = "out/validate";
   std::string profile;
@@ -86,6 +88,7 @@ struct Case {
   Seconds predicted;
   Seconds measured;               // the --quantile of steps 1..K-1
   Seconds measured_median;
+  int steps = 0;                  // run
   Seconds measured_min;
   Seconds measured_max;
   Comparison comparison;          // predicted trace against the last step's
@@ -126,19 +129,56 @@ Profile obtain_profile(const ValidateArgs& args, const exec::ModelInfo& model, c
 }
 
 // Runs `baton <arguments>` as `nproc` local ranks with this process's standard
-// output sent to `log` (the ranks inherit it), so rank 0's printout lands there.
+// output and error sent to `log` (the ranks inherit them), so what the ranks
+// print lands there.
 void launch_logged(const std::vector<std::string>& arguments, int nproc, Seconds timeout, const std::string& log,
                    const std::string& what) {
   std::fflush(stdout);
-  const int saved = dup(STDOUT_FILENO);
+  std::fflush(stderr);
+  const int saved_out = dup(STDOUT_FILENO);
+  const int saved_err = dup(STDERR_FILENO);
   const int file = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (saved < 0 || file < 0) throw UsageError(fmt::format("validate: cannot write {}", log));
+  if (saved_out < 0 || saved_err < 0 || file < 0) throw UsageError(fmt::format("validate: cannot write {}", log));
   dup2(file, STDOUT_FILENO);
+  dup2(file, STDERR_FILENO);
   close(file);
   const Status launched = launch_self_ranks(arguments, nproc, timeout);
-  dup2(saved, STDOUT_FILENO);
-  close(saved);
+  dup2(saved_out, STDOUT_FILENO);
+  dup2(saved_err, STDERR_FILENO);
+  close(saved_out);
+  close(saved_err);
   if (!launched) throw RunFailure(fmt::format("{}: {} (see {})", what, launched.error().message, log));
+}
+
+double compute_per_microbatch(const Profile& profile) {
+  double total = 0.0;
+  for (const Layer& layer : profile.layers) total += (layer.forward + layer.backward).value;
+  return total;
+}
+
+// The device speed under the run's conditions: every rank profiles the model at
+// once, each timed region after --gap-us of sleep (as stages compute between
+// waits), and relative_speed = compute alone / compute so. Sets it on the
+// calibrated topology and saves that again.
+void measure_loaded_speed(const ValidateArgs& args, const Profile& alone, const fs::path& dir, Topology& topology) {
+  progress(fmt::format("measuring {} on {} ranks at once, {} us of sleep before each layer", alone.model,
+                       args.nproc, args.gap_us));
+  const std::string path = path_in(dir, "profile-loaded.json");
+  launch_logged({"profile", "measure", "--model", alone.model, "--microbatch-size",
+                 std::to_string(alone.microbatch_size), "--steps", "20", "--min-time",
+                 fmt::format("{}", args.profile_seconds), "--quantile", fmt::format("{}", args.quantile), "--gap-us",
+                 fmt::format("{}", args.gap_us), "--threads", std::to_string(args.threads), "-o", path},
+                args.nproc, Seconds(4 * args.profile_seconds + 120.0), path_in(dir, "profile-loaded.log"),
+                "loaded profile");
+  const Profile loaded = load_profile_file(path);
+  topology.device.relative_speed = compute_per_microbatch(alone) / compute_per_microbatch(loaded);
+  nlohmann::json document = nlohmann::json::parse(read_file(path_in(dir, "topology.json")));
+  document["device"]["relative_speed"] = topology.device.relative_speed;
+  document["source"] = document.value("source", "") +
+                       fmt::format(" relative_speed {:.3f} measured by `baton validate`: compute of a profile alone / "
+                                   "compute with every rank profiling at once between {} us sleeps.",
+                                   topology.device.relative_speed, args.gap_us);
+  write_file_atomic(path_in(dir, "topology.json"), document.dump(2) + "\n");
 }
 
 Topology obtain_topology(const ValidateArgs& args, const fs::path& dir, nlohmann::json& calibration) {
@@ -224,15 +264,17 @@ Case run_case(Schedule schedule, const ValidateArgs& args, const Profile& profil
   const Simulation predicted = predict(c.plan, profile, topology);
   c.predicted = predicted.metrics.makespan;
   write_file_atomic(path_in(dir, "predicted.json"), trace_to_chrome_json(predicted.trace));
+  // At least --steps, and enough for --run-seconds by the prediction.
+  c.steps = std::max(args.steps, 1 + static_cast<int>(std::ceil(args.run_seconds / c.predicted.value)));
   progress(fmt::format("{}: stages {}, {} microbatches: predicted {} per iteration; running {} steps on {} ranks",
                        name, stages_to_string(c.plan.stages), c.plan.microbatches, human_seconds(c.predicted),
-                       args.steps, c.plan.num_workers()));
+                       c.steps, c.plan.num_workers()));
   const std::string measured_path = path_in(dir, "measured.json");
   const std::string report_path = path_in(dir, "run.json");
   launch_logged({"run", "--plan", plan_path, "--model", c.plan.model, "--backend", "gloo", "--steps",
-                 std::to_string(args.steps), "--threads", std::to_string(args.threads), "--timeout",
+                 std::to_string(c.steps), "--threads", std::to_string(args.threads), "--timeout",
                  fmt::format("{}", args.timeout_s), "--trace", measured_path, "--report", report_path},
-                c.plan.num_workers(), Seconds(2 * args.timeout_s + 60.0 * args.steps), path_in(dir, "run.log"),
+                c.plan.num_workers(), Seconds(args.timeout_s * (c.steps + 2)), path_in(dir, "run.log"),
                 fmt::format("{} run", name));
   read_step_times(report_path, args.quantile, c);
   const Trace measured = take(parse_chrome_trace(read_file(measured_path), measured_path));
@@ -241,18 +283,18 @@ Case run_case(Schedule schedule, const ValidateArgs& args, const Profile& profil
   gantt.title = fmt::format("{} {}: predicted (top) and measured (bottom)", c.plan.model, name);
   write_file_atomic(path_in(dir, "compare.svg"), traces_to_svg_compare(predicted.trace, measured, gantt));
   progress(fmt::format("{}: measured {} (quantile {:g} of steps 1..{}; median {}), error {}", name,
-                       human_seconds(c.measured), args.quantile, args.steps - 1, human_seconds(c.measured_median),
+                       human_seconds(c.measured), args.quantile, c.steps - 1, human_seconds(c.measured_median),
                        signed_percent(c.error())));
   return c;
 }
 
 std::vector<std::vector<std::string>> summary_rows(const std::vector<Case>& cases, double tolerance) {
-  std::vector<std::vector<std::string>> rows{{"schedule", "stages", "workers", "microbatches", "predicted",
+  std::vector<std::vector<std::string>> rows{{"schedule", "stages", "workers", "microbatches", "steps", "predicted",
                                               "measured", "median", "range", "error", fmt::format("within {:g}%",
                                                                                          100.0 * tolerance)}};
   for (const Case& c : cases) {
     rows.push_back({std::string(schedule_name(c.schedule)), stages_to_string(c.plan.stages),
-                    std::to_string(c.plan.num_workers()), std::to_string(c.plan.microbatches),
+                    std::to_string(c.plan.num_workers()), std::to_string(c.plan.microbatches), std::to_string(c.steps),
                     human_seconds(c.predicted), human_seconds(c.measured), human_seconds(c.measured_median),
                     human_seconds(c.measured_min) + " - " + human_seconds(c.measured_max), signed_percent(c.error()),
                     std::abs(c.error()) <= tolerance ? "yes" : "NO"});
@@ -298,10 +340,10 @@ std::string report_markdown(const ValidateArgs& args, const Profile& profile, co
   out += fmt::format(
       "Predicted: the simulated makespan of one iteration of the Program each plan runs, from a profile that "
       "keeps the {0:g} quantile of its steps per layer. Measured: the {0:g} quantile of the wall times of steps "
-      "1..{1} of `baton run` (barrier to barrier); the median is beside it. A low quantile on both sides "
+      "after the first of `baton run` (barrier to barrier; at least {1} steps, and {5:g} s by the prediction); the median is beside it. A low quantile on both sides "
       "describes the machine when nothing else disturbs it (see `baton validate --help`). Error = (measured - "
       "predicted) / predicted; tolerance {2:g}%. Microbatch size {3}, SGD, {4} LibTorch thread(s) per rank.\n\n",
-      args.quantile, args.steps - 1, 100.0 * args.tolerance, profile.microbatch_size, args.threads);
+      args.quantile, args.steps, 100.0 * args.tolerance, profile.microbatch_size, args.threads, args.run_seconds);
   out += "## Summary\n\n" + render_markdown_table(summary_rows(cases, args.tolerance));
   out += "\n## Link calibration\n\n" + calibration_markdown(calibration, topology);
   out += "\n## Profile (measured on this machine)\n\n" + profile_markdown(profile);
@@ -325,6 +367,7 @@ nlohmann::json report_json(const std::vector<Case>& cases, double tolerance, dou
                             {"stages", stages_to_string(c.plan.stages)},
                             {"workers", c.plan.num_workers()},
                             {"microbatches", c.plan.microbatches},
+                            {"steps", c.steps},
                             {"predicted_s", c.predicted.value},
                             {"measured_s", c.measured.value},
                             {"measured_median_s", c.measured_median.value},
@@ -355,7 +398,10 @@ int run_validate(const ValidateArgs& args) {
     // Given files are checked before anything is measured.
     if (!args.profile.empty()) profile = obtain_profile(args, model, out);
     topology = obtain_topology(args, out, calibration);
-    if (!profile) profile = obtain_profile(args, model, out);
+    if (!profile) {
+      profile = obtain_profile(args, model, out);
+      if (args.topology.empty() && args.gap_us >= 0.0) measure_loaded_speed(args, *profile, out, *topology);
+    }
     for (Schedule schedule : schedules) cases.push_back(run_case(schedule, args, *profile, *topology, out));
   } catch (const RunFailure& e) {
     std::fprintf(stderr, "baton: validate: %s\n", e.what());
@@ -406,10 +452,17 @@ void add_validate_command(CLI::App& app, CommandResult& result) {
                                                         "(default 8)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--steps", args->steps, "iterations run per schedule, >= 2 (default 30)");
+  cmd->add_option("--run-seconds", args->run_seconds,
+                  "and at least as many as the prediction says take this long (default 3): a run then spans the\n"
+                  "speed changes of a shared machine")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--profile-seconds", args->profile_seconds,
                   "measure the profile for at least this long (default 3): its steps then span the\n"
                   "speed changes of a shared machine, as the run's steps do")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--gap-us", args->gap_us,
+                  "after calibrating and profiling, profile again on every rank at once with this sleep before\n"
+                  "each layer and set the topology's relative_speed to alone / so (default 300; < 0: skip)");
   cmd->add_option("--quantile", args->quantile,
                   "order statistic of the profile's and the run's steps that is compared (default 0.1: the\n"
                   "machine undisturbed; 0.5: the median)")

@@ -67,7 +67,7 @@ TEST_CASE("validate's prediction is the simulation of its plan and its measureme
           "[exec][gloo][cli][validate]") {
   const fs::path dir = scratch_dir("validate");
   const CliRun run = run_baton(fmt::format("validate --model mlp --nproc 2 --microbatch-size 16 --microbatches 4 "
-                                           "--steps 4 --profile-seconds 0.5 --schedule 1f1b,dp --stages 0-3,3-6 --tolerance 1000 "
+                                           "--steps 4 --run-seconds 0 --profile-seconds 0.5 --schedule 1f1b,dp --stages 0-3,3-6 --tolerance 1000 "
                                            "--timeout 20 --out '{}'",
                                            dir.string()),
                                "validate");
@@ -79,6 +79,16 @@ TEST_CASE("validate's prediction is the simulation of its plan and its measureme
                            "## Profile", "## 1f1b", "## dp", "(1f1b/compare.svg)", "| fc1 |"}) {
     CHECK(report.find(part) != std::string::npos);
   }
+  // The device's relative speed is the compute of the profile measured alone over
+  // that of the profile measured on both ranks at once between sleeps.
+  const auto compute = [](const nlohmann::json& profile) {
+    double total = 0.0;
+    for (const auto& layer : profile.at("layers"))
+      total += layer.at("forward_ms").get<double>() + layer.at("backward_ms").get<double>();
+    return total;
+  };
+  CHECK(read_json(dir / "topology.json").at("device").at("relative_speed").get<double>() ==
+        Approx(compute(read_json(dir / "profile.json")) / compute(read_json(dir / "profile-loaded.json"))).epsilon(1e-9));
   const nlohmann::json summary = read_json(dir / "report.json");
   REQUIRE(summary.at("cases").size() == 2);
   for (const auto& c : summary.at("cases")) {
@@ -115,7 +125,7 @@ TEST_CASE("validate exits 1 when an error exceeds the tolerance, and 2 on bad in
   const fs::path dir = scratch_dir("validate-tolerance");
   SECTION("a tolerance no measurement meets") {
     const CliRun run = run_baton(fmt::format("validate --model mlp --nproc 2 --microbatch-size 8 --microbatches 2 "
-                                             "--steps 2 --schedule dp --tolerance 1e-12 --timeout 20 "
+                                             "--steps 2 --run-seconds 0 --schedule dp --tolerance 1e-12 --timeout 20 "
                                              "--topology topologies/cpu_2core.json --out '{}'",
                                              dir.string()),
                                  "validate-tolerance");

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Runs `baton validate` for the zoo models and prints one Markdown table of the
+# results (model x schedule x workers: predicted, measured, error), the table
+# bench/RESULTS.md records.
+#
+#   bench/validation_table.sh [BATON] [OUT_DIR] [NPROC]
+#
+# BATON defaults to build/baton, OUT_DIR to out/validation, NPROC to 2. Each
+# model runs pipedream, 1f1b and gpipe on stages 0-3,3-6 (both models have six
+# layers) and dp on every rank; a model's whole report is OUT_DIR/<model>/report.md.
+set -euo pipefail
+
+baton=${1:-build/baton}
+out=${2:-out/validation}
+nproc=${3:-2}
+# model and microbatch size: layers of a few hundred microseconds to milliseconds.
+models=("gpt-mini 16" "vgg-mini 32" "mlp 256")
+
+echo "| model | schedule | stages | workers | microbatches | steps | predicted | measured | median | range | error | within 10% |"
+echo "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+for entry in "${models[@]}"; do
+  read -r model size <<<"$entry"
+  "$baton" validate --model "$model" --nproc "$nproc" --microbatch-size "$size" --stages 0-3,3-6 \
+      --out "$out/$model" >/dev/null 2>"$out.$model.log" || true
+  # The summary rows of the report, with the model in front.
+  sed -n '/^## Summary/,/^## Link/p' "$out/$model/report.md" | grep -E '^\| (pipedream|1f1b|gpipe|dp) ' |
+      sed "s/^| /| $model | /"
+done
