@@ -59,7 +59,7 @@ nlohmann::json calibrated_topology(const exec::LinkMeasurement& m, const LinkFit
   topology.source = fmt::format(
       "Measured by `baton calibrate`: {} executor ranks on one machine over c10d Gloo (TCP). Latency and "
       "bandwidth fitted to one-way times of {} message sizes (median of {} round trips / 2), worst relative "
-      "residual {:.1f}%. One device per rank; compute times come from the profile (relative_speed 1).",
+      "residual {:.1f}%. One device per rank; relative_speed 1: compute as profiled.",
       m.ranks, m.point_to_point.size(), args.repeats, 100.0 * fit.max_relative_residual);
   topology.device = DeviceType{"executor-rank", Bytes(static_cast<int64_t>(memory_per_rank_gib(args, m.ranks) *
                                                                           double(1 << 30))),

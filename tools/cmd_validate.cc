@@ -174,10 +174,13 @@ void measure_loaded_speed(const ValidateArgs& args, const Profile& alone, const 
   topology.device.relative_speed = compute_per_microbatch(alone) / compute_per_microbatch(loaded);
   nlohmann::json document = nlohmann::json::parse(read_file(path_in(dir, "topology.json")));
   document["device"]["relative_speed"] = topology.device.relative_speed;
-  document["source"] = document.value("source", "") +
-                       fmt::format(" relative_speed {:.3f} measured by `baton validate`: compute of a profile alone / "
-                                   "compute with every rank profiling at once between {} us sleeps.",
-                                   topology.device.relative_speed, args.gap_us);
+  std::string source = document.value("source", "");
+  const std::string unmeasured = "relative_speed 1: compute as profiled.";
+  if (const size_t at = source.find(unmeasured); at != std::string::npos) source.erase(at, unmeasured.size());
+  document["source"] = source + fmt::format("relative_speed {:.3f}, measured by `baton validate`: compute of a "
+                                            "profile alone / compute with every rank profiling at once between {} "
+                                            "us sleeps.",
+                                            topology.device.relative_speed, args.gap_us);
   write_file_atomic(path_in(dir, "topology.json"), document.dump(2) + "\n");
 }
 
