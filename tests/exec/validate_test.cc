@@ -63,7 +63,7 @@ TEST_CASE("calibrate writes a topology whose link is the fit of its own samples"
     CHECK(model[i].time.value == Approx(ring_allreduce_time(3, allreduce[i].size, *ring).value).epsilon(1e-9));
 }
 
-TEST_CASE("validate's prediction is the simulation of its plan and its measurement the run's median step",
+TEST_CASE("validate's prediction is the simulation of its plan and its measurement a quantile of the run's steps",
           "[exec][gloo][cli][validate]") {
   const fs::path dir = scratch_dir("validate");
   const CliRun run = run_baton(fmt::format("validate --model mlp --nproc 2 --microbatch-size 16 --microbatches 4 "
