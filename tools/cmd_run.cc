@@ -245,10 +245,15 @@ void add_run_command(CLI::App& app, CommandResult& result) {
       "step, loss, a measured trace with the simulator's action ids (compare it with `baton compare`).\n\n"
       "Examples:\n"
       "  baton run --plan plan.json --model mlp --backend threads --steps 5 --trace out/measured.json\n"
-      "  baton run --profile traces/mlp.json --topology topologies/cpu_2core.json --stages 0-3,3-6 \\\n"
+      "  baton profile measure --model mlp --microbatch-size 32 -o out/mlp.json\n"
+      "  baton run --profile out/mlp.json --topology topologies/cpu_2core.json --stages 0-3,3-6 \\\n"
       "      --schedule 1f1b --model mlp --backend gloo --nproc 2\n"
       "With --backend gloo and RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT set (torchrun, Slurm, mpirun),\n"
-      "the process runs as that one rank.");
+      "the process runs as that one rank. A rank that dies or goes silent ends the run within --timeout,\n"
+      "with a message naming it.\n"
+      "Checkpoints: add --checkpoint-dir out/ckpt --checkpoint-every 2 to save every stage's state every 2\n"
+      "steps; after a failure, the same command with --resume continues from the latest complete one and\n"
+      "ends with the weights of an uninterrupted run.");
   cmd->add_option("--plan", args->plan, "a plan file (baton.plan.v1)");
   cmd->add_option("--profile", args->profile, "with --stages: the layer profile");
   cmd->add_option("--topology", args->topology,
