@@ -1,5 +1,7 @@
-// `baton validate`: the whole loop on this machine's hardware. Measure the
-// model's profile, calibrate the link between ranks (`baton calibrate`), and
+// `baton validate`: the whole loop on this machine's hardware. Calibrate the
+// link between ranks (`baton calibrate`), measure the model's profile, measure
+// the device's speed under the run's conditions (every rank profiling at once,
+// a sleep before each layer: the topology's relative_speed = alone / so), and
 // per schedule: plan, simulate the exact Program the executor will run, run it
 // (`baton run --backend gloo`), and compare. Writes a Markdown report with the
 // figures and, per schedule, both Gantt charts in one SVG; exits 1 when an
@@ -9,9 +11,10 @@
 // - predicted: the simulated makespan of one iteration of the Program built
 //   from the plan (build_program), as the executor runs it: every step is a
 //   whole Program (pipedream included: its warm-up and drain are in the step);
-// - measured: the --quantile q (default 0.1) of steps 1..K-1 of the run's step
-//   wall times (barrier to barrier; step 0 pays allocations and first
-//   connections); the profile keeps the same quantile of its steps per layer;
+// - measured: the --quantile q (default 0.1) of the run's step wall times after
+//   the first (barrier to barrier; step 0 pays allocations and first
+//   connections; at least --steps, and --run-seconds by the prediction); the
+//   profile keeps the same quantile of its steps per layer;
 // - error = (measured - predicted) / predicted.
 // Why a low quantile: a shared machine's speed changes over seconds (on the
 // 2-core CI machines, phases 1.5-2x slower come and go). The profile and the
@@ -19,10 +22,11 @@
 // different phases; a low quantile of both describes the machine when
 // nothing disturbs it, which is what the model predicts. The median is
 // reported beside it.
-// Layout of --out DIR: profile.json, topology.json, report.md, report.json
-// (the summary figures in seconds), and per
-// schedule S: S/plan.json, S/predicted.json, S/measured.json, S/run.json,
-// S/run.log (what rank 0 printed), S/compare.svg.
+// Layout of --out DIR: topology.json (calibrated, relative_speed set),
+// calibrate.log, profile.json, profile-loaded.json and its log, report.md,
+// report.json (the summary figures in seconds), and per schedule S:
+// S/plan.json, S/predicted.json, S/measured.json, S/run.json, S/run.log (what
+// the ranks printed), S/compare.svg.
 #include <fcntl.h>
 #include <unistd.h>
 
