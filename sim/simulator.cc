@@ -52,9 +52,15 @@ struct Window {
 // See simulator.h: the steady-state window of a pipedream run.
 Window steady_window(const Program& program, const RawRun& raw) {
   const int n = program.microbatches;
-  const int a = std::min(noam_of(program), n - 1);
+  const int noam = noam_of(program);
   const int64_t period = replica_period(program);
-  int b = std::max(a + 1, n - noam_of(program) - 1);
+  // With replicas (period > 1), the first round of minibatches is start-up
+  // (every replica's first one) and the last round drain (the replicas'
+  // links fall quiet): the window leaves both out when a whole period still
+  // fits between them.
+  const int margin = period > 1 && n - 2 * noam - 1 - 3 * period >= 0 ? static_cast<int>(period) : 0;
+  const int a = std::min(noam + margin, n - 1);
+  int b = std::max(a + 1, n - noam - 1 - margin);
   b = std::min(b, n - 1);
   const int span = static_cast<int>(((b - a) / period) * period);
   if (span >= 1) b = a + span;
@@ -148,7 +154,7 @@ int min_pipedream_minibatches(const Plan& plan) {
   const int workers = plan.num_workers();
   const int first = plan.stages.empty() ? 1 : plan.stages.front().replicas;
   const int noam = (workers + first - 1) / first;
-  return static_cast<int>(4 * noam + 2 * pipedream_period(plan));
+  return static_cast<int>(4 * noam + 3 * pipedream_period(plan));
 }
 
 int64_t pipedream_period(const Plan& plan) {

@@ -17,11 +17,13 @@
 // - flush schedules (1f1b, gpipe, dp): the whole run is one iteration.
 // - pipedream: with N minibatches, NOAM = ceil(workers / replicas of stage 0)
 //   and R = lcm of the replica counts, c_k = end of minibatch k's backward on
-//   stage 0. The window is [c_a, c_b] with a = NOAM and b the largest index
-//   <= N - NOAM - 1 with (b - a) a multiple of R: it leaves out warm-up and
-//   cool-down. Time per minibatch = (c_b - c_a) / (b - a); busy time and
-//   bubbles are measured inside the window. `simulate_plan` runs
-//   `pipedream_minibatches(plan)` minibatches.
+//   stage 0. The window is [c_a, c_b] with a = NOAM + m and b the largest
+//   index <= N - NOAM - 1 - m with (b - a) a multiple of R, where the margin
+//   m = R when R > 1 and N >= 2 NOAM + 3 R + 1 (else 0): it leaves out
+//   warm-up and cool-down, and with replicas also their first round (every
+//   replica's first minibatch) and their last. Time per minibatch =
+//   (c_b - c_a) / (b - a); busy time and bubbles are measured inside the
+//   window. `simulate_plan` runs `pipedream_minibatches(plan)` minibatches.
 //
 // Deterministic: same inputs, bit-identical outputs. No globals: any number of
 // simulations may run at once on different threads.
@@ -63,7 +65,7 @@ Result<Simulation> simulate_program(const Program& program, const std::vector<St
                                     const Topology& topology, int microbatch_size,
                                     const SimOptions& options);
 
-// Fewest minibatches that give pipedream a steady-state window: 4 NOAM + 2 R.
+// Fewest minibatches that give pipedream a steady-state window: 4 NOAM + 3 R.
 int min_pipedream_minibatches(const Plan& plan);
 // R: the lcm of the stages' replica counts (capped at 4096).
 int64_t pipedream_period(const Plan& plan);

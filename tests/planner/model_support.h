@@ -57,8 +57,8 @@ inline Metrics simulated_metrics(Plan plan, const Profile& profile, const Topolo
 
 // The simulator's steady-state time per minibatch of a pipedream plan.
 // The simulator's window [c_a, c_b] (c_k: end of minibatch k's backward on
-// stage 0, a = NOAM) still holds the start-up transient, which fades only as
-// 1 / (b - a) (up to 18% at the default run length on the shipped data). Two
+// stage 0) may still hold some of the start-up transient, which fades only as
+// 1 / (b - a) (up to 18% on the shipped data while the window began at NOAM). Two
 // runs of N1 < N2 minibatches share their timeline up to c_{b1}, so the slope
 //     (c_{b2} - c_{b1}) / (b2 - b1)
 // cancels the transient and measures the steady state alone. N1 and N2 are
