@@ -154,10 +154,9 @@ void launch_logged(const std::vector<std::string>& arguments, int nproc, Seconds
   if (!launched) throw RunFailure(fmt::format("{}: {} (see {})", what, launched.error().message, log));
 }
 
-double compute_per_microbatch(const Profile& profile) {
-  double total = 0.0;
-  for (const Layer& layer : profile.layers) total += (layer.forward + layer.backward).value;
-  return total;
+Seconds compute_per_microbatch(const Profile& profile) {
+  const LayerRange all{0, profile.num_layers()};
+  return forward_time(profile, all) + backward_time(profile, all);
 }
 
 // The device speed under the run's conditions: every rank profiles the model at
