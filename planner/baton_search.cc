@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "planner/baton_model.h"
+#include "planner/event_graph.h"
 #include "sim/network.h"
 
 namespace baton {
@@ -69,7 +70,13 @@ RangeTables range_tables(const Profile& profile, double speed) {
   return t;
 }
 
-std::vector<int> replica_counts(const Topology& topology, bool straight) {
+// Above 32 devices: powers of two and multiples of a server. Under pipedream
+// only counts of the form 2^a or 3 x 2^a (times the server size, or not) are
+// tried, so that R = lcm of a plan's counts stays at most 3 x 2^a_max x (the
+// server size's odd part), within kMaxEventGraphPeriod for any cluster baton
+// ships; "multiples of a server" such as 5, 7 or 11 servers would give plans
+// whose R the model cannot build (e.g. 40, 56, 88 replicas: R = 3080).
+std::vector<int> replica_counts(const Topology& topology, bool straight, Schedule schedule) {
   const int devices = topology.num_devices();
   if (straight) return {1};
   std::vector<int> counts;
@@ -77,12 +84,24 @@ std::vector<int> replica_counts(const Topology& topology, bool straight) {
     for (int r = 1; r <= devices; ++r) counts.push_back(r);
     return counts;
   }
-  for (int r = 1; r <= devices; r *= 2) counts.push_back(r);
   const int unit = topology.devices_per_unit(0);
-  for (int r = unit; r <= devices; r += unit) counts.push_back(r);
+  if (schedule == Schedule::kPipeDream) {
+    for (int base : {1, unit})
+      for (int factor : {1, 3})
+        for (int r = base * factor; r <= devices; r *= 2) counts.push_back(r);
+  } else {
+    for (int r = 1; r <= devices; r *= 2) counts.push_back(r);
+    for (int r = unit; r <= devices; r += unit) counts.push_back(r);
+  }
   std::sort(counts.begin(), counts.end());
   counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
   return counts;
+}
+
+int64_t replica_lcm(const Plan& plan) {
+  int64_t period = 1;
+  for (const StagePlan& stage : plan.stages) period = std::lcm(period, int64_t{stage.replicas});
+  return period;
 }
 
 std::vector<int> device_counts(const Topology& topology, bool straight, int layers) {
@@ -244,7 +263,7 @@ Plan Search::rebuild(int ri) const {
 std::vector<std::pair<double, Plan>> run_all(const Profile& profile, const Topology& topology,
                                              const SearchOptions& options, bool minimize_memory) {
   const RangeTables tables = range_tables(profile, topology.device.relative_speed);
-  const std::vector<int> replicas = replica_counts(topology, options.straight);
+  const std::vector<int> replicas = replica_counts(topology, options.straight, options.schedule);
   Search search(profile, topology, options, tables, replicas, minimize_memory);
   std::vector<std::pair<double, Plan>> found;
   for (int devices : device_counts(topology, options.straight, profile.num_layers())) search.run(devices, found);
@@ -257,10 +276,18 @@ std::vector<std::pair<double, Plan>> run_all(const Profile& profile, const Topol
 SearchResult search_plans(const Profile& profile, const Topology& topology, const SearchOptions& options) {
   SearchResult result;
   auto found = run_all(profile, topology, options, /*minimize_memory=*/false);
+  // Up to 32 devices every replica count is tried, and a rare partition (3, 4, 5,
+  // 7, 11 replicas) has a pipedream period beyond what the model builds: such a
+  // plan is proposed only when nothing else fits.
+  std::vector<Plan> unrated;
   for (auto& [value, plan] : found) {
     if (static_cast<int>(result.candidates.size()) >= options.max_candidates) break;
-    result.candidates.push_back(std::move(plan));
+    if (options.schedule == Schedule::kPipeDream && replica_lcm(plan) > kMaxEventGraphPeriod)
+      unrated.push_back(std::move(plan));
+    else
+      result.candidates.push_back(std::move(plan));
   }
+  if (result.candidates.empty() && !unrated.empty()) result.candidates = std::move(unrated);
   if (result.candidates.empty()) {
     const auto smallest = run_all(profile, topology, options, /*minimize_memory=*/true);
     if (!smallest.empty()) result.smallest_feasible_memory = Bytes(static_cast<int64_t>(smallest.front().first));

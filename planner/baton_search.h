@@ -17,7 +17,9 @@
 // (different device counts D and first-stage replications), which the caller
 // rates with the full estimate and the simulator.
 // Cost: O(L^2 x N x R^2) per device count D, with R the replica counts tried
-// (every count up to 32 devices; powers of two and multiples of a server above).
+// (every count up to 32 devices; above, powers of two and multiples of a server,
+// under pipedream only those of the form 2^a or 3 x 2^a so that the period
+// lcm_s r_s stays within what the model builds: kMaxEventGraphPeriod).
 // Thread safety: pure.
 #pragma once
 
