@@ -35,10 +35,12 @@ inline double forward_flops(const Layer& layer, const DeviceSpec& device) {
   return layer.forward.value * device.achieved_flops_per_s();
 }
 
-inline const Layer& layer_named(const Profile& profile, const std::string& name) {
+// `name` is a plain pointer: with a std::string parameter GCC 14 takes the
+// literal's temporary for what the result refers to (-Wdangling-reference).
+inline const Layer& layer_named(const Profile& profile, const char* name) {
   for (const Layer& layer : profile.layers)
     if (layer.name == name) return layer;
-  throw std::runtime_error("no layer " + name);
+  throw std::runtime_error(std::string("no layer ") + name);
 }
 
 inline int64_t total_param_bytes(const Profile& profile) {

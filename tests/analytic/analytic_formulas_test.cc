@@ -1,7 +1,7 @@
 // Single-layer formulas of the analytic cost model, stated as math
 // (see sim/analytic.h for the model).
 #include <algorithm>
-#include <catch2/catch.hpp>
+#include "tests/catch_compat.h"
 
 #include "sim/analytic.h"
 #include "sim/analytic_ops.h"

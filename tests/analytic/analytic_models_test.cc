@@ -1,6 +1,6 @@
 // Whole architectures: layer structure and parameter counts against the
 // published models (torchvision, Hugging Face, the GPT-3 paper).
-#include <catch2/catch.hpp>
+#include "tests/catch_compat.h"
 
 #include "sim/analytic.h"
 #include "tests/analytic/analytic_fixtures.h"

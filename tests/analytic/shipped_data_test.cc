@@ -1,7 +1,7 @@
 // The shipped data: every profile in traces/ and every topology in topologies/
 // loads, and the generated profiles still match what the generator produces.
 #include <algorithm>
-#include <catch2/catch.hpp>
+#include "tests/catch_compat.h"
 #include <cmath>
 #include <filesystem>
 #include <fstream>

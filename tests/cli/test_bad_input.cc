@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include <catch2/catch.hpp>
+#include "tests/catch_compat.h"
 
 #include "tests/cli/cli_runner.h"
 

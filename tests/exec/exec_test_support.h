@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include <catch2/catch.hpp>
+#include "tests/catch_compat.h"
 
 #include "exec/executor.h"
 #include "sim/plan.h"

@@ -10,7 +10,7 @@
 // skipped and listed. One test case per model family keeps each case short;
 // a guard case checks that every shipped profile belongs to a family here.
 // Each case prints its rows: profile, topology, plan, estimate, simulated, error.
-#include <catch2/catch.hpp>
+#include "tests/catch_compat.h"
 
 #include <algorithm>
 #include <filesystem>

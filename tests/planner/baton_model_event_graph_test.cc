@@ -3,7 +3,7 @@
 // (docs/SIMULATOR.md); each case also runs the simulator as a cross-check.
 // Times in milliseconds; a flat switch of 8 Gb/s = 1e9 bytes/s, so 1e6 bytes
 // take 1 ms on the wire.
-#include <catch2/catch.hpp>
+#include "tests/catch_compat.h"
 
 #include "planner/baton_choose.h"
 #include "planner/baton_model.h"

@@ -5,7 +5,7 @@
 // last. The search must not propose such plans: on every shipped profile and
 // topology (256 devices included) every candidate's R is at most that cap, and
 // every candidate is one the model can rate.
-#include <catch2/catch.hpp>
+#include "tests/catch_compat.h"
 
 #include <filesystem>
 #include <fstream>

@@ -1,7 +1,7 @@
 // The max-plus solvers on hand-made graphs whose answers are worked by hand
 // (cycle weights over cycle tokens), and Howard's policy iteration against a
 // brute-force enumeration of every simple cycle on random small graphs.
-#include <catch2/catch.hpp>
+#include "tests/catch_compat.h"
 
 #include <cmath>
 #include <functional>

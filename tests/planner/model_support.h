@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include <catch2/catch.hpp>
+#include "tests/catch_compat.h"
 #include <fmt/format.h>
 
 #include "sim/plan.h"

@@ -1,7 +1,7 @@
 // The PipeDream-compatible DP on small hand-derived cases (expected values are
 // the recurrence worked by hand), and the fast solver against a plain
 // transcription of the reference on random small DAGs.
-#include <catch2/catch.hpp>
+#include "tests/catch_compat.h"
 
 #include <cmath>
 #include <random>

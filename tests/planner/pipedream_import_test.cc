@@ -1,6 +1,6 @@
 // The graph.txt importer on small inline profiles: units, multi-output sums,
 // DAG inputs and order, Input / __getitem__ layers, and errors with line numbers.
-#include <catch2/catch.hpp>
+#include "tests/catch_compat.h"
 
 #include <string>
 

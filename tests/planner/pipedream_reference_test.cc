@@ -3,7 +3,7 @@
 // profiles are not part of this repository); otherwise it warns and passes.
 // Reference values: measured by running the reference optimizer, every case with
 // --activation_compression_ratio 1.
-#include <catch2/catch.hpp>
+#include "tests/catch_compat.h"
 
 #include <cstdlib>
 #include <fstream>

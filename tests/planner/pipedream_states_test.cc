@@ -1,5 +1,5 @@
 // States (cuts) of PipeDream's optimizer on hand-enumerated graphs.
-#include <catch2/catch.hpp>
+#include "tests/catch_compat.h"
 
 #include <fmt/format.h>
 

@@ -1,6 +1,6 @@
 // The short text form of actions: every kind round-trips, malformed text is
 // rejected with a message that quotes it.
-#include <catch2/catch.hpp>
+#include "tests/catch_compat.h"
 
 #include "sim/program.h"
 

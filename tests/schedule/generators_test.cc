@@ -2,7 +2,7 @@
 // pictures in sim/schedules.cc: one line per worker, "sK:" prefixes dropped.
 #include <algorithm>
 
-#include <catch2/catch.hpp>
+#include "tests/catch_compat.h"
 
 #include "sim/schedules.h"
 #include "tests/schedule/schedule_test_support.h"

@@ -1,5 +1,5 @@
 // lower_communication: where sends and receives go and whom they name.
-#include <catch2/catch.hpp>
+#include "tests/catch_compat.h"
 
 #include "sim/schedules.h"
 #include "tests/schedule/schedule_test_support.h"

@@ -1,7 +1,7 @@
 // Whole-program text: program_to_text round trip, the worker x step grid.
 #include <sstream>
 
-#include <catch2/catch.hpp>
+#include "tests/catch_compat.h"
 
 #include "sim/schedules.h"
 #include "tests/schedule/schedule_test_support.h"

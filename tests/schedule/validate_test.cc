@@ -1,7 +1,7 @@
 // validate_program: every generated program passes; each kind of broken
 // program is rejected with a message that names the problem and shows the grid
 // with the offending cell marked.
-#include <catch2/catch.hpp>
+#include "tests/catch_compat.h"
 
 #include "sim/schedules.h"
 #include "sim/validate.h"

@@ -2,7 +2,7 @@
 // as unit tests so the fix stays. Each case names the target that found it.
 #include <string>
 
-#include <catch2/catch.hpp>
+#include "tests/catch_compat.h"
 
 #include "sim/plan.h"
 #include "sim/profile.h"

@@ -2,7 +2,7 @@
 #include <array>
 #include <vector>
 
-#include <catch2/catch.hpp>
+#include "tests/catch_compat.h"
 
 #include "sim/link_fit.h"
 #include "sim/network.h"

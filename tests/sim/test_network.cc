@@ -1,7 +1,7 @@
 // The link-sharing model of sim/network.h, checked on hand-derived cases.
 #include <array>
 
-#include <catch2/catch.hpp>
+#include "tests/catch_compat.h"
 
 #include "sim/network.h"
 #include "tests/sim/test_support.h"

@@ -1,5 +1,5 @@
 // Order statistics (sim/stats.h) on hand-computed cases.
-#include <catch2/catch.hpp>
+#include "tests/catch_compat.h"
 
 #include "sim/stats.h"
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include <catch2/catch.hpp>
+#include "tests/catch_compat.h"
 
 #include "sim/plan.h"
 #include "sim/profile.h"

@@ -7,7 +7,7 @@
 #include <tuple>
 #include <vector>
 
-#include <catch2/catch.hpp>
+#include "tests/catch_compat.h"
 
 #include "sim/trace.h"
 

@@ -6,7 +6,7 @@
 #include <sstream>
 #include <string>
 
-#include <catch2/catch.hpp>
+#include "tests/catch_compat.h"
 
 #include "sim/trace_writers.h"
 #include "tests/trace/trace_fixtures.h"

@@ -2,7 +2,7 @@
 #include <string>
 #include <vector>
 
-#include <catch2/catch.hpp>
+#include "tests/catch_compat.h"
 
 #include "sim/trace_writers.h"
 #include "tests/trace/trace_fixtures.h"
