@@ -109,7 +109,7 @@ TEST_CASE("backward = 2 x forward and its split sums to it, for every layer", "[
   }
 }
 
-TEST_CASE("output bytes scale with the microbatch; times grow with it", "[analytic]") {
+TEST_CASE("output bytes scale with the microbatch and times grow with it", "[analytic]") {
   const DeviceSpec v100 = *device_spec("v100");
   const Profile one = make_or_fail("resnet50", v100, 1);
   const Profile eight = make_or_fail("resnet50", v100, 8);

@@ -123,7 +123,7 @@ TEST_CASE("max-plus: a cycle without tokens is a deadlock", "[max_plus]") {
   CHECK_FALSE(maximum_cycle_mean(graph_of(2, {{0, 5, 1.0, 1}})).ok());  // node out of range
 }
 
-TEST_CASE("max-plus: the largest component wins; a graph without cycles has mean 0", "[max_plus]") {
+TEST_CASE("max-plus: the largest component wins and a graph without cycles has mean 0", "[max_plus]") {
   // Two rings: {0, 1} with W = 4 over 2 tokens (2), {2, 3} with W = 5 over 1 (5),
   // joined by one edge 1 -> 2 that lies on no cycle.
   const TimedEventGraph graph =

@@ -78,7 +78,7 @@ TEST_CASE("layers come out in topological order, ties by the id's number",
   CHECK(p.layers[3].inputs == std::vector<int>{1, 2});  // in-edges in file order
 }
 
-TEST_CASE("Input and __getitem__ nodes are kept; the planner's view leaves them out",
+TEST_CASE("Input and __getitem__ nodes are kept but the planner's view leaves them out",
           "[planner][pipedream][import]") {
   const std::string text = node("node1", "Input0", 17.0, 0, "100.0", 0) +
                            node("node2", "LSTM", 1, 2, "[10.0; 5.0]", 64) +
