@@ -12,7 +12,7 @@
 namespace baton {
 namespace {
 
-using planner::AncestorsByWork;
+using planner::StatesByWork;
 using planner::LevelSolver;
 using planner::StateSpace;
 
@@ -41,7 +41,7 @@ Status check_options(const PipeDreamOptions& options) {
 
 // The solvers, innermost first; each level above reads the one below.
 std::vector<std::unique_ptr<LevelSolver>> make_levels(const StateSpace& space,
-                                                      const AncestorsByWork& index,
+                                                      const StatesByWork& index,
                                                       const PipeDreamOptions& options) {
   planner::SharedParams shared;
   shared.straight_pipeline = options.straight_pipeline;
@@ -106,7 +106,7 @@ Result<PipeDreamPlan> plan_pipedream(const Profile& profile, const PipeDreamOpti
   if (auto ok = check_options(options); !ok) return ok.error();
   auto space = planner::build_state_space(profile, options.max_states);
   if (!space) return space.error();
-  const AncestorsByWork index(*space);
+  const StatesByWork index(*space);
   const auto levels = make_levels(*space, index, options);
   LevelSolver& top = *levels.back();
   const double objective = top.value(0, space->num_states() - 1, top.machines());

@@ -36,18 +36,36 @@
 // stage i..k1 whose state i-1 is not an ancestor of k1 has P(i..k1) possibly
 // < 0) and the deficits of the levels below; values already memoised (exact,
 // or "at least") serve as bounds too. Splits are first narrowed to a window of
-// cum_seconds by the same bounds. Bounds and derived limits are loosened by a
+// cum_seconds by the same bounds (all states sorted by cum_seconds, the window
+// capped at cum[j] when work grows along the state DAG, cuts whose transfer in
+// reaches the cap skipped), then filtered by the subset test for ancestors.
+// With a memory limit S, two more bounds cut infeasible prefixes early:
+//   - every row: the stashes of the stages of A(i..k, r) add up to
+//     stash(i..k), each at most S / copies, so stash(i..k) <= reach(r), the
+//     largest such sum over the ways to give r machines to stages;
+//   - row 0 (the prefixes the top of every level asks for): whether states
+//     0..k can be cut into stages on r machines that pass the memory test at
+//     all (exact for that relaxation: the largest stash of a fitting ancestor
+//     flows along the state DAG's edges), and, with activation transfers, a
+//     floor of A(0..k, r) from the transfer and memory terms alone, where the
+//     split states k' range over the states before k in (stash, index) order,
+//     a superset of k's ancestors (a sliding window in that order).
+// Without these a memory limit that forces an expensive cut (inception_v3,
+// flat-16 straight with 16 GB: T = 1.42 s, from a 708 MB activation) leaves
+// every compute bound far below the optimum. Bounds and derived limits are loosened by a
 // relative 1e-9 of the problem's scale, far above rounding error, and a bound
 // estimated with other roundings than the exact formula is recomputed exactly
 // whenever it is too close to the value it is compared with, so rounding can
 // never exclude the true minimum: the result equals the plain recurrence's,
 // value for value (tests/planner checks this).
 // Complexity: worst case the reference's O(N^3 M^2) time; in practice tens of
-// candidates per entry (see bench/RESULTS.md). Memory: N x M doubles and flags
-// for every row that is requested.
+// candidates per entry (see bench/RESULTS.md). Memory: M doubles and flags per
+// entry (i, j) requested, in a hash table.
 // Thread safety: not thread-safe (memoisation); one solver per planning call.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <vector>
 
@@ -55,17 +73,65 @@
 
 namespace baton::planner {
 
-// Ancestor states of every state, sorted by cum_seconds (then by index), with
-// the sorted keys alongside for binary search.
-class AncestorsByWork {
+// Every state, sorted by cum_seconds (then by index), with what the split scan
+// reads first alongside: the splits of an entry are the ancestor states
+// (StateSpace::is_ancestor) in a window of cum_seconds.
+class StatesByWork {
  public:
-  explicit AncestorsByWork(const StateSpace& states);
-  const std::vector<int>& states(int j) const { return states_[j]; }
-  const std::vector<double>& work(int j) const { return work_[j]; }
+  struct Entry {
+    double work;          // cum_seconds
+    double output_bytes;  // of the cut after the state
+    int state;
+  };
+  explicit StatesByWork(const StateSpace& states);
+  const std::vector<Entry>& entries() const { return entries_; }
+  // True when cum_seconds never decreases along an edge of the state DAG (so
+  // that an ancestor state never has more work), as non-negative layer times
+  // give: sums of a subset of the same non-negative terms round no higher.
+  bool work_grows() const { return work_grows_; }
 
  private:
-  std::vector<std::vector<int>> states_;
-  std::vector<std::vector<double>> work_;
+  std::vector<Entry> entries_;
+  bool work_grows_ = true;
+};
+
+// The memo of one level: for each requested (i, j), the M values of A(i..j, r)
+// (NaN = never requested) and their exactness flags, found through an
+// open-addressing hash table, so that memory follows the entries requested
+// rather than N^2 M. Blocks are referred to by number: they move when the
+// storage grows.
+class EntryTable {
+ public:
+  explicit EntryTable(int slots);
+  static constexpr int64_t kAbsent = -1;
+  int64_t find(int i, int j) const;
+  int64_t find_or_add(int i, int j);
+  double& value(int64_t block, int r) { return values_[slot(block, r)]; }
+  unsigned char& exact(int64_t block, int r) { return exact_[slot(block, r)]; }
+  double value(int64_t block, int r) const { return values_[slot(block, r)]; }
+  bool exact(int64_t block, int r) const { return exact_[slot(block, r)] != 0; }
+  size_t size() const { return count_; }
+
+ private:
+  struct Bucket {
+    uint64_t key;
+    int64_t block;
+  };
+  static uint64_t key(int i, int j) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(i)) << 32) | static_cast<uint32_t>(j);
+  }
+  size_t bucket_of(uint64_t key) const;
+  size_t slot(int64_t block, int r) const {
+    return static_cast<size_t>(block) * static_cast<size_t>(slots_) + static_cast<size_t>(r - 1);
+  }
+  void grow();
+
+  int slots_;
+  size_t count_ = 0;
+  int shift_ = 64;
+  std::vector<Bucket> buckets_;  // key kEmpty = free
+  std::vector<double> values_;
+  std::vector<unsigned char> exact_;
 };
 
 struct LevelParams {
@@ -93,7 +159,7 @@ class LevelSolver {
  public:
   // `below` is the next level inward (nullptr at the innermost level); it must
   // outlive this solver.
-  LevelSolver(const StateSpace& states, const AncestorsByWork& index, LevelParams level,
+  LevelSolver(const StateSpace& states, const StatesByWork& index, LevelParams level,
               SharedParams shared, LevelSolver* below);
 
   int machines() const { return level_.machines; }
@@ -109,13 +175,16 @@ class LevelSolver {
   // What the memo knows of A(i..j, r): its value, a lower bound, or -infinity.
   double known_bound(int i, int j, int r) const;
   bool known_exactly(int i, int j, int r) const;
+  // Both at once: known_bound, with `exact` set to known_exactly.
+  double known(int i, int j, int r, bool& exact) const;
+  // Entries (i, j) with at least one value requested, for measurements.
+  size_t entries() const { return memo_.size(); }
 
   // A split (k, r_last) of an entry with a lower bound of its candidate.
   struct Split {
     double bound;
     int k;
     int r_last;
-    int position;  // of k among j's ancestors in AncestorsByWork order
   };
 
  private:
@@ -129,6 +198,11 @@ class LevelSolver {
   double transfer_in(int k, int r_last) const;
   double transfer_out(int j, int r_last) const;
   bool memory_rejects(int first, int last, int r_stage, int r_total) const;
+  void set_memory_reach();
+  void set_prefix_fits();
+  void set_prefix_floor();
+  void set_compute_floor();
+  bool memory_excludes(int i, int k, int r) const;
   double deficit(int i, int r) const;
   double slack(double magnitude) const;
   // Constants of the splits of one entry with a given r_last, for split_bound.
@@ -146,33 +220,27 @@ class LevelSolver {
   };
   Window make_window(int i, int j, int r_first, int r_last, double cap) const;
   double split_bound(int i, const Split& split, int j, const Window& window, double cap) const;
-  void remember_last(const Split& split, int j);
   size_t collect_splits(int i, int j, int r, double cap);
   Split pop_split(size_t begin, size_t& end);
   bool may_beat(int i, const Split& split, int j, int r, double cap) const;
   double evaluate_split(int i, const Split& split, int j, int r, double cap);
-  size_t slot_index(int i, int j, int r) const;
-  double* memo(int i, int j, int r);
 
   const StateSpace& states_;
-  const AncestorsByWork& index_;
+  const StatesByWork& index_;
   const LevelParams level_;
   const SharedParams shared_;
   LevelSolver* const below_;
   std::vector<double> row_deficit_;  // deficit(i, 1)
   double below_deficit_min_ = 0.0;   // min over rows of the below level's deficit(i, M_below)
   double total_work_ = 0.0;
-  // Per row i, M x (N - i) slots: an exact value, or a lower bound (the largest
-  // limit it could not beat) flagged in exact_ as 0; NaN = never requested.
-  std::vector<std::vector<double>> memo_;
-  std::vector<std::vector<unsigned char>> exact_;
+  std::vector<double> memory_reach_;  // by machines; empty without a memory limit
+  double memory_slack_ = 0.0;
+  std::vector<unsigned char> prefix_fits_;  // by state and machines, row 0
+  std::vector<double> prefix_floor_;        // by state and machines, row 0
+  // Per requested (i, j): an exact value of A(i..j, r), or a lower bound (the
+  // largest limit it could not beat) flagged not exact.
+  EntryTable memo_;
   std::vector<Split> stack_;  // gathered splits of the requests in progress
-  // Above the innermost level: what the level below is known to give for a
-  // last stage k+1..j on a whole unit (its memo's value and exactness), by j
-  // and k's position among j's ancestors, so that a scan over k reads it in
-  // sequence instead of from scattered memo rows.
-  std::vector<std::vector<double>> last_known_;
-  std::vector<std::vector<unsigned char>> last_exact_;
 };
 
 }  // namespace baton::planner

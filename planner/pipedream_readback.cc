@@ -61,7 +61,7 @@ LayerPlacement assign_layers(const Profile& profile, const StateSpace& space,
   placement.stage_of_layer.assign(num_layers, -1);
   std::vector<int>& stage_of = placement.stage_of_layer;
   for (int s = 0; s <= last_stage; ++s) {
-    space.closure[stages[s].last_state].for_each([&](int node) {
+    space.closure(stages[s].last_state).for_each([&](int node) {
       int& stage = stage_of[space.node_layer[node]];
       if (stage < 0) stage = s;
     });

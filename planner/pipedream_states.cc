@@ -1,6 +1,9 @@
 #include "planner/pipedream_states.h"
 
-#include <unordered_map>
+#include <algorithm>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
 #include <utility>
 
 #include <fmt/format.h>
@@ -66,95 +69,196 @@ NodeGraph make_node_graph(const Profile& profile, const StateSpace& space) {
   return graph;
 }
 
-// The state DAG as found: antichains by discovery id, edges in discovery order.
-struct StateDag {
-  std::vector<Bitset> antichains;
-  std::vector<std::pair<int, int>> edges;  // (from, to), repeats kept
+// Node sets as rows of `words` 64-bit words in one array (the enumeration's
+// hot loops: no allocation per set).
+namespace words {
+
+inline bool test(const uint64_t* set, int v) { return (set[v >> 6] >> (v & 63)) & 1u; }
+inline void set(uint64_t* set, int v) { set[v >> 6] |= uint64_t{1} << (v & 63); }
+inline void reset(uint64_t* set, int v) { set[v >> 6] &= ~(uint64_t{1} << (v & 63)); }
+inline bool intersects(const uint64_t* a, const uint64_t* b, int count) {
+  for (int w = 0; w < count; ++w)
+    if ((a[w] & b[w]) != 0) return true;
+  return false;
+}
+template <typename Visit>
+void for_each(const uint64_t* set, int count, Visit&& visit) {
+  for (int w = 0; w < count; ++w)
+    for (uint64_t bits = set[w]; bits != 0; bits &= bits - 1)
+      visit(w * 64 + std::countr_zero(bits));
+}
+
+}  // namespace words
+
+// The node graph's relations as rows of words.
+struct FlatGraph {
+  int words = 0;
+  std::vector<uint64_t> ancestors, descendants, escaping;  // node v at v * words
+
+  explicit FlatGraph(const NodeGraph& graph)
+      : words(static_cast<int>((graph.size() + 63) / 64)),
+        ancestors(static_cast<size_t>(graph.size()) * words),
+        descendants(ancestors.size()),
+        escaping(ancestors.size()) {
+    for (int v = 0; v < graph.size(); ++v) {
+      const auto at = static_cast<std::ptrdiff_t>(v) * words;
+      std::copy(graph.ancestors[v].words().begin(), graph.ancestors[v].words().end(),
+                ancestors.begin() + at);
+      std::copy(graph.descendants[v].words().begin(), graph.descendants[v].words().end(),
+                descendants.begin() + at);
+      std::copy(graph.escaping[v].words().begin(), graph.escaping[v].words().end(),
+                escaping.begin() + at);
+    }
+  }
+  const uint64_t* ancestors_of(int v) const { return ancestors.data() + row(v); }
+  const uint64_t* descendants_of(int v) const { return descendants.data() + row(v); }
+  const uint64_t* escaping_of(int v) const { return escaping.data() + row(v); }
+  size_t row(int v) const { return static_cast<size_t>(v) * static_cast<size_t>(words); }
 };
 
-Bitset augmented(const NodeGraph& graph, const Bitset& antichain) {
-  Bitset out = antichain;
-  antichain.for_each([&](int a) { out |= graph.escaping[a]; });
-  return out;
+// out = the augmented antichain of `antichain`.
+void augment(const FlatGraph& graph, const uint64_t* antichain, uint64_t* out) {
+  std::copy(antichain, antichain + graph.words, out);
+  words::for_each(antichain, graph.words, [&](int a) {
+    const uint64_t* escaping = graph.escaping_of(a);
+    for (int w = 0; w < graph.words; ++w) out[w] |= escaping[w];
+  });
 }
 
 // Breadth-first enumeration of antichains (see the header). Expanding states in
 // discovery order is the breadth-first order: a state is queued when found.
+// Antichains are rows of one array, found again through an open-addressing
+// table of state ids.
 class Enumerator {
  public:
-  Enumerator(const NodeGraph& graph, int max_states) : graph_(graph), max_states_(max_states) {}
+  Enumerator(const NodeGraph& graph, const FlatGraph& flat, int max_states)
+      : graph_(graph),
+        flat_(flat),
+        words_(flat.words),
+        max_states_(max_states),
+        antichain_(static_cast<size_t>(words_)),
+        augmented_(antichain_.size()),
+        next_(antichain_.size()),
+        reduced_(antichain_.size()),
+        table_(size_t{1} << 12, -1) {}
 
   // False when more than max_states states exist.
   bool run(int first_source) {
-    Bitset start(graph_.size());
-    start.set(first_source);
-    id_of(start);
-    for (size_t id = 0; id < dag_.antichains.size(); ++id) {
-      expand(static_cast<int>(id));
-      if (static_cast<int>(dag_.antichains.size()) > max_states_) return false;
+    std::fill(next_.begin(), next_.end(), 0);
+    words::set(next_.data(), first_source);
+    id_of(next_.data());
+    for (int id = 0; id < num_states(); ++id) {
+      expand(id);
+      if (num_states() > max_states_) return false;
     }
     return true;
   }
-  const StateDag& dag() const { return dag_; }
+  int num_states() const { return static_cast<int>(hashes_.size()); }
+  const uint64_t* antichain(int id) const { return antichains_.data() + row(id); }
+  // (from, to) by discovery id, in discovery order: grouped by `from`, increasing.
+  const std::vector<std::pair<int, int>>& edges() const { return edges_; }
 
  private:
-  int id_of(const Bitset& antichain) {
-    const auto [it, inserted] = ids_.emplace(antichain, static_cast<int>(dag_.antichains.size()));
-    if (inserted) dag_.antichains.push_back(antichain);
-    return it->second;
+  size_t row(int id) const { return static_cast<size_t>(id) * static_cast<size_t>(words_); }
+
+  uint64_t hash(const uint64_t* set) const {
+    uint64_t h = 0x9E3779B97F4A7C15ull;
+    for (int w = 0; w < words_; ++w) {
+      h = (h ^ set[w]) * 0xBF58476D1CE4E5B9ull;
+      h ^= h >> 31;
+    }
+    return h;
   }
 
-  // Members that are ancestors of another member are removed.
-  Bitset deaugment(const Bitset& set) const {
-    Bitset out = set;
-    set.for_each([&](int z) {
-      if (graph_.descendants[z].intersects(set)) out.reset(z);
+  int id_of(const uint64_t* set) {
+    const uint64_t h = hash(set);
+    const size_t mask = table_.size() - 1;
+    size_t b = static_cast<size_t>(h) & mask;
+    for (; table_[b] >= 0; b = (b + 1) & mask) {
+      const int id = table_[b];
+      if (hashes_[id] == h && std::equal(set, set + words_, antichain(id))) return id;
+    }
+    const int id = num_states();
+    table_[b] = id;
+    hashes_.push_back(h);
+    antichains_.insert(antichains_.end(), set, set + words_);
+    if (2 * hashes_.size() > table_.size()) grow();
+    return id;
+  }
+
+  void grow() {
+    std::vector<int> table(table_.size() * 2, -1);
+    const size_t mask = table.size() - 1;
+    for (int id = 0; id < num_states(); ++id) {
+      size_t b = static_cast<size_t>(hashes_[id]) & mask;
+      while (table[b] >= 0) b = (b + 1) & mask;
+      table[b] = id;
+    }
+    table_.swap(table);
+  }
+
+  // reduced_ = next_ less every member that is an ancestor of another member.
+  void deaugment() {
+    std::copy(next_.begin(), next_.end(), reduced_.begin());
+    words::for_each(next_.data(), words_, [&](int z) {
+      if (words::intersects(flat_.descendants_of(z), next_.data(), words_))
+        words::reset(reduced_.data(), z);
     });
-    return out;
   }
 
   void expand(int id) {
-    const Bitset antichain = dag_.antichains[id];
-    const Bitset augmented_set = augmented(graph_, antichain);
-    Bitset extra = augmented_set;
-    extra.subtract(antichain);
+    std::copy(antichain(id), antichain(id) + words_, antichain_.begin());
+    augment(flat_, antichain_.data(), augmented_.data());
     auto advance = [&](int x) {
       for (int y : graph_.consumers[x]) {
-        if (antichain.test(y) || graph_.descendants[y].intersects(augmented_set)) continue;
-        Bitset next = augmented_set;
-        next.reset(x);
-        next.set(y);
-        const int next_id = id_of(deaugment(next));
-        dag_.edges.emplace_back(id, next_id);
+        if (words::test(antichain_.data(), y) ||
+            words::intersects(flat_.descendants_of(y), augmented_.data(), words_))
+          continue;
+        std::copy(augmented_.begin(), augmented_.end(), next_.begin());
+        words::reset(next_.data(), x);
+        words::set(next_.data(), y);
+        deaugment();
+        edges_.emplace_back(id, id_of(reduced_.data()));
       }
     };
-    extra.for_each(advance);
-    antichain.for_each(advance);
+    // The members of the augmented antichain not in it, then the antichain.
+    for (int w = 0; w < words_; ++w)
+      for (uint64_t bits = augmented_[w] & ~antichain_[w]; bits != 0; bits &= bits - 1)
+        advance(w * 64 + std::countr_zero(bits));
+    words::for_each(antichain_.data(), words_, advance);
   }
 
   const NodeGraph& graph_;
+  const FlatGraph& flat_;
+  const int words_;
   const int max_states_;
-  StateDag dag_;
-  std::unordered_map<Bitset, int, BitsetHash> ids_;
+  std::vector<uint64_t> antichain_, augmented_, next_, reduced_;  // scratch rows
+  std::vector<uint64_t> antichains_;                              // by id
+  std::vector<uint64_t> hashes_;                                  // by id
+  std::vector<int> table_;                                        // ids, -1 = free
+  std::vector<std::pair<int, int>> edges_;
 };
 
 // Reverse post-order of a depth-first search from state 0, successors in the
-// order they were found. Returns the position of each state.
+// order they were found (`edges` grouped by `from`, increasing). Returns the
+// position of each state.
 std::vector<int> depth_first_positions(int num_states,
                                        const std::vector<std::pair<int, int>>& edges) {
-  std::vector<std::vector<int>> successors(num_states);
-  for (const auto& [from, to] : edges) successors[from].push_back(to);
+  std::vector<size_t> first_edge(static_cast<size_t>(num_states) + 1, 0);
+  for (const auto& edge : edges) ++first_edge[static_cast<size_t>(edge.first) + 1];
+  for (int k = 0; k < num_states; ++k) first_edge[k + 1] += first_edge[k];
   std::vector<int> post_order;
+  post_order.reserve(static_cast<size_t>(num_states));
   std::vector<char> seen(num_states, 0);
-  std::vector<std::pair<int, size_t>> stack{{0, 0}};
+  std::vector<std::pair<int, size_t>> stack{{0, first_edge[0]}};
   seen[0] = 1;
   while (!stack.empty()) {
     auto& [state, next] = stack.back();
-    if (next < successors[state].size()) {
-      const int child = successors[state][next++];
+    if (next < first_edge[static_cast<size_t>(state) + 1]) {
+      const int child = edges[next++].second;
       if (!seen[child]) {
         seen[child] = 1;
-        stack.emplace_back(child, 0);
+        stack.emplace_back(child, first_edge[child]);
       }
       continue;
     }
@@ -166,69 +270,97 @@ std::vector<int> depth_first_positions(int num_states,
   return position;
 }
 
-struct StateSums {
-  double output_bytes = 0.0;
-  double seconds = 0.0;
-  double activation_bytes = 0.0;
-  double param_bytes = 0.0;
+// Per node, the terms of the state sums, and their running sums in node order:
+// a closure's sum taken in node order equals the running sum up to its first
+// missing node plus its members from there on, with the same roundings.
+struct NodeTerms {
+  std::vector<double> output, seconds, activation, params;
+  std::vector<double> seconds_before, activation_before, params_before;  // n + 1 each
+
+  NodeTerms(const Profile& profile, const StateSpace& space) {
+    for (int layer_index : space.node_layer) {
+      const Layer& layer = profile.layers[layer_index];
+      output.push_back(static_cast<double>(layer.output_bytes.value));
+      seconds.push_back((layer.forward + layer.backward).value);
+      activation.push_back(static_cast<double>(layer.output_bytes.value));
+      params.push_back(static_cast<double>(layer.param_bytes.value));
+    }
+    seconds_before = running(seconds);
+    activation_before = running(activation);
+    params_before = running(params);
+  }
+  static std::vector<double> running(const std::vector<double>& terms) {
+    std::vector<double> out(terms.size() + 1, 0.0);
+    for (size_t v = 0; v < terms.size(); ++v) out[v + 1] = out[v] + terms[v];
+    return out;
+  }
 };
 
-// Sums over the augmented antichain (output) and over the closure (the rest);
-// fills `closure`.
-StateSums measure_state(const Profile& profile, const StateSpace& space, const NodeGraph& graph,
-                        const Bitset& augmented_set, Bitset& closure) {
-  StateSums sums;
-  augmented_set.for_each([&](int v) {
-    closure |= graph.ancestors[v];
-    closure.set(v);
-    sums.output_bytes +=
-        static_cast<double>(profile.layers[space.node_layer[v]].output_bytes.value);
+// The closure of a state (into `closure`) and its sums: output bytes over the
+// augmented antichain, the rest over the closure, each in node order.
+void measure_state(const FlatGraph& graph, const NodeTerms& terms, const uint64_t* antichain,
+                   uint64_t* augmented, uint64_t* closure, StateSpace& space, int j) {
+  const int count = graph.words;
+  augment(graph, antichain, augmented);
+  std::fill(closure, closure + count, 0);
+  double output = 0.0;
+  words::for_each(augmented, count, [&](int v) {
+    const uint64_t* ancestors = graph.ancestors_of(v);
+    for (int w = 0; w < count; ++w) closure[w] |= ancestors[w];
+    words::set(closure, v);
+    output += terms.output[v];
   });
-  closure.for_each([&](int v) {
-    const Layer& layer = profile.layers[space.node_layer[v]];
-    sums.seconds += (layer.forward + layer.backward).value;
-    sums.activation_bytes += static_cast<double>(layer.output_bytes.value);
-    sums.param_bytes += static_cast<double>(layer.param_bytes.value);
+  int first_missing = 0;
+  while (first_missing < count && closure[first_missing] == ~uint64_t{0}) ++first_missing;
+  int from = first_missing * 64;
+  if (first_missing < count) from += std::countr_one(closure[first_missing]);
+  const int nodes = static_cast<int>(terms.seconds.size());
+  from = std::min(from, nodes);
+  double seconds = terms.seconds_before[from];
+  double activation = terms.activation_before[from];
+  double params = terms.params_before[from];
+  words::for_each(closure, count, [&](int v) {
+    if (v < from) return;
+    seconds += terms.seconds[v];
+    activation += terms.activation[v];
+    params += terms.params[v];
   });
-  return sums;
+  space.output_bytes[j] = output;
+  space.cum_seconds[j] = seconds;
+  space.cum_activation_bytes[j] = activation;
+  space.cum_param_bytes[j] = params;
 }
 
-void fill_state_ancestors(const StateDag& dag, const std::vector<int>& position,
-                          StateSpace& space) {
-  const int num_states = static_cast<int>(position.size());
-  std::vector<std::vector<int>> predecessors(num_states);
-  for (const auto& [from, to] : dag.edges) predecessors[position[to]].push_back(position[from]);
-  space.ancestors.assign(num_states, Bitset(num_states));
-  for (int j = 0; j < num_states; ++j) {
-    for (int p : predecessors[j]) {
-      space.ancestors[j] |= space.ancestors[p];
-      space.ancestors[j].set(p);
-    }
-  }
-}
-
-void fill_states(const Profile& profile, const NodeGraph& graph, const StateDag& dag,
+void fill_states(const Profile& profile, const FlatGraph& graph, const Enumerator& found,
                  StateSpace& space) {
-  const int num_states = static_cast<int>(dag.antichains.size());
-  const std::vector<int> position = depth_first_positions(num_states, dag.edges);
+  const int num_states = found.num_states();
+  const std::vector<int> position = depth_first_positions(num_states, found.edges());
   space.output_bytes.assign(num_states, 0.0);
   space.cum_seconds.assign(num_states, 0.0);
   space.cum_activation_bytes.assign(num_states, 0.0);
   space.cum_param_bytes.assign(num_states, 0.0);
-  space.closure.assign(num_states, Bitset(graph.size()));
+  space.words_per_state = graph.words;
+  space.closure_words.assign(static_cast<size_t>(num_states) * graph.words, 0);
+  const NodeTerms terms(profile, space);
+  std::vector<uint64_t> augmented(static_cast<size_t>(graph.words));
   for (int id = 0; id < num_states; ++id) {
     const int j = position[id];
-    const StateSums sums = measure_state(profile, space, graph,
-                                         augmented(graph, dag.antichains[id]), space.closure[j]);
-    space.output_bytes[j] = sums.output_bytes;
-    space.cum_seconds[j] = sums.seconds;
-    space.cum_activation_bytes[j] = sums.activation_bytes;
-    space.cum_param_bytes[j] = sums.param_bytes;
+    uint64_t* closure = space.closure_words.data() + static_cast<size_t>(j) * graph.words;
+    measure_state(graph, terms, found.antichain(id), augmented.data(), closure, space, j);
   }
-  fill_state_ancestors(dag, position, space);
+  space.edges.reserve(found.edges().size());
+  for (const auto& [from, to] : found.edges())
+    space.edges.emplace_back(position[from], position[to]);
 }
 
 }  // namespace
+
+Bitset StateSpace::closure(int j) const {
+  Bitset out(num_nodes());
+  words::for_each(closure_words.data() + static_cast<size_t>(j) * words_per_state, words_per_state,
+                  [&](int v) { out.set(v); });
+  return out;
+}
 
 std::string profile_label(const Profile& profile) {
   return profile.model.empty() ? std::string("the profile")
@@ -268,13 +400,14 @@ Result<StateSpace> build_state_space(const Profile& profile, int max_states) {
   const NodeGraph graph = make_node_graph(profile, space);
   int first_source = 0;
   while (graph.ancestors[first_source].any()) ++first_source;
-  Enumerator enumerator(graph, max_states);
+  const FlatGraph flat(graph);
+  Enumerator enumerator(graph, flat, max_states);
   if (!enumerator.run(first_source))
     return Error{
         fmt::format("{}: its layer graph has more than {} states (cuts); the PipeDream "
                     "cost model cannot plan it",
                     profile_label(profile), max_states)};
-  fill_states(profile, graph, enumerator.dag(), space);
+  fill_states(profile, flat, enumerator, space);
   return space;
 }
 

@@ -27,18 +27,45 @@
 // Per state j (arrays indexed by that order):
 //   output_bytes[j]   = sum of activation bytes over the augmented antichain
 //                       (what the reference charges for the cut after j);
-//   closure[j]        = the antichain and all its ancestors (nodes done);
+//   closure[j]        = the antichain and all its ancestors (nodes done),
+//                       stored flat in closure_words (words_per_state words each);
 //   cum_seconds[j]    = sum over closure[j] of forward + backward time;
 //   cum_activation_bytes[j], cum_param_bytes[j] likewise;
-//   ancestors[j]      = the states from which j can be reached (j excluded).
-// Invariants: state 0 is the first state; ancestors[j] only holds states < j.
+//   edges             = the state DAG's edges (from, to), repeats kept.
+//
+// Ancestor states. The reference splits at the *ancestor states* of j: the
+// states from which j can be reached in the state DAG. No table of them is
+// kept (it would be S^2 bits: 6 GB for inception_v3); instead
+//   k is an ancestor state of j  <=>  closure[k] is a strict subset of closure[j],
+// a test on a few words (is_ancestor). Proof. (=>) An edge A -> A' adds y, with
+// y not in closure(A) (y is not in A and has no descendant in U(A), so it is no
+// ancestor of a member), and closure(A') = closure(A) + y + ancestors(y) (the
+// antichain's closure is the down-set of U(A) - {x} + {y}, and x is a parent of
+// y). So closures grow strictly along edges. (<=) Let closure(A) be a strict
+// subset of closure(B), D = closure(B) - closure(A). Some y in D has a parent x
+// in closure(A): along B's discovery path from the first state (whose closure,
+// the first source, is in every closure), the first step whose closure meets D
+// adds a node y of D consuming a node x of the previous closure, which lies in
+// closure(B) - D = closure(A) (a step whose y is in closure(A) adds nothing of
+// D, closure(A) being a down-set). This x is in U(A): either x is in A, or x is
+// a strict ancestor of some a in A with the consumer y outside ancestors(a) +
+// {a}. y is not in A and has no descendant in U(A) (either would put y in
+// closure(A)), so A -> A'' with closure(A'') = closure(A) + y + ancestors(y), a
+// subset of closure(B), is an edge; repeating from A'' (D shrinks) reaches the
+// state whose closure is closure(B), which is B (an antichain is the set of
+// maximal elements of its closure).
+// tests/planner/pipedream_states_test.cc also checks it against reachability.
+// Invariants: state 0 is the first state; the order is topological, so every
+// ancestor state of j is < j.
 // Complexity: O(S * (U * D * n / 64 + n)) for S states, augmented antichains of
-// size U, out-degree D and n nodes; plus O(S^2 / 64) for the ancestor bitsets.
+// size U, out-degree D and n nodes; memory O(S * (n / 64 + D)).
 // Thread safety: a plain value.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "planner/bitset.h"
@@ -57,11 +84,23 @@ struct StateSpace {
   std::vector<double> cum_seconds;
   std::vector<double> cum_activation_bytes;
   std::vector<double> cum_param_bytes;
-  std::vector<Bitset> ancestors;  // over states
-  std::vector<Bitset> closure;    // over nodes
+  int words_per_state = 0;
+  std::vector<uint64_t> closure_words;     // closure(j) at j * words_per_state
+  std::vector<std::pair<int, int>> edges;  // the state DAG, (from, to)
 
   int num_states() const { return static_cast<int>(cum_seconds.size()); }
   int num_nodes() const { return static_cast<int>(node_layer.size()); }
+  // closure[j] as a set of nodes.
+  Bitset closure(int j) const;
+  // True when state k is an ancestor state of state j (see above).
+  bool is_ancestor(int k, int j) const {
+    if (k == j) return false;
+    const uint64_t* a = closure_words.data() + static_cast<size_t>(k) * words_per_state;
+    const uint64_t* b = closure_words.data() + static_cast<size_t>(j) * words_per_state;
+    for (int w = 0; w < words_per_state; ++w)
+      if ((a[w] & ~b[w]) != 0) return false;
+    return true;
+  }
 };
 
 // "profile 'vgg16'", or "the profile" when it has no model name (for messages).
@@ -72,8 +111,8 @@ Result<std::vector<LayerRole>> classify_layers(const Profile& profile);
 
 // Enumerates, orders and measures the states. Fails when no node is left or
 // when the enumeration finds more than `max_states` states (the count grows
-// with the product of the lengths of parallel branches: inception_v3 has about
-// 220,000, beyond any cubic dynamic program).
+// with the product of the lengths of parallel branches: inception_v3 has
+// 221,564).
 Result<StateSpace> build_state_space(const Profile& profile, int max_states);
 
 }  // namespace baton::planner

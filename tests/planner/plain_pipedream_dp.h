@@ -60,8 +60,8 @@ inline double plain_pipedream_objective(const planner::StateSpace& s,
         for (int j = i + 1; j < n; ++j) {
           double best = a[i][j][m];
           for (int k = 0; k < j; ++k) {
-            if (!s.ancestors[j].test(k)) continue;
-            if (i > 0 && s.ancestors[i - 1].test(k)) continue;
+            if (!s.is_ancestor(k, j)) continue;
+            if (i > 0 && s.is_ancestor(k, i - 1)) continue;
             for (int mp = 1; mp < (straight ? 2 : m + 1); ++mp) {
               double last = below[k + 1][j];
               const double lp = diff(s.cum_param_bytes, k + 1, j);
