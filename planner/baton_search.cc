@@ -75,7 +75,7 @@ RangeTables range_tables(const Profile& profile, double speed) {
 // tried, so that R = lcm of a plan's counts stays at most 3 x 2^a_max x (the
 // server size's odd part), within kMaxEventGraphPeriod for any cluster baton
 // ships; "multiples of a server" such as 5, 7 or 11 servers would give plans
-// whose R the model cannot build (e.g. 40, 56, 88 replicas: R = 3080).
+// whose R the model cannot build (e.g. 96, 136 and 160 replicas: R = 8160).
 std::vector<int> replica_counts(const Topology& topology, bool straight, Schedule schedule) {
   const int devices = topology.num_devices();
   if (straight) return {1};
