@@ -443,13 +443,9 @@ double LevelSolver::split_bound(int i, const Split& split, int j, const Window& 
                                  [&] { return transfer_in(k, w.r_last); });
     bound = std::max(bound, in);
   }
-  if (bound >= cap || memory_rejects(k + 1, j, w.r_last, w.r_first + w.r_last) ||
-      memory_excludes(i, k, w.r_first))
-    return kInfinity;
-  if (i == 0 && !prefix_floor_.empty())
-    bound = std::max(bound,
-                     prefix_floor_[static_cast<size_t>(k) * level_.machines + w.r_first - 1]);
   if (bound >= cap) return kInfinity;
+  // The terms in O(1) first, the memo's (a hash probe) last: the result is
+  // their maximum whatever the order.
   const double params = states_.cum_param_bytes[j] - states_.cum_param_bytes[k];
   if (below_ == nullptr) {  // the last stage costs O(1) here
     const double estimate = (work(k + 1, j) + params * w.all_reduce_scale) * w.inverse_last;
@@ -458,8 +454,15 @@ double LevelSolver::split_bound(int i, const Split& split, int j, const Window& 
                      }));
     if (bound >= cap) return kInfinity;
   }
-  bound = std::max(bound, known_bound(i, k, w.r_first));
   bound = std::max(bound, (states_.cum_seconds[k] + w.first_offset) * w.first_scale - w.tolerance);
+  if (bound >= cap || memory_rejects(k + 1, j, w.r_last, w.r_first + w.r_last) ||
+      memory_excludes(i, k, w.r_first))
+    return kInfinity;
+  if (i == 0 && !prefix_floor_.empty())
+    bound = std::max(bound,
+                     prefix_floor_[static_cast<size_t>(k) * level_.machines + w.r_first - 1]);
+  if (bound >= cap) return kInfinity;
+  bound = std::max(bound, known_bound(i, k, w.r_first));
   if (below_ == nullptr) return bound;
   bool below_exact = false;
   const double below_known = below_->known(k + 1, j, below_->machines(), below_exact);
