@@ -68,21 +68,6 @@ double tolerance_for(const std::string& profile, const std::string& topology, bo
 const std::vector<std::string> kFamilies{"alexnet", "bert-large", "gnmt16",   "gnmt8",   "gpt-1.3b",
                                          "gpt-13b", "gpt-175b",   "resnet50", "uniform", "vgg16"};
 
-std::vector<fs::path> json_files(const std::string& folder) {
-  std::vector<fs::path> files;
-  for (const auto& entry : fs::directory_iterator(fs::path(BATON_SOURCE_DIR) / folder))
-    if (entry.path().extension() == ".json") files.push_back(entry.path());
-  std::sort(files.begin(), files.end());
-  return files;
-}
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 std::string family_of(const fs::path& trace) {
   const std::string name = trace.stem().string();
   return name.substr(0, name.find('_'));

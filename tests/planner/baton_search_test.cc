@@ -19,26 +19,14 @@
 #include "planner/event_graph.h"
 #include "sim/profile.h"
 #include "sim/topology.h"
+#include "tests/planner/model_support.h"
 
 namespace baton {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-std::vector<fs::path> json_files(const std::string& folder) {
-  std::vector<fs::path> files;
-  for (const auto& entry : fs::directory_iterator(fs::path(BATON_SOURCE_DIR) / folder))
-    if (entry.path().extension() == ".json") files.push_back(entry.path());
-  std::sort(files.begin(), files.end());
-  return files;
-}
+using model_testing::json_files;
+using model_testing::read_text;
 
 int64_t period_of(const Plan& plan) {
   int64_t period = 1;

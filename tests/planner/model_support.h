@@ -2,7 +2,11 @@
 // the simulator's steady state measured free of its start-up transient.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -69,6 +73,22 @@ inline Seconds steady_state_time(const Plan& plan, const Profile& profile, const
   const Metrics second = simulated_metrics(plan, profile, topology, 16 * base);
   const auto window = [](const Metrics& m) { return std::round((m.window_end - m.window_start) / m.iteration_time); };
   return (second.window_end - first.window_end) / (window(second) - window(first));
+}
+
+// The shipped .json files of a repository folder (traces, topologies), sorted.
+inline std::vector<std::filesystem::path> json_files(const std::string& folder) {
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::path(BATON_SOURCE_DIR) / folder))
+    if (entry.path().extension() == ".json") files.push_back(entry.path());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+inline std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 }  // namespace baton::model_testing

@@ -23,9 +23,12 @@
 #include "planner/pipedream_dp.h"
 #include "planner/pipedream_import.h"
 #include "planner/pipedream_states.h"
+#include "tests/planner/pipedream_profiles.h"
 #include "tests/planner/plain_pipedream_dp.h"
 
 using namespace baton;
+using pipedream_testing::load;
+using pipedream_testing::profiles_folder;
 
 namespace {
 
@@ -206,24 +209,6 @@ void check_by_decision(const planner::StateSpace& s, const Profile& profile, int
   CHECK(testing::replay_one_level(s, *plan, options) == t);
 }
 
-std::optional<std::string> profiles_folder() {
-  const char* folder = std::getenv("BATON_PIPEDREAM_PROFILES");
-  if (folder == nullptr || *folder == '\0') return std::nullopt;
-  return std::string(folder);
-}
-
-Profile load(const std::string& folder, const std::string& model) {
-  const std::string path = folder + "/" + model + "/graph.txt";
-  std::ifstream file(path);
-  REQUIRE(file.good());
-  std::stringstream text;
-  text << file.rdbuf();
-  auto profile = import_pipedream_graph(text.str(), path);
-  INFO((profile ? std::string() : profile.error().message));
-  REQUIRE(profile.ok());
-  profile->model = model;
-  return *profile;
-}
 
 }  // namespace
 

@@ -14,29 +14,14 @@
 #include "planner/pipedream_dp.h"
 #include "planner/pipedream_import.h"
 #include "planner/pipedream_states.h"
+#include "tests/planner/pipedream_profiles.h"
 #include "tests/planner/plain_pipedream_dp.h"
 
 using namespace baton;
+using pipedream_testing::load;
+using pipedream_testing::profiles_folder;
 
 namespace {
-
-std::optional<std::string> profiles_folder() {
-  const char* folder = std::getenv("BATON_PIPEDREAM_PROFILES");
-  if (folder == nullptr || *folder == '\0') return std::nullopt;
-  return std::string(folder);
-}
-
-Profile load(const std::string& folder, const std::string& model) {
-  const std::string path = folder + "/" + model + "/graph.txt";
-  std::ifstream file(path);
-  REQUIRE(file.good());
-  std::stringstream text;
-  text << file.rdbuf();
-  auto profile = import_pipedream_graph(text.str(), path);
-  INFO((profile ? std::string() : profile.error().message));
-  REQUIRE(profile.ok());
-  return *profile;
-}
 
 PipeDreamOptions options_for(std::vector<PipeDreamLevel> levels, bool straight) {
   PipeDreamOptions options;
