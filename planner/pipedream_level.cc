@@ -1,4 +1,5 @@
 #include "planner/pipedream_level.h"
+#include "planner/pipedream_level_detail.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,13 +7,14 @@
 #include <numeric>
 
 namespace baton::planner {
+
+using detail::difference;
+using detail::kInfinity;
+using detail::kRelativeSlack;
+
 namespace {
 
-constexpr double kInfinity = std::numeric_limits<double>::infinity();
 constexpr double kNotComputed = std::numeric_limits<double>::quiet_NaN();
-// Windows and bounds are widened by this fraction of the problem's scale, far
-// above rounding error (~1e-15) and far below any difference that matters.
-constexpr double kRelativeSlack = 1e-9;
 // An estimate of a term made with other roundings than the exact formula is
 // within this fraction of it (a few ulps; no cancellation: all terms >= 0).
 constexpr double kEstimateMargin = 1e-12;
@@ -27,10 +29,6 @@ double term_bound(double estimate, double cap, Exact&& exact) {
   if (estimate + margin < cap) return estimate - margin;
   const double value = exact();
   return value >= cap ? kInfinity : value;
-}
-
-double difference(const std::vector<double>& cumulative, int i, int j) {
-  return i > 0 ? cumulative[j] - cumulative[i - 1] : cumulative[j];
 }
 
 }  // namespace
@@ -129,207 +127,6 @@ LevelSolver::LevelSolver(const StateSpace& space, const StatesByWork& index, Lev
   total_work_ = *std::max_element(space.cum_seconds.begin(), space.cum_seconds.end()) - min_deficit;
   if (shared_.memory_bytes) set_memory_reach();
   if (shared_.straight_pipeline && below_ == nullptr && index_.work_grows()) set_compute_floor();
-}
-
-// memory_reach_[R] = the most a range on R machines can stash: the largest
-// sum of S / ceil((M - R_t) / r_t) over the stages t of a composition of R
-// (R_t = machines up to stage t, r_t its own, r_t = 1 for a straight pipeline);
-// +infinity for R = M, where the last stage keeps no copy.
-void LevelSolver::set_memory_reach() {
-  const int m = level_.machines;
-  const double limit = *shared_.memory_bytes;
-  memory_reach_.assign(static_cast<size_t>(m) + 1, 0.0);
-  memory_reach_[m] = kInfinity;
-  double largest = 0.0;
-  for (int total = 1; total < m; ++total) {
-    double best = 0.0;
-    const int max_stage = shared_.straight_pipeline ? 1 : total;
-    for (int r_stage = 1; r_stage <= max_stage; ++r_stage) {
-      const double copies = std::ceil(static_cast<double>(m - total) / r_stage);
-      best = std::max(best, memory_reach_[total - r_stage] + limit / copies);
-    }
-    memory_reach_[total] = best;
-    largest = best;
-  }
-  const double stash_total =
-      std::abs(states_.cum_activation_bytes.back()) + std::abs(states_.cum_param_bytes.back());
-  // Covers rounding in the stages' tests and in the sums (both ~1e-15 relative).
-  memory_slack_ = kRelativeSlack * (stash_total + largest + limit);
-  set_prefix_fits();
-  if (shared_.compression) set_prefix_floor();
-}
-
-// prefix_fits_[k M + R - 1]: whether states 0..k can be cut into stages on R
-// machines that pass the memory test, ignoring every other term. A split needs
-// an ancestor state k' with 0..k' fitting on R - r_last machines and k'+1..k
-// passing on r_last: stash[k] - stash[k'] <= S / copies. So it is enough to
-// know, per state and machine count, the largest stash of a fitting strict
-// ancestor, which flows along the state DAG's edges (ancestor = reachable).
-// O(edges x M + states x M^2).
-void LevelSolver::set_prefix_fits() {
-  const int n = states_.num_states();
-  const int m = level_.machines;
-  const double limit = *shared_.memory_bytes;
-  const bool straight = shared_.straight_pipeline;
-  std::vector<int> first_edge(static_cast<size_t>(n) + 1, 0);
-  for (const auto& edge : states_.edges) ++first_edge[static_cast<size_t>(edge.first) + 1];
-  for (int k = 0; k < n; ++k) first_edge[k + 1] += first_edge[k];
-  std::vector<int> successors(states_.edges.size());
-  std::vector<int> fill(first_edge.begin(), first_edge.end() - 1);
-  for (const auto& [from, to] : states_.edges) successors[fill[from]++] = to;
-  auto stash = [&](int k) {
-    return states_.cum_activation_bytes[k] + states_.cum_param_bytes[k];
-  };
-  // best[k M + R - 1]: largest stash of a strict ancestor fitting on R machines.
-  std::vector<double> best(static_cast<size_t>(n) * m, -kInfinity);
-  prefix_fits_.assign(static_cast<size_t>(n) * m, 0);
-  for (int k = 0; k < n; ++k) {
-    const size_t row = static_cast<size_t>(k) * m;
-    for (int total = 1; total <= m; ++total) {
-      bool fits = false;
-      if (!straight || total == 1) {
-        const double copies = std::ceil(static_cast<double>(m - total) / total);
-        fits = stash(k) * copies <= limit + memory_slack_;
-      }
-      const int max_last = straight ? std::min(1, total - 1) : total - 1;
-      for (int r_last = 1; r_last <= max_last && !fits; ++r_last) {
-        const double before = best[row + static_cast<size_t>(total - r_last) - 1];
-        if (before == -kInfinity) continue;
-        const double copies = std::ceil(static_cast<double>(m - total) / r_last);
-        fits = copies == 0.0 || stash(k) - before <= limit / copies + memory_slack_;
-      }
-      prefix_fits_[row + static_cast<size_t>(total) - 1] = fits ? 1 : 0;
-    }
-    for (int e = first_edge[k]; e < first_edge[k + 1]; ++e) {
-      const size_t next = static_cast<size_t>(successors[e]) * m;
-      for (int total = 1; total <= m; ++total) {
-        const size_t at = static_cast<size_t>(total) - 1;
-        double carried = best[row + at];
-        if (prefix_fits_[row + at]) carried = std::max(carried, stash(k));
-        best[next + at] = std::max(best[next + at], carried);
-      }
-    }
-  }
-}
-
-// prefix_floor_[k M + R - 1] <= A(0..k, R) from the transfer and memory terms
-// alone (see the header). States are taken in (stash, index) order, in which
-// every ancestor state of k comes before k (it has no more stash, and a smaller
-// index); the candidates k' of a split (R, r_last) are the states before k with
-// stash >= stash[k] - S / copies: a window sliding forward with k, kept as a
-// monotone queue of max(floor(k', R - r_last), transfer in after k').
-// O(states x M^2).
-void LevelSolver::set_prefix_floor() {
-  const int n = states_.num_states();
-  const int m = level_.machines;
-  const double limit = *shared_.memory_bytes;
-  const bool straight = shared_.straight_pipeline;
-  auto stash = [&](int k) {
-    return states_.cum_activation_bytes[k] + states_.cum_param_bytes[k];
-  };
-  std::vector<int> order(n);
-  std::iota(order.begin(), order.end(), 0);
-  std::vector<double> stashes(n);
-  for (int k = 0; k < n; ++k) stashes[k] = stash(k);
-  std::sort(order.begin(), order.end(), [&](int a, int b) {
-    return stashes[a] != stashes[b] ? stashes[a] < stashes[b] : a < b;
-  });
-  struct Candidate {
-    double stash;
-    double value;
-  };
-  struct Queue {
-    std::vector<Candidate> items;
-    size_t head = 0;
-  };
-  // queues[(R - 1) M + r_last - 1]
-  std::vector<Queue> queues(static_cast<size_t>(m) * m);
-  prefix_floor_.assign(static_cast<size_t>(n) * m, kInfinity);
-  for (int k : order) {
-    const size_t row = static_cast<size_t>(k) * m;
-    for (int total = 1; total <= m; ++total) {
-      double floor = kInfinity;
-      if (!straight || total == 1) {
-        const double copies = std::ceil(static_cast<double>(m - total) / total);
-        if (stashes[k] * copies <= limit + memory_slack_) floor = 0.0;
-      }
-      const int max_last = straight ? std::min(1, total - 1) : total - 1;
-      for (int r_last = 1; r_last <= max_last && floor > 0.0; ++r_last) {
-        Queue& queue = queues[static_cast<size_t>(total - 1) * m + r_last - 1];
-        const double copies = std::ceil(static_cast<double>(m - total) / r_last);
-        const double low =
-            copies == 0.0 ? -kInfinity : stashes[k] - limit / copies - memory_slack_;
-        while (queue.head < queue.items.size() && queue.items[queue.head].stash < low) ++queue.head;
-        if (queue.head == queue.items.size()) continue;
-        floor = std::min(floor, std::max(queue.items[queue.head].value, transfer_out(k, r_last)));
-      }
-      prefix_floor_[row + static_cast<size_t>(total) - 1] = floor;
-    }
-    for (int total = 2; total <= m; ++total) {
-      const int max_last = straight ? 1 : total - 1;
-      for (int r_last = 1; r_last <= max_last; ++r_last) {
-        const double value = std::max(prefix_floor_[row + static_cast<size_t>(total - r_last) - 1],
-                                      transfer_in(k, r_last));
-        if (value == kInfinity) continue;
-        Queue& queue = queues[static_cast<size_t>(total - 1) * m + r_last - 1];
-        while (queue.items.size() > queue.head && queue.items.back().value >= value)
-          queue.items.pop_back();
-        if (queue.head > 4096 && 2 * queue.head > queue.items.size()) {
-          const auto consumed = static_cast<std::ptrdiff_t>(queue.head);
-          queue.items.erase(queue.items.begin(), queue.items.begin() + consumed);
-          queue.head = 0;
-        }
-        queue.items.push_back(Candidate{stashes[k], value});
-      }
-    }
-  }
-}
-
-// Straight stages at the innermost level: prefix_floor_ also holds the best
-// split of 0..k into at most R stages (each costs C exactly: r = 1) when any
-// state before k in (cum_seconds, index) order may end a stage, a superset of
-// the chains of ancestor states when work grows. That 1-D problem's value F(p,
-// R) (p = position in that order) does not decrease with p, so the best last
-// cut for p is where F(q, R - 1) meets cum[p] - cum[q], and it moves forward
-// with p: O(states x M).
-void LevelSolver::set_compute_floor() {
-  const int n = states_.num_states();
-  const int m = level_.machines;
-  const std::vector<StatesByWork::Entry>& order = index_.entries();
-  if (prefix_floor_.empty()) prefix_floor_.assign(static_cast<size_t>(n) * m, 0.0);
-  std::vector<double> previous(n), current(n);  // F(., R - 1), F(., R) by position
-  for (int p = 0; p < n; ++p) previous[p] = order[p].work;
-  for (int total = 1; total <= m; ++total) {
-    if (total > 1) {
-      int q = 0;  // first position with F(q, R - 1) >= cum[p] - cum[q], or p
-      for (int p = 0; p < n; ++p) {
-        q = std::min(q, p);
-        while (q < p && previous[q] < order[p].work - order[q].work) ++q;
-        double best = previous[p];  // fewer stages
-        if (q < p) best = std::min(best, std::max(previous[q], order[p].work - order[q].work));
-        if (q > 0)
-          best = std::min(best, std::max(previous[q - 1], order[p].work - order[q - 1].work));
-        current[p] = best;
-      }
-      previous.swap(current);
-    }
-    for (int p = 0; p < n; ++p) {
-      double& floor =
-          prefix_floor_[static_cast<size_t>(order[p].state) * m + static_cast<size_t>(total) - 1];
-      floor = std::max(floor, previous[p]);
-    }
-  }
-}
-
-// True when A(i..k, r) is surely infeasible under the memory limit. Rows
-// other than 0: its stages' stashes add up to stash(i..k) (the differences
-// telescope), and each is at most S / copies.
-bool LevelSolver::memory_excludes(int i, int k, int r) const {
-  if (memory_reach_.empty()) return false;
-  if (i == 0) return prefix_fits_[static_cast<size_t>(k) * level_.machines + r - 1] == 0;
-  const double stashed = difference(states_.cum_activation_bytes, i, k) +
-                         difference(states_.cum_param_bytes, i, k);
-  return stashed > memory_reach_[r] + memory_slack_;
 }
 
 double LevelSolver::deficit(int i, int r) const {
