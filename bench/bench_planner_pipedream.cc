@@ -1,21 +1,28 @@
 // Times the PipeDream-compatible planner (planner/pipedream_dp.h) on every
 // profile of a folder of PipeDream profiles (<folder>/<model>/graph.txt) over
-// five cluster layouts, each with and without --straight_pipeline, all with
-// activation compression ratio 1 (as the reference values in the planner's
-// tests). Prints one row per case: profile, layout, states, T, wall and CPU
+// five cluster layouts, each with and without --straight_pipeline. By default
+// all cases use activation compression ratio 1 (as the reference values in the
+// planner's tests); with --all, every case also runs without activation
+// transfers (no --activation_compression_ratio) and with the reference tests'
+// memory limit (--use_memory_constraint -s 16e9), four variants per case.
+// Prints one row per case: profile, layout, variant, states, T, wall and CPU
 // time of plan_pipedream (state enumeration included, file import excluded;
 // best of 3 runs; CPU time shows how much of the wall time a loaded machine
-// added), then the slowest case and why cases without a plan have none.
+// added), then the slowest case, the cases over one second, and why cases
+// without a plan have none.
 //
-//   bench_planner_pipedream <profiles folder>
+//   bench_planner_pipedream [--all] <profiles folder>
 //
 // Exit codes: 0 done, 2 bad usage or a folder without profiles.
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
+#include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -46,9 +53,26 @@ const std::vector<Layout>& layouts() {
   return all;
 }
 
+// Activation transfers and the memory limit, as the reference's arguments.
+struct Variant {
+  std::string name;
+  std::optional<double> compression;
+  std::optional<int64_t> memory_bytes;
+};
+
+const std::vector<Variant>& variants(bool all) {
+  static const std::vector<Variant> reference = {{"R=1", 1.0, std::nullopt}};
+  static const std::vector<Variant> every = {{"R=1", 1.0, std::nullopt},
+                                             {"R=1 16GB", 1.0, 16'000'000'000},
+                                             {"no R", std::nullopt, std::nullopt},
+                                             {"no R 16GB", std::nullopt, 16'000'000'000}};
+  return all ? every : reference;
+}
+
 struct Row {
   std::string profile;
   std::string layout;
+  std::string variant;
   int states = 0;
   std::string objective;  // T in seconds, or "none"
   std::string error;      // why there is none
@@ -57,12 +81,13 @@ struct Row {
 };
 
 Row run_case(const baton::Profile& profile, const std::string& name, const Layout& layout,
-             bool straight) {
+             bool straight, const Variant& variant) {
   baton::PipeDreamOptions options;
   options.levels = layout.levels;
   options.straight_pipeline = straight;
-  options.activation_compression = 1.0;
-  Row row{name, layout.name + (straight ? " straight" : ""), 0, "", "", 1e300, 1e300};
+  options.activation_compression = variant.compression;
+  if (variant.memory_bytes) options.memory_size = baton::Bytes{*variant.memory_bytes};
+  Row row{name, layout.name + (straight ? " straight" : ""), variant.name, 0, "", "", 1e300, 1e300};
   for (int repeat = 0; repeat < 3; ++repeat) {
     const std::clock_t cpu_start = std::clock();
     const auto start = std::chrono::steady_clock::now();
@@ -80,6 +105,7 @@ Row run_case(const baton::Profile& profile, const std::string& name, const Layou
       row.objective = "none";
       row.error = plan.error().message;
     }
+    if (row.wall_ms > 1e4) break;  // one run says enough
   }
   return row;
 }
@@ -97,18 +123,22 @@ std::vector<std::filesystem::path> profile_files(const std::filesystem::path& fo
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::cerr << "usage: bench_planner_pipedream <folder of <model>/graph.txt>\n";
+  const bool all = argc == 3 && std::string(argv[1]) == "--all";
+  if (argc != 2 && !all) {
+    std::cerr << "usage: bench_planner_pipedream [--all] <folder of <model>/graph.txt>\n";
     return 2;
   }
-  const auto files = profile_files(argv[1]);
+  const std::string folder = argv[argc - 1];
+  const auto files = profile_files(folder);
   if (files.empty()) {
-    std::cerr << argv[1] << ": no <model>/graph.txt profiles found\n";
+    std::cerr << folder << ": no <model>/graph.txt profiles found\n";
     return 2;
   }
   fmt::print(
-      "| profile | layout | states | T (s) | wall ms | cpu ms |\n|---|---|---:|---:|---:|---:|\n");
+      "| profile | layout | variant | states | T (s) | wall ms | cpu ms |\n"
+      "|---|---|---|---:|---:|---:|---:|\n");
   Row slowest;
+  std::vector<Row> over_one_second;
   std::vector<std::string> errors;  // distinct in a row
   for (const auto& file : files) {
     std::ifstream in(file);
@@ -123,17 +153,24 @@ int main(int argc, char** argv) {
     profile->model = name;
     for (const Layout& layout : layouts()) {
       for (bool straight : {false, true}) {
-        const Row row = run_case(*profile, name, layout, straight);
-        fmt::print("| {} | {} | {} | {} | {:.2f} | {:.2f} |\n", row.profile, row.layout, row.states,
-                   row.objective, row.wall_ms, row.cpu_ms);
-        if (row.wall_ms > slowest.wall_ms) slowest = row;
-        if (!row.error.empty() && (errors.empty() || errors.back() != row.error))
-          errors.push_back(row.error);
+        for (const Variant& variant : variants(all)) {
+          const Row row = run_case(*profile, name, layout, straight, variant);
+          fmt::print("| {} | {} | {} | {} | {} | {:.2f} | {:.2f} |\n", row.profile, row.layout,
+                     row.variant, row.states, row.objective, row.wall_ms, row.cpu_ms);
+          std::fflush(stdout);
+          if (row.wall_ms > slowest.wall_ms) slowest = row;
+          if (row.wall_ms > 1e3) over_one_second.push_back(row);
+          if (!row.error.empty() && (errors.empty() || errors.back() != row.error))
+            errors.push_back(row.error);
+        }
       }
     }
   }
-  fmt::print("\nslowest: {} {} ({} states): {:.2f} ms wall, {:.2f} ms cpu\n", slowest.profile,
-             slowest.layout, slowest.states, slowest.wall_ms, slowest.cpu_ms);
+  fmt::print("\nslowest: {} {} {} ({} states): {:.2f} ms wall, {:.2f} ms cpu\n", slowest.profile,
+             slowest.layout, slowest.variant, slowest.states, slowest.wall_ms, slowest.cpu_ms);
+  fmt::print("over one second: {}\n", over_one_second.size());
+  for (const Row& row : over_one_second)
+    fmt::print("  {} {} {}: {:.2f} ms wall\n", row.profile, row.layout, row.variant, row.wall_ms);
   for (const std::string& error : errors) fmt::print("none: {}\n", error);
   return 0;
 }

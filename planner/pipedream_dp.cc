@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "planner/pipedream_level.h"
+#include "planner/pipedream_level_detail.h"
 #include "planner/pipedream_readback.h"
 #include "planner/pipedream_states.h"
 
@@ -13,6 +14,7 @@ namespace baton {
 namespace {
 
 using planner::StatesByWork;
+using planner::detail::kInfinity;
 using planner::LevelSolver;
 using planner::StateSpace;
 
@@ -58,6 +60,31 @@ std::vector<std::unique_ptr<LevelSolver>> make_levels(const StateSpace& space,
     devices *= level.machines;
   }
   return levels;
+}
+
+// T = A(0..N-1, M) at the top level, by rising limits: each round asks the
+// top level's root for T below a limit L (LevelSolver::root_value_below), so
+// that its scans can skip every prefix known to reach L (or the lower best
+// value found so far); a round that fails proves T >= L, and the next L is
+// higher by a step that doubles each round. The first L is the root's lower
+// bound. What earlier rounds learnt stays in the memo as lower bounds. The
+// result is exact (the last round finds T below its limit); after
+// kMaxRounds, or when a round proves the problem infeasible, a search without
+// a limit decides.
+double solve_top(LevelSolver& top) {
+  constexpr int kMaxRounds = 12;
+  constexpr double kFirstStep = 0.02;
+  double limit = top.root_lower_bound();
+  if (limit > 0.0 && std::isfinite(limit)) {
+    double step = kFirstStep;
+    for (int round = 0; round < kMaxRounds; ++round, step *= 2.0) {
+      limit *= 1.0 + step;
+      const double value = top.root_value_below(limit);
+      if (value < limit || std::isinf(value)) return value;
+      limit = value;  // T >= value >= limit
+    }
+  }
+  return top.root_value_below(kInfinity);
 }
 
 Error infeasible(const Profile& profile, const PipeDreamOptions& options) {
@@ -109,7 +136,7 @@ Result<PipeDreamPlan> plan_pipedream(const Profile& profile, const PipeDreamOpti
   const StatesByWork index(*space);
   const auto levels = make_levels(*space, index, options);
   LevelSolver& top = *levels.back();
-  const double objective = top.value(0, space->num_states() - 1, top.machines());
+  const double objective = solve_top(top);
   if (std::isinf(objective)) return infeasible(profile, options);
   std::vector<LevelSolver*> solvers;
   for (const auto& level : levels) solvers.push_back(level.get());

@@ -30,9 +30,9 @@
 // single-node graph, where this returns one stage.
 // Complexity: see planner/pipedream_level.h and bench/RESULTS.md; every shipped
 // profile, inception_v3 (221,564 states) included, plans in under a second on
-// the reference's layouts, with or without the memory limit, when activation
-// transfers are counted. Known slow case: inception_v3 on one level of 16 with a
-// memory limit and no activation transfers (over a minute: no bound cuts it).
+// the reference's layouts, with or without the memory limit and activation
+// transfers, except inception_v3 on 3x4 straight without activation transfers
+// (about 1.0-1.5 s: its 4-machine level answers some 2 million requests).
 // Thread safety: a pure function; concurrent calls are independent.
 #pragma once
 

@@ -2,6 +2,7 @@
 // planner/pipedream_level.h): tables made once per level, before any request.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "planner/pipedream_level.h"
@@ -48,17 +49,34 @@ void LevelSolver::set_memory_reach() {
 // know, per state and machine count, the largest stash of a fitting strict
 // ancestor, which flows along the state DAG's edges (ancestor = reachable).
 // O(edges x M + states x M^2).
+namespace {
+
+// The state DAG's edges by source: successors[first[k] .. first[k + 1]).
+struct SuccessorLists {
+  std::vector<int> first;
+  std::vector<int> successors;
+};
+
+SuccessorLists successor_lists(const StateSpace& states) {
+  const int n = states.num_states();
+  SuccessorLists lists;
+  lists.first.assign(static_cast<size_t>(n) + 1, 0);
+  for (const auto& edge : states.edges) ++lists.first[static_cast<size_t>(edge.first) + 1];
+  for (int k = 0; k < n; ++k) lists.first[k + 1] += lists.first[k];
+  lists.successors.resize(states.edges.size());
+  std::vector<int> fill(lists.first.begin(), lists.first.end() - 1);
+  for (const auto& [from, to] : states.edges) lists.successors[fill[from]++] = to;
+  return lists;
+}
+
+}  // namespace
+
 void LevelSolver::set_prefix_fits() {
   const int n = states_.num_states();
   const int m = level_.machines;
   const double limit = *shared_.memory_bytes;
   const bool straight = shared_.straight_pipeline;
-  std::vector<int> first_edge(static_cast<size_t>(n) + 1, 0);
-  for (const auto& edge : states_.edges) ++first_edge[static_cast<size_t>(edge.first) + 1];
-  for (int k = 0; k < n; ++k) first_edge[k + 1] += first_edge[k];
-  std::vector<int> successors(states_.edges.size());
-  std::vector<int> fill(first_edge.begin(), first_edge.end() - 1);
-  for (const auto& [from, to] : states_.edges) successors[fill[from]++] = to;
+  const auto [first_edge, successors] = successor_lists(states_);
   auto stash = [&](int k) {
     return states_.cum_activation_bytes[k] + states_.cum_param_bytes[k];
   };
@@ -199,6 +217,86 @@ void LevelSolver::set_compute_floor() {
       double& floor =
           prefix_floor_[static_cast<size_t>(order[p].state) * m + static_cast<size_t>(total) - 1];
       floor = std::max(floor, previous[p]);
+    }
+  }
+}
+
+// within_[k M + R - 1] false: A(0..k, R) > t surely (see the header). One
+// pass in topological order; per state and machine count, the largest stash,
+// work and parameters over the strict ancestors that pass the relaxed test
+// flow along the edges, each maximum on its own (so from possibly different
+// ancestors: a necessary condition). O(edges x M + states x M^2); 3 doubles
+// per state and machine count while it runs.
+void LevelSolver::set_within(double t) {
+  const int n = states_.num_states();
+  const int m = level_.machines;
+  const double limit = *shared_.memory_bytes;
+  const bool straight = shared_.straight_pipeline;
+  const double unit = level_.devices_per_unit;
+  const double spread = below_deficit_min_;  // <= 0: what levels below may save
+  const SuccessorLists lists = successor_lists(states_);
+  const std::vector<double>& work = states_.cum_seconds;
+  const std::vector<double>& params = states_.cum_param_bytes;
+  auto stash = [&](int k) {
+    return states_.cum_activation_bytes[k] + states_.cum_param_bytes[k];
+  };
+  // a_r of the all-reduce term 4 (r - 1) P / (r B); the single stage's is
+  // divided by W (the reference's), so the smaller one serves for both.
+  auto all_reduce_factor = [&](int r) {
+    return 4.0 * (r - 1) / (static_cast<double>(r) * level_.bandwidth * level_.machines_within);
+  };
+  const double tolerance = slack(t * m * unit) + kRelativeSlack * std::abs(spread);
+  // Per state, M values each: the largest stash, work and parameters of the
+  // strict ancestors that pass on R machines (then of the state too, once its
+  // row is done, for its successors). Kept as floats rounded up, half the
+  // memory traffic: a maximum rounded up keeps every test a necessary
+  // condition (each only asks whether some ancestor's value is large enough).
+  const size_t size = static_cast<size_t>(n) * m;
+  constexpr float kNone = -std::numeric_limits<float>::infinity();
+  auto up = [](double x) {
+    const auto f = static_cast<float>(x);
+    return static_cast<double>(f) >= x ? f : std::nextafter(f, std::numeric_limits<float>::infinity());
+  };
+  std::vector<float> best_stash(size, kNone), best_work(size, kNone), best_params(size, kNone);
+  within_.assign(size, 0);
+  within_limit_ = t;
+  for (int k = 0; k < n; ++k) {
+    const size_t row = static_cast<size_t>(k) * m;
+    for (int total = 1; total <= m; ++total) {
+      bool fits = false;
+      if (!straight || total == 1) {
+        const double copies = std::ceil(static_cast<double>(m - total) / total);
+        const double cost =
+            ((work[k] + spread) / unit + all_reduce_factor(total) * params[k]) / total;
+        fits = stash(k) * copies <= limit + memory_slack_ && cost <= t + tolerance;
+      }
+      const int max_last = straight ? std::min(1, total - 1) : total - 1;
+      for (int r_last = 1; r_last <= max_last && !fits; ++r_last) {
+        const size_t before = row + static_cast<size_t>(total - r_last) - 1;
+        if (best_stash[before] == kNone) continue;
+        const double copies = std::ceil(static_cast<double>(m - total) / r_last);
+        if (copies > 0.0 && stash(k) - best_stash[before] > limit / copies + memory_slack_) continue;
+        const double a = all_reduce_factor(r_last);
+        // The last stage k'+1..k costs at least
+        // ((work[k] - work[k'] + spread) / unit + a (params[k] - params[k'])) / r_last.
+        const double needed = (work[k] + spread) / unit + a * params[k] - r_last * t;
+        fits = best_work[before] / unit + a * best_params[before] >= needed - tolerance;
+      }
+      within_[row + static_cast<size_t>(total) - 1] = fits ? 1 : 0;
+    }
+    for (size_t at = row; at < row + static_cast<size_t>(m); ++at) {
+      if (!within_[at]) continue;
+      best_stash[at] = std::max(best_stash[at], up(stash(k)));
+      best_work[at] = std::max(best_work[at], up(work[k]));
+      best_params[at] = std::max(best_params[at], up(params[k]));
+    }
+    for (int e = lists.first[k]; e < lists.first[k + 1]; ++e) {
+      const size_t next = static_cast<size_t>(lists.successors[e]) * m;
+      for (size_t at = 0; at < static_cast<size_t>(m); ++at) {
+        best_stash[next + at] = std::max(best_stash[next + at], best_stash[row + at]);
+        best_work[next + at] = std::max(best_work[next + at], best_work[row + at]);
+        best_params[next + at] = std::max(best_params[next + at], best_params[row + at]);
+      }
     }
   }
 }

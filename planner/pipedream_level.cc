@@ -2,6 +2,7 @@
 #include "planner/pipedream_level_detail.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -18,6 +19,9 @@ constexpr double kNotComputed = std::numeric_limits<double>::quiet_NaN();
 // An estimate of a term made with other roundings than the exact formula is
 // within this fraction of it (a few ulps; no cancellation: all terms >= 0).
 constexpr double kEstimateMargin = 1e-12;
+// The root narrows the relaxed test (LevelSolver::set_within) again when its
+// ceiling has come down by this fraction since the last time.
+constexpr double kNarrowing = 0.03;
 
 // A candidate's term from its estimate: +infinity when it surely reaches `cap`,
 // a lower bound when it is surely below, else the exact value from `exact()`
@@ -39,7 +43,11 @@ StatesByWork::StatesByWork(const StateSpace& space) {
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return cum[a] < cum[b]; });
   entries_.reserve(order.size());
-  for (int k : order) entries_.push_back(Entry{cum[k], space.output_bytes[k], k});
+  position_.resize(order.size());
+  for (int k : order) {
+    position_[k] = static_cast<int>(entries_.size());
+    entries_.push_back(Entry{cum[k], space.cum_param_bytes[k], space.output_bytes[k], k});
+  }
   for (const auto& [from, to] : space.edges)
     if (!(cum[from] <= cum[to])) work_grows_ = false;
 }
@@ -255,9 +263,7 @@ double LevelSolver::split_bound(int i, const Split& split, int j, const Window& 
   if (bound >= cap || memory_rejects(k + 1, j, w.r_last, w.r_first + w.r_last) ||
       memory_excludes(i, k, w.r_first))
     return kInfinity;
-  if (i == 0 && !prefix_floor_.empty())
-    bound = std::max(bound,
-                     prefix_floor_[static_cast<size_t>(k) * level_.machines + w.r_first - 1]);
+  if (i == 0) bound = std::max(bound, prefix_floor(k, w.r_first));
   if (bound >= cap) return kInfinity;
   bound = std::max(bound, known_bound(i, k, w.r_first));
   if (below_ == nullptr) return bound;
@@ -305,6 +311,27 @@ bool comes_later(const LevelSolver::Split& a, const LevelSolver::Split& b) {
 
 }  // namespace
 
+// consider(p) for every position p in [begin, end) of index_, skipping at row
+// 0 the prefixes on r_first machines known to reach the ceiling, 64 a word.
+template <typename Consider>
+void LevelSolver::scan_window(int i, int r_first, size_t begin, size_t end, Consider&& consider) {
+  if (i != 0 || reached_.empty()) {
+    for (size_t p = begin; p < end; ++p) consider(p);
+    return;
+  }
+  const uint64_t* reached = reached_.data() + static_cast<size_t>(r_first - 1) * words_;
+  for (size_t p = begin; p < end;) {
+    const uint64_t open = ~reached[p / 64] >> (p % 64);
+    if (open == 0) {
+      p = (p / 64 + 1) * 64;
+      continue;
+    }
+    p += static_cast<size_t>(std::countr_zero(open));
+    if (p < end) consider(p);
+    ++p;
+  }
+}
+
 // Pushes the splits of A(i..j, r) whose bound is below `cap` onto stack_, as a
 // heap for pop_split; returns where they begin.
 size_t LevelSolver::collect_splits(int i, int j, int r, double cap) {
@@ -330,15 +357,33 @@ size_t LevelSolver::collect_splits(int i, int j, int r, double cap) {
     const double max_out = shared_.compression
                                ? cap / window.transfer_scale * (1.0 + kRelativeSlack)
                                : kInfinity;
-    auto p = std::lower_bound(by_work.begin(), by_work.end(), low,
-                              [](const StatesByWork::Entry& e, double w) { return e.work < w; });
-    for (; p != by_work.end() && p->work <= high; ++p) {
-      const int k = p->state;
-      if (k < i || k >= j || p->output_bytes > max_out || !states_.is_ancestor(k, j)) continue;
+    const auto less = [](const StatesByWork::Entry& e, double w) { return e.work < w; };
+    const auto first = std::lower_bound(by_work.begin(), by_work.end(), low, less);
+    const auto last = std::upper_bound(by_work.begin(), by_work.end(), high,
+                                       [](double w, const StatesByWork::Entry& e) { return w < e.work; });
+    if (last <= first) continue;
+    // The last stage's compute term first, from the entry (in scan order):
+    // what it rejects surely reaches cap (split_bound's first test of it).
+    const bool innermost = below_ == nullptr;
+    const double last_from = states_.cum_seconds[j] + window.all_reduce_scale *
+                                                          states_.cum_param_bytes[j];
+    const auto consider = [&](size_t p) {
+      const StatesByWork::Entry& e = by_work[p];
+      if (innermost) {
+        const double estimate =
+            (last_from - e.work - window.all_reduce_scale * e.params) * window.inverse_last;
+        const double margin = kEstimateMargin * (std::abs(estimate) + std::abs(last_from));
+        if (estimate - margin >= cap) return;
+      }
+      const int k = e.state;
+      if (k < i || k >= j || e.output_bytes > max_out || !states_.is_ancestor(k, j)) return;
       Split split{0.0, k, r_last};
       split.bound = split_bound(i, split, j, window, cap);
       if (split.bound < cap) stack_.push_back(split);
-    }
+    };
+    const auto begin_p = static_cast<size_t>(first - by_work.begin());
+    const auto end_p = static_cast<size_t>(last - by_work.begin());
+    scan_window(i, r_first, begin_p, end_p, consider);
   }
   std::make_heap(stack_.begin() + static_cast<std::ptrdiff_t>(begin), stack_.end(), comes_later);
   return begin;
@@ -372,6 +417,49 @@ double LevelSolver::evaluate_split(int i, const Split& split, int j, int r, doub
 
 double LevelSolver::value(int i, int j, int r) { return value_below(i, j, r, kInfinity); }
 
+double LevelSolver::root_value_below(double limit) {
+  rooted_ = true;
+  ceiling_ = limit;
+  words_ = (static_cast<size_t>(states_.num_states()) + 63) / 64;
+  reached_.assign(words_ * static_cast<size_t>(level_.machines), 0);
+  if (shared_.memory_bytes && !shared_.compression && std::isfinite(limit)) narrow_within(limit);
+  const double found = value_below(0, states_.num_states() - 1, level_.machines, limit);
+  rooted_ = false;
+  ceiling_ = kInfinity;
+  reached_ = std::vector<uint64_t>();  // within_ stays: its floors hold for any request
+  return found;
+}
+
+double LevelSolver::root_lower_bound() const {
+  const int last = states_.num_states() - 1;
+  return std::max(lower_bound(0, last), prefix_floor(last, level_.machines));
+}
+
+// set_within(t) and every prefix it rules out marked as reaching the ceiling
+// (t >= ceiling).
+void LevelSolver::narrow_within(double t) {
+  set_within(t);
+  const int n = states_.num_states();
+  for (int k = 0; k < n; ++k)
+    for (int r = 1; r <= level_.machines; ++r)
+      if (within_[static_cast<size_t>(k) * level_.machines + static_cast<size_t>(r) - 1] == 0)
+        mark_reached(k, r);
+}
+
+// What row 0's tables know of A(0..k, r) from below: -infinity if nothing.
+double LevelSolver::prefix_floor(int k, int r) const {
+  const size_t at = static_cast<size_t>(k) * level_.machines + static_cast<size_t>(r) - 1;
+  double floor = prefix_floor_.empty() ? -kInfinity : prefix_floor_[at];
+  if (!within_.empty() && within_[at] == 0) floor = std::max(floor, within_limit_);
+  return floor;
+}
+
+void LevelSolver::mark_reached(int k, int r) {
+  if (reached_.empty()) return;
+  const auto p = static_cast<size_t>(index_.position(k));
+  reached_[static_cast<size_t>(r - 1) * words_ + p / 64] |= uint64_t{1} << (p % 64);
+}
+
 double LevelSolver::value_below(int i, int j, int r, double limit) {
   // The block number stays valid while requests below add entries.
   const int64_t block = memo_.find_or_add(i, j);
@@ -380,16 +468,20 @@ double LevelSolver::value_below(int i, int j, int r, double limit) {
   if (memory_excludes(i, j, r)) {
     memo_.exact(block, r) = 1;
     memo_.value(block, r) = kInfinity;
+    if (i == 0) mark_reached(j, r);
     return kInfinity;
   }
-  if (i == 0 && !prefix_floor_.empty()) {
-    const double floor = prefix_floor_[static_cast<size_t>(j) * level_.machines + r - 1];
+  if (i == 0) {
+    const double floor = prefix_floor(j, r);
     if (floor >= limit) {
       memo_.value(block, r) = floor;  // known: A(0..j, r) >= floor
+      if (floor >= ceiling_) mark_reached(j, r);
       return floor;
     }
   }
   double best = single_stage(i, j, r, limit);
+  const bool root = is_root(i, j, r);
+  if (root) ceiling_ = std::min(ceiling_, best);
   if (r >= 2 && j > i) {
     // Evaluation recurses and may grow stack_ past `end`, never below it.
     const size_t begin = collect_splits(i, j, r, std::min(best, limit));
@@ -399,6 +491,11 @@ double LevelSolver::value_below(int i, int j, int r, double limit) {
       if (split.bound >= cap) break;
       if (!may_beat(i, split, j, r, cap)) continue;
       best = std::min(best, evaluate_split(i, split, j, r, cap));
+      if (root && best < ceiling_) {
+        ceiling_ = best;
+        if (!within_.empty() && ceiling_ < within_limit_ * (1.0 - kNarrowing))
+          narrow_within(ceiling_);
+      }
     }
     stack_.resize(begin);
   }
@@ -408,6 +505,7 @@ double LevelSolver::value_below(int i, int j, int r, double limit) {
     return best;
   }
   memo_.value(block, r) = limit;  // known: A(i..j, r) >= limit
+  if (i == 0 && limit >= ceiling_) mark_reached(j, r);
   return limit;
 }
 

@@ -50,9 +50,27 @@
 //     floor of A(0..k, r) from the transfer and memory terms alone, where the
 //     split states k' range over the states before k in (stash, index) order,
 //     a superset of k's ancestors (a sliding window in that order).
+//   - row 0 without activation transfers, during root_value_below(L): a
+//     relaxed test of "A(0..k, r) <= t" at t = L (again, each time the root's
+//     best comes down by 3%): a pass over the state DAG in which, per
+//     state and machine count, the largest stash, work and parameters of the
+//     ancestors that pass flow along the edges, each maximum on its own (so a
+//     necessary condition: the one ancestor a split needs has each at most
+//     these); a prefix that fails it has A(0..k, r) > t. With transfers the
+//     transfer-and-memory floor above does that job, and the passes cost more
+//     than they save (inception_v3, flat-16, 16 GB: 1.3 s with them, 0.7 s
+//     without).
 // Without these a memory limit that forces an expensive cut (inception_v3,
 // flat-16 straight with 16 GB: T = 1.42 s, from a 708 MB activation) leaves
-// every compute bound far below the optimum. Bounds and derived limits are loosened by a
+// every compute bound far below the optimum; without transfers, a limit that
+// rules out most prefixes that fit otherwise (inception_v3, flat-16, 16 GB)
+// made every request scan tens of thousands of prefixes it could not use.
+// The top level's requests all come from one root (root_value_below), whose
+// limit and best value so far (the ceiling) bound every request's limit; a
+// prefix known to reach the ceiling is marked in a bitset per machine count,
+// by position in the work order, and the scans skip marked positions 64 at a
+// time. Scans test each state's last-stage compute term first, from the
+// entry they read in order, before the subset test for ancestors. Bounds and derived limits are loosened by a
 // relative 1e-9 of the problem's scale, far above rounding error, and a bound
 // estimated with other roundings than the exact formula is recomputed exactly
 // whenever it is too close to the value it is compared with, so rounding can
@@ -66,6 +84,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -80,11 +99,14 @@ class StatesByWork {
  public:
   struct Entry {
     double work;          // cum_seconds
+    double params;        // cum_param_bytes
     double output_bytes;  // of the cut after the state
     int state;
   };
   explicit StatesByWork(const StateSpace& states);
   const std::vector<Entry>& entries() const { return entries_; }
+  // Where state k is in entries().
+  int position(int k) const { return position_[k]; }
   // True when cum_seconds never decreases along an edge of the state DAG (so
   // that an ancestor state never has more work), as non-negative layer times
   // give: sums of a subset of the same non-negative terms round no higher.
@@ -92,6 +114,7 @@ class StatesByWork {
 
  private:
   std::vector<Entry> entries_;
+  std::vector<int> position_;
   bool work_grows_ = true;
 };
 
@@ -165,6 +188,14 @@ class LevelSolver {
   int machines() const { return level_.machines; }
   // A(i..j, r), 0 <= i <= j < N, 1 <= r <= M; +infinity when infeasible.
   double value(int i, int j, int r);
+  // A(0..N-1, M) when it is below `limit`, otherwise some value >= limit, as
+  // the root of every request of this level (the top level): no request of
+  // row 0 then has a limit above min(limit, the best value the root has
+  // found so far), the ceiling, so row-0 scans skip (64 a word) the prefixes
+  // already known to reach it.
+  double root_value_below(double limit);
+  // A lower bound of A(0..N-1, M): the mediant bound, or the prefix floors'.
+  double root_lower_bound() const;
   // A(i..j, r) when it is below `limit`; otherwise some value >= limit.
   double value_below(int i, int j, int r, double limit);
   // The way that reaches value(i, j, r): the single stage if it does, else the
@@ -202,6 +233,9 @@ class LevelSolver {
   void set_prefix_fits();
   void set_prefix_floor();
   void set_compute_floor();
+  void set_within(double t);
+  void narrow_within(double t);
+  double prefix_floor(int k, int r) const;
   bool memory_excludes(int i, int k, int r) const;
   double deficit(int i, int r) const;
   double slack(double magnitude) const;
@@ -221,6 +255,8 @@ class LevelSolver {
   Window make_window(int i, int j, int r_first, int r_last, double cap) const;
   double split_bound(int i, const Split& split, int j, const Window& window, double cap) const;
   size_t collect_splits(int i, int j, int r, double cap);
+  template <typename Consider>
+  void scan_window(int i, int r_first, size_t begin, size_t end, Consider&& consider);
   Split pop_split(size_t begin, size_t& end);
   bool may_beat(int i, const Split& split, int j, int r, double cap) const;
   double evaluate_split(int i, const Split& split, int j, int r, double cap);
@@ -237,9 +273,22 @@ class LevelSolver {
   double memory_slack_ = 0.0;
   std::vector<unsigned char> prefix_fits_;  // by state and machines, row 0
   std::vector<double> prefix_floor_;        // by state and machines, row 0
+  // By state and machines, row 0: 0 when A(0..k, r) > within_limit_ surely.
+  std::vector<unsigned char> within_;
+  double within_limit_ = 0.0;
   // Per requested (i, j): an exact value of A(i..j, r), or a lower bound (the
   // largest limit it could not beat) flagged not exact.
   EntryTable memo_;
+  // During root_value_below: the ceiling G, and reached_[(r - 1) words + p / 64]
+  // bit p set when A(0..k, r) >= G is known, k the state at position p of index_.
+  bool rooted_ = false;
+  double ceiling_ = std::numeric_limits<double>::infinity();
+  std::vector<uint64_t> reached_;
+  size_t words_ = 0;
+  void mark_reached(int k, int r);
+  bool is_root(int i, int j, int r) const {
+    return rooted_ && i == 0 && j == states_.num_states() - 1 && r == level_.machines;
+  }
   std::vector<Split> stack_;  // gathered splits of the requests in progress
 };
 

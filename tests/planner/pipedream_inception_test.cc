@@ -230,8 +230,12 @@ TEST_CASE("ancestor states are the states whose closure is a strict subset",
 TEST_CASE("the fast solver equals the plain recurrence on wide branches with memory limits",
           "[planner][pipedream][dp]") {
   std::mt19937 rng(20240611);
+  // Eight machines on one level: the top level's root search (rising limits,
+  // the ceiling's bitsets, and without transfers the relaxed test of
+  // LevelSolver::set_within) has room to prune there.
   const std::vector<std::vector<PipeDreamLevel>> layouts = {
       {{4, Bandwidth{1e9}}},
+      {{8, Bandwidth{1e9}}},
       {{3, Bandwidth{1e10}}},
       {{2, Bandwidth{1e10}}, {2, Bandwidth{1e9}}},
       {{3, Bandwidth{2.5e10}}, {2, Bandwidth{3e9}}}};
