@@ -191,7 +191,7 @@ void estimate_pipedream(PlanEstimate& estimate, const Plan& plan, const std::vec
   const CriticalCycle& cycle = solution->cycle;
   estimate.link_order_settled = solution->settled;
   estimate.contended_links = solution->contended_links;
-  estimate.critical_time = Seconds(cycle.mean / double(period));
+  estimate.critical_time = Seconds(cycle.mean / double(solution->graph.minibatches_per_period));
   const CriticalSummary summary = summarize(solution->graph, cycle.edges, plan.num_stages());
   estimate.bottleneck = summary.kind;
   estimate.bottleneck_stage = summary.stage;

@@ -10,7 +10,8 @@
 // max-plus algebra (planner/max_plus.h):
 //   pipedream: T = max( lambda / R,  link_load,  device_load )
 //     lambda      = maximum cycle mean of the graph of one period of R = lcm_s r_s
-//                   minibatches: the period of the steady state
+//                   minibatches: the period of the steady state (when the links'
+//                   order repeats every K periods: of the graph of K periods, / K)
 //     link_load   = max over directional links of the seconds per minibatch they
 //                   carry (each activation and gradient booked on its links as the
 //                   simulator routes it, round robin over replicas); with the links
@@ -25,9 +26,11 @@
 // "transfer" (time on the wire and latency outweigh compute), "link" (mostly
 // transfers queued one after another on a link), "pipeline depth" (a cycle or
 // path through several stages); or the bound that binds: "link", "device".
-// Accuracy: exact against the simulator where links fed by several workers do
-// not queue; where they do, see the limits in planner/link_servers.h, reported
-// through link_order_settled and contended_links.
+// Accuracy: exact against the simulator (devices not shared) when the links'
+// serving order is the one a run from the start settles into, which is found
+// for every shipped pair (planner/link_servers.h, planner/link_order.h);
+// otherwise an order from a fixed point, reported through link_order_settled
+// and contended_links.
 //
 // Per stage s with r_s replicas on devices D_s (tF, tB per microbatch):
 //   allreduce_s = Network::allreduce_time(D_s, params_s)   (0 when r_s = 1)
@@ -36,8 +39,9 @@
 //   flush:      period_s = (tF_s + tB_s) / r_s
 // Memory per worker mirrors sim/memory_tracker.h: params x versions + params
 // (gradients) + params x optimizer factor + stash x in-flight microbatches.
-// Cost: one max-plus solve per link-order round (at most kMaxOrderRounds), each
-// about linear in the graph's 4 S R nodes.
+// Cost: following the run (about linear in 32 to 256 periods of the graph's
+// 4 S R nodes), then one max-plus solve on K <= 12 periods; or one solve per
+// link-order round (at most kMaxOrderRounds) when the run does not repeat.
 // Thread safety: pure functions.
 #pragma once
 
@@ -85,9 +89,9 @@ struct PlanEstimate {
   // bounds only) or the schedule deadlocks (iteration_time is infinite).
   bool modelled = true;
   // The order in which shared links serve transfers (planner/link_servers.h):
-  // settled when it reached a fixed point; contended when a link fed by several
-  // workers queues in the steady state, so that the run may settle into another
-  // order (and period) than the one estimated.
+  // settled when it is the run's repeating order or a fixed point; contended
+  // when a link fed by several workers queues in the steady state (then the
+  // order, and the period, depend on how the run started).
   bool link_order_settled = true;
   int contended_links = 0;
   Bytes peak_memory;

@@ -107,7 +107,9 @@ class PipeDreamBuilder {
       add_program_order(s);
       if (s + 1 < plan_.num_stages()) add_data(s);
     }
-    return writer_.take(period_);
+    PlanEventGraph out = writer_.take(period_);
+    add_start_up(out);
+    return out;
   }
 
  private:
@@ -134,6 +136,7 @@ class PipeDreamBuilder {
   void add_program_order(int s);
   void add_all_reduce(int s);
   void add_data(int s);
+  void add_start_up(PlanEventGraph& out) const;
 
   const Plan& plan_;
   const std::vector<StageCost>& costs_;
@@ -199,6 +202,24 @@ void PipeDreamBuilder::add_data(int s) {
     const Instance b1 = backward(s + 1, k), b0 = backward(s, k);
     writer_.transfer(b1.node, b0.node, costs_[s].backward, {to, from}, size,
                      first_worker_[s + 1] + static_cast<int>(k % down), b0.period - b1.period);
+  }
+}
+
+// An F, B or transfer node's index is its microbatch in period 0 (a join's
+// is its round, < R / r_s), so its first instance is in period -floor(index / R).
+void PipeDreamBuilder::add_start_up(PlanEventGraph& out) const {
+  StartUp& start = out.start_up;
+  for (const Event& event : out.events) {
+    start.first_period.push_back(event.kind == EventKind::kAllReduce ? 0 : -floor_div(event.index, period_));
+    start.release.push_back(event.kind == EventKind::kForward ? costs_[event.stage].forward.value : 0.0);
+  }
+  for (int s = 0; s < plan_.num_stages(); ++s) {
+    const int64_t r = plan_.stages[s].replicas;
+    for (int64_t g = 0; g < period_; ++g) {
+      const Instance from = forward(s, g + lead_[s] - r), to = forward(s, g + lead_[s]);
+      start.edges.push_back(TimedEdge{from.node, to.node, costs_[s].forward.value,
+                                      static_cast<int>(to.period - from.period)});
+    }
   }
 }
 
@@ -274,6 +295,33 @@ void FlushBuilder::add_data(int s) {
 }
 
 }  // namespace
+
+PlanEventGraph unroll_periods(const PlanEventGraph& graph, int periods) {
+  const int n = graph.graph.num_nodes;
+  PlanEventGraph out;
+  out.num_links = graph.num_links;
+  out.minibatches_per_period = graph.minibatches_per_period * periods;
+  out.graph.num_nodes = n * periods;
+  for (int c = 0; c < periods; ++c) {
+    for (Event event : graph.events) {
+      if (event.kind != EventKind::kAllReduce) event.index += static_cast<int>(c * graph.minibatches_per_period);
+      out.events.push_back(event);
+    }
+    for (const TimedEdge& e : graph.graph.edges) {
+      const int64_t to = c + int64_t{e.tokens};
+      const int64_t copy = to - floor_div(to, periods) * periods;
+      out.graph.add_edge(c * n + e.from, static_cast<int>(copy) * n + e.to, e.weight,
+                         static_cast<int>(floor_div(to, periods)));
+    }
+    out.costs.insert(out.costs.end(), graph.costs.begin(), graph.costs.end());
+    for (TransferEvent t : graph.transfers) {
+      t.node += c * n;
+      t.sender += c * n;
+      out.transfers.push_back(t);
+    }
+  }
+  return out;
+}
 
 PlanEventGraph pipedream_event_graph(const Plan& plan, const std::vector<StageCost>& costs,
                                      const Topology& topology) {

@@ -82,13 +82,33 @@ struct TransferEvent {
   Seconds wire;           // bytes / bandwidth
 };
 
+// What a pipedream run's first minibatches need beyond the periodic graph,
+// so that planner/link_order.h can follow a run from its start. The instance
+// of node v in period p exists when its microbatch (or round) index + p R (or
+// p R / r_s) is >= 0; every worker starts at time 0.
+//   first_period[v]  the first period whose instance of v exists
+//   release[v]       v's end if it waited for nothing: tF_s for F(s, k) (a
+//                    worker's first forward starts at 0), 0 for the others
+//                    (each of their instances waits for one that exists)
+//   edges            warm-up program order F(s, k - r_s) -> F(s, k), weight tF_s:
+//                    a worker's warm-up forwards run back to back. Left out of
+//                    the periodic graph, where the program order implies them
+//                    (F(s, k - r_s) -> B -> [J] -> F(s, k) weighs more).
+// Empty for flush graphs.
+struct StartUp {
+  std::vector<int64_t> first_period;
+  std::vector<double> release;
+  std::vector<TimedEdge> edges;
+};
+
 struct PlanEventGraph {
   TimedEventGraph graph;
   std::vector<Event> events;    // per node
   std::vector<EdgeCost> costs;  // per edge
   std::vector<TransferEvent> transfers;
   int num_links = 0;            // directional links of the topology
-  int64_t minibatches_per_period = 1;  // pipedream: R; flush: M
+  int64_t minibatches_per_period = 1;  // pipedream: R (K R when unrolled K times); flush: M
+  StartUp start_up;                    // pipedream only, and not kept by unroll_periods
 };
 
 // Dense id of the directional link of `level` that serves `child` (its
@@ -106,6 +126,15 @@ Seconds message_time(const Topology& topology, int from_device, int to_device, B
 // stage_costs(profile, plan, topology), lcm of replicas <= kMaxEventGraphPeriod.
 PlanEventGraph pipedream_event_graph(const Plan& plan, const std::vector<StageCost>& costs,
                                      const Topology& topology);
+
+// The same steady state written over K consecutive periods: node v of copy c
+// (c in [0, K)) is v's instance in periods c, c + K, c + 2K, ...; an edge
+// (u, v, w, t) becomes, for every c, (u of copy c) -> (v of copy (c + t) mod K)
+// holding floor((c + t) / K) tokens. Its maximum cycle mean is K lambda; link
+// orders that repeat only every K periods can be written on it. Node ids:
+// c x num_nodes + v; edges, costs and transfers copy by copy.
+// Precondition: periods >= 1.
+PlanEventGraph unroll_periods(const PlanEventGraph& graph, int periods);
 
 // Precondition: a flush schedule, devices assigned, costs as above.
 PlanEventGraph flush_event_graph(const Plan& plan, const std::vector<StageCost>& costs,

@@ -2,28 +2,24 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <tuple>
+
+#include "planner/link_order.h"
 
 namespace baton {
 
 namespace {
 
 // Issue times are compared on a grid this fine (relative to the period or the
-// makespan), so that times equal up to rounding count as equal.
+// makespan; in a run, to the period of the graph without servers), so that
+// times equal up to rounding count as equal.
 constexpr double kTimeGrid = 1e-9;
-
-struct Slot {
-  int transfer = 0;
-  int64_t shift = 0;  // q: whole periods in the issue time
-  std::tuple<int64_t, int, int> key;  // phase on the grid, sender worker, transfer
-};
-
-// Per link, its transfers in serving order.
-using LinkOrder = std::vector<std::vector<Slot>>;
 
 int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
-// `period` > 0: cyclic order by phase; 0: plain order by time.
+// `period` > 0: cyclic order by phase; 0: plain order by time. Equal phases
+// go to the lower sender worker, then the lower transfer.
 LinkOrder order_links(const PlanEventGraph& graph, const std::vector<double>& time, double period) {
   const auto issue = [&](const TransferEvent& t) {  // unreachable senders count as 0
     return std::isfinite(time[t.sender]) ? time[t.sender] : 0.0;
@@ -32,16 +28,20 @@ LinkOrder order_links(const PlanEventGraph& graph, const std::vector<double>& ti
   for (const TransferEvent& t : graph.transfers) scale = std::max(scale, std::abs(issue(t)));
   const double grid = std::max(scale, 1e-300) * kTimeGrid;
   const int64_t cycle = period > 0 ? std::llround(period / grid) : 0;
-  LinkOrder order(static_cast<size_t>(graph.num_links));
+  using Keyed = std::pair<std::tuple<int64_t, int, int>, LinkSlot>;  // (phase, sender worker, transfer)
+  std::vector<std::vector<Keyed>> keyed(static_cast<size_t>(graph.num_links));
   for (int i = 0; i < static_cast<int>(graph.transfers.size()); ++i) {
     const TransferEvent& t = graph.transfers[i];
     const int64_t at = std::llround(issue(t) / grid);
     const int64_t shift = cycle > 0 ? floor_div(at, cycle) : 0;
-    const Slot slot{i, shift, {at - shift * cycle, t.sender_worker, i}};
-    for (int link : t.links) order[link].push_back(slot);
+    for (int link : t.links) keyed[link].push_back({{at - shift * cycle, t.sender_worker, i}, LinkSlot{i, shift}});
   }
-  for (auto& slots : order)
-    std::sort(slots.begin(), slots.end(), [](const Slot& a, const Slot& b) { return a.key < b.key; });
+  LinkOrder order(keyed.size());
+  for (size_t link = 0; link < keyed.size(); ++link) {
+    std::sort(keyed[link].begin(), keyed[link].end(),
+              [](const Keyed& a, const Keyed& b) { return a.first < b.first; });
+    for (const Keyed& k : keyed[link]) order[link].push_back(k.second);
+  }
   return order;
 }
 
@@ -58,13 +58,13 @@ bool same_order(const LinkOrder& a, const LinkOrder& b) {
 // A fingerprint of an order, to notice when the iteration comes back to one.
 size_t order_hash(const LinkOrder& order) {
   size_t hash = order.size();
-  for (const std::vector<Slot>& slots : order)
-    for (const Slot& slot : slots)
+  for (const std::vector<LinkSlot>& slots : order)
+    for (const LinkSlot& slot : slots)
       hash = hash * 1000003u ^ (static_cast<size_t>(slot.transfer) * 31u + static_cast<size_t>(slot.shift));
   return hash;
 }
 
-void add_chain_edge(PlanEventGraph& graph, const Slot& previous, const Slot& next, int64_t tokens) {
+void add_chain_edge(PlanEventGraph& graph, const LinkSlot& previous, const LinkSlot& next, int64_t tokens) {
   const TransferEvent& from = graph.transfers[previous.transfer];
   const TransferEvent& to = graph.transfers[next.transfer];
   graph.graph.add_edge(from.node, to.node, to.wire.value, static_cast<int>(tokens));
@@ -74,10 +74,10 @@ void add_chain_edge(PlanEventGraph& graph, const Slot& previous, const Slot& nex
 // The base graph plus, on every link, T_prev -> T_next in `order`.
 PlanEventGraph with_chains(const PlanEventGraph& base, const LinkOrder& order, bool periodic) {
   PlanEventGraph graph = base;
-  for (const std::vector<Slot>& slots : order) {
+  for (const std::vector<LinkSlot>& slots : order) {
     const size_t n = slots.size();
     for (size_t i = periodic ? 0 : 1; i < n; ++i) {
-      const Slot& previous = slots[(i + n - 1) % n];
+      const LinkSlot& previous = slots[(i + n - 1) % n];
       const int64_t tokens = periodic ? previous.shift - slots[i].shift + (i == 0 ? 1 : 0) : 0;
       add_chain_edge(graph, previous, slots[i], tokens);
     }
@@ -90,12 +90,12 @@ PlanEventGraph with_chains(const PlanEventGraph& base, const LinkOrder& order, b
 int count_contended(const PlanEventGraph& graph, const LinkOrder& order, const std::vector<double>& time,
                     double period) {
   int contended = 0;
-  for (const std::vector<Slot>& slots : order) {
+  for (const std::vector<LinkSlot>& slots : order) {
     const size_t n = slots.size();
     bool waits = false;
     for (size_t i = (period > 0 ? 0 : 1); i < n && !waits; ++i) {
       const TransferEvent& t = graph.transfers[slots[i].transfer];
-      const Slot& previous = slots[(i + n - 1) % n];
+      const LinkSlot& previous = slots[(i + n - 1) % n];
       const TransferEvent& p = graph.transfers[previous.transfer];
       if (p.sender_worker == t.sender_worker) continue;
       const int64_t tokens = period > 0 ? previous.shift - slots[i].shift + (i == 0 ? 1 : 0) : 0;
@@ -108,13 +108,9 @@ int count_contended(const PlanEventGraph& graph, const LinkOrder& order, const s
   return contended;
 }
 
-}  // namespace
-
-Result<PeriodicSolution> solve_periodic(const PlanEventGraph& base) {
-  auto first = maximum_cycle_mean(base.graph);
-  if (!first) return first.error();
-  PeriodicSolution current{base, std::move(*first), 0, base.transfers.empty(), 0};
-  if (current.settled) return current;  // nothing on the wire
+// The fixed point of the order iteration started from the graph without servers.
+PeriodicSolution fixed_point(const PlanEventGraph& base, CriticalCycle first) {
+  PeriodicSolution current{base, std::move(first), 0, false, 0};
   PeriodicSolution fastest;  // among the orders visited, when none settles
   LinkOrder previous, fastest_order;
   std::vector<size_t> visited;
@@ -143,6 +139,39 @@ Result<PeriodicSolution> solve_periodic(const PlanEventGraph& base) {
   const std::vector<double> schedule = periodic_schedule(fastest.graph.graph, fastest.cycle);
   fastest.contended_links = count_contended(base, fastest_order, schedule, fastest.cycle.mean);
   return fastest;
+}
+
+// The order a run from the start settles into (planner/link_order.h), with the
+// links as servers on the graph unrolled over the K periods it repeats in.
+// Runs of kFirstRunPeriods, then twice as many, up to kMaxRunPeriods, until the
+// order repeats; nullopt when it never does.
+std::optional<PeriodicSolution> run_solution(const PlanEventGraph& base, double period) {
+  const double grid = std::max(period, 1e-300) * kTimeGrid;
+  const int64_t longest = std::clamp(kMaxRunMinibatches / std::max<int64_t>(base.minibatches_per_period, 1),
+                                     kFirstRunPeriods, kMaxRunPeriods);
+  for (int64_t periods = kFirstRunPeriods; periods <= longest; periods *= 2) {
+    const RunOrder run = follow_run(base, periods, kMaxRepeat, grid);
+    if (run.repeat == 0) continue;
+    const PlanEventGraph unrolled = unroll_periods(base, run.repeat);
+    PlanEventGraph graph = with_chains(unrolled, run.order, /*periodic=*/true);
+    auto cycle = maximum_cycle_mean(graph.graph);
+    if (!cycle) return std::nullopt;
+    const std::vector<double> schedule = periodic_schedule(graph.graph, *cycle);
+    const int contended = count_contended(unrolled, run.order, schedule, cycle->mean);
+    return PeriodicSolution{std::move(graph), std::move(*cycle), 1, true, contended, run.repeat};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Result<PeriodicSolution> solve_periodic(const PlanEventGraph& base) {
+  auto first = maximum_cycle_mean(base.graph);
+  if (!first) return first.error();
+  if (base.transfers.empty()) return PeriodicSolution{base, std::move(*first), 0, true, 0};  // nothing on the wire
+  if (!base.start_up.first_period.empty())
+    if (auto run = run_solution(base, first->mean)) return std::move(*run);
+  return fixed_point(base, std::move(*first));
 }
 
 Result<FlushSolution> solve_flush(const PlanEventGraph& base) {

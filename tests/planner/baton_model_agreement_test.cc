@@ -32,38 +32,6 @@ namespace fs = std::filesystem;
 
 constexpr double kTolerance = 0.02;
 
-// Known deviations, not yet met: on cluster A's 10 Gb/s links several
-// workers' transfers queue on one link, and the simulator settles into a
-// link order that repeats over several minibatches, which the estimate's
-// self-consistent FIFO order (planner/link_servers.h) does not reproduce.
-// Each is held to its current error so it cannot get worse unnoticed; a pair
-// that comes within kTolerance is reported so it can leave this list.
-struct KnownDeviation {
-  const char* profile;
-  const char* topology;
-  double bound;  // |estimate / simulated - 1| today, rounded up
-};
-constexpr KnownDeviation kKnownDeviations[] = {
-    {"bert-large_a100_mb8", "pipedream-cluster-a", 0.13},  // -11.8%
-    {"gpt-1.3b_a100_mb1", "pipedream-cluster-a", 0.14},    // -13.1%
-    {"gpt-1.3b_h100_mb1", "pipedream-cluster-a", 0.07},    // -6.3%
-    {"gnmt16_v100_mb64", "pipedream-cluster-a", 0.03},     // +2.8%
-    {"uniform_16", "pipedream-cluster-a", 0.03},           // -2.00% (on the 2% line: -1.99% before the
-                                                           // simulator's window left out the replicas'
-                                                           // first and last rounds)
-};
-
-double tolerance_for(const std::string& profile, const std::string& topology, bool* known) {
-  for (const KnownDeviation& d : kKnownDeviations) {
-    if (profile == d.profile && topology == d.topology) {
-      *known = true;
-      return d.bound;
-    }
-  }
-  *known = false;
-  return kTolerance;
-}
-
 // Shipped profiles are named <family>_<device>_mb<size>.json.
 const std::vector<std::string> kFamilies{"alexnet", "bert-large", "gnmt16",   "gnmt8",   "gpt-1.3b",
                                          "gpt-13b", "gpt-175b",   "resnet50", "uniform", "vgg16"};
@@ -95,10 +63,7 @@ void check_pair(const Profile& profile, const fs::path& trace, const Topology& t
   INFO(trace.stem().string() << " on " << topology.name << ": " << plan << ", estimate " << estimated.ms()
                              << " ms, simulated " << simulated.ms() << " ms, bottleneck "
                              << chosen->estimate.bottleneck);
-  bool known = false;
-  const double tolerance = tolerance_for(trace.stem().string(), topology.name, &known);
-  if (known && std::abs(error) <= kTolerance) WARN("now within 2%: remove it from kKnownDeviations");
-  CHECK(std::abs(error) <= tolerance);
+  CHECK(std::abs(error) <= kTolerance);
 }
 
 void check_family(const std::string& family) {
