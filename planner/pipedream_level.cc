@@ -377,6 +377,11 @@ size_t LevelSolver::collect_splits(int i, int j, int r, double cap) {
       }
       const int k = e.state;
       if (k < i || k >= j || e.output_bytes > max_out || !states_.is_ancestor(k, j)) return;
+      if (i == 0 && !reached_.empty() && ceiling_ < kInfinity &&
+          known_bound(0, k, r_first) >= ceiling_) {
+        mark_reached(k, r_first);  // known before the ceiling came down to it
+        return;
+      }
       Split split{0.0, k, r_last};
       split.bound = split_bound(i, split, j, window, cap);
       if (split.bound < cap) stack_.push_back(split);

@@ -67,9 +67,10 @@
 // made every request scan tens of thousands of prefixes it could not use.
 // The top level's requests all come from one root (root_value_below), whose
 // limit and best value so far (the ceiling) bound every request's limit; a
-// prefix known to reach the ceiling is marked in a bitset per machine count,
-// by position in the work order, and the scans skip marked positions 64 at a
-// time. Scans test each state's last-stage compute term first, from the
+// prefix known to reach the ceiling (when its entry is recorded, or when a
+// scan finds its entry at or above a ceiling that has come down since) is
+// marked in a bitset per machine count, by position in the work order, and
+// the scans skip marked positions 64 at a time. Scans test each state's last-stage compute term first, from the
 // entry they read in order, before the subset test for ancestors. Bounds and derived limits are loosened by a
 // relative 1e-9 of the problem's scale, far above rounding error, and a bound
 // estimated with other roundings than the exact formula is recomputed exactly
