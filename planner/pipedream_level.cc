@@ -123,13 +123,19 @@ LevelSolver::LevelSolver(const StateSpace& space, const StatesByWork& index, Lev
       below_deficit_min_ = std::min(below_deficit_min_, below_->deficit(i, below_->machines()));
   }
   row_deficit_.resize(n);
+  first_stage_deficit_.assign(n, 0.0);
   double min_deficit = 0.0;
   for (int i = 0; i < n; ++i) {
-    const double before = i > 0 ? space.cum_param_bytes[i - 1] : 0.0;
-    const double params = std::min(0.0, suffix_min_params[i] - before);
-    const double first_stage = 4.0 * params / (level_.bandwidth * level_.machines_within);
-    const double from_below = below_ != nullptr ? below_->deficit(i, below_->machines()) : 0.0;
-    row_deficit_[i] = from_below + level_.devices_per_unit * first_stage;
+    // A first stage with r >= 2 replicas may have P(i..k1) < 0; its all-reduce
+    // term, 4 (r - 1) P / (r B W), is then at least 4 P / (B W). A stage on
+    // one machine (every stage of a straight pipeline) has none.
+    if (!shared_.straight_pipeline) {
+      const double before = i > 0 ? space.cum_param_bytes[i - 1] : 0.0;
+      const double params = std::min(0.0, suffix_min_params[i] - before);
+      first_stage_deficit_[i] = level_.devices_per_unit * 4.0 * params /
+                                (level_.bandwidth * level_.machines_within);
+    }
+    row_deficit_[i] = below_ != nullptr ? below_->deficit(i, below_->machines()) : 0.0;
     min_deficit = std::min(min_deficit, deficit(i, level_.machines));
   }
   total_work_ = *std::max_element(space.cum_seconds.begin(), space.cum_seconds.end()) - min_deficit;
@@ -138,7 +144,7 @@ LevelSolver::LevelSolver(const StateSpace& space, const StatesByWork& index, Lev
 }
 
 double LevelSolver::deficit(int i, int r) const {
-  return row_deficit_[i] + (r - 1) * below_deficit_min_;
+  return row_deficit_[i] + (r >= 2 ? first_stage_deficit_[i] : 0.0) + (r - 1) * below_deficit_min_;
 }
 
 // An infinite magnitude (no cap yet) adds nothing: the quantities compared are
