@@ -42,6 +42,14 @@ void LevelSolver::set_memory_reach() {
   if (shared_.compression) set_prefix_floor();
 }
 
+// Whether a prefix with this stash passes the memory test as one stage on
+// `total` machines (one only, for a straight pipeline).
+bool LevelSolver::fits_alone(double stash, int total) const {
+  if (shared_.straight_pipeline && total != 1) return false;
+  const double copies = std::ceil(static_cast<double>(level_.machines - total) / total);
+  return stash * copies <= *shared_.memory_bytes + memory_slack_;
+}
+
 // prefix_fits_[k M + R - 1]: whether states 0..k can be cut into stages on R
 // machines that pass the memory test, ignoring every other term. A split needs
 // an ancestor state k' with 0..k' fitting on R - r_last machines and k'+1..k
@@ -86,11 +94,7 @@ void LevelSolver::set_prefix_fits() {
   for (int k = 0; k < n; ++k) {
     const size_t row = static_cast<size_t>(k) * m;
     for (int total = 1; total <= m; ++total) {
-      bool fits = false;
-      if (!straight || total == 1) {
-        const double copies = std::ceil(static_cast<double>(m - total) / total);
-        fits = stash(k) * copies <= limit + memory_slack_;
-      }
+      bool fits = fits_alone(stash(k), total);
       const int max_last = straight ? std::min(1, total - 1) : total - 1;
       for (int r_last = 1; r_last <= max_last && !fits; ++r_last) {
         const double before = best[row + static_cast<size_t>(total - r_last) - 1];
@@ -148,11 +152,7 @@ void LevelSolver::set_prefix_floor() {
   for (int k : order) {
     const size_t row = static_cast<size_t>(k) * m;
     for (int total = 1; total <= m; ++total) {
-      double floor = kInfinity;
-      if (!straight || total == 1) {
-        const double copies = std::ceil(static_cast<double>(m - total) / total);
-        if (stashes[k] * copies <= limit + memory_slack_) floor = 0.0;
-      }
+      double floor = fits_alone(stashes[k], total) ? 0.0 : kInfinity;
       const int max_last = straight ? std::min(1, total - 1) : total - 1;
       for (int r_last = 1; r_last <= max_last && floor > 0.0; ++r_last) {
         Queue& queue = queues[static_cast<size_t>(total - 1) * m + r_last - 1];
@@ -264,11 +264,10 @@ void LevelSolver::set_within(double t) {
     const size_t row = static_cast<size_t>(k) * m;
     for (int total = 1; total <= m; ++total) {
       bool fits = false;
-      if (!straight || total == 1) {
-        const double copies = std::ceil(static_cast<double>(m - total) / total);
+      if (fits_alone(stash(k), total)) {
         const double cost =
             ((work[k] + spread) / unit + all_reduce_factor(total) * params[k]) / total;
-        fits = stash(k) * copies <= limit + memory_slack_ && cost <= t + tolerance;
+        fits = cost <= t + tolerance;
       }
       const int max_last = straight ? std::min(1, total - 1) : total - 1;
       for (int r_last = 1; r_last <= max_last && !fits; ++r_last) {

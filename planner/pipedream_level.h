@@ -238,6 +238,7 @@ class LevelSolver {
   void set_prefix_floor();
   void set_compute_floor();
   void set_within(double t);
+  bool fits_alone(double stash, int total) const;
   void narrow_within(double t);
   double prefix_floor(int k, int r) const;
   bool memory_excludes(int i, int k, int r) const;
