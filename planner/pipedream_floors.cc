@@ -38,16 +38,33 @@ void LevelSolver::set_memory_reach() {
       std::abs(states_.cum_activation_bytes.back()) + std::abs(states_.cum_param_bytes.back());
   // Covers rounding in the stages' tests and in the sums (both ~1e-15 relative).
   memory_slack_ = kRelativeSlack * (stash_total + largest + limit);
+  set_successors();
   set_prefix_fits();
   if (shared_.compression) set_prefix_floor();
 }
 
-// Whether a prefix with this stash passes the memory test as one stage on
+// The state DAG's edges by source, for the passes below: successors_[
+// first_successor_[k] .. first_successor_[k + 1]).
+void LevelSolver::set_successors() {
+  const int n = states_.num_states();
+  first_successor_.assign(static_cast<size_t>(n) + 1, 0);
+  for (const auto& edge : states_.edges) ++first_successor_[static_cast<size_t>(edge.first) + 1];
+  for (int k = 0; k < n; ++k) first_successor_[k + 1] += first_successor_[k];
+  successors_.resize(states_.edges.size());
+  std::vector<int> fill(first_successor_.begin(), first_successor_.end() - 1);
+  for (const auto& [from, to] : states_.edges) successors_[fill[from]++] = to;
+}
+
+double LevelSolver::stash(int k) const {
+  return states_.cum_activation_bytes[k] + states_.cum_param_bytes[k];
+}
+
+// Whether a prefix that stashes `stashed` bytes passes the memory test as one stage on
 // `total` machines (one only, for a straight pipeline).
-bool LevelSolver::fits_alone(double stash, int total) const {
+bool LevelSolver::fits_alone(double stashed, int total) const {
   if (shared_.straight_pipeline && total != 1) return false;
   const double copies = std::ceil(static_cast<double>(level_.machines - total) / total);
-  return stash * copies <= *shared_.memory_bytes + memory_slack_;
+  return stashed * copies <= *shared_.memory_bytes + memory_slack_;
 }
 
 // prefix_fits_[k M + R - 1]: whether states 0..k can be cut into stages on R
@@ -57,37 +74,11 @@ bool LevelSolver::fits_alone(double stash, int total) const {
 // know, per state and machine count, the largest stash of a fitting strict
 // ancestor, which flows along the state DAG's edges (ancestor = reachable).
 // O(edges x M + states x M^2).
-namespace {
-
-// The state DAG's edges by source: successors[first[k] .. first[k + 1]).
-struct SuccessorLists {
-  std::vector<int> first;
-  std::vector<int> successors;
-};
-
-SuccessorLists successor_lists(const StateSpace& states) {
-  const int n = states.num_states();
-  SuccessorLists lists;
-  lists.first.assign(static_cast<size_t>(n) + 1, 0);
-  for (const auto& edge : states.edges) ++lists.first[static_cast<size_t>(edge.first) + 1];
-  for (int k = 0; k < n; ++k) lists.first[k + 1] += lists.first[k];
-  lists.successors.resize(states.edges.size());
-  std::vector<int> fill(lists.first.begin(), lists.first.end() - 1);
-  for (const auto& [from, to] : states.edges) lists.successors[fill[from]++] = to;
-  return lists;
-}
-
-}  // namespace
-
 void LevelSolver::set_prefix_fits() {
   const int n = states_.num_states();
   const int m = level_.machines;
   const double limit = *shared_.memory_bytes;
   const bool straight = shared_.straight_pipeline;
-  const auto [first_edge, successors] = successor_lists(states_);
-  auto stash = [&](int k) {
-    return states_.cum_activation_bytes[k] + states_.cum_param_bytes[k];
-  };
   // best[k M + R - 1]: largest stash of a strict ancestor fitting on R machines.
   std::vector<double> best(static_cast<size_t>(n) * m, -kInfinity);
   prefix_fits_.assign(static_cast<size_t>(n) * m, 0);
@@ -104,8 +95,8 @@ void LevelSolver::set_prefix_fits() {
       }
       prefix_fits_[row + static_cast<size_t>(total) - 1] = fits ? 1 : 0;
     }
-    for (int e = first_edge[k]; e < first_edge[k + 1]; ++e) {
-      const size_t next = static_cast<size_t>(successors[e]) * m;
+    for (int e = first_successor_[k]; e < first_successor_[k + 1]; ++e) {
+      const size_t next = static_cast<size_t>(successors_[e]) * m;
       for (int total = 1; total <= m; ++total) {
         const size_t at = static_cast<size_t>(total) - 1;
         double carried = best[row + at];
@@ -128,9 +119,6 @@ void LevelSolver::set_prefix_floor() {
   const int m = level_.machines;
   const double limit = *shared_.memory_bytes;
   const bool straight = shared_.straight_pipeline;
-  auto stash = [&](int k) {
-    return states_.cum_activation_bytes[k] + states_.cum_param_bytes[k];
-  };
   std::vector<int> order(n);
   std::iota(order.begin(), order.end(), 0);
   std::vector<double> stashes(n);
@@ -234,12 +222,8 @@ void LevelSolver::set_within(double t) {
   const bool straight = shared_.straight_pipeline;
   const double unit = level_.devices_per_unit;
   const double spread = below_deficit_min_;  // <= 0: what levels below may save
-  const SuccessorLists lists = successor_lists(states_);
   const std::vector<double>& work = states_.cum_seconds;
   const std::vector<double>& params = states_.cum_param_bytes;
-  auto stash = [&](int k) {
-    return states_.cum_activation_bytes[k] + states_.cum_param_bytes[k];
-  };
   // a_r of the all-reduce term 4 (r - 1) P / (r B); the single stage's is
   // divided by W (the reference's), so the smaller one serves for both.
   auto all_reduce_factor = [&](int r) {
@@ -289,8 +273,8 @@ void LevelSolver::set_within(double t) {
       best_work[at] = std::max(best_work[at], up(work[k]));
       best_params[at] = std::max(best_params[at], up(params[k]));
     }
-    for (int e = lists.first[k]; e < lists.first[k + 1]; ++e) {
-      const size_t next = static_cast<size_t>(lists.successors[e]) * m;
+    for (int e = first_successor_[k]; e < first_successor_[k + 1]; ++e) {
+      const size_t next = static_cast<size_t>(successors_[e]) * m;
       for (size_t at = 0; at < static_cast<size_t>(m); ++at) {
         best_stash[next + at] = std::max(best_stash[next + at], best_stash[row + at]);
         best_work[next + at] = std::max(best_work[next + at], best_work[row + at]);

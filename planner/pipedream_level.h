@@ -238,7 +238,9 @@ class LevelSolver {
   void set_prefix_floor();
   void set_compute_floor();
   void set_within(double t);
-  bool fits_alone(double stash, int total) const;
+  void set_successors();
+  double stash(int k) const;  // activations + parameters of states 0..k
+  bool fits_alone(double stashed, int total) const;
   void narrow_within(double t);
   double prefix_floor(int k, int r) const;
   bool memory_excludes(int i, int k, int r) const;
@@ -277,6 +279,7 @@ class LevelSolver {
   double total_work_ = 0.0;
   std::vector<double> memory_reach_;  // by machines; empty without a memory limit
   double memory_slack_ = 0.0;
+  std::vector<int> first_successor_, successors_;  // the state DAG's edges by source (memory limit only)
   std::vector<unsigned char> prefix_fits_;  // by state and machines, row 0
   std::vector<double> prefix_floor_;        // by state and machines, row 0
   // By state and machines, row 0: 0 when A(0..k, r) > within_limit_ surely.
