@@ -22,8 +22,6 @@ int link_id(const Topology& topology, int level, int child, bool down) {
 
 namespace {
 
-int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
-
 // Appends nodes and edges with their cost parts.
 class GraphWriter {
  public:

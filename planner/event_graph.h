@@ -58,6 +58,9 @@
 
 namespace baton {
 
+// a / b rounded toward minus infinity (b > 0): the period of a signed instance index.
+inline int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
 enum class EventKind : uint8_t { kStart, kForward, kBackward, kAllReduce, kTransfer, kStep };
 
 struct Event {

@@ -11,8 +11,6 @@ namespace baton {
 
 namespace {
 
-int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
-
 // A transfer instance the links served, in serving order.
 struct Served {
   int transfer = 0;

@@ -16,8 +16,6 @@ namespace {
 // times equal up to rounding count as equal.
 constexpr double kTimeGrid = 1e-9;
 
-int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
-
 // `period` > 0: cyclic order by phase; 0: plain order by time. Equal phases
 // go to the lower sender worker, then the lower transfer.
 LinkOrder order_links(const PlanEventGraph& graph, const std::vector<double>& time, double period) {
