@@ -67,11 +67,20 @@ Status Worker::post_receives() {
   return ok_status();
 }
 
-Status Worker::run_iteration(int step, Clock::time_point origin, std::vector<Span>* spans) {
-  if (setup_.fault && setup_.fault->rank == setup_.worker && setup_.fault->step == step) inject_fault(*setup_.fault);
+Status Worker::prepare_iteration(int step) {
   begin_iteration(step);
   if (Status posted = post_receives(); !posted)
     return Error{fmt::format("worker {}, step {}: posting receives: {}", setup_.worker, step, posted.error().message)};
+  prepared_step_ = step;
+  return ok_status();
+}
+
+Status Worker::run_iteration(int step, Clock::time_point origin, std::vector<Span>* spans) {
+  if (setup_.fault && setup_.fault->rank == setup_.worker && setup_.fault->step == step) inject_fault(*setup_.fault);
+  if (prepared_step_ != step) {
+    if (Status prepared = prepare_iteration(step); !prepared) return prepared;
+  }
+  prepared_step_ = -1;
   origin_ = origin;
   spans_ = spans;
   const std::vector<Action>& actions = setup_.program->actions[static_cast<size_t>(setup_.worker)];

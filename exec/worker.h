@@ -71,6 +71,10 @@ class Worker {
   // Runs the whole action list once as iteration `step`. Appends one span per
   // action to `spans` when it is not null.
   Status run_iteration(int step, Clock::time_point origin, std::vector<Span>* spans);
+  // Starts iteration `step` ahead of run_iteration: resets the per-iteration
+  // state and posts every receive of the iteration. run_iteration does it
+  // itself unless it was done for that step.
+  Status prepare_iteration(int step);
 
   const WorkerStats& stats() const { return stats_; }
   // (microbatch, loss) of the last iteration; last stage only.
@@ -140,6 +144,7 @@ class Worker {
   int pass_base_ = 0;                 // live version number when the iteration began
   Clock::time_point origin_;          // this iteration's time zero
   std::vector<Span>* spans_ = nullptr; // this iteration's spans, when recorded
+  int prepared_step_ = -1;             // the step prepare_iteration ran for, -1 when none
 };
 
 }  // namespace baton::exec
