@@ -10,6 +10,7 @@
 #include <chrono>
 #include <functional>
 #include <queue>
+#include <random>
 
 #include <fmt/format.h>
 
@@ -63,6 +64,7 @@ class Engine {
   bool run_recv(int worker, const Action& action, Seconds now);
   void run_allreduce(int worker, const Action& action, Seconds now);
   bool step_ready(int worker, Seconds now);
+  Seconds noisy(Seconds cost, int layers);
   Seconds compute_time(const Action& action) const;
   void track_memory(int worker, const Action& action, bool starting);
   void record(int worker, const Action& action, Stream stream, Seconds start, Seconds end, Bytes bytes);
@@ -85,6 +87,8 @@ class Engine {
   std::vector<int> stage0_version_;   // [microbatch], for vertical sync
   std::vector<MemoryTracker> memory_;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> queue_;
+  const std::vector<double>* noise_factors_ = nullptr;  // set only with a noise seed
+  std::mt19937_64 noise_;
   RawRun raw_;
 };
 
@@ -92,7 +96,9 @@ Engine::Engine(const Program& program, const std::vector<StageCost>& costs,
                const Topology& topology, const SimOptions& options)
     : program_(program), costs_(costs), options_(options), network_(topology),
       microbatches_(std::max(program.microbatches, 1)),
-      keep_intervals_(program.schedule == Schedule::kPipeDream) {
+      keep_intervals_(program.schedule == Schedule::kPipeDream), noise_(options.noise_seed) {
+  if (options.noise_seed != 0 && !topology.device.compute_noise.empty())
+    noise_factors_ = &topology.device.compute_noise;
   const int workers = program.num_workers();
   const size_t cells = static_cast<size_t>(workers) * static_cast<size_t>(microbatches_);
   state_.resize(static_cast<size_t>(workers));
@@ -179,7 +185,7 @@ bool Engine::run_compute(int worker, const Action& action, Seconds now) {
   if (action.kind == ActionKind::kStep && !step_ready(worker, now)) return false;
   const int device = program_.workers[worker].device;
   const Seconds start = max(now, device_free_[device]);
-  const Seconds end = start + compute_time(action);
+  const Seconds end = start + noisy(compute_time(action), costs_[action.stage].layers);
   device_free_[device] = end;
   raw_.busy[worker] += end - start;
   if (keep_intervals_) raw_.compute_intervals[worker].emplace_back(start, end);
@@ -224,6 +230,15 @@ bool Engine::step_ready(int worker, Seconds now) {
   }
   st.pending_round = -1;
   return true;
+}
+
+Seconds Engine::noisy(Seconds cost, int layers) {
+  if (noise_factors_ == nullptr || cost.value <= 0.0) return cost;
+  std::uniform_int_distribution<size_t> pick(0, noise_factors_->size() - 1);
+  const int draws = std::max(1, layers);
+  double sum = 0.0;
+  for (int i = 0; i < draws; ++i) sum += (*noise_factors_)[pick(noise_)];
+  return cost * (sum / draws);
 }
 
 void Engine::run_send(int worker, const Action& action, Seconds now) {

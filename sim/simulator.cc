@@ -150,6 +150,21 @@ Result<Simulation> simulate_program(const Program& program, const std::vector<St
   return simulation;
 }
 
+Result<std::vector<Seconds>> noisy_makespans(const Program& program, const std::vector<StageCost>& costs,
+                                             const Topology& topology, int microbatch_size,
+                                             const SimOptions& options, int samples, uint64_t first_seed) {
+  SimOptions noisy = options;
+  noisy.record_trace = false;
+  std::vector<Seconds> makespans;
+  for (int i = 0; i < samples; ++i) {
+    noisy.noise_seed = first_seed + static_cast<uint64_t>(i);
+    auto raw = run_engine(program, costs, topology, noisy);
+    if (!raw) return raw.error();
+    makespans.push_back(metrics_of(program, *raw, microbatch_size).makespan);
+  }
+  return makespans;
+}
+
 int min_pipedream_minibatches(const Plan& plan) {
   const int workers = plan.num_workers();
   const int first = plan.stages.empty() ? 1 : plan.stages.front().replicas;

@@ -52,6 +52,10 @@ struct SimOptions {
   Optimizer optimizer = Optimizer::kAdam;
   // Record one Span per action (costs time and memory; metrics don't need it).
   bool record_trace = true;
+  // Nonzero: a noisy machine, drawn with this seed from the topology's
+  // DeviceType::compute_noise: every compute action takes its cost times the
+  // mean of one drawn factor per layer of its stage. 0: deterministic.
+  uint64_t noise_seed = 0;
 };
 
 struct Simulation {
@@ -64,6 +68,14 @@ struct Simulation {
 Result<Simulation> simulate_program(const Program& program, const std::vector<StageCost>& costs,
                                     const Topology& topology, int microbatch_size,
                                     const SimOptions& options);
+
+// The makespans of `samples` simulations of `program` on a noisy machine: the
+// topology's compute noise drawn with seeds first_seed, first_seed + 1, ...
+// (no trace is recorded). Without compute noise every sample is the
+// deterministic makespan. Fails (as a value) on a deadlock.
+Result<std::vector<Seconds>> noisy_makespans(const Program& program, const std::vector<StageCost>& costs,
+                                             const Topology& topology, int microbatch_size,
+                                             const SimOptions& options, int samples, uint64_t first_seed = 1);
 
 // Fewest minibatches that give pipedream a steady-state window: 4 NOAM + 3 R.
 int min_pipedream_minibatches(const Plan& plan);

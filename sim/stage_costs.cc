@@ -17,6 +17,7 @@ StageCost cost_of_range(const Profile& profile, LayerRange range, double speed) 
   cost.activation_out = output_bytes(profile, range);
   cost.stash = stashed_activation_bytes(profile, range);
   cost.params = param_bytes(profile, range);
+  cost.layers = range.end - range.begin;
   return cost;
 }
 

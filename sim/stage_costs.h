@@ -32,6 +32,7 @@ struct StageCost {
   Bytes activation_out;
   Bytes stash;
   Bytes params;
+  int layers = 0;  // how many layers the stage runs (noisy simulations draw per layer)
 };
 
 std::vector<StageCost> stage_costs(const Profile& profile, const Plan& plan, const Topology& topology);

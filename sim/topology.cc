@@ -1,5 +1,7 @@
 #include "sim/topology.h"
 
+#include <cmath>
+
 #include "sim/json_fields.h"
 
 namespace baton {
@@ -27,6 +29,18 @@ int Topology::common_level(int device_a, int device_b) const {
 
 namespace {
 
+Result<std::vector<double>> read_noise(const json& value, const FieldPath& at) {
+  if (!value.is_array() || value.empty()) return at.error("must be a non-empty array of factors > 0", value);
+  std::vector<double> factors;
+  for (size_t i = 0; i < value.size(); ++i) {
+    const json& factor = value[i];
+    if (!factor.is_number() || !(factor.get<double>() > 0.0) || !std::isfinite(factor.get<double>()))
+      return at.index(i).error("must be a number > 0", factor);
+    factors.push_back(factor.get<double>());
+  }
+  return factors;
+}
+
 Result<DeviceType> read_device(const json& document, const FieldPath& root) {
   auto it = document.find("device");
   const FieldPath at = root.field("device");
@@ -45,6 +59,11 @@ Result<DeviceType> read_device(const json& document, const FieldPath& root) {
   auto speed = json_fields::read_number_or(*it, at, "relative_speed", 0.0, true, 1.0);
   if (!speed) return speed.error();
   device.relative_speed = *speed;
+  if (it->contains("compute_noise")) {
+    auto noise = read_noise((*it)["compute_noise"], at.field("compute_noise"));
+    if (!noise) return noise.error();
+    device.compute_noise = std::move(*noise);
+  }
   return device;
 }
 
@@ -132,6 +151,7 @@ json topology_to_json(const Topology& topology) {
                      {"memory_gib", topology.device.memory.gib()},
                      {"relative_speed", topology.device.relative_speed}}},
                    {"levels", levels}};
+  if (!topology.device.compute_noise.empty()) document["device"]["compute_noise"] = topology.device.compute_noise;
   if (!topology.source.empty()) document["source"] = topology.source;
   return document;
 }
@@ -139,7 +159,7 @@ json topology_to_json(const Topology& topology) {
 Topology make_flat_topology(int devices, double bandwidth_gbps, Seconds latency, Bytes memory) {
   Topology topology;
   topology.name = "flat";
-  topology.device = DeviceType{"synthetic", memory, 1.0};
+  topology.device = DeviceType{"synthetic", memory, 1.0, {}};
   topology.levels.push_back(Level{"switch", devices, bandwidth_gbps, latency, {}, {}});
   return topology;
 }

@@ -13,7 +13,8 @@
 //
 // File format `baton.topology.v1`:
 //   {"format": "baton.topology.v1", "name": str, optional "source": str,
-//    "device": {"name": str, "memory_gib": num > 0, optional "relative_speed": num > 0},
+//    "device": {"name": str, "memory_gib": num > 0, optional "relative_speed": num > 0,
+//               optional "compute_noise": [num > 0, ...]},
 //    "levels": [{"name": str, "size": int >= 1, "bandwidth_gbps": num > 0,
 //                "latency_us": num >= 0, optional "allreduce_bandwidth_gbps": num > 0,
 //                optional "allreduce_latency_us": num >= 0}]}
@@ -23,6 +24,11 @@
 // `baton calibrate` measures them; each defaults to its point-to-point value.
 // `relative_speed` scales profile compute times (2.0 = twice as fast as the
 // profiled device; default 1).
+// `compute_noise` describes a shared machine's noise: a sample of the factor
+// by which one layer's forward or backward takes longer or shorter than its
+// profiled time (1 = as profiled), as `baton validate` measures it with
+// every rank profiling at once. Only simulations given a noise seed
+// (SimOptions::noise_seed) draw from it.
 // Thread safety: immutable after construction.
 #pragma once
 
@@ -41,6 +47,7 @@ struct DeviceType {
   std::string name;
   Bytes memory;
   double relative_speed = 1.0;
+  std::vector<double> compute_noise;  // empty: none
 };
 
 struct Level {

@@ -63,7 +63,7 @@ nlohmann::json calibrated_topology(const exec::LinkMeasurement& m, const LinkFit
       m.ranks, m.point_to_point.size(), args.repeats, 100.0 * fit.max_relative_residual);
   topology.device = DeviceType{"executor-rank", Bytes(static_cast<int64_t>(memory_per_rank_gib(args, m.ranks) *
                                                                           double(1 << 30))),
-                               1.0};
+                               1.0, {}};
   topology.levels = {Level{"gloo", m.ranks, fit.bandwidth_gbps, fit.latency, ring.bandwidth_gbps, ring.latency}};
   nlohmann::json model = nlohmann::json::array();
   for (const TransferSample& s : m.allreduce) {

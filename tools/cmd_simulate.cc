@@ -1,11 +1,14 @@
 // `baton simulate`: predict a plan's timeline, throughput, bubbles and memory.
 #include <memory>
+#include <numeric>
 #include <optional>
 
 #include <fmt/format.h>
 
 #include "sim/schedules.h"
 #include "sim/simulator.h"
+#include "sim/stage_costs.h"
+#include "sim/stats.h"
 #include "sim/trace_writers.h"
 #include "sim/validate.h"
 #include "tools/cli_support.h"
@@ -31,6 +34,7 @@ struct SimulateArgs {
   std::string gantt;
   std::string csv;
   bool json = false;
+  int noise_samples = 0;
 };
 
 Plan base_plan(const SimulateArgs& args, const Profile& profile, const Topology& topology) {
@@ -86,6 +90,35 @@ void write_outputs(const SimulateArgs& args, const SimulatedPlan& run, bool seve
   }
 }
 
+// --noise-samples: the iteration time's distribution over noisy simulations
+// (seconds), or null where the topology has no compute noise.
+nlohmann::json noise_summary(const SimulateArgs& args, const SimulatedPlan& run, const Profile& profile,
+                             const Topology& topology, const SimOptions& options) {
+  const std::string name(schedule_name(run.plan.schedule));
+  if (topology.device.compute_noise.empty()) {
+    std::fprintf(stderr, "baton: simulate: --noise-samples: topology '%s' has no device compute_noise; %s is "
+                 "deterministic\n", topology.name.c_str(), name.c_str());
+    return nullptr;
+  }
+  const std::vector<Seconds> samples =
+      take(noisy_makespans(build_program(run.plan), stage_costs(profile, run.plan, topology), topology,
+                           run.plan.microbatch_size, options, args.noise_samples));
+  std::vector<double> values;
+  for (Seconds s : samples) values.push_back(s.value);
+  const nlohmann::json summary = {{"samples", args.noise_samples},
+                                  {"q10_s", quantile(values, 0.1)},
+                                  {"median_s", quantile(values, 0.5)},
+                                  {"mean_s", std::accumulate(values.begin(), values.end(), 0.0) / double(values.size())},
+                                  {"q90_s", quantile(values, 0.9)}};
+  std::fprintf(stderr, "baton: %s with compute noise, %d samples: q0.1 %s, median %s, mean %s, q0.9 %s (no noise: %s)\n",
+               name.c_str(), args.noise_samples, human_seconds(Seconds(summary["q10_s"].get<double>())).c_str(),
+               human_seconds(Seconds(summary["median_s"].get<double>())).c_str(),
+               human_seconds(Seconds(summary["mean_s"].get<double>())).c_str(),
+               human_seconds(Seconds(summary["q90_s"].get<double>())).c_str(),
+               human_seconds(run.simulation.metrics.makespan).c_str());
+  return summary;
+}
+
 int run_simulate(const SimulateArgs& args) {
   if (args.plan.empty() == args.stages.empty())
     throw UsageError("simulate: give exactly one of --plan FILE or --stages RANGES");
@@ -112,15 +145,21 @@ int run_simulate(const SimulateArgs& args) {
     if (!simulation) throw UsageError(simulation.error().message);
     runs.push_back(SimulatedPlan{plan, topology.name, plan.microbatches, std::move(*simulation)});
   }
+  std::vector<nlohmann::json> noise;
   for (const SimulatedPlan& run : runs) {
     write_outputs(args, run, runs.size() > 1);
+    if (args.noise_samples > 0) noise.push_back(noise_summary(args, run, profile, topology, options));
     std::fprintf(stderr, "baton: simulated %s: %lld actions in %.3f s\n",
                  std::string(schedule_name(run.plan.schedule)).c_str(),
                  static_cast<long long>(run.simulation.metrics.actions), run.simulation.metrics.wall_seconds);
   }
-  std::fputs(args.json ? (simulations_json(runs, profile, topology).dump(2) + "\n").c_str()
-                       : simulations_text(runs, profile, topology).c_str(),
-             stdout);
+  if (args.json) {
+    nlohmann::json document = simulations_json(runs, profile, topology);
+    for (size_t i = 0; i < noise.size(); ++i) (document.is_array() ? document[i] : document)["noise"] = noise[i];
+    std::fputs((document.dump(2) + "\n").c_str(), stdout);
+  } else {
+    std::fputs(simulations_text(runs, profile, topology).c_str(), stdout);
+  }
   return 0;
 }
 
@@ -159,6 +198,11 @@ void add_simulate_command(CLI::App& app, CommandResult& result) {
   cmd->add_option("--gantt", args->gantt, "write an SVG Gantt chart");
   cmd->add_option("--csv", args->csv, "write one CSV row per action");
   cmd->add_flag("--json", args->json, "print the metrics as JSON instead of text");
+  cmd->add_option("--noise-samples", args->noise_samples,
+                  "also simulate this many iterations on a noisy machine (the topology's device\n"
+                  "compute_noise, seeds 1..N) and print the distribution of the iteration time (with --json:\n"
+                  "\"noise\": samples, q10_s, median_s, mean_s, q90_s)")
+      ->check(CLI::NonNegativeNumber);
   cmd->callback([args, &result] { result.exit_code = run_simulate(*args); });
 }
 

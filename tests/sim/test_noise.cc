@@ -1,0 +1,123 @@
+// Noisy simulations (SimOptions::noise_seed, DeviceType::compute_noise,
+// noisy_makespans): every compute action takes its cost times the mean of one
+// factor per layer of its stage, drawn from the device's compute_noise.
+#include <numeric>
+
+#include "tests/catch_compat.h"
+
+#include "sim/schedules.h"
+#include "sim/stage_costs.h"
+#include "tests/sim/test_support.h"
+
+using namespace baton;
+using namespace baton::testing;
+
+namespace {
+
+const Seconds kForward = Seconds::from_ms(3.0);
+const Seconds kBackward = Seconds::from_ms(5.0);
+
+// Two stages on a 10 Gb/s link with latency, so transfers are part of the makespan.
+Topology linked(std::vector<double> noise, double speed = 1.0) {
+  Topology topology = make_flat_topology(2, 10.0, Seconds::from_us(50), Bytes::from_gib(16));
+  topology.device.relative_speed = speed;
+  topology.device.compute_noise = std::move(noise);
+  return topology;
+}
+
+std::vector<Seconds> samples_of(const Plan& plan, const Profile& profile, const Topology& topology, int samples,
+                                uint64_t first_seed = 1) {
+  SimOptions options;
+  auto result = noisy_makespans(build_program(plan), stage_costs(profile, plan, topology), topology,
+                                plan.microbatch_size, options, samples, first_seed);
+  if (!result) FAIL(result.error().message);
+  return *result;
+}
+
+double variance(const std::vector<double>& values) {
+  const double mean = std::accumulate(values.begin(), values.end(), 0.0) / double(values.size());
+  double sum = 0.0;
+  for (double v : values) sum += (v - mean) * (v - mean);
+  return sum / double(values.size() - 1);
+}
+
+}  // namespace
+
+TEST_CASE("a constant noise factor k is a device k times slower", "[sim][noise]") {
+  // Every draw is 2: each compute action takes twice its cost, which is what
+  // relative_speed 0.5 means; transfers are unchanged in both.
+  const Profile profile = make_uniform_profile(4, kForward, kBackward, Bytes(1 << 20), Bytes(0));
+  for (Schedule schedule : {Schedule::kOneFOneB, Schedule::kGPipe}) {
+    const Topology noisy = linked({2.0, 2.0, 2.0});
+    const Plan plan = make_plan("0-1,1-4", schedule, 6, noisy);
+    const Simulation slow = simulate_ok(plan, profile, linked({}, 0.5));
+    for (Seconds makespan : samples_of(plan, profile, noisy, 5)) {
+      INFO(schedule_name(schedule));
+      CHECK(close_rel(makespan.value, slow.metrics.makespan.value, 1e-12));
+    }
+  }
+}
+
+TEST_CASE("without a seed, or without compute noise, a simulation is deterministic", "[sim][noise]") {
+  const Profile profile = make_uniform_profile(4, kForward, kBackward, Bytes(1 << 20), Bytes(0));
+  const Topology noisy = linked({0.5, 1.0, 4.0});
+  const Plan plan = make_plan("0-2,2-4", Schedule::kOneFOneB, 8, noisy);
+  const double plain = simulate_ok(plan, profile, linked({})).metrics.makespan.value;
+  // Seed 0 (the default) ignores the device's noise.
+  CHECK(close_rel(simulate_ok(plan, profile, noisy).metrics.makespan.value, plain, 1e-12));
+  // No noise: every seed gives the deterministic makespan.
+  for (Seconds makespan : samples_of(plan, profile, linked({}), 4)) CHECK(close_rel(makespan.value, plain, 1e-12));
+  // With noise: the same seeds give the same samples, and they differ between seeds.
+  const std::vector<Seconds> first = samples_of(plan, profile, noisy, 20);
+  const std::vector<Seconds> again = samples_of(plan, profile, noisy, 20);
+  bool spread = false;
+  for (size_t i = 0; i < first.size(); ++i) {
+    CHECK(first[i].value == again[i].value);
+    spread = spread || std::abs(first[i].value - first[0].value) > 1e-9;
+  }
+  CHECK(spread);
+}
+
+TEST_CASE("a stage's factor is the mean of one draw per layer", "[sim][noise]") {
+  // One worker, one microbatch, SGD step free: makespan = F * a + B * b, a and
+  // b the means of L draws from {1, 3} (mean 2, variance 1 per draw). With the
+  // stage's total F and B fixed, the makespan's mean is 2 (F + B) and its
+  // variance (F^2 + B^2) / L: four layers give a quarter of one layer's.
+  const Seconds forward = Seconds::from_ms(4.0);
+  const Seconds backward = Seconds::from_ms(8.0);
+  const double f = forward.value;
+  const double b = backward.value;
+  const int samples = 4000;
+  for (int layers : {1, 4}) {
+    const Profile profile = make_uniform_profile(layers, forward / double(layers), backward / double(layers),
+                                                 Bytes(0), Bytes(0));
+    const Topology topology = linked({1.0, 3.0});
+    const Plan plan = make_plan("0-" + std::to_string(layers), Schedule::kGPipe, 1, topology);
+    std::vector<double> values;
+    for (Seconds makespan : samples_of(plan, profile, topology, samples)) values.push_back(makespan.value);
+    const double mean = std::accumulate(values.begin(), values.end(), 0.0) / samples;
+    INFO("layers " << layers);
+    // Standard error of the mean: sqrt((f^2 + b^2) / L / samples), under 0.15 ms here.
+    CHECK(std::abs(mean - 2.0 * (f + b)) < 4.0 * std::sqrt((f * f + b * b) / layers / samples));
+    const double expected = (f * f + b * b) / layers;
+    CHECK(std::abs(variance(values) - expected) < 0.1 * expected);
+    CHECK(*std::min_element(values.begin(), values.end()) >= f + b - 1e-12);
+    CHECK(*std::max_element(values.begin(), values.end()) <= 3.0 * (f + b) + 1e-12);
+  }
+}
+
+TEST_CASE("compute_noise round-trips through the topology format and bad values are refused", "[sim][noise]") {
+  Topology topology = linked({0.8, 1.0, 1.5});
+  auto back = topology_from_json(topology_to_json(topology), "t.json");
+  REQUIRE(back.ok());
+  CHECK(back->device.compute_noise == std::vector<double>{0.8, 1.0, 1.5});
+  CHECK_FALSE(topology_to_json(linked({}))["device"].contains("compute_noise"));
+  for (const char* bad : {"[]", "[1.0, 0]", "[-1]", "[\"x\"]", "1.5"}) {
+    nlohmann::json document = topology_to_json(topology);
+    document["device"]["compute_noise"] = nlohmann::json::parse(bad);
+    auto parsed = topology_from_json(document, "t.json");
+    INFO(bad);
+    REQUIRE_FALSE(parsed.ok());
+    CHECK(parsed.error().message.find("compute_noise") != std::string::npos);
+  }
+}
