@@ -227,9 +227,17 @@ struct ProfileOptions {
 // optimizer-step time (options.quantile of the steps; the first layer's
 // forward includes generating the input, the last layer's the target and the
 // loss), output bytes (one microbatch's activation) and parameter bytes, as a
-// baton.profile.v1 Profile.
-Result<Profile> measure_profile(std::string_view model, int microbatch_size,
-                                const ProfileOptions& options);
+// baton.profile.v1 Profile; and the machine's compute noise: kNoiseQuantiles
+// quantiles ((i + 0.5) / kNoiseQuantiles) of every forward and backward sample
+// divided by its layer's value in the profile (options.quantile of its
+// samples), the sample DeviceType::compute_noise holds.
+constexpr int kNoiseQuantiles = 200;
+struct MeasuredProfile {
+  Profile profile;
+  std::vector<double> compute_noise;
+};
+Result<MeasuredProfile> measure_profile(std::string_view model, int microbatch_size,
+                                        const ProfileOptions& options);
 
 // --- Link calibration ------------------------------------------------------------
 

@@ -12,7 +12,8 @@
 //                (exec/worker.cc): w - lr * g out of place into new leaves,
 //                and the gradient buffer zeroed
 // On CUDA the device is synchronised around every timed region.
-// The options.quantile of the measured steps is kept (default the median).
+// The options.quantile of the measured steps is kept (default the median);
+// the spread of the samples around each layer's median is the compute noise.
 #include <algorithm>
 #include <chrono>
 #include <thread>
@@ -135,9 +136,29 @@ Profile to_profile(const ModelDef& model, const ProfileOptions& options, int mic
   return profile;
 }
 
+// Every forward and backward sample over its layer's kept quantile (the
+// profile's value), as kNoiseQuantiles
+// quantiles (enough to keep the 0.25% tail: the rare ops a scheduler tick
+// interrupts).
+std::vector<double> compute_noise_of(const std::vector<LayerTimes>& times, double kept) {
+  std::vector<double> factors;
+  for (const LayerTimes& layer : times) {
+    for (const std::vector<double>* samples : {&layer.forward_s, &layer.backward_s}) {
+      const double reference = quantile(*samples, kept);
+      if (!(reference > 0.0)) continue;
+      for (double t : *samples) factors.push_back(t / reference);
+    }
+  }
+  std::vector<double> out;
+  if (factors.empty()) return out;
+  std::sort(factors.begin(), factors.end());
+  for (int i = 0; i < kNoiseQuantiles; ++i) out.push_back(quantile(factors, (i + 0.5) / kNoiseQuantiles));
+  return out;
+}
+
 }  // namespace
 
-Result<Profile> measure_profile(std::string_view model_name, int microbatch_size, const ProfileOptions& options) {
+Result<MeasuredProfile> measure_profile(std::string_view model_name, int microbatch_size, const ProfileOptions& options) {
   auto model = make_model(model_name);
   if (!model) return model.error();
   if (microbatch_size < 1) return Error{fmt::format("microbatch size must be >= 1, got {}", microbatch_size)};
@@ -168,7 +189,7 @@ Result<Profile> measure_profile(std::string_view model_name, int microbatch_size
                                      step < options.steps ? "" : fmt::format(" ({:.1f} s)", elapsed())));
       }
     }
-    return to_profile(*model, options, microbatch_size, times, output_bytes);
+    return MeasuredProfile{to_profile(*model, options, microbatch_size, times, output_bytes), compute_noise_of(times, options.quantile)};
   } catch (const std::exception& e) {
     return Error{fmt::format("profiling {}: {}", model_name, e.what())};
   }

@@ -8,21 +8,26 @@
 // iteration-time error exceeds --tolerance.
 //
 // What is compared (per schedule):
-// - predicted: the simulated makespan of one iteration of the Program built
-//   from the plan (build_program), as the executor runs it: every step is a
-//   whole Program (pipedream included: its warm-up and drain are in the step);
-// - measured: the --quantile q (default 0.1) of the run's step wall times after
-//   the first (barrier to barrier; step 0 pays allocations and first
-//   connections; at least --steps, and --run-seconds by the prediction); the
-//   profile keeps the same quantile of its steps per layer;
+// - predicted: the --quantile q (default 0.5, the median) of the iteration
+//   time over 200 simulations of one iteration of the Program built from the
+//   plan (build_program), as the executor runs it (every step is a whole
+//   Program, pipedream's warm-up and drain included), on a noisy machine:
+//   every compute action takes its profiled time times per-layer factors drawn
+//   from the topology's compute_noise (sim/topology.h), measured with the
+//   loaded profile below; the deterministic makespan is reported beside it;
+// - measured: the same quantile of the run's step wall times after the first
+//   (barrier to barrier; step 0 pays allocations and first connections; at
+//   least --steps, and --run-seconds by the prediction); the profile keeps the
+//   same quantile of its steps per layer;
 // - error = (measured - predicted) / predicted.
-// Why a low quantile: a shared machine's speed changes over seconds (on the
-// 2-core CI machines, phases 1.5-2x slower come and go). The profile and the
-// run are measured at different moments, so their medians can sit in
-// different phases; a low quantile of both describes the machine when
-// nothing disturbs it, which is what the model predicts. The median is
-// reported beside it.
-// Layout of --out DIR: topology.json (calibrated, relative_speed set),
+// Why noise: on the 2-core CI machines an operation's time varies from step
+// to step (the 0.05-0.95 quantiles of a layer's time lie 0.8-1.2x apart, a
+// rare one takes 2x), and a pipeline's iteration, coupled through its
+// transfers, waits for the slow ones; the median of a run is then longer than
+// the sum of median costs. The loaded profile, every rank at once, measures
+// that spread; the simulator draws from it.
+// Layout of --out DIR: topology.json (calibrated, relative_speed and
+// compute_noise set),
 // calibrate.log, profile.json, profile-loaded.json and its log, report.md,
 // report.json (the summary figures in seconds), and per schedule S:
 // S/plan.json, S/predicted.json, S/measured.json, S/run.json, S/run.log (what
@@ -72,7 +77,7 @@ struct ValidateArgs {
   int steps = 30;
   double run_seconds = 3.0;
   double profile_seconds = 3.0;
-  double quantile = 0.1;
+  double quantile = 0.5;
   double gap_us = 300.0;
   double tolerance = 0.10;
   std::string out = "out/validate";
@@ -89,7 +94,8 @@ namespace fs = std::filesystem;
 struct Case {
   Schedule schedule = Schedule::kOneFOneB;
   Plan plan;
-  Seconds predicted;
+  Seconds predicted;               // the --quantile of the noisy simulations (deterministic without noise)
+  Seconds predicted_plain;        // the deterministic simulation
   Seconds measured;               // the --quantile of steps 1..K-1
   Seconds measured_median;
   int steps = 0;                  // run
@@ -104,6 +110,10 @@ struct Case {
 struct RunFailure : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+// Noisy simulations per prediction: the quantiles of 200 iterations move by
+// about 0.1% between seeds.
+constexpr int kNoiseSamples = 200;
 
 void progress(const std::string& line) { std::fprintf(stderr, "validate: %s\n", line.c_str()); }
 
@@ -120,7 +130,7 @@ Profile obtain_profile(const ValidateArgs& args, const exec::ModelInfo& model, c
     options.steps = 20;
     options.min_time = Seconds(args.profile_seconds);
     options.quantile = args.quantile;
-    profile = take(exec::measure_profile(model.name, args.microbatch_size, options));
+    profile = take(exec::measure_profile(model.name, args.microbatch_size, options)).profile;
   }
   std::vector<std::string> names;
   for (const Layer& layer : profile.layers) names.push_back(layer.name);
@@ -175,14 +185,18 @@ void measure_loaded_speed(const ValidateArgs& args, const Profile& alone, const 
                 "loaded profile");
   const Profile loaded = load_profile_file(path);
   topology.device.relative_speed = compute_per_microbatch(alone) / compute_per_microbatch(loaded);
+  const nlohmann::json loaded_document = nlohmann::json::parse(read_file(path));
+  if (loaded_document.contains("compute_noise"))
+    topology.device.compute_noise = loaded_document["compute_noise"].get<std::vector<double>>();
   nlohmann::json document = nlohmann::json::parse(read_file(path_in(dir, "topology.json")));
   document["device"]["relative_speed"] = topology.device.relative_speed;
+  if (!topology.device.compute_noise.empty()) document["device"]["compute_noise"] = topology.device.compute_noise;
   std::string source = document.value("source", "");
   const std::string unmeasured = "relative_speed 1: compute as profiled.";
   if (const size_t at = source.find(unmeasured); at != std::string::npos) source.erase(at, unmeasured.size());
   document["source"] = source + fmt::format("relative_speed {:.3f}, measured by `baton validate`: compute of a "
                                             "profile alone / compute with every rank profiling at once between {} "
-                                            "us sleeps.",
+                                            "us sleeps; compute_noise from the same profile (each sample over its layer's median).",
                                             topology.device.relative_speed, args.gap_us);
   write_file_atomic(path_in(dir, "topology.json"), document.dump(2) + "\n");
 }
@@ -245,6 +259,19 @@ Simulation predict(const Plan& plan, const Profile& profile, const Topology& top
                                options));
 }
 
+// With the topology's compute noise: the q-quantile of kNoiseSamples noisy
+// simulations of one iteration; without: nothing.
+std::optional<Seconds> predict_quantile(const Plan& plan, const Profile& profile, const Topology& topology, double q) {
+  if (topology.device.compute_noise.empty()) return std::nullopt;
+  SimOptions options;
+  options.optimizer = Optimizer::kSgd;
+  const std::vector<Seconds> samples = take(noisy_makespans(build_program(plan), stage_costs(profile, plan, topology),
+                                                            topology, plan.microbatch_size, options, kNoiseSamples));
+  std::vector<double> values;
+  for (Seconds s : samples) values.push_back(s.value);
+  return Seconds(quantile(values, q));
+}
+
 // The quantile, median, min and max of the step wall times after the first.
 void read_step_times(const std::string& path, double q, Case& c) {
   const nlohmann::json report = nlohmann::json::parse(read_file(path));
@@ -268,7 +295,8 @@ Case run_case(Schedule schedule, const ValidateArgs& args, const Profile& profil
   const std::string plan_path = path_in(dir, "plan.json");
   write_file_atomic(plan_path, plan_to_json(c.plan).dump(2) + "\n");
   const Simulation predicted = predict(c.plan, profile, topology);
-  c.predicted = predicted.metrics.makespan;
+  c.predicted_plain = predicted.metrics.makespan;
+  c.predicted = predict_quantile(c.plan, profile, topology, args.quantile).value_or(c.predicted_plain);
   write_file_atomic(path_in(dir, "predicted.json"), trace_to_chrome_json(predicted.trace));
   // At least --steps, and enough for --run-seconds by the prediction.
   c.steps = std::max(args.steps, 1 + static_cast<int>(std::ceil(args.run_seconds / c.predicted.value)));
@@ -344,12 +372,15 @@ std::string report_markdown(const ValidateArgs& args, const Profile& profile, co
                             const nlohmann::json& calibration, const std::vector<Case>& cases) {
   std::string out = fmt::format("# Validation: {} on {} gloo ranks\n\n", profile.model, args.nproc);
   out += fmt::format(
-      "Predicted: the simulated makespan of one iteration of the Program each plan runs, from a profile that "
-      "keeps the {0:g} quantile of its steps per layer. Measured: the {0:g} quantile of the wall times of steps "
-      "after the first of `baton run` (barrier to barrier; at least {1} steps, and {5:g} s by the prediction); the median is beside it. A low quantile on both sides "
-      "describes the machine when nothing else disturbs it (see `baton validate --help`). Error = (measured - "
-      "predicted) / predicted; tolerance {2:g}%. Microbatch size {3}, SGD, {4} LibTorch thread(s) per rank.\n\n",
-      args.quantile, args.steps, 100.0 * args.tolerance, profile.microbatch_size, args.threads, args.run_seconds);
+      "Predicted: the {0:g} quantile of the iteration time over {6} simulations of the Program each plan runs, "
+      "on a noisy machine (compute times drawn from the topology's compute_noise; the deterministic simulation "
+      "is in report.json), from a profile that keeps the {0:g} quantile of its steps per layer. Measured: the "
+      "{0:g} quantile of the wall times of steps after the first of `baton run` (barrier to barrier; at least {1} "
+      "steps, and {5:g} s by the prediction); the median is beside it (see `baton validate --help`). Error = "
+      "(measured - predicted) / predicted; tolerance {2:g}%. Microbatch size {3}, SGD, {4} LibTorch thread(s) per "
+      "rank.\n\n",
+      args.quantile, args.steps, 100.0 * args.tolerance, profile.microbatch_size, args.threads, args.run_seconds,
+      kNoiseSamples);
   out += "## Summary\n\n" + render_markdown_table(summary_rows(cases, args.tolerance));
   out += "\n## Link calibration\n\n" + calibration_markdown(calibration, topology);
   out += "\n## Profile (measured on this machine)\n\n" + profile_markdown(profile);
@@ -375,6 +406,7 @@ nlohmann::json report_json(const std::vector<Case>& cases, double tolerance, dou
                             {"microbatches", c.plan.microbatches},
                             {"steps", c.steps},
                             {"predicted_s", c.predicted.value},
+                            {"predicted_without_noise_s", c.predicted_plain.value},
                             {"measured_s", c.measured.value},
                             {"measured_median_s", c.measured_median.value},
                             {"measured_min_s", c.measured_min.value},
@@ -468,10 +500,11 @@ void add_validate_command(CLI::App& app, CommandResult& result) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--gap-us", args->gap_us,
                   "after calibrating and profiling, profile again on every rank at once with this sleep before\n"
-                  "each layer and set the topology's relative_speed to alone / so (default 300; < 0: skip)");
+                  "each layer and set the topology's relative_speed to alone / so and its compute_noise to the\n"
+                  "spread of those samples (default 300; < 0: skip, and predict without noise)");
   cmd->add_option("--quantile", args->quantile,
-                  "order statistic of the profile's and the run's steps that is compared (default 0.1: the\n"
-                  "machine undisturbed; 0.5: the median)")
+                  "order statistic compared: of the profile's steps per layer, of the noisy simulations and of\n"
+                  "the run's steps (default 0.5: the median)")
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--tolerance", args->tolerance, "largest |iteration-time error| accepted (default 0.10)")
       ->check(CLI::PositiveNumber);

@@ -63,7 +63,7 @@ TEST_CASE("calibrate writes a topology whose link is the fit of its own samples"
     CHECK(model[i].time.value == Approx(ring_allreduce_time(3, allreduce[i].size, *ring).value).epsilon(1e-9));
 }
 
-TEST_CASE("validate's prediction is the simulation of its plan and its measurement a quantile of the run's steps",
+TEST_CASE("validate's prediction is the noisy simulation of its plan and its measurement the run's median step",
           "[exec][gloo][cli][validate]") {
   const fs::path dir = scratch_dir("validate");
   const CliRun run = run_baton(fmt::format("validate --model mlp --nproc 2 --microbatch-size 16 --microbatches 4 "
@@ -87,8 +87,18 @@ TEST_CASE("validate's prediction is the simulation of its plan and its measureme
       total += layer.at("forward_ms").get<double>() + layer.at("backward_ms").get<double>();
     return total;
   };
-  CHECK(read_json(dir / "topology.json").at("device").at("relative_speed").get<double>() ==
+  const nlohmann::json device = read_json(dir / "topology.json").at("device");
+  CHECK(device.at("relative_speed").get<double>() ==
         Approx(compute(read_json(dir / "profile.json")) / compute(read_json(dir / "profile-loaded.json"))).epsilon(1e-9));
+  // Its compute noise is the loaded profile's: 200 quantiles of sample / the
+  // layer's median, ascending, the middle ones the medians themselves (1).
+  const std::vector<double> noise = device.at("compute_noise").get<std::vector<double>>();
+  CHECK(noise == read_json(dir / "profile-loaded.json").at("compute_noise").get<std::vector<double>>());
+  REQUIRE(noise.size() == 200);
+  CHECK(std::is_sorted(noise.begin(), noise.end()));
+  CHECK(noise.front() <= 1.0);
+  CHECK(noise.back() >= 1.0);
+  CHECK(noise[99] == Approx(1.0).epsilon(0.05));
   const nlohmann::json summary = read_json(dir / "report.json");
   REQUIRE(summary.at("cases").size() == 2);
   for (const auto& c : summary.at("cases")) {
@@ -96,22 +106,27 @@ TEST_CASE("validate's prediction is the simulation of its plan and its measureme
     INFO(schedule);
     CHECK(c.at("stages") == (schedule == "dp" ? "0-6x2" : "0-3x1,3-6x1"));
     CHECK(c.at("workers") == 2);
-    // predicted = the simulator's iteration time of the same plan, profile and topology.
-    const CliRun sim = run_baton(fmt::format("simulate --profile '{}' --topology '{}' --plan '{}' --json",
+    // predicted = the median of the simulator's iteration time over 200 noisy
+    // simulations of the same plan, profile and topology (seeds 1..200); the
+    // deterministic one beside it.
+    const CliRun sim = run_baton(fmt::format("simulate --profile '{}' --topology '{}' --plan '{}' --json "
+                                             "--optimizer sgd --noise-samples 200",
                                              (dir / "profile.json").string(), (dir / "topology.json").string(),
                                              (dir / schedule / "plan.json").string()),
                                  "validate-sim");
     REQUIRE(sim.exit_code == 0);
-    const double predicted = nlohmann::json::parse(sim.out).at("iteration_time_s");
+    const nlohmann::json simulated = nlohmann::json::parse(sim.out);
+    const double predicted = simulated.at("noise").at("median_s");
     CHECK(c.at("predicted_s").get<double>() == Approx(predicted).epsilon(1e-12));
-    // measured = the 0.1 quantile of the wall times of steps 1..3: position 0.1 (3 - 1) = 0.2
-    // between the two fastest; the median is the middle one.
+    CHECK(c.at("predicted_without_noise_s").get<double>() ==
+          Approx(simulated.at("iteration_time_s").get<double>()).epsilon(1e-12));
+    // measured = the median of the wall times of steps 1..3, the middle one.
     std::vector<double> walls;
     const nlohmann::json run_report = read_json(dir / schedule / "run.json");
     for (const auto& step : run_report.at("steps")) walls.push_back(step.at("wall_s").get<double>());
     REQUIRE(walls.size() == 4);
     std::sort(walls.begin() + 1, walls.end());
-    CHECK(c.at("measured_s").get<double>() == Approx(walls[1] + 0.2 * (walls[2] - walls[1])).epsilon(1e-12));
+    CHECK(c.at("measured_s").get<double>() == walls[2]);
     CHECK(c.at("measured_median_s").get<double>() == walls[2]);
     CHECK(c.at("measured_min_s").get<double>() == walls[1]);
     CHECK(c.at("measured_max_s").get<double>() == walls[3]);
