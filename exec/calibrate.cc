@@ -7,7 +7,8 @@
 // median. Tags: 2 * size index (there) and 2 * size index + 1 (back); every
 // round trip waits for the previous one, so equal tags never overlap.
 // All-reduce: every rank joins, a barrier before each size, each all-reduce
-// timed from issue to completion on rank 0.
+// timed from issue to completion on rank 0; all of them are kept (on the
+// 2-core machines half or more of them wait 2-4 ms longer than the rest).
 #include <algorithm>
 #include <chrono>
 
@@ -73,7 +74,8 @@ Result<Seconds> ping_pong(Link& link, int64_t bytes, int tag, const LinkOptions&
   return link.rank == 0 ? median(round_trips) * 0.5 : Seconds(0);
 }
 
-Result<Seconds> time_allreduce(Link& link, int64_t bytes, const LinkOptions& options) {
+// Every measured all-reduce of one size, in the order they ran.
+Result<std::vector<Seconds>> time_allreduce(Link& link, int64_t bytes, const LinkOptions& options) {
   at::Tensor buffer = message(bytes);
   std::vector<Seconds> times;
   if (Status s = link.barrier(); !s) return s.error();
@@ -83,7 +85,7 @@ Result<Seconds> time_allreduce(Link& link, int64_t bytes, const LinkOptions& opt
     if (i >= options.warmup) times.emplace_back(std::chrono::duration<double>(Clock::now() - start).count());
     buffer.zero_();
   }
-  return median(times);
+  return times;
 }
 
 }  // namespace
@@ -109,12 +111,13 @@ Result<LinkMeasurement> measure_link_rank(const RankEnv& env, const LinkOptions&
       if (Status s = link.barrier(); !s) return s.error();
     }
     for (const int64_t bytes : options.sizes_bytes) {
-      auto time = time_allreduce(link, bytes, options);
-      if (!time) return time.error();
-      out.allreduce.push_back({Bytes(4 * message(bytes).numel()), *time});
+      auto times = time_allreduce(link, bytes, options);
+      if (!times) return times.error();
+      out.allreduce.push_back({Bytes(4 * message(bytes).numel()), median(*times)});
+      out.allreduce_samples.push_back(std::move(*times));
     }
     if (Status s = link.barrier(); !s) return s.error();
-    if (env.rank != 0) return LinkMeasurement{env.world_size, {}, {}};
+    if (env.rank != 0) return LinkMeasurement{env.world_size, {}, {}, {}};
     return out;
   } catch (const std::exception& e) {
     return Error{fmt::format("rank {}: link calibration: {}", env.rank, e.what())};

@@ -256,6 +256,8 @@ struct LinkMeasurement {
   std::vector<TransferSample> point_to_point;
   // Gradient all-reduce (sum of float32) over all ranks, median as rank 0 sees it.
   std::vector<TransferSample> allreduce;
+  // Every all-reduce of each size (as `allreduce`), in the order they ran.
+  std::vector<std::vector<Seconds>> allreduce_samples;
 };
 
 // One rank of the link calibration, over c10d Gloo like run_gloo_rank (same

@@ -6,6 +6,10 @@
 // A worker runs non-blocking actions (sends, all-reduce issue) at once and
 // yields after each compute action, on a receive whose data is not there yet,
 // and on a STEP whose all-reduce has not finished.
+// With a noise seed and device compute noise, each compute action's time is
+// its cost times the mean of one factor per layer of its stage, drawn
+// uniformly from the device's compute_noise; with device all-reduce noise,
+// each all-reduce takes one drawn extra time (never below zero in total).
 #include <algorithm>
 #include <chrono>
 #include <functional>
@@ -87,7 +91,8 @@ class Engine {
   std::vector<int> stage0_version_;   // [microbatch], for vertical sync
   std::vector<MemoryTracker> memory_;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> queue_;
-  const std::vector<double>* noise_factors_ = nullptr;  // set only with a noise seed
+  const std::vector<double>* noise_factors_ = nullptr;     // set only with a noise seed
+  const std::vector<Seconds>* allreduce_extras_ = nullptr;  // likewise
   std::mt19937_64 noise_;
   RawRun raw_;
 };
@@ -99,6 +104,8 @@ Engine::Engine(const Program& program, const std::vector<StageCost>& costs,
       keep_intervals_(program.schedule == Schedule::kPipeDream), noise_(options.noise_seed) {
   if (options.noise_seed != 0 && !topology.device.compute_noise.empty())
     noise_factors_ = &topology.device.compute_noise;
+  if (options.noise_seed != 0 && !topology.device.allreduce_noise.empty())
+    allreduce_extras_ = &topology.device.allreduce_noise;
   const int workers = program.num_workers();
   const size_t cells = static_cast<size_t>(workers) * static_cast<size_t>(microbatches_);
   state_.resize(static_cast<size_t>(workers));
@@ -289,7 +296,12 @@ void Engine::run_allreduce(int worker, const Action& action, Seconds now) {
   const auto& devices = stage_devices_[action.stage];
   if (collective.arrived < static_cast<int>(devices.size())) return;
   const Bytes size = costs_[action.stage].params;
-  const Seconds end = collective.latest_issue + network_.allreduce_time(devices, size);
+  Seconds time = network_.allreduce_time(devices, size);
+  if (allreduce_extras_ != nullptr) {
+    const size_t pick = std::uniform_int_distribution<size_t>(0, allreduce_extras_->size() - 1)(noise_);
+    time = max(Seconds(0.0), time + (*allreduce_extras_)[pick]);
+  }
+  const Seconds end = collective.latest_issue + time;
   collective.end = end.value;
   raw_.makespan = max(raw_.makespan, end);
   for (const auto& [member, index] : collective.members) {

@@ -53,8 +53,9 @@ struct SimOptions {
   // Record one Span per action (costs time and memory; metrics don't need it).
   bool record_trace = true;
   // Nonzero: a noisy machine, drawn with this seed from the topology's
-  // DeviceType::compute_noise: every compute action takes its cost times the
-  // mean of one drawn factor per layer of its stage. 0: deterministic.
+  // DeviceType::compute_noise (every compute action takes its cost times the
+  // mean of one drawn factor per layer of its stage) and allreduce_noise
+  // (every all-reduce takes one drawn extra time). 0: deterministic.
   uint64_t noise_seed = 0;
 };
 
@@ -70,9 +71,9 @@ Result<Simulation> simulate_program(const Program& program, const std::vector<St
                                     const SimOptions& options);
 
 // The makespans of `samples` simulations of `program` on a noisy machine: the
-// topology's compute noise drawn with seeds first_seed, first_seed + 1, ...
-// (no trace is recorded). Without compute noise every sample is the
-// deterministic makespan. Fails (as a value) on a deadlock.
+// topology's compute and all-reduce noise drawn with seeds first_seed,
+// first_seed + 1, ... (no trace is recorded). Without noise every sample is
+// the deterministic makespan. Fails (as a value) on a deadlock.
 Result<std::vector<Seconds>> noisy_makespans(const Program& program, const std::vector<StageCost>& costs,
                                              const Topology& topology, int microbatch_size,
                                              const SimOptions& options, int samples, uint64_t first_seed = 1);

@@ -29,16 +29,18 @@ int Topology::common_level(int device_a, int device_b) const {
 
 namespace {
 
-Result<std::vector<double>> read_noise(const json& value, const FieldPath& at) {
-  if (!value.is_array() || value.empty()) return at.error("must be a non-empty array of factors > 0", value);
-  std::vector<double> factors;
+// A non-empty array of finite numbers, each > 0 when `positive`.
+Result<std::vector<double>> read_noise(const json& value, const FieldPath& at, bool positive) {
+  const char* what = positive ? "a number > 0" : "a finite number";
+  if (!value.is_array() || value.empty()) return at.error(std::string("must be a non-empty array, each ") + what, value);
+  std::vector<double> numbers;
   for (size_t i = 0; i < value.size(); ++i) {
-    const json& factor = value[i];
-    if (!factor.is_number() || !(factor.get<double>() > 0.0) || !std::isfinite(factor.get<double>()))
-      return at.index(i).error("must be a number > 0", factor);
-    factors.push_back(factor.get<double>());
+    const json& number = value[i];
+    if (!number.is_number() || !std::isfinite(number.get<double>()) || (positive && !(number.get<double>() > 0.0)))
+      return at.index(i).error(std::string("must be ") + what, number);
+    numbers.push_back(number.get<double>());
   }
-  return factors;
+  return numbers;
 }
 
 Result<DeviceType> read_device(const json& document, const FieldPath& root) {
@@ -60,9 +62,14 @@ Result<DeviceType> read_device(const json& document, const FieldPath& root) {
   if (!speed) return speed.error();
   device.relative_speed = *speed;
   if (it->contains("compute_noise")) {
-    auto noise = read_noise((*it)["compute_noise"], at.field("compute_noise"));
+    auto noise = read_noise((*it)["compute_noise"], at.field("compute_noise"), /*positive=*/true);
     if (!noise) return noise.error();
     device.compute_noise = std::move(*noise);
+  }
+  if (it->contains("allreduce_noise_us")) {
+    auto noise = read_noise((*it)["allreduce_noise_us"], at.field("allreduce_noise_us"), /*positive=*/false);
+    if (!noise) return noise.error();
+    for (double us : *noise) device.allreduce_noise.push_back(Seconds::from_us(us));
   }
   return device;
 }
@@ -152,6 +159,11 @@ json topology_to_json(const Topology& topology) {
                      {"relative_speed", topology.device.relative_speed}}},
                    {"levels", levels}};
   if (!topology.device.compute_noise.empty()) document["device"]["compute_noise"] = topology.device.compute_noise;
+  if (!topology.device.allreduce_noise.empty()) {
+    json extra = json::array();
+    for (Seconds t : topology.device.allreduce_noise) extra.push_back(t.us());
+    document["device"]["allreduce_noise_us"] = extra;
+  }
   if (!topology.source.empty()) document["source"] = topology.source;
   return document;
 }
@@ -159,7 +171,7 @@ json topology_to_json(const Topology& topology) {
 Topology make_flat_topology(int devices, double bandwidth_gbps, Seconds latency, Bytes memory) {
   Topology topology;
   topology.name = "flat";
-  topology.device = DeviceType{"synthetic", memory, 1.0, {}};
+  topology.device = DeviceType{"synthetic", memory, 1.0, {}, {}};
   topology.levels.push_back(Level{"switch", devices, bandwidth_gbps, latency, {}, {}});
   return topology;
 }

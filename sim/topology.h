@@ -14,7 +14,8 @@
 // File format `baton.topology.v1`:
 //   {"format": "baton.topology.v1", "name": str, optional "source": str,
 //    "device": {"name": str, "memory_gib": num > 0, optional "relative_speed": num > 0,
-//               optional "compute_noise": [num > 0, ...]},
+//               optional "compute_noise": [num > 0, ...],
+//               optional "allreduce_noise_us": [num, ...]},
 //    "levels": [{"name": str, "size": int >= 1, "bandwidth_gbps": num > 0,
 //                "latency_us": num >= 0, optional "allreduce_bandwidth_gbps": num > 0,
 //                optional "allreduce_latency_us": num >= 0}]}
@@ -27,8 +28,10 @@
 // `compute_noise` describes a shared machine's noise: a sample of the factor
 // by which one layer's forward or backward takes longer or shorter than its
 // profiled time (1 = as profiled), as `baton validate` measures it with
-// every rank profiling at once. Only simulations given a noise seed
-// (SimOptions::noise_seed) draw from it.
+// every rank profiling at once. `allreduce_noise_us` is a sample of the time
+// one all-reduce takes beyond the level's ring model (which then describes an
+// undisturbed all-reduce), as `baton calibrate` measures it. Only simulations
+// given a noise seed (SimOptions::noise_seed) draw from them.
 // Thread safety: immutable after construction.
 #pragma once
 
@@ -47,7 +50,10 @@ struct DeviceType {
   std::string name;
   Bytes memory;
   double relative_speed = 1.0;
-  std::vector<double> compute_noise;  // empty: none
+  std::vector<double> compute_noise;     // empty: none
+  std::vector<Seconds> allreduce_noise;  // empty: none
+
+  bool noisy() const { return !compute_noise.empty() || !allreduce_noise.empty(); }
 };
 
 struct Level {

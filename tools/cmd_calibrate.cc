@@ -3,17 +3,22 @@
 //
 // Like `run --backend gloo`, a process with RANK and WORLD_SIZE in its
 // environment is one rank; otherwise it starts --nproc ranks of itself here.
-// Rank 0 fits latency and bandwidth to the point-to-point times and the ring
-// all-reduce's own latency and bandwidth to the all-reduce times
-// (sim/link_fit.h: fit_link, fit_ring), writes a one-level baton.topology.v1
-// with one device per rank, and keeps the raw samples and the all-reduce times
-// beside the model's in a "calibration" object (readers of the format ignore it).
+// Rank 0 fits latency and bandwidth to the point-to-point times (medians) and
+// the ring all-reduce's own latency and bandwidth to the undisturbed
+// all-reduce times (each size's 0.1 quantile; sim/link_fit.h: fit_link,
+// fit_ring); what each all-reduce took beyond that model becomes the device's
+// allreduce_noise_us (on the 2-core machines half or more of the all-reduces
+// wait 2-4 ms longer, whatever their size). It writes a one-level
+// baton.topology.v1 with one device per rank, and keeps the raw samples and
+// the all-reduce times beside the model's in a "calibration" object (readers
+// of the format ignore it).
 #include <cstdio>
 #include <memory>
 
 #include <fmt/format.h>
 
 #include "sim/link_fit.h"
+#include "sim/stats.h"
 #include "tools/cli_support.h"
 #include "tools/commands.h"
 #include "tools/report.h"
@@ -33,7 +38,7 @@ struct CalibrateArgs {
   int nproc = 2;
   std::string output;
   double memory_gib = 0.0;
-  int repeats = 25;
+  int repeats = 40;
   double timeout_s = 30.0;
 };
 
@@ -52,6 +57,32 @@ double memory_per_rank_gib(const CalibrateArgs& args, int ranks) {
   return bytes / double(1 << 30) / ranks;
 }
 
+// Per size, the 0.1 quantile of its all-reduces: the all-reduce undisturbed,
+// which the ring model is fitted to.
+std::vector<TransferSample> undisturbed_allreduce(const exec::LinkMeasurement& m) {
+  std::vector<TransferSample> out;
+  for (size_t i = 0; i < m.allreduce.size(); ++i) {
+    std::vector<double> times;
+    for (Seconds t : m.allreduce_samples[i]) times.push_back(t.value);
+    out.push_back({m.allreduce[i].size, Seconds(quantile(times, 0.1))});
+  }
+  return out;
+}
+
+// What every all-reduce took beyond the ring model, pooled over the sizes, as
+// kNoiseQuantiles quantiles: the device's allreduce_noise.
+std::vector<Seconds> allreduce_noise(const exec::LinkMeasurement& m, const LinkFit& ring) {
+  std::vector<double> extra;
+  for (size_t i = 0; i < m.allreduce.size(); ++i) {
+    const Seconds model = ring_allreduce_time(m.ranks, m.allreduce[i].size, ring);
+    for (Seconds t : m.allreduce_samples[i]) extra.push_back((t - model).value);
+  }
+  std::vector<Seconds> out;
+  for (int q = 0; q < exec::kNoiseQuantiles; ++q)
+    out.push_back(Seconds(quantile(extra, (q + 0.5) / exec::kNoiseQuantiles)));
+  return out;
+}
+
 nlohmann::json calibrated_topology(const exec::LinkMeasurement& m, const LinkFit& fit, const LinkFit& ring,
                                    const CalibrateArgs& args) {
   Topology topology;
@@ -63,16 +94,25 @@ nlohmann::json calibrated_topology(const exec::LinkMeasurement& m, const LinkFit
       m.ranks, m.point_to_point.size(), args.repeats, 100.0 * fit.max_relative_residual);
   topology.device = DeviceType{"executor-rank", Bytes(static_cast<int64_t>(memory_per_rank_gib(args, m.ranks) *
                                                                           double(1 << 30))),
-                               1.0, {}};
+                               1.0, {}, {}};
+  topology.device.allreduce_noise = allreduce_noise(m, ring);
   topology.levels = {Level{"gloo", m.ranks, fit.bandwidth_gbps, fit.latency, ring.bandwidth_gbps, ring.latency}};
   nlohmann::json model = nlohmann::json::array();
   for (const TransferSample& s : m.allreduce) {
     model.push_back({{"bytes", s.size.value}, {"seconds", ring_allreduce_time(m.ranks, s.size, ring).value}});
   }
+  nlohmann::json every = nlohmann::json::array();
+  for (const std::vector<Seconds>& times : m.allreduce_samples) {
+    nlohmann::json row = nlohmann::json::array();
+    for (Seconds t : times) row.push_back(t.value);
+    every.push_back(std::move(row));
+  }
   nlohmann::json out = topology_to_json(topology);
   out["calibration"] = {{"point_to_point", samples_json(m.point_to_point)},
                         {"allreduce", samples_json(m.allreduce)},
+                        {"allreduce_undisturbed", samples_json(undisturbed_allreduce(m))},
                         {"allreduce_model", model},
+                        {"allreduce_every_seconds", every},
                         {"latency_us", fit.latency.value * 1e6},
                         {"bandwidth_gbps", fit.bandwidth_gbps},
                         {"max_relative_residual", fit.max_relative_residual},
@@ -106,7 +146,7 @@ int run_rank(const CalibrateArgs& args, const exec::RankEnv& env) {
   }
   if (env.rank != 0) return 0;
   auto fit = fit_link(measured->point_to_point);
-  auto ring = fit_ring(measured->allreduce, measured->ranks);
+  auto ring = fit_ring(undisturbed_allreduce(*measured), measured->ranks);
   if (!fit || !ring) {
     std::fprintf(stderr, "baton: calibrate: %s (is the machine busy? retry, or raise --repeats)\n",
                  (!fit ? fit : ring).error().message.c_str());
@@ -150,8 +190,10 @@ void add_calibrate_command(CLI::App& app, CommandResult& result) {
   cmd->footer(
       "Start --nproc executor ranks on this machine (c10d Gloo over TCP), time messages of 4 B to 4 MiB\n"
       "between rank 0 and rank 1 and all-reduces over all ranks, fit latency + size / bandwidth to the\n"
-      "one-way times, and write a one-level topology with one device per rank. The raw samples and the\n"
-      "all-reduce times beside the simulator's ring model are kept under \"calibration\" in the file.\n\n"
+      "one-way times and the ring model to each size's undisturbed all-reduce (0.1 quantile), and write\n"
+      "a one-level topology with one device per rank; what the all-reduces took beyond the ring model is\n"
+      "its device's allreduce_noise_us (noisy simulations draw from it: simulate --noise-samples). The\n"
+      "raw samples and the all-reduce times beside the ring model are kept under \"calibration\".\n\n"
       "Example:\n"
       "  baton calibrate --nproc 2 -o out/link.json\n"
       "  baton simulate --profile out/mlp.json --topology out/link.json --stages 0-3,3-6 --schedule 1f1b");
@@ -159,7 +201,7 @@ void add_calibrate_command(CLI::App& app, CommandResult& result) {
   cmd->add_option("-o,--output", args->output, "write the topology here (default: standard output)");
   cmd->add_option("--memory-gib", args->memory_gib, "memory per device (default: this machine's / nproc)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--repeats", args->repeats, "round trips timed per size; the median is kept (default 25)")
+  cmd->add_option("--repeats", args->repeats, "round trips (all-reduces) timed per size (default 40)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--timeout", args->timeout_s, "seconds any single wait may take (default 30)")
       ->check(CLI::PositiveNumber);

@@ -95,8 +95,9 @@ void write_outputs(const SimulateArgs& args, const SimulatedPlan& run, bool seve
 nlohmann::json noise_summary(const SimulateArgs& args, const SimulatedPlan& run, const Profile& profile,
                              const Topology& topology, const SimOptions& options) {
   const std::string name(schedule_name(run.plan.schedule));
-  if (topology.device.compute_noise.empty()) {
-    std::fprintf(stderr, "baton: simulate: --noise-samples: topology '%s' has no device compute_noise; %s is "
+  if (!topology.device.noisy()) {
+    std::fprintf(stderr, "baton: simulate: --noise-samples: topology '%s' has no device compute or all-reduce "
+                 "noise; %s is "
                  "deterministic\n", topology.name.c_str(), name.c_str());
     return nullptr;
   }
@@ -110,7 +111,7 @@ nlohmann::json noise_summary(const SimulateArgs& args, const SimulatedPlan& run,
                                   {"median_s", quantile(values, 0.5)},
                                   {"mean_s", std::accumulate(values.begin(), values.end(), 0.0) / double(values.size())},
                                   {"q90_s", quantile(values, 0.9)}};
-  std::fprintf(stderr, "baton: %s with compute noise, %d samples: q0.1 %s, median %s, mean %s, q0.9 %s (no noise: %s)\n",
+  std::fprintf(stderr, "baton: %s on a noisy machine, %d samples: q0.1 %s, median %s, mean %s, q0.9 %s (no noise: %s)\n",
                name.c_str(), args.noise_samples, human_seconds(Seconds(summary["q10_s"].get<double>())).c_str(),
                human_seconds(Seconds(summary["median_s"].get<double>())).c_str(),
                human_seconds(Seconds(summary["mean_s"].get<double>())).c_str(),
@@ -200,7 +201,7 @@ void add_simulate_command(CLI::App& app, CommandResult& result) {
   cmd->add_flag("--json", args->json, "print the metrics as JSON instead of text");
   cmd->add_option("--noise-samples", args->noise_samples,
                   "also simulate this many iterations on a noisy machine (the topology's device\n"
-                  "compute_noise, seeds 1..N) and print the distribution of the iteration time (with --json:\n"
+                  "compute_noise and allreduce_noise_us, seeds 1..N) and print the distribution of the iteration time (with --json:\n"
                   "\"noise\": samples, q10_s, median_s, mean_s, q90_s)")
       ->check(CLI::NonNegativeNumber);
   cmd->callback([args, &result] { result.exit_code = run_simulate(*args); });

@@ -121,3 +121,53 @@ TEST_CASE("compute_noise round-trips through the topology format and bad values 
     CHECK(parsed.error().message.find("compute_noise") != std::string::npos);
   }
 }
+
+TEST_CASE("an all-reduce takes one drawn extra time, never less than zero in total", "[sim][noise]") {
+  // Data parallelism on 2 devices: every microbatch's F and B, then one
+  // all-reduce of the gradients and the STEP, so the makespan is the
+  // deterministic one plus whatever the all-reduce gains or loses.
+  const Profile profile = make_uniform_profile(3, kForward, kBackward, Bytes(0), Bytes(64 << 20));
+  Topology topology = linked({});
+  const Plan plan = make_plan("0-3x2", Schedule::kDataParallel, 4, topology);
+  const Simulation plain = simulate_ok(plan, profile, topology);
+  const auto allreduce_span = [&](const Simulation& sim) {
+    for (const Span& span : sim.trace.spans)
+      if (span.action.kind == ActionKind::kAllReduce) return span.end - span.start;
+    FAIL("no all-reduce");
+    return Seconds(0.0);
+  };
+  const Seconds ring = allreduce_span(plain);
+  REQUIRE(ring.value > 0.0);
+  const Seconds extra = Seconds::from_ms(4.0);
+  topology.device.allreduce_noise = {extra};
+  for (Seconds makespan : samples_of(plan, profile, topology, 3))
+    CHECK(close_rel(makespan.value, (plain.metrics.makespan + extra).value, 1e-12));
+  // An extra below -ring leaves a free all-reduce, not a negative one.
+  topology.device.allreduce_noise = {Seconds(-10.0)};
+  for (Seconds makespan : samples_of(plan, profile, topology, 3))
+    CHECK(close_rel(makespan.value, (plain.metrics.makespan - ring).value, 1e-12));
+  // Compute noise leaves all-reduce times alone, and the other way round.
+  topology.device.allreduce_noise = {};
+  topology.device.compute_noise = {1.0};
+  for (Seconds makespan : samples_of(plan, profile, topology, 3))
+    CHECK(close_rel(makespan.value, plain.metrics.makespan.value, 1e-12));
+}
+
+TEST_CASE("allreduce_noise_us round-trips through the topology format, negative values included", "[sim][noise]") {
+  Topology topology = linked({});
+  topology.device.allreduce_noise = {Seconds::from_us(-150.0), Seconds(0.0), Seconds::from_us(3900.0)};
+  auto back = topology_from_json(topology_to_json(topology), "t.json");
+  REQUIRE(back.ok());
+  REQUIRE(back->device.allreduce_noise.size() == 3);
+  for (size_t i = 0; i < 3; ++i)
+    CHECK(close_rel(back->device.allreduce_noise[i].value, topology.device.allreduce_noise[i].value, 1e-12));
+  CHECK_FALSE(topology_to_json(linked({}))["device"].contains("allreduce_noise_us"));
+  for (const char* bad : {"[]", "[\"x\"]", "[1, null]", "{}"}) {
+    nlohmann::json document = topology_to_json(topology);
+    document["device"]["allreduce_noise_us"] = nlohmann::json::parse(bad);
+    auto parsed = topology_from_json(document, "t.json");
+    INFO(bad);
+    REQUIRE_FALSE(parsed.ok());
+    CHECK(parsed.error().message.find("allreduce_noise_us") != std::string::npos);
+  }
+}
