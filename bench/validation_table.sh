@@ -16,8 +16,8 @@ nproc=${3:-2}
 # model and microbatch size: layers of a few hundred microseconds to milliseconds.
 models=("gpt-mini 16" "vgg-mini 32" "mlp 256")
 
-echo "| model | schedule | stages | workers | microbatches | steps | predicted | measured | median | range | error | within 10% |"
-echo "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+echo "| model | schedule | stages | workers | microbatches | speed | steps | predicted | measured | median | range | error | within 10% |"
+echo "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
 for entry in "${models[@]}"; do
   read -r model size <<<"$entry"
   "$baton" validate --model "$model" --nproc "$nproc" --microbatch-size "$size" --stages 0-3,3-6 \

@@ -1,9 +1,11 @@
 // `baton validate`: the whole loop on this machine's hardware. Calibrate the
-// link between ranks (`baton calibrate`), measure the model's profile, measure
-// the device's speed under the run's conditions (every rank profiling at once,
-// a sleep before each layer: the topology's relative_speed = alone / so), and
-// per schedule: plan, simulate the exact Program the executor will run, run it
-// (`baton run --backend gloo`), and compare. Writes a Markdown report with the
+// link between ranks (`baton calibrate`: point-to-point fit, ring all-reduce
+// fit and all-reduce noise), measure the model's profile, and per schedule:
+// measure a slice of the device's speed and noise under the run's conditions
+// (every rank profiling at once, a sleep before each layer), plan, and run it
+// (`baton run --backend gloo`). Then pool the slices into the topology
+// (relative_speed the median of alone / so, compute_noise all samples),
+// simulate each schedule's exact Program, and compare. Writes a Markdown report with the
 // figures and, per schedule, both Gantt charts in one SVG; exits 1 when an
 // iteration-time error exceeds --tolerance.
 //
@@ -26,12 +28,12 @@
 // transfers, waits for the slow ones; the median of a run is then longer than
 // the sum of median costs. The loaded profile, every rank at once, measures
 // that spread; the simulator draws from it.
-// Layout of --out DIR: topology.json (calibrated, relative_speed and
-// compute_noise set),
-// calibrate.log, profile.json, profile-loaded.json and its log, report.md,
+// Layout of --out DIR: topology.json (calibrated, with the pooled
+// relative_speed and compute_noise), calibrate.log, profile.json, report.md,
 // report.json (the summary figures in seconds), and per schedule S:
-// S/plan.json, S/predicted.json, S/measured.json, S/run.json, S/run.log (what
-// the ranks printed), S/compare.svg.
+// S/profile-loaded.json and its log (the slice), S/plan.json,
+// S/predicted.json, S/measured.json, S/run.json, S/run.log (what the ranks
+// printed), S/compare.svg.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -96,6 +98,8 @@ struct Case {
   Plan plan;
   Seconds predicted;               // the --quantile of the noisy simulations (deterministic without noise)
   Seconds predicted_plain;        // the deterministic simulation
+  double relative_speed = 1.0;    // of the topology the case was predicted on
+  Trace measured_trace;           // the run's last step
   Seconds measured;               // the --quantile of steps 1..K-1
   Seconds measured_median;
   int steps = 0;                  // run
@@ -169,11 +173,17 @@ Seconds compute_per_microbatch(const Profile& profile) {
   return forward_time(profile, all) + backward_time(profile, all);
 }
 
-// The device speed under the run's conditions: every rank profiles the model at
-// once, each timed region after --gap-us of sleep (as stages compute between
-// waits), and relative_speed = compute alone / compute so. Sets it on the
-// calibrated topology and saves that again.
-void measure_loaded_speed(const ValidateArgs& args, const Profile& alone, const fs::path& dir, Topology& topology) {
+// One slice of the device's speed and noise under the run's conditions,
+// measured in `dir` just before a schedule's run: every rank profiles the
+// model at once, each timed region after --gap-us of sleep (as stages compute
+// between waits). speed = compute alone / compute so; noise = that profile's
+// compute_noise.
+struct LoadedSlice {
+  double speed = 1.0;
+  std::vector<double> noise;
+};
+
+LoadedSlice measure_loaded_slice(const ValidateArgs& args, const Profile& alone, const fs::path& dir) {
   progress(fmt::format("measuring {} on {} ranks at once, {} us of sleep before each layer", alone.model,
                        args.nproc, args.gap_us));
   const std::string path = path_in(dir, "profile-loaded.json");
@@ -183,22 +193,40 @@ void measure_loaded_speed(const ValidateArgs& args, const Profile& alone, const 
                  fmt::format("{}", args.gap_us), "--threads", std::to_string(args.threads), "-o", path},
                 args.nproc, Seconds(4 * args.profile_seconds + 120.0), path_in(dir, "profile-loaded.log"),
                 "loaded profile");
-  const Profile loaded = load_profile_file(path);
-  topology.device.relative_speed = compute_per_microbatch(alone) / compute_per_microbatch(loaded);
-  const nlohmann::json loaded_document = nlohmann::json::parse(read_file(path));
-  if (loaded_document.contains("compute_noise"))
-    topology.device.compute_noise = loaded_document["compute_noise"].get<std::vector<double>>();
+  LoadedSlice slice;
+  slice.speed = compute_per_microbatch(alone) / compute_per_microbatch(load_profile_file(path));
+  const nlohmann::json document = nlohmann::json::parse(read_file(path));
+  if (document.contains("compute_noise")) slice.noise = document["compute_noise"].get<std::vector<double>>();
+  return slice;
+}
+
+// The slices pooled into the calibrated topology, saved as DIR/topology.json:
+// relative_speed the median of the slices' speeds (one slice that met a slow
+// phase of the machine moves it little), compute_noise all their samples.
+Topology pooled_topology(const ValidateArgs& args, const Topology& base, const std::vector<LoadedSlice>& slices,
+                         const fs::path& dir) {
+  Topology topology = base;
+  std::vector<double> speeds;
+  topology.device.compute_noise.clear();
+  for (const LoadedSlice& slice : slices) {
+    speeds.push_back(slice.speed);
+    topology.device.compute_noise.insert(topology.device.compute_noise.end(), slice.noise.begin(), slice.noise.end());
+  }
+  std::sort(topology.device.compute_noise.begin(), topology.device.compute_noise.end());
+  topology.device.relative_speed = quantile(speeds, 0.5);
   nlohmann::json document = nlohmann::json::parse(read_file(path_in(dir, "topology.json")));
   document["device"]["relative_speed"] = topology.device.relative_speed;
   if (!topology.device.compute_noise.empty()) document["device"]["compute_noise"] = topology.device.compute_noise;
   std::string source = document.value("source", "");
   const std::string unmeasured = "relative_speed 1: compute as profiled.";
   if (const size_t at = source.find(unmeasured); at != std::string::npos) source.erase(at, unmeasured.size());
-  document["source"] = source + fmt::format("relative_speed {:.3f}, measured by `baton validate`: compute of a "
-                                            "profile alone / compute with every rank profiling at once between {} "
-                                            "us sleeps; compute_noise from the same profile (each sample over its layer's median).",
-                                            topology.device.relative_speed, args.gap_us);
+  document["source"] = source + fmt::format("relative_speed {:.3f}, measured by `baton validate`: the median over {} "
+                                            "slices, one just before each schedule's run, of compute of a profile "
+                                            "alone / compute with every rank profiling at once between {} us "
+                                            "sleeps; compute_noise all the slices' samples.",
+                                            topology.device.relative_speed, slices.size(), args.gap_us);
   write_file_atomic(path_in(dir, "topology.json"), document.dump(2) + "\n");
+  return topology;
 }
 
 Topology obtain_topology(const ValidateArgs& args, const fs::path& dir, nlohmann::json& calibration) {
@@ -259,10 +287,10 @@ Simulation predict(const Plan& plan, const Profile& profile, const Topology& top
                                options));
 }
 
-// With the topology's compute noise: the q-quantile of kNoiseSamples noisy
+// With the topology's noise (compute, all-reduce): the q-quantile of kNoiseSamples noisy
 // simulations of one iteration; without: nothing.
 std::optional<Seconds> predict_quantile(const Plan& plan, const Profile& profile, const Topology& topology, double q) {
-  if (topology.device.compute_noise.empty()) return std::nullopt;
+  if (!topology.device.noisy()) return std::nullopt;
   SimOptions options;
   options.optimizer = Optimizer::kSgd;
   const std::vector<Seconds> samples = take(noisy_makespans(build_program(plan), stage_costs(profile, plan, topology),
@@ -284,6 +312,8 @@ void read_step_times(const std::string& path, double q, Case& c) {
   c.measured_max = Seconds(quantile(walls, 1.0));
 }
 
+// Plans and runs one schedule; the prediction comes later (predict_case).
+// The run's length is sized by the deterministic simulation on `topology`.
 Case run_case(Schedule schedule, const ValidateArgs& args, const Profile& profile, const Topology& topology,
               const fs::path& out) {
   const std::string name(schedule_name(schedule));
@@ -294,15 +324,11 @@ Case run_case(Schedule schedule, const ValidateArgs& args, const Profile& profil
   c.plan = plan_for(schedule, args, profile, topology);
   const std::string plan_path = path_in(dir, "plan.json");
   write_file_atomic(plan_path, plan_to_json(c.plan).dump(2) + "\n");
-  const Simulation predicted = predict(c.plan, profile, topology);
-  c.predicted_plain = predicted.metrics.makespan;
-  c.predicted = predict_quantile(c.plan, profile, topology, args.quantile).value_or(c.predicted_plain);
-  write_file_atomic(path_in(dir, "predicted.json"), trace_to_chrome_json(predicted.trace));
-  // At least --steps, and enough for --run-seconds by the prediction.
-  c.steps = std::max(args.steps, 1 + static_cast<int>(std::ceil(args.run_seconds / c.predicted.value)));
-  progress(fmt::format("{}: stages {}, {} microbatches: predicted {} per iteration; running {} steps on {} ranks",
-                       name, stages_to_string(c.plan.stages), c.plan.microbatches, human_seconds(c.predicted),
-                       c.steps, c.plan.num_workers()));
+  const Seconds estimate = predict(c.plan, profile, topology).metrics.makespan;
+  // At least --steps, and enough for --run-seconds by the estimate.
+  c.steps = std::max(args.steps, 1 + static_cast<int>(std::ceil(args.run_seconds / estimate.value)));
+  progress(fmt::format("{}: stages {}, {} microbatches: running {} steps on {} ranks", name,
+                       stages_to_string(c.plan.stages), c.plan.microbatches, c.steps, c.plan.num_workers()));
   const std::string measured_path = path_in(dir, "measured.json");
   const std::string report_path = path_in(dir, "run.json");
   launch_logged({"run", "--plan", plan_path, "--model", c.plan.model, "--backend", "gloo", "--steps",
@@ -311,24 +337,39 @@ Case run_case(Schedule schedule, const ValidateArgs& args, const Profile& profil
                 c.plan.num_workers(), Seconds(args.timeout_s * (c.steps + 2)), path_in(dir, "run.log"),
                 fmt::format("{} run", name));
   read_step_times(report_path, args.quantile, c);
-  const Trace measured = take(parse_chrome_trace(read_file(measured_path), measured_path));
-  c.comparison = compare_traces(predicted.trace, measured);
-  GanttOptions gantt;
-  gantt.title = fmt::format("{} {}: predicted (top) and measured (bottom)", c.plan.model, name);
-  write_file_atomic(path_in(dir, "compare.svg"), traces_to_svg_compare(predicted.trace, measured, gantt));
-  progress(fmt::format("{}: measured {} (quantile {:g} of steps 1..{}; median {}), error {}", name,
-                       human_seconds(c.measured), args.quantile, c.steps - 1, human_seconds(c.measured_median),
-                       signed_percent(c.error())));
+  c.measured_trace = take(parse_chrome_trace(read_file(measured_path), measured_path));
+  progress(fmt::format("{}: measured {} (quantile {:g} of steps 1..{}; median {})", name, human_seconds(c.measured),
+                       args.quantile, c.steps - 1, human_seconds(c.measured_median)));
   return c;
 }
 
+// The prediction of a case that ran, on the topology with the pooled device
+// speed and noise, and its comparison with the run.
+void predict_case(Case& c, const ValidateArgs& args, const Profile& profile, const Topology& topology,
+                  const fs::path& out) {
+  const std::string name(schedule_name(c.schedule));
+  const fs::path dir = out / name;
+  c.relative_speed = topology.device.relative_speed;
+  const Simulation predicted = predict(c.plan, profile, topology);
+  c.predicted_plain = predicted.metrics.makespan;
+  c.predicted = predict_quantile(c.plan, profile, topology, args.quantile).value_or(c.predicted_plain);
+  write_file_atomic(path_in(dir, "predicted.json"), trace_to_chrome_json(predicted.trace));
+  c.comparison = compare_traces(predicted.trace, c.measured_trace);
+  GanttOptions gantt;
+  gantt.title = fmt::format("{} {}: predicted (top) and measured (bottom)", c.plan.model, name);
+  write_file_atomic(path_in(dir, "compare.svg"), traces_to_svg_compare(predicted.trace, c.measured_trace, gantt));
+  progress(fmt::format("{}: predicted {}, measured {}, error {}", name, human_seconds(c.predicted),
+                       human_seconds(c.measured), signed_percent(c.error())));
+}
+
 std::vector<std::vector<std::string>> summary_rows(const std::vector<Case>& cases, double tolerance) {
-  std::vector<std::vector<std::string>> rows{{"schedule", "stages", "workers", "microbatches", "steps", "predicted",
+  std::vector<std::vector<std::string>> rows{{"schedule", "stages", "workers", "microbatches", "speed", "steps", "predicted",
                                               "measured", "median", "range", "error", fmt::format("within {:g}%",
                                                                                          100.0 * tolerance)}};
   for (const Case& c : cases) {
     rows.push_back({std::string(schedule_name(c.schedule)), stages_to_string(c.plan.stages),
-                    std::to_string(c.plan.num_workers()), std::to_string(c.plan.microbatches), std::to_string(c.steps),
+                    std::to_string(c.plan.num_workers()), std::to_string(c.plan.microbatches),
+                    fmt::format("{:.3f}", c.relative_speed), std::to_string(c.steps),
                     human_seconds(c.predicted), human_seconds(c.measured), human_seconds(c.measured_median),
                     human_seconds(c.measured_min) + " - " + human_seconds(c.measured_max), signed_percent(c.error()),
                     std::abs(c.error()) <= tolerance ? "yes" : "NO"});
@@ -344,8 +385,9 @@ std::string calibration_markdown(const nlohmann::json& calibration, const Topolo
                                 human_seconds(level.latency), level.ring_bandwidth().gbps(),
                                 human_seconds(level.ring_latency()));
   if (calibration.is_null()) return out + "Given with --topology (no calibration in this run).\n";
-  std::vector<std::vector<std::string>> rows{{"bytes", "one-way measured", "link model", "all-reduce measured",
-                                              "all-reduce model"}};
+  std::vector<std::vector<std::string>> rows{{"bytes", "one-way measured", "link model", "all-reduce median",
+                                              "all-reduce undisturbed (0.1 quantile)", "all-reduce model"}};
+  const bool undisturbed = calibration.contains("allreduce_undisturbed");
   const auto& p2p = calibration.at("point_to_point");
   for (size_t i = 0; i < p2p.size(); ++i) {
     const Bytes size(p2p[i].at("bytes").get<int64_t>());
@@ -353,9 +395,29 @@ std::string calibration_markdown(const nlohmann::json& calibration, const Topolo
     rows.push_back({human_bytes(size), human_seconds(Seconds(p2p[i].at("seconds").get<double>())),
                     human_seconds(fit.predict(size)),
                     human_seconds(Seconds(calibration.at("allreduce")[i].at("seconds").get<double>())),
+                    undisturbed ? human_seconds(Seconds(calibration.at("allreduce_undisturbed")[i].at("seconds").get<double>()))
+                                : std::string("-"),
                     human_seconds(Seconds(calibration.at("allreduce_model")[i].at("seconds").get<double>()))});
   }
   return out + render_markdown_table(rows);
+}
+
+// The device's speed and noise, one line.
+std::string device_markdown(const Topology& topology) {
+  const DeviceType& device = topology.device;
+  std::string out = fmt::format("Device: relative_speed {:.3f}", device.relative_speed);
+  const auto at = [](const auto& sample, double q) { return sample[static_cast<size_t>(q * double(sample.size() - 1))]; };
+  if (!device.compute_noise.empty()) {
+    out += fmt::format("; compute noise (factor) 0.1 / 0.5 / 0.9 / 0.99 quantiles {:.2f} / {:.2f} / {:.2f} / {:.2f}",
+                       at(device.compute_noise, 0.1), at(device.compute_noise, 0.5), at(device.compute_noise, 0.9),
+                       at(device.compute_noise, 0.99));
+  }
+  if (!device.allreduce_noise.empty()) {
+    out += fmt::format("; all-reduce noise (extra time) 0.1 / 0.5 / 0.9 quantiles {} / {} / {}",
+                       human_seconds(at(device.allreduce_noise, 0.1)), human_seconds(at(device.allreduce_noise, 0.5)),
+                       human_seconds(at(device.allreduce_noise, 0.9)));
+  }
+  return out + ".\n";
 }
 
 std::string profile_markdown(const Profile& profile) {
@@ -373,7 +435,8 @@ std::string report_markdown(const ValidateArgs& args, const Profile& profile, co
   std::string out = fmt::format("# Validation: {} on {} gloo ranks\n\n", profile.model, args.nproc);
   out += fmt::format(
       "Predicted: the {0:g} quantile of the iteration time over {6} simulations of the Program each plan runs, "
-      "on a noisy machine (compute times drawn from the topology's compute_noise; the deterministic simulation "
+      "on a noisy machine (compute times drawn from the topology's compute_noise, all-reduce times from its "
+      "allreduce_noise_us; the deterministic simulation "
       "is in report.json), from a profile that keeps the {0:g} quantile of its steps per layer. Measured: the "
       "{0:g} quantile of the wall times of steps after the first of `baton run` (barrier to barrier; at least {1} "
       "steps, and {5:g} s by the prediction); the median is beside it (see `baton validate --help`). Error = "
@@ -382,7 +445,8 @@ std::string report_markdown(const ValidateArgs& args, const Profile& profile, co
       args.quantile, args.steps, 100.0 * args.tolerance, profile.microbatch_size, args.threads, args.run_seconds,
       kNoiseSamples);
   out += "## Summary\n\n" + render_markdown_table(summary_rows(cases, args.tolerance));
-  out += "\n## Link calibration\n\n" + calibration_markdown(calibration, topology);
+  out += "\n## Link calibration and device\n\n" + calibration_markdown(calibration, topology) + "\n" +
+         device_markdown(topology);
   out += "\n## Profile (measured on this machine)\n\n" + profile_markdown(profile);
   for (const Case& c : cases) {
     const std::string name(schedule_name(c.schedule));
@@ -407,6 +471,7 @@ nlohmann::json report_json(const std::vector<Case>& cases, double tolerance, dou
                             {"steps", c.steps},
                             {"predicted_s", c.predicted.value},
                             {"predicted_without_noise_s", c.predicted_plain.value},
+                            {"relative_speed", c.relative_speed},
                             {"measured_s", c.measured.value},
                             {"measured_median_s", c.measured_median.value},
                             {"measured_min_s", c.measured_min.value},
@@ -436,11 +501,21 @@ int run_validate(const ValidateArgs& args) {
     // Given files are checked before anything is measured.
     if (!args.profile.empty()) profile = obtain_profile(args, model, out);
     topology = obtain_topology(args, out, calibration);
-    if (!profile) {
-      profile = obtain_profile(args, model, out);
-      if (args.topology.empty() && args.gap_us >= 0.0) measure_loaded_speed(args, *profile, out, *topology);
+    const bool loaded = args.profile.empty() && args.topology.empty() && args.gap_us >= 0.0;
+    if (!profile) profile = obtain_profile(args, model, out);
+    // The device's speed under load is measured in slices, one just before
+    // each schedule's run, and pooled: a shared machine's slow phases come
+    // and go over seconds, and one slice can meet one. So every schedule runs
+    // first and is predicted after the last slice.
+    std::vector<LoadedSlice> slices;
+    for (Schedule schedule : schedules) {
+      const fs::path dir = out / std::string(schedule_name(schedule));
+      fs::create_directories(dir);
+      if (loaded) slices.push_back(measure_loaded_slice(args, *profile, dir));
+      cases.push_back(run_case(schedule, args, *profile, *topology, out));
     }
-    for (Schedule schedule : schedules) cases.push_back(run_case(schedule, args, *profile, *topology, out));
+    if (loaded) *topology = pooled_topology(args, *topology, slices, out);
+    for (Case& c : cases) predict_case(c, args, *profile, *topology, out);
   } catch (const RunFailure& e) {
     std::fprintf(stderr, "baton: validate: %s\n", e.what());
     return 1;
@@ -470,11 +545,13 @@ void add_validate_command(CLI::App& app, CommandResult& result) {
   auto args = std::make_shared<ValidateArgs>();
   CLI::App* cmd = app.add_subcommand("validate", "Measure, calibrate, plan, simulate, run and compare, in one go");
   cmd->footer(
-      "The loop on this machine: measure the model's profile (profile measure), calibrate the link between\n"
-      "--nproc gloo ranks (calibrate), then per schedule plan it, simulate the Program the executor will run,\n"
-      "run it (run --backend gloo) and compare predicted and measured iteration time. Writes DIR/report.md\n"
-      "(figures, calibration, profile, per-stage and per-action errors) and DIR/<schedule>/compare.svg (both\n"
-      "Gantt charts); exits 1 when an iteration-time error exceeds --tolerance.\n\n"
+      "The loop on this machine: calibrate the link between --nproc gloo ranks (calibrate), measure the\n"
+      "model's profile (profile measure), then per schedule measure a slice of the device's speed and noise\n"
+      "(--gap-us), plan it and run it (run --backend gloo); pool the slices, simulate each Program the\n"
+      "executor ran (the --quantile of 200 noisy simulations) and compare predicted and measured iteration\n"
+      "time. Writes DIR/report.md (figures, calibration, profile, per-stage and per-action errors) and\n"
+      "DIR/<schedule>/compare.svg (both Gantt charts); exits 1 when an iteration-time error exceeds\n"
+      "--tolerance.\n\n"
       "Examples:\n"
       "  baton validate --model mlp --nproc 2 --microbatch-size 256 --out out/validate-mlp\n"
       "  baton validate --model gpt-mini --nproc 2 --schedule 1f1b,gpipe --stages 0-3,3-6 --tolerance 0.1\n"
@@ -499,9 +576,9 @@ void add_validate_command(CLI::App& app, CommandResult& result) {
                   "speed changes of a shared machine, as the run's steps do")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--gap-us", args->gap_us,
-                  "after calibrating and profiling, profile again on every rank at once with this sleep before\n"
-                  "each layer and set the topology's relative_speed to alone / so and its compute_noise to the\n"
-                  "spread of those samples (default 300; < 0: skip, and predict without noise)");
+                  "before each schedule's run, profile again on every rank at once with this sleep before each\n"
+                  "layer; the topology's relative_speed is the median over those slices of alone / so, its\n"
+                  "compute_noise their samples' spread (default 300; < 0: skip, and predict without compute noise)");
   cmd->add_option("--quantile", args->quantile,
                   "order statistic compared: of the profile's steps per layer, of the noisy simulations and of\n"
                   "the run's steps (default 0.5: the median)")

@@ -52,15 +52,45 @@ TEST_CASE("calibrate writes a topology whose link is the fit of its own samples"
   REQUIRE(fit.ok());
   CHECK(topology->levels[0].bandwidth_gbps == Approx(fit->bandwidth_gbps).epsilon(1e-12));
   CHECK(topology->levels[0].latency.value == Approx(fit->latency.value).epsilon(1e-9).margin(1e-15));
-  // The level's ring parameters are the fit of the recorded all-reduce times, and
-  // the model beside each measurement is the simulator's ring on 3 devices with them.
-  auto ring = fit_ring(allreduce, 3);
+  // Every all-reduce is kept; the undisturbed time of a size is the 0.1
+  // quantile of its 15 (position 1.4: 0.6 of the 2nd fastest + 0.4 of the 3rd),
+  // the median the 8th fastest.
+  const nlohmann::json every = calibration.at("allreduce_every_seconds");
+  const auto undisturbed = samples_of(calibration.at("allreduce_undisturbed"));
+  REQUIRE(every.size() == 6);
+  REQUIRE(undisturbed.size() == 6);
+  std::vector<double> extra;
+  for (size_t i = 0; i < 6; ++i) {
+    std::vector<double> times = every[i].get<std::vector<double>>();
+    REQUIRE(times.size() == 15);
+    std::sort(times.begin(), times.end());
+    CHECK(undisturbed[i].time.value == Approx(0.6 * times[1] + 0.4 * times[2]).epsilon(1e-12));
+    CHECK(allreduce[i].time.value == times[7]);
+  }
+  // The level's ring parameters are the fit of the undisturbed all-reduce
+  // times, and the model beside each measurement is the simulator's ring on 3
+  // devices with them.
+  auto ring = fit_ring(undisturbed, 3);
   REQUIRE(ring.ok());
   CHECK(*topology->levels[0].allreduce_bandwidth_gbps == Approx(ring->bandwidth_gbps).epsilon(1e-12));
   CHECK(topology->levels[0].allreduce_latency->value == Approx(ring->latency.value).epsilon(1e-9).margin(1e-15));
   const auto model = samples_of(calibration.at("allreduce_model"));
   for (size_t i = 0; i < model.size(); ++i)
     CHECK(model[i].time.value == Approx(ring_allreduce_time(3, allreduce[i].size, *ring).value).epsilon(1e-9));
+  // The device's all-reduce noise: 200 quantiles of every all-reduce minus the
+  // model of its size; its extremes are the extremes of those differences
+  // (quantiles 0.0025 and 0.9975 of 90 lie between the two smallest and the
+  // two largest).
+  for (size_t i = 0; i < 6; ++i)
+    for (double t : every[i].get<std::vector<double>>()) extra.push_back(t - model[i].time.value);
+  std::sort(extra.begin(), extra.end());
+  const std::vector<Seconds>& noise = topology->device.allreduce_noise;
+  REQUIRE(noise.size() == 200);
+  CHECK(std::is_sorted(noise.begin(), noise.end(), [](Seconds a, Seconds b) { return a.value < b.value; }));
+  CHECK(noise.front().value >= extra[0] - 1e-12);
+  CHECK(noise.front().value <= extra[1] + 1e-12);
+  CHECK(noise.back().value >= extra[88] - 1e-12);
+  CHECK(noise.back().value <= extra[89] + 1e-12);
 }
 
 TEST_CASE("validate's prediction is the noisy simulation of its plan and its measurement the run's median step",
@@ -75,7 +105,7 @@ TEST_CASE("validate's prediction is the noisy simulation of its plan and its mea
   REQUIRE(run.exit_code == 0);
   CHECK(run.out.find("report.md") != std::string::npos);
   const std::string report = slurp(dir / "report.md");
-  for (const char* part : {"# Validation: mlp on 2 gloo ranks", "## Summary", "## Link calibration",
+  for (const char* part : {"# Validation: mlp on 2 gloo ranks", "## Summary", "## Link calibration and device",
                            "## Profile", "## 1f1b", "## dp", "(1f1b/compare.svg)", "| fc1 |"}) {
     CHECK(report.find(part) != std::string::npos);
   }
@@ -87,18 +117,28 @@ TEST_CASE("validate's prediction is the noisy simulation of its plan and its mea
       total += layer.at("forward_ms").get<double>() + layer.at("backward_ms").get<double>();
     return total;
   };
+  // It is measured in slices, one just before each schedule's run, and pooled:
+  // the median of the two slices' speeds (their mean), and all their noise
+  // samples (200 quantiles each of sample / the layer's median, so the
+  // pooled sample's middle is 1).
   const nlohmann::json device = read_json(dir / "topology.json").at("device");
-  CHECK(device.at("relative_speed").get<double>() ==
-        Approx(compute(read_json(dir / "profile.json")) / compute(read_json(dir / "profile-loaded.json"))).epsilon(1e-9));
-  // Its compute noise is the loaded profile's: 200 quantiles of sample / the
-  // layer's median, ascending, the middle ones the medians themselves (1).
-  const std::vector<double> noise = device.at("compute_noise").get<std::vector<double>>();
-  CHECK(noise == read_json(dir / "profile-loaded.json").at("compute_noise").get<std::vector<double>>());
-  REQUIRE(noise.size() == 200);
-  CHECK(std::is_sorted(noise.begin(), noise.end()));
-  CHECK(noise.front() <= 1.0);
-  CHECK(noise.back() >= 1.0);
-  CHECK(noise[99] == Approx(1.0).epsilon(0.05));
+  const double alone = compute(read_json(dir / "profile.json"));
+  const double speed_1f1b = alone / compute(read_json(dir / "1f1b" / "profile-loaded.json"));
+  const double speed_dp = alone / compute(read_json(dir / "dp" / "profile-loaded.json"));
+  CHECK(device.at("relative_speed").get<double>() == Approx(0.5 * (speed_1f1b + speed_dp)).epsilon(1e-9));
+  std::vector<double> pooled = read_json(dir / "1f1b" / "profile-loaded.json").at("compute_noise");
+  const std::vector<double> other = read_json(dir / "dp" / "profile-loaded.json").at("compute_noise");
+  REQUIRE(pooled.size() == 200);
+  REQUIRE(other.size() == 200);
+  CHECK(std::is_sorted(other.begin(), other.end()));
+  CHECK(other.front() <= 1.0);
+  CHECK(other.back() >= 1.0);
+  CHECK(other[99] == Approx(1.0).epsilon(0.05));
+  pooled.insert(pooled.end(), other.begin(), other.end());
+  std::sort(pooled.begin(), pooled.end());
+  CHECK(device.at("compute_noise").get<std::vector<double>>() == pooled);
+  // The calibration's all-reduce noise rides along.
+  CHECK(device.at("allreduce_noise_us").size() == 200);
   const nlohmann::json summary = read_json(dir / "report.json");
   REQUIRE(summary.at("cases").size() == 2);
   for (const auto& c : summary.at("cases")) {
