@@ -218,6 +218,12 @@ struct ProfileOptions {
   // costs speed (a core that idled comes back slower), which a profile
   // measured back to back on an idle machine does not see.
   Seconds gap = Seconds(0);
+  // Where the gap is slept: empty, before every timed region; else before
+  // the forward of each layer listed (the first layers of a plan's stages)
+  // and before the backward of the layer just below each listed one and of
+  // the last layer (the stages' last layers), as a stage's work follows a
+  // wait in a run once per stage, not once per layer.
+  std::vector<int> gap_at;
   int intra_op_threads = 1;
   uint64_t seed = 1;
   std::function<void(const std::string&)> progress;  // optional, one line per event
@@ -238,6 +244,10 @@ struct MeasuredProfile {
 };
 Result<MeasuredProfile> measure_profile(std::string_view model, int microbatch_size,
                                         const ProfileOptions& options);
+
+// Whether the profiler sleeps options.gap before `layer`'s forward (backward)
+// in a model of `layers` layers, given options.gap_at.
+bool gap_before(const std::vector<int>& gap_at, int layers, int layer, bool forward);
 
 // --- Link calibration ------------------------------------------------------------
 

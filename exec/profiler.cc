@@ -45,13 +45,18 @@ struct Profiler {
   uint64_t seed = 1;
   int64_t batch = 1;
   Seconds gap;
+  std::vector<int> gap_at;  // see ProfileOptions::gap_at
+
+  bool pause_forward(size_t l) const { return gap_before(gap_at, static_cast<int>(params.size()), static_cast<int>(l), true); }
+  bool pause_backward(size_t l) const { return gap_before(gap_at, static_cast<int>(params.size()), static_cast<int>(l), false); }
 
   void sync() const {
     if (device.is_cuda()) torch::cuda::synchronize();
   }
+  // Times `body`, after `gap` of sleep when `pause`.
   template <typename F>
-  double timed(F&& body) const {
-    if (gap.value > 0.0) std::this_thread::sleep_for(std::chrono::duration<double>(gap.value));
+  double timed(F&& body, bool pause) const {
+    if (pause && gap.value > 0.0) std::this_thread::sleep_for(std::chrono::duration<double>(gap.value));
     sync();
     const Clock::time_point start = Clock::now();
     body();
@@ -75,7 +80,7 @@ void Profiler::measure_step(std::vector<LayerTimes>& times, std::vector<int64_t>
       output_bytes[l] = static_cast<int64_t>(outputs[l].nbytes());
       x = outputs[l];
       if (l + 1 == layers) outputs[l] = model->loss(outputs[l], model->sample(seed, 0, batch).target.to(device));
-    }));
+    }, pause_forward(l)));
   }
   at::Tensor grad_output;
   std::vector<at::Tensor> grads;
@@ -87,14 +92,14 @@ void Profiler::measure_step(std::vector<LayerTimes>& times, std::vector<int64_t>
       if (grad_output.defined()) seeds.push_back(grad_output);
       grads = torch::autograd::grad({outputs[l]}, wrt, seeds);
       if (l > 0) grad_output = grads.back();
-    }));
+    }, pause_backward(l)));
     times[l].optimizer_s.push_back(timed([&] {
       at::NoGradGuard no_grad;
       std::vector<at::Tensor> next;
       for (size_t p = 0; p < params[l].size(); ++p) next.push_back(params[l][p] - grads[p] * 0.05);
       for (size_t p = 0; p < params[l].size(); ++p) grads[p].zero_();
       next = as_leaves(std::move(next));
-    }));
+    }, gap_at.empty()));
   }
 }
 
@@ -158,6 +163,12 @@ std::vector<double> compute_noise_of(const std::vector<LayerTimes>& times, doubl
 
 }  // namespace
 
+bool gap_before(const std::vector<int>& gap_at, int layers, int layer, bool forward) {
+  if (gap_at.empty()) return true;
+  const auto listed = [&](int l) { return std::find(gap_at.begin(), gap_at.end(), l) != gap_at.end(); };
+  return forward ? listed(layer) : layer + 1 == layers || listed(layer + 1);
+}
+
 Result<MeasuredProfile> measure_profile(std::string_view model_name, int microbatch_size, const ProfileOptions& options) {
   auto model = make_model(model_name);
   if (!model) return model.error();
@@ -167,7 +178,7 @@ Result<MeasuredProfile> measure_profile(std::string_view model_name, int microba
   if (!device) return device.error();
   at::set_num_threads(std::max(1, options.intra_op_threads));
   try {
-    Profiler profiler{&*model, *device, {}, options.seed, microbatch_size, options.gap};
+    Profiler profiler{&*model, *device, {}, options.seed, microbatch_size, options.gap, options.gap_at};
     for (int l = 0; l < model->num_layers(); ++l) {
       std::vector<at::Tensor> params;
       for (const at::Tensor& p : init_layer_params(*model, l, options.seed)) params.push_back(p.to(*device));

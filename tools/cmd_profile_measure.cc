@@ -27,6 +27,7 @@ struct MeasureArgs {
   double min_time_s = 0.0;
   double quantile = 0.5;
   double gap_us = 0.0;
+  std::vector<int> gap_at;
   int threads = 1;
   std::string output;
 };
@@ -41,6 +42,7 @@ int run_measure(const MeasureArgs& args) {
   options.min_time = Seconds(args.min_time_s);
   options.quantile = args.quantile;
   options.gap = Seconds::from_us(args.gap_us);
+  options.gap_at = args.gap_at;
   options.intra_op_threads = args.threads;
   options.progress = [&args](const std::string& line) {
     std::fprintf(stderr, "profile %s: %s\n", args.model.c_str(), line.c_str());
@@ -108,6 +110,11 @@ void add_profile_measure_command(CLI::App& profile, CommandResult& result) {
   cmd->add_option("--gap-us", args->gap_us,
                   "sleep this long before each timed region (default 0), as stages wait between computations")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--gap-at", args->gap_at,
+                  "comma list of the first layers of a plan's stages, e.g. 0,3: sleep only before their\n"
+                  "forwards and before the backwards of the stages' last layers (default: before every region)")
+      ->delimiter(',')
+      ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--threads", args->threads, "LibTorch intra-op threads (default 1)")->check(CLI::PositiveNumber);
   cmd->add_option("-o,--output", args->output, "write the profile here (default: standard output)");
   cmd->callback([args, &result] { result.exit_code = run_measure(*args); });

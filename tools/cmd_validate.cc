@@ -175,22 +175,26 @@ Seconds compute_per_microbatch(const Profile& profile) {
 
 // One slice of the device's speed and noise under the run's conditions,
 // measured in `dir` just before a schedule's run: every rank profiles the
-// model at once, each timed region after --gap-us of sleep (as stages compute
-// between waits). speed = compute alone / compute so; noise = that profile's
+// model at once, each stage's forward and backward after --gap-us of sleep
+// (a stage's work follows a wait in a run once per stage, not per layer). speed = compute alone / compute so; noise = that profile's
 // compute_noise.
 struct LoadedSlice {
   double speed = 1.0;
   std::vector<double> noise;
 };
 
-LoadedSlice measure_loaded_slice(const ValidateArgs& args, const Profile& alone, const fs::path& dir) {
-  progress(fmt::format("measuring {} on {} ranks at once, {} us of sleep before each layer", alone.model,
-                       args.nproc, args.gap_us));
+LoadedSlice measure_loaded_slice(const ValidateArgs& args, const Profile& alone, const Plan& plan,
+                                 const fs::path& dir) {
+  std::vector<std::string> starts;
+  for (const StagePlan& stage : plan.stages) starts.push_back(std::to_string(stage.layers.begin));
+  progress(fmt::format("measuring {} on {} ranks at once, {} us of sleep before each stage's work (stages {})",
+                       alone.model, args.nproc, args.gap_us, stages_to_string(plan.stages)));
   const std::string path = path_in(dir, "profile-loaded.json");
   launch_logged({"profile", "measure", "--model", alone.model, "--microbatch-size",
                  std::to_string(alone.microbatch_size), "--steps", "20", "--min-time",
                  fmt::format("{}", args.profile_seconds), "--quantile", fmt::format("{}", args.quantile), "--gap-us",
-                 fmt::format("{}", args.gap_us), "--threads", std::to_string(args.threads), "-o", path},
+                 fmt::format("{}", args.gap_us), "--gap-at", fmt::format("{}", fmt::join(starts, ",")), "--threads",
+                 std::to_string(args.threads), "-o", path},
                 args.nproc, Seconds(4 * args.profile_seconds + 120.0), path_in(dir, "profile-loaded.log"),
                 "loaded profile");
   LoadedSlice slice;
@@ -312,18 +316,25 @@ void read_step_times(const std::string& path, double q, Case& c) {
   c.measured_max = Seconds(quantile(walls, 1.0));
 }
 
-// Plans and runs one schedule; the prediction comes later (predict_case).
-// The run's length is sized by the deterministic simulation on `topology`.
-Case run_case(Schedule schedule, const ValidateArgs& args, const Profile& profile, const Topology& topology,
-              const fs::path& out) {
-  const std::string name(schedule_name(schedule));
-  const fs::path dir = out / name;
+// Plans one schedule (saved as DIR/S/plan.json).
+Case plan_case(Schedule schedule, const ValidateArgs& args, const Profile& profile, const Topology& topology,
+               const fs::path& out) {
+  const fs::path dir = out / std::string(schedule_name(schedule));
   fs::create_directories(dir);
   Case c;
   c.schedule = schedule;
   c.plan = plan_for(schedule, args, profile, topology);
+  write_file_atomic(path_in(dir, "plan.json"), plan_to_json(c.plan).dump(2) + "\n");
+  return c;
+}
+
+// Runs a planned case; the prediction comes later (predict_case). The run's
+// length is sized by the deterministic simulation on `topology`.
+void run_case(Case& c, const ValidateArgs& args, const Profile& profile, const Topology& topology,
+              const fs::path& out) {
+  const std::string name(schedule_name(c.schedule));
+  const fs::path dir = out / name;
   const std::string plan_path = path_in(dir, "plan.json");
-  write_file_atomic(plan_path, plan_to_json(c.plan).dump(2) + "\n");
   const Seconds estimate = predict(c.plan, profile, topology).metrics.makespan;
   // At least --steps, and enough for --run-seconds by the estimate.
   c.steps = std::max(args.steps, 1 + static_cast<int>(std::ceil(args.run_seconds / estimate.value)));
@@ -340,7 +351,6 @@ Case run_case(Schedule schedule, const ValidateArgs& args, const Profile& profil
   c.measured_trace = take(parse_chrome_trace(read_file(measured_path), measured_path));
   progress(fmt::format("{}: measured {} (quantile {:g} of steps 1..{}; median {})", name, human_seconds(c.measured),
                        args.quantile, c.steps - 1, human_seconds(c.measured_median)));
-  return c;
 }
 
 // The prediction of a case that ran, on the topology with the pooled device
@@ -509,10 +519,10 @@ int run_validate(const ValidateArgs& args) {
     // first and is predicted after the last slice.
     std::vector<LoadedSlice> slices;
     for (Schedule schedule : schedules) {
-      const fs::path dir = out / std::string(schedule_name(schedule));
-      fs::create_directories(dir);
-      if (loaded) slices.push_back(measure_loaded_slice(args, *profile, dir));
-      cases.push_back(run_case(schedule, args, *profile, *topology, out));
+      Case c = plan_case(schedule, args, *profile, *topology, out);
+      if (loaded) slices.push_back(measure_loaded_slice(args, *profile, c.plan, out / std::string(schedule_name(schedule))));
+      run_case(c, args, *profile, *topology, out);
+      cases.push_back(std::move(c));
     }
     if (loaded) *topology = pooled_topology(args, *topology, slices, out);
     for (Case& c : cases) predict_case(c, args, *profile, *topology, out);
@@ -577,8 +587,9 @@ void add_validate_command(CLI::App& app, CommandResult& result) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--gap-us", args->gap_us,
                   "before each schedule's run, profile again on every rank at once with this sleep before each\n"
-                  "layer; the topology's relative_speed is the median over those slices of alone / so, its\n"
-                  "compute_noise their samples' spread (default 300; < 0: skip, and predict without compute noise)");
+                  "stage's forward and backward (profile measure --gap-at); the topology's relative_speed is the\n"
+                  "median over those slices of alone / so, its compute_noise their samples' spread (default 300;\n"
+                  "< 0: skip, and predict without compute noise)");
   cmd->add_option("--quantile", args->quantile,
                   "order statistic compared: of the profile's steps per layer, of the noisy simulations and of\n"
                   "the run's steps (default 0.5: the median)")

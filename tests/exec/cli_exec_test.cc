@@ -281,4 +281,26 @@ TEST_CASE("profile measure writes a profile whose layers are the model's", "[exe
   CHECK(profile["layers"][5]["param_bytes"].get<int64_t>() == (2 * 32 + 32 * 32 + 32) * 4);
 }
 
+TEST_CASE("the loaded profile sleeps once per stage's forward and backward with --gap-at", "[exec][profile]") {
+  // Six layers in stages 0-3 and 3-6: forwards of layers 0 and 3, backwards of
+  // layers 2 and 5 (each stage's last layer, where its backward begins).
+  const std::vector<int> starts{0, 3};
+  for (int layer = 0; layer < 6; ++layer) {
+    INFO("layer " << layer);
+    CHECK(exec::gap_before(starts, 6, layer, true) == (layer == 0 || layer == 3));
+    CHECK(exec::gap_before(starts, 6, layer, false) == (layer == 2 || layer == 5));
+    // Without a list, before every layer's forward and backward.
+    CHECK(exec::gap_before({}, 6, layer, true));
+    CHECK(exec::gap_before({}, 6, layer, false));
+  }
+  // One stage: the forward's first layer and the backward's first (the last layer).
+  for (int layer = 0; layer < 6; ++layer) {
+    CHECK(exec::gap_before({0}, 6, layer, true) == (layer == 0));
+    CHECK(exec::gap_before({0}, 6, layer, false) == (layer == 5));
+  }
+  const CliRun bad = run_baton("profile measure --model mlp --microbatch-size 2 --steps 1 --gap-at 0,x", "gap-at");
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("--gap-at") != std::string::npos);
+}
+
 }  // namespace baton::testing
