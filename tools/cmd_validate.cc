@@ -62,6 +62,7 @@
 #include "tools/compare_report.h"
 #include "tools/rank_launch.h"
 #include "tools/report.h"
+#include "tools/validate_report.h"
 #endif
 
 namespace baton::cli {
@@ -92,22 +93,6 @@ struct ValidateArgs {
 #if BATON_HAVE_EXEC
 
 namespace fs = std::filesystem;
-
-struct Case {
-  Schedule schedule = Schedule::kOneFOneB;
-  Plan plan;
-  Seconds predicted;               // the --quantile of the noisy simulations (deterministic without noise)
-  Seconds predicted_plain;        // the deterministic simulation
-  double relative_speed = 1.0;    // of the topology the case was predicted on
-  Trace measured_trace;           // the run's last step
-  Seconds measured;               // the --quantile of steps 1..K-1
-  Seconds measured_median;
-  int steps = 0;                  // run
-  Seconds measured_min;
-  Seconds measured_max;
-  Comparison comparison;          // predicted trace against the last step's
-  double error() const { return (measured - predicted) / predicted; }
-};
 
 // A step of the loop that ran and failed (ranks that died, a calibration that
 // could not be fitted): exit 1, unlike bad input (UsageError, exit 2).
@@ -305,7 +290,7 @@ std::optional<Seconds> predict_quantile(const Plan& plan, const Profile& profile
 }
 
 // The quantile, median, min and max of the step wall times after the first.
-void read_step_times(const std::string& path, double q, Case& c) {
+void read_step_times(const std::string& path, double q, ValidationCase& c) {
   const nlohmann::json report = nlohmann::json::parse(read_file(path));
   std::vector<double> walls;
   for (const auto& step : report.at("steps")) walls.push_back(step.at("wall_s").get<double>());
@@ -317,11 +302,11 @@ void read_step_times(const std::string& path, double q, Case& c) {
 }
 
 // Plans one schedule (saved as DIR/S/plan.json).
-Case plan_case(Schedule schedule, const ValidateArgs& args, const Profile& profile, const Topology& topology,
+ValidationCase plan_case(Schedule schedule, const ValidateArgs& args, const Profile& profile, const Topology& topology,
                const fs::path& out) {
   const fs::path dir = out / std::string(schedule_name(schedule));
   fs::create_directories(dir);
-  Case c;
+  ValidationCase c;
   c.schedule = schedule;
   c.plan = plan_for(schedule, args, profile, topology);
   write_file_atomic(path_in(dir, "plan.json"), plan_to_json(c.plan).dump(2) + "\n");
@@ -330,7 +315,7 @@ Case plan_case(Schedule schedule, const ValidateArgs& args, const Profile& profi
 
 // Runs a planned case; the prediction comes later (predict_case). The run's
 // length is sized by the deterministic simulation on `topology`.
-void run_case(Case& c, const ValidateArgs& args, const Profile& profile, const Topology& topology,
+void run_case(ValidationCase& c, const ValidateArgs& args, const Profile& profile, const Topology& topology,
               const fs::path& out) {
   const std::string name(schedule_name(c.schedule));
   const fs::path dir = out / name;
@@ -355,7 +340,7 @@ void run_case(Case& c, const ValidateArgs& args, const Profile& profile, const T
 
 // The prediction of a case that ran, on the topology with the pooled device
 // speed and noise, and its comparison with the run.
-void predict_case(Case& c, const ValidateArgs& args, const Profile& profile, const Topology& topology,
+void predict_case(ValidationCase& c, const ValidateArgs& args, const Profile& profile, const Topology& topology,
                   const fs::path& out) {
   const std::string name(schedule_name(c.schedule));
   const fs::path dir = out / name;
@@ -372,126 +357,6 @@ void predict_case(Case& c, const ValidateArgs& args, const Profile& profile, con
                        human_seconds(c.measured), signed_percent(c.error())));
 }
 
-std::vector<std::vector<std::string>> summary_rows(const std::vector<Case>& cases, double tolerance) {
-  std::vector<std::vector<std::string>> rows{{"schedule", "stages", "workers", "microbatches", "speed", "steps", "predicted",
-                                              "measured", "median", "range", "error", fmt::format("within {:g}%",
-                                                                                         100.0 * tolerance)}};
-  for (const Case& c : cases) {
-    rows.push_back({std::string(schedule_name(c.schedule)), stages_to_string(c.plan.stages),
-                    std::to_string(c.plan.num_workers()), std::to_string(c.plan.microbatches),
-                    fmt::format("{:.3f}", c.relative_speed), std::to_string(c.steps),
-                    human_seconds(c.predicted), human_seconds(c.measured), human_seconds(c.measured_median),
-                    human_seconds(c.measured_min) + " - " + human_seconds(c.measured_max), signed_percent(c.error()),
-                    std::abs(c.error()) <= tolerance ? "yes" : "NO"});
-  }
-  return rows;
-}
-
-std::string calibration_markdown(const nlohmann::json& calibration, const Topology& topology) {
-  const Level& level = topology.levels.front();
-  std::string out = fmt::format("Topology `{}`: {} devices, link {:.3f} Gb/s, latency {}; ring all-reduce {:.3f} Gb/s, "
-                                "latency {}.\n\n",
-                                topology.name, topology.num_devices(), level.bandwidth_gbps,
-                                human_seconds(level.latency), level.ring_bandwidth().gbps(),
-                                human_seconds(level.ring_latency()));
-  if (calibration.is_null()) return out + "Given with --topology (no calibration in this run).\n";
-  std::vector<std::vector<std::string>> rows{{"bytes", "one-way measured", "link model", "all-reduce median",
-                                              "all-reduce undisturbed (0.1 quantile)", "all-reduce model"}};
-  const bool undisturbed = calibration.contains("allreduce_undisturbed");
-  const auto& p2p = calibration.at("point_to_point");
-  for (size_t i = 0; i < p2p.size(); ++i) {
-    const Bytes size(p2p[i].at("bytes").get<int64_t>());
-    const LinkFit fit{topology.levels.front().latency, topology.levels.front().bandwidth_gbps, 0.0};
-    rows.push_back({human_bytes(size), human_seconds(Seconds(p2p[i].at("seconds").get<double>())),
-                    human_seconds(fit.predict(size)),
-                    human_seconds(Seconds(calibration.at("allreduce")[i].at("seconds").get<double>())),
-                    undisturbed ? human_seconds(Seconds(calibration.at("allreduce_undisturbed")[i].at("seconds").get<double>()))
-                                : std::string("-"),
-                    human_seconds(Seconds(calibration.at("allreduce_model")[i].at("seconds").get<double>()))});
-  }
-  return out + render_markdown_table(rows);
-}
-
-// The device's speed and noise, one line.
-std::string device_markdown(const Topology& topology) {
-  const DeviceType& device = topology.device;
-  std::string out = fmt::format("Device: relative_speed {:.3f}", device.relative_speed);
-  const auto at = [](const auto& sample, double q) { return sample[static_cast<size_t>(q * double(sample.size() - 1))]; };
-  if (!device.compute_noise.empty()) {
-    out += fmt::format("; compute noise (factor) 0.1 / 0.5 / 0.9 / 0.99 quantiles {:.2f} / {:.2f} / {:.2f} / {:.2f}",
-                       at(device.compute_noise, 0.1), at(device.compute_noise, 0.5), at(device.compute_noise, 0.9),
-                       at(device.compute_noise, 0.99));
-  }
-  if (!device.allreduce_noise.empty()) {
-    out += fmt::format("; all-reduce noise (extra time) 0.1 / 0.5 / 0.9 quantiles {} / {} / {}",
-                       human_seconds(at(device.allreduce_noise, 0.1)), human_seconds(at(device.allreduce_noise, 0.5)),
-                       human_seconds(at(device.allreduce_noise, 0.9)));
-  }
-  return out + ".\n";
-}
-
-std::string profile_markdown(const Profile& profile) {
-  std::vector<std::vector<std::string>> rows{{"layer", "forward", "backward", "optimizer", "output", "parameters"}};
-  for (const Layer& layer : profile.layers) {
-    rows.push_back({layer.name, human_seconds(layer.forward), human_seconds(layer.backward),
-                    human_seconds(layer.optimizer),
-                    human_bytes(layer.output_bytes), human_bytes(layer.param_bytes)});
-  }
-  return render_markdown_table(rows);
-}
-
-std::string report_markdown(const ValidateArgs& args, const Profile& profile, const Topology& topology,
-                            const nlohmann::json& calibration, const std::vector<Case>& cases) {
-  std::string out = fmt::format("# Validation: {} on {} gloo ranks\n\n", profile.model, args.nproc);
-  out += fmt::format(
-      "Predicted: the {0:g} quantile of the iteration time over {6} simulations of the Program each plan runs, "
-      "on a noisy machine (compute times drawn from the topology's compute_noise, all-reduce times from its "
-      "allreduce_noise_us; the deterministic simulation "
-      "is in report.json), from a profile that keeps the {0:g} quantile of its steps per layer. Measured: the "
-      "{0:g} quantile of the wall times of steps after the first of `baton run` (barrier to barrier; at least {1} "
-      "steps, and {5:g} s by the prediction); the median is beside it (see `baton validate --help`). Error = "
-      "(measured - predicted) / predicted; tolerance {2:g}%. Microbatch size {3}, SGD, {4} LibTorch thread(s) per "
-      "rank.\n\n",
-      args.quantile, args.steps, 100.0 * args.tolerance, profile.microbatch_size, args.threads, args.run_seconds,
-      kNoiseSamples);
-  out += "## Summary\n\n" + render_markdown_table(summary_rows(cases, args.tolerance));
-  out += "\n## Link calibration and device\n\n" + calibration_markdown(calibration, topology) + "\n" +
-         device_markdown(topology);
-  out += "\n## Profile (measured on this machine)\n\n" + profile_markdown(profile);
-  for (const Case& c : cases) {
-    const std::string name(schedule_name(c.schedule));
-    out += fmt::format("\n## {}\n\nStages {} on {} workers, {} microbatches of {}. Spans: {} paired, {} only "
-                       "predicted, {} only measured (the measured trace is the last step).\n\n",
-                       name, stages_to_string(c.plan.stages), c.plan.num_workers(), c.plan.microbatches,
-                       c.plan.microbatch_size, c.comparison.paired, c.comparison.only_predicted,
-                       c.comparison.only_measured);
-    out += comparison_tables(c.comparison, true);
-    out += fmt::format("\n![{0}: predicted and measured]({0}/compare.svg)\n", name);
-  }
-  return out;
-}
-
-nlohmann::json report_json(const std::vector<Case>& cases, double tolerance, double q) {
-  nlohmann::json out = {{"tolerance", tolerance}, {"quantile", q}, {"cases", nlohmann::json::array()}};
-  for (const Case& c : cases) {
-    out["cases"].push_back({{"schedule", schedule_name(c.schedule)},
-                            {"stages", stages_to_string(c.plan.stages)},
-                            {"workers", c.plan.num_workers()},
-                            {"microbatches", c.plan.microbatches},
-                            {"steps", c.steps},
-                            {"predicted_s", c.predicted.value},
-                            {"predicted_without_noise_s", c.predicted_plain.value},
-                            {"relative_speed", c.relative_speed},
-                            {"measured_s", c.measured.value},
-                            {"measured_median_s", c.measured_median.value},
-                            {"measured_min_s", c.measured_min.value},
-                            {"measured_max_s", c.measured_max.value},
-                            {"error", c.error()},
-                            {"comparison", comparison_json(c.comparison)}});
-  }
-  return out;
-}
-
 int run_validate(const ValidateArgs& args) {
   if (rank_env_from_environment()) {
     throw UsageError("validate: RANK/WORLD_SIZE are set; validate starts its ranks itself (run it once, not "
@@ -504,7 +369,7 @@ int run_validate(const ValidateArgs& args) {
   const fs::path out(args.out);
   fs::create_directories(out);
   nlohmann::json calibration;
-  std::vector<Case> cases;
+  std::vector<ValidationCase> cases;
   std::optional<Profile> profile;
   std::optional<Topology> topology;
   try {
@@ -519,24 +384,26 @@ int run_validate(const ValidateArgs& args) {
     // first and is predicted after the last slice.
     std::vector<LoadedSlice> slices;
     for (Schedule schedule : schedules) {
-      Case c = plan_case(schedule, args, *profile, *topology, out);
+      ValidationCase c = plan_case(schedule, args, *profile, *topology, out);
       if (loaded) slices.push_back(measure_loaded_slice(args, *profile, c.plan, out / std::string(schedule_name(schedule))));
       run_case(c, args, *profile, *topology, out);
       cases.push_back(std::move(c));
     }
     if (loaded) *topology = pooled_topology(args, *topology, slices, out);
-    for (Case& c : cases) predict_case(c, args, *profile, *topology, out);
+    for (ValidationCase& c : cases) predict_case(c, args, *profile, *topology, out);
   } catch (const RunFailure& e) {
     std::fprintf(stderr, "baton: validate: %s\n", e.what());
     return 1;
   }
   const std::string report = path_in(out, "report.md");
-  write_file_atomic(report, report_markdown(args, *profile, *topology, calibration, cases));
-  write_file_atomic(path_in(out, "report.json"), report_json(cases, args.tolerance, args.quantile).dump(2) + "\n");
-  std::fputs(render_table(summary_rows(cases, args.tolerance)).c_str(), stdout);
+  const ValidationSettings settings{args.nproc,     args.quantile, args.steps, args.run_seconds,
+                                    args.tolerance, args.threads,  kNoiseSamples};
+  write_file_atomic(report, validation_markdown(settings, *profile, *topology, calibration, cases));
+  write_file_atomic(path_in(out, "report.json"), validation_json(cases, args.tolerance, args.quantile).dump(2) + "\n");
+  std::fputs(render_table(validation_summary_rows(cases, args.tolerance)).c_str(), stdout);
   std::printf("report: %s\n", report.c_str());
   const bool within = std::all_of(cases.begin(), cases.end(),
-                                  [&](const Case& c) { return std::abs(c.error()) <= args.tolerance; });
+                                  [&](const ValidationCase& c) { return std::abs(c.error()) <= args.tolerance; });
   if (!within) std::fprintf(stderr, "baton: validate: an iteration-time error exceeds %g%%\n", 100.0 * args.tolerance);
   return within ? 0 : 1;
 }

@@ -1,0 +1,136 @@
+#include "tools/validate_report.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "sim/link_fit.h"
+#include "tools/report.h"
+
+namespace baton::cli {
+
+namespace {
+
+std::string calibration_markdown(const nlohmann::json& calibration, const Topology& topology) {
+  const Level& level = topology.levels.front();
+  std::string out = fmt::format("Topology `{}`: {} devices, link {:.3f} Gb/s, latency {}; ring all-reduce {:.3f} Gb/s, "
+                                "latency {}.\n\n",
+                                topology.name, topology.num_devices(), level.bandwidth_gbps,
+                                human_seconds(level.latency), level.ring_bandwidth().gbps(),
+                                human_seconds(level.ring_latency()));
+  if (calibration.is_null()) return out + "Given with --topology (no calibration in this run).\n";
+  std::vector<std::vector<std::string>> rows{{"bytes", "one-way measured", "link model", "all-reduce median",
+                                              "all-reduce undisturbed (0.1 quantile)", "all-reduce model"}};
+  const bool undisturbed = calibration.contains("allreduce_undisturbed");
+  const auto& p2p = calibration.at("point_to_point");
+  for (size_t i = 0; i < p2p.size(); ++i) {
+    const Bytes size(p2p[i].at("bytes").get<int64_t>());
+    const LinkFit fit{topology.levels.front().latency, topology.levels.front().bandwidth_gbps, 0.0};
+    rows.push_back({human_bytes(size), human_seconds(Seconds(p2p[i].at("seconds").get<double>())),
+                    human_seconds(fit.predict(size)),
+                    human_seconds(Seconds(calibration.at("allreduce")[i].at("seconds").get<double>())),
+                    undisturbed ? human_seconds(Seconds(calibration.at("allreduce_undisturbed")[i].at("seconds").get<double>()))
+                                : std::string("-"),
+                    human_seconds(Seconds(calibration.at("allreduce_model")[i].at("seconds").get<double>()))});
+  }
+  return out + render_markdown_table(rows);
+}
+
+// The device's speed and noise, one line.
+std::string device_markdown(const Topology& topology) {
+  const DeviceType& device = topology.device;
+  std::string out = fmt::format("Device: relative_speed {:.3f}", device.relative_speed);
+  const auto at = [](const auto& sample, double q) { return sample[static_cast<size_t>(q * double(sample.size() - 1))]; };
+  if (!device.compute_noise.empty()) {
+    out += fmt::format("; compute noise (factor) 0.1 / 0.5 / 0.9 / 0.99 quantiles {:.2f} / {:.2f} / {:.2f} / {:.2f}",
+                       at(device.compute_noise, 0.1), at(device.compute_noise, 0.5), at(device.compute_noise, 0.9),
+                       at(device.compute_noise, 0.99));
+  }
+  if (!device.allreduce_noise.empty()) {
+    out += fmt::format("; all-reduce noise (extra time) 0.1 / 0.5 / 0.9 quantiles {} / {} / {}",
+                       human_seconds(at(device.allreduce_noise, 0.1)), human_seconds(at(device.allreduce_noise, 0.5)),
+                       human_seconds(at(device.allreduce_noise, 0.9)));
+  }
+  return out + ".\n";
+}
+
+std::string profile_markdown(const Profile& profile) {
+  std::vector<std::vector<std::string>> rows{{"layer", "forward", "backward", "optimizer", "output", "parameters"}};
+  for (const Layer& layer : profile.layers) {
+    rows.push_back({layer.name, human_seconds(layer.forward), human_seconds(layer.backward),
+                    human_seconds(layer.optimizer),
+                    human_bytes(layer.output_bytes), human_bytes(layer.param_bytes)});
+  }
+  return render_markdown_table(rows);
+}
+
+}  // namespace
+
+std::vector<std::vector<std::string>> validation_summary_rows(const std::vector<ValidationCase>& cases, double tolerance) {
+  std::vector<std::vector<std::string>> rows{{"schedule", "stages", "workers", "microbatches", "speed", "steps", "predicted",
+                                              "measured", "median", "range", "error", fmt::format("within {:g}%",
+                                                                                         100.0 * tolerance)}};
+  for (const ValidationCase& c : cases) {
+    rows.push_back({std::string(schedule_name(c.schedule)), stages_to_string(c.plan.stages),
+                    std::to_string(c.plan.num_workers()), std::to_string(c.plan.microbatches),
+                    fmt::format("{:.3f}", c.relative_speed), std::to_string(c.steps),
+                    human_seconds(c.predicted), human_seconds(c.measured), human_seconds(c.measured_median),
+                    human_seconds(c.measured_min) + " - " + human_seconds(c.measured_max), signed_percent(c.error()),
+                    std::abs(c.error()) <= tolerance ? "yes" : "NO"});
+  }
+  return rows;
+}
+
+std::string validation_markdown(const ValidationSettings& args, const Profile& profile, const Topology& topology,
+                            const nlohmann::json& calibration, const std::vector<ValidationCase>& cases) {
+  std::string out = fmt::format("# Validation: {} on {} gloo ranks\n\n", profile.model, args.nproc);
+  out += fmt::format(
+      "Predicted: the {0:g} quantile of the iteration time over {6} simulations of the Program each plan runs, "
+      "on a noisy machine (compute times drawn from the topology's compute_noise, all-reduce times from its "
+      "allreduce_noise_us; the deterministic simulation "
+      "is in report.json), from a profile that keeps the {0:g} quantile of its steps per layer. Measured: the "
+      "{0:g} quantile of the wall times of steps after the first of `baton run` (barrier to barrier; at least {1} "
+      "steps, and {5:g} s by the prediction); the median is beside it (see `baton validate --help`). Error = "
+      "(measured - predicted) / predicted; tolerance {2:g}%. Microbatch size {3}, SGD, {4} LibTorch thread(s) per "
+      "rank.\n\n",
+      args.quantile, args.steps, 100.0 * args.tolerance, profile.microbatch_size, args.threads, args.run_seconds,
+      args.noise_samples);
+  out += "## Summary\n\n" + render_markdown_table(validation_summary_rows(cases, args.tolerance));
+  out += "\n## Link calibration and device\n\n" + calibration_markdown(calibration, topology) + "\n" +
+         device_markdown(topology);
+  out += "\n## Profile (measured on this machine)\n\n" + profile_markdown(profile);
+  for (const ValidationCase& c : cases) {
+    const std::string name(schedule_name(c.schedule));
+    out += fmt::format("\n## {}\n\nStages {} on {} workers, {} microbatches of {}. Spans: {} paired, {} only "
+                       "predicted, {} only measured (the measured trace is the last step).\n\n",
+                       name, stages_to_string(c.plan.stages), c.plan.num_workers(), c.plan.microbatches,
+                       c.plan.microbatch_size, c.comparison.paired, c.comparison.only_predicted,
+                       c.comparison.only_measured);
+    out += comparison_tables(c.comparison, true);
+    out += fmt::format("\n![{0}: predicted and measured]({0}/compare.svg)\n", name);
+  }
+  return out;
+}
+
+nlohmann::json validation_json(const std::vector<ValidationCase>& cases, double tolerance, double q) {
+  nlohmann::json out = {{"tolerance", tolerance}, {"quantile", q}, {"cases", nlohmann::json::array()}};
+  for (const ValidationCase& c : cases) {
+    out["cases"].push_back({{"schedule", schedule_name(c.schedule)},
+                            {"stages", stages_to_string(c.plan.stages)},
+                            {"workers", c.plan.num_workers()},
+                            {"microbatches", c.plan.microbatches},
+                            {"steps", c.steps},
+                            {"predicted_s", c.predicted.value},
+                            {"predicted_without_noise_s", c.predicted_plain.value},
+                            {"relative_speed", c.relative_speed},
+                            {"measured_s", c.measured.value},
+                            {"measured_median_s", c.measured_median.value},
+                            {"measured_min_s", c.measured_min.value},
+                            {"measured_max_s", c.measured_max.value},
+                            {"error", c.error()},
+                            {"comparison", comparison_json(c.comparison)}});
+  }
+  return out;
+}
+
+}  // namespace baton::cli

@@ -1,0 +1,57 @@
+// The figures and the report of `baton validate` (tools/cmd_validate.cc): one
+// case per schedule, rendered as the summary table, report.md and report.json.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/plan.h"
+#include "sim/profile.h"
+#include "sim/topology.h"
+#include "sim/trace.h"
+#include "tools/compare_report.h"
+
+namespace baton::cli {
+
+// One schedule: its plan, what was predicted and what its run measured.
+struct ValidationCase {
+  Schedule schedule = Schedule::kOneFOneB;
+  Plan plan;
+  Seconds predicted;              // the --quantile of the noisy simulations (deterministic without noise)
+  Seconds predicted_plain;        // the deterministic simulation
+  double relative_speed = 1.0;    // of the topology the case was predicted on
+  Trace measured_trace;           // the run's last step
+  Seconds measured;               // the --quantile of steps 1..K-1
+  Seconds measured_median;
+  int steps = 0;                  // run
+  Seconds measured_min;
+  Seconds measured_max;
+  Comparison comparison;          // predicted trace against the last step's
+  double error() const { return (measured - predicted) / predicted; }
+};
+
+// What the report says about how the figures were made.
+struct ValidationSettings {
+  int nproc = 2;
+  double quantile = 0.5;
+  int steps = 30;
+  double run_seconds = 3.0;
+  double tolerance = 0.1;
+  int threads = 1;
+  int noise_samples = 200;
+};
+
+// The summary table: one row per case, with the header first.
+std::vector<std::vector<std::string>> validation_summary_rows(const std::vector<ValidationCase>& cases, double tolerance);
+
+// report.md: the method, the summary, the calibration and the device, the
+// profile, and per case its comparison tables and both Gantt charts.
+std::string validation_markdown(const ValidationSettings& args, const Profile& profile, const Topology& topology,
+                                const nlohmann::json& calibration, const std::vector<ValidationCase>& cases);
+
+// report.json: the summary figures in seconds.
+nlohmann::json validation_json(const std::vector<ValidationCase>& cases, double tolerance, double q);
+
+}  // namespace baton::cli
