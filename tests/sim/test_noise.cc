@@ -34,6 +34,18 @@ std::vector<Seconds> samples_of(const Plan& plan, const Profile& profile, const 
   return *result;
 }
 
+// Each of `bad` (JSON) as device.`field` is refused, with a message naming the field.
+void check_refused(const Topology& topology, const std::string& field, std::initializer_list<const char*> bad) {
+  for (const char* value : bad) {
+    nlohmann::json document = topology_to_json(topology);
+    document["device"][field] = nlohmann::json::parse(value);
+    auto parsed = topology_from_json(document, "t.json");
+    INFO(field << " = " << value);
+    REQUIRE_FALSE(parsed.ok());
+    CHECK(parsed.error().message.find(field) != std::string::npos);
+  }
+}
+
 double variance(const std::vector<double>& values) {
   const double mean = std::accumulate(values.begin(), values.end(), 0.0) / double(values.size());
   double sum = 0.0;
@@ -112,14 +124,7 @@ TEST_CASE("compute_noise round-trips through the topology format and bad values 
   REQUIRE(back.ok());
   CHECK(back->device.compute_noise == std::vector<double>{0.8, 1.0, 1.5});
   CHECK_FALSE(topology_to_json(linked({}))["device"].contains("compute_noise"));
-  for (const char* bad : {"[]", "[1.0, 0]", "[-1]", "[\"x\"]", "1.5"}) {
-    nlohmann::json document = topology_to_json(topology);
-    document["device"]["compute_noise"] = nlohmann::json::parse(bad);
-    auto parsed = topology_from_json(document, "t.json");
-    INFO(bad);
-    REQUIRE_FALSE(parsed.ok());
-    CHECK(parsed.error().message.find("compute_noise") != std::string::npos);
-  }
+  check_refused(topology, "compute_noise", {"[]", "[1.0, 0]", "[-1]", "[\"x\"]", "1.5"});
 }
 
 TEST_CASE("an all-reduce takes one drawn extra time, never less than zero in total", "[sim][noise]") {
@@ -162,12 +167,5 @@ TEST_CASE("allreduce_noise_us round-trips through the topology format, negative 
   for (size_t i = 0; i < 3; ++i)
     CHECK(close_rel(back->device.allreduce_noise[i].value, topology.device.allreduce_noise[i].value, 1e-12));
   CHECK_FALSE(topology_to_json(linked({}))["device"].contains("allreduce_noise_us"));
-  for (const char* bad : {"[]", "[\"x\"]", "[1, null]", "{}"}) {
-    nlohmann::json document = topology_to_json(topology);
-    document["device"]["allreduce_noise_us"] = nlohmann::json::parse(bad);
-    auto parsed = topology_from_json(document, "t.json");
-    INFO(bad);
-    REQUIRE_FALSE(parsed.ok());
-    CHECK(parsed.error().message.find("allreduce_noise_us") != std::string::npos);
-  }
+  check_refused(topology, "allreduce_noise_us", {"[]", "[\"x\"]", "[1, null]", "{}"});
 }
