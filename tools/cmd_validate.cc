@@ -49,6 +49,7 @@
 
 #include "tools/cli_support.h"
 #include "tools/commands.h"
+#include "tools/validate_report.h"
 
 #if BATON_HAVE_EXEC
 #include "exec/executor.h"
@@ -62,33 +63,11 @@
 #include "tools/compare_report.h"
 #include "tools/rank_launch.h"
 #include "tools/report.h"
-#include "tools/validate_report.h"
 #endif
 
 namespace baton::cli {
 
 namespace {
-
-struct ValidateArgs {
-  std::string model;
-  std::string backend = "gloo";
-  int nproc = 2;
-  std::string schedules = "pipedream,1f1b,gpipe,dp";
-  std::string stages;
-  int microbatch_size = 32;
-  int microbatches = 8;
-  int steps = 30;
-  double run_seconds = 3.0;
-  double profile_seconds = 3.0;
-  double quantile = 0.5;
-  double gap_us = 300.0;
-  double tolerance = 0.10;
-  std::string out = "out/validate";
-  std::string profile;
-  std::string topology;
-  int threads = 1;
-  double timeout_s = 30.0;
-};
 
 #if BATON_HAVE_EXEC
 
@@ -99,10 +78,6 @@ namespace fs = std::filesystem;
 struct RunFailure : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
-
-// Noisy simulations per prediction: the quantiles of 200 iterations move by
-// about 0.1% between seeds.
-constexpr int kNoiseSamples = 200;
 
 void progress(const std::string& line) { std::fprintf(stderr, "validate: %s\n", line.c_str()); }
 
@@ -396,9 +371,7 @@ int run_validate(const ValidateArgs& args) {
     return 1;
   }
   const std::string report = path_in(out, "report.md");
-  const ValidationSettings settings{args.nproc,     args.quantile, args.steps, args.run_seconds,
-                                    args.tolerance, args.threads,  kNoiseSamples};
-  write_file_atomic(report, validation_markdown(settings, *profile, *topology, calibration, cases));
+  write_file_atomic(report, validation_markdown(args, *profile, *topology, calibration, cases));
   write_file_atomic(path_in(out, "report.json"), validation_json(cases, args.tolerance, args.quantile).dump(2) + "\n");
   std::fputs(render_table(validation_summary_rows(cases, args.tolerance)).c_str(), stdout);
   std::printf("report: %s\n", report.c_str());

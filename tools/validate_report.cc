@@ -81,7 +81,7 @@ std::vector<std::vector<std::string>> validation_summary_rows(const std::vector<
   return rows;
 }
 
-std::string validation_markdown(const ValidationSettings& args, const Profile& profile, const Topology& topology,
+std::string validation_markdown(const ValidateArgs& args, const Profile& profile, const Topology& topology,
                             const nlohmann::json& calibration, const std::vector<ValidationCase>& cases) {
   std::string out = fmt::format("# Validation: {} on {} gloo ranks\n\n", profile.model, args.nproc);
   out += fmt::format(
@@ -94,7 +94,7 @@ std::string validation_markdown(const ValidationSettings& args, const Profile& p
       "(measured - predicted) / predicted; tolerance {2:g}%. Microbatch size {3}, SGD, {4} LibTorch thread(s) per "
       "rank.\n\n",
       args.quantile, args.steps, 100.0 * args.tolerance, profile.microbatch_size, args.threads, args.run_seconds,
-      args.noise_samples);
+      kNoiseSamples);
   out += "## Summary\n\n" + render_markdown_table(validation_summary_rows(cases, args.tolerance));
   out += "\n## Link calibration and device\n\n" + calibration_markdown(calibration, topology) + "\n" +
          device_markdown(topology);

@@ -32,23 +32,39 @@ struct ValidationCase {
   double error() const { return (measured - predicted) / predicted; }
 };
 
-// What the report says about how the figures were made.
-struct ValidationSettings {
+// The options of `baton validate` (tools/cmd_validate.cc); the report says
+// how its figures were made from them.
+struct ValidateArgs {
+  std::string model;
+  std::string backend = "gloo";
   int nproc = 2;
-  double quantile = 0.5;
+  std::string schedules = "pipedream,1f1b,gpipe,dp";
+  std::string stages;
+  int microbatch_size = 32;
+  int microbatches = 8;
   int steps = 30;
   double run_seconds = 3.0;
-  double tolerance = 0.1;
+  double profile_seconds = 3.0;
+  double quantile = 0.5;
+  double gap_us = 300.0;
+  double tolerance = 0.10;
+  std::string out = "out/validate";
+  std::string profile;
+  std::string topology;
   int threads = 1;
-  int noise_samples = 200;
+  double timeout_s = 30.0;
 };
+
+// Noisy simulations per prediction: the quantiles of 200 iterations move by
+// about 0.1% between seeds.
+constexpr int kNoiseSamples = 200;
 
 // The summary table: one row per case, with the header first.
 std::vector<std::vector<std::string>> validation_summary_rows(const std::vector<ValidationCase>& cases, double tolerance);
 
 // report.md: the method, the summary, the calibration and the device, the
 // profile, and per case its comparison tables and both Gantt charts.
-std::string validation_markdown(const ValidationSettings& args, const Profile& profile, const Topology& topology,
+std::string validation_markdown(const ValidateArgs& args, const Profile& profile, const Topology& topology,
                                 const nlohmann::json& calibration, const std::vector<ValidationCase>& cases);
 
 // report.json: the summary figures in seconds.
