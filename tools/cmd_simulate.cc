@@ -91,14 +91,13 @@ void write_outputs(const SimulateArgs& args, const SimulatedPlan& run, bool seve
 }
 
 // --noise-samples: the iteration time's distribution over noisy simulations
-// (seconds), or null where the topology has no compute noise.
+// (seconds), or null where the topology has no noise.
 nlohmann::json noise_summary(const SimulateArgs& args, const SimulatedPlan& run, const Profile& profile,
                              const Topology& topology, const SimOptions& options) {
   const std::string name(schedule_name(run.plan.schedule));
   if (!topology.device.noisy()) {
     std::fprintf(stderr, "baton: simulate: --noise-samples: topology '%s' has no device compute or all-reduce "
-                 "noise; %s is "
-                 "deterministic\n", topology.name.c_str(), name.c_str());
+                 "noise; %s is deterministic\n", topology.name.c_str(), name.c_str());
     return nullptr;
   }
   const std::vector<Seconds> samples =
