@@ -1,7 +1,7 @@
 // The discrete-event simulator: interprets a Program against stage costs and a
 // topology and predicts its timeline (a Trace) and Metrics.
 //
-// Model (see DESIGN.md "The cluster model"):
+// Model (see docs/SIMULATOR.md, "Devices and compute" and "Communication"):
 // - every device has one compute stream; the workers placed on one device
 //   share it, first come first served in simulated time (ties: lower worker);
 // - communication runs beside compute: SEND is issued without blocking the

@@ -1,5 +1,6 @@
-// The closed forms of DESIGN.md: uniform stages, free communication (zero
-// activation bytes, zero latency), checked to 1e-9 relative.
+// The closed forms of docs/SIMULATOR.md ("Closed forms it reproduces"): uniform
+// stages, free communication (zero activation bytes, zero latency), checked to
+// 1e-9 relative.
 #include "tests/catch_compat.h"
 
 #include "tests/sim/test_support.h"
