@@ -4,6 +4,9 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include <fmt/format.h>
@@ -171,21 +174,62 @@ Result<std::vector<SweepPoint>> run_sweep(const Profile& profile, const Topology
   const size_t total = sweep_size(spec);
   std::vector<SweepPoint> points(total);
   std::atomic<size_t> next{0}, done{0};
+  // The last point wakes the caller at once: a sweep shorter than the progress
+  // period does not wait out the period.
+  std::mutex mutex;
+  std::condition_variable all_done;
   const auto work = [&] {
     for (size_t i = next++; i < total; i = next++) {
       points[i] = evaluate(profile, topology, spec, i);
-      ++done;
+      if (++done == total) {
+        const std::lock_guard<std::mutex> lock(mutex);
+        all_done.notify_all();
+      }
     }
   };
   std::vector<std::thread> threads;
   for (int t = 0; t < std::max(spec.threads, 1); ++t) threads.emplace_back(work);
+  std::unique_lock<std::mutex> lock(mutex);
   while (done.load() < total) {
+    lock.unlock();
     progress(done.load(), total);
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    lock.lock();
+    all_done.wait_for(lock, std::chrono::milliseconds(100), [&] { return done.load() == total; });
   }
+  lock.unlock();
   for (std::thread& thread : threads) thread.join();
   progress(total, total);
   return points;
+}
+
+std::vector<ChartSeries> sweep_chart_series(const std::vector<SweepPoint>& points, const SweepSpec& spec) {
+  std::vector<ChartSeries> series;
+  std::map<std::string, size_t> index_of;
+  for (const SweepPoint& p : points) {
+    std::string others;
+    for (size_t a = 1; a < spec.axes.size(); ++a)
+      others += fmt::format("{}{}={:g}", others.empty() ? "" : ", ", spec.axes[a].name, p.axis_values[a]);
+    const std::string schedule(schedule_name(p.schedule));
+    const std::string name = others.empty() ? schedule : schedule + ", " + others;
+    auto [it, added] = index_of.emplace(name, series.size());
+    if (added) series.push_back(ChartSeries{name, {}, {}, schedule, others});
+    ChartSeries& line = series[it->second];
+    line.x.push_back(spec.axes.empty() ? 0.0 : p.axis_values[0]);
+    line.y.push_back(p.error.empty() && p.fits ? p.throughput_samples_per_s : NAN);
+  }
+  return series;
+}
+
+ChartOptions sweep_chart_options(const SweepSpec& spec, const std::string& title) {
+  ChartOptions chart;
+  chart.title = title;
+  chart.note = "points that fail or do not fit in device memory are left out";
+  chart.x_label = spec.axes.empty() ? "" : spec.axes[0].name;
+  chart.y_label = "samples per second";
+  chart.colour_title = "schedule";
+  for (size_t a = 1; a < spec.axes.size(); ++a) chart.dash_title += (a > 1 ? ", " : "") + spec.axes[a].name;
+  chart.log_x = !spec.axes.empty() && spec.axes[0].name.rfind("bandwidth", 0) == 0;
+  return chart;
 }
 
 }  // namespace baton

@@ -7,18 +7,24 @@
 //   devices_per_server                size of the innermost level
 //   memory_gib                        device memory (decides `fits`)
 //   microbatches                      microbatches per iteration (flush schedules)
-// Each point gets a plan by the chosen split strategy (fixed stages, a
-// compute-balanced split into S stages with the devices shared evenly, or the
-// baton planner per point), is simulated (no trace), and reports throughput,
-// iteration time, bubble fraction and peak memory. dp always runs one stage on
-// every device. Points are independent and run on `threads` threads; results
-// come back in grid order, whatever the thread count.
+// Each point gets a plan by the chosen split strategy, is simulated (no trace),
+// and reports throughput, iteration time, bubble fraction and peak memory:
+//   kPlan      the baton planner per point (the default): each point is judged
+//              by its best split, as `baton plan` would choose it there;
+//   kBalanced  S compute-balanced stages with the devices shared evenly: a few
+//              hundred times faster (bench/RESULTS.md), but one fixed shape for
+//              every cluster, so a point's figure can be far below what the
+//              cluster can do;
+//   kFixed     the same given stages at every point.
+// dp always runs one stage on every device. Points are independent and run on
+// `threads` threads; results come back in grid order, whatever the thread count.
 #pragma once
 
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "sim/chart_svg.h"
 #include "sim/plan.h"
 #include "sim/profile.h"
 #include "sim/result.h"
@@ -38,7 +44,7 @@ struct SweepSpec {
   std::vector<SweepAxis> axes;
   std::vector<Schedule> schedules = {Schedule::kPipeDream};
   int microbatches = 64;
-  SplitStrategy split = SplitStrategy::kBalanced;
+  SplitStrategy split = SplitStrategy::kPlan;
   std::vector<StagePlan> fixed_stages;  // kFixed
   int balanced_stages = 4;              // kBalanced (capped at the devices and layers)
   Optimizer optimizer = Optimizer::kAdam;
@@ -70,5 +76,13 @@ size_t sweep_size(const SweepSpec& spec);
 // `progress(done, total)` is called from the calling thread about ten times a second.
 Result<std::vector<SweepPoint>> run_sweep(const Profile& profile, const Topology& topology, const SweepSpec& spec,
                                           const std::function<void(size_t, size_t)>& progress);
+
+// The chart of a sweep: throughput against the first axis, one line per
+// schedule and value of the other axes; the schedule picks the colour, the
+// other axes' values ("servers=4") the dash. Points with an error or that do
+// not fit in device memory are left out of their line.
+std::vector<ChartSeries> sweep_chart_series(const std::vector<SweepPoint>& points, const SweepSpec& spec);
+// Its axis labels, legend headings and note; `title` as given.
+ChartOptions sweep_chart_options(const SweepSpec& spec, const std::string& title);
 
 }  // namespace baton

@@ -2,7 +2,6 @@
 // microbatches and schedules, simulated on all cores.
 #include <chrono>
 #include <cmath>
-#include <map>
 #include <memory>
 #include <thread>
 
@@ -24,7 +23,7 @@ struct SweepArgs {
   std::vector<std::string> vary;
   std::string schedules = "pipedream,1f1b,gpipe,dp";
   int microbatches = 64;
-  std::string split = "balanced:4";
+  std::string split = "plan";
   std::string stages;
   int threads = 0;
   std::string csv;
@@ -59,17 +58,31 @@ void configure_split(const SweepArgs& args, SweepSpec& spec) {
     spec.fixed_stages = take(parse_stages(args.stages));
   } else if (args.split == "plan") {
     spec.split = SplitStrategy::kPlan;
+  } else if (args.split == "balanced") {
+    spec.split = SplitStrategy::kBalanced;  // SweepSpec's balanced_stages
   } else if (args.split.rfind("balanced:", 0) == 0) {
     spec.split = SplitStrategy::kBalanced;
+    const std::string count = args.split.substr(9);
+    size_t used = 0;
     try {
-      spec.balanced_stages = std::stoi(args.split.substr(9));
+      spec.balanced_stages = std::stoi(count, &used);
     } catch (const std::exception&) {
       spec.balanced_stages = 0;
     }
-    if (spec.balanced_stages < 1) throw UsageError("--split: balanced:S needs a stage count S >= 1");
+    if (used != count.size() || spec.balanced_stages < 1)
+      throw UsageError(fmt::format("--split: balanced:S needs a whole stage count S >= 1, got \"{}\"", args.split));
   } else {
-    throw UsageError(fmt::format("--split: expected balanced:S or plan, got \"{}\"", args.split));
+    throw UsageError(fmt::format("--split: expected plan, balanced or balanced:S, got \"{}\"", args.split));
   }
+}
+
+std::string split_name(const SweepSpec& spec) {
+  switch (spec.split) {
+    case SplitStrategy::kPlan: return "planned per point";
+    case SplitStrategy::kBalanced: return fmt::format("{} balanced stages", spec.balanced_stages);
+    case SplitStrategy::kFixed: return "fixed stages";
+  }
+  return "";
 }
 
 std::string csv_of(const std::vector<SweepPoint>& points, const SweepSpec& spec) {
@@ -86,24 +99,6 @@ std::string csv_of(const std::vector<SweepPoint>& points, const SweepSpec& spec)
                        p.peak_memory.value, p.fits ? "yes" : "no", error);
   }
   return out;
-}
-
-// One line per schedule (and per value of the other axes), throughput against the first axis.
-std::vector<ChartSeries> chart_series(const std::vector<SweepPoint>& points, const SweepSpec& spec) {
-  std::map<std::string, ChartSeries> by_name;
-  std::vector<std::string> order;
-  for (const SweepPoint& p : points) {
-    std::string name(schedule_name(p.schedule));
-    for (size_t a = 1; a < spec.axes.size(); ++a) name += fmt::format(", {}={:g}", spec.axes[a].name, p.axis_values[a]);
-    if (!by_name.count(name)) order.push_back(name);
-    ChartSeries& series = by_name[name];
-    series.name = name;
-    series.x.push_back(spec.axes.empty() ? 0.0 : p.axis_values[0]);
-    series.y.push_back(p.error.empty() && p.fits ? p.throughput_samples_per_s : NAN);
-  }
-  std::vector<ChartSeries> series;
-  for (const std::string& name : order) series.push_back(by_name[name]);
-  return series;
 }
 
 std::string summary(const std::vector<SweepPoint>& points, const SweepSpec& spec, size_t limit) {
@@ -151,16 +146,12 @@ int run_sweep_command(const SweepArgs& args) {
   if (!points) throw UsageError(points.error().message);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (!args.quiet)
-    std::fprintf(stderr, "\nbaton: %zu configurations simulated in %.2f s (%.0f per second, %d threads)\n",
-                 points->size(), seconds, double(points->size()) / seconds, spec.threads);
+    std::fprintf(stderr, "\nbaton: %zu configurations (%s) simulated in %.2f s (%.0f per second, %d threads)\n",
+                 points->size(), split_name(spec).c_str(), seconds, double(points->size()) / seconds, spec.threads);
   if (!args.csv.empty()) write_file_atomic(args.csv, csv_of(*points, spec));
   if (!args.chart.empty()) {
-    ChartOptions chart;
-    chart.title = fmt::format("{} on {}: throughput", profile.model, topology.name);
-    chart.x_label = spec.axes.empty() ? "" : spec.axes[0].name;
-    chart.y_label = "samples per second";
-    chart.log_x = !spec.axes.empty() && spec.axes[0].name.rfind("bandwidth", 0) == 0;
-    write_file_atomic(args.chart, line_chart_svg(chart_series(*points, spec), chart));
+    const std::string title = fmt::format("{} on {}: throughput ({})", profile.model, topology.name, split_name(spec));
+    write_file_atomic(args.chart, line_chart_svg(sweep_chart_series(*points, spec), sweep_chart_options(spec, title)));
   }
   std::fputs(summary(*points, spec, 60).c_str(), stdout);
   return 0;
@@ -173,11 +164,15 @@ void add_sweep_command(CLI::App& app, CommandResult& result) {
   CLI::App* cmd = app.add_subcommand("sweep", "What-if studies: simulate a model over cluster and schedule variations");
   cmd->footer(
       "Simulates every point of the grid (the product of the --vary axes and the schedules) on all cores\n"
-      "and writes a CSV and an SVG chart (throughput against the first axis, one line per schedule).\n"
+      "and writes a CSV and an SVG chart (throughput against the first axis, one line per schedule and\n"
+      "value of the other axes).\n"
       "Axes: bandwidth_gbps.L, latency_us.L (L = level index or name), servers, devices_per_server,\n"
       "      memory_gib, microbatches.\n"
-      "Each point is split by --split: balanced:S (S compute-balanced stages, devices shared evenly;\n"
-      "fast), plan (the baton planner per point; slower), or fixed --stages.\n\n"
+      "Each point is split by --split: plan (the default: the baton planner per point, as `baton plan`\n"
+      "would split that cluster), balanced or balanced:S (S compute-balanced stages, default 4, devices\n"
+      "shared evenly: a few hundred times faster, but one shape for every point, so it can show a\n"
+      "cluster far slower than it is), or a fixed split for every point with --stages.\n"
+      "The chart gives each schedule a colour and each value of the other axes a dash and marker.\n\n"
       "Example (\"16 GPUs on 10 Gb/s or 8 on NVLink?\"):\n"
       "  baton sweep --profile traces/vgg16_v100_mb32.json --topology topologies/pipedream_a.json \\\n"
       "      --vary bandwidth_gbps.1=1,10,25,100 --vary servers=1,2,4 --csv out/sweep.csv --chart out/sweep.svg");
@@ -187,7 +182,7 @@ void add_sweep_command(CLI::App& app, CommandResult& result) {
   cmd->add_option("--schedule", args->schedules, "comma list of schedules (default pipedream,1f1b,gpipe,dp)");
   cmd->add_option("--microbatches", args->microbatches, "microbatches per iteration (default 64)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--split", args->split, "balanced:S (default balanced:4) or plan");
+  cmd->add_option("--split", args->split, "plan (default: plan each point), balanced or balanced:S (faster)");
   cmd->add_option("--stages", args->stages, "a fixed split for every point instead of --split");
   cmd->add_option("--threads", args->threads, "worker threads (default: all cores)")->check(CLI::PositiveNumber);
   cmd->add_option("--csv", args->csv, "write every point as CSV");

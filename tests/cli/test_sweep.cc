@@ -1,0 +1,90 @@
+// `baton sweep` from the command line: the split each point gets, the chart it
+// writes, and refused --split values.
+#include <filesystem>
+#include <set>
+#include <string>
+
+#include "tests/catch_compat.h"
+
+#include "tests/cli/cli_runner.h"
+
+using namespace baton::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kGrid = "sweep --profile tests/data/tiny_profile.json --topology tests/data/tiny_topology.json "
+                          "--vary bandwidth_gbps.1=1,10,100 --vary servers=1,2 --schedule pipedream,1f1b,gpipe "
+                          "--microbatches 8 --threads 2 --quiet";
+
+struct SweepRun {
+  CliRun run;
+  std::string csv;
+  std::string chart;
+};
+
+SweepRun sweep(const std::string& extra, const std::string& name) {
+  const fs::path dir = scratch_dir("sweep-" + name);
+  const fs::path csv = dir / "sweep.csv", chart = dir / "sweep.svg";
+  SweepRun out{run_baton(kGrid + " " + extra + " --csv '" + csv.string() + "' --chart '" + chart.string() + "'",
+                         "sweep-" + name),
+               "", ""};
+  if (fs::exists(csv)) out.csv = slurp(csv);
+  if (fs::exists(chart)) out.chart = slurp(chart);
+  return out;
+}
+
+int count(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("sweep plans each point unless told to balance", "[cli][sweep]") {
+  const SweepRun by_default = sweep("", "default");
+  const SweepRun planned = sweep("--split plan", "plan");
+  const SweepRun balanced = sweep("--split balanced", "balanced");
+  const SweepRun balanced_4 = sweep("--split balanced:4", "balanced-4");
+  for (const SweepRun* run : {&by_default, &planned, &balanced, &balanced_4}) {
+    INFO("stderr: " << run->run.err);
+    REQUIRE(run->run.exit_code == 0);
+    CHECK(count(run->csv, "\n") == 1 + 3 * 2 * 3);  // header, bandwidths x servers x schedules
+  }
+  CHECK(by_default.csv == planned.csv);
+  CHECK(balanced.csv == balanced_4.csv);  // `balanced` is 4 stages
+  CHECK(by_default.csv != balanced.csv);
+  CHECK(by_default.chart.find("(planned per point)") != std::string::npos);
+  CHECK(balanced.chart.find("(4 balanced stages)") != std::string::npos);
+}
+
+TEST_CASE("sweep draws a line per schedule and server count, and a legend of each once", "[cli][sweep]") {
+  const SweepRun run = sweep("", "chart");
+  INFO("stderr: " << run.run.err);
+  REQUIRE(run.run.exit_code == 0);
+  // A line per (schedule, servers) pair with a point that fits; points that do
+  // not fit in memory are left out of their line.
+  std::set<std::string> drawn;
+  size_t at = run.csv.find('\n');
+  for (size_t end = run.csv.find('\n', at + 1); end != std::string::npos; at = end, end = run.csv.find('\n', at + 1)) {
+    const std::string row = run.csv.substr(at + 1, end - at - 1);
+    const size_t first = row.find(','), second = row.find(',', first + 1), third = row.find(',', second + 1);
+    if (row.find(",yes,\"") != std::string::npos) drawn.insert(row.substr(first + 1, third - first - 1));
+  }
+  CHECK_FALSE(drawn.empty());
+  CHECK(count(run.chart, "<path class='series'") == static_cast<int>(drawn.size()));
+  CHECK(count(run.chart, "class='legend-entry'") == 3 + 2);
+  CHECK(run.chart.find(">schedule</text>") != std::string::npos);
+  CHECK(run.chart.find(">servers</text>") != std::string::npos);
+}
+
+TEST_CASE("sweep refuses a split it does not know", "[cli][sweep][bad-input]") {
+  for (const char* split : {"balanced:0", "balanced:x", "balanced:2x", "even"}) {
+    const SweepRun run = sweep(std::string("--split ") + split, "bad-split");
+    INFO(split << " stderr: " << run.run.err);
+    CHECK(run.run.exit_code == 2);
+    CHECK(run.run.err.find("--split") != std::string::npos);
+    CHECK(run.csv.empty());
+  }
+}
