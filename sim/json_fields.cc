@@ -1,8 +1,11 @@
 #include "sim/json_fields.h"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace baton::json_fields {
 
@@ -52,6 +55,47 @@ Result<Json> parse_json_text(std::string_view text, const std::string& source) {
 
 Status check_object(const Json& value, const FieldPath& at) {
   if (!value.is_object()) return at.error("must be a JSON object", value);
+  return ok_status();
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  // d[i][j]: distance between the first i characters of a and the first j of b.
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t substitution = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + substitution});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+std::optional<std::string_view> closest_key(std::string_view key, std::initializer_list<std::string_view> known) {
+  std::optional<std::string_view> best;
+  size_t best_distance = kMaxTypoDistance + 1;
+  for (std::string_view candidate : known) {
+    const size_t distance = edit_distance(key, candidate);
+    if (distance < best_distance && 2 * distance <= candidate.size()) {
+      best = candidate;
+      best_distance = distance;
+    }
+  }
+  return best;
+}
+
+Status check_known_keys(const Json& object, const FieldPath& at, std::initializer_list<std::string_view> known) {
+  if (!object.is_object()) return ok_status();
+  for (const auto& [key, value] : object.items()) {
+    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+    const std::string quoted = Json(key).dump();
+    if (auto near = closest_key(key, known))
+      return at.error(fmt::format("has an unknown key {} (did you mean \"{}\"?)", quoted, *near));
+    return at.error(fmt::format("has an unknown key {} (expected one of: {})", quoted, fmt::join(known, ", ")));
+  }
   return ok_status();
 }
 
@@ -121,6 +165,20 @@ Result<const Json*> read_array(const Json& object, const FieldPath& at, std::str
   if (!value->is_array()) return here.error("must be an array", *value);
   if (non_empty && value->empty()) return here.error("must not be empty", *value);
   return value;
+}
+
+Result<std::vector<double>> read_number_list(const Json& value, const FieldPath& at, bool positive) {
+  const char* what = positive ? "a number > 0" : "a finite number";
+  if (!value.is_array() || value.empty())
+    return at.error(fmt::format("must be a non-empty array, each {}", what), value);
+  std::vector<double> numbers;
+  for (size_t i = 0; i < value.size(); ++i) {
+    const Json& number = value[i];
+    if (!number.is_number() || !std::isfinite(number.get<double>()) || (positive && !(number.get<double>() > 0.0)))
+      return at.index(i).error(fmt::format("must be {}", what), number);
+    numbers.push_back(number.get<double>());
+  }
+  return numbers;
 }
 
 Status check_format(const Json& object, const FieldPath& at, std::string_view expected) {

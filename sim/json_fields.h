@@ -1,15 +1,21 @@
-// Checked reads of JSON fields for the loaders (profile, topology, plan).
+// Checked reads of JSON fields for the loaders (profile, topology, plan,
+// check cases, traces).
 //
 // Contract: every reader names the source (usually a file path), the field's
 // full path (`levels[1].bandwidth_gbps`) and the offending value in its Error,
 // so that a user can fix the file without reading code. Nothing here throws:
 // nlohmann's exceptions are caught at the parse boundary (`parse_json_text`).
+// Loaders are strict: every object they read is first given to
+// `check_known_keys` with every key its format allows, so a misspelled key is
+// refused instead of read as absent.
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -58,9 +64,30 @@ Result<int64_t> read_integer_or(const Json& object, const FieldPath& at, std::st
 // The field must be an array (possibly empty unless `non_empty`).
 Result<const Json*> read_array(const Json& object, const FieldPath& at, std::string_view name,
                                bool non_empty);
+// `value` (the field at `at`) must be a non-empty array of finite numbers,
+// each > 0 when `positive`.
+Result<std::vector<double>> read_number_list(const Json& value, const FieldPath& at, bool positive);
 // The `format` field must equal `expected` exactly.
 Status check_format(const Json& object, const FieldPath& at, std::string_view expected);
 // `value` must be a JSON object.
 Status check_object(const Json& value, const FieldPath& at);
+// Every key of `object` (a JSON object) must be one of `known`. The first
+// unknown key (in nlohmann's order, alphabetical) is refused, naming the
+// object's path and the key, with the closest known key when one is near:
+//   `a.json: levels[1] has an unknown key "bandwith_gbps" (did you mean "bandwidth_gbps"?)`
+// and otherwise the keys the object may hold:
+//   `a.json: levels[1] has an unknown key "speed" (expected one of: name, size)`.
+Status check_known_keys(const Json& object, const FieldPath& at, std::initializer_list<std::string_view> known);
+
+// Edit distance between `a` and `b`: the fewest insertions, deletions,
+// substitutions of one character and swaps of two neighbours (optimal string
+// alignment, a restricted Damerau-Levenshtein distance). "forwrd_ms" ->
+// "forward_ms" is 1, "szie" -> "size" is 1.
+size_t edit_distance(std::string_view a, std::string_view b);
+// The entry of `known` closest to `key` if it is near enough to be a typo of
+// it: at most kMaxTypoDistance edits, and at most half the entry's length (so
+// that "x" suggests nothing for "ts"). Ties go to the earlier entry.
+constexpr size_t kMaxTypoDistance = 2;
+std::optional<std::string_view> closest_key(std::string_view key, std::initializer_list<std::string_view> known);
 
 }  // namespace baton::json_fields
