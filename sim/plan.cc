@@ -198,6 +198,7 @@ namespace {
 
 Result<StagePlan> stage_from_json(const json& value, const FieldPath& at) {
   if (auto ok = json_fields::check_object(value, at); !ok) return ok.error();
+  if (auto ok = json_fields::check_known_keys(value, at, {"layers", "replicas", "devices"}); !ok) return ok.error();
   StagePlan stage;
   auto layers = json_fields::read_array(value, at, "layers", true);
   if (!layers) return layers.error();
@@ -237,6 +238,11 @@ Result<Plan> plan_from_json(const json& document, const std::string& source) {
   const FieldPath root(source);
   if (auto ok = json_fields::check_object(document, root); !ok) return ok.error();
   if (auto ok = json_fields::check_format(document, root, "baton.plan.v1"); !ok) return ok.error();
+  if (auto ok = json_fields::check_known_keys(document, root,
+                                              {"format", "model", "schedule", "microbatch_size", "microbatches",
+                                               "vertical_sync", "stages", "prediction"});
+      !ok)
+    return ok.error();
   Plan plan;
   auto model = json_fields::read_string_or(document, root, "model", "");
   if (!model) return model.error();

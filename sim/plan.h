@@ -10,6 +10,8 @@
 //    "microbatch_size": int >= 1, "microbatches": int >= 1, optional "vertical_sync": bool,
 //    "stages": [{"layers": [begin, end], "replicas": int >= 1, optional "devices": [int]}],
 //    optional "prediction": {...}  (the planner's own figures, kept verbatim)}
+// These are all the keys: the loader refuses any other, naming the object and
+// the key. What `prediction` holds is the planner's and is not checked.
 // Thread safety: plain value.
 #pragma once
 

@@ -111,6 +111,12 @@ Result<Layer> read_layer(const json& value, const FieldPath& at, int index,
                          const std::unordered_map<std::string, int>& index_of,
                          const std::unordered_map<std::string, int>& all_names) {
   if (auto ok = json_fields::check_object(value, at); !ok) return ok.error();
+  if (auto ok = json_fields::check_known_keys(value, at,
+                                              {"name", "description", "forward_ms", "backward_ms",
+                                               "backward_input_ms", "backward_weight_ms", "optimizer_ms",
+                                               "output_bytes", "param_bytes", "inputs"});
+      !ok)
+    return ok.error();
   Layer layer;
   auto name = json_fields::read_string(value, at, "name");
   if (!name) return name.error();
@@ -156,6 +162,18 @@ Result<Layer> read_layer(const json& value, const FieldPath& at, int index,
   return layer;
 }
 
+// The fields a profile carries for people and for other commands, which
+// the simulator does not read: checked, not kept.
+Status check_annotations(const json& document, const FieldPath& root) {
+  if (auto derivation = json_fields::read_string_or(document, root, "derivation", ""); !derivation)
+    return derivation.error();
+  auto noise = document.find("compute_noise");
+  if (noise == document.end()) return ok_status();
+  if (auto factors = json_fields::read_number_list(*noise, root.field("compute_noise"), /*positive=*/true); !factors)
+    return factors.error();
+  return ok_status();
+}
+
 }  // namespace
 
 Result<Profile> profile_from_json(const json& document, const std::string& source) {
@@ -163,6 +181,12 @@ Result<Profile> profile_from_json(const json& document, const std::string& sourc
   if (auto ok = json_fields::check_object(document, root); !ok) return ok.error();
   if (auto ok = json_fields::check_format(document, root, "baton.profile.v1"); !ok)
     return ok.error();
+  if (auto ok = json_fields::check_known_keys(
+          document, root,
+          {"format", "model", "device", "microbatch_size", "layers", "derivation", "compute_noise"});
+      !ok)
+    return ok.error();
+  if (auto ok = check_annotations(document, root); !ok) return ok.error();
   Profile profile;
   auto model = json_fields::read_string(document, root, "model");
   if (!model) return model.error();

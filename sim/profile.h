@@ -13,7 +13,18 @@
 //                "output_bytes": int, "param_bytes": int,
 //                optional "optimizer_ms": num (one optimizer step over the layer's
 //                  parameters; default 0),
-//                optional "description": str, optional "inputs": [layer names]}]}
+//                optional "description": str, optional "inputs": [layer names]}],
+//    optional "derivation": str (how the numbers were derived, for people: analytic
+//      profiles say which formulas and device figures they used),
+//    optional "compute_noise": [num > 0, ...] (how noisy the measuring machine was: a
+//      sample of the factor by which one layer's time differed from its profiled
+//      value, as `baton profile measure` writes it; `baton validate` moves it into
+//      the topology's device.compute_noise, sim/topology.h. The simulator does not
+//      read it from a profile.)}
+// These are all the keys: the loader refuses any other, naming the object and
+// the key (a misspelled `forwrd_ms` is an error, not a layer without forward
+// time). `derivation` and `compute_noise` joined v1 without a new format
+// string: they change no figure computed from the profile.
 //
 // Invariants after loading: at least one layer; names unique; every time and
 // size >= 0; `inputs` refer to earlier layers only (so the graph is acyclic).

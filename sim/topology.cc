@@ -1,7 +1,5 @@
 #include "sim/topology.h"
 
-#include <cmath>
-
 #include "sim/json_fields.h"
 
 namespace baton {
@@ -29,25 +27,15 @@ int Topology::common_level(int device_a, int device_b) const {
 
 namespace {
 
-// A non-empty array of finite numbers, each > 0 when `positive`.
-Result<std::vector<double>> read_noise(const json& value, const FieldPath& at, bool positive) {
-  const char* what = positive ? "a number > 0" : "a finite number";
-  if (!value.is_array() || value.empty()) return at.error(std::string("must be a non-empty array, each ") + what, value);
-  std::vector<double> numbers;
-  for (size_t i = 0; i < value.size(); ++i) {
-    const json& number = value[i];
-    if (!number.is_number() || !std::isfinite(number.get<double>()) || (positive && !(number.get<double>() > 0.0)))
-      return at.index(i).error(std::string("must be ") + what, number);
-    numbers.push_back(number.get<double>());
-  }
-  return numbers;
-}
-
 Result<DeviceType> read_device(const json& document, const FieldPath& root) {
   auto it = document.find("device");
   const FieldPath at = root.field("device");
   if (it == document.end()) return at.error("is missing");
   if (auto ok = json_fields::check_object(*it, at); !ok) return ok.error();
+  if (auto ok = json_fields::check_known_keys(
+          *it, at, {"name", "memory_gib", "relative_speed", "compute_noise", "allreduce_noise_us"});
+      !ok)
+    return ok.error();
   DeviceType device;
   auto name = json_fields::read_string(*it, at, "name");
   if (!name) return name.error();
@@ -62,20 +50,72 @@ Result<DeviceType> read_device(const json& document, const FieldPath& root) {
   if (!speed) return speed.error();
   device.relative_speed = *speed;
   if (it->contains("compute_noise")) {
-    auto noise = read_noise((*it)["compute_noise"], at.field("compute_noise"), /*positive=*/true);
+    auto noise = json_fields::read_number_list((*it)["compute_noise"], at.field("compute_noise"), /*positive=*/true);
     if (!noise) return noise.error();
     device.compute_noise = std::move(*noise);
   }
   if (it->contains("allreduce_noise_us")) {
-    auto noise = read_noise((*it)["allreduce_noise_us"], at.field("allreduce_noise_us"), /*positive=*/false);
+    auto noise = json_fields::read_number_list((*it)["allreduce_noise_us"], at.field("allreduce_noise_us"),
+                                               /*positive=*/false);
     if (!noise) return noise.error();
     for (double us : *noise) device.allreduce_noise.push_back(Seconds::from_us(us));
   }
   return device;
 }
 
+// A list of {"bytes", "seconds"} measurements.
+Status check_samples(const json& value, const FieldPath& at) {
+  if (!value.is_array()) return at.error("must be an array of {\"bytes\", \"seconds\"}", value);
+  for (size_t i = 0; i < value.size(); ++i) {
+    const FieldPath here = at.index(i);
+    if (auto ok = json_fields::check_object(value[i], here); !ok) return ok;
+    if (auto ok = json_fields::check_known_keys(value[i], here, {"bytes", "seconds"}); !ok) return ok;
+    if (auto bytes = json_fields::read_integer(value[i], here, "bytes", 0); !bytes) return bytes.error();
+    if (auto seconds = json_fields::read_number(value[i], here, "seconds", 0.0, false); !seconds)
+      return seconds.error();
+  }
+  return ok_status();
+}
+
+// What `baton calibrate` measured, kept beside the fitted model for reports
+// (`baton validate`); the simulator reads none of it, but its keys and
+// numbers are checked like the rest of the file.
+Status check_calibration(const json& value, const FieldPath& at) {
+  if (auto ok = json_fields::check_object(value, at); !ok) return ok;
+  if (auto ok = json_fields::check_known_keys(
+          value, at,
+          {"point_to_point", "allreduce", "allreduce_undisturbed", "allreduce_model", "allreduce_every_seconds",
+           "latency_us", "bandwidth_gbps", "max_relative_residual", "allreduce_max_relative_residual"});
+      !ok)
+    return ok;
+  for (const char* samples : {"point_to_point", "allreduce", "allreduce_undisturbed", "allreduce_model"}) {
+    if (!value.contains(samples)) continue;
+    if (auto ok = check_samples(value[samples], at.field(samples)); !ok) return ok;
+  }
+  if (auto every = value.find("allreduce_every_seconds"); every != value.end()) {
+    const FieldPath here = at.field("allreduce_every_seconds");
+    if (!every->is_array()) return here.error("must be an array (per size) of arrays of seconds", *every);
+    for (size_t i = 0; i < every->size(); ++i) {
+      const json& times = (*every)[i];
+      if (!times.is_array()) return here.index(i).error("must be an array of seconds", times);
+      for (size_t k = 0; k < times.size(); ++k)
+        if (!times[k].is_number()) return here.index(i).index(k).error("must be a number", times[k]);
+    }
+  }
+  for (const char* number :
+       {"latency_us", "bandwidth_gbps", "max_relative_residual", "allreduce_max_relative_residual"}) {
+    if (auto ok = json_fields::read_number_or(value, at, number, 0.0, false, 0.0); !ok) return ok.error();
+  }
+  return ok_status();
+}
+
 Result<Level> read_level(const json& value, const FieldPath& at) {
   if (auto ok = json_fields::check_object(value, at); !ok) return ok.error();
+  if (auto ok = json_fields::check_known_keys(value, at,
+                                              {"name", "size", "bandwidth_gbps", "latency_us",
+                                               "allreduce_bandwidth_gbps", "allreduce_latency_us"});
+      !ok)
+    return ok.error();
   Level level;
   auto name = json_fields::read_string(value, at, "name");
   if (!name) return name.error();
@@ -110,6 +150,13 @@ Result<Topology> topology_from_json(const json& document, const std::string& sou
   if (auto ok = json_fields::check_object(document, root); !ok) return ok.error();
   if (auto ok = json_fields::check_format(document, root, "baton.topology.v1"); !ok)
     return ok.error();
+  if (auto ok = json_fields::check_known_keys(document, root,
+                                              {"format", "name", "source", "device", "levels", "calibration"});
+      !ok)
+    return ok.error();
+  if (auto it = document.find("calibration"); it != document.end()) {
+    if (auto ok = check_calibration(*it, root.field("calibration")); !ok) return ok.error();
+  }
   Topology topology;
   auto name = json_fields::read_string(document, root, "name");
   if (!name) return name.error();

@@ -18,7 +18,20 @@
 //               optional "allreduce_noise_us": [num, ...]},
 //    "levels": [{"name": str, "size": int >= 1, "bandwidth_gbps": num > 0,
 //                "latency_us": num >= 0, optional "allreduce_bandwidth_gbps": num > 0,
-//                optional "allreduce_latency_us": num >= 0}]}
+//                optional "allreduce_latency_us": num >= 0}],
+//    optional "calibration": {optional "point_to_point", "allreduce",
+//                "allreduce_undisturbed", "allreduce_model": [{"bytes": int >= 0,
+//                  "seconds": num >= 0}],
+//                optional "allreduce_every_seconds": [[num, ...] per size],
+//                optional "latency_us", "bandwidth_gbps", "max_relative_residual",
+//                  "allreduce_max_relative_residual": num >= 0}}
+// These are all the keys: the loader refuses any other (a misspelled
+// `bandwith_gbps` is an error naming the object and the key, not a level
+// without bandwidth). The noise fields and `calibration` joined v1 after its
+// first files without a new format string: they change no figure of a
+// deterministic simulation, and a file without them means what it meant.
+// Because readers refuse unknown keys, a later field that changes what a file
+// means comes with a new format string.
 // The optional allreduce_* fields are the effective link parameters of the
 // ring all-reduce on that level where they differ from point-to-point ones
 // (a collective library's own protocol, threads and reduction cost), as
@@ -32,6 +45,9 @@
 // one all-reduce takes beyond the level's ring model (which then describes an
 // undisturbed all-reduce), as `baton calibrate` measures it. Only simulations
 // given a noise seed (SimOptions::noise_seed) draw from them.
+// `calibration` holds the raw measurements `baton calibrate` fitted the level
+// to (message sizes and times), which `baton validate` sets beside the model
+// in its report; the simulator and planner ignore it.
 // Thread safety: immutable after construction.
 #pragma once
 

@@ -10,8 +10,8 @@
 // allreduce_noise_us (on the 2-core machines half or more of the all-reduces
 // wait 2-4 ms longer, whatever their size). It writes a one-level
 // baton.topology.v1 with one device per rank, and keeps the raw samples and
-// the all-reduce times beside the model's in a "calibration" object (readers
-// of the format ignore it).
+// the all-reduce times beside the model's in a "calibration" object (part of
+// the format, sim/topology.h; the simulator does not read it).
 #include <cstdio>
 #include <memory>
 

@@ -49,10 +49,11 @@ int run_measure(const MeasureArgs& args) {
   };
   const exec::MeasuredProfile measured = take(exec::measure_profile(args.model, args.microbatch_size, options));
   const Profile& profile = measured.profile;
-  // The spread around the medians rides along; profile readers ignore it and
-  // `baton validate` moves it into the topology (device.compute_noise).
+  // The spread around the medians rides along as the profile's compute_noise
+  // (sim/profile.h), which the simulator does not read; `baton validate`
+  // moves it into the topology (device.compute_noise).
   nlohmann::json document = profile_to_json(profile);
-  document["compute_noise"] = measured.compute_noise;
+  if (!measured.compute_noise.empty()) document["compute_noise"] = measured.compute_noise;
   const std::string text = document.dump(2) + "\n";
   // Started as one of several ranks (RANK set, e.g. by validate): the other
   // ranks only load the machine as a run would; rank 0 reports.
@@ -88,8 +89,8 @@ void add_profile_measure_command(CLI::App& profile, CommandResult& result) {
       "Run a model of the executor's zoo (mlp, vgg-mini, gpt-mini) layer by layer and write, per\n"
       "layer, the median forward, backward and optimizer-step time over --steps steps after --warmup,\n"
       "the output bytes and the parameter bytes, as a baton.profile.v1 file, plus \"compute_noise\": 200\n"
-      "quantiles of every sample over its layer's value (how noisy the machine is; profile readers\n"
-      "ignore it, `baton validate` puts it in the topology). Progress goes to stderr.\n"
+      "quantiles of every sample over its layer's value (how noisy the machine is; the simulator does\n"
+      "not read it from a profile, `baton validate` puts it in the topology). Progress goes to stderr.\n"
       "Started as several ranks (RANK set), only rank 0 writes: the others measure alongside it, so that\n"
       "with --gap-us the profile sees the machine as a run uses it.\n"
       "Example: baton profile measure --model gpt-mini --microbatch-size 8 -o out/gpt-mini.json");

@@ -104,3 +104,48 @@ TEST_CASE("a missing input file is refused", "[cli][bad-input]") {
   expect_refused("tests/data/no_such_profile.json", kTopology, "--stages 0-6",
                  {"tests/data/no_such_profile.json: cannot open"});
 }
+
+TEST_CASE("a misspelled topology key is refused by name, with the key it resembles", "[cli][bad-input]") {
+  const fs::path dir = scratch_dir("misspelled-key");
+  const fs::path bad = write(dir, "t.json", R"({"format": "baton.topology.v1", "name": "t",
+    "device": {"name": "g", "memory_gib": 1},
+    "levels": [{"name": "a", "size": 2, "bandwidth_gbps": 10, "latency_us": 1},
+               {"name": "b", "size": 2, "bandwith_gbps": 10, "latency_us": 1}]})");
+  const fs::path trace = dir / "trace.json";
+  const fs::path gantt = dir / "gantt.svg";
+  const CliRun run = run_baton("simulate --profile '" + kProfile + "' --topology '" + bad.string() +
+                               "' --stages 0-6 --trace '" + trace.string() + "' --gantt '" + gantt.string() + "'",
+                               "misspelled-key");
+  CHECK(run.exit_code == 2);
+  CHECK(run.err == "baton: " + bad.string() +
+                       ": levels[1] has an unknown key \"bandwith_gbps\" (did you mean \"bandwidth_gbps\"?)\n");
+  CHECK(run.out.empty());
+  CHECK_FALSE(fs::exists(trace));
+  CHECK_FALSE(fs::exists(gantt));
+}
+
+TEST_CASE("a misspelled device or profile key is refused", "[cli][bad-input]") {
+  const fs::path dir = scratch_dir("misspelled-device");
+  const fs::path topology = write(dir, "t.json", R"({"format": "baton.topology.v1", "name": "t",
+    "device": {"name": "g", "memory_gib": 1, "relative_sped": 2},
+    "levels": [{"name": "a", "size": 4, "bandwidth_gbps": 10, "latency_us": 1}]})");
+  expect_refused(kProfile, topology.string(), "--stages 0-6",
+                 {topology.string() + ": device has an unknown key \"relative_sped\" (did you mean \"relative_speed\"?)"});
+  const fs::path profile = write(dir, "p.json", R"({"format": "baton.profile.v1", "model": "m", "microbatch_size": 1,
+    "layers": [{"name": "a", "forwrd_ms": 1, "backward_ms": 1, "output_bytes": 1, "param_bytes": 1}]})");
+  expect_refused(profile.string(), kTopology, "--stages 0-1",
+                 {profile.string() + ": layers[0] has an unknown key \"forwrd_ms\" (did you mean \"forward_ms\"?)"});
+}
+
+TEST_CASE("a plan file with an unknown key is refused", "[cli][bad-input]") {
+  const fs::path dir = scratch_dir("misspelled-plan");
+  const fs::path plan = write(dir, "plan.json", R"({"format": "baton.plan.v1", "schedule": "1f1b",
+    "microbatch_size": 1, "microbatches": 4, "stages": [{"layers": [0, 6], "replicas": 1, "device": [0]}]})");
+  const fs::path trace = dir / "trace.json";
+  const CliRun run = run_baton("simulate --profile '" + kProfile + "' --topology '" + kTopology + "' --plan '" +
+                               plan.string() + "' --trace '" + trace.string() + "'", "misspelled-plan");
+  CHECK(run.exit_code == 2);
+  CHECK(run.err == "baton: " + plan.string() +
+                       ": stages[0] has an unknown key \"device\" (did you mean \"devices\"?)\n");
+  CHECK_FALSE(fs::exists(trace));
+}
