@@ -3,7 +3,7 @@
 // passes, generate its Program and validate it.
 //
 // Properties: no crash anywhere; what plan_to_json writes loads again to the
-// same plan; a checked plan yields a Program that validate_program accepts
+// same plan, and with a key the format does not have is refused; a checked plan yields a Program that validate_program accepts
 // (pipedream only when every stage's replica count divides the microbatches,
 // as sim/schedules.h states).
 #include <cstddef>
@@ -32,6 +32,8 @@ void check_rewrite(const Plan& plan) {
   auto again = baton::plan_from_json(written, "rewritten");
   if (!again) fail("the written plan loads again", again.error().message);
   if (baton::plan_to_json(*again) != written) fail("rewriting keeps the plan", written.dump());
+  baton::fuzz::check_unknown_key_refused(
+      written, [](const nlohmann::json& document) { return baton::plan_from_json(document, "extended"); });
 }
 
 }  // namespace

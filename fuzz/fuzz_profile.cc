@@ -1,6 +1,7 @@
 // Fuzzes parse_profile: any text must give a Profile or an Error, never a
 // crash. An accepted profile must hold the invariants sim/profile.h promises,
-// and what profile_to_json writes must load again.
+// what profile_to_json writes must load again, and with a key the format
+// does not have it must be refused.
 #include <cstddef>
 #include <cstdint>
 
@@ -31,8 +32,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto profile = baton::parse_profile(baton::fuzz::as_text(data, size), "fuzz.profile.json");
   if (!profile) return 0;
   check_invariants(*profile);
-  auto again = baton::profile_from_json(baton::profile_to_json(*profile), "rewritten");
+  const nlohmann::json written = baton::profile_to_json(*profile);
+  auto again = baton::profile_from_json(written, "rewritten");
   if (!again) fail("the written profile loads again", again.error().message);
   if (again->num_layers() != profile->num_layers()) fail("rewriting keeps every layer", "");
+  baton::fuzz::check_unknown_key_refused(
+      written, [](const nlohmann::json& document) { return baton::profile_from_json(document, "extended"); });
   return 0;
 }

@@ -30,6 +30,18 @@ inline std::string_view as_text(const uint8_t* data, size_t size) {
   std::abort();
 }
 
+// Loaders refuse keys their format does not have (sim/json_fields.h,
+// check_known_keys): `written`, a document a writer produced, with one key
+// more at its top level must be refused, and the message must name the key.
+template <typename Load>
+void check_unknown_key_refused(nlohmann::json written, Load load) {
+  written["fuzz_unknown_key"] = 1;
+  auto loaded = load(written);
+  if (loaded) fail("a document with an unknown key is refused", written.dump());
+  if (loaded.error().message.find("\"fuzz_unknown_key\"") == std::string::npos)
+    fail("the refusal names the unknown key", loaded.error().message);
+}
+
 // Work caps: plans larger than this are only parsed and checked, never
 // expanded into devices or a Program (that would measure the schedule's
 // size, not find bugs).

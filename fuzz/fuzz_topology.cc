@@ -1,6 +1,7 @@
 // Fuzzes parse_topology: any text must give a Topology or an Error, never a
 // crash. An accepted topology must describe at least one device with a
-// positive memory and speed, and what topology_to_json writes must load again.
+// positive memory and speed, what topology_to_json writes must load again,
+// and with a key the format does not have it must be refused.
 #include <cstddef>
 #include <cstdint>
 
@@ -17,8 +18,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The simulator asks which level joins two devices; the last pair spans all.
   const int last = topology->num_devices() - 1;
   if (topology->common_level(0, last) >= topology->num_levels()) fail("common_level in range", "");
-  auto again = baton::topology_from_json(baton::topology_to_json(*topology), "rewritten");
+  const nlohmann::json written = baton::topology_to_json(*topology);
+  auto again = baton::topology_from_json(written, "rewritten");
   if (!again) fail("the written topology loads again", again.error().message);
   if (again->num_devices() != topology->num_devices()) fail("rewriting keeps the devices", "");
+  baton::fuzz::check_unknown_key_refused(
+      written, [](const nlohmann::json& document) { return baton::topology_from_json(document, "extended"); });
   return 0;
 }
