@@ -3,14 +3,23 @@
 // planned again and compared.
 //
 // Case format `baton.check.v1`:
-//   {"format": "baton.check.v1", "name": str,
+//   {"format": "baton.check.v1", optional "name": str (default: the file's stem),
 //    "profile": path, "topology": path        (relative to the repository root or the case file),
-//    "options": {"cost_model", "straight", "activation_compression", "memory_limit_gib",
+//    optional "options": {"cost_model", "straight", "activation_compression", "memory_limit_gib",
 //                "schedule", "microbatches"}   (all optional; the same meaning as `baton plan`'s),
-//    "expected": {"time_per_minibatch_s": num, "stages": "0-13x15,13-39x1", "schedule": str},
-//    "tolerance": {"time_relative": num}}     (default 1e-9)
+//    "expected": {"time_per_minibatch_s": num, "stages": "0-13x15,13-39x1", optional "schedule": str},
+//    optional "tolerance": {"time_relative": num}}     (default 1e-9)
+// These are all the keys: a case with any other is refused (exit 2), naming
+// the file, the object and the key. Every case, with its profile and
+// topology, is read before the first is planned, so a refused case leaves
+// every file as it was, with --update too (which rewrites "expected" only and
+// needs none there).
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <initializer_list>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -37,20 +46,57 @@ struct CaseOutcome {
   std::string report;
 };
 
+struct Expectation {
+  double time_per_minibatch_s = 0.0;
+  std::string stages;
+  std::string schedule;  // empty: any
+};
+
+// One case file, read and checked whole before any case is planned, so that
+// a refused case leaves every file as it was (`--update` included).
+struct CheckCase {
+  std::string source;
+  json document;  // rewritten by --update, which replaces "expected" only
+  std::string name;
+  Profile profile;
+  Topology topology;
+  PlannerOptions options;
+  std::optional<Expectation> expected;  // read unless updating
+  double tolerance = 1e-9;
+};
+
 std::string resolve(const std::string& path, const fs::path& case_file) {
   if (fs::exists(path)) return path;
   const fs::path beside = case_file.parent_path() / path;
   return fs::exists(beside) ? beside.string() : path;
 }
 
-PlannerOptions case_options(const json& document, const std::string& source) {
+// The object at `name`, checked to hold only `known` keys; nullptr when absent.
+const json* read_section(const json& document, const FieldPath& root, const char* name,
+                         std::initializer_list<std::string_view> known) {
+  auto it = document.find(name);
+  if (it == document.end()) return nullptr;
+  take(json_fields::check_object(*it, root.field(name)));
+  take(json_fields::check_known_keys(*it, root.field(name), known));
+  return &*it;
+}
+
+PlannerOptions case_options(const json& document, const FieldPath& root) {
   PlannerOptions options;
-  const json options_json = document.value("options", json::object());
-  const FieldPath at = FieldPath(source).field("options");
-  take(json_fields::check_object(options_json, at));
-  options.cost_model = take(parse_cost_model(take(json_fields::read_string_or(options_json, at, "cost_model", "baton"))));
+  const json* section = read_section(document, root, "options",
+                                     {"cost_model", "straight", "activation_compression", "memory_limit_gib",
+                                      "schedule", "microbatches"});
+  if (section == nullptr) return options;
+  const json& options_json = *section;
+  const FieldPath at = root.field("options");
+  const std::string cost_model = take(json_fields::read_string_or(options_json, at, "cost_model", "baton"));
+  auto parsed_model = parse_cost_model(cost_model);
+  if (!parsed_model)
+    throw UsageError(at.field("cost_model").error("must be baton or pipedream", cost_model).message);
+  options.cost_model = *parsed_model;
   if (options_json.contains("straight")) {
-    if (!options_json["straight"].is_boolean()) throw UsageError(at.field("straight").error("must be true or false", options_json["straight"]).message);
+    if (!options_json["straight"].is_boolean())
+      throw UsageError(at.field("straight").error("must be true or false", options_json["straight"]).message);
     options.straight = options_json["straight"].get<bool>();
   }
   options.activation_compression =
@@ -58,49 +104,81 @@ PlannerOptions case_options(const json& document, const std::string& source) {
   const double limit = take(json_fields::read_number_or(options_json, at, "memory_limit_gib", 0.0, false, 0.0));
   if (limit > 0) options.memory_limit = Bytes::from_gib(limit);
   const std::string schedule = take(json_fields::read_string_or(options_json, at, "schedule", "auto"));
-  if (schedule != "auto") options.schedule = take(parse_schedule(schedule));
+  if (schedule != "auto") {
+    auto parsed = parse_schedule(schedule);
+    if (!parsed)
+      throw UsageError(at.field("schedule").error("must be auto, pipedream, 1f1b, gpipe or dp", schedule).message);
+    options.schedule = *parsed;
+  }
   options.microbatches = static_cast<int>(take(json_fields::read_integer_or(options_json, at, "microbatches", 0, 0)));
   return options;
+}
+
+Expectation case_expectation(const json& document, const FieldPath& root) {
+  const json* expected = read_section(document, root, "expected", {"time_per_minibatch_s", "stages", "schedule"});
+  const FieldPath at = root.field("expected");
+  if (expected == nullptr) throw UsageError(at.error("is missing (`baton check --update` writes it)").message);
+  Expectation expectation;
+  expectation.time_per_minibatch_s =
+      take(json_fields::read_number(*expected, at, "time_per_minibatch_s", 0.0, true));
+  expectation.stages = take(json_fields::read_string(*expected, at, "stages"));
+  expectation.schedule = take(json_fields::read_string_or(*expected, at, "schedule", ""));
+  return expectation;
+}
+
+double case_tolerance(const json& document, const FieldPath& root) {
+  const json* tolerance = read_section(document, root, "tolerance", {"time_relative"});
+  if (tolerance == nullptr) return 1e-9;
+  return take(json_fields::read_number_or(*tolerance, root.field("tolerance"), "time_relative", 0.0, false, 1e-9));
+}
+
+CheckCase load_case(const fs::path& file, bool update) {
+  CheckCase c;
+  c.source = file.string();
+  c.document = take(json_fields::parse_json_text(read_file(c.source), c.source));
+  const FieldPath root(c.source);
+  take(json_fields::check_object(c.document, root));
+  take(json_fields::check_format(c.document, root, "baton.check.v1"));
+  take(json_fields::check_known_keys(c.document, root,
+                                     {"format", "name", "profile", "topology", "options", "expected", "tolerance"}));
+  c.name = take(json_fields::read_string_or(c.document, root, "name", file.stem().string()));
+  c.profile = load_profile_file(resolve(take(json_fields::read_string(c.document, root, "profile")), file));
+  c.topology = load_topology_file(resolve(take(json_fields::read_string(c.document, root, "topology")), file));
+  c.options = case_options(c.document, root);
+  c.tolerance = case_tolerance(c.document, root);
+  if (!update) c.expected = case_expectation(c.document, root);
+  return c;
 }
 
 double outcome_time(const PlannerOutcome& outcome) {
   return outcome.pipedream_time ? outcome.pipedream_time->value : outcome.best.estimate.iteration_time.value;
 }
 
-CaseOutcome check_case(const fs::path& file, bool update) {
-  const std::string source = file.string();
-  json document = take(json_fields::parse_json_text(read_file(source), source));
-  const FieldPath root(source);
-  take(json_fields::check_format(document, root, "baton.check.v1"));
-  const std::string name = take(json_fields::read_string_or(document, root, "name", file.stem().string()));
-  const Profile profile = load_profile_file(resolve(take(json_fields::read_string(document, root, "profile")), file));
-  const Topology topology = load_topology_file(resolve(take(json_fields::read_string(document, root, "topology")), file));
-  auto outcome = make_plan(profile, topology, case_options(document, source));
-  if (!outcome) return CaseOutcome{false, fmt::format("FAIL {}: planning failed: {}\n", name, outcome.error().message)};
+CaseOutcome check_case(CheckCase& c) {
+  auto outcome = make_plan(c.profile, c.topology, c.options);
+  if (!outcome)
+    return CaseOutcome{false, fmt::format("FAIL {}: planning failed: {}\n", c.name, outcome.error().message)};
   const double time = outcome_time(*outcome);
   const std::string stages = stages_to_string(outcome->best.plan.stages);
   const std::string schedule(schedule_name(outcome->best.plan.schedule));
-  if (update) {
-    document["expected"] = {{"time_per_minibatch_s", time}, {"stages", stages}, {"schedule", schedule}};
-    write_file_atomic(source, document.dump(2) + "\n");
-    return CaseOutcome{true, fmt::format("updated {}\n", name)};
+  if (!c.expected) {
+    c.document["expected"] = {{"time_per_minibatch_s", time}, {"stages", stages}, {"schedule", schedule}};
+    write_file_atomic(c.source, c.document.dump(2) + "\n");
+    return CaseOutcome{true, fmt::format("updated {}\n", c.name)};
   }
-  const json expected = document.value("expected", json::object());
-  const FieldPath at = root.field("expected");
-  const double want = take(json_fields::read_number(expected, at, "time_per_minibatch_s", 0.0, true));
-  const std::string want_stages = take(json_fields::read_string(expected, at, "stages"));
-  const std::string want_schedule = take(json_fields::read_string_or(expected, at, "schedule", schedule));
-  const double tolerance = take(json_fields::read_number_or(document.value("tolerance", json::object()),
-                                                            root.field("tolerance"), "time_relative", 0.0, false, 1e-9));
-  const double moved = time / want - 1.0;
+  const Expectation& want = *c.expected;
+  const std::string want_schedule = want.schedule.empty() ? schedule : want.schedule;
+  const double moved = time / want.time_per_minibatch_s - 1.0;
   std::string diff;
-  if (std::abs(moved) > tolerance)
-    diff += fmt::format("    time      expected {:.9g} s, got {:.9g} s ({:+.3g}%, tolerance {:.3g}%)\n", want, time,
-                        100 * moved, 100 * tolerance);
-  if (stages != want_stages) diff += fmt::format("    stages    expected {}\n              got      {}\n", want_stages, stages);
+  if (std::abs(moved) > c.tolerance)
+    diff += fmt::format("    time      expected {:.9g} s, got {:.9g} s ({:+.3g}%, tolerance {:.3g}%)\n",
+                        want.time_per_minibatch_s, time, 100 * moved, 100 * c.tolerance);
+  if (stages != want.stages)
+    diff += fmt::format("    stages    expected {}\n              got      {}\n", want.stages, stages);
   if (schedule != want_schedule) diff += fmt::format("    schedule  expected {}, got {}\n", want_schedule, schedule);
-  if (diff.empty()) return CaseOutcome{true, fmt::format("ok   {} ({:.6g} s, {} {})\n", name, time, schedule, stages)};
-  return CaseOutcome{false, fmt::format("FAIL {} ({})\n{}", name, source, diff)};
+  if (diff.empty())
+    return CaseOutcome{true, fmt::format("ok   {} ({:.6g} s, {} {})\n", c.name, time, schedule, stages)};
+  return CaseOutcome{false, fmt::format("FAIL {} ({})\n{}", c.name, c.source, diff)};
 }
 
 int run_check(const CheckArgs& args) {
@@ -110,9 +188,11 @@ int run_check(const CheckArgs& args) {
     if (entry.path().extension() == ".json") files.push_back(entry.path());
   std::sort(files.begin(), files.end());
   if (files.empty()) throw UsageError(fmt::format("{}: holds no *.json check cases", args.dir));
+  std::vector<CheckCase> cases;
+  for (const fs::path& file : files) cases.push_back(load_case(file, args.update));
   int failed = 0;
-  for (const fs::path& file : files) {
-    const CaseOutcome outcome = check_case(file, args.update);
+  for (CheckCase& c : cases) {
+    const CaseOutcome outcome = check_case(c);
     std::fputs(outcome.report.c_str(), stdout);
     failed += outcome.passed ? 0 : 1;
   }

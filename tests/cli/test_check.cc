@@ -46,3 +46,49 @@ TEST_CASE("check refuses a folder without cases", "[cli][check][bad-input]") {
   CHECK(run.exit_code == 2);
   CHECK(run.err.find("holds no *.json check cases") != std::string::npos);
 }
+
+TEST_CASE("check refuses a case with an unknown key, naming it", "[cli][check][bad-input]") {
+  const fs::path dir = scratch_dir("check-unknown-key");
+  std::ofstream(dir / "case.json") << R"({"format": "baton.check.v1", "name": "tiny",
+    "profile": "tests/data/tiny_profile.json", "topology": "tests/data/tiny_topology.json",
+    "options": {"cost_model": "pipedream", "straigth": true},
+    "expected": {"time_per_minibatch_s": 1.0, "stages": "0-6x1"}})";
+  const CliRun run = run_baton("check '" + dir.string() + "'", "check-unknown-key");
+  CHECK(run.exit_code == 2);
+  CHECK(run.err == "baton: " + (dir / "case.json").string() +
+                       ": options has an unknown key \"straigth\" (did you mean \"straight\"?)\n");
+  CHECK(run.out.empty());
+}
+
+TEST_CASE("check --update rewrites no case when one is refused", "[cli][check][bad-input]") {
+  // a.json is good and comes first; b.json has a misspelled top-level key.
+  // Every case is read before any is planned, so a.json is left as it was.
+  const fs::path dir = scratch_dir("check-update-refused");
+  const std::string good = R"({"format": "baton.check.v1", "name": "a",
+    "profile": "tests/data/tiny_profile.json", "topology": "tests/data/tiny_topology.json",
+    "expected": {"time_per_minibatch_s": 1.0, "stages": "0-6x1"}})";
+  std::ofstream(dir / "a.json") << good;
+  std::ofstream(dir / "b.json") << R"({"format": "baton.check.v1", "name": "b",
+    "profile": "tests/data/tiny_profile.json", "topology": "tests/data/tiny_topology.json",
+    "tolerence": {"time_relative": 1e-6}})";
+  const CliRun run = run_baton("check --update '" + dir.string() + "'", "check-update-refused");
+  CHECK(run.exit_code == 2);
+  CHECK(run.err == "baton: " + (dir / "b.json").string() +
+                       ": document has an unknown key \"tolerence\" (did you mean \"tolerance\"?)\n");
+  CHECK(run.out.empty());
+  CHECK(slurp(dir / "a.json") == good);
+}
+
+TEST_CASE("check --update needs no expected, check does", "[cli][check][bad-input]") {
+  const fs::path dir = scratch_dir("check-no-expected");
+  std::ofstream(dir / "case.json") << R"({"format": "baton.check.v1",
+    "profile": "tests/data/tiny_profile.json", "topology": "tests/data/tiny_topology.json"})";
+  const CliRun check = run_baton("check '" + dir.string() + "'", "check-no-expected");
+  CHECK(check.exit_code == 2);
+  CHECK(check.err == "baton: " + (dir / "case.json").string() +
+                         ": expected is missing (`baton check --update` writes it)\n");
+  const CliRun update = run_baton("check --update '" + dir.string() + "'", "check-no-expected-update");
+  CHECK(update.exit_code == 0);
+  CHECK(update.out == "updated case\n1 passed, 0 failed\n");
+  CHECK(run_baton("check '" + dir.string() + "'", "check-no-expected-again").exit_code == 0);
+}
