@@ -5,9 +5,13 @@
 
 #include <fmt/format.h>
 
+#include "sim/json_fields.h"
+
 namespace baton {
 
 namespace {
+
+using json_fields::FieldPath;
 
 std::string where(const std::string& source, size_t index) {
   return fmt::format("{}: traceEvents[{}]", source, index);
@@ -26,7 +30,8 @@ bool parse_process_name(const std::string& name, int& worker, WorkerInfo& info) 
 }
 
 void read_metadata(const nlohmann::json& event, std::vector<WorkerInfo>& workers) {
-  if (event.value("name", "") != "process_name" || !event.contains("args")) return;
+  const auto name = event.find("name");
+  if (name == event.end() || *name != "process_name" || !event.contains("args")) return;
   const nlohmann::json& args = event["args"];
   if (!args.is_object() || !args.contains("name") || !args["name"].is_string()) return;
   int worker = 0;
@@ -36,7 +41,13 @@ void read_metadata(const nlohmann::json& event, std::vector<WorkerInfo>& workers
   workers[static_cast<size_t>(worker)] = info;
 }
 
-Result<Span> read_span(const nlohmann::json& event, const std::string& at) {
+Result<Span> read_span(const nlohmann::json& event, const std::string& source, size_t event_index) {
+  const FieldPath event_at = FieldPath(source).field("traceEvents").index(event_index);
+  if (auto ok =
+          json_fields::check_known_keys(event, event_at, {"ph", "pid", "tid", "name", "cat", "ts", "dur", "args"});
+      !ok)
+    return ok.error();
+  const std::string at = where(source, event_index);
   const auto number = [&](const nlohmann::json& object, const char* key) -> Result<double> {
     if (!object.contains(key) || !object[key].is_number())
       return Error{fmt::format("{}: \"{}\" must be a number", at, key)};
@@ -51,6 +62,12 @@ Result<Span> read_span(const nlohmann::json& event, const std::string& at) {
   if (!event.contains("args") || !event["args"].is_object())
     return Error{fmt::format("{}: \"args\" must be an object", at)};
   const nlohmann::json& args = event["args"];
+  if (auto ok = json_fields::check_known_keys(args, event_at.field("args"),
+                                              {"microbatch", "stage", "action_index", "bytes", "action"});
+      !ok)
+    return ok.error();
+  if (event.contains("tid") && !event["tid"].is_number_integer())
+    return Error{fmt::format("{}: \"tid\" must be 0 (compute) or 1 (comm)", at)};
   if (!args.contains("action") || !args["action"].is_string())
     return Error{fmt::format("{}: args.action must be an action's text form", at)};
   auto action = parse_action(args["action"].get<std::string>());
@@ -70,22 +87,36 @@ Result<Span> read_span(const nlohmann::json& event, const std::string& at) {
   return span;
 }
 
+// The document's own keys and "otherData" (the trace's origin).
+Result<std::string> read_origin(const nlohmann::json& document, const FieldPath& root) {
+  if (auto ok = json_fields::check_known_keys(document, root, {"traceEvents", "displayTimeUnit", "otherData"}); !ok)
+    return ok.error();
+  auto other = document.find("otherData");
+  if (other == document.end()) return std::string();
+  const FieldPath at = root.field("otherData");
+  if (auto ok = json_fields::check_object(*other, at); !ok) return ok.error();
+  if (auto ok = json_fields::check_known_keys(*other, at, {"origin"}); !ok) return ok.error();
+  return json_fields::read_string_or(*other, at, "origin", "");
+}
+
 }  // namespace
 
 Result<Trace> trace_from_chrome_json(const nlohmann::json& document, const std::string& source) {
   if (!document.is_object() || !document.contains("traceEvents") || !document["traceEvents"].is_array())
     return Error{fmt::format("{}: not a Chrome trace (no \"traceEvents\" array)", source)};
   Trace trace;
-  if (document.contains("otherData") && document["otherData"].is_object())
-    trace.origin = document["otherData"].value("origin", "");
+  auto origin = read_origin(document, FieldPath(source));
+  if (!origin) return origin.error();
+  trace.origin = *origin;
   const nlohmann::json& events = document["traceEvents"];
   for (size_t i = 0; i < events.size(); ++i) {
     const nlohmann::json& event = events[i];
     if (!event.is_object()) return Error{fmt::format("{}: must be an object", where(source, i))};
-    const std::string phase = event.value("ph", "");
+    const auto ph = event.find("ph");
+    const std::string phase = ph != event.end() && ph->is_string() ? ph->get<std::string>() : "";
     if (phase == "M") read_metadata(event, trace.workers);
     if (phase != "X") continue;
-    auto span = read_span(event, where(source, i));
+    auto span = read_span(event, source, i);
     if (!span) return span.error();
     trace.spans.push_back(*span);
   }

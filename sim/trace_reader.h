@@ -10,6 +10,14 @@
 //   ts and dur in microseconds, args.action the action's full text form
 //   ("s2:F7"), args.action_index, args.bytes (default 0);
 // - other event phases are ignored.
+// What the writer writes is all that is accepted where the reader reads: the
+// document holds only "traceEvents", "displayTimeUnit" and "otherData",
+// otherData only "origin" (a string), a span only ph, pid, tid, name, cat,
+// ts, dur and args, and a span's args only microbatch, stage, action_index,
+// bytes and action; any other key there is refused, naming the event and the
+// key (`a.json: traceEvents[7].args has an unknown key "action_idx" (did you
+// mean "action_index"?)`). Metadata and other phases are not checked (other
+// tools' events may sit beside baton's).
 // Spans are returned sorted by (start, worker, action_index) as the writers
 // and interpreters produce them. Times keep the writer's microsecond
 // resolution (3 decimals), so a round trip changes a time by < 1 ns.
