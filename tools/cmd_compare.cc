@@ -1,10 +1,11 @@
 // `baton compare`: a prediction against a measurement of the same Program
-// (the figures are defined in tools/compare_report.h), optionally with both
+// (the figures are defined in sim/trace_compare.h), optionally with both
 // Gantt charts one above the other on one time scale.
 #include <memory>
 
 #include <fmt/format.h>
 
+#include "sim/trace_compare.h"
 #include "sim/trace_reader.h"
 #include "sim/trace_writers.h"
 #include "tools/cli_support.h"
@@ -22,7 +23,7 @@ struct CompareArgs {
   bool json = false;
 };
 
-std::string comparison_text(const Comparison& c, const CompareArgs& args) {
+std::string comparison_text(const TraceComparison& c, const CompareArgs& args) {
   std::string out = fmt::format("predicted: {}\nmeasured:  {}\n", args.predicted, args.measured);
   out += fmt::format("spans: {} paired by (worker, action index), {} only predicted, {} only measured\n\n",
                      c.paired, c.only_predicted, c.only_measured);
@@ -34,7 +35,7 @@ int run_compare(const CompareArgs& args) {
   Trace measured = take(parse_chrome_trace(read_file(args.measured), args.measured));
   if (predicted.origin.empty()) predicted.origin = "predicted";
   if (measured.origin.empty()) measured.origin = "measured";
-  const Comparison comparison = compare_traces(predicted, measured);
+  const TraceComparison comparison = compare_traces(predicted, measured);
   if (comparison.paired == 0) {
     throw UsageError(fmt::format("compare: no span of {} pairs with a span of {} by (worker, action index, "
                                  "action): are they runs of the same plan?",

@@ -28,7 +28,7 @@ struct ValidationCase {
   int steps = 0;                  // run
   Seconds measured_min;
   Seconds measured_max;
-  Comparison comparison;          // predicted trace against the last step's
+  TraceComparison comparison;     // predicted trace against the last step's
   double error() const { return (measured - predicted) / predicted; }
 };
 
