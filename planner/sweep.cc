@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "planner/planner.h"
+#include "sim/plan_layouts.h"
 
 namespace baton {
 
@@ -106,7 +107,7 @@ namespace {
 Result<Plan> plan_for_point(const Profile& profile, const Topology& topology, const SweepSpec& spec,
                             Schedule schedule, int microbatches) {
   const int devices = topology.num_devices();
-  if (schedule == Schedule::kDataParallel) return balanced_plan(profile, devices, 1, schedule, microbatches);
+  if (schedule == Schedule::kDataParallel) return data_parallel_plan(profile, devices, microbatches);
   if (spec.split == SplitStrategy::kBalanced)
     return balanced_plan(profile, devices, spec.balanced_stages, schedule, microbatches);
   if (spec.split == SplitStrategy::kFixed) {

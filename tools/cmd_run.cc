@@ -19,6 +19,7 @@
 #if BATON_HAVE_EXEC
 #include "exec/executor.h"
 #include "tools/rank_launch.h"
+#include "sim/plan_layouts.h"
 #include "sim/trace_writers.h"
 #include "tools/report.h"
 #endif
@@ -56,17 +57,6 @@ struct RunArgs {
 };
 
 #if BATON_HAVE_EXEC
-
-// dp runs the whole model as one stage on as many workers as the plan has.
-void apply_schedule(Plan& plan, const std::string& schedule, int num_layers) {
-  if (schedule.empty()) return;
-  plan.schedule = take(parse_schedule(schedule));
-  if (plan.schedule == Schedule::kDataParallel && plan.num_stages() > 1) {
-    const int workers = plan.num_workers();
-    plan.stages = {StagePlan{LayerRange{0, num_layers}, workers, {}}};
-    for (int d = 0; d < workers; ++d) plan.stages[0].devices.push_back(d);
-  }
-}
 
 void check_profile_matches(const Profile& profile, const exec::ModelInfo& model, const std::string& path) {
   if (profile.num_layers() != static_cast<int>(model.layer_names.size())) {
@@ -149,7 +139,9 @@ std::pair<Plan, exec::ModelInfo> resolve_plan(const RunArgs& args) {
   if (args.plan.empty() == args.stages.empty()) throw UsageError("run: give exactly one of --plan FILE or --stages RANGES");
   auto [plan, model] = args.plan.empty() ? plan_from_stages(args) : plan_from_file(args);
   plan.model = model.name;
-  apply_schedule(plan, args.schedule, static_cast<int>(model.layer_names.size()));
+  // dp runs the whole model as one stage on as many workers as the plan has.
+  if (!args.schedule.empty())
+    plan = plan_with_schedule(plan, take(parse_schedule(args.schedule)), static_cast<int>(model.layer_names.size()));
   if (args.microbatches > 0) plan.microbatches = args.microbatches;
   if (args.microbatch_size > 0) plan.microbatch_size = args.microbatch_size;
   if (args.vertical_sync) plan.vertical_sync = true;

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/plan_layouts.h"
 #include "sim/schedules.h"
 #include "sim/simulator.h"
 #include "sim/stage_costs.h"
@@ -51,18 +52,6 @@ Plan base_plan(const SimulateArgs& args, const Profile& profile, const Topology&
   if (args.microbatches > 0) plan.microbatches = args.microbatches;
   if (args.vertical_sync) plan.vertical_sync = true;
   take(assign_devices(plan, topology));
-  return plan;
-}
-
-// The plan for one schedule: dp replaces the stages by one stage on as many devices.
-Plan plan_for(const Plan& base, Schedule schedule, const Profile& profile) {
-  Plan plan = base;
-  plan.schedule = schedule;
-  if (schedule == Schedule::kDataParallel && base.num_stages() > 1) {
-    StagePlan all{LayerRange{0, profile.num_layers()}, base.num_workers(), {}};
-    for (int d = 0; d < base.num_workers(); ++d) all.devices.push_back(d);
-    plan.stages = {all};
-  }
   return plan;
 }
 
@@ -134,7 +123,7 @@ int run_simulate(const SimulateArgs& args) {
 
   std::vector<SimulatedPlan> runs;
   for (Schedule schedule : schedules) {
-    Plan plan = plan_for(base, schedule, profile);
+    Plan plan = plan_with_schedule(base, schedule, profile.num_layers());
     take(check_plan(plan, profile, topology, plan_source));
     if (schedule == Schedule::kPipeDream)
       plan.microbatches = pipedream_minibatches(plan);
