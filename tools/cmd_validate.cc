@@ -54,12 +54,11 @@
 #if BATON_HAVE_EXEC
 #include "exec/executor.h"
 #include "planner/planner.h"
-#include "sim/schedules.h"
-#include "sim/simulator.h"
-#include "sim/stage_costs.h"
-#include "sim/stats.h"
+#include "sim/plan_layouts.h"
+#include "sim/trace_compare.h"
 #include "sim/trace_reader.h"
 #include "sim/trace_writers.h"
+#include "sim/validation_figures.h"
 #include "tools/compare_report.h"
 #include "tools/rank_launch.h"
 #include "tools/report.h"
@@ -128,21 +127,11 @@ void launch_logged(const std::vector<std::string>& arguments, int nproc, Seconds
   if (!launched) throw RunFailure(fmt::format("{}: {} (see {})", what, launched.error().message, log));
 }
 
-Seconds compute_per_microbatch(const Profile& profile) {
-  const LayerRange all{0, profile.num_layers()};
-  return forward_time(profile, all) + backward_time(profile, all);
-}
-
-// One slice of the device's speed and noise under the run's conditions,
-// measured in `dir` just before a schedule's run: every rank profiles the
-// model at once, each stage's forward and backward after --gap-us of sleep
-// (a stage's work follows a wait in a run once per stage, not per layer). speed = compute alone / compute so; noise = that profile's
-// compute_noise.
-struct LoadedSlice {
-  double speed = 1.0;
-  std::vector<double> noise;
-};
-
+// One slice of the device's speed and noise under the run's conditions
+// (sim/validation_figures.h), measured in `dir` just before a schedule's run:
+// every rank profiles the model at once, each stage's forward and backward
+// after --gap-us of sleep (a stage's work follows a wait in a run once per
+// stage, not per layer).
 LoadedSlice measure_loaded_slice(const ValidateArgs& args, const Profile& alone, const Plan& plan,
                                  const fs::path& dir) {
   std::vector<std::string> starts;
@@ -158,7 +147,7 @@ LoadedSlice measure_loaded_slice(const ValidateArgs& args, const Profile& alone,
                 args.nproc, Seconds(4 * args.profile_seconds + 120.0), path_in(dir, "profile-loaded.log"),
                 "loaded profile");
   LoadedSlice slice;
-  slice.speed = compute_per_microbatch(alone) / compute_per_microbatch(load_profile_file(path));
+  slice.speed = loaded_speed(alone, load_profile_file(path));
   const nlohmann::json document = nlohmann::json::parse(read_file(path));
   if (document.contains("compute_noise")) slice.noise = document["compute_noise"].get<std::vector<double>>();
   return slice;
@@ -170,14 +159,7 @@ LoadedSlice measure_loaded_slice(const ValidateArgs& args, const Profile& alone,
 Topology pooled_topology(const ValidateArgs& args, const Topology& base, const std::vector<LoadedSlice>& slices,
                          const fs::path& dir) {
   Topology topology = base;
-  std::vector<double> speeds;
-  topology.device.compute_noise.clear();
-  for (const LoadedSlice& slice : slices) {
-    speeds.push_back(slice.speed);
-    topology.device.compute_noise.insert(topology.device.compute_noise.end(), slice.noise.begin(), slice.noise.end());
-  }
-  std::sort(topology.device.compute_noise.begin(), topology.device.compute_noise.end());
-  topology.device.relative_speed = quantile(speeds, 0.5);
+  topology.device = pooled_device(base.device, slices);
   nlohmann::json document = nlohmann::json::parse(read_file(path_in(dir, "topology.json")));
   document["device"]["relative_speed"] = topology.device.relative_speed;
   if (!topology.device.compute_noise.empty()) document["device"]["compute_noise"] = topology.device.compute_noise;
@@ -220,7 +202,7 @@ Plan plan_for(Schedule schedule, const ValidateArgs& args, const Profile& profil
   if (!args.stages.empty() && schedule != Schedule::kDataParallel) {
     plan.stages = take(parse_stages(args.stages));
   } else if (schedule == Schedule::kDataParallel) {
-    plan.stages = {StagePlan{LayerRange{0, profile.num_layers()}, args.nproc, {}}};
+    plan = data_parallel_plan(profile, args.nproc, args.microbatches);
   } else {
     PlannerOptions options;
     options.schedule = schedule;
@@ -234,46 +216,24 @@ Plan plan_for(Schedule schedule, const ValidateArgs& args, const Profile& profil
   plan.microbatch_size = profile.microbatch_size;
   plan.microbatches = args.microbatches;
   if (schedule == Schedule::kPipeDream) {
-    // The executor needs a whole number of rounds of every replicated stage.
-    const auto period = static_cast<int>(pipedream_period(plan));
-    plan.microbatches = (plan.microbatches + period - 1) / period * period;
+    plan.microbatches = whole_pipedream_rounds(plan);  // what the executor runs
   }
   take(assign_devices(plan, topology));
   take(check_plan(plan, profile, topology, "the plan"));
   return plan;
 }
 
-Simulation predict(const Plan& plan, const Profile& profile, const Topology& topology) {
-  SimOptions options;
-  options.optimizer = Optimizer::kSgd;
-  const Program program = build_program(plan);
-  return take(simulate_program(program, stage_costs(profile, plan, topology), topology, plan.microbatch_size,
-                               options));
-}
-
-// With the topology's noise (compute, all-reduce): the q-quantile of kNoiseSamples noisy
-// simulations of one iteration; without: nothing.
-std::optional<Seconds> predict_quantile(const Plan& plan, const Profile& profile, const Topology& topology, double q) {
-  if (!topology.device.noisy()) return std::nullopt;
-  SimOptions options;
-  options.optimizer = Optimizer::kSgd;
-  const std::vector<Seconds> samples = take(noisy_makespans(build_program(plan), stage_costs(profile, plan, topology),
-                                                            topology, plan.microbatch_size, options, kNoiseSamples));
-  std::vector<double> values;
-  for (Seconds s : samples) values.push_back(s.value);
-  return Seconds(quantile(values, q));
-}
-
-// The quantile, median, min and max of the step wall times after the first.
+// The quantile, median, min and max of the step wall times after the first,
+// read from the run's report.
 void read_step_times(const std::string& path, double q, ValidationCase& c) {
   const nlohmann::json report = nlohmann::json::parse(read_file(path));
-  std::vector<double> walls;
-  for (const auto& step : report.at("steps")) walls.push_back(step.at("wall_s").get<double>());
-  if (walls.size() > 1) walls.erase(walls.begin());
-  c.measured = Seconds(quantile(walls, q));
-  c.measured_median = Seconds(quantile(walls, 0.5));
-  c.measured_min = Seconds(quantile(walls, 0.0));
-  c.measured_max = Seconds(quantile(walls, 1.0));
+  std::vector<Seconds> walls;
+  for (const auto& step : report.at("steps")) walls.emplace_back(step.at("wall_s").get<double>());
+  const StepTimes times = step_times_after_first(std::move(walls), q);
+  c.measured = times.at_quantile;
+  c.measured_median = times.median;
+  c.measured_min = times.min;
+  c.measured_max = times.max;
 }
 
 // Plans one schedule (saved as DIR/S/plan.json).
@@ -295,9 +255,8 @@ void run_case(ValidationCase& c, const ValidateArgs& args, const Profile& profil
   const std::string name(schedule_name(c.schedule));
   const fs::path dir = out / name;
   const std::string plan_path = path_in(dir, "plan.json");
-  const Seconds estimate = predict(c.plan, profile, topology).metrics.makespan;
-  // At least --steps, and enough for --run-seconds by the estimate.
-  c.steps = std::max(args.steps, 1 + static_cast<int>(std::ceil(args.run_seconds / estimate.value)));
+  const Seconds estimate = take(simulate_iteration(c.plan, profile, topology)).metrics.makespan;
+  c.steps = steps_to_run(args.steps, Seconds(args.run_seconds), estimate);
   progress(fmt::format("{}: stages {}, {} microbatches: running {} steps on {} ranks", name,
                        stages_to_string(c.plan.stages), c.plan.microbatches, c.steps, c.plan.num_workers()));
   const std::string measured_path = path_in(dir, "measured.json");
@@ -320,14 +279,16 @@ void predict_case(ValidationCase& c, const ValidateArgs& args, const Profile& pr
   const std::string name(schedule_name(c.schedule));
   const fs::path dir = out / name;
   c.relative_speed = topology.device.relative_speed;
-  const Simulation predicted = predict(c.plan, profile, topology);
-  c.predicted_plain = predicted.metrics.makespan;
-  c.predicted = predict_quantile(c.plan, profile, topology, args.quantile).value_or(c.predicted_plain);
-  write_file_atomic(path_in(dir, "predicted.json"), trace_to_chrome_json(predicted.trace));
-  c.comparison = compare_traces(predicted.trace, c.measured_trace);
+  const IterationPrediction prediction = take(predict_iteration(c.plan, profile, topology, args.quantile,
+                                                                kNoiseSamples));
+  const Trace& predicted = prediction.deterministic.trace;
+  c.predicted_plain = prediction.deterministic.metrics.makespan;
+  c.predicted = prediction.at_quantile;
+  write_file_atomic(path_in(dir, "predicted.json"), trace_to_chrome_json(predicted));
+  c.comparison = compare_traces(predicted, c.measured_trace);
   GanttOptions gantt;
   gantt.title = fmt::format("{} {}: predicted (top) and measured (bottom)", c.plan.model, name);
-  write_file_atomic(path_in(dir, "compare.svg"), traces_to_svg_compare(predicted.trace, c.measured_trace, gantt));
+  write_file_atomic(path_in(dir, "compare.svg"), traces_to_svg_compare(predicted, c.measured_trace, gantt));
   progress(fmt::format("{}: predicted {}, measured {}, error {}", name, human_seconds(c.predicted),
                        human_seconds(c.measured), signed_percent(c.error())));
 }

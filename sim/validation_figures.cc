@@ -1,0 +1,86 @@
+#include "sim/validation_figures.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "sim/schedules.h"
+#include "sim/stage_costs.h"
+#include "sim/stats.h"
+
+namespace baton {
+
+namespace {
+
+SimOptions sgd_options() {
+  SimOptions options;
+  options.optimizer = Optimizer::kSgd;
+  return options;
+}
+
+double quantile_s(const std::vector<Seconds>& samples, double q) {
+  std::vector<double> values;
+  values.reserve(samples.size());
+  for (Seconds s : samples) values.push_back(s.value);
+  return quantile(std::move(values), q);
+}
+
+}  // namespace
+
+Seconds compute_per_microbatch(const Profile& profile) {
+  const LayerRange all{0, profile.num_layers()};
+  return forward_time(profile, all) + backward_time(profile, all);
+}
+
+double loaded_speed(const Profile& alone, const Profile& loaded) {
+  return compute_per_microbatch(alone) / compute_per_microbatch(loaded);
+}
+
+DeviceType pooled_device(const DeviceType& device, const std::vector<LoadedSlice>& slices) {
+  DeviceType pooled = device;
+  std::vector<double> speeds;
+  pooled.compute_noise.clear();
+  for (const LoadedSlice& slice : slices) {
+    speeds.push_back(slice.speed);
+    pooled.compute_noise.insert(pooled.compute_noise.end(), slice.noise.begin(), slice.noise.end());
+  }
+  std::sort(pooled.compute_noise.begin(), pooled.compute_noise.end());
+  pooled.relative_speed = quantile(speeds, 0.5);
+  return pooled;
+}
+
+Result<Simulation> simulate_iteration(const Plan& plan, const Profile& profile, const Topology& topology) {
+  return simulate_program(build_program(plan), stage_costs(profile, plan, topology), topology, plan.microbatch_size,
+                          sgd_options());
+}
+
+Result<IterationPrediction> predict_iteration(const Plan& plan, const Profile& profile, const Topology& topology,
+                                              double q, int samples) {
+  auto deterministic = simulate_iteration(plan, profile, topology);
+  if (!deterministic) return deterministic.error();
+  IterationPrediction prediction{std::move(*deterministic), Seconds(0)};
+  prediction.at_quantile = prediction.deterministic.metrics.makespan;
+  if (!topology.device.noisy()) return prediction;
+  const auto noisy = noisy_makespans(build_program(plan), stage_costs(profile, plan, topology), topology,
+                                     plan.microbatch_size, sgd_options(), samples);
+  if (!noisy) return noisy.error();
+  prediction.at_quantile = Seconds(quantile_s(*noisy, q));
+  return prediction;
+}
+
+StepTimes step_times_after_first(std::vector<Seconds> walls, double q) {
+  if (walls.size() > 1) walls.erase(walls.begin());
+  return StepTimes{Seconds(quantile_s(walls, q)), Seconds(quantile_s(walls, 0.5)), Seconds(quantile_s(walls, 0.0)),
+                   Seconds(quantile_s(walls, 1.0))};
+}
+
+int steps_to_run(int min_steps, Seconds run_time, Seconds estimate) {
+  return std::max(min_steps, 1 + static_cast<int>(std::ceil(run_time / estimate)));
+}
+
+int whole_pipedream_rounds(const Plan& plan) {
+  const auto period = static_cast<int>(pipedream_period(plan));
+  return (plan.microbatches + period - 1) / period * period;
+}
+
+}  // namespace baton

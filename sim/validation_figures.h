@@ -1,0 +1,77 @@
+// The figures `baton validate` (tools/cmd_validate.cc) makes from what it
+// measured and simulated, apart from the processes and files that produce
+// them:
+// - the device under load, in slices: a slice's speed is the compute of a
+//   profile measured alone / that of one measured with every rank profiling
+//   at once, its noise that loaded profile's compute_noise; the slices pooled
+//   give the device's relative_speed (their median: one slice that met a slow
+//   phase of a shared machine moves it little) and compute_noise (all their
+//   samples);
+// - the prediction: one iteration of the plan's Program as the executor runs
+//   it (SGD), simulated once without noise and `samples` times with the
+//   topology's noise, of which the q-quantile is the figure;
+// - the measurement: quantiles of the run's step wall times after the first
+//   (step 0 pays allocations and first connections);
+// - how long to run: at least a number of steps, and enough for a wall time by
+//   the prediction; pipedream microbatches rounded to whole rounds.
+// Thread safety: pure functions.
+#pragma once
+
+#include <vector>
+
+#include "sim/plan.h"
+#include "sim/profile.h"
+#include "sim/result.h"
+#include "sim/simulator.h"
+#include "sim/topology.h"
+#include "sim/units.h"
+
+namespace baton {
+
+struct LoadedSlice {
+  double speed = 1.0;         // compute alone / compute loaded (< 1: slower under load)
+  std::vector<double> noise;  // the loaded profile's compute_noise (factors)
+};
+
+// Forward plus backward of every layer, one microbatch.
+Seconds compute_per_microbatch(const Profile& profile);
+// compute_per_microbatch(alone) / compute_per_microbatch(loaded).
+double loaded_speed(const Profile& alone, const Profile& loaded);
+// `device` with relative_speed the median of the slices' speeds and
+// compute_noise all the slices' samples, sorted (empty where no slice has
+// any). `slices` must not be empty.
+DeviceType pooled_device(const DeviceType& device, const std::vector<LoadedSlice>& slices);
+
+// One iteration of build_program(plan) with SGD's optimizer state, without
+// noise, its trace recorded.
+Result<Simulation> simulate_iteration(const Plan& plan, const Profile& profile, const Topology& topology);
+
+struct IterationPrediction {
+  Simulation deterministic;  // simulate_iteration's
+  Seconds at_quantile;       // the q-quantile of the noisy makespans; without noise, deterministic's makespan
+};
+// The q-quantile (sim/stats.h) of `samples` noisy simulations of the
+// iteration (seeds 1 .. samples), beside the deterministic one.
+Result<IterationPrediction> predict_iteration(const Plan& plan, const Profile& profile, const Topology& topology,
+                                              double q, int samples);
+
+struct StepTimes {
+  Seconds at_quantile;  // the q-quantile
+  Seconds median;
+  Seconds min;
+  Seconds max;
+};
+// Quantiles of `walls` (one wall time per step, in step order) after the
+// first; a single step is kept. `walls` must not be empty.
+StepTimes step_times_after_first(std::vector<Seconds> walls, double q);
+
+// Steps to run: at least `min_steps`, and 1 + ceil(run_time / estimate) (the
+// first step is not measured) so the measured ones take about `run_time`.
+int steps_to_run(int min_steps, Seconds run_time, Seconds estimate);
+
+// plan.microbatches rounded up to a multiple of pipedream_period(plan) (the
+// lcm of the stages' replicas): pipedream's executor runs every replica of a
+// stage the same number of rounds.
+int whole_pipedream_rounds(const Plan& plan);
+
+}  // namespace baton

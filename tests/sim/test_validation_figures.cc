@@ -1,0 +1,130 @@
+// The figures of `baton validate` (sim/validation_figures.h): loaded slices
+// pooled into the device, the prediction as a quantile of noisy simulations,
+// the measured step times, and how long a run is.
+#include "tests/catch_compat.h"
+
+#include "sim/validation_figures.h"
+#include "tests/sim/test_support.h"
+
+using namespace baton;
+using namespace baton::testing;
+
+namespace {
+
+const Seconds kForward = Seconds::from_ms(3.0);
+const Seconds kBackward = Seconds::from_ms(5.0);
+
+std::vector<Seconds> in_seconds(std::initializer_list<double> values) {
+  std::vector<Seconds> out;
+  for (double v : values) out.emplace_back(v);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("validation: a slice's speed is compute alone over compute loaded", "[sim][validation]") {
+  // Four layers of tF + tB alone; loaded, each takes 1.25x.
+  const Profile alone = make_uniform_profile(4, kForward, kBackward, Bytes(0), Bytes(0));
+  const Profile loaded = make_uniform_profile(4, kForward * 1.25, kBackward * 1.25, Bytes(0), Bytes(0));
+  CHECK(close_rel(compute_per_microbatch(alone).value, 4 * (kForward + kBackward).value));
+  CHECK(close_rel(loaded_speed(alone, loaded), 1.0 / 1.25));
+  CHECK(close_rel(loaded_speed(alone, alone), 1.0));
+}
+
+TEST_CASE("validation: pooled slices give the median speed and every noise sample, sorted", "[sim][validation]") {
+  DeviceType device;
+  device.name = "cpu";
+  device.memory = Bytes::from_gib(8);
+  device.relative_speed = 1.0;
+  device.compute_noise = {5.0};  // replaced, not kept
+  device.allreduce_noise = {Seconds::from_us(40)};
+  const std::vector<LoadedSlice> slices{{0.9, {1.2, 0.8}}, {0.5, {}}, {0.8, {1.0, 0.9, 1.5}}};
+  const DeviceType pooled = pooled_device(device, slices);
+  CHECK(pooled.relative_speed == Approx(0.8));  // the median of 0.9, 0.5, 0.8
+  CHECK(pooled.compute_noise == std::vector<double>{0.8, 0.9, 1.0, 1.2, 1.5});
+  CHECK(pooled.name == "cpu");
+  CHECK(pooled.memory == Bytes::from_gib(8));
+  CHECK(pooled.allreduce_noise == std::vector<Seconds>{Seconds::from_us(40)});
+  // An even count: the mean of the middle two; no samples: no compute noise.
+  const DeviceType two = pooled_device(device, {{0.6, {}}, {1.0, {}}});
+  CHECK(two.relative_speed == Approx((0.6 + 1.0) / 2));
+  CHECK(two.compute_noise.empty());
+}
+
+TEST_CASE("validation: without noise the prediction is the iteration's makespan", "[sim][validation]") {
+  // Two one-layer stages, free transfers, M = 4 under gpipe: (M + S - 1)(tF + tB).
+  const Topology topology = make_flat_topology(2, 100.0, Seconds(0.0));
+  const Plan plan = make_plan("0-1,1-2", Schedule::kGPipe, 4, topology);
+  const Profile profile = make_uniform_profile(2, kForward, kBackward, Bytes(0), Bytes(0));
+  const double expected = (4 + 2 - 1) * (kForward + kBackward).value;
+  auto plain = simulate_iteration(plan, profile, topology);
+  REQUIRE(plain.ok());
+  CHECK(close_rel(plain->metrics.makespan.value, expected));
+  CHECK_FALSE(plain->trace.spans.empty());
+  auto prediction = predict_iteration(plan, profile, topology, 0.5, 10);
+  REQUIRE(prediction.ok());
+  CHECK(close_rel(prediction->deterministic.metrics.makespan.value, expected));
+  CHECK(prediction->at_quantile == prediction->deterministic.metrics.makespan);
+}
+
+TEST_CASE("validation: with a constant noise factor k every compute takes k times as long", "[sim][validation]") {
+  Topology topology = make_flat_topology(2, 100.0, Seconds(0.0));
+  topology.device.compute_noise = {2.0, 2.0};
+  const Plan plan = make_plan("0-1,1-2", Schedule::kGPipe, 4, topology);
+  const Profile profile = make_uniform_profile(2, kForward, kBackward, Bytes(0), Bytes(0));
+  auto prediction = predict_iteration(plan, profile, topology, 0.5, 10);
+  REQUIRE(prediction.ok());
+  // The deterministic simulation ignores the noise; the noisy ones are 2x.
+  CHECK(close_rel(prediction->deterministic.metrics.makespan.value, (4 + 2 - 1) * (kForward + kBackward).value));
+  CHECK(close_rel(prediction->at_quantile.value, 2 * (4 + 2 - 1) * (kForward + kBackward).value));
+}
+
+TEST_CASE("validation: the prediction is the q-quantile of the noisy makespans", "[sim][validation]") {
+  // One worker, one layer, one microbatch: makespan = tF a + tB b with a, b
+  // drawn from {1, 3}. Over 200 seeds every pair is drawn, so q = 0 is the
+  // fastest (a = b = 1) and q = 1 the slowest (a = b = 3).
+  Topology topology = make_flat_topology(1, 100.0, Seconds(0.0));
+  topology.device.compute_noise = {1.0, 3.0};
+  const Plan plan = make_plan("0-1", Schedule::kGPipe, 1, topology);
+  const Profile profile = make_uniform_profile(1, kForward, kBackward, Bytes(0), Bytes(0));
+  auto fastest = predict_iteration(plan, profile, topology, 0.0, 200);
+  auto slowest = predict_iteration(plan, profile, topology, 1.0, 200);
+  REQUIRE(fastest.ok());
+  REQUIRE(slowest.ok());
+  CHECK(close_rel(fastest->at_quantile.value, (kForward + kBackward).value));
+  CHECK(close_rel(slowest->at_quantile.value, 3 * (kForward + kBackward).value));
+}
+
+TEST_CASE("validation: step times leave out the first step", "[sim][validation]") {
+  // Steps 1..4 are 1, 3, 2, 4 s (step 0's 10 s is dropped); sorted 1 2 3 4.
+  const StepTimes times = step_times_after_first(in_seconds({10, 1, 3, 2, 4}), 0.25);
+  CHECK(times.at_quantile.value == Approx(1 + 0.25 * 3 * (2 - 1)));  // position q (n - 1) = 0.75
+  CHECK(times.median.value == Approx((2.0 + 3.0) / 2));
+  CHECK(times.min.value == 1.0);
+  CHECK(times.max.value == 4.0);
+  // One step only: it is kept.
+  const StepTimes one = step_times_after_first(in_seconds({7}), 0.5);
+  CHECK(one.at_quantile.value == 7.0);
+  CHECK(one.min.value == 7.0);
+  CHECK(one.max.value == 7.0);
+}
+
+TEST_CASE("validation: a run takes at least min_steps, and 1 + ceil(run time / estimate)", "[sim][validation]") {
+  CHECK(steps_to_run(30, Seconds(3.0), Seconds(0.05)) == 1 + 60);      // 3 / 0.05 = 60
+  CHECK(steps_to_run(30, Seconds(3.0), Seconds(1.0)) == 30);           // 1 + 3 < 30
+  CHECK(steps_to_run(2, Seconds(1.0), Seconds(0.3)) == 1 + 4);         // ceil(3.33) = 4
+  CHECK(steps_to_run(2, Seconds(0.0), Seconds(0.3)) == 2);             // no run time asked
+}
+
+TEST_CASE("validation: pipedream microbatches round up to the lcm of the replicas", "[sim][validation]") {
+  Plan plan;
+  plan.schedule = Schedule::kPipeDream;
+  plan.stages = {StagePlan{LayerRange{0, 1}, 2, {0, 1}}, StagePlan{LayerRange{1, 2}, 3, {2, 3, 4}}};
+  plan.microbatches = 8;
+  CHECK(whole_pipedream_rounds(plan) == 12);  // lcm(2, 3) = 6; ceil(8 / 6) x 6
+  plan.microbatches = 12;
+  CHECK(whole_pipedream_rounds(plan) == 12);
+  plan.stages = {StagePlan{LayerRange{0, 2}, 1, {0}}};
+  plan.microbatches = 7;
+  CHECK(whole_pipedream_rounds(plan) == 7);  // period 1
+}
