@@ -5,8 +5,7 @@
 namespace baton {
 
 int estimate_tier(const PlanEstimate& estimate) {
-  if (!estimate.modelled) return 2;
-  return estimate.link_order_settled ? 0 : 1;
+  return estimate.rated ? 0 : 2;
 }
 
 std::optional<RatedPlan> choose_plan(const std::vector<Plan>& candidates, const Profile& profile,

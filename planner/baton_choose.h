@@ -2,15 +2,12 @@
 // proposes a few, the cost model (planner/baton_model.h) rates each, and this
 // picks one. The CLI and the agreement tests use the same rule.
 //
-// Rule: the fastest by estimated time per sample among the candidates whose
-// estimate the model can vouch for, in tiers, best tier first:
-//   0  modelled, and the links' serving order reached a fixed point
-//      (PlanEstimate::link_order_settled): the estimate is the period of a
-//      steady state the simulator can run;
-//   1  modelled, but the serving order did not settle (the estimate is one of
-//      the orders the run may fall into);
-//   2  not modelled (PlanEstimate::modelled false: period beyond
-//      kMaxEventGraphPeriod, or a deadlock): the estimate is a bound only.
+// Rule: the fastest by rated time per sample among the candidates that run;
+// a candidate whose Program deadlocks (PlanEstimate::rated false) comes last.
+// A steady state that was not seen to repeat (PlanEstimate::exact false) is
+// rated by its slope and competes like the others: on the shipped data that
+// slope is within 0.1% of the steady state, and ranking it lower would pass
+// over the fastest plan (PipeDream's clusters with shared 10 Gb/s links).
 // Ties go to the earlier candidate (the search's own ranking).
 // Thread safety: pure.
 #pragma once
@@ -32,7 +29,7 @@ struct RatedPlan {
   int index = 0;  // position among the candidates
 };
 
-// How far the model vouches for an estimate (the tiers above; lower is better).
+// 0 for a rated estimate, 2 for a deadlock (lower is better).
 int estimate_tier(const PlanEstimate& estimate);
 
 // Rates every candidate and returns the chosen one; nullopt when there is none.

@@ -5,9 +5,10 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <optional>
 
-#include "planner/baton_model.h"
-#include "planner/event_graph.h"
+#include "planner/stage_demand.h"
+#include "sim/schedules.h"
 #include "sim/network.h"
 
 namespace baton {
@@ -73,9 +74,9 @@ RangeTables range_tables(const Profile& profile, double speed) {
 // Above 32 devices: powers of two and multiples of a server. Under pipedream
 // only counts of the form 2^a or 3 x 2^a (times the server size, or not) are
 // tried, so that R = lcm of a plan's counts stays at most 3 x 2^a_max x (the
-// server size's odd part), within kMaxEventGraphPeriod for any cluster baton
+// server size's odd part), within kMaxSteadyStatePeriod (sim/simulator.h) for any cluster baton
 // ships; "multiples of a server" such as 5, 7 or 11 servers would give plans
-// whose R the model cannot build (e.g. 96, 136 and 160 replicas: R = 8160).
+// whose R the simulator does not measure (e.g. 96, 136 and 160 replicas: R = 8160).
 std::vector<int> replica_counts(const Topology& topology, bool straight, Schedule schedule) {
   const int devices = topology.num_devices();
   if (straight) return {1};
@@ -85,7 +86,7 @@ std::vector<int> replica_counts(const Topology& topology, bool straight, Schedul
     return counts;
   }
   const int unit = topology.devices_per_unit(0);
-  if (schedule == Schedule::kPipeDream) {
+  if (runs_steady_state(schedule)) {
     for (int base : {1, unit})
       for (int factor : {1, 3})
         for (int r = base * factor; r <= devices; r *= 2) counts.push_back(r);
@@ -121,7 +122,12 @@ class Search {
   Search(const Profile& profile, const Topology& topology, const SearchOptions& options,
          const RangeTables& tables, const std::vector<int>& replicas, bool minimize_memory)
       : profile_(profile), topology_(topology), options_(options), tables_(tables),
-        replicas_(replicas), network_(topology), minimize_memory_(minimize_memory) {}
+        replicas_(replicas), network_(topology), minimize_memory_(minimize_memory),
+        cut_memo_(static_cast<size_t>(topology.num_devices()) * replicas.size() * replicas.size(),
+                  std::numeric_limits<double>::quiet_NaN()),
+        allreduce_memo_(static_cast<size_t>(topology.num_devices()) * replicas.size()),
+        demands_(options.schedule, options.microbatches, optimizer_state_factor(options.optimizer)),
+        demand_table_(static_cast<size_t>(topology.num_devices() + 1) * replicas.size(), nullptr) {}
 
   void run(int devices, std::vector<std::pair<double, Plan>>& found);
 
@@ -129,7 +135,7 @@ class Search {
   size_t index(int j, int u, int ri) const {
     return (static_cast<size_t>(j) * (devices_ + 1) + u) * (replicas_.size() + 1) + ri;
   }
-  double stage_term(int i, int j, int start, int ri, int downstream, double* memory) const;
+  double stage_term(int i, int j, int start, int ri, const StageDemand& demand, double* memory) const;
   double cut_seconds_per_byte(int start, int ri, int next_ri);
   // all-reduce time over devices [start, start + r) = per_byte x bytes + fixed.
   std::pair<double, double> allreduce_coefficients(int start, int ri) const;
@@ -146,37 +152,49 @@ class Search {
   std::vector<double> best_;
   std::vector<int> next_j_;
   std::vector<int> next_ri_;
-  std::map<std::tuple<int, int, int>, double> cut_memo_;
-  mutable std::map<std::pair<int, int>, std::pair<double, double>> allreduce_memo_;
+  // Memos indexed densely by device position and replica-count indices (the
+  // search reads them in its innermost loops); NaN / unset until computed.
+  size_t cut_index(int start, int ri, int next_ri) const {
+    return (static_cast<size_t>(start) * replicas_.size() + ri) * replicas_.size() + next_ri;
+  }
+  std::vector<double> cut_memo_;
+  mutable std::vector<std::optional<std::pair<double, double>>> allreduce_memo_;
+  StageDemands demands_;
+  std::vector<const StageDemand*> demand_table_;  // [downstream x replica index], filled on use
+  const StageDemand& demand(int ri, int downstream) {
+    const StageDemand*& entry = demand_table_[static_cast<size_t>(downstream) * replicas_.size() + ri];
+    if (!entry) entry = &demands_.of(replicas_[ri], downstream);
+    return *entry;
+  }
 };
 
 std::pair<double, double> Search::allreduce_coefficients(int start, int ri) const {
-  const auto key = std::make_pair(start, ri);
-  if (auto it = allreduce_memo_.find(key); it != allreduce_memo_.end()) return it->second;
+  auto& memo = allreduce_memo_[static_cast<size_t>(start) * replicas_.size() + ri];
+  if (memo) return *memo;
   std::vector<int> group(static_cast<size_t>(replicas_[ri]));
   std::iota(group.begin(), group.end(), start);
   const Bytes probe(int64_t{1} << 30);
   const double fixed = network_.allreduce_time(group, Bytes(0)).value;  // the time is linear in bytes
   const double per_byte = (network_.allreduce_time(group, probe).value - fixed) / double(probe.value);
-  return allreduce_memo_[key] = {per_byte, fixed};
+  memo = std::make_pair(per_byte, fixed);
+  return *memo;
 }
 
-double Search::stage_term(int i, int j, int start, int ri, int downstream, double* memory) const {
+// The stage's device time per microbatch and its peak memory, as its
+// schedule's generator lays out its work (planner/stage_demand.h).
+double Search::stage_term(int i, int j, int start, int ri, const StageDemand& demand, double* memory) const {
   const int r = replicas_[ri];
   const Bytes params(tables_.params_prefix[j] - tables_.params_prefix[i]);
-  *memory = double(stage_memory(options_.schedule, params, Bytes(tables_.stash[i][j]), downstream, r,
-                                options_.microbatches, options_.optimizer).value);
+  *memory = demand.peak_bytes(double(params.value), double(tables_.stash[i][j]));
   const auto [per_byte, fixed] = allreduce_coefficients(start, ri);
   const double allreduce = r > 1 ? per_byte * double(params.value) + fixed : 0.0;
   const double compute = tables_.compute_prefix[j] - tables_.compute_prefix[i];
-  if (options_.schedule == Schedule::kPipeDream) return (compute + allreduce) / r;
-  const int m = options_.microbatches;
-  return (compute * double((m + r - 1) / r) + allreduce) / m;
+  return compute * demand.forwards_per_microbatch() + allreduce * demand.allreduces_per_microbatch();
 }
 
 double Search::cut_seconds_per_byte(int start, int ri, int next_ri) {
-  const auto key = std::make_tuple(start, ri, next_ri);
-  if (auto it = cut_memo_.find(key); it != cut_memo_.end()) return it->second;
+  double& memo = cut_memo_[cut_index(start, ri, next_ri)];
+  if (!std::isnan(memo)) return memo;
   const int r = replicas_[ri];
   const int next = replicas_[next_ri];
   const int64_t period = std::lcm(int64_t{r}, int64_t{next});
@@ -194,7 +212,7 @@ double Search::cut_seconds_per_byte(int start, int ri, int next_ri) {
   }
   double busiest = 0.0;
   for (const auto& [link, value] : load) busiest = std::max(busiest, value);
-  return cut_memo_[key] = busiest;
+  return memo = busiest;
 }
 
 void Search::run(int devices, std::vector<std::pair<double, Plan>>& found) {
@@ -217,9 +235,10 @@ void Search::run(int devices, std::vector<std::pair<double, Plan>>& found) {
           if (u + r > devices) break;
           const int start = devices - u - r;
           const double per_byte = nri == none ? 0.0 : cut_seconds_per_byte(start, ri, nri);
+          const StageDemand& demand = this->demand(ri, u + r);
           for (int i = j - 1; i >= 0; --i) {
             double memory = 0.0;
-            const double term = stage_term(i, j, start, ri, u + r, &memory);
+            const double term = stage_term(i, j, start, ri, demand, &memory);
             if (!minimize_memory_ && memory > limit) continue;
             const double cut = per_byte * double(tables_.out[i][j]);
             const double value = minimize_memory_ ? std::max(tail, memory) : std::max({tail, term, cut});
@@ -282,7 +301,7 @@ SearchResult search_plans(const Profile& profile, const Topology& topology, cons
   std::vector<Plan> unrated;
   for (auto& [value, plan] : found) {
     if (static_cast<int>(result.candidates.size()) >= options.max_candidates) break;
-    if (options.schedule == Schedule::kPipeDream && replica_lcm(plan) > kMaxEventGraphPeriod)
+    if (runs_steady_state(options.schedule) && replica_lcm(plan) > kMaxSteadyStatePeriod)
       unrated.push_back(std::move(plan));
     else
       result.candidates.push_back(std::move(plan));

@@ -5,21 +5,24 @@
 // ids), as `assign_devices` does, so a stage's devices, and with them its
 // all-reduce and the links its transfers cross, are known from its position.
 // The program runs from the last layer backwards so that each stage knows how
-// many workers follow it (its warm-up depth, hence its weight versions and
-// stashed activations under pipedream and 1F1B):
+// many workers follow it (what its schedule's generator makes of that: its
+// warm-up, hence its weight versions and stashed activations, read from a
+// generated Program by planner/stage_demand.h):
 //   best[j][u][r'] = smallest bottleneck of a split of layers [j, L) over the
 //                    last u devices of the D used, whose first stage has r' replicas
 //   best[i][u + r][r] = min over j, r' of max( best[j][u][r'],
 //                          period(stage [i, j) with r replicas at D - u - r),
 //                          cut(j, its devices, the next stage's devices) )
-// subject to the stage fitting in memory. `period` and `cut` are the terms of
-// planner/baton_model.h (per microbatch); the search returns a few candidates
+// subject to the stage fitting in memory. `period` is the stage's device time
+// per microbatch (planner/stage_demand.h) and `cut` the busiest link's wire
+// time per microbatch across the cut; the search returns a few candidates
 // (different device counts D and first-stage replications), which the caller
-// rates with the full estimate and the simulator.
+// rates by simulating them (planner/baton_model.h).
 // Cost: O(L^2 x N x R^2) per device count D, with R the replica counts tried
 // (every count up to 32 devices; above, powers of two and multiples of a server,
-// under pipedream only those of the form 2^a or 3 x 2^a so that the period
-// lcm_s r_s stays within what the model builds: kMaxEventGraphPeriod).
+// under a steady-state schedule only those of the form 2^a or 3 x 2^a so that
+// the period lcm_s r_s stays within what the simulator measures:
+// kMaxSteadyStatePeriod).
 // Thread safety: pure.
 #pragma once
 

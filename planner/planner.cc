@@ -7,6 +7,8 @@
 #include "planner/baton_choose.h"
 #include "planner/baton_search.h"
 #include "planner/pipedream_dp.h"
+#include "sim/plan_layouts.h"
+#include "sim/schedules.h"
 
 namespace baton {
 
@@ -24,18 +26,7 @@ namespace {
 
 constexpr int kPipeDreamMinibatches = 64;
 
-double simulated_per_sample(const PlanChoice& choice) {
-  const double samples = choice.plan.schedule == Schedule::kPipeDream
-                             ? choice.plan.microbatch_size
-                             : double(choice.plan.microbatches) * choice.plan.microbatch_size;
-  return choice.simulated ? choice.simulated->iteration_time.value / samples : choice.time_per_sample_s();
-}
-
-bool simulated_fits(const PlanChoice& choice, Bytes limit) {
-  if (!choice.simulated) return choice.estimate.peak_memory <= limit;
-  return std::all_of(choice.simulated->workers.begin(), choice.simulated->workers.end(),
-                     [&](const WorkerMetrics& w) { return w.peak_memory <= limit; });
-}
+bool fits(const PlanChoice& choice, Bytes limit) { return choice.estimate.peak_memory <= limit; }
 
 Profile compressed(Profile profile, double ratio) {
   if (ratio <= 0) return profile;
@@ -44,12 +35,10 @@ Profile compressed(Profile profile, double ratio) {
   return profile;
 }
 
-void simulate_choice(PlanChoice& choice, const Profile& profile, const Topology& topology, Optimizer optimizer) {
-  SimOptions options;
-  options.optimizer = optimizer;
-  options.record_trace = false;
-  auto simulation = simulate_plan(choice.plan, profile, topology, options);
-  if (simulation) choice.simulated = simulation->metrics;
+// The estimate is a simulation of the plan's Program; its run is the choice's
+// simulated figures.
+void simulate_choice(PlanChoice& choice) {
+  if (choice.estimate.rated) choice.simulated = choice.estimate.simulated;
 }
 
 // The best candidate of one (schedule, microbatches) search, by the estimate.
@@ -63,7 +52,7 @@ std::optional<PlanChoice> best_for(const Profile& profile, const Topology& topol
     return std::nullopt;
   }
   std::vector<Plan> candidates = found.candidates;
-  if (schedule == Schedule::kPipeDream)
+  if (runs_steady_state(schedule))
     for (Plan& plan : candidates) plan.microbatches = kPipeDreamMinibatches;
   auto chosen = choose_plan(candidates, profile, topology, options.optimizer);  // the rule the tests check
   if (!chosen) return std::nullopt;
@@ -78,7 +67,7 @@ std::vector<std::pair<Schedule, int>> combinations(const PlannerOptions& options
                                                            : std::vector<int>{8, 16, 32, 64};
   std::vector<std::pair<Schedule, int>> all;
   for (Schedule schedule : schedules) {
-    if (schedule == Schedule::kPipeDream) {
+    if (runs_steady_state(schedule)) {
       all.emplace_back(schedule, 1);
     } else if (schedule != Schedule::kDataParallel) {
       for (int m : counts) all.emplace_back(schedule, m);
@@ -88,14 +77,7 @@ std::vector<std::pair<Schedule, int>> combinations(const PlannerOptions& options
 }
 
 PlanChoice data_parallel_choice(const Profile& profile, const Topology& topology, Optimizer optimizer) {
-  Plan plan;
-  plan.model = profile.model;
-  plan.schedule = Schedule::kDataParallel;
-  plan.microbatch_size = profile.microbatch_size;
-  plan.microbatches = topology.num_devices();
-  StagePlan all{LayerRange{0, profile.num_layers()}, topology.num_devices(), {}};
-  for (int d = 0; d < topology.num_devices(); ++d) all.devices.push_back(d);
-  plan.stages = {all};
+  const Plan plan = data_parallel_plan(profile, topology.num_devices(), topology.num_devices());
   return PlanChoice{plan, estimate_plan(profile, topology, plan, optimizer), std::nullopt};
 }
 
@@ -125,11 +107,11 @@ Result<PlannerOutcome> plan_with_baton(const Profile& profile, const Topology& t
     choices.push_back(std::move(dp));
   }
   if (choices.empty()) return no_fit_error(profile, topology, limit, smallest);
-  for (PlanChoice& choice : choices) simulate_choice(choice, profile, topology, options.optimizer);
+  for (PlanChoice& choice : choices) simulate_choice(choice);
   std::stable_sort(choices.begin(), choices.end(), [&](const PlanChoice& a, const PlanChoice& b) {
-    const bool fa = simulated_fits(a, limit), fb = simulated_fits(b, limit);
+    const bool fa = fits(a, limit), fb = fits(b, limit);
     if (fa != fb) return fa;
-    return simulated_per_sample(a) < simulated_per_sample(b);
+    return a.time_per_sample_s() < b.time_per_sample_s();
   });
   outcome.best = std::move(choices.front());
   outcome.runners_up.assign(std::make_move_iterator(choices.begin() + 1), std::make_move_iterator(choices.end()));
@@ -161,7 +143,7 @@ Result<PlannerOutcome> plan_with_pipedream(const Profile& profile, const Topolog
   if (auto ok = assign_devices(plan, topology); !ok) return ok.error();
   PlannerOutcome outcome;
   outcome.best = PlanChoice{plan, estimate_plan(*ordered, topology, plan, options.optimizer), std::nullopt};
-  simulate_choice(outcome.best, *ordered, topology, options.optimizer);
+  simulate_choice(outcome.best);
   outcome.pipedream_time = planned->time_per_minibatch;
   outcome.layer_order = planned->layer_order;
   return outcome;

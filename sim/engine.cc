@@ -197,7 +197,7 @@ bool Engine::run_compute(int worker, const Action& action, Seconds now) {
   raw_.busy[worker] += end - start;
   if (keep_intervals_) raw_.compute_intervals[worker].emplace_back(start, end);
   track_memory(worker, action, true);
-  if (action.kind == ActionKind::kBackward || action.kind == ActionKind::kBackwardWeight) {
+  if (ends_microbatch(action.kind)) {
     track_memory(worker, action, false);
     if (action.stage == 0) raw_.stage0_completion[action.microbatch] = end;
   }

@@ -32,6 +32,9 @@ class MemoryTracker {
   void step() { ++live_version_; update(); }
 
   int live_version() const { return live_version_; }
+  // What is held now: weight versions (live one included) and in-flight microbatches.
+  int versions_held() const;
+  int inflight() const { return inflight_; }
   Bytes peak() const { return peak_; }
   int peak_versions() const { return peak_versions_; }
   Bytes peak_activations() const { return peak_activations_; }
@@ -40,7 +43,6 @@ class MemoryTracker {
   Bytes optimizer_bytes() const { return optimizer_; }
 
  private:
-  int versions_held() const;
   void update();
 
   Bytes params_;

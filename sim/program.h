@@ -62,6 +62,12 @@ constexpr bool is_send(ActionKind kind) {
 constexpr bool is_recv(ActionKind kind) {
   return kind == ActionKind::kRecvAct || kind == ActionKind::kRecvGrad;
 }
+// The action that ends a microbatch's work on a stage: its stashed activations
+// are freed and the weight version its forward used is released (B, or W when
+// the backward is split into I and W).
+constexpr bool ends_microbatch(ActionKind kind) {
+  return kind == ActionKind::kBackward || kind == ActionKind::kBackwardWeight;
+}
 std::string_view kind_name(ActionKind kind);  // "F", "B", ..., "SEND_ACT", "ALLREDUCE", "STEP"
 
 struct Action {

@@ -198,14 +198,18 @@ Program lower_communication(Program program) {
   return program;
 }
 
-Program build_program(const Plan& plan) {
+Program generate_program(const Plan& plan) {
   switch (plan.schedule) {
-    case Schedule::kGPipe: return lower_communication(make_gpipe(plan));
-    case Schedule::kOneFOneB: return lower_communication(make_1f1b(plan));
-    case Schedule::kPipeDream: return lower_communication(make_pipedream(plan));
-    case Schedule::kDataParallel: return lower_communication(make_data_parallel(plan));
+    case Schedule::kGPipe: return make_gpipe(plan);
+    case Schedule::kOneFOneB: return make_1f1b(plan);
+    case Schedule::kPipeDream: return make_pipedream(plan);
+    case Schedule::kDataParallel: return make_data_parallel(plan);
   }
-  return lower_communication(make_1f1b(plan));
+  return make_1f1b(plan);
 }
+
+Program build_program(const Plan& plan) { return lower_communication(generate_program(plan)); }
+
+bool runs_steady_state(Schedule schedule) { return schedule == Schedule::kPipeDream; }
 
 }  // namespace baton

@@ -60,7 +60,16 @@ int warmup_forwards(const Plan& plan, int stage, int local_microbatches);
 // input are dropped first, so lowering is idempotent.
 Program lower_communication(Program program);
 
-// The generator named by plan.schedule, followed by lower_communication.
+// The generator named by plan.schedule: compute, ALLREDUCE and STEP actions.
+Program generate_program(const Plan& plan);
+
+// generate_program followed by lower_communication.
 Program build_program(const Plan& plan);
+
+// Whether the schedule runs without a flush: its Program repeats minibatch
+// after minibatch, and what it achieves is the steady state's time per
+// minibatch (pipedream). The others run one iteration of plan.microbatches
+// microbatches and end with a flush; their figure is that iteration.
+bool runs_steady_state(Schedule schedule);
 
 }  // namespace baton

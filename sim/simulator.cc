@@ -100,7 +100,7 @@ Metrics metrics_of(const Program& program, const RawRun& raw, int microbatch_siz
   Metrics metrics;
   metrics.makespan = raw.makespan;
   metrics.actions = program.num_actions();
-  const bool steady = program.schedule == Schedule::kPipeDream;
+  const bool steady = runs_steady_state(program.schedule);
   const Window window = steady ? steady_window(program, raw) : Window{Seconds(0.0), raw.makespan, 1};
   metrics.window_start = window.start;
   metrics.window_end = window.end;
@@ -145,6 +145,7 @@ Result<Simulation> simulate_program(const Program& program, const std::vector<St
   Simulation simulation;
   simulation.metrics = metrics_of(program, *raw, microbatch_size);
   simulation.trace = trace_of(program, *raw);
+  simulation.stage0_completion = std::move(raw->stage0_completion);
   simulation.metrics.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return simulation;
@@ -175,7 +176,11 @@ int min_pipedream_minibatches(const Plan& plan) {
 int64_t pipedream_period(const Plan& plan) {
   int64_t period = 1;
   for (const StagePlan& stage : plan.stages) period = std::lcm(period, int64_t{stage.replicas});
-  return std::min<int64_t>(period, 4096);
+  return std::min<int64_t>(period, kMaxSteadyStatePeriod);
+}
+
+int simulated_microbatches(const Plan& plan) {
+  return runs_steady_state(plan.schedule) ? pipedream_minibatches(plan) : plan.microbatches;
 }
 
 int pipedream_minibatches(const Plan& plan) {
@@ -188,8 +193,7 @@ Result<Simulation> simulate_plan(const Plan& plan, const Profile& profile, const
                                  const SimOptions& options) {
   if (auto ok = check_plan(plan, profile, topology, "plan"); !ok) return ok.error();
   Plan effective = plan;
-  if (plan.schedule == Schedule::kPipeDream)
-    effective.microbatches = pipedream_minibatches(plan);
+  effective.microbatches = simulated_microbatches(plan);
   const Program program = build_program(effective);
   return simulate_program(program, stage_costs(profile, effective, topology), topology,
                           plan.microbatch_size, options);

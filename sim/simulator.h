@@ -62,6 +62,9 @@ struct SimOptions {
 struct Simulation {
   Metrics metrics;
   Trace trace;  // empty spans unless SimOptions::record_trace
+  // End of each microbatch's last backward on stage 0 (index: microbatch),
+  // what the steady-state window and sim/rating.h measure.
+  std::vector<Seconds> stage0_completion;
 };
 
 // Simulates `program`; `costs[s]` describes stage s; workers sit on the
@@ -80,15 +83,21 @@ Result<std::vector<Seconds>> noisy_makespans(const Program& program, const std::
 
 // Fewest minibatches that give pipedream a steady-state window: 4 NOAM + 3 R.
 int min_pipedream_minibatches(const Plan& plan);
-// R: the lcm of the stages' replica counts (capped at 4096).
+// The largest period R the simulator measures a steady state over.
+inline constexpr int64_t kMaxSteadyStatePeriod = 4096;
+// R: the lcm of the stages' replica counts (capped at kMaxSteadyStatePeriod).
 int64_t pipedream_period(const Plan& plan);
 // The minibatches a pipedream simulation runs: at least min_pipedream_minibatches,
 // rounded up to a multiple of R so every replica of a stage runs as many
 // minibatches (and all-reduces) as its peers.
 int pipedream_minibatches(const Plan& plan);
 
-// Checks the plan, builds its Program (raising pipedream's minibatch count to
-// min_pipedream_minibatches) and simulates it.
+// The microbatches a simulation of `plan` runs: pipedream_minibatches under a
+// schedule that runs a steady state (runs_steady_state), else plan.microbatches.
+int simulated_microbatches(const Plan& plan);
+
+// Checks the plan, builds its Program (with simulated_microbatches(plan)
+// microbatches) and simulates it.
 Result<Simulation> simulate_plan(const Plan& plan, const Profile& profile, const Topology& topology,
                                  const SimOptions& options);
 

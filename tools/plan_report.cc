@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/schedules.h"
 #include "tools/report.h"
 
 namespace baton::cli {
@@ -52,7 +53,7 @@ nlohmann::json choice_json(const PlanChoice& choice) {
 
 std::string stage_table(const PlanChoice& choice, const Profile& profile, Bytes limit) {
   std::vector<std::vector<std::string>> rows = {{"stage", "layers", "first..last", "replicas", "devices", "compute",
-                                                 "comm", "all-reduce", "period", "memory", ""}};
+                                                 "all-reduce", "period", "busy", "memory", ""}};
   for (int s = 0; s < choice.plan.num_stages(); ++s) {
     const StagePlan& stage = choice.plan.stages[s];
     const StageEstimate& e = choice.estimate.stages[s];
@@ -63,8 +64,9 @@ std::string stage_table(const PlanChoice& choice, const Profile& profile, Bytes 
                     std::to_string(stage.replicas),
                     devices.size() == 1 ? std::to_string(devices[0])
                                         : fmt::format("{}-{}", devices.front(), devices.back()),
-                    human_seconds(e.forward + e.backward), human_seconds(e.link_time), human_seconds(e.allreduce),
-                    human_seconds(e.period), fmt::format("{} / {}", human_bytes(e.memory), human_bytes(limit)),
+                    human_seconds(e.forward + e.backward), human_seconds(e.allreduce),
+                    human_seconds(e.period), fmt::format("{:.0f}%", 100.0 * e.busy_fraction),
+                    fmt::format("{} / {}", human_bytes(e.memory), human_bytes(limit)),
                     s == choice.estimate.bottleneck_stage ? "<- bottleneck" : ""});
   }
   return render_table(rows);
@@ -77,11 +79,13 @@ std::string headline(const PlanChoice& choice) {
                          : fmt::format("per iteration of {} x {} samples", plan.microbatches, plan.microbatch_size);
   std::string text = fmt::format("predicted   {} {}: {:.1f} samples/s\n", human_seconds(choice.estimate.iteration_time),
                                  unit, choice.estimate.throughput_samples_per_s);
-  if (choice.simulated) {
+  if (choice.simulated && runs_steady_state(plan.schedule)) {
+    // The prediction is the run once it repeats; `simulate` reports its window.
     const double error = choice.estimate.iteration_time / choice.simulated->iteration_time - 1.0;
-    text += fmt::format("simulated   {}: {:.1f} samples/s (model {:+.1f}% against the simulator)\n",
+    text += fmt::format("simulated   {}: {:.1f} samples/s over the run's measurement window "
+                        "(the steady state is {:+.1f}% from it{})\n",
                         human_seconds(choice.simulated->iteration_time), simulated_throughput(choice),
-                        100.0 * error);
+                        100.0 * error, choice.estimate.exact ? "" : "; the run did not repeat");
   }
   return text;
 }
@@ -143,7 +147,8 @@ std::string outcome_text(const PlannerOutcome& outcome, const Profile& profile, 
   if (!outcome.runners_up.empty()) {
     out += "\nrunners-up (simulated):\n";
     for (const PlanChoice& choice : outcome.runners_up)
-      out += fmt::format("  {:<60} {:>10.1f} samples/s\n", describe(choice).substr(0, 60), simulated_throughput(choice));
+      out += fmt::format("  {:<60} {:>10.1f} samples/s\n", describe(choice).substr(0, 60),
+                         choice.estimate.throughput_samples_per_s);
   }
   return out;
 }

@@ -1,7 +1,7 @@
 // The baton search's candidates under the pipedream schedule. One period of
 // the pipedream schedule is R = lcm of the stages' replica counts minibatches;
-// baton's model builds its event graph over one period and gives up above
-// kMaxEventGraphPeriod, so a candidate with a larger R could only be ranked
+// the simulator measures a steady state over periods up to
+// kMaxSteadyStatePeriod, so a candidate with a larger R could only be ranked
 // last. The search must not propose such plans: on every shipped profile and
 // topology (256 devices included) every candidate's R is at most that cap, and
 // every candidate is one the model can rate.
@@ -16,7 +16,7 @@
 
 #include "planner/baton_model.h"
 #include "planner/baton_search.h"
-#include "planner/event_graph.h"
+#include "sim/simulator.h"
 #include "sim/profile.h"
 #include "sim/topology.h"
 #include "tests/planner/model_support.h"
@@ -48,7 +48,7 @@ TEST_CASE("pipedream search: every candidate's period is one the model can rate"
       const SearchResult found = search_plans(*profile, *topology, options);
       for (const Plan& plan : found.candidates) {
         INFO(trace.stem().string() << " on " << topology->name << ": " << plan.stages.size() << " stages");
-        CHECK(period_of(plan) <= kMaxEventGraphPeriod);
+        CHECK(period_of(plan) <= kMaxSteadyStatePeriod);
       }
     }
   }
