@@ -5,9 +5,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <sstream>
+#include <string_view>
 
 #include <fmt/format.h>
+
+#include "sim/json_fields.h"
 
 namespace baton::exec {
 
@@ -90,11 +94,24 @@ Result<at::Tensor> read_floats(std::istream& in, int64_t elements, const fs::pat
   return tensor;
 }
 
-// `text` as a JSON object whose "format" is `format`.
-Result<nlohmann::json> parse_document(const std::string& text, const fs::path& path, const char* format) {
+// `text` as a JSON object whose "format" is `format`, holding only the keys
+// `known` and, in its "run", only those run_identity writes: a file of
+// another version is refused by name rather than half read.
+Result<nlohmann::json> parse_document(const std::string& text, const fs::path& path, const char* format,
+                                      std::initializer_list<std::string_view> known) {
   nlohmann::json document = nlohmann::json::parse(text, nullptr, false);
-  if (!document.is_object() || document.value("format", "") != format)
+  const auto tag = document.is_object() ? document.find("format") : document.end();
+  if (!document.is_object() || tag == document.end() || *tag != format)
     return Error{fmt::format("{}: not a {} file", path.string(), format)};
+  const json_fields::FieldPath root(path.string());
+  if (auto ok = json_fields::check_known_keys(document, root, known); !ok) return ok.error();
+  if (auto run = document.find("run"); run != document.end()) {
+    if (auto ok = json_fields::check_known_keys(*run, root.field("run"),
+                                                {"model", "seed", "schedule", "stages", "microbatches",
+                                                 "microbatch_size", "vertical_sync"});
+        !ok)
+      return ok.error();
+  }
   return document;
 }
 
@@ -162,7 +179,8 @@ Result<StageState> read_stage_state(const Plan& plan, const TrainOptions& option
   if (!in) return Error{fmt::format("{}: cannot open", path.string())};
   std::string line;
   std::getline(in, line);
-  auto header = parse_document(line, path, kStageFormat);
+  auto header = parse_document(line, path, kStageFormat,
+                               {"format", "stage", "completed_steps", "weight_version", "elements", "run"});
   if (!header) return header.error();
   if (header->value("stage", -1) != stage || header->value("completed_steps", -1) != completed_steps ||
       header->value("elements", int64_t{-1}) != elements) {
@@ -197,7 +215,7 @@ Result<int> resumable_checkpoint(const Plan& plan, const TrainOptions& options) 
   std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
-  auto manifest = parse_document(text.str(), path, kManifestFormat);
+  auto manifest = parse_document(text.str(), path, kManifestFormat, {"format", "completed_steps", "stages", "run"});
   if (!manifest) return manifest.error();
   const nlohmann::json theirs = manifest->value("run", nlohmann::json());
   if (const std::string why = identity_difference(theirs, run_identity(plan, options)); !why.empty())

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "exec/executor.h"
+#include "sim/json_fields.h"
 
 namespace baton::exec {
 
@@ -37,8 +38,11 @@ nlohmann::json weights_to_json(const Weights& weights) {
 }
 
 Result<Weights> weights_from_json(const nlohmann::json& document, const std::string& source) {
-  if (!document.is_object() || document.value("format", "") != "baton.weights.v1")
+  const auto tag = document.is_object() ? document.find("format") : document.end();
+  if (!document.is_object() || tag == document.end() || *tag != "baton.weights.v1")
     return Error{fmt::format("{}: not a baton.weights.v1 document", source)};
+  if (auto ok = json_fields::check_known_keys(document, json_fields::FieldPath(source), {"format", "layers"}); !ok)
+    return ok.error();
   try {
     Weights weights;
     weights.layers = document.at("layers").get<std::vector<std::vector<std::vector<float>>>>();

@@ -276,6 +276,16 @@ TEST_CASE("a resume with another plan or model, or with nothing to resume, is re
                                   "exec-resume-refused");
   CHECK(no_dir.exit_code == 2);
   CHECK(no_dir.err.find("--checkpoint-every and --resume need --checkpoint-dir") != std::string::npos);
+  // A manifest with a key its format does not have is refused by name, not half read.
+  nlohmann::json edited = nlohmann::json::parse(slurp(manifest));
+  edited["run"]["sed"] = 7;
+  std::ofstream(manifest) << edited.dump(2);
+  const CliRun unknown = run_baton(
+      fmt::format("run --plan '{}' --model mlp --steps 4 --checkpoint-dir '{}' --resume", made, ckpt),
+      "exec-resume-refused");
+  CHECK(unknown.exit_code == 1);
+  CHECK(unknown.err.find(manifest + ": run has an unknown key \"sed\" (did you mean \"seed\"?)") !=
+        std::string::npos);
 }
 
 }  // namespace baton::testing
