@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace baton::planner {
+namespace baton {
 
 class Bitset {
  public:
@@ -90,4 +90,4 @@ struct BitsetHash {
   }
 };
 
-}  // namespace baton::planner
+}  // namespace baton

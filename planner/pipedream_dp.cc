@@ -13,10 +13,7 @@
 namespace baton {
 namespace {
 
-using planner::StatesByWork;
-using planner::detail::kInfinity;
-using planner::LevelSolver;
-using planner::StateSpace;
+using detail::kInfinity;
 
 Status check_options(const PipeDreamOptions& options) {
   if (options.levels.empty()) return Error{"pipedream planner: at least one level is needed"};
@@ -45,7 +42,7 @@ Status check_options(const PipeDreamOptions& options) {
 std::vector<std::unique_ptr<LevelSolver>> make_levels(const StateSpace& space,
                                                       const StatesByWork& index,
                                                       const PipeDreamOptions& options) {
-  planner::SharedParams shared;
+  SharedParams shared;
   shared.straight_pipeline = options.straight_pipeline;
   shared.compression = options.activation_compression;
   if (options.memory_size) shared.memory_bytes = static_cast<double>(options.memory_size->value);
@@ -53,7 +50,7 @@ std::vector<std::unique_ptr<LevelSolver>> make_levels(const StateSpace& space,
   int within = 1;
   int devices = 1;
   for (const PipeDreamLevel& level : options.levels) {
-    const planner::LevelParams params{level.machines, level.bandwidth.bytes_per_s, within, devices};
+    const LevelParams params{level.machines, level.bandwidth.bytes_per_s, within, devices};
     LevelSolver* below = levels.empty() ? nullptr : levels.back().get();
     levels.push_back(std::make_unique<LevelSolver>(space, index, params, shared, below));
     within = level.machines;
@@ -94,18 +91,18 @@ Error infeasible(const Profile& profile, const PipeDreamOptions& options) {
                       options.memory_size->value);
   else if (options.straight_pipeline)
     why = "a straight pipeline needs at least as many states as machines at every level";
-  return Error{fmt::format("pipedream planner: {}: {}", planner::profile_label(profile), why)};
+  return Error{fmt::format("pipedream planner: {}: {}", profile_label(profile), why)};
 }
 
 PipeDreamPlan make_plan(const Profile& profile, const StateSpace& space, double objective,
-                        const std::vector<planner::StateStage>& stages) {
-  const planner::LayerPlacement placement = planner::assign_layers(profile, space, stages);
+                        const std::vector<StateStage>& stages) {
+  const LayerPlacement placement = assign_layers(profile, space, stages);
   PipeDreamPlan plan;
   plan.time_per_minibatch = Seconds(objective);
   plan.layer_order = placement.order;
   plan.num_states = space.num_states();
   for (size_t s = 0; s < stages.size(); ++s) {
-    const planner::StateStage& stage = stages[s];
+    const StateStage& stage = stages[s];
     PipeDreamStage out;
     out.layers = placement.ranges[s];
     out.replicas_per_level = stage.replicas_per_level;
@@ -131,7 +128,7 @@ bool PipeDreamPlan::keeps_profile_order() const {
 
 Result<PipeDreamPlan> plan_pipedream(const Profile& profile, const PipeDreamOptions& options) {
   if (auto ok = check_options(options); !ok) return ok.error();
-  auto space = planner::build_state_space(profile, options.max_states);
+  auto space = build_state_space(profile, options.max_states);
   if (!space) return space.error();
   const StatesByWork index(*space);
   const auto levels = make_levels(*space, index, options);
@@ -141,7 +138,7 @@ Result<PipeDreamPlan> plan_pipedream(const Profile& profile, const PipeDreamOpti
   std::vector<LevelSolver*> solvers;
   for (const auto& level : levels) solvers.push_back(level.get());
   return make_plan(profile, *space, objective,
-                   planner::read_back_stages(solvers, space->num_states()));
+                   read_back_stages(solvers, space->num_states()));
 }
 
 Result<Profile> reorder_layers(const Profile& profile, const std::vector<int>& order) {

@@ -8,7 +8,7 @@
 #include "planner/pipedream_level.h"
 #include "planner/pipedream_level_detail.h"
 
-namespace baton::planner {
+namespace baton {
 
 using detail::difference;
 using detail::kInfinity;
@@ -295,4 +295,4 @@ bool LevelSolver::memory_excludes(int i, int k, int r) const {
   return stashed > memory_reach_[r] + memory_slack_;
 }
 
-}  // namespace baton::planner
+}  // namespace baton

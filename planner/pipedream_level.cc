@@ -7,7 +7,7 @@
 #include <limits>
 #include <numeric>
 
-namespace baton::planner {
+namespace baton {
 
 using detail::difference;
 using detail::kInfinity;
@@ -541,4 +541,4 @@ LevelDecision LevelSolver::decision(int i, int j, int r) {
   return found;
 }
 
-}  // namespace baton::planner
+}  // namespace baton

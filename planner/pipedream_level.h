@@ -94,7 +94,7 @@
 
 #include "planner/pipedream_states.h"
 
-namespace baton::planner {
+namespace baton {
 
 // Every state, sorted by cum_seconds (then by index), with what the split scan
 // reads first alongside: the splits of an entry are the ancestor states
@@ -301,4 +301,4 @@ class LevelSolver {
   std::vector<Split> stack_;  // gathered splits of the requests in progress
 };
 
-}  // namespace baton::planner
+}  // namespace baton

@@ -5,7 +5,7 @@
 #include <limits>
 #include <vector>
 
-namespace baton::planner::detail {
+namespace baton::detail {
 
 inline constexpr double kInfinity = std::numeric_limits<double>::infinity();
 // Windows and bounds are widened by this fraction of the problem's scale, far
@@ -17,4 +17,4 @@ inline double difference(const std::vector<double>& cumulative, int i, int j) {
   return i > 0 ? cumulative[j] - cumulative[i - 1] : cumulative[j];
 }
 
-}  // namespace baton::planner::detail
+}  // namespace baton::detail

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
-namespace baton::planner {
+namespace baton {
 namespace {
 
 struct Piece {
@@ -99,4 +99,4 @@ LayerPlacement assign_layers(const Profile& profile, const StateSpace& space,
   return placement;
 }
 
-}  // namespace baton::planner
+}  // namespace baton

@@ -20,7 +20,7 @@
 #include "planner/pipedream_states.h"
 #include "sim/profile.h"
 
-namespace baton::planner {
+namespace baton {
 
 struct StateStage {
   int first_state = 0;
@@ -41,4 +41,4 @@ struct LayerPlacement {
 LayerPlacement assign_layers(const Profile& profile, const StateSpace& space,
                              const std::vector<StateStage>& stages);
 
-}  // namespace baton::planner
+}  // namespace baton

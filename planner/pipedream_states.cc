@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-namespace baton::planner {
+namespace baton {
 namespace {
 
 // The layer DAG restricted to nodes, with transitive relations as bitsets.
@@ -411,4 +411,4 @@ Result<StateSpace> build_state_space(const Profile& profile, int max_states) {
   return space;
 }
 
-}  // namespace baton::planner
+}  // namespace baton

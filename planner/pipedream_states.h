@@ -72,7 +72,7 @@
 #include "sim/profile.h"
 #include "sim/result.h"
 
-namespace baton::planner {
+namespace baton {
 
 // How the pre-processing treats each profile layer.
 enum class LayerRole { kNode, kInput, kDroppedSink };
@@ -115,4 +115,4 @@ Result<std::vector<LayerRole>> classify_layers(const Profile& profile);
 // 221,564).
 Result<StateSpace> build_state_space(const Profile& profile, int max_states);
 
-}  // namespace baton::planner
+}  // namespace baton

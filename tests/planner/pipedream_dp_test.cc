@@ -242,7 +242,7 @@ TEST_CASE("the fast solver equals the plain recurrence on random DAGs",
       {{2, Bandwidth{1e10}}, {2, Bandwidth{1e9}}, {2, Bandwidth{1e8}}}};
   for (int trial = 0; trial < 40; ++trial) {
     const Profile p = random_dag(rng, 4 + trial % 9);
-    auto space = planner::build_state_space(p, 10000);
+    auto space = build_state_space(p, 10000);
     REQUIRE(space.ok());
     for (const auto& levels : layouts) {
       for (int variant = 0; variant < 6; ++variant) {

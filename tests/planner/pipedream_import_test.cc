@@ -90,9 +90,8 @@ TEST_CASE("Input and __getitem__ nodes are kept but the planner's view leaves th
   REQUIRE(p.num_layers() == 5);
   CHECK(p.layers[0].description == "Input0");
   CHECK(p.layers[0].forward.value == Approx(17e-3));  // the file's value, kept
-  auto roles = planner::classify_layers(p);
+  auto roles = classify_layers(p);
   REQUIRE(roles.ok());
-  using planner::LayerRole;
   // node3 feeds node5, so only the unused node4 is a dropped sink.
   CHECK(*roles == std::vector<LayerRole>{LayerRole::kInput, LayerRole::kNode, LayerRole::kNode,
                                          LayerRole::kDroppedSink, LayerRole::kNode});

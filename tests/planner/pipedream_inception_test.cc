@@ -88,8 +88,8 @@ Profile random_dag(std::mt19937& rng, int layers) {
   return p;
 }
 
-planner::StateSpace states_of(const Profile& profile) {
-  auto space = planner::build_state_space(profile, 2'000'000);
+StateSpace states_of(const Profile& profile) {
+  auto space = build_state_space(profile, 2'000'000);
   INFO((space ? std::string() : space.error().message));
   REQUIRE(space.ok());
   return *space;
@@ -97,7 +97,7 @@ planner::StateSpace states_of(const Profile& profile) {
 
 // Reachability in the state DAG (the reference's "ancestor states") against
 // the subset test of closures.
-void check_ancestors(const planner::StateSpace& s) {
+void check_ancestors(const StateSpace& s) {
   const int n = s.num_states();
   std::vector<std::vector<int>> predecessors(n);
   int backward = 0;  // edges against the order, which is topological
@@ -106,7 +106,7 @@ void check_ancestors(const planner::StateSpace& s) {
     predecessors[to].push_back(from);
   }
   CHECK(backward == 0);
-  std::vector<planner::Bitset> reach(n, planner::Bitset(n));
+  std::vector<Bitset> reach(n, Bitset(n));
   int mismatches = 0;
   for (int j = 0; j < n; ++j) {
     for (int p : predecessors[j]) {
@@ -119,7 +119,7 @@ void check_ancestors(const planner::StateSpace& s) {
   CHECK(mismatches == 0);
 }
 
-double total_stash(const planner::StateSpace& s) {
+double total_stash(const StateSpace& s) {
   return s.cum_activation_bytes.back() + s.cum_param_bytes.back();
 }
 
@@ -145,7 +145,7 @@ double total_stash(const planner::StateSpace& s) {
 // from the edges rather than the subset test, and the compute term is
 // compared in another arrangement. The solver's T is then exact to 1e-9 when
 // T* <= T (1 + 1e-9) and not T* <= T (1 - 1e-9).
-bool within(const planner::StateSpace& s, int machines, double bandwidth, bool straight,
+bool within(const StateSpace& s, int machines, double bandwidth, bool straight,
             std::optional<double> ratio, double t) {
   const int n = s.num_states();
   const int m = machines;
@@ -188,7 +188,7 @@ bool within(const planner::StateSpace& s, int machines, double bandwidth, bool s
   return fits[static_cast<size_t>(n - 1) * m + m - 1] != 0;
 }
 
-void check_by_decision(const planner::StateSpace& s, const Profile& profile, int machines,
+void check_by_decision(const StateSpace& s, const Profile& profile, int machines,
                        double bandwidth, bool straight, std::optional<double> ratio) {
   PipeDreamOptions options;
   options.levels = {{machines, Bandwidth{bandwidth}}};
@@ -242,7 +242,7 @@ TEST_CASE("the fast solver equals the plain recurrence on wide branches with mem
   for (int trial = 0; trial < 8; ++trial) {
     const Profile p = trial % 2 == 0 ? wide_branches(rng, {{2, 3, 3}, {1, 2}})
                                      : random_dag(rng, 8 + trial / 2);
-    const planner::StateSpace space = states_of(p);
+    const StateSpace space = states_of(p);
     if (space.num_states() > 120) continue;  // the plain recurrence is cubic
     for (const auto& levels : layouts) {
       for (int variant = 0; variant < 12; ++variant) {
@@ -273,7 +273,7 @@ TEST_CASE("the fast solver equals a decision procedure on tens of thousands of s
   std::mt19937 rng(1256);
   // A chain, a module of four branches (11 x 12 x 13 x 14 cuts), a chain.
   const Profile p = wide_branches(rng, {{1}, {2}, {10, 11, 12, 13}, {1}, {2}});
-  const planner::StateSpace space = states_of(p);
+  const StateSpace space = states_of(p);
   CHECK(space.num_states() > 20000);
   check_by_decision(space, p, 16, 1e9, true, 1.0);
   check_by_decision(space, p, 16, 1e9, true, std::nullopt);
@@ -289,7 +289,7 @@ TEST_CASE("inception_v3 plans exactly under every layout", "[planner][pipedream]
     return;
   }
   const Profile profile = load(*folder, "inception_v3");
-  const planner::StateSpace space = states_of(profile);
+  const StateSpace space = states_of(profile);
   CHECK(space.num_states() == 221564);
   // One level: the objective against the decision procedure.
   check_by_decision(space, profile, 16, 1e9, true, 1.0);

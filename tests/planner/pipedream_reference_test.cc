@@ -80,7 +80,7 @@ TEST_CASE("the fast solver equals the plain recurrence on the small reference pr
                                                             {{4, {1e10}}, {3, {1.25e9}}}};
   for (const char* model : {"alexnet", "vgg16", "resnet18", "squeezenet1_0", "gnmt"}) {
     const Profile profile = load(*folder, model);
-    auto space = planner::build_state_space(profile, 10000);
+    auto space = build_state_space(profile, 10000);
     REQUIRE(space.ok());
     for (const auto& levels : layouts) {
       for (int variant = 0; variant < 4; ++variant) {

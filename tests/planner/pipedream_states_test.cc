@@ -6,7 +6,7 @@
 #include "planner/pipedream_states.h"
 
 using namespace baton;
-using namespace baton::planner;
+using namespace baton;
 
 namespace {
 

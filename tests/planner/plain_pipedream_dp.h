@@ -18,7 +18,7 @@
 
 namespace baton::testing {
 
-inline double plain_pipedream_objective(const planner::StateSpace& s,
+inline double plain_pipedream_objective(const StateSpace& s,
                                         const PipeDreamOptions& options) {
   const double inf = std::numeric_limits<double>::infinity();
   const int n = s.num_states();
@@ -88,7 +88,7 @@ inline double plain_pipedream_objective(const planner::StateSpace& s,
 // T of a one-level plan recomputed from its stages: every stage's compute plus
 // all-reduce over its replicas, and the transfers around every stage but the
 // first, as the recurrence charges them.
-inline double replay_one_level(const planner::StateSpace& s, const PipeDreamPlan& plan,
+inline double replay_one_level(const StateSpace& s, const PipeDreamPlan& plan,
                                const PipeDreamOptions& options) {
   const double b = options.levels[0].bandwidth.bytes_per_s;
   auto diff = [](const std::vector<double>& v, int i, int j) {
