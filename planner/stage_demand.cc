@@ -35,7 +35,6 @@ const StageDemand& StageDemands::of(int replicas, int downstream) {
   const Plan plan = stand_in(schedule_, microbatches_, replicas, downstream);
   const Program program = generate_program(plan);
   StageDemand demand{worker_demand(program, 0), std::max(plan.microbatches, 1), {}};
-  demand.memory.push_back({1.0 + 1.0 + optimizer_factor_, 0.0});  // one version, nothing in flight
   for (const MemoryPoint& p : demand.worker.memory)
     demand.memory.push_back({p.versions + 1.0 + optimizer_factor_, double(p.in_flight)});
   return memo_.emplace(key, std::move(demand)).first->second;
