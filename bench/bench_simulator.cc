@@ -1,14 +1,19 @@
 // Simulator speed and memory: simulated actions per second on one core for a
 // 64-stage, 1024-microbatch 1F1B program, and peak heap bytes as the program
-// grows (it should grow linearly with the number of actions).
+// grows (it should grow linearly with the number of actions); then every
+// flush schedule on the 64-stage, 1024-microbatch program, the schedules
+// interleaved round by round so that a noisy machine slows them alike, each
+// one's actions/s as a ratio to 1F1B's in the same round.
 //
-// Usage: bench_simulator [repeats]   (prints a Markdown table)
+// Usage: bench_simulator [repeats]   (prints two Markdown tables)
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <new>
+#include <string>
+#include <vector>
 
 #include "sim/schedules.h"
 #include "sim/simulator.h"
@@ -47,9 +52,9 @@ namespace {
 
 using namespace baton;
 
-Plan uniform_plan(int stages, int microbatches, const Topology& topology) {
+Plan uniform_plan(Schedule schedule, int stages, int microbatches, const Topology& topology) {
   Plan plan;
-  plan.schedule = Schedule::kOneFOneB;
+  plan.schedule = schedule;
   plan.microbatches = microbatches;
   plan.microbatch_size = 1;
   for (int s = 0; s < stages; ++s) plan.stages.push_back(StagePlan{LayerRange{s, s + 1}, 1, {}});
@@ -63,11 +68,11 @@ struct Measurement {
   int64_t peak_bytes = 0;
 };
 
-Measurement measure(int stages, int microbatches, int repeats) {
+Measurement measure(int stages, int microbatches, int repeats, Schedule schedule = Schedule::kOneFOneB) {
   const Topology topology = make_flat_topology(stages, 100.0, Seconds::from_us(5));
   const Profile profile = make_uniform_profile(stages, Seconds::from_ms(1), Seconds::from_ms(2),
                                                Bytes(1 << 20), Bytes(1 << 24));
-  const Plan plan = uniform_plan(stages, microbatches, topology);
+  const Plan plan = uniform_plan(schedule, stages, microbatches, topology);
   const Program program = build_program(plan);
   const auto costs = stage_costs(profile, plan, topology);
   SimOptions options;
@@ -99,6 +104,27 @@ int main(int argc, char** argv) {
     std::printf("| 64 | %d | %lld | %.4f | %.3g | %.1f | %.1f |\n", microbatches,
                 static_cast<long long>(m.actions), m.seconds, double(m.actions) / m.seconds,
                 double(m.peak_bytes) / (1 << 20), double(m.peak_bytes) / double(m.actions));
+  }
+  const std::vector<Schedule> schedules = {Schedule::kOneFOneB, Schedule::kGPipe, Schedule::kZbH1, Schedule::kZbH2};
+  std::vector<std::vector<double>> ratios(schedules.size());
+  std::vector<Measurement> best(schedules.size());
+  for (int round = 0; round < repeats; ++round) {
+    std::vector<double> rate(schedules.size());
+    for (size_t i = 0; i < schedules.size(); ++i) {
+      const Measurement m = measure(64, 1024, 1, schedules[i]);
+      rate[i] = double(m.actions) / m.seconds;
+      if (round == 0 || m.seconds < best[i].seconds) best[i] = m;
+    }
+    for (size_t i = 0; i < schedules.size(); ++i) ratios[i].push_back(rate[i] / rate[0]);
+  }
+  std::printf("\n| schedule (64 stages, 1024 microbatches) | actions | best actions/s | vs 1f1b, per round: median (min-max) |\n");
+  std::printf("|---|---|---|---|\n");
+  for (size_t i = 0; i < schedules.size(); ++i) {
+    std::vector<double> r = ratios[i];
+    std::sort(r.begin(), r.end());
+    std::printf("| %s | %lld | %.3g | %.2f (%.2f-%.2f) |\n", std::string(schedule_name(schedules[i])).c_str(),
+                static_cast<long long>(best[i].actions), double(best[i].actions) / best[i].seconds, r[r.size() / 2],
+                r.front(), r.back());
   }
   return 0;
 }

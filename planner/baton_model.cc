@@ -29,6 +29,7 @@ StageEstimate estimate_stage(const StagePlan& stage, const StageCost& cost, cons
   e.backward = cost.backward;
   e.allreduce = stage.replicas > 1 ? network.allreduce_time(stage.devices, cost.params) : Seconds(0.0);
   const Seconds device_time = cost.forward * demand.forwards + cost.backward * demand.backwards +
+                              cost.backward_input * demand.input_passes +
                               cost.backward_weight * demand.weight_passes + e.allreduce * demand.allreduces;
   e.period = device_time / double(std::max(microbatches, 1));
   e.allreduce_share = e.allreduce * demand.allreduces / double(std::max(microbatches, 1));

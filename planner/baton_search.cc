@@ -160,10 +160,12 @@ class Search {
   std::vector<double> cut_memo_;
   mutable std::vector<std::optional<std::pair<double, double>>> allreduce_memo_;
   StageDemands demands_;
-  std::vector<const StageDemand*> demand_table_;  // [downstream x replica index], filled on use
+  // [downstream x replica index], filled on use; a schedule that sees the
+  // workers upstream (devices_ - downstream) starts it afresh in every run.
+  std::vector<const StageDemand*> demand_table_;
   const StageDemand& demand(int ri, int downstream) {
     const StageDemand*& entry = demand_table_[static_cast<size_t>(downstream) * replicas_.size() + ri];
-    if (!entry) entry = &demands_.of(replicas_[ri], downstream);
+    if (!entry) entry = &demands_.of(replicas_[ri], downstream, devices_ - downstream);
     return *entry;
   }
 };
@@ -217,6 +219,7 @@ double Search::cut_seconds_per_byte(int start, int ri, int next_ri) {
 
 void Search::run(int devices, std::vector<std::pair<double, Plan>>& found) {
   devices_ = devices;
+  if (sees_upstream(options_.schedule)) std::fill(demand_table_.begin(), demand_table_.end(), nullptr);
   const int layers = profile_.num_layers();
   const int none = static_cast<int>(replicas_.size());
   const size_t cells = index(layers, devices, none) + 1;

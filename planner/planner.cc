@@ -62,7 +62,8 @@ std::optional<PlanChoice> best_for(const Profile& profile, const Topology& topol
 std::vector<std::pair<Schedule, int>> combinations(const PlannerOptions& options) {
   const std::vector<Schedule> schedules =
       options.schedule ? std::vector<Schedule>{*options.schedule}
-                       : std::vector<Schedule>{Schedule::kPipeDream, Schedule::kOneFOneB, Schedule::kGPipe};
+                       : std::vector<Schedule>{Schedule::kPipeDream, Schedule::kOneFOneB, Schedule::kGPipe,
+                                               Schedule::kZbH1, Schedule::kZbH2};
   const std::vector<int> counts = options.microbatches > 0 ? std::vector<int>{options.microbatches}
                                                            : std::vector<int>{8, 16, 32, 64};
   std::vector<std::pair<Schedule, int>> all;

@@ -6,7 +6,7 @@ namespace baton {
 
 namespace {
 
-Plan stand_in(Schedule schedule, int microbatches, int replicas, int downstream) {
+Plan stand_in(Schedule schedule, int microbatches, int replicas, int downstream, int upstream) {
   Plan plan;
   plan.model = "stand-in";
   plan.schedule = schedule;
@@ -18,8 +18,9 @@ Plan stand_in(Schedule schedule, int microbatches, int replicas, int downstream)
     for (int k = 0; k < count; ++k) stage.devices.push_back(device++);
     plan.stages.push_back(stage);
   };
-  add_stage(0, replicas);
-  if (downstream > replicas) add_stage(1, downstream - replicas);
+  if (upstream > 0) add_stage(0, upstream);
+  add_stage(plan.num_stages(), replicas);
+  if (downstream > replicas) add_stage(plan.num_stages(), downstream - replicas);
   // A steady state: enough minibatches that each replica runs a warm-up over
   // `downstream` workers and then as many again in step (its weight versions
   // pile up only then), and a multiple of r.
@@ -29,12 +30,13 @@ Plan stand_in(Schedule schedule, int microbatches, int replicas, int downstream)
 
 }  // namespace
 
-const StageDemand& StageDemands::of(int replicas, int downstream) {
-  const auto key = std::make_pair(replicas, downstream);
+const StageDemand& StageDemands::of(int replicas, int downstream, int upstream) {
+  if (!sees_upstream(schedule_)) upstream = 0;
+  const auto key = std::make_tuple(replicas, downstream, upstream);
   if (auto it = memo_.find(key); it != memo_.end()) return it->second;
-  const Plan plan = stand_in(schedule_, microbatches_, replicas, downstream);
+  const Plan plan = stand_in(schedule_, microbatches_, replicas, downstream, upstream);
   const Program program = generate_program(plan);
-  StageDemand demand{worker_demand(program, 0), std::max(plan.microbatches, 1), {}};
+  StageDemand demand{worker_demand(program, upstream), std::max(plan.microbatches, 1), {}};
   for (const MemoryPoint& p : demand.worker.memory)
     demand.memory.push_back({p.versions + 1.0 + optimizer_factor_, double(p.in_flight)});
   return memo_.emplace(key, std::move(demand)).first->second;

@@ -5,11 +5,13 @@
 // from it to the end of the pipeline (`downstream`, r included).
 //
 // The generators see a stage through plan-wide quantities only: its replica
-// count, the workers after it and the microbatch count (sim/schedules.h:
-// warmup_forwards). So the table generates, for each (r, downstream) the search
-// asks about, the Program of a two-stage stand-in: the stage with r replicas
-// followed by one stage holding the downstream - r workers (none when
-// downstream == r), with the plan's microbatch count (flush schedules) or,
+// count, the workers after it, the microbatch count (sim/schedules.h:
+// warmup_forwards) and, for the zero-bubble schedules, the workers before it
+// (sees_upstream). So the table generates, for each (r, downstream, upstream)
+// the search asks about, the Program of a stand-in: one stage holding the
+// `upstream` workers (none when 0, and upstream counts only where the
+// schedule sees it), the stage with r replicas, and one stage holding the
+// downstream - r workers (none when downstream == r), with the plan's microbatch count (flush schedules) or,
 // for a steady state, r x (2 ceil(downstream / r) + 4) minibatches: each
 // replica then runs a warm-up over `downstream` workers and at least as many
 // microbatches again in step, which is when the weight versions a stashing
@@ -26,6 +28,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -61,14 +64,14 @@ class StageDemands {
   StageDemands(Schedule schedule, int microbatches, double optimizer_factor)
       : schedule_(schedule), microbatches_(microbatches), optimizer_factor_(optimizer_factor) {}
 
-  // Precondition: 1 <= replicas <= downstream.
-  const StageDemand& of(int replicas, int downstream);
+  // Precondition: 1 <= replicas <= downstream, upstream >= 0.
+  const StageDemand& of(int replicas, int downstream, int upstream = 0);
 
  private:
   Schedule schedule_;
   int microbatches_;
   double optimizer_factor_;
-  std::map<std::pair<int, int>, StageDemand> memo_;
+  std::map<std::tuple<int, int, int>, StageDemand> memo_;
 };
 
 }  // namespace baton

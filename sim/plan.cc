@@ -19,16 +19,33 @@ std::string_view schedule_name(Schedule schedule) {
     case Schedule::kOneFOneB: return "1f1b";
     case Schedule::kGPipe: return "gpipe";
     case Schedule::kDataParallel: return "dp";
+    case Schedule::kZbH1: return "zb-h1";
+    case Schedule::kZbH2: return "zb-h2";
   }
   return "?";
 }
 
+const std::vector<Schedule>& all_schedules() {
+  static const std::vector<Schedule> schedules = {Schedule::kPipeDream, Schedule::kOneFOneB, Schedule::kGPipe,
+                                                  Schedule::kDataParallel, Schedule::kZbH1, Schedule::kZbH2};
+  return schedules;
+}
+
+std::string schedule_names(std::string_view last_joiner) {
+  std::string text;
+  const std::vector<Schedule>& schedules = all_schedules();
+  for (size_t i = 0; i < schedules.size(); ++i) {
+    if (i > 0) text += i + 1 == schedules.size() ? fmt::format(" {} ", last_joiner) : std::string(", ");
+    text += schedule_name(schedules[i]);
+  }
+  return text;
+}
+
 Result<Schedule> parse_schedule(std::string_view name) {
-  for (Schedule s : {Schedule::kPipeDream, Schedule::kOneFOneB, Schedule::kGPipe,
-                     Schedule::kDataParallel}) {
+  for (Schedule s : all_schedules()) {
     if (schedule_name(s) == name) return s;
   }
-  return Error{fmt::format("unknown schedule \"{}\" (expected pipedream, 1f1b, gpipe or dp)", name)};
+  return Error{fmt::format("unknown schedule \"{}\" (expected {})", name, schedule_names())};
 }
 
 int Plan::num_workers() const {
@@ -251,7 +268,7 @@ Result<Plan> plan_from_json(const json& document, const std::string& source) {
   if (!schedule_text) return schedule_text.error();
   auto schedule = parse_schedule(*schedule_text);
   if (!schedule)
-    return root.field("schedule").error("must be pipedream, 1f1b, gpipe or dp", *schedule_text);
+    return root.field("schedule").error(fmt::format("must be {}", schedule_names()), *schedule_text);
   plan.schedule = *schedule;
   auto mbs = json_fields::read_integer(document, root, "microbatch_size", 1);
   if (!mbs) return mbs.error();

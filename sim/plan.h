@@ -6,7 +6,7 @@
 // Microbatch k visits replica k mod replicas of every stage.
 //
 // File format `baton.plan.v1`:
-//   {"format": "baton.plan.v1", optional "model": str, "schedule": "pipedream"|"1f1b"|"gpipe"|"dp",
+//   {"format": "baton.plan.v1", optional "model": str, "schedule": "pipedream"|"1f1b"|"gpipe"|"dp"|"zb-h1"|"zb-h2",
 //    "microbatch_size": int >= 1, "microbatches": int >= 1, optional "vertical_sync": bool,
 //    "stages": [{"layers": [begin, end], "replicas": int >= 1, optional "devices": [int]}],
 //    optional "prediction": {...}  (the planner's own figures, kept verbatim)}
@@ -28,9 +28,17 @@
 
 namespace baton {
 
-enum class Schedule { kPipeDream, kOneFOneB, kGPipe, kDataParallel };
+// pipedream: asynchronous 1F1B with weight stashing; the others end each
+// iteration with a flush: 1f1b (PipeDream-Flush), gpipe, dp (one stage), and
+// the zero-bubble zb-h1 and zb-h2 (Qi et al., ICLR 2024), which split each
+// backward into an input-gradient pass (I) and a weight-gradient pass (W).
+enum class Schedule { kPipeDream, kOneFOneB, kGPipe, kDataParallel, kZbH1, kZbH2 };
 
 std::string_view schedule_name(Schedule schedule);
+// Every schedule, in the order above.
+const std::vector<Schedule>& all_schedules();
+// "pipedream, 1f1b, gpipe, dp, zb-h1 or zb-h2" (with `last_joiner` before the last).
+std::string schedule_names(std::string_view last_joiner = "or");
 Result<Schedule> parse_schedule(std::string_view name);
 
 struct StagePlan {
@@ -43,7 +51,7 @@ struct Plan {
   std::string model;
   Schedule schedule = Schedule::kOneFOneB;
   int microbatch_size = 1;
-  // Flush schedules (1f1b, gpipe, dp): microbatches per iteration (minibatch).
+  // Flush schedules (all but pipedream): microbatches per iteration (minibatch).
   // pipedream: minibatches pushed through the pipeline in one simulation.
   int microbatches = 1;
   // pipedream only: every stage uses the weight version stage 0 used.

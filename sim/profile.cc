@@ -1,5 +1,7 @@
 #include "sim/profile.h"
 
+#include <algorithm>
+#include <cmath>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -142,6 +144,11 @@ Result<Layer> read_layer(const json& value, const FieldPath& at, int index,
     if (!bi) return bi.error();
     auto bw = json_fields::read_number(value, at, "backward_weight_ms", 0.0, false);
     if (!bw) return bw.error();
+    // The halves must add up to the whole, to rounding (1e-6 relative, and
+    // 1 ns for tiny layers): a split that does not is a wrong measurement.
+    if (std::abs(*bi + *bw - *bwd) > 1e-6 * std::max(*bwd, 1e-3))
+      return at.error(fmt::format("backward_input_ms + backward_weight_ms = {} + {} = {} is not backward_ms = {}",
+                                  *bi, *bw, *bi + *bw, *bwd));
     layer.backward_input = Seconds::from_ms(*bi);
     layer.backward_weight = Seconds::from_ms(*bw);
   }

@@ -9,7 +9,12 @@
 //   {"format": "baton.profile.v1", "model": str, "device": str, "microbatch_size": int,
 //    "layers": [{"name": str, "forward_ms": num, "backward_ms": num,
 //                optional "backward_input_ms", "backward_weight_ms": num (both or neither;
-//                  their sum should equal backward_ms),
+//                  the zero-bubble split of the backward into the gradient of the
+//                  input (I) and of the weights (W); their sum must equal
+//                  backward_ms to 1e-6 relative; without them I and W take half
+//                  of backward_ms each, a stated guess: for the GEMMs that
+//                  dominate transformer and convolution layers the two products
+//                  cost the same),
 //                "output_bytes": int, "param_bytes": int,
 //                optional "optimizer_ms": num (one optimizer step over the layer's
 //                  parameters; default 0),

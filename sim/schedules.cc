@@ -76,13 +76,58 @@ Program make_one_f_one_b_family(const Plan& plan, Updates updates) {
   return program;
 }
 
+// The 1F1B warm-up of `stage` before it is capped at the local microbatches.
+int uncapped_warmup(const Plan& plan, int stage) {
+  int downstream_workers = 0;
+  for (int s = stage; s < plan.num_stages(); ++s) downstream_workers += plan.stages[s].replicas;
+  return (downstream_workers - 1) / plan.stages[stage].replicas;
+}
+
+// Zero bubble's order on one worker: `warmup` forwards, then F,I pairs while
+// forwards remain, then the remaining I's; each I is followed by the W of the
+// oldest microbatch whose W is still due once more than `held_back` are due;
+// the W's still due run after the last I, oldest first; then the flush.
+void append_zero_bubble(std::vector<Action>& out, int stage, int replicas, const std::vector<int>& local,
+                        int warmup, int held_back) {
+  const int count = static_cast<int>(local.size());
+  warmup = std::min(warmup, count);
+  std::vector<int> due;  // microbatches whose I ran and W did not, oldest first
+  size_t next_due = 0;
+  const auto input_pass = [&](int index) {
+    out.push_back(make_action(ActionKind::kBackwardInput, stage, local[index]));
+    due.push_back(local[index]);
+    if (static_cast<int>(due.size() - next_due) > held_back)
+      out.push_back(make_action(ActionKind::kBackwardWeight, stage, due[next_due++]));
+  };
+  for (int i = 0; i < warmup; ++i) out.push_back(make_action(ActionKind::kForward, stage, local[i]));
+  for (int i = warmup; i < count; ++i) {
+    out.push_back(make_action(ActionKind::kForward, stage, local[i]));
+    input_pass(i - warmup);
+  }
+  for (int i = count - warmup; i < count; ++i) input_pass(i);
+  for (; next_due < due.size(); ++next_due) out.push_back(make_action(ActionKind::kBackwardWeight, stage, due[next_due]));
+  append_update(out, stage, replicas, 0);
+}
+
+// zb-h1 (factor 1) and zb-h2 (factor 2): warm-up factor x w_s, holding back
+// factor x u_s / r_s W passes.
+Program make_zero_bubble(const Plan& plan, int factor) {
+  Program program = empty_program(plan);
+  std::vector<int> upstream(static_cast<size_t>(plan.num_stages()), 0);
+  for (int s = 1; s < plan.num_stages(); ++s) upstream[s] = upstream[s - 1] + plan.stages[s - 1].replicas;
+  for (int w = 0; w < program.num_workers(); ++w) {
+    const WorkerInfo& worker = program.workers[w];
+    const int replicas = plan.stages[worker.stage].replicas;
+    append_zero_bubble(program.actions[w], worker.stage, replicas, local_microbatches(plan, worker),
+                       factor * uncapped_warmup(plan, worker.stage), factor * (upstream[worker.stage] / replicas));
+  }
+  return program;
+}
+
 }  // namespace
 
 int warmup_forwards(const Plan& plan, int stage, int local_microbatches) {
-  int downstream_workers = 0;
-  for (int s = stage; s < plan.num_stages(); ++s) downstream_workers += plan.stages[s].replicas;
-  const int warmup = (downstream_workers - 1) / plan.stages[stage].replicas;
-  return std::min(warmup, local_microbatches);
+  return std::min(uncapped_warmup(plan, stage), local_microbatches);
 }
 
 // GPipe, S = 3, M = 4 (one column per time unit, tF = tB):
@@ -133,6 +178,26 @@ Program make_1f1b(const Plan& plan) {
 Program make_pipedream(const Plan& plan) {
   return make_one_f_one_b_family(plan, Updates::kAfterEveryBackward);
 }
+
+// ZB-H1, S = 3, M = 4 (one column per time unit, tF = tI = tW, free
+// communication): stage s holds back s W's (u_s / r_s), so the I's of the cool-down reach
+// stage 0 without waiting behind W's, and the W's fill the gaps:
+//
+//   stage 0 | F0 F1 F2       I0 W0 F3 I1 W1 I2 W2 I3 W3
+//   stage 1 |    F0 F1    I0 F2 I1 W0 F3 I2 W1 I3 W2 W3
+//   stage 2 |       F0 I0 F1 I1 F2 I2 W0 F3 I3 W1 W2 W3
+//
+// then ALLREDUCE0 (replicated stages) and STEP0 on every worker.
+Program make_zb_h1(const Plan& plan) { return make_zero_bubble(plan, 1); }
+
+// ZB-H2, S = 3, M = 6: warm-up 2 (S - s - 1) forwards, 2 s W's held back;
+// stage 0 holds 5 microbatches before its first I and no stage waits once
+// it has started:
+//
+//   stage 0 | F0 F1 F2 F3 F4 I0 W0 F5 I1 W1 I2 W2 I3 W3 I4 W4 I5 W5
+//   stage 1 |    F0 F1 F2 I0 F3 I1 F4 I2 W0 F5 I3 W1 I4 W2 I5 W3 W4 W5
+//   stage 2 |       F0 I0 F1 I1 F2 I2 F3 I3 F4 I4 W0 F5 I5 W1 W2 W3 W4 W5
+Program make_zb_h2(const Plan& plan) { return make_zero_bubble(plan, 2); }
 
 // Data parallel, W = 2, M = 4: each replica runs its own microbatches.
 //
@@ -204,11 +269,15 @@ Program generate_program(const Plan& plan) {
     case Schedule::kOneFOneB: return make_1f1b(plan);
     case Schedule::kPipeDream: return make_pipedream(plan);
     case Schedule::kDataParallel: return make_data_parallel(plan);
+    case Schedule::kZbH1: return make_zb_h1(plan);
+    case Schedule::kZbH2: return make_zb_h2(plan);
   }
   return make_1f1b(plan);
 }
 
 Program build_program(const Plan& plan) { return lower_communication(generate_program(plan)); }
+
+bool sees_upstream(Schedule schedule) { return schedule == Schedule::kZbH1 || schedule == Schedule::kZbH2; }
 
 bool runs_steady_state(Schedule schedule) { return schedule == Schedule::kPipeDream; }
 

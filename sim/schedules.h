@@ -44,6 +44,28 @@ Program make_pipedream(const Plan& plan);
 // same order, which is valid but never overlaps stages.)
 Program make_data_parallel(const Plan& plan);
 
+// Zero bubble, handcrafted (Qi et al., "Zero Bubble Pipeline Parallelism",
+// ICLR 2024, section 3.1): every backward is split into I (the gradient of the
+// stage's input, sent upstream at once) and W (the gradient of its weights,
+// which nothing waits for), and the W passes are moved into the bubbles; the
+// iteration ends with a flush as 1f1b's does.
+// With w_s = the uncapped 1F1B warm-up of stage s ((workers in stages s..S-1,
+// minus 1) / r_s, which is S - s - 1 without replication) and u_s = the
+// workers before stage s:
+// - zb-h1: 1F1B's order of F and I (warm-up w_s); after each I the oldest due
+//   W, except that stage s holds back u_s / r_s of them (s without
+//   replication), which run after the last I. A stage then holds at most
+//   w_s + 1 + u_s / r_s microbatches (F run, W not yet): S on every stage
+//   without replication, 1F1B's peak on stage 0; with equal stage times and
+//   free communication the bubble is (S - 1)(tF + tI - tW).
+// - zb-h2: warm-up 2 w_s, holding back 2 u_s / r_s: up to 2S - 1 microbatches
+//   without replication, and the bubble is (S - 1)(tF + tI - 2 tW) while that
+//   is >= 0 (zero when tW >= (tF + tI) / 2).
+// Warm-ups and hold-backs are capped at the worker's local microbatches; the
+// order of F and I alone is 1F1B's with a longer warm-up, so no program deadlocks.
+Program make_zb_h1(const Plan& plan);
+Program make_zb_h2(const Plan& plan);
+
 // Warm-up forwards of a worker of `stage` that owns `local_microbatches`
 // microbatches: (workers in stages stage..S-1, minus 1) / r_stage, capped at
 // `local_microbatches`. Without replication this is min(S - stage - 1, M).
@@ -65,6 +87,11 @@ Program generate_program(const Plan& plan);
 
 // generate_program followed by lower_communication.
 Program build_program(const Plan& plan);
+
+// Whether a stage's actions depend on the workers before it (the zero-bubble
+// schedules' held-back W's); for the others they depend only on the stage's
+// replicas, the workers after it and the microbatch count.
+bool sees_upstream(Schedule schedule);
 
 // Whether the schedule runs without a flush: its Program repeats minibatch
 // after minibatch, and what it achieves is the steady state's time per

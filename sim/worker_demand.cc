@@ -54,8 +54,8 @@ WorkerDemand worker_demand(const Program& program, int worker) {
         version_of[action.microbatch] = tracker.live_version();
         tracker.forward(tracker.live_version());
         break;
-      case ActionKind::kBackward:
-      case ActionKind::kBackwardInput: ++demand.backwards; break;
+      case ActionKind::kBackward: ++demand.backwards; break;
+      case ActionKind::kBackwardInput: ++demand.input_passes; break;
       case ActionKind::kBackwardWeight: ++demand.weight_passes; break;
       case ActionKind::kAllReduce: ++demand.allreduces; break;
       case ActionKind::kStep:

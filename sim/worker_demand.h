@@ -35,8 +35,9 @@ struct MemoryPoint {
 
 struct WorkerDemand {
   int forwards = 0;
-  int backwards = 0;   // B, or I of a split backward
-  int weight_passes = 0;  // W of a split backward
+  int backwards = 0;      // B, a whole backward
+  int input_passes = 0;   // I, the input-gradient half of a split backward
+  int weight_passes = 0;  // W, its weight-gradient half
   int allreduces = 0;
   int steps = 0;
   std::vector<MemoryPoint> memory;  // the frontier described above

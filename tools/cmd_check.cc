@@ -107,7 +107,7 @@ PlannerOptions case_options(const json& document, const FieldPath& root) {
   if (schedule != "auto") {
     auto parsed = parse_schedule(schedule);
     if (!parsed)
-      throw UsageError(at.field("schedule").error("must be auto, pipedream, 1f1b, gpipe or dp", schedule).message);
+      throw UsageError(at.field("schedule").error(fmt::format("must be auto, {}", schedule_names()), schedule).message);
     options.schedule = *parsed;
   }
   options.microbatches = static_cast<int>(take(json_fields::read_integer_or(options_json, at, "microbatches", 0, 0)));

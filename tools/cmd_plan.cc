@@ -107,7 +107,7 @@ void add_plan_command(CLI::App& app, CommandResult& result) {
   cmd->add_option("--memory-limit-gib", args->memory_limit_gib,
                   "memory per device (default: the topology's device memory)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--schedule", args->schedule, "auto (default), pipedream, 1f1b, gpipe or dp");
+  cmd->add_option("--schedule", args->schedule, fmt::format("auto (default: every schedule but dp, which is weighed on its own), {}", schedule_names()));
   cmd->add_option("--microbatches", args->microbatches,
                   "auto (default: tries 8, 16, 32, 64) or N microbatches per iteration (flush schedules)");
   cmd->add_option("--optimizer", args->optimizer, "sgd | momentum | adam: optimizer state in memory (default adam)");

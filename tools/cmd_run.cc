@@ -251,7 +251,7 @@ void add_run_command(CLI::App& app, CommandResult& result) {
   cmd->add_option("--topology", args->topology,
                   "the cluster: with --stages, where the stages go; with --plan, checked to have its devices");
   cmd->add_option("--stages", args->stages, "stages as half-open layer ranges with replicas, e.g. 0-3,3-6x2");
-  cmd->add_option("--schedule", args->schedule, "pipedream | 1f1b | gpipe | dp (default: the plan's)");
+  cmd->add_option("--schedule", args->schedule, fmt::format("{} (default: the plan's)", schedule_names()));
   cmd->add_option("--model", args->model, "mlp | vgg-mini | gpt-mini (default: the plan's)");
   cmd->add_option("--backend", args->backend, "threads (default) | gloo")->check(CLI::IsMember({"threads", "gloo"}));
   cmd->add_option("--nproc", args->nproc, "gloo: ranks to start here (default and only value: the plan's workers)");

@@ -165,7 +165,7 @@ void add_simulate_command(CLI::App& app, CommandResult& result) {
       "Example:\n"
       "  baton simulate --profile traces/vgg16_v100_mb32.json --topology topologies/pipedream_a.json \\\n"
       "      --stages 0-31x15,31-39x1 --schedule pipedream --trace out/vgg16.json --gantt out/vgg16.svg\n"
-      "Give several schedules (--schedule pipedream,1f1b,gpipe,dp) to compare them side by side;\n"
+      "Give several schedules (--schedule 1f1b,zb-h1,zb-h2) to compare them side by side;\n"
       "dp then runs the whole model on as many devices as the plan uses.\n"
       "The model behind the figures (links, all-reduce, memory, steady state): docs/SIMULATOR.md");
   cmd->add_option("--profile", args->profile, "layer profile (baton.profile.v1 JSON)")->required();
@@ -175,7 +175,7 @@ void add_simulate_command(CLI::App& app, CommandResult& result) {
                   "devices are assigned in order unless given as 0-13x2@4+5");
   cmd->add_option("--plan", args->plan, "a plan file (baton.plan.v1) instead of --stages");
   cmd->add_option("--schedule", args->schedules,
-                  "pipedream | 1f1b | gpipe | dp, or a comma list to compare (default: the plan's, else 1f1b)");
+                  fmt::format("{}, or a comma list to compare (default: the plan's, else 1f1b)", schedule_names()));
   cmd->add_option("--microbatches", args->microbatches,
                   "microbatches per iteration (flush schedules) or minibatches pushed through "
                   "(pipedream; raised to reach a steady state). Default 64")->check(CLI::PositiveNumber);

@@ -179,7 +179,7 @@ void add_sweep_command(CLI::App& app, CommandResult& result) {
   cmd->add_option("--profile", args->profile, "layer profile (baton.profile.v1 JSON)")->required();
   cmd->add_option("--topology", args->topology, "the base cluster (baton.topology.v1 JSON)")->required();
   cmd->add_option("--vary", args->vary, "an axis: NAME=V1,V2,... (repeatable)");
-  cmd->add_option("--schedule", args->schedules, "comma list of schedules (default pipedream,1f1b,gpipe,dp)");
+  cmd->add_option("--schedule", args->schedules, fmt::format("comma list of {} (default pipedream,1f1b,gpipe,dp)", schedule_names()));
   cmd->add_option("--microbatches", args->microbatches, "microbatches per iteration (default 64)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--split", args->split, "plan (default: plan each point), balanced or balanced:S (faster)");

@@ -370,7 +370,7 @@ void add_validate_command(CLI::App& app, CommandResult& result) {
   cmd->add_option("--model", args->model, "mlp | vgg-mini | gpt-mini")->required();
   cmd->add_option("--backend", args->backend, "gloo (CPU processes over c10d Gloo)")->check(CLI::IsMember({"gloo"}));
   cmd->add_option("--nproc", args->nproc, "ranks on this machine, >= 2 (default 2)");
-  cmd->add_option("--schedule", args->schedules, "comma list of pipedream | 1f1b | gpipe | dp (default: all four)");
+  cmd->add_option("--schedule", args->schedules, fmt::format("comma list of {} (default: pipedream,1f1b,gpipe,dp)", schedule_names()));
   cmd->add_option("--stages", args->stages, "use these stages instead of the planner's (not for dp)");
   cmd->add_option("--microbatch-size", args->microbatch_size, "samples per microbatch (default 32; with --profile, the profile's)")
       ->check(CLI::PositiveNumber);

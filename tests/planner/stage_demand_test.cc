@@ -11,31 +11,40 @@
 
 using namespace baton;
 
-TEST_CASE("stage demand: the stand-in counts what a real pipeline's first worker of the stage holds",
+TEST_CASE("stage demand: the stand-in counts what a real pipeline's first worker of each stage holds",
           "[stage_demand]") {
-  // Real pipelines whose stage 0 has r replicas and `downstream` workers from
-  // it on, with the tail split into stages of various replica counts.
+  // Real pipelines of stages with various replica counts; every stage s is
+  // compared with the stand-in for (r_s, workers from s on, workers before s).
   const std::vector<std::vector<int>> pipelines = {{1, 1, 1, 1},  {2, 1, 1}, {1, 3}, {2, 2, 1, 1}, {3, 1, 2},
                                                    std::vector<int>(12, 1), {2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
                                                    {4, 8, 8}, {1, 2, 3, 4, 5}};
-  for (Schedule schedule : {Schedule::kPipeDream, Schedule::kOneFOneB, Schedule::kGPipe}) {
+  for (Schedule schedule : all_schedules()) {
+    if (schedule == Schedule::kDataParallel) continue;  // one stage; the search does not weigh it
     for (const auto& replicas : pipelines) {
-      int downstream = 0;
-      for (int r : replicas) downstream += r;
+      int total = 0;
+      for (int r : replicas) total += r;
       Plan plan = testing::make_plan(schedule, replicas, 12);
       plan.microbatches = simulated_microbatches(plan);  // a steady state: what the simulator runs
       const Program program = build_program(plan);
-      const WorkerDemand real = worker_demand(program, 0);
       StageDemands demands(schedule, 12, 2.0);
-      const StageDemand& stand_in = demands.of(replicas[0], downstream);
-      INFO(schedule_name(schedule) << " pipeline of " << replicas.size() << " stages, r0 = " << replicas[0]);
-      CHECK(stand_in.worker.peak_in_flight() == real.peak_in_flight());
-      CHECK(stand_in.worker.peak_versions() == real.peak_versions());
-      // Work per microbatch of the run: the counts scale with the run's length.
-      CHECK(stand_in.forwards_per_microbatch() == Approx(double(real.forwards) / plan.microbatches));
-      CHECK(stand_in.allreduces_per_microbatch() == Approx(double(real.allreduces) / plan.microbatches));
-      // The search's memory equals the simulator's accounting for any sizes (Adam: factor 2).
-      CHECK(stand_in.peak_bytes(4096.0, 100.0) == Approx(double(real.peak_bytes(Bytes(4096), Bytes(100), 2.0).value)));
+      int upstream = 0;
+      for (size_t s = 0; s < replicas.size(); ++s) {
+        const WorkerDemand real = worker_demand(program, upstream);
+        const StageDemand& stand_in = demands.of(replicas[s], total - upstream, upstream);
+        INFO(schedule_name(schedule) << " pipeline of " << replicas.size() << " stages, stage " << s
+                                     << ", r = " << replicas[s]);
+        CHECK(stand_in.worker.peak_in_flight() == real.peak_in_flight());
+        CHECK(stand_in.worker.peak_versions() == real.peak_versions());
+        // Work per microbatch of the run: the counts scale with the run's length.
+        CHECK(stand_in.forwards_per_microbatch() == Approx(double(real.forwards) / plan.microbatches));
+        CHECK(stand_in.allreduces_per_microbatch() == Approx(double(real.allreduces) / plan.microbatches));
+        CHECK(double(stand_in.worker.input_passes) / stand_in.microbatches ==
+              Approx(double(real.input_passes) / plan.microbatches));
+        // The search's memory equals the simulator's accounting for any sizes (Adam: factor 2).
+        CHECK(stand_in.peak_bytes(4096.0, 100.0) ==
+              Approx(double(real.peak_bytes(Bytes(4096), Bytes(100), 2.0).value)));
+        upstream += replicas[s];
+      }
     }
   }
 }

@@ -1,6 +1,8 @@
 // Schedule generators, before lowering. Expected orders are written like the
 // pictures in sim/schedules.cc: one line per worker, "sK:" prefixes dropped.
 #include <algorithm>
+#include <map>
+#include <string>
 
 #include "tests/catch_compat.h"
 
@@ -230,6 +232,78 @@ TEST_CASE("data parallel: F,B per local microbatch, then all-reduce and step", "
   }
   const Program single = make_data_parallel(make_plan(Schedule::kDataParallel, {1}, 2));
   CHECK(order_of(single, 0) == "F0 B0 F1 B1 STEP0");
+}
+
+// Microbatches held at once (F run, the microbatch's last backward pass, B or
+// W, not yet): max over prefixes.
+int peak_held(const Program& program, int worker) {
+  int held = 0;
+  int peak = 0;
+  for (const Action& a : program.actions[worker]) {
+    held += a.kind == ActionKind::kForward ? 1 : ends_microbatch(a.kind) ? -1 : 0;
+    peak = std::max(peak, held);
+  }
+  return peak;
+}
+
+// Every local microbatch has one F, then one I, then one W.
+void check_split_backward(const Program& program, int worker) {
+  std::map<int, std::string> passes;
+  for (const Action& a : program.actions[worker]) {
+    if (a.kind == ActionKind::kForward) passes[a.microbatch] += 'F';
+    if (a.kind == ActionKind::kBackwardInput) passes[a.microbatch] += 'I';
+    if (a.kind == ActionKind::kBackwardWeight) passes[a.microbatch] += 'W';
+  }
+  for (const auto& [k, order] : passes) {
+    INFO("worker " << worker << " microbatch " << k);
+    CHECK(order == "FIW");
+  }
+}
+
+TEST_CASE("zb-h1: 1F1B's F and I order, stage s holds back s W's", "[generators][zero-bubble]") {
+  // The picture in sim/schedules.cc (Qi et al., ICLR 2024, section 3.1).
+  const Program program = make_zb_h1(make_plan(Schedule::kZbH1, {1, 1, 1}, 4));
+  CHECK(order_of(program, 0) == "F0 F1 F2 I0 W0 F3 I1 W1 I2 W2 I3 W3 STEP0");
+  CHECK(order_of(program, 1) == "F0 F1 I0 F2 I1 W0 F3 I2 W1 I3 W2 W3 STEP0");
+  CHECK(order_of(program, 2) == "F0 I0 F1 I1 F2 I2 W0 F3 I3 W1 W2 W3 STEP0");
+  // Every stage holds S microbatches at its peak, 1F1B's stage-0 figure.
+  for (int stages : {2, 5, 8}) {
+    const Program big = make_zb_h1(make_plan(Schedule::kZbH1, std::vector<int>(stages, 1), 3 * stages));
+    for (int w = 0; w < stages; ++w) {
+      INFO("S = " << stages << " worker " << w);
+      CHECK(peak_held(big, w) == stages);
+      check_split_backward(big, w);
+    }
+  }
+}
+
+TEST_CASE("zb-h2: warm-up 2 (S - s - 1), 2 s W's held back, 2S - 1 held", "[generators][zero-bubble]") {
+  const Program program = make_zb_h2(make_plan(Schedule::kZbH2, {1, 1, 1}, 6));
+  CHECK(order_of(program, 0) == "F0 F1 F2 F3 F4 I0 W0 F5 I1 W1 I2 W2 I3 W3 I4 W4 I5 W5 STEP0");
+  CHECK(order_of(program, 1) == "F0 F1 F2 I0 F3 I1 F4 I2 W0 F5 I3 W1 I4 W2 I5 W3 W4 W5 STEP0");
+  CHECK(order_of(program, 2) == "F0 I0 F1 I1 F2 I2 F3 I3 F4 I4 W0 F5 I5 W1 W2 W3 W4 W5 STEP0");
+  for (int stages : {2, 5, 8}) {
+    const Program big = make_zb_h2(make_plan(Schedule::kZbH2, std::vector<int>(stages, 1), 3 * stages));
+    for (int w = 0; w < stages; ++w) {
+      INFO("S = " << stages << " worker " << w);
+      CHECK(peak_held(big, w) == 2 * stages - 1);
+      check_split_backward(big, w);
+    }
+  }
+}
+
+TEST_CASE("zero bubble with replicated stages: w_s = (downstream - 1) / r, u_s / r W's held back, one flush",
+          "[generators][zero-bubble]") {
+  // Stages of 2, 1 and 1 replicas, M = 8. Stage 0: w = 3 / 2 = 1, nothing
+  // held back; stage 1: w = 1, u = 2 held back; stage 2: w = 0, u = 3.
+  const Program program = make_zb_h1(make_plan(Schedule::kZbH1, {2, 1, 1}, 8));
+  CHECK(order_of(program, 0) == "F0 F2 I0 W0 F4 I2 W2 F6 I4 W4 I6 W6 ALLREDUCE0 STEP0");
+  CHECK(order_of(program, 2) == "F0 F1 I0 F2 I1 F3 I2 W0 F4 I3 W1 F5 I4 W2 F6 I5 W3 F7 I6 W4 I7 W5 W6 W7 STEP0");
+  CHECK(order_of(program, 3) == "F0 I0 F1 I1 F2 I2 F3 I3 W0 F4 I4 W1 F5 I5 W2 F6 I6 W3 F7 I7 W4 W5 W6 W7 STEP0");
+  for (int w = 0; w < program.num_workers(); ++w) check_split_backward(program, w);
+  // zb-h2 doubles both: stage 1 warms up with 2 and holds back 4.
+  const Program h2 = make_zb_h2(make_plan(Schedule::kZbH2, {2, 1, 1}, 8));
+  CHECK(order_of(h2, 2) == "F0 F1 F2 I0 F3 I1 F4 I2 F5 I3 F6 I4 W0 F7 I5 W1 I6 W2 I7 W3 W4 W5 W6 W7 STEP0");
 }
 
 TEST_CASE("a replica with no microbatch still joins the flush", "[generators]") {

@@ -160,6 +160,18 @@ TEST_CASE("profile: derivation and compute_noise are checked", "[loaders][profil
   CHECK(refusal(profile_from_json(noise, "p.json")) == "p.json: compute_noise[1] must be a number > 0, got 0.0");
 }
 
+TEST_CASE("profile: a split backward must add up to the whole", "[loaders][profile]") {
+  // full_profile's layer 1: backward 2 ms split 1.5 + 0.5.
+  json off = profile_to_json(full_profile());
+  off["layers"][1]["backward_weight_ms"] = 0.75;
+  CHECK(refusal(profile_from_json(off, "p.json")) ==
+        "p.json: layers[1] backward_input_ms + backward_weight_ms = 1.5 + 0.75 = 2.25 is not backward_ms = 2");
+  json half = profile_to_json(full_profile());
+  half["layers"][1].erase("backward_weight_ms");
+  CHECK(refusal(profile_from_json(half, "p.json")) ==
+        "p.json: layers[1] must give both backward_input_ms and backward_weight_ms, or neither");
+}
+
 TEST_CASE("profile: what the writers write loads again, derivation and compute_noise included", "[loaders][profile]") {
   const Profile profile = full_profile();
   json document = profile_to_json(profile);
