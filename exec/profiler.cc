@@ -7,7 +7,13 @@
 //                input and the last layer's its target, as the executor's
 //                first and last stages do (exec/worker.cc): synthetic data
 //                costs time there, so the profile carries it
-//   backward l: grad of y_l w.r.t. (params_l, x_l), given dL/dy_l
+//   backward l: grad of y_l w.r.t. (params_l, x_l), given dL/dy_l; before it,
+//                the zero-bubble split of the same product timed apart: I =
+//                grad w.r.t. x_l alone (nothing on the first layer), W = grad
+//                w.r.t. params_l alone (the graph kept for both). The profile
+//                keeps the fused backward as backward_ms and splits it in the
+//                ratio of the I and W medians (backward_input_ms,
+//                backward_weight_ms), so the halves add up to the whole
 //   optimizer l: what the executor's STEP does to the layer's parameters
 //                (exec/worker.cc): w - lr * g out of place into new leaves,
 //                and the gradient buffer zeroed
@@ -35,6 +41,8 @@ using Clock = std::chrono::steady_clock;
 struct LayerTimes {
   std::vector<double> forward_s;
   std::vector<double> backward_s;
+  std::vector<double> input_s;   // I alone
+  std::vector<double> weight_s;  // W alone
   std::vector<double> optimizer_s;
 };
 
@@ -85,11 +93,17 @@ void Profiler::measure_step(std::vector<LayerTimes>& times, std::vector<int64_t>
   at::Tensor grad_output;
   std::vector<at::Tensor> grads;
   for (size_t l = layers; l-- > 0;) {
+    std::vector<at::Tensor> seeds;
+    if (grad_output.defined()) seeds.push_back(grad_output);
+    times[l].input_s.push_back(l == 0 ? 0.0 : timed([&] {
+      torch::autograd::grad({outputs[l]}, {inputs[l]}, seeds, /*retain_graph=*/true);
+    }, false));
+    times[l].weight_s.push_back(params[l].empty() ? 0.0 : timed([&] {
+      torch::autograd::grad({outputs[l]}, params[l], seeds, /*retain_graph=*/true);
+    }, false));
     times[l].backward_s.push_back(timed([&] {
       std::vector<at::Tensor> wrt = params[l];
       if (l > 0) wrt.push_back(inputs[l]);
-      std::vector<at::Tensor> seeds;
-      if (grad_output.defined()) seeds.push_back(grad_output);
       grads = torch::autograd::grad({outputs[l]}, wrt, seeds);
       if (l > 0) grad_output = grads.back();
     }, pause_backward(l)));
@@ -126,6 +140,11 @@ Profile to_profile(const ModelDef& model, const ProfileOptions& options, int mic
     layer.description = def.description;
     layer.forward = Seconds(quantile(times[l].forward_s, options.quantile));
     layer.backward = Seconds(quantile(times[l].backward_s, options.quantile));
+    const double input = quantile(times[l].input_s, 0.5);
+    const double weight = quantile(times[l].weight_s, 0.5);
+    const double input_share = input + weight > 0.0 ? input / (input + weight) : 0.5;
+    layer.backward_input = layer.backward * input_share;
+    layer.backward_weight = layer.backward - *layer.backward_input;
     layer.optimizer = Seconds(quantile(times[l].optimizer_s, options.quantile));
     layer.output_bytes = Bytes(output_bytes[l]);
     int64_t params = 0;

@@ -30,6 +30,8 @@ Worker::Worker(WorkerSetup setup) : setup_(std::move(setup)) {
   live_ = counter_.make(0, stage.initial_params(setup_.options.seed));
   gradient_flat_ = at::zeros({stage.num_elements()});
   gradient_views_ = stage.views_of(gradient_flat_);
+  for (const Action& action : setup_.program->actions[static_cast<size_t>(setup_.worker)])
+    split_backward_ = split_backward_ || action.kind == ActionKind::kBackwardInput;
 }
 
 int64_t Worker::sequence(int microbatch) const {
@@ -158,10 +160,10 @@ Result<Worker::Timing> Worker::run_action(const Action& action) {
     case ActionKind::kRecvGrad: return recv(action);
     case ActionKind::kAllReduce: return allreduce();
     case ActionKind::kStep: return step(action.microbatch);
-    case ActionKind::kBackwardInput:
-    case ActionKind::kBackwardWeight: break;
+    case ActionKind::kBackwardInput: return backward_input(action.microbatch);
+    case ActionKind::kBackwardWeight: return backward_weight(action.microbatch);
   }
-  return Error{"split backward (I/W) is not supported by the executor"};
+  return Error{fmt::format("unknown action kind {}", static_cast<int>(action.kind))};
 }
 
 Result<VersionPtr> Worker::version_for_forward(int microbatch) {
@@ -188,7 +190,7 @@ Result<Worker::Timing> Worker::forward(int microbatch) {
     mb.input = mb.received.detach().requires_grad_(true);
     mb.received = at::Tensor();
   }
-  mb.output = stage.forward(mb.input, (*version)->params);
+  mb.output = stage.forward(mb.input, (*version)->params, split_backward_ ? &mb.layer_outputs : nullptr);
   if (stage.is_last()) {
     mb.output = model.loss(mb.output, model.sample(setup_.options.seed, sequence(microbatch) * batch, batch).target);
     losses_.emplace_back(microbatch, mb.output.item<double>());
@@ -229,6 +231,53 @@ Result<Worker::Timing> Worker::backward(int microbatch) {
     if (input_grad) mb.grad_input = grads.back();
   }
   mb.input = mb.output = mb.grad_output = at::Tensor();
+  mb.version.reset();
+  timing.end = Clock::now();
+  stats_.compute += since(timing.start, timing.end);
+  return timing;
+}
+
+Result<Worker::Timing> Worker::backward_input(int microbatch) {
+  InFlight& mb = inflight_[static_cast<size_t>(microbatch)];
+  const StageModel& stage = *setup_.stage;
+  Timing timing{Clock::now(), {}, 0};
+  if (mb.layer_outputs.empty())
+    return Error{fmt::format("I{0} runs before F{0} or after its stash was released", microbatch)};
+  std::vector<at::Tensor> wrt = mb.layer_outputs;
+  if (!stage.is_first()) wrt.push_back(mb.input);
+  std::vector<at::Tensor> grad_outputs;
+  if (!stage.is_last()) grad_outputs.push_back(mb.grad_output);
+  std::vector<at::Tensor> grads = torch::autograd::grad({mb.output}, wrt, grad_outputs, /*retain_graph=*/true);
+  if (!stage.is_first()) {
+    mb.grad_input = grads.back();
+    grads.pop_back();
+  }
+  mb.layer_grads = std::move(grads);
+  timing.end = Clock::now();
+  stats_.compute += since(timing.start, timing.end);
+  return timing;
+}
+
+Result<Worker::Timing> Worker::backward_weight(int microbatch) {
+  InFlight& mb = inflight_[static_cast<size_t>(microbatch)];
+  Timing timing{Clock::now(), {}, 0};
+  if (mb.layer_grads.size() != mb.layer_outputs.size() || mb.layer_outputs.empty())
+    return Error{fmt::format("W{0} runs before I{0} or after its stash was released", microbatch)};
+  const StageModel& stage = *setup_.stage;
+  size_t first_param = 0;
+  for (size_t l = 0; l < mb.layer_outputs.size(); ++l) {
+    std::vector<at::Tensor> params = stage.layer_params(mb.version->params, l);
+    if (params.empty()) continue;
+    // scoped so that freeing the gradients counts as the pass's work
+    std::vector<at::Tensor> grads = torch::autograd::grad({mb.layer_outputs[l]}, params, {mb.layer_grads[l]},
+                                                          /*retain_graph=*/true);
+    at::NoGradGuard no_grad;
+    for (size_t p = 0; p < grads.size(); ++p) gradient_views_[first_param + p].add_(grads[p]);
+    first_param += params.size();
+  }
+  mb.input = mb.output = mb.grad_output = at::Tensor();
+  mb.layer_outputs.clear();
+  mb.layer_grads.clear();
   mb.version.reset();
   timing.end = Clock::now();
   stats_.compute += since(timing.start, timing.end);

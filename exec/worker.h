@@ -11,6 +11,15 @@
 //              the version's parameters and the stage input; parameter
 //              gradients are added to the gradient buffer, the input gradient
 //              kept for SEND_GRAD; the stash is released.
+//   I k        (zero bubble) the gradients of the stage input and of every
+//              layer's output, none of the parameters' (autograd computes
+//              only what leads to the tensors asked for); the graph is kept
+//              (retain_graph) for W k. F k of a stage that runs I/W records
+//              its layers' outputs for this.
+//   W k        per layer, the gradient of its output with respect to its own
+//              parameters given the output gradient I kept, added to the
+//              gradient buffer: the weight-gradient products alone, no
+//              activation gradient again; the stash is released.
 //   SEND_* k   hands the output (or input gradient) to the Transport; does not
 //              block; the span ends when the transfer is seen complete.
 //   RECV_* k   blocks until the activation (or output gradient) is there. Every
@@ -99,6 +108,8 @@ class Worker {
     VersionPtr version;
     at::Tensor grad_output;  // RECV_GRAD
     at::Tensor grad_input;   // for SEND_GRAD
+    std::vector<at::Tensor> layer_outputs;  // split backward: every layer's output (F), then
+    std::vector<at::Tensor> layer_grads;    // their gradients (I), for W
   };
   struct Timing {
     Clock::time_point start;
@@ -115,6 +126,8 @@ class Worker {
   Result<Timing> run_action(const Action& action);
   Result<Timing> forward(int microbatch);
   Result<Timing> backward(int microbatch);
+  Result<Timing> backward_input(int microbatch);
+  Result<Timing> backward_weight(int microbatch);
   Result<Timing> send(const Action& action);
   Result<Timing> recv(const Action& action);
   Result<Timing> allreduce();
@@ -134,6 +147,7 @@ class Worker {
   std::map<int, int> uses_left_;      // vertical sync: forwards left per version number
   at::Tensor gradient_flat_;
   std::vector<at::Tensor> gradient_views_;
+  bool split_backward_ = false;       // the worker's list holds I/W passes
   std::vector<InFlight> inflight_;    // [microbatch], this iteration
   std::vector<Outstanding> sends_;
   std::vector<Outstanding> reduces_;

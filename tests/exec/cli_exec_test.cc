@@ -69,6 +69,8 @@ TEST_CASE("gloo ranks reach the weights of the single-process references", "[exe
                         {"gloo-gpipe", "0-2,2-4,4-6", Schedule::kGPipe, 4},
                         {"gloo-1f1b-4", "0-1,1-3,3-5,5-6", Schedule::kOneFOneB, 4},
                         {"gloo-dp", "0-6x2", Schedule::kDataParallel, 4},
+                        {"gloo-zb-h1", "0-2,2-4,4-6", Schedule::kZbH1, 6},
+                        {"gloo-zb-h2", "0-3x2,3-6", Schedule::kZbH2, 4},
                         {"gloo-pipedream", "0-3x2,3-6", Schedule::kPipeDream, 8}};
   const exec::TrainOptions options = train_options("mlp", 2);
   for (const Case& c : cases) {

@@ -40,6 +40,10 @@ TEST_CASE("flush schedules on threads equal single-process SGD on the same minib
       {"0-2,2-4,4-6", Schedule::kOneFOneB, 6},   {"0-1,1-3,3-5,5-6", Schedule::kOneFOneB, 4},
       {"0-3x2,3-6", Schedule::kOneFOneB, 4},     {"0-6x2", Schedule::kDataParallel, 4},
       {"0-6x3", Schedule::kDataParallel, 6},     {"0-6x4", Schedule::kDataParallel, 8},
+      // Zero bubble: I and W apart, W's held back past later I's.
+      {"0-2,2-4,4-6", Schedule::kZbH1, 6},       {"0-1,1-3,3-5,5-6", Schedule::kZbH1, 8},
+      {"0-3x2,3-6", Schedule::kZbH1, 4},         {"0-2,2-4,4-6", Schedule::kZbH2, 6},
+      {"0-1,1-3,3-5,5-6", Schedule::kZbH2, 8},   {"0-2x2,2-4,4-6x2", Schedule::kZbH2, 8},
   };
   for (const Case& c : cases) {
     const Plan plan = exec_plan(c.stages, c.schedule, c.microbatches);
@@ -119,6 +123,8 @@ TEST_CASE("the loss falls on the synthetic task under every schedule", "[exec][t
   };
   const Case cases[] = {{"0-2,2-4,4-6", Schedule::kGPipe},
                         {"0-2,2-4,4-6", Schedule::kOneFOneB},
+                        {"0-2,2-4,4-6", Schedule::kZbH1},
+                        {"0-2,2-4,4-6", Schedule::kZbH2},
                         {"0-6x2", Schedule::kDataParallel},
                         {"0-3x2,3-6", Schedule::kPipeDream}};
   for (const Case& c : cases) {
