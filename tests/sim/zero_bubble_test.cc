@@ -81,9 +81,17 @@ TEST_CASE("zero bubble: the paper's bubble rates of 1F1B, ZB-H1 and ZB-H2 from i
     const auto rate = [&](Schedule schedule) {
       return bubble_rate(simulate_uniform(schedule, stages, row.microbatches, row.times), row.microbatches, row.times);
     };
-    CHECK(std::abs(rate(Schedule::kOneFOneB) - row.one_f_one_b) <= 0.002);
-    CHECK(std::abs(rate(Schedule::kZbH1) - row.zb_h1) <= 0.005);
-    CHECK(std::abs(rate(Schedule::kZbH2) - row.zb_h2) <= 0.005);
+    const double one_f_one_b = rate(Schedule::kOneFOneB);
+    const double zb_h1 = rate(Schedule::kZbH1);
+    const double zb_h2 = rate(Schedule::kZbH2);
+    // The issue's tolerances ...
+    CHECK(std::abs(one_f_one_b - row.one_f_one_b) <= 0.002);
+    CHECK(std::abs(zb_h1 - row.zb_h1) <= 0.005);
+    CHECK(std::abs(zb_h2 - row.zb_h2) <= 0.005);
+    // ... and what the simulator reaches: the table's four decimals.
+    CHECK(std::abs(one_f_one_b - row.one_f_one_b) <= 5e-5);
+    CHECK(std::abs(zb_h1 - row.zb_h1) <= 5e-5);
+    CHECK(std::abs(zb_h2 - row.zb_h2) <= 5e-5);
   }
 }
 
