@@ -40,7 +40,7 @@ struct WorkerState {
   int pc = 0;
   bool blocked = false;  // waiting for data or an all-reduce; woken by its producer
   double reached = kUnknown;
-  int pending_round = -1;
+  std::vector<std::pair<int, int>> pending;  // (stage, round) of issued all-reduces a STEP has not seen
 };
 
 struct Event {
@@ -67,13 +67,13 @@ class Engine {
   void run_send(int worker, const Action& action, Seconds now);
   bool run_recv(int worker, const Action& action, Seconds now);
   void run_allreduce(int worker, const Action& action, Seconds now);
-  bool step_ready(int worker, Seconds now);
+  bool step_ready(int worker, const Action& step, Seconds now);
   Seconds noisy(Seconds cost, int layers);
   Seconds compute_time(const Action& action) const;
   void track_memory(int worker, const Action& action, bool starting);
   void record(int worker, const Action& action, Stream stream, Seconds start, Seconds end, Bytes bytes);
   void schedule(int worker, Seconds at) { queue_.push(Event{at.value, worker}); }
-  double& arrival(int worker, ActionKind kind, int microbatch);
+  double& arrival(int stage, ActionKind kind, int microbatch);
 
   const Program& program_;
   const std::vector<StageCost>& costs_;
@@ -83,7 +83,7 @@ class Engine {
   bool keep_intervals_;  // only pipedream measures busy time inside a window
   std::vector<WorkerState> state_;
   std::vector<Seconds> device_free_;
-  std::vector<double> act_arrival_;   // [worker * M + microbatch]
+  std::vector<double> act_arrival_;   // [receiving stage * M + microbatch] (one worker runs it)
   std::vector<double> grad_arrival_;
   std::vector<std::vector<Collective>> collectives_;  // [stage][round]
   std::vector<std::vector<int>> stage_devices_;
@@ -107,26 +107,30 @@ Engine::Engine(const Program& program, const std::vector<StageCost>& costs,
   if (options.noise_seed != 0 && !topology.device.allreduce_noise.empty())
     allreduce_extras_ = &topology.device.allreduce_noise;
   const int workers = program.num_workers();
-  const size_t cells = static_cast<size_t>(workers) * static_cast<size_t>(microbatches_);
+  const size_t cells = static_cast<size_t>(program.num_stages) * static_cast<size_t>(microbatches_);
   state_.resize(static_cast<size_t>(workers));
   device_free_.assign(static_cast<size_t>(topology.num_devices()), Seconds(0.0));
   act_arrival_.assign(cells, kUnknown);
   grad_arrival_.assign(cells, kUnknown);
   collectives_.resize(static_cast<size_t>(program.num_stages));
   stage_devices_.resize(static_cast<size_t>(program.num_stages));
-  for (const WorkerInfo& info : program.workers) stage_devices_[info.stage].push_back(info.device);
+  for (const WorkerInfo& info : program.workers)
+    for (int s : stages_of(info)) stage_devices_[s].push_back(info.device);
   version_used_.assign(static_cast<size_t>(program.num_stages) * microbatches_, 0);
   stage0_version_.assign(static_cast<size_t>(microbatches_), 0);
   const double factor = optimizer_state_factor(options.optimizer);
-  for (const WorkerInfo& info : program.workers)
-    memory_.emplace_back(costs[info.stage].params, costs[info.stage].stash, factor);
+  for (const WorkerInfo& info : program.workers) {
+    Bytes params;
+    for (int s : stages_of(info)) params += costs[s].params;
+    memory_.emplace_back(params, costs[info.stage].stash, factor);
+  }
   raw_.busy.assign(static_cast<size_t>(workers), Seconds(0.0));
   raw_.compute_intervals.resize(static_cast<size_t>(workers));
   raw_.stage0_completion.assign(static_cast<size_t>(microbatches_), Seconds(-1.0));
 }
 
-double& Engine::arrival(int worker, ActionKind kind, int microbatch) {
-  const size_t index = static_cast<size_t>(worker) * microbatches_ + microbatch;
+double& Engine::arrival(int stage, ActionKind kind, int microbatch) {
+  const size_t index = static_cast<size_t>(stage) * microbatches_ + microbatch;
   return kind == ActionKind::kSendAct || kind == ActionKind::kRecvAct ? act_arrival_[index]
                                                                       : grad_arrival_[index];
 }
@@ -189,7 +193,7 @@ Seconds Engine::compute_time(const Action& action) const {
 }
 
 bool Engine::run_compute(int worker, const Action& action, Seconds now) {
-  if (action.kind == ActionKind::kStep && !step_ready(worker, now)) return false;
+  if (action.kind == ActionKind::kStep && !step_ready(worker, action, now)) return false;
   const int device = program_.workers[worker].device;
   const Seconds start = max(now, device_free_[device]);
   const Seconds end = start + noisy(compute_time(action), costs_[action.stage].layers);
@@ -217,16 +221,18 @@ void Engine::track_memory(int worker, const Action& action, bool starting) {
     if (program_.vertical_sync && action.stage > 0) version = stage0_version_[action.microbatch];
     if (action.stage == 0) stage0_version_[action.microbatch] = version;
     version_used_[slot] = version;
-    memory.forward(version);
+    memory.forward(version, costs_[action.stage].stash);
   } else if (!starting) {
-    memory.backward(version_used_[slot]);
+    memory.backward(version_used_[slot], costs_[action.stage].stash);
   }
 }
 
-bool Engine::step_ready(int worker, Seconds now) {
+bool Engine::step_ready(int worker, const Action& step, Seconds now) {
   WorkerState& st = state_[worker];
-  if (st.pending_round < 0) return true;
-  const Collective& collective = collectives_[program_.workers[worker].stage][st.pending_round];
+  const auto it = std::find_if(st.pending.begin(), st.pending.end(),
+                               [&](const std::pair<int, int>& p) { return p.first == step.stage; });
+  if (it == st.pending.end()) return true;
+  const Collective& collective = collectives_[it->first][it->second];
   if (collective.end < 0) {
     st.blocked = true;  // the last replica to issue wakes us
     return false;
@@ -235,7 +241,7 @@ bool Engine::step_ready(int worker, Seconds now) {
     schedule(worker, Seconds(collective.end));
     return false;
   }
-  st.pending_round = -1;
+  st.pending.erase(it);
   return true;
 }
 
@@ -254,13 +260,14 @@ void Engine::run_send(int worker, const Action& action, Seconds now) {
   const Bytes size = cost.activation_out;
   const TransferTimes times = network_.transfer(program_.workers[worker].device,
                                                 program_.workers[action.peer].device, size, now);
-  const ActionKind recv_kind =
-      action.kind == ActionKind::kSendAct ? ActionKind::kRecvAct : ActionKind::kRecvGrad;
-  arrival(action.peer, recv_kind, action.microbatch) = times.delivered.value;
+  const bool forward = action.kind == ActionKind::kSendAct;
+  const ActionKind recv_kind = forward ? ActionKind::kRecvAct : ActionKind::kRecvGrad;
+  const int recv_stage = forward ? action.stage + 1 : action.stage - 1;
+  arrival(recv_stage, recv_kind, action.microbatch) = times.delivered.value;
   WorkerState& peer = state_[action.peer];
   if (peer.blocked) {
     const Action& waiting = program_.actions[action.peer][peer.pc];
-    if (waiting.kind == recv_kind && waiting.microbatch == action.microbatch) {
+    if (waiting.kind == recv_kind && waiting.microbatch == action.microbatch && waiting.stage == recv_stage) {
       peer.blocked = false;
       schedule(action.peer, times.delivered);
     }
@@ -270,7 +277,7 @@ void Engine::run_send(int worker, const Action& action, Seconds now) {
 }
 
 bool Engine::run_recv(int worker, const Action& action, Seconds now) {
-  const double arrived = arrival(worker, action.kind, action.microbatch);
+  const double arrived = arrival(action.stage, action.kind, action.microbatch);
   if (arrived < 0) {
     state_[worker].blocked = true;
     return false;
@@ -292,7 +299,14 @@ void Engine::run_allreduce(int worker, const Action& action, Seconds now) {
   ++collective.arrived;
   collective.latest_issue = max(collective.latest_issue, now);
   collective.members.emplace_back(worker, state_[worker].pc);
-  state_[worker].pending_round = action.microbatch;
+  auto& pending = state_[worker].pending;
+  const auto earlier = std::find_if(pending.begin(), pending.end(),
+                                    [&](const std::pair<int, int>& p) { return p.first == action.stage; });
+  if (earlier != pending.end()) {
+    earlier->second = action.microbatch;  // a later round of the stage supersedes (pipedream)
+  } else {
+    pending.emplace_back(action.stage, action.microbatch);
+  }
   const auto& devices = stage_devices_[action.stage];
   if (collective.arrived < static_cast<int>(devices.size())) return;
   const Bytes size = costs_[action.stage].params;

@@ -12,8 +12,9 @@ MemoryTracker::MemoryTracker(Bytes params, Bytes stash_per_microbatch, double op
   update();
 }
 
-void MemoryTracker::forward(int version) {
+void MemoryTracker::forward(int version, Bytes stash) {
   ++inflight_;
+  activations_ += stash;
   auto it = std::find_if(version_refs_.begin(), version_refs_.end(),
                          [&](const auto& entry) { return entry.first == version; });
   if (it == version_refs_.end()) {
@@ -24,8 +25,9 @@ void MemoryTracker::forward(int version) {
   update();
 }
 
-void MemoryTracker::backward(int version) {
+void MemoryTracker::backward(int version, Bytes stash) {
   --inflight_;
+  activations_ -= stash;
   auto it = std::find_if(version_refs_.begin(), version_refs_.end(),
                          [&](const auto& entry) { return entry.first == version; });
   if (it != version_refs_.end() && --it->second == 0) version_refs_.erase(it);
@@ -42,11 +44,10 @@ int MemoryTracker::versions_held() const {
 
 void MemoryTracker::update() {
   const int versions = versions_held();
-  const Bytes activations = stash_ * inflight_;
-  const Bytes total = params_ * versions + params_ + optimizer_ + activations;
+  const Bytes total = params_ * versions + params_ + optimizer_ + activations_;
   peak_ = max(peak_, total);
   peak_versions_ = std::max(peak_versions_, versions);
-  peak_activations_ = max(peak_activations_, activations);
+  peak_activations_ = max(peak_activations_, activations_);
   peak_inflight_ = std::max(peak_inflight_, inflight_);
 }
 

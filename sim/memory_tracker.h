@@ -8,7 +8,9 @@
 //   gradients   = params (one accumulation buffer);
 //   optimizer   = params x optimizer_factor (SGD 0, momentum 1, Adam 2);
 //   activations = in-flight microbatches x stash bytes of the stage
-//                 (allocated when a forward starts, freed when its backward ends).
+//                 (allocated when a forward starts, freed when its backward ends);
+//                 a worker that runs several chunks gives each forward and
+//                 backward its chunk's stash, and `params` is all its chunks'.
 // `peak()` is the largest sum seen; the component figures are their own peaks.
 // Thread safety: none (one per worker per simulation).
 #pragma once
@@ -25,9 +27,12 @@ class MemoryTracker {
   MemoryTracker(Bytes params, Bytes stash_per_microbatch, double optimizer_factor);
 
   // A forward starts using weight version `version`.
-  void forward(int version);
+  void forward(int version) { forward(version, stash_); }
   // The backward of a microbatch whose forward used `version` finished.
-  void backward(int version);
+  void backward(int version) { backward(version, stash_); }
+  // The same, for a chunk whose stash per microbatch is `stash`.
+  void forward(int version, Bytes stash);
+  void backward(int version, Bytes stash);
   // The optimizer produced a new live version.
   void step() { ++live_version_; update(); }
 
@@ -50,6 +55,7 @@ class MemoryTracker {
   Bytes optimizer_;
   int live_version_ = 0;
   int inflight_ = 0;
+  Bytes activations_;
   std::vector<std::pair<int, int>> version_refs_;  // (version, in-flight count), few entries
   Bytes peak_;
   int peak_versions_ = 1;

@@ -1,5 +1,6 @@
 #include "sim/plan.h"
 
+#include <algorithm>
 #include <charconv>
 #include <limits>
 #include <set>
@@ -21,13 +22,18 @@ std::string_view schedule_name(Schedule schedule) {
     case Schedule::kDataParallel: return "dp";
     case Schedule::kZbH1: return "zb-h1";
     case Schedule::kZbH2: return "zb-h2";
+    case Schedule::kInterleaved1F1B: return "interleaved-1f1b";
+    case Schedule::kZbV: return "zbv";
+    case Schedule::kDualPipeV: return "dualpipev";
   }
   return "?";
 }
 
 const std::vector<Schedule>& all_schedules() {
-  static const std::vector<Schedule> schedules = {Schedule::kPipeDream, Schedule::kOneFOneB, Schedule::kGPipe,
-                                                  Schedule::kDataParallel, Schedule::kZbH1, Schedule::kZbH2};
+  static const std::vector<Schedule> schedules = {
+      Schedule::kPipeDream, Schedule::kOneFOneB,        Schedule::kGPipe, Schedule::kDataParallel,
+      Schedule::kZbH1,      Schedule::kZbH2,            Schedule::kInterleaved1F1B,
+      Schedule::kZbV,       Schedule::kDualPipeV};
   return schedules;
 }
 
@@ -48,27 +54,71 @@ Result<Schedule> parse_schedule(std::string_view name) {
   return Error{fmt::format("unknown schedule \"{}\" (expected {})", name, schedule_names())};
 }
 
+bool runs_chunks(Schedule schedule) {
+  return schedule == Schedule::kInterleaved1F1B || schedule == Schedule::kZbV || schedule == Schedule::kDualPipeV;
+}
+
+namespace {
+
+bool v_shaped(Schedule schedule) { return schedule == Schedule::kZbV || schedule == Schedule::kDualPipeV; }
+
+}  // namespace
+
+int Plan::num_ranks() const {
+  const int v = std::max(virtual_stages, 1);
+  return runs_chunks(schedule) && num_stages() % v == 0 ? num_stages() / v : num_stages();
+}
+
+int Plan::rank_of(int stage) const {
+  if (!runs_chunks(schedule)) return stage;
+  const int p = num_ranks();
+  if (p == num_stages()) return stage;  // v does not divide S: check_chunks refuses the plan
+  if (v_shaped(schedule)) return stage < p ? stage : 2 * p - 1 - stage;
+  return stage % p;
+}
+
+std::vector<int> stages_of_rank(const Plan& plan, int rank) {
+  std::vector<int> stages;
+  for (int s = 0; s < plan.num_stages(); ++s)
+    if (plan.rank_of(s) == rank) stages.push_back(s);
+  return stages;
+}
+
+bool WorkerInfo::runs(int s) const {
+  return chunks.empty() ? s == stage : std::find(chunks.begin(), chunks.end(), s) != chunks.end();
+}
+
+std::vector<int> stages_of(const WorkerInfo& worker) {
+  return worker.chunks.empty() ? std::vector<int>{worker.stage} : worker.chunks;
+}
+
 int Plan::num_workers() const {
   int total = 0;
-  for (const StagePlan& stage : stages) total += stage.replicas;
+  for (int s = 0; s < num_stages(); ++s)
+    if (rank_of(s) == s) total += stages[s].replicas;
   return total;
 }
 
 std::vector<WorkerInfo> workers_of(const Plan& plan) {
   std::vector<WorkerInfo> workers;
+  const bool chunks = runs_chunks(plan.schedule) && plan.num_ranks() < plan.num_stages();
   for (int s = 0; s < plan.num_stages(); ++s) {
+    if (plan.rank_of(s) != s) continue;  // a later chunk of an earlier rank
     const StagePlan& stage = plan.stages[s];
+    const std::vector<int> held = chunks ? stages_of_rank(plan, s) : std::vector<int>{};
     for (int r = 0; r < stage.replicas; ++r) {
       const int device = r < static_cast<int>(stage.devices.size()) ? stage.devices[r] : -1;
-      workers.push_back(WorkerInfo{s, r, device});
+      workers.push_back(WorkerInfo{s, r, device, held});
     }
   }
   return workers;
 }
 
 int worker_index(const Plan& plan, int stage, int replica) {
+  const int rank = plan.rank_of(stage);
   int index = 0;
-  for (int s = 0; s < stage; ++s) index += plan.stages[s].replicas;
+  for (int s = 0; s < rank; ++s)
+    if (plan.rank_of(s) == s) index += plan.stages[s].replicas;
   return index + replica;
 }
 
@@ -143,8 +193,13 @@ Status assign_devices(Plan& plan, const Topology& topology) {
   std::set<int> taken;
   for (const StagePlan& stage : plan.stages) taken.insert(stage.devices.begin(), stage.devices.end());
   int next = 0;
-  for (StagePlan& stage : plan.stages) {
+  for (int s = 0; s < plan.num_stages(); ++s) {
+    StagePlan& stage = plan.stages[s];
     if (!stage.devices.empty()) continue;
+    if (const int rank = plan.rank_of(s); rank != s) {  // a later chunk: its rank's devices
+      stage.devices = plan.stages[rank].devices;
+      continue;
+    }
     for (int r = 0; r < stage.replicas; ++r) {
       while (taken.count(next) != 0) ++next;
       stage.devices.push_back(next);
@@ -191,6 +246,7 @@ Status check_plan(const Plan& plan, const Profile& profile, const Topology& topo
   if (plan.schedule == Schedule::kDataParallel && plan.num_stages() != 1)
     return root.field("stages").error("must be a single stage for the dp schedule",
                                       stages_to_string(plan.stages));
+  if (auto ok = check_chunks(plan, source); !ok) return ok;
   if (plan.num_workers() > topology.num_devices())
     return root.field("stages").error(
         fmt::format("use {} workers (replicas) but topology \"{}\" has only {} devices",
@@ -208,6 +264,63 @@ Status check_plan(const Plan& plan, const Profile& profile, const Topology& topo
         fmt::format("must cover all {} layers of model \"{}\" (they end at layer {})",
                     profile.num_layers(), profile.model, expected_begin),
         stages_to_string(plan.stages));
+  return ok_status();
+}
+
+Status check_chunks(const Plan& plan, const std::string& source) {
+  const FieldPath root(source);
+  const int v = plan.virtual_stages;
+  const std::string name(schedule_name(plan.schedule));
+  if (!runs_chunks(plan.schedule)) {
+    if (v != 1)
+      return root.field("virtual_stages").error(
+          fmt::format("must be 1 for {} (interleaved-1f1b, zbv and dualpipev run chunks)", name), v);
+    return ok_status();
+  }
+  const int stages = plan.num_stages();
+  if (plan.schedule == Schedule::kInterleaved1F1B && v < 2)
+    return root.field("virtual_stages").error(
+        "must be >= 2 for interleaved-1f1b (with 1 chunk per device it is 1f1b: use --schedule 1f1b)", v);
+  if (plan.schedule != Schedule::kInterleaved1F1B && v != 2)
+    return root.field("virtual_stages").error(fmt::format("must be 2 for {} (two chunks per device, a V)", name), v);
+  if (stages % v != 0) {
+    const int lower = std::max(v, stages / v * v);
+    return root.field("stages").error(
+        fmt::format("hold {} stages, which {} with {} chunks per device cannot place: give a multiple of {} "
+                    "(for example {} or {})",
+                    stages, name, v, v, lower, lower + v),
+        stages_to_string(plan.stages));
+  }
+  const int p = plan.num_ranks();
+  for (int s = 0; s < stages; ++s) {
+    const int rank = plan.rank_of(s);
+    const StagePlan& own = plan.stages[rank];
+    const StagePlan& stage = plan.stages[s];
+    if (stage.replicas != plan.stages[0].replicas)
+      return root.field("stages").index(s).field("replicas").error(
+          fmt::format("must be {}, stage 0's: {} replicates whole pipelines (every stage alike)",
+                      plan.stages[0].replicas, name),
+          stage.replicas);
+    if (s != rank && !stage.devices.empty() && !own.devices.empty() && stage.devices != own.devices)
+      return root.field("stages").index(s).field("devices").error(
+          fmt::format("must be stage {}'s ({}), the rank that runs both", rank, json(own.devices).dump()),
+          stage.devices);
+  }
+  const int replicas = plan.stages[0].replicas;
+  if (plan.schedule == Schedule::kInterleaved1F1B && plan.microbatches % (p * replicas) != 0) {
+    const int group = p * replicas;
+    const int lower = std::max(group, plan.microbatches / group * group);
+    return root.field("microbatches").error(
+        fmt::format("must be a multiple of {} for interleaved-1f1b on {} ranks x {} replicas (microbatches "
+                    "advance in groups of p), for example {} or {}",
+                    group, p, replicas, lower, lower + group),
+        plan.microbatches);
+  }
+  if (v_shaped(plan.schedule) && plan.microbatches < 2 * p * replicas)
+    return root.field("microbatches").error(
+        fmt::format("must be at least {} for {} on {} ranks x {} replicas (2p per pipeline, to fill the V)",
+                    2 * p * replicas, name, p, replicas),
+        plan.microbatches);
   return ok_status();
 }
 
@@ -257,7 +370,7 @@ Result<Plan> plan_from_json(const json& document, const std::string& source) {
   if (auto ok = json_fields::check_format(document, root, "baton.plan.v1"); !ok) return ok.error();
   if (auto ok = json_fields::check_known_keys(document, root,
                                               {"format", "model", "schedule", "microbatch_size", "microbatches",
-                                               "vertical_sync", "stages", "prediction"});
+                                               "vertical_sync", "virtual_stages", "stages", "prediction"});
       !ok)
     return ok.error();
   Plan plan;
@@ -282,6 +395,10 @@ Result<Plan> plan_from_json(const json& document, const std::string& source) {
     if (!it->is_boolean()) return root.field("vertical_sync").error("must be true or false", *it);
     plan.vertical_sync = it->get<bool>();
   }
+  auto virtual_stages = json_fields::read_integer_or(document, root, "virtual_stages", 1, 1);
+  if (!virtual_stages) return virtual_stages.error();
+  if (*virtual_stages > (1 << 16)) return root.field("virtual_stages").error("is too large", *virtual_stages);
+  plan.virtual_stages = static_cast<int>(*virtual_stages);
   auto stages = json_fields::read_array(document, root, "stages", true);
   if (!stages) return stages.error();
   int64_t workers = 0;
@@ -318,6 +435,7 @@ json plan_to_json(const Plan& plan) {
                    {"microbatches", plan.microbatches},
                    {"vertical_sync", plan.vertical_sync},
                    {"stages", stages}};
+  if (plan.virtual_stages != 1) document["virtual_stages"] = plan.virtual_stages;
   if (!plan.prediction.is_null()) document["prediction"] = plan.prediction;
   return document;
 }

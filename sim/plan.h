@@ -8,6 +8,7 @@
 // File format `baton.plan.v1`:
 //   {"format": "baton.plan.v1", optional "model": str, "schedule": "pipedream"|"1f1b"|"gpipe"|"dp"|"zb-h1"|"zb-h2",
 //    "microbatch_size": int >= 1, "microbatches": int >= 1, optional "vertical_sync": bool,
+//    optional "virtual_stages": int >= 1 (chunks per device; default 1),
 //    "stages": [{"layers": [begin, end], "replicas": int >= 1, optional "devices": [int]}],
 //    optional "prediction": {...}  (the planner's own figures, kept verbatim)}
 // These are all the keys: the loader refuses any other, naming the object and
@@ -32,7 +33,21 @@ namespace baton {
 // iteration with a flush: 1f1b (PipeDream-Flush), gpipe, dp (one stage), and
 // the zero-bubble zb-h1 and zb-h2 (Qi et al., ICLR 2024), which split each
 // backward into an input-gradient pass (I) and a weight-gradient pass (W).
-enum class Schedule { kPipeDream, kOneFOneB, kGPipe, kDataParallel, kZbH1, kZbH2 };
+// Three run several model chunks (stages) on each device ("virtual stages",
+// runs_chunks): interleaved-1f1b (Megatron-LM's interleaved 1F1B), zbv (the
+// V-shaped zero-bubble schedule, Qi et al. section 6) and dualpipev
+// (DeepSeek's DualPipeV).
+enum class Schedule {
+  kPipeDream,
+  kOneFOneB,
+  kGPipe,
+  kDataParallel,
+  kZbH1,
+  kZbH2,
+  kInterleaved1F1B,
+  kZbV,
+  kDualPipeV
+};
 
 std::string_view schedule_name(Schedule schedule);
 // Every schedule, in the order above.
@@ -40,7 +55,16 @@ const std::vector<Schedule>& all_schedules();
 // "pipedream, 1f1b, gpipe, dp, zb-h1 or zb-h2" (with `last_joiner` before the last).
 std::string schedule_names(std::string_view last_joiner = "or");
 Result<Schedule> parse_schedule(std::string_view name);
+// Whether the schedule runs several chunks (stages) on each device.
+bool runs_chunks(Schedule schedule);
 
+// Chunked schedules (runs_chunks): the plan's S stages are the model's chunks
+// in layer order, v = virtual_stages of them per device, on p = S / v
+// pipeline ranks. interleaved-1f1b puts stage s on rank s mod p (rank d holds
+// d, d + p, d + 2p, ...); zbv and dualpipev (v = 2) put stage s < p on rank s
+// and stage s >= p on rank 2p - 1 - s (down the devices and back up). All
+// stages of a rank share its replicas and devices; the worker (rank, replica)
+// runs all of them. Other schedules: v = 1, one stage per worker.
 struct StagePlan {
   LayerRange layers;
   int replicas = 1;
@@ -56,21 +80,37 @@ struct Plan {
   int microbatches = 1;
   // pipedream only: every stage uses the weight version stage 0 used.
   bool vertical_sync = false;
+  // Chunks per device (see above); 1 for the schedules that do not run chunks.
+  int virtual_stages = 1;
   std::vector<StagePlan> stages;
   nlohmann::json prediction;  // opaque to the simulator
 
   int num_stages() const { return static_cast<int>(stages.size()); }
   int num_workers() const;
+  // Pipeline ranks: S / virtual_stages (S when it does not divide).
+  int num_ranks() const;
+  // The rank that runs stage s (s itself without chunks).
+  int rank_of(int stage) const;
 };
 
-// Where each worker sits. Derived from a Plan; workers numbered as above.
+// The stages rank `rank` runs, in increasing order.
+std::vector<int> stages_of_rank(const Plan& plan, int rank);
+
+// Where each worker sits. Derived from a Plan; workers numbered as above
+// (rank by rank, replica by replica, when the schedule runs chunks).
 struct WorkerInfo {
-  int stage = 0;
+  int stage = 0;    // the worker's stage; with chunks, its first (= its rank)
   int replica = 0;
   int device = 0;
+  std::vector<int> chunks;  // with chunks: every stage it runs, increasing; else empty
+
+  // Whether the worker runs `s`.
+  bool runs(int s) const;
 };
+// The stages a worker runs: its chunks, or its one stage.
+std::vector<int> stages_of(const WorkerInfo& worker);
 std::vector<WorkerInfo> workers_of(const Plan& plan);
-// Worker index of (stage, replica).
+// Worker index of (stage, replica): the worker of the stage's rank.
 int worker_index(const Plan& plan, int stage, int replica);
 
 // Parses "0-13x15,13-41x1" (half-open ranges, "xR" optional = 1 replica,
@@ -82,10 +122,19 @@ Result<std::vector<StagePlan>> parse_stages(std::string_view text);
 Status assign_devices(Plan& plan, const Topology& topology);
 // Checks a plan against a profile and topology: ranges consecutive and
 // covering every layer, replicas >= 1, one device per replica, device ids in
-// range, no device shared unless the plan lists devices explicitly.
+// range, no device shared unless the plan lists devices explicitly; for a
+// schedule that runs chunks, what check_chunks checks.
 // `source` names the plan's origin in messages.
 Status check_plan(const Plan& plan, const Profile& profile, const Topology& topology,
                   const std::string& source);
+
+// A schedule that runs chunks: v >= 2 (interleaved-1f1b) or v = 2 (zbv,
+// dualpipev), S a multiple of v, every stage of a rank with the rank's
+// replicas and devices, interleaved-1f1b's microbatches a multiple of
+// p x replicas (Megatron advances them in groups of p); zbv and dualpipev need
+// at least 2p microbatches per replica. Any other schedule needs v = 1. The
+// error says what would fit.
+Status check_chunks(const Plan& plan, const std::string& source);
 
 Result<Plan> plan_from_json(const nlohmann::json& document, const std::string& source);
 Result<Plan> parse_plan(std::string_view text, const std::string& source);

@@ -149,19 +149,23 @@ int64_t Program::num_actions() const {
 
 int Program::replicas_of(int stage) const {
   return static_cast<int>(std::count_if(workers.begin(), workers.end(),
-                                        [&](const WorkerInfo& w) { return w.stage == stage; }));
+                                        [&](const WorkerInfo& w) { return w.runs(stage); }));
 }
 
 std::vector<std::vector<int>> workers_by_stage(const Program& program) {
   int stages = program.num_stages;
-  for (const WorkerInfo& w : program.workers) stages = std::max(stages, w.stage + 1);
+  for (const WorkerInfo& w : program.workers)
+    for (int s : stages_of(w)) stages = std::max(stages, s + 1);
   std::vector<std::vector<int>> table(static_cast<size_t>(std::max(stages, 0)));
   for (int id = 0; id < program.num_workers(); ++id) {
     const WorkerInfo& w = program.workers[id];
-    if (w.stage < 0 || w.replica < 0) continue;
-    std::vector<int>& replicas = table[w.stage];
-    if (static_cast<int>(replicas.size()) <= w.replica) replicas.resize(w.replica + 1, -1);
-    replicas[w.replica] = id;
+    if (w.replica < 0) continue;
+    for (int s : stages_of(w)) {
+      if (s < 0) continue;
+      std::vector<int>& replicas = table[s];
+      if (static_cast<int>(replicas.size()) <= w.replica) replicas.resize(w.replica + 1, -1);
+      replicas[w.replica] = id;
+    }
   }
   return table;
 }
@@ -204,7 +208,22 @@ int row_length(const Program& program, int worker) {
              : static_cast<int>(program.actions[worker].size());
 }
 
+bool has_chunks(const Program& program, int worker) {
+  return worker >= 0 && worker < program.num_workers() && !program.workers[worker].chunks.empty();
+}
+
+// A cell: the action without its "sK:" prefix, which the row label names; a
+// worker that runs several chunks keeps it.
+std::string cell_text(const Program& program, int worker, const Action& action) {
+  return has_chunks(program, worker) ? to_string(action) : short_text(action);
+}
+
 std::string row_label(const Program& program, int worker) {
+  if (has_chunks(program, worker)) {
+    std::string stages;
+    for (int s : program.workers[worker].chunks) stages += fmt::format("{}s{}", stages.empty() ? "" : "+", s);
+    return fmt::format("w{} {}", worker, stages);
+  }
   const int stage = worker < program.num_workers() ? program.workers[worker].stage : -1;
   return fmt::format("w{} s{}", worker, stage);
 }
@@ -217,7 +236,7 @@ GridLayout grid_layout(const Program& program, const GridWindow& window) {
     layout.label_width = std::max(layout.label_width, row_label(program, w).size());
     const int end = std::min(window.last, row_length(program, w));
     for (int step = window.first; step < end; ++step)
-      text_width = std::max(text_width, short_text(program.actions[w][step]).size());
+      text_width = std::max(text_width, cell_text(program, w, program.actions[w][step]).size());
   }
   layout.cell_width = text_width + 3;  // room for "[" "]" and one space between cells
   layout.left_elision = window.first > 0 ? "... " : "";
@@ -263,7 +282,7 @@ void append_row(const Program& program, int worker, const GridWindow& window,
       append_cell(line, "", false, layout.cell_width);
       continue;
     }
-    const std::string text = step < length ? short_text(program.actions[worker][step]) : "";
+    const std::string text = step < length ? cell_text(program, worker, program.actions[worker][step]) : "";
     append_cell(line, text, marked, layout.cell_width);
   }
   if (length > window.last) line += "...";

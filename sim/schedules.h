@@ -66,20 +66,37 @@ Program make_data_parallel(const Plan& plan);
 Program make_zb_h1(const Plan& plan);
 Program make_zb_h2(const Plan& plan);
 
+// The schedules that run several chunks per worker (plan.h: runs_chunks;
+// the plan must pass check_chunks). Workers are (rank, replica); a worker's
+// actions name the chunk (stage) they run; a chunk's ALLREDUCE and STEP come
+// at the end as for every flush schedule (all ALLREDUCEs first).
+// - interleaved-1f1b: Megatron-LM's order (virtual microbatches in groups of
+//   p; warm-up 2 (p - d - 1) + (v - 1) p forwards); with equal stages and
+//   free communication the bubble is (p - 1) / v of one microbatch's work.
+// - zbv: the V-shaped zero-bubble order for equal F, I and W times.
+// - dualpipev: DeepSeek's DualPipeV order; its overlapped F&B pairs run one
+//   after the other here (baton models no expert all-to-all for them to hide).
+Program make_interleaved_1f1b(const Plan& plan);
+Program make_zbv(const Plan& plan);
+Program make_dualpipev(const Plan& plan);
+
 // Warm-up forwards of a worker of `stage` that owns `local_microbatches`
 // microbatches: (workers in stages stage..S-1, minus 1) / r_stage, capped at
 // `local_microbatches`. Without replication this is min(S - stage - 1, M).
 int warmup_forwards(const Plan& plan, int stage, int local_microbatches);
 
-// Inserts the point-to-point transfers that the compute actions need; Action.stage
-// is always the worker's stage and Action.peer the other worker. With
-// w(s, k) = the replica of stage s that runs microbatch k (k mod r_s):
+// Inserts the point-to-point transfers that the compute actions need; a
+// transfer's Action.stage is the stage of the compute action it serves (one of
+// the worker's stages) and Action.peer the other worker. With w(s, k) = the
+// worker that runs stage s for microbatch k (replica k mod r_s):
 //   F(k) at s > 0:      RECV_ACT k <w(s-1, k) immediately before it;
 //   F(k) at s < S-1:    SEND_ACT k >w(s+1, k) immediately after it;
 //   B(k) or I(k) at s < S-1: RECV_GRAD k <w(s+1, k) immediately before it;
 //   B(k) or I(k) at s > 0:   SEND_GRAD k >w(s-1, k) immediately after it.
-// W, ALLREDUCE and STEP need no transfer. Sends and receives already in the
-// input are dropped first, so lowering is idempotent.
+// except where w(s +- 1, k) is the worker itself (it runs both sides of the
+// cut, as at a V's turn): then nothing moves. W, ALLREDUCE and STEP need no
+// transfer. Sends and receives already in the input are dropped first, so
+// lowering is idempotent.
 Program lower_communication(Program program);
 
 // The generator named by plan.schedule: compute, ALLREDUCE and STEP actions.

@@ -23,7 +23,7 @@ bool parse_process_name(const std::string& name, int& worker, WorkerInfo& info) 
   if (std::sscanf(name.c_str(), "worker %d (stage %d, replica %d, device %d)", &w, &stage, &replica, &device) == 4 ||
       std::sscanf(name.c_str(), "worker %d (stage %d)", &w, &stage) == 2) {
     worker = w;
-    info = WorkerInfo{stage, replica, device};
+    info = WorkerInfo{stage, replica, device, {}};
     return w >= 0;
   }
   return false;
@@ -37,7 +37,7 @@ void read_metadata(const nlohmann::json& event, std::vector<WorkerInfo>& workers
   int worker = 0;
   WorkerInfo info;
   if (!parse_process_name(args["name"].get<std::string>(), worker, info)) return;
-  if (worker >= static_cast<int>(workers.size())) workers.resize(static_cast<size_t>(worker) + 1, WorkerInfo{0, -1, -1});
+  if (worker >= static_cast<int>(workers.size())) workers.resize(static_cast<size_t>(worker) + 1, WorkerInfo{0, -1, -1, {}});
   workers[static_cast<size_t>(worker)] = info;
 }
 

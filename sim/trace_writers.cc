@@ -25,7 +25,7 @@ std::vector<WorkerInfo> trace_workers(const Trace& trace) {
     if (span.worker < 0) continue;
     const auto index = static_cast<size_t>(span.worker);
     if (index >= workers.size()) {
-      workers.resize(index + 1, WorkerInfo{0, -1, -1});
+      workers.resize(index + 1, WorkerInfo{0, -1, -1, {}});
       seen.resize(index + 1, false);
     }
     if (!seen[index]) {
@@ -54,7 +54,7 @@ std::string trace_to_csv(const Trace& trace) {
   out.reserve(out.size() + trace.spans.size() * 64);
   for (const Span& span : trace.spans) {
     const WorkerInfo info = span.worker >= 0 ? workers[static_cast<size_t>(span.worker)]
-                                             : WorkerInfo{span.action.stage, -1, -1};
+                                             : WorkerInfo{span.action.stage, -1, -1, {}};
     append_csv_row(out, span, info);
   }
   return out;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <deque>
+#include <functional>
 #include <string>
 #include <unordered_map>
 
@@ -49,14 +50,16 @@ Status check_stage_table(const Program& program, const StageTable& table) {
   std::vector<int> replicas_seen(table.size(), 0);
   for (int w = 0; w < program.num_workers(); ++w) {
     const WorkerInfo& info = program.workers[w];
-    if (info.stage < 0 || info.stage >= program.num_stages)
-      return fail(program, w, -1, fmt::format("w{} is on stage {}, outside [0, {})", w,
-                                              info.stage, program.num_stages));
-    if (info.replica < 0 || table[info.stage][info.replica] != w)
-      return fail(program, w, -1, fmt::format("w{} claims replica {} of stage {}, which is "
-                                              "invalid or taken by another worker",
-                                              w, info.replica, info.stage));
-    ++replicas_seen[info.stage];
+    for (int stage : stages_of(info)) {
+      if (stage < 0 || stage >= program.num_stages)
+        return fail(program, w, -1, fmt::format("w{} is on stage {}, outside [0, {})", w,
+                                                stage, program.num_stages));
+      if (info.replica < 0 || table[stage][info.replica] != w)
+        return fail(program, w, -1, fmt::format("w{} claims replica {} of stage {}, which is "
+                                                "invalid or taken by another worker",
+                                                w, info.replica, stage));
+      ++replicas_seen[stage];
+    }
   }
   for (int s = 0; s < program.num_stages; ++s) {
     if (replicas_seen[s] == 0 || replicas_seen[s] != static_cast<int>(table[s].size()))
@@ -95,9 +98,13 @@ bool is_round(ActionKind kind) {
 
 // Why the action's numbers are wrong, or "" when they are fine.
 std::string field_problem(const Program& program, int worker, const Action& action) {
-  const int stage = program.workers[worker].stage;
-  if (action.stage != stage) return fmt::format("names stage {} but w{} is on stage {}",
-                                                action.stage, worker, stage);
+  const WorkerInfo& info = program.workers[worker];
+  if (!info.runs(action.stage)) {
+    if (info.chunks.empty())
+      return fmt::format("names stage {} but w{} is on stage {}", action.stage, worker, info.stage);
+    return fmt::format("names stage {}, which w{} does not run", action.stage, worker);
+  }
+  const int stage = action.stage;
   if (is_round(action.kind))
     return action.microbatch < 0 ? "has a negative round" : "";
   if (action.microbatch < 0 || action.microbatch >= program.microbatches)
@@ -106,9 +113,11 @@ std::string field_problem(const Program& program, int worker, const Action& acti
   const bool transfer = is_send(action.kind) || is_recv(action.kind);
   if (!transfer) return action.peer == -1 ? "" : "has a peer but is not a transfer";
   const int expected = stage + peer_stage_offset(action.kind);
-  if (action.peer < 0 || action.peer >= program.num_workers() ||
-      program.workers[action.peer].stage != expected)
+  if (action.peer < 0 || action.peer >= program.num_workers() || !program.workers[action.peer].runs(expected))
     return fmt::format("names peer w{}, which is not a worker of stage {}", action.peer, expected);
+  if (action.peer == worker)
+    return fmt::format("sends to its own worker (w{} runs stages {} and {}: nothing moves)", worker, stage,
+                       expected);
   return "";
 }
 
@@ -172,7 +181,9 @@ OrderProblem transfer_problem(const Slot& slot, ActionKind kind, int compute_ste
   return {};
 }
 
-OrderProblem slot_problem(const Slot& slot, int k, int stage, int num_stages) {
+// `upstream` / `downstream`: whether the neighbouring stage runs on another
+// worker (transfers expected); a neighbour on the same worker hands over locally.
+OrderProblem slot_problem(const Slot& slot, int k, bool upstream, bool downstream) {
   const int f = slot_of(slot, ActionKind::kForward);
   if (f < 0) {
     int first = -1;
@@ -182,8 +193,6 @@ OrderProblem slot_problem(const Slot& slot, int k, int stage, int num_stages) {
   if (OrderProblem p = backward_problem(slot, k); p.step >= 0) return p;
   const int b = std::max(slot_of(slot, ActionKind::kBackward),
                          slot_of(slot, ActionKind::kBackwardInput));
-  const bool upstream = stage > 0;
-  const bool downstream = stage < num_stages - 1;
   // Activations arrive before F and leave after it; gradients likewise around B/I.
   struct Rule {
     bool applies;
@@ -203,14 +212,22 @@ OrderProblem slot_problem(const Slot& slot, int k, int stage, int num_stages) {
   return {};
 }
 
-// `slots` has one entry per microbatch, all empty on entry and on return.
-Status check_worker_order(const Program& program, int worker, std::vector<Slot>& slots) {
+// The worker of `stage` that runs microbatch k, or -1 when the stage has none.
+int runner(const StageTable& table, int stage, int k) {
+  if (stage < 0 || stage >= static_cast<int>(table.size()) || table[stage].empty()) return -1;
+  return table[stage][k % static_cast<int>(table[stage].size())];
+}
+
+// One stage of a worker's list. `slots` has one entry per microbatch, all
+// empty on entry and on return.
+Status check_stage_order(const Program& program, const StageTable& table, int worker, int stage,
+                         std::vector<Slot>& slots) {
   std::vector<int> touched;
   const std::vector<Action>& list = program.actions[worker];
   const auto reset = [&] { for (int k : touched) slots[k] = kEmptySlot; };
   for (int step = 0; step < static_cast<int>(list.size()); ++step) {
     const Action& action = list[step];
-    if (is_round(action.kind)) continue;
+    if (is_round(action.kind) || action.stage != stage) continue;
     Slot& slot = slots[action.microbatch];
     if (slot == kEmptySlot) touched.push_back(action.microbatch);
     int& seen = slot[static_cast<int>(action.kind)];
@@ -222,9 +239,10 @@ Status check_worker_order(const Program& program, int worker, std::vector<Slot>&
     }
     seen = step;
   }
-  const int stage = program.workers[worker].stage;
   for (int k : touched) {
-    const OrderProblem p = slot_problem(slots[k], k, stage, program.num_stages);
+    const bool upstream = stage > 0 && runner(table, stage - 1, k) != worker;
+    const bool downstream = stage < program.num_stages - 1 && runner(table, stage + 1, k) != worker;
+    const OrderProblem p = slot_problem(slots[k], k, upstream, downstream);
     if (p.step < 0) continue;
     reset();
     return fail(program, worker, p.step, fmt::format("w{} stage {}: {}", worker, stage, p.what));
@@ -233,10 +251,46 @@ Status check_worker_order(const Program& program, int worker, std::vector<Slot>&
   return ok_status();
 }
 
-Status check_orders(const Program& program) {
+// A worker that runs both sides of a cut hands the tensor over in its own
+// list: F(k) of the later stage after F(k) of the earlier, and the backward
+// (B or I) of the earlier after the later one's.
+Status check_local_handoffs(const Program& program, const StageTable& table, int worker) {
+  const WorkerInfo& info = program.workers[worker];
+  if (info.chunks.size() < 2) return ok_status();
+  std::unordered_map<int64_t, int> forward_at, backward_at;  // stage * M + k -> step
+  const std::vector<Action>& list = program.actions[worker];
+  const int64_t m = std::max(program.microbatches, 1);
+  for (int step = 0; step < static_cast<int>(list.size()); ++step) {
+    const Action& a = list[step];
+    if (a.kind == ActionKind::kForward) forward_at[a.stage * m + a.microbatch] = step;
+    if (a.kind == ActionKind::kBackward || a.kind == ActionKind::kBackwardInput)
+      backward_at[a.stage * m + a.microbatch] = step;
+  }
+  for (const auto& [key, step] : forward_at) {
+    const int stage = static_cast<int>(key / m);
+    const int k = static_cast<int>(key % m);
+    if (stage == 0 || runner(table, stage - 1, k) != worker) continue;
+    const auto before = forward_at.find((stage - 1) * m + k);
+    if (before == forward_at.end() || before->second > step)
+      return fail(program, worker, step,
+                  fmt::format("{} runs before s{}:F{}, whose output it takes on the same worker",
+                              describe(program, worker, step), stage - 1, k));
+    const auto later = backward_at.find(key);
+    const auto earlier = backward_at.find((stage - 1) * m + k);
+    if (later != backward_at.end() && earlier != backward_at.end() && earlier->second < later->second)
+      return fail(program, worker, earlier->second,
+                  fmt::format("{} runs before s{}'s backward of microbatch {}, whose input gradient it takes",
+                              describe(program, worker, earlier->second), stage, k));
+  }
+  return ok_status();
+}
+
+Status check_orders(const Program& program, const StageTable& table) {
   std::vector<Slot> slots(static_cast<size_t>(program.microbatches), kEmptySlot);
   for (int w = 0; w < num_rows(program); ++w) {
-    if (Status ok = check_worker_order(program, w, slots); !ok) return ok;
+    for (int stage : stages_of(program.workers[w]))
+      if (Status ok = check_stage_order(program, table, w, stage, slots); !ok) return ok;
+    if (Status ok = check_local_handoffs(program, table, w); !ok) return ok;
   }
   return ok_status();
 }
@@ -249,7 +303,7 @@ Status check_stage_coverage(const Program& program, const std::vector<int>& work
   for (int w : workers) {
     for (int step = 0; step < row_length(program, w); ++step) {
       const Action& action = program.actions[w][step];
-      if (action.kind != ActionKind::kForward) continue;
+      if (action.kind != ActionKind::kForward || action.stage != stage) continue;
       int& owner = forwarded_by[action.microbatch];
       if (owner >= 0)
         return fail(program, w, step, fmt::format("{} runs microbatch {} on stage {} a second "
@@ -279,13 +333,23 @@ Status check_coverage(const Program& program, const StageTable& table) {
 
 // ---- 5. sends match receives ------------------------------------------------
 
-// (worker, kind, microbatch) -> step, for every transfer of the program. Unique
-// per key once check 3 has passed.
-using TransferIndex = std::unordered_map<uint64_t, int>;
+// (worker, kind, stage, microbatch) -> step, for every transfer of the
+// program. Unique per key once check 3 has passed.
+struct TransferKey {
+  uint64_t worker_kind;     // worker << 4 | kind
+  uint64_t stage_microbatch;  // stage << 32 | microbatch
+  bool operator==(const TransferKey&) const = default;
+};
+struct TransferKeyHash {
+  size_t operator()(const TransferKey& key) const {
+    return std::hash<uint64_t>()(key.worker_kind * 0x9E3779B97F4A7C15ULL ^ key.stage_microbatch);
+  }
+};
+using TransferIndex = std::unordered_map<TransferKey, int, TransferKeyHash>;
 
-uint64_t transfer_key(int worker, ActionKind kind, int microbatch) {
-  return (static_cast<uint64_t>(worker) << 36) | (static_cast<uint64_t>(kind) << 32) |
-         static_cast<uint32_t>(microbatch);
+TransferKey transfer_key(int worker, ActionKind kind, int stage, int microbatch) {
+  return {(static_cast<uint64_t>(worker) << 4) | static_cast<uint64_t>(kind),
+          (static_cast<uint64_t>(static_cast<uint32_t>(stage)) << 32) | static_cast<uint32_t>(microbatch)};
 }
 
 ActionKind counterpart(ActionKind kind) {
@@ -304,7 +368,7 @@ TransferIndex index_transfers(const Program& program) {
     for (int step = 0; step < row_length(program, w); ++step) {
       const Action& a = program.actions[w][step];
       if (is_send(a.kind) || is_recv(a.kind))
-        index.emplace(transfer_key(w, a.kind, a.microbatch), step);
+        index.emplace(transfer_key(w, a.kind, a.stage, a.microbatch), step);
     }
   }
   return index;
@@ -315,10 +379,10 @@ int find_partner(const Program& program, const TransferIndex& index, int worker,
                  std::string& problem) {
   const Action& a = program.actions[worker][step];
   const ActionKind other = counterpart(a.kind);
-  const auto found = index.find(transfer_key(a.peer, other, a.microbatch));
-  const std::string expected = fmt::format(
-      "s{}:{}{}{}w{}", program.workers[a.peer].stage, kind_name(other), a.microbatch,
-      is_send(a.kind) ? "<" : ">", worker);
+  const int other_stage = a.stage + peer_stage_offset(a.kind);
+  const auto found = index.find(transfer_key(a.peer, other, other_stage, a.microbatch));
+  const std::string expected = fmt::format("s{}:{}{}{}w{}", other_stage, kind_name(other), a.microbatch,
+                                           is_send(a.kind) ? "<" : ">", worker);
   if (found == index.end()) {
     problem = fmt::format("{} has no matching {} on w{}", describe(program, worker, step),
                           expected, a.peer);
@@ -353,17 +417,17 @@ Status check_transfers(const Program& program, std::vector<std::vector<int>>& se
 
 // ---- 6. collectives ---------------------------------------------------------
 
-// Steps of each ALLREDUCE of one worker, checking the round numbering.
-Status collect_rounds(const Program& program, int worker, std::vector<int>& allreduce_steps) {
+// Steps of each ALLREDUCE of one worker's stage, checking the round numbering.
+Status collect_rounds(const Program& program, int worker, int stage, std::vector<int>& allreduce_steps) {
   int steps_seen = 0;
   for (int step = 0; step < row_length(program, worker); ++step) {
     const Action& a = program.actions[worker][step];
-    if (!is_round(a.kind)) continue;
+    if (!is_round(a.kind) || a.stage != stage) continue;
     const bool allreduce = a.kind == ActionKind::kAllReduce;
     const int expected = allreduce ? static_cast<int>(allreduce_steps.size()) : steps_seen;
     if (a.microbatch != expected)
       return fail(program, worker, step,
-                  fmt::format("{} should carry round {} (the {} count from 0 on each worker)",
+                  fmt::format("{} should carry round {} (the {} count from 0 on each worker and stage)",
                               describe(program, worker, step), expected, kind_name(a.kind)));
     if (allreduce) allreduce_steps.push_back(step); else ++steps_seen;
   }
@@ -373,7 +437,7 @@ Status collect_rounds(const Program& program, int worker, std::vector<int>& allr
 Status check_stage_collectives(const Program& program, const std::vector<int>& workers, int stage) {
   std::vector<std::vector<int>> steps(workers.size());
   for (size_t r = 0; r < workers.size(); ++r) {
-    if (Status ok = collect_rounds(program, workers[r], steps[r]); !ok) return ok;
+    if (Status ok = collect_rounds(program, workers[r], stage, steps[r]); !ok) return ok;
   }
   const auto [fewest, most] = std::minmax_element(
       steps.begin(), steps.end(), [](const auto& a, const auto& b) { return a.size() < b.size(); });
@@ -405,7 +469,7 @@ class SymbolicRun {
   SymbolicRun(const Program& program, const StageTable& table,
               const std::vector<std::vector<int>>& send_step)
       : program_(program), table_(table), send_step_(send_step),
-        pc_(program.actions.size(), 0), issued_(program.actions.size(), 0),
+        pc_(program.actions.size(), 0),
         queued_(program.actions.size(), true), reached_(table.size()),
         complete_(table.size(), 0), step_waiters_(table.size()) {}
 
@@ -425,7 +489,10 @@ class SymbolicRun {
   }
 
   int pc(int worker) const { return pc_[worker]; }
-  int issued(int worker) const { return issued_[worker]; }
+  int issued(int worker, int stage) const {
+    const auto it = issued_.find(issued_key(worker, stage));
+    return it == issued_.end() ? 0 : it->second;
+  }
   int complete(int stage) const { return complete_[stage]; }
 
  private:
@@ -437,7 +504,7 @@ class SymbolicRun {
 
   bool can_run(int worker, const Action& a) {
     if (is_recv(a.kind)) return pc_[a.peer] > send_step_[worker][pc_[worker]];
-    if (a.kind != ActionKind::kStep || complete_[a.stage] >= issued_[worker]) return true;
+    if (a.kind != ActionKind::kStep || complete_[a.stage] >= issued(worker, a.stage)) return true;
     step_waiters_[a.stage].push_back(worker);
     return false;
   }
@@ -452,7 +519,7 @@ class SymbolicRun {
   }
 
   void on_allreduce(int worker, int stage) {
-    const size_t round = static_cast<size_t>(issued_[worker]++);
+    const size_t round = static_cast<size_t>(issued_[issued_key(worker, stage)]++);
     if (reached_[stage].size() <= round) reached_[stage].resize(round + 1, 0);
     if (++reached_[stage][round] < static_cast<int>(table_[stage].size())) return;
     ++complete_[stage];
@@ -476,7 +543,10 @@ class SymbolicRun {
   const StageTable& table_;
   const std::vector<std::vector<int>>& send_step_;
   std::vector<int> pc_;            // next action of each worker
-  std::vector<int> issued_;        // ALLREDUCEs issued by each worker
+  static uint64_t issued_key(int worker, int stage) {
+    return (static_cast<uint64_t>(worker) << 32) | static_cast<uint32_t>(stage);
+  }
+  std::unordered_map<uint64_t, int> issued_;  // ALLREDUCEs issued by each (worker, stage)
   std::vector<bool> queued_;       // in ready_
   std::deque<int> ready_;
   std::vector<std::vector<int>> reached_;     // [stage][round] replicas that issued it
@@ -519,7 +589,7 @@ Status validate_program(const Program& program) {
   const StageTable table = workers_by_stage(program);
   if (Status ok = check_shape(program, table); !ok) return ok;
   if (Status ok = check_fields(program); !ok) return ok;
-  if (Status ok = check_orders(program); !ok) return ok;
+  if (Status ok = check_orders(program, table); !ok) return ok;
   if (Status ok = check_coverage(program, table); !ok) return ok;
   std::vector<std::vector<int>> send_step;
   if (Status ok = check_transfers(program, send_step); !ok) return ok;

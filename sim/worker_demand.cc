@@ -42,30 +42,34 @@ int WorkerDemand::peak_versions() const {
   return peak;
 }
 
-WorkerDemand worker_demand(const Program& program, int worker) {
+WorkerDemand worker_demand(const Program& program, int worker, int stage) {
   WorkerDemand demand;
   MemoryTracker tracker(Bytes(0), Bytes(0), 0.0);
-  std::unordered_map<int, int> version_of;  // microbatch -> the version its forward used
+  std::unordered_map<int64_t, int> version_of;  // stage * M + microbatch -> the version its forward used
   add_to_frontier(demand.memory, MemoryPoint{tracker.versions_held(), tracker.inflight()});
+  const int64_t m = std::max(program.microbatches, 1);
   for (const Action& action : program.actions[static_cast<size_t>(worker)]) {
-    switch (action.kind) {
-      case ActionKind::kForward:
-        ++demand.forwards;
-        version_of[action.microbatch] = tracker.live_version();
-        tracker.forward(tracker.live_version());
-        break;
-      case ActionKind::kBackward: ++demand.backwards; break;
-      case ActionKind::kBackwardInput: ++demand.input_passes; break;
-      case ActionKind::kBackwardWeight: ++demand.weight_passes; break;
-      case ActionKind::kAllReduce: ++demand.allreduces; break;
-      case ActionKind::kStep:
-        ++demand.steps;
-        tracker.step();
-        break;
-      default: break;
+    if (stage < 0 || action.stage == stage) {
+      switch (action.kind) {
+        case ActionKind::kForward: ++demand.forwards; break;
+        case ActionKind::kBackward: ++demand.backwards; break;
+        case ActionKind::kBackwardInput: ++demand.input_passes; break;
+        case ActionKind::kBackwardWeight: ++demand.weight_passes; break;
+        case ActionKind::kAllReduce: ++demand.allreduces; break;
+        case ActionKind::kStep: ++demand.steps; break;
+        default: break;
+      }
+    }
+    // Memory: the whole worker, every chunk (a chunk's microbatch is (stage, k)).
+    const int64_t key = action.stage * m + action.microbatch;
+    if (action.kind == ActionKind::kForward) {
+      version_of[key] = tracker.live_version();
+      tracker.forward(tracker.live_version());
+    } else if (action.kind == ActionKind::kStep) {
+      tracker.step();
     }
     if (ends_microbatch(action.kind)) {
-      const auto used = version_of.find(action.microbatch);
+      const auto used = version_of.find(key);
       tracker.backward(used == version_of.end() ? tracker.live_version() : used->second);
     }
     add_to_frontier(demand.memory, MemoryPoint{tracker.versions_held(), tracker.inflight()});

@@ -49,6 +49,8 @@ struct WorkerDemand {
 };
 
 // Precondition: 0 <= worker < program.num_workers().
-WorkerDemand worker_demand(const Program& program, int worker);
+// With `stage` >= 0 only that stage's actions are counted (a worker that runs
+// several chunks); the memory frontier is the whole worker's either way.
+WorkerDemand worker_demand(const Program& program, int worker, int stage = -1);
 
 }  // namespace baton

@@ -1,4 +1,5 @@
 // `baton simulate`: predict a plan's timeline, throughput, bubbles and memory.
+#include <algorithm>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -30,6 +31,7 @@ struct SimulateArgs {
   int microbatches = 0;
   int microbatch_size = 0;
   bool vertical_sync = false;
+  int virtual_stages = 0;  // 0: the plan's, else 2 (interleaved-1f1b)
   std::string optimizer = "adam";
   std::string trace;
   std::string gantt;
@@ -51,7 +53,8 @@ Plan base_plan(const SimulateArgs& args, const Profile& profile, const Topology&
   if (args.microbatch_size > 0) plan.microbatch_size = args.microbatch_size;
   if (args.microbatches > 0) plan.microbatches = args.microbatches;
   if (args.vertical_sync) plan.vertical_sync = true;
-  take(assign_devices(plan, topology));
+  if (args.virtual_stages > 0) plan.virtual_stages = args.virtual_stages;
+  (void)topology;
   return plan;
 }
 
@@ -122,8 +125,15 @@ int run_simulate(const SimulateArgs& args) {
   options.record_trace = !args.trace.empty() || !args.gantt.empty() || !args.csv.empty();
 
   std::vector<SimulatedPlan> runs;
+  if (args.virtual_stages > 0 &&
+      std::none_of(schedules.begin(), schedules.end(), [](Schedule s) { return s == Schedule::kInterleaved1F1B; }))
+    throw UsageError("simulate: --virtual-stages applies to interleaved-1f1b (zbv and dualpipev run 2 chunks per "
+                     "device, the other schedules 1)");
   for (Schedule schedule : schedules) {
     Plan plan = plan_with_schedule(base, schedule, profile.num_layers());
+    if (schedule == Schedule::kInterleaved1F1B && args.virtual_stages == 0 && plan.virtual_stages < 2)
+      plan.virtual_stages = 2;
+    take(assign_devices(plan, topology));
     take(check_plan(plan, profile, topology, plan_source));
     if (schedule == Schedule::kPipeDream)
       plan.microbatches = pipedream_minibatches(plan);
@@ -167,6 +177,12 @@ void add_simulate_command(CLI::App& app, CommandResult& result) {
       "      --stages 0-31x15,31-39x1 --schedule pipedream --trace out/vgg16.json --gantt out/vgg16.svg\n"
       "Give several schedules (--schedule 1f1b,zb-h1,zb-h2) to compare them side by side;\n"
       "dp then runs the whole model on as many devices as the plan uses.\n"
+      "interleaved-1f1b, zbv and dualpipev run several of the listed stages on each device\n"
+      "(chunks): with S stages and v = --virtual-stages (2 for zbv and dualpipev), S / v devices;\n"
+      "interleaved-1f1b puts stage s on device s mod (S / v), the V shapes put stage s and\n"
+      "2 S / v - 1 - s together. Example, 8 chunks on 4 devices:\n"
+      "  baton simulate --profile traces/gpt-1.3b_h100_mb1.json --topology topologies/a100_4x8.json \\\n"
+      "      --stages 0-4,4-7,7-10,10-13,13-16,16-19,19-22,22-26 --schedule interleaved-1f1b,zbv,dualpipev\n"
       "The model behind the figures (links, all-reduce, memory, steady state): docs/SIMULATOR.md");
   cmd->add_option("--profile", args->profile, "layer profile (baton.profile.v1 JSON)")->required();
   cmd->add_option("--topology", args->topology, "cluster (baton.topology.v1 JSON)")->required();
@@ -182,6 +198,9 @@ void add_simulate_command(CLI::App& app, CommandResult& result) {
   cmd->add_option("--microbatch-size", args->microbatch_size,
                   "samples per microbatch (default: the profile's)")->check(CLI::PositiveNumber);
   cmd->add_flag("--vertical-sync", args->vertical_sync, "pipedream: every stage uses stage 0's weight version");
+  cmd->add_option("--virtual-stages", args->virtual_stages,
+                  "interleaved-1f1b: chunks (stages) per device, >= 2 (default: the plan's, else 2)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--optimizer", args->optimizer, "sgd | momentum | adam: optimizer state in memory (default adam)");
   cmd->add_option("--trace", args->trace, "write a Chrome trace-event JSON (open in ui.perfetto.dev)");
   cmd->add_option("--gantt", args->gantt, "write an SVG Gantt chart");

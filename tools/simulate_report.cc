@@ -24,11 +24,17 @@ std::string device_list(const std::vector<int>& devices) {
   return text;
 }
 
-// Largest peak memory among the workers of each stage.
-std::vector<const WorkerMetrics*> stage_peaks(const Metrics& metrics, int stages) {
-  std::vector<const WorkerMetrics*> peaks(static_cast<size_t>(stages), nullptr);
-  for (const WorkerMetrics& w : metrics.workers)
-    if (peaks[w.stage] == nullptr || w.peak_memory > peaks[w.stage]->peak_memory) peaks[w.stage] = &w;
+// Largest peak memory among the workers of each stage (a worker that runs
+// several chunks counts, whole, for each of them).
+std::vector<const WorkerMetrics*> stage_peaks(const Metrics& metrics, const Plan& plan) {
+  std::vector<const WorkerMetrics*> peaks(static_cast<size_t>(plan.num_stages()), nullptr);
+  const std::vector<WorkerInfo> workers = workers_of(plan);
+  for (const WorkerMetrics& w : metrics.workers) {
+    const std::vector<int> stages =
+        w.worker >= 0 && w.worker < static_cast<int>(workers.size()) ? stages_of(workers[w.worker]) : std::vector<int>{w.stage};
+    for (int s : stages)
+      if (peaks[s] == nullptr || w.peak_memory > peaks[s]->peak_memory) peaks[s] = &w;
+  }
   return peaks;
 }
 
@@ -45,7 +51,7 @@ std::string window_note(const SimulatedPlan& run) {
 std::string single_text(const SimulatedPlan& run, const Profile& profile, const Topology& topology) {
   const Metrics& m = run.simulation.metrics;
   const auto costs = stage_costs(profile, run.plan, topology);
-  const auto peaks = stage_peaks(m, run.plan.num_stages());
+  const auto peaks = stage_peaks(m, run.plan);
   std::vector<std::vector<std::string>> rows = {
       {"stage", "layers", "replicas", "devices", "forward", "backward", "sends", "weights", "versions",
        "activations", "peak memory", "bubble"}};
@@ -98,7 +104,7 @@ std::string side_by_side_text(const std::vector<SimulatedPlan>& runs, const Prof
   for (int s = 0; s < most_stages; ++s) {
     add_row(fmt::format("peak memory, stage {}", s), [s](const SimulatedPlan& r) {
       if (s >= r.plan.num_stages()) return std::string("-");
-      const auto peaks = stage_peaks(r.simulation.metrics, r.plan.num_stages());
+      const auto peaks = stage_peaks(r.simulation.metrics, r.plan);
       return fmt::format("{} ({}v)", human_bytes(peaks[s]->peak_memory), peaks[s]->weight_versions);
     });
   }

@@ -117,6 +117,15 @@ TEST_CASE("a plan that does not fit the model or the ranks is refused before any
     CHECK(run.err.find("stages[1].layers = [3, 8) goes past the end of model 'mlp', which has 6 layers") !=
           std::string::npos);
   }
+  SECTION("a schedule that runs several chunks per worker, which the executor does not run yet") {
+    Plan plan = exec_plan("0-2,2-3,3-5,5-6", Schedule::kInterleaved1F1B, 4);
+    plan.virtual_stages = 2;
+    const CliRun run = run_baton(run_arguments(write_plan(dir, "chunks", plan), options) + " --backend threads",
+                                 "exec-refused");
+    CHECK(run.exit_code == 2);
+    CHECK(run.err.find("the executor does not run interleaved-1f1b yet (several chunks per worker)") !=
+          std::string::npos);
+  }
   SECTION("more ranks than workers") {
     const CliRun run = run_baton(run_arguments(write_plan(dir, "ranks", exec_plan("0-3,3-6", Schedule::kOneFOneB, 4)),
                                                options) + " --backend gloo --nproc 3",

@@ -17,7 +17,7 @@ Program program_of(const std::vector<std::string>& lists, int microbatches) {
   program.num_stages = static_cast<int>(lists.size());
   program.microbatches = microbatches;
   for (size_t w = 0; w < lists.size(); ++w) {
-    program.workers.push_back(WorkerInfo{static_cast<int>(w), 0, static_cast<int>(w)});
+    program.workers.push_back(WorkerInfo{static_cast<int>(w), 0, static_cast<int>(w), {}});
     auto actions = parse_action_list(lists[w]);
     REQUIRE(actions.ok());
     program.actions.push_back(*actions);

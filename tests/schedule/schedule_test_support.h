@@ -40,6 +40,17 @@ inline std::string order_of(const Program& program, int worker, bool compute_onl
   return text;
 }
 
+// The same with the "sK:" prefixes kept (workers that run several chunks).
+inline std::string order_of_full(const Program& program, int worker) {
+  std::string text;
+  for (const Action& action : program.actions[worker]) {
+    if (is_send(action.kind) || is_recv(action.kind)) continue;
+    if (!text.empty()) text += ' ';
+    text += to_string(action);
+  }
+  return text;
+}
+
 // How many actions of `kind` worker `worker` runs.
 inline int count_kind(const Program& program, int worker, ActionKind kind) {
   int count = 0;

@@ -22,7 +22,7 @@ Program program_of(const std::vector<int>& stages, const std::vector<std::string
   for (size_t w = 0; w < lists.size(); ++w) {
     const int s = stages[w];
     if (static_cast<int>(replicas.size()) <= s) replicas.resize(s + 1, 0);
-    program.workers.push_back(WorkerInfo{s, replicas[s]++, static_cast<int>(w)});
+    program.workers.push_back(WorkerInfo{s, replicas[s]++, static_cast<int>(w), {}});
     auto actions = parse_action_list(lists[w]);
     REQUIRE(actions.ok());
     program.actions.push_back(*actions);

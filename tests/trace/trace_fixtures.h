@@ -53,7 +53,7 @@ inline Trace small_trace() {
   Trace trace;
   trace.origin = "predicted";
   trace.num_stages = 2;
-  trace.workers = {WorkerInfo{0, 0, 0}, WorkerInfo{1, 0, 1}};
+  trace.workers = {WorkerInfo{0, 0, 0, {}}, WorkerInfo{1, 0, 1, {}}};
   const double w1_f0 = f + c;            // F0 on w1 starts when the activation arrives
   const double w1_b0 = w1_f0 + 2 * f;    // after F0 and F1 (F1's input arrived at 2f + c)
   const double w0_b0 = w1_b0 + b + c;    // gradient of microbatch 0 arrives

@@ -73,7 +73,7 @@ TEST_CASE("svg: the time axis steps by 1, 2 or 5 and is labelled in ms") {
 
 TEST_CASE("svg: forward, backward, input- and weight-gradient look different") {
   Trace trace;
-  trace.workers = {WorkerInfo{0, 0, 0}};
+  trace.workers = {WorkerInfo{0, 0, 0, {}}};
   trace.spans = {make_span(0, 0, "s0:F3", 0, 1), make_span(0, 1, "s0:B3", 1, 2),
                  make_span(0, 2, "s0:I3", 2, 3), make_span(0, 3, "s0:W3", 3, 4)};
   const std::string svg = trace_to_svg(trace);
@@ -111,7 +111,7 @@ TEST_CASE("svg: a large trace is drawn compact, about one box per pixel") {
   constexpr int kWorkers = 4;
   constexpr int kPerWorker = 8000;
   Trace trace;
-  for (int w = 0; w < kWorkers; ++w) trace.workers.push_back(WorkerInfo{w, 0, w});
+  for (int w = 0; w < kWorkers; ++w) trace.workers.push_back(WorkerInfo{w, 0, w, {}});
   for (int i = 0; i < kPerWorker; ++i) {
     for (int w = 0; w < kWorkers; ++w) {
       const double start_ms = i * 1e-3 + (i / 1000) * 0.5;  // a 0.5 ms gap every 1000

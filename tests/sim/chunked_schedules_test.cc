@@ -1,0 +1,218 @@
+// The schedules that run several chunks per device: interleaved-1f1b
+// (Megatron-LM), zbv (Qi et al., ICLR 2024, section 6) and dualpipev
+// (DeepSeek). Closed forms with uniform one-layer chunks and free
+// communication, the Programs' validity under replication, and the plans the
+// loader refuses.
+#include <algorithm>
+#include <map>
+
+#include "tests/catch_compat.h"
+
+#include "sim/schedules.h"
+#include "sim/validate.h"
+#include "tests/schedule/schedule_test_support.h"
+#include "tests/sim/test_support.h"
+
+using namespace baton;
+using namespace baton::testing;
+
+namespace {
+
+struct Times {
+  double forward_ms, input_ms, weight_ms;
+};
+
+Profile uniform_split(int layers, const Times& t) {
+  Profile profile = make_uniform_profile(layers, Seconds::from_ms(t.forward_ms),
+                                         Seconds::from_ms(t.input_ms + t.weight_ms), Bytes(0), Bytes(0));
+  for (Layer& layer : profile.layers) {
+    layer.backward_input = Seconds::from_ms(t.input_ms);
+    layer.backward_weight = Seconds::from_ms(t.weight_ms);
+  }
+  return profile;
+}
+
+// S = p v one-layer stages, `replicas` whole pipelines.
+Plan chunked_plan(Schedule schedule, int ranks, int chunks, int microbatches, int replicas = 1) {
+  Plan plan;
+  plan.schedule = schedule;
+  plan.virtual_stages = chunks;
+  plan.microbatches = microbatches;
+  for (int s = 0; s < ranks * chunks; ++s) plan.stages.push_back(StagePlan{LayerRange{s, s + 1}, replicas, {}});
+  return plan;
+}
+
+Simulation simulate_chunked(Plan plan, const Times& t) {
+  const Topology topology = make_flat_topology(64, 100.0, Seconds(0.0));
+  REQUIRE(assign_devices(plan, topology).ok());
+  return simulate_ok(plan, uniform_split(plan.num_stages(), t), topology);
+}
+
+// The longest, over workers, of the time from a worker's first compute
+// action's start to its last one's end (the zero-bubble paper's cost).
+double longest_span(const Simulation& sim) {
+  std::map<int, std::pair<double, double>> span;
+  for (const Span& s : sim.trace.spans) {
+    if (s.stream != Stream::kCompute || s.action.kind == ActionKind::kStep) continue;
+    auto [it, fresh] = span.try_emplace(s.worker, s.start.value, s.end.value);
+    if (!fresh) {
+      it->second.first = std::min(it->second.first, s.start.value);
+      it->second.second = std::max(it->second.second, s.end.value);
+    }
+  }
+  double longest = 0.0;
+  for (const auto& [worker, se] : span) longest = std::max(longest, se.second - se.first);
+  return longest;
+}
+
+std::string refusal(const Plan& plan) {
+  const Status ok = check_chunks(plan, "plan.json");
+  return ok ? "(accepted)" : ok.error().message;
+}
+
+}  // namespace
+
+TEST_CASE("interleaved 1f1b: Megatron's order, groups of p microbatches through each chunk in turn",
+          "[sim][chunks][interleaved]") {
+  // The picture in sim/schedules.cc: p = 2, v = 2, M = 4.
+  const Program program = generate_program(chunked_plan(Schedule::kInterleaved1F1B, 2, 2, 4));
+  REQUIRE(program.num_workers() == 2);
+  CHECK(program.workers[0].chunks == std::vector<int>{0, 2});
+  CHECK(program.workers[1].chunks == std::vector<int>{1, 3});
+  CHECK(testing::order_of_full(program, 0) ==
+        "s0:F0 s0:F1 s2:F0 s2:F1 s0:F2 s2:B0 s0:F3 s2:B1 s2:F2 s0:B0 s2:F3 s0:B1 s2:B2 s2:B3 s0:B2 s0:B3 "
+        "s0:STEP0 s2:STEP0");
+  CHECK(testing::order_of_full(program, 1) ==
+        "s1:F0 s1:F1 s3:F0 s3:B0 s3:F1 s3:B1 s1:F2 s1:B0 s1:F3 s1:B1 s3:F2 s3:B2 s3:F3 s3:B3 s1:B2 s1:B3 "
+        "s1:STEP0 s3:STEP0");
+}
+
+TEST_CASE("interleaved 1f1b: makespan (M v + p - 1)(tF + tB), a bubble of (p - 1) / (v M) of the work",
+          "[sim][chunks][interleaved][closed-form]") {
+  // Each chunk one layer of tF, tB; free communication. Megatron's bubble is
+  // (p - 1)(tF + tB) of chunk times, 1/v of 1F1B's on the same p devices.
+  const Times t{1.0, 1.2, 0.8};
+  const double chunk_work = (t.forward_ms + t.input_ms + t.weight_ms) * 1e-3;
+  for (int ranks : {2, 3, 4}) {
+    for (int chunks : {2, 3}) {
+      for (int microbatches : {ranks, 2 * ranks, 4 * ranks}) {
+        INFO("p = " << ranks << " v = " << chunks << " M = " << microbatches);
+        const Simulation sim = simulate_chunked(chunked_plan(Schedule::kInterleaved1F1B, ranks, chunks, microbatches), t);
+        const double work = microbatches * chunks * chunk_work;
+        CHECK(close_rel(sim.metrics.makespan.value, (microbatches * chunks + ranks - 1) * chunk_work));
+        CHECK(close_rel(sim.metrics.makespan.value / work - 1.0, double(ranks - 1) / (chunks * microbatches)));
+      }
+    }
+  }
+}
+
+TEST_CASE("zbv: no bubble when tF = tI = tW, and 1F1B's activation memory", "[sim][chunks][zbv][closed-form]") {
+  // Qi et al. section 6: with equal F, I and W the V schedule has no bubble
+  // (the paper's cost: each device's span from first to last action), and a
+  // device holds 2p chunk activations at its peak, p whole stages' worth: 1F1B's
+  // stage-0 peak on the same p devices.
+  for (int ranks : {2, 4, 6, 8}) {
+    for (int microbatches : {2 * ranks, 3 * ranks, 4 * ranks + 1}) {
+      INFO("p = " << ranks << " M = " << microbatches);
+      const Times t{1.0, 1.0, 1.0};
+      const Simulation sim = simulate_chunked(chunked_plan(Schedule::kZbV, ranks, 2, microbatches), t);
+      CHECK(close_rel(longest_span(sim), 2.0 * microbatches * 3e-3));
+      for (const WorkerMetrics& w : sim.metrics.workers) CHECK(w.peak_inflight_microbatches == 2 * ranks);
+    }
+  }
+}
+
+TEST_CASE("dualpipev: valid V programs, one more chunk activation held than zbv", "[sim][chunks][dualpipev]") {
+  // DeepSeek's table gives DualPipe PP + 1 activations; the V form on p devices
+  // holds 2p + 1 chunks' (p + 1/2 stages). Its overlapped F&B pairs run one
+  // after the other in this model, so with tF = tI = tW = t the bubble (the
+  // paper's cost, as for zbv) is (p - 1) t, not DeepSeek's overlapped figure.
+  for (int ranks : {2, 4, 8}) {
+    for (int microbatches : {2 * ranks, 3 * ranks + 1}) {
+      INFO("p = " << ranks << " M = " << microbatches);
+      const Times t{1.0, 1.0, 1.0};
+      const Simulation sim = simulate_chunked(chunked_plan(Schedule::kDualPipeV, ranks, 2, microbatches), t);
+      CHECK(close_rel(longest_span(sim) - 2.0 * microbatches * 3e-3, (ranks - 1) * 1e-3));
+      for (const WorkerMetrics& w : sim.metrics.workers) CHECK(w.peak_inflight_microbatches == 2 * ranks + 1);
+    }
+  }
+}
+
+TEST_CASE("chunked schedules: every Program is valid, with and without replicated pipelines",
+          "[sim][chunks][validate]") {
+  for (Schedule schedule : {Schedule::kInterleaved1F1B, Schedule::kZbV, Schedule::kDualPipeV}) {
+    for (int ranks : {1, 2, 3, 5}) {
+      for (int replicas : {1, 2, 3}) {
+        const int chunks = schedule == Schedule::kInterleaved1F1B ? 3 : 2;
+        for (int groups : {2, 3}) {
+          const int microbatches = groups * ranks * replicas * (schedule == Schedule::kInterleaved1F1B ? 1 : 2);
+          const Plan plan = chunked_plan(schedule, ranks, chunks, microbatches, replicas);
+          INFO(schedule_name(schedule) << " p = " << ranks << " r = " << replicas << " M = " << microbatches);
+          REQUIRE(check_chunks(plan, "plan").ok());
+          const Program program = build_program(plan);
+          CHECK(program.num_workers() == ranks * replicas);
+          const Status valid = validate_program(program);
+          CHECK(valid.ok());
+          if (!valid) FAIL_CHECK(valid.error().message);
+          // Every chunk of every worker runs each of its microbatches once forward.
+          for (int w = 0; w < program.num_workers(); ++w) {
+            const int local = (microbatches - program.workers[w].replica + replicas - 1) / replicas;
+            CHECK(testing::count_kind(program, w, ActionKind::kForward) == local * chunks);
+            CHECK(testing::count_kind(program, w, ActionKind::kStep) == chunks);
+            CHECK(testing::count_kind(program, w, ActionKind::kAllReduce) == (replicas > 1 ? chunks : 0));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("chunked schedules: the V's turn hands over in the worker's memory, no transfer",
+          "[sim][chunks][lowering]") {
+  // Rank p - 1 runs stages p - 1 and p: nothing is sent between them.
+  const Program program = build_program(chunked_plan(Schedule::kZbV, 3, 2, 6));
+  for (const Action& a : program.actions[2]) {
+    if (is_send(a.kind) || is_recv(a.kind)) CHECK(a.peer != 2);
+    if (a.kind == ActionKind::kSendAct) CHECK(a.stage != 2);  // stage 2's output goes to stage 3, same worker
+  }
+}
+
+TEST_CASE("chunked schedules: a plan that does not fit is refused, saying what would", "[sim][chunks][bad-input]") {
+  CHECK(refusal(chunked_plan(Schedule::kInterleaved1F1B, 4, 1, 8)) ==
+        "plan.json: virtual_stages must be >= 2 for interleaved-1f1b (with 1 chunk per device it is 1f1b: use "
+        "--schedule 1f1b), got 1");
+  Plan seven = chunked_plan(Schedule::kZbV, 4, 2, 8);
+  seven.stages.pop_back();
+  CHECK(refusal(seven) ==
+        "plan.json: stages hold 7 stages, which zbv with 2 chunks per device cannot place: give a multiple of 2 "
+        "(for example 6 or 8), got \"0-1x1,1-2x1,2-3x1,3-4x1,4-5x1,5-6x1,6-7x1\"");
+  CHECK(refusal(chunked_plan(Schedule::kZbV, 2, 3, 8)) ==
+        "plan.json: virtual_stages must be 2 for zbv (two chunks per device, a V), got 3");
+  CHECK(refusal(chunked_plan(Schedule::kInterleaved1F1B, 4, 2, 10)) ==
+        "plan.json: microbatches must be a multiple of 4 for interleaved-1f1b on 4 ranks x 1 replicas (microbatches "
+        "advance in groups of p), for example 8 or 12, got 10");
+  CHECK(refusal(chunked_plan(Schedule::kDualPipeV, 4, 2, 6)) ==
+        "plan.json: microbatches must be at least 8 for dualpipev on 4 ranks x 1 replicas (2p per pipeline, to fill "
+        "the V), got 6");
+  Plan uneven = chunked_plan(Schedule::kInterleaved1F1B, 2, 2, 8, 2);
+  uneven.stages[3].replicas = 1;
+  CHECK(refusal(uneven) ==
+        "plan.json: stages[3].replicas must be 2, stage 0's: interleaved-1f1b replicates whole pipelines (every "
+        "stage alike), got 1");
+  Plan flat = chunked_plan(Schedule::kOneFOneB, 4, 1, 8);
+  flat.virtual_stages = 2;
+  CHECK(refusal(flat) ==
+        "plan.json: virtual_stages must be 1 for 1f1b (interleaved-1f1b, zbv and dualpipev run chunks), got 2");
+}
+
+TEST_CASE("chunked schedules: virtual_stages round-trips through the plan file", "[sim][chunks][plan]") {
+  const Plan plan = chunked_plan(Schedule::kInterleaved1F1B, 2, 3, 4);
+  auto loaded = plan_from_json(plan_to_json(plan), "p.json");
+  REQUIRE(loaded.ok());
+  CHECK(loaded->virtual_stages == 3);
+  CHECK(loaded->schedule == Schedule::kInterleaved1F1B);
+  CHECK(loaded->num_workers() == 2);
+  CHECK(loaded->rank_of(4) == 0);
+  // A one-chunk plan's file does not name it.
+  CHECK(!plan_to_json(chunked_plan(Schedule::kOneFOneB, 3, 1, 4)).contains("virtual_stages"));
+}
