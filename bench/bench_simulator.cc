@@ -1,7 +1,8 @@
 // Simulator speed and memory: simulated actions per second on one core for a
 // 64-stage, 1024-microbatch 1F1B program, and peak heap bytes as the program
 // grows (it should grow linearly with the number of actions); then every
-// flush schedule on the 64-stage, 1024-microbatch program, the schedules
+// flush schedule on 64 devices and 1024 microbatches (128 one-layer chunks,
+// two per device, for interleaved-1f1b, zbv and dualpipev), the schedules
 // interleaved round by round (each first in turn, best of 3 runs in a round)
 // so that a noisy machine slows them alike, each one's actions/s as a ratio
 // to 1F1B's in the same round.
@@ -53,9 +54,14 @@ namespace {
 
 using namespace baton;
 
+// `stages` devices; a schedule that runs chunks gets 2 per device (2 x stages stages).
 Plan uniform_plan(Schedule schedule, int stages, int microbatches, const Topology& topology) {
   Plan plan;
   plan.schedule = schedule;
+  if (runs_chunks(schedule)) {
+    plan.virtual_stages = 2;
+    stages *= 2;
+  }
   plan.microbatches = microbatches;
   plan.microbatch_size = 1;
   for (int s = 0; s < stages; ++s) plan.stages.push_back(StagePlan{LayerRange{s, s + 1}, 1, {}});
@@ -71,8 +77,8 @@ struct Measurement {
 
 Measurement measure(int stages, int microbatches, int repeats, Schedule schedule = Schedule::kOneFOneB) {
   const Topology topology = make_flat_topology(stages, 100.0, Seconds::from_us(5));
-  const Profile profile = make_uniform_profile(stages, Seconds::from_ms(1), Seconds::from_ms(2),
-                                               Bytes(1 << 20), Bytes(1 << 24));
+  const Profile profile = make_uniform_profile(runs_chunks(schedule) ? 2 * stages : stages, Seconds::from_ms(1),
+                                               Seconds::from_ms(2), Bytes(1 << 20), Bytes(1 << 24));
   const Plan plan = uniform_plan(schedule, stages, microbatches, topology);
   const Program program = build_program(plan);
   const auto costs = stage_costs(profile, plan, topology);
@@ -106,7 +112,9 @@ int main(int argc, char** argv) {
                 static_cast<long long>(m.actions), m.seconds, double(m.actions) / m.seconds,
                 double(m.peak_bytes) / (1 << 20), double(m.peak_bytes) / double(m.actions));
   }
-  const std::vector<Schedule> schedules = {Schedule::kOneFOneB, Schedule::kGPipe, Schedule::kZbH1, Schedule::kZbH2};
+  const std::vector<Schedule> schedules = {Schedule::kOneFOneB,        Schedule::kGPipe, Schedule::kZbH1,
+                                           Schedule::kZbH2,            Schedule::kInterleaved1F1B,
+                                           Schedule::kZbV,             Schedule::kDualPipeV};
   std::vector<std::vector<double>> ratios(schedules.size());
   std::vector<Measurement> best(schedules.size());
   for (int round = 0; round < repeats; ++round) {
@@ -119,7 +127,8 @@ int main(int argc, char** argv) {
     }
     for (size_t i = 0; i < schedules.size(); ++i) ratios[i].push_back(rate[i] / rate[0]);
   }
-  std::printf("\n| schedule (64 stages, 1024 microbatches) | actions | best actions/s | vs 1f1b, per round: median (min-max) |\n");
+  std::printf("\n| schedule (64 devices, 1024 microbatches; 2 chunks per device where the schedule runs chunks) | actions "
+              "| best actions/s | vs 1f1b, per round: median (min-max) |\n");
   std::printf("|---|---|---|---|\n");
   for (size_t i = 0; i < schedules.size(); ++i) {
     std::vector<double> r = ratios[i];

@@ -18,7 +18,8 @@ constexpr double kOwnPaceTolerance = 0.02;
 // The first worker of every stage in the Program the rating simulated.
 std::vector<int> first_workers(const Program& program) {
   std::vector<int> first(static_cast<size_t>(program.num_stages), -1);
-  for (int w = program.num_workers() - 1; w >= 0; --w) first[program.workers[w].stage] = w;
+  for (int w = program.num_workers() - 1; w >= 0; --w)
+    for (int s : stages_of(program.workers[w])) first[s] = w;
   return first;
 }
 
@@ -37,14 +38,14 @@ StageEstimate estimate_stage(const StagePlan& stage, const StageCost& cost, cons
   return e;
 }
 
-void add_simulated(StageEstimate& e, const Metrics& metrics, int stage, int first_worker) {
+void add_simulated(StageEstimate& e, const Metrics& metrics, const Program& program, int stage, int first_worker) {
   const WorkerMetrics& first = metrics.workers[static_cast<size_t>(first_worker)];
   e.busy_fraction = 1.0 - first.bubble_fraction;
   e.weight_versions = first.weight_versions;
   e.inflight = first.peak_inflight_microbatches;
   e.activations = first.peak_activation_bytes;
   for (const WorkerMetrics& w : metrics.workers)
-    if (w.stage == stage) e.memory = max(e.memory, w.peak_memory);
+    if (program.workers[static_cast<size_t>(w.worker)].runs(stage)) e.memory = max(e.memory, w.peak_memory);
 }
 
 void name_bottleneck(PlanEstimate& estimate, double microbatches_per_iteration) {
@@ -78,9 +79,9 @@ PlanEstimate estimate_plan(const Profile& profile, const Topology& topology, con
   const Network network(topology);
   const std::vector<int> first = first_workers(program);
   for (int s = 0; s < plan.num_stages(); ++s) {
-    StageEstimate e = estimate_stage(plan.stages[s], costs[s], network, worker_demand(program, first[s]),
+    StageEstimate e = estimate_stage(plan.stages[s], costs[s], network, worker_demand(program, first[s], s),
                                      simulated.microbatches);
-    add_simulated(e, rating->metrics, s, first[s]);
+    add_simulated(e, rating->metrics, program, s, first[s]);
     estimate.peak_memory = max(estimate.peak_memory, e.memory);
     estimate.stages.push_back(e);
   }

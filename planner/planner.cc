@@ -6,6 +6,7 @@
 
 #include "planner/baton_choose.h"
 #include "planner/baton_search.h"
+#include "planner/chunked_plans.h"
 #include "planner/pipedream_dp.h"
 #include "sim/plan_layouts.h"
 #include "sim/schedules.h"
@@ -41,9 +42,28 @@ void simulate_choice(PlanChoice& choice) {
   if (choice.estimate.rated) choice.simulated = choice.estimate.simulated;
 }
 
+// A chunked schedule's best layout (planner/chunked_plans.h): every candidate
+// rated by simulation, the fastest that fits the memory limit.
+std::optional<PlanChoice> best_chunked(const Profile& profile, const Topology& topology, const PlannerOptions& options,
+                                       Schedule schedule, int microbatches, Bytes limit, Bytes* smallest) {
+  std::optional<PlanChoice> best;
+  for (Plan& plan : chunked_candidates(profile, topology, schedule, microbatches, options.virtual_stages)) {
+    PlanEstimate estimate = estimate_plan(profile, topology, plan, options.optimizer);
+    if (estimate_tier(estimate) != 0) continue;
+    if (estimate.peak_memory > limit) {
+      if (smallest->value == 0 || estimate.peak_memory < *smallest) *smallest = estimate.peak_memory;
+      continue;
+    }
+    PlanChoice choice{std::move(plan), std::move(estimate), std::nullopt};
+    if (!best || choice.time_per_sample_s() < best->time_per_sample_s()) best = std::move(choice);
+  }
+  return best;
+}
+
 // The best candidate of one (schedule, microbatches) search, by the estimate.
 std::optional<PlanChoice> best_for(const Profile& profile, const Topology& topology, const PlannerOptions& options,
                                    Schedule schedule, int microbatches, Bytes limit, Bytes* smallest) {
+  if (runs_chunks(schedule)) return best_chunked(profile, topology, options, schedule, microbatches, limit, smallest);
   SearchOptions search{schedule, microbatches, profile.microbatch_size, options.straight, limit,
                        options.optimizer, 8};
   const SearchResult found = search_plans(profile, topology, search);
@@ -62,8 +82,9 @@ std::optional<PlanChoice> best_for(const Profile& profile, const Topology& topol
 std::vector<std::pair<Schedule, int>> combinations(const PlannerOptions& options) {
   const std::vector<Schedule> schedules =
       options.schedule ? std::vector<Schedule>{*options.schedule}
-                       : std::vector<Schedule>{Schedule::kPipeDream, Schedule::kOneFOneB, Schedule::kGPipe,
-                                               Schedule::kZbH1, Schedule::kZbH2};
+                       : std::vector<Schedule>{Schedule::kPipeDream,       Schedule::kOneFOneB, Schedule::kGPipe,
+                                               Schedule::kZbH1,           Schedule::kZbH2,     Schedule::kInterleaved1F1B,
+                                               Schedule::kZbV,            Schedule::kDualPipeV};
   const std::vector<int> counts = options.microbatches > 0 ? std::vector<int>{options.microbatches}
                                                            : std::vector<int>{8, 16, 32, 64};
   std::vector<std::pair<Schedule, int>> all;

@@ -41,6 +41,7 @@ struct PlannerOptions {
   std::optional<Bytes> memory_limit;
   std::optional<Schedule> schedule;       // unset: auto
   int microbatches = 0;                   // 0: auto (flush schedules)
+  int virtual_stages = 0;                 // interleaved-1f1b's chunks per device; 0: 2, 3 and 4
   Optimizer optimizer = Optimizer::kAdam;
 };
 

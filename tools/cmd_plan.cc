@@ -25,6 +25,7 @@ struct PlanArgs {
   double memory_limit_gib = 0.0;
   std::string schedule = "auto";
   std::string microbatches = "auto";
+  int virtual_stages = 0;
   std::string optimizer = "adam";
 };
 
@@ -46,6 +47,13 @@ PlannerOptions planner_options(const PlanArgs& args) {
     }
   }
   options.optimizer = take(parse_optimizer(args.optimizer));
+  if (args.virtual_stages > 0) {
+    if (options.schedule && *options.schedule != Schedule::kInterleaved1F1B)
+      throw UsageError("--virtual-stages applies to interleaved-1f1b (zbv and dualpipev run 2 chunks per device)");
+    if (args.virtual_stages < 2)
+      throw UsageError("--virtual-stages: interleaved-1f1b needs >= 2 chunks per device (1 is --schedule 1f1b)");
+    options.virtual_stages = args.virtual_stages;
+  }
   return options;
 }
 
@@ -87,7 +95,11 @@ void add_plan_command(CLI::App& app, CommandResult& result) {
       "of each stage and, with --schedule auto, the schedule and microbatch count; every stage must\n"
       "fit the device memory (weights x versions held, gradients, optimizer state, stashed activations).\n"
       "Prints per stage the layers, replicas, devices, compute, communication and all-reduce time and\n"
-      "memory, names the bottleneck, and compares with one device and with data parallelism.\n\n"
+      "memory, names the bottleneck, and compares with one device and with data parallelism.\n"
+      "interleaved-1f1b, zbv and dualpipev (several chunks per device) are laid out apart: p devices\n"
+      "per pipeline times r whole-pipeline replicas on all devices, v chunks per device (interleaved:\n"
+      "2, 3, 4 or --virtual-stages; V shapes: 2), the layers split into p v chunks of balanced compute,\n"
+      "every layout rated by simulating it.\n\n"
       "Cost models:\n"
       "  baton      (default) placement-aware search rated with baton's model and the simulator\n"
       "  pipedream  PipeDream's hierarchical optimizer, same objective as its reference code\n\n"
@@ -111,6 +123,9 @@ void add_plan_command(CLI::App& app, CommandResult& result) {
   cmd->add_option("--microbatches", args->microbatches,
                   "auto (default: tries 8, 16, 32, 64) or N microbatches per iteration (flush schedules)");
   cmd->add_option("--optimizer", args->optimizer, "sgd | momentum | adam: optimizer state in memory (default adam)");
+  cmd->add_option("--virtual-stages", args->virtual_stages,
+                  "interleaved-1f1b: chunks per device (default: tries 2, 3 and 4)")
+      ->check(CLI::PositiveNumber);
   cmd->callback([args, &result] { result.exit_code = run_plan(*args); });
 }
 
