@@ -26,11 +26,11 @@ int level_of(const std::string& key, const Topology& topology) {
 
 constexpr const char* kAxisNames =
     "bandwidth_gbps.L, latency_us.L (L = level index or name), servers, devices_per_server, memory_gib, "
-    "microbatches";
+    "microbatches, virtual_stages";
 
 }  // namespace
 
-Status apply_axis(const std::string& name, double value, Topology& topology, int& microbatches) {
+Status apply_axis(const std::string& name, double value, Topology& topology, PointKnobs& knobs) {
   const auto dot = name.find('.');
   const std::string head = name.substr(0, dot);
   if (dot != std::string::npos && (head == "bandwidth_gbps" || head == "latency_us")) {
@@ -50,7 +50,13 @@ Status apply_axis(const std::string& name, double value, Topology& topology, int
     if (!whole) return Error{fmt::format("--vary {}: values must be whole numbers >= 1, got {}", name, value)};
     if (name == "servers") topology.levels.back().size = static_cast<int>(value);
     if (name == "devices_per_server") topology.levels.front().size = static_cast<int>(value);
-    if (name == "microbatches") microbatches = static_cast<int>(value);
+    if (name == "microbatches") knobs.microbatches = static_cast<int>(value);
+    return ok_status();
+  }
+  if (name == "virtual_stages") {
+    if (!whole || value < 2)
+      return Error{fmt::format("--vary virtual_stages: chunks per device, whole numbers >= 2, got {}", value)};
+    knobs.virtual_stages = static_cast<int>(value);
     return ok_status();
   }
   if (name == "memory_gib") {
@@ -65,8 +71,8 @@ Status check_axis(const SweepAxis& axis, const Topology& topology) {
   if (axis.values.empty()) return Error{fmt::format("--vary {}: no values given", axis.name)};
   for (double value : axis.values) {
     Topology copy = topology;
-    int microbatches = 1;
-    if (auto ok = apply_axis(axis.name, value, copy, microbatches); !ok) return ok;
+    PointKnobs knobs;
+    if (auto ok = apply_axis(axis.name, value, copy, knobs); !ok) return ok;
   }
   return ok_status();
 }
@@ -105,9 +111,12 @@ size_t sweep_size(const SweepSpec& spec) {
 namespace {
 
 Result<Plan> plan_for_point(const Profile& profile, const Topology& topology, const SweepSpec& spec,
-                            Schedule schedule, int microbatches) {
+                            Schedule schedule, const PointKnobs& knobs) {
+  const int microbatches = knobs.microbatches;
   const int devices = topology.num_devices();
   if (schedule == Schedule::kDataParallel) return data_parallel_plan(profile, devices, microbatches);
+  if (runs_chunks(schedule) && spec.split != SplitStrategy::kPlan)
+    return Error{fmt::format("{} runs several chunks per device: its points need --split plan", schedule_name(schedule))};
   if (spec.split == SplitStrategy::kBalanced)
     return balanced_plan(profile, devices, spec.balanced_stages, schedule, microbatches);
   if (spec.split == SplitStrategy::kFixed) {
@@ -120,6 +129,7 @@ Result<Plan> plan_for_point(const Profile& profile, const Topology& topology, co
   PlannerOptions options;
   options.schedule = schedule;
   options.microbatches = microbatches;
+  if (schedule == Schedule::kInterleaved1F1B) options.virtual_stages = knobs.virtual_stages;
   options.optimizer = spec.optimizer;
   options.memory_limit = Bytes::from_gib(1 << 20);  // fit is judged from the simulated peak
   auto outcome = make_plan(profile, topology, options);
@@ -133,16 +143,16 @@ SweepPoint evaluate(const Profile& profile, const Topology& base, const SweepSpe
   point.schedule = spec.schedules[index % schedules];
   size_t rest = index / schedules;
   Topology topology = base;
-  int microbatches = spec.microbatches;
+  PointKnobs knobs{spec.microbatches, 0};
   point.axis_values.resize(spec.axes.size());
   for (size_t a = spec.axes.size(); a-- > 0;) {
     const SweepAxis& axis = spec.axes[a];
     point.axis_values[a] = axis.values[rest % axis.values.size()];
     rest /= axis.values.size();
-    (void)apply_axis(axis.name, point.axis_values[a], topology, microbatches);  // checked up front
+    (void)apply_axis(axis.name, point.axis_values[a], topology, knobs);  // checked up front
   }
   point.devices = topology.num_devices();
-  auto plan = plan_for_point(profile, topology, spec, point.schedule, microbatches);
+  auto plan = plan_for_point(profile, topology, spec, point.schedule, knobs);
   if (!plan) {
     point.error = plan.error().message;
     return point;

@@ -66,8 +66,16 @@ struct SweepPoint {
 
 // Checks an axis name; returns an Error naming the accepted names.
 Status check_axis(const SweepAxis& axis, const Topology& topology);
-// Applies one axis value to a point's topology, microbatch count and memory.
-Status apply_axis(const std::string& name, double value, Topology& topology, int& microbatches);
+// What an axis may set beside the topology: the point's microbatch count and
+// interleaved-1f1b's chunks per device (0: the planner tries 2, 3 and 4).
+struct PointKnobs {
+  int microbatches = 1;
+  int virtual_stages = 0;
+};
+// Applies one axis value to a point's topology, microbatch count, memory or
+// chunks per device (virtual_stages: interleaved-1f1b only; the other
+// schedules' points ignore it).
+Status apply_axis(const std::string& name, double value, Topology& topology, PointKnobs& knobs);
 
 // A compute-balanced split of the whole profile into `stages` stages over `devices` devices.
 Plan balanced_plan(const Profile& profile, int devices, int stages, Schedule schedule, int microbatches);

@@ -59,6 +59,35 @@ TEST_CASE("sweep: by default each point is split by the planner, as `baton plan`
   }
 }
 
+TEST_CASE("sweep: interleaved-1f1b's chunks per device is an axis, planned as `baton plan --virtual-stages`") {
+  const Profile profile = make_uniform_profile(12, Seconds::from_ms(1.0), Seconds::from_ms(2.0), Bytes(1 << 16), Bytes(1 << 18));
+  const Topology topology = make_flat_topology(4, 100.0, Seconds::from_us(5));
+  SweepSpec spec;
+  spec.axes = {SweepAxis{"virtual_stages", {2, 3}}};
+  spec.schedules = {Schedule::kInterleaved1F1B, Schedule::kZbV};
+  spec.microbatches = 8;
+  const auto points = sweep(profile, topology, spec);
+  REQUIRE(points.size() == 4);
+  for (const SweepPoint& point : points) {
+    INFO(schedule_name(point.schedule) << " v = " << point.axis_values[0] << ": " << point.error);
+    REQUIRE(point.error.empty());
+    PlannerOptions options;
+    options.schedule = point.schedule;
+    options.microbatches = spec.microbatches;
+    if (point.schedule == Schedule::kInterleaved1F1B) options.virtual_stages = static_cast<int>(point.axis_values[0]);
+    options.memory_limit = Bytes::from_gib(1 << 20);
+    auto planned = make_plan(profile, topology, options);
+    REQUIRE(planned.ok());
+    CHECK(point.stages == stages_to_string(planned->best.plan.stages));
+    // zbv ignores the axis: two chunks per device whatever it says.
+    CHECK(planned->best.plan.virtual_stages == (point.schedule == Schedule::kZbV ? 2 : int(point.axis_values[0])));
+  }
+  Topology copy = topology;
+  PointKnobs knobs;
+  CHECK(apply_axis("virtual_stages", 1, copy, knobs).error().message ==
+        "--vary virtual_stages: chunks per device, whole numbers >= 2, got 1");
+}
+
 TEST_CASE("sweep: the README's question, 16 GPUs at 10 Gb/s, is answered by the planned split") {
   // VGG-16 on PipeDream's cluster A (4 servers x 4 GPUs, 10 Gb/s between
   // servers): one balanced split into 4 stages of 4 replicas each sends every
