@@ -6,8 +6,9 @@
 #   bench/validation_table.sh [BATON] [OUT_DIR] [NPROC]
 #
 # BATON defaults to build/baton, OUT_DIR to out/validation, NPROC to 2. Each
-# model runs pipedream, 1f1b and gpipe on stages 0-3,3-6 (both models have six
-# layers) and dp on every rank; a model's whole report is OUT_DIR/<model>/report.md.
+# model runs pipedream, 1f1b and gpipe on stages 0-3,3-6 (the models have six
+# layers) and dp on every rank, or the schedules BATON_SCHEDULES lists (a comma
+# list, e.g. zb-h1,zb-h2); a model's whole report is OUT_DIR/<model>/report.md.
 set -euo pipefail
 
 baton=${1:-build/baton}
@@ -15,14 +16,16 @@ out=${2:-out/validation}
 nproc=${3:-2}
 # model and microbatch size: layers of a few hundred microseconds to milliseconds.
 models=("gpt-mini 16" "vgg-mini 32" "mlp 256")
+schedules=${BATON_SCHEDULES:-pipedream,1f1b,gpipe,dp}
+pattern=${schedules//,/|}
 
 echo "| model | schedule | stages | workers | microbatches | speed | steps | predicted | measured | median | range | error | within 10% |"
 echo "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
 for entry in "${models[@]}"; do
   read -r model size <<<"$entry"
   "$baton" validate --model "$model" --nproc "$nproc" --microbatch-size "$size" --stages 0-3,3-6 \
-      --out "$out/$model" >/dev/null 2>"$out.$model.log" || true
+      --schedule "$schedules" --out "$out/$model" >/dev/null 2>"$out.$model.log" || true
   # The summary rows of the report, with the model in front.
-  sed -n '/^## Summary/,/^## Link/p' "$out/$model/report.md" | grep -E '^\| (pipedream|1f1b|gpipe|dp) ' |
+  sed -n '/^## Summary/,/^## Link/p' "$out/$model/report.md" | grep -E "^\| ($pattern) " |
       sed "s/^| /| $model | /"
 done

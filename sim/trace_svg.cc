@@ -241,8 +241,10 @@ void draw_rows(std::string& out, const Chart& chart) {
       put(out, "<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\" fill=\"{}\"/>\n",
           kLeftPx, top - kRowGapPx / 4, chart.scale.width_px, height + kRowGapPx / 2, kStripeFill);
     }
-    put(out, "<text x=\"{:.2f}\" y=\"{:.2f}\" text-anchor=\"end\">w{} s{}</text>\n", kLeftPx - 8,
-        top + chart.compute_px / 2 + 4, worker, chart.workers[w].stage);
+    std::string stages = fmt::format("s{}", chart.workers[w].stage);
+    for (size_t c = 1; c < chart.workers[w].chunks.size(); ++c) stages += fmt::format("+s{}", chart.workers[w].chunks[c]);
+    put(out, "<text x=\"{:.2f}\" y=\"{:.2f}\" text-anchor=\"end\">w{} {}</text>\n", kLeftPx - 8,
+        top + chart.compute_px / 2 + 4, worker, stages);
   }
 }
 
@@ -286,10 +288,20 @@ void put_tooltip(std::string& out, const Chart& chart, const Span& span) {
   out += "</title>";
 }
 
-// The microbatch number, centred in its box, when it fits.
+// Which of its worker's chunks an action runs: 0 for the first (or only) one.
+int chunk_index(const Chart& chart, const Span& span) {
+  if (span.worker < 0 || span.worker >= static_cast<int>(chart.workers.size())) return 0;
+  const std::vector<int>& chunks = chart.workers[static_cast<size_t>(span.worker)].chunks;
+  const auto it = std::find(chunks.begin(), chunks.end(), span.action.stage);
+  return it == chunks.end() ? 0 : static_cast<int>(it - chunks.begin());
+}
+
+// The microbatch number, centred in its box, when it fits; one prime per
+// chunk after the worker's first (3' = microbatch 3 on the second chunk).
 void put_box_label(std::string& out, const Chart& chart, const Span& span, double x, double width) {
   if (span.action.kind == ActionKind::kStep || chart.compute_px < kComputeRowPx) return;
-  const std::string text = fmt::format("{}", span.action.microbatch);
+  const std::string text =
+      fmt::format("{}{}", span.action.microbatch, std::string(static_cast<size_t>(chunk_index(chart, span)), '\''));
   if (width < static_cast<double>(text.size()) * kCharPx + 4) return;
   const bool light = span.action.kind == ActionKind::kForward;
   put(out, "<text x=\"{:.2f}\" y=\"{:.2f}\" class=\"{}\">{}</text>\n", x + width / 2,
@@ -394,7 +406,7 @@ struct LegendItem {
   double swatch_px = 14;
 };
 
-std::vector<LegendItem> legend_items(bool any_compact, bool any_comm) {
+std::vector<LegendItem> legend_items(bool any_compact, bool any_comm, bool any_chunks) {
   const double hue = kHues[0];
   std::vector<LegendItem> items = {
       {"forward (F)", hsl_hex(hue, kForwardShade)},
@@ -410,6 +422,7 @@ std::vector<LegendItem> legend_items(bool any_compact, bool any_comm) {
   items.push_back({any_comm ? "colour = microbatch mod 10; thin row = communication"
                             : "colour = microbatch mod 10",
                    ""});
+  if (any_chunks) items.push_back({"3' = microbatch 3 on the worker's 2nd chunk (3'' its 3rd)", ""});
   return items;
 }
 
@@ -477,7 +490,10 @@ std::string render(const std::vector<Chart>& charts, const GanttOptions& options
       std::any_of(charts.begin(), charts.end(), [](const Chart& c) { return c.compact; });
   const bool any_comm =
       std::any_of(charts.begin(), charts.end(), [](const Chart& c) { return c.comm_rows; });
-  const std::vector<LegendItem> items = legend_items(any_compact, any_comm);
+  const bool any_chunks = std::any_of(charts.begin(), charts.end(), [](const Chart& c) {
+    return std::any_of(c.workers.begin(), c.workers.end(), [](const WorkerInfo& w) { return w.chunks.size() > 1; });
+  });
+  const std::vector<LegendItem> items = legend_items(any_compact, any_comm, any_chunks);
   const double title_px = options.title.empty() ? 0 : kTitleBandPx;
   const double legend_top = kMarginPx + title_px;
   const int legend_lines = layout_legend(nullptr, items, width_px, legend_top);
