@@ -8,7 +8,9 @@
 # BATON defaults to build/baton, OUT_DIR to out/validation, NPROC to 2. Each
 # model runs pipedream, 1f1b and gpipe on stages 0-3,3-6 (the models have six
 # layers) and dp on every rank, or the schedules BATON_SCHEDULES lists (a comma
-# list, e.g. zb-h1,zb-h2); a model's whole report is OUT_DIR/<model>/report.md.
+# list, e.g. zb-h1,zb-h2) on the stages BATON_STAGES lists (default 0-3,3-6; the
+# schedules that run chunks take them as chunks, e.g. 0-2,2-3,3-5,5-6 for two
+# per rank); a model's whole report is OUT_DIR/<model>/report.md.
 set -euo pipefail
 
 baton=${1:-build/baton}
@@ -18,12 +20,13 @@ nproc=${3:-2}
 models=("gpt-mini 16" "vgg-mini 32" "mlp 256")
 schedules=${BATON_SCHEDULES:-pipedream,1f1b,gpipe,dp}
 pattern=${schedules//,/|}
+stages=${BATON_STAGES:-0-3,3-6}
 
 echo "| model | schedule | stages | workers | microbatches | speed | steps | predicted | measured | median | range | error | within 10% |"
 echo "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
 for entry in "${models[@]}"; do
   read -r model size <<<"$entry"
-  "$baton" validate --model "$model" --nproc "$nproc" --microbatch-size "$size" --stages 0-3,3-6 \
+  "$baton" validate --model "$model" --nproc "$nproc" --microbatch-size "$size" --stages "$stages" \
       --schedule "$schedules" --out "$out/$model" >/dev/null 2>"$out.$model.log" || true
   # The summary rows of the report, with the model in front.
   sed -n '/^## Summary/,/^## Link/p' "$out/$model/report.md" | grep -E "^\| ($pattern) " |

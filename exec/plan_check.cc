@@ -8,10 +8,7 @@ namespace baton::exec {
 Status check_plan_for_model(const Plan& plan, const ModelInfo& model, const std::string& source) {
   const int layers = static_cast<int>(model.layer_names.size());
   if (plan.stages.empty()) return Error{fmt::format("{}: the plan has no stages", source)};
-  if (runs_chunks(plan.schedule))
-    return Error{fmt::format("{}: the executor does not run {} yet (several chunks per worker); simulate and "
-                             "plan it, or run 1f1b, gpipe, zb-h1 or zb-h2",
-                             source, schedule_name(plan.schedule))};
+  if (Status chunks = check_chunks(plan, source); !chunks) return chunks.error();
   if (plan.microbatch_size < 1 || plan.microbatches < 1) {
     return Error{fmt::format("{}: microbatch_size and microbatches must be >= 1, got {} and {}", source,
                              plan.microbatch_size, plan.microbatches)};

@@ -89,7 +89,7 @@ struct Rank {
   TrainOptions options;
   GlooGroups groups;
   std::unique_ptr<GlooTransport> transport;
-  std::unique_ptr<GlooReducer> reducer;
+  std::vector<std::unique_ptr<GlooReducer>> reducers;  // one per stage the rank runs, null when not replicated
   std::unique_ptr<Worker> worker;
 
   // `what` names the barrier ("barrier before step 3").
@@ -114,17 +114,21 @@ Status connect(Rank& rank) {
   if (!groups) return groups.error();
   rank.groups = std::move(*groups);
   const WorkerInfo& info = rank.run->program.workers[static_cast<size_t>(rank.env.rank)];
-  const int replicas = rank.run->plan.stages[static_cast<size_t>(info.stage)].replicas;
-  if (replicas > 1) {
-    auto group = connect_subgroup(rank.groups, info.stage, info.replica, replicas, rank.options.timeout,
-                                  rank.env.master_addr);
-    if (!group) return group.error();
-    rank.reducer = std::make_unique<GlooReducer>(
-        std::move(*group), workers_by_stage(rank.run->program)[static_cast<size_t>(info.stage)]);
+  std::vector<Reducer*> reducers;
+  for (int s : stages_of(info)) {
+    const int replicas = rank.run->plan.stages[static_cast<size_t>(s)].replicas;
+    rank.reducers.push_back(nullptr);
+    if (replicas > 1) {
+      auto group = connect_subgroup(rank.groups, s, info.replica, replicas, rank.options.timeout, rank.env.master_addr);
+      if (!group) return group.error();
+      rank.reducers.back() = std::make_unique<GlooReducer>(std::move(*group),
+                                                           workers_by_stage(rank.run->program)[static_cast<size_t>(s)]);
+    }
+    reducers.push_back(rank.reducers.back().get());
   }
   rank.transport = std::make_unique<GlooTransport>(rank.groups.world, rank.options.timeout);
-  rank.worker = std::make_unique<Worker>(
-      worker_setup(*rank.run, rank.env.rank, rank.options, rank.transport.get(), rank.reducer.get()));
+  rank.worker =
+      std::make_unique<Worker>(worker_setup(*rank.run, rank.env.rank, rank.options, rank.transport.get(), reducers));
   return ok_status();
 }
 
@@ -166,8 +170,13 @@ Status send_to_root(Rank& rank, const std::vector<Span>& spans, const Losses& lo
   const at::Tensor size = at::full({1}, static_cast<int64_t>(report.size()), at::kLong);
   if (Status s = rank.send(size, kReportSizeTag); !s) return s;
   if (Status s = rank.send(at::tensor(report, at::kDouble), kReportTag); !s) return s;
-  if (rank.run->program.workers[static_cast<size_t>(rank.env.rank)].replica != 0) return ok_status();
-  return rank.send(flat_params(rank.worker->live()->params), kWeightsTag);
+  const WorkerInfo& info = rank.run->program.workers[static_cast<size_t>(rank.env.rank)];
+  if (info.replica != 0) return ok_status();
+  const std::vector<int> stages = stages_of(info);
+  for (size_t c = 0; c < stages.size(); ++c)
+    if (Status s = rank.send(flat_params(rank.worker->live_of_stage(stages[c])->params), kWeightsTag + static_cast<int>(c)); !s)
+      return s;
+  return ok_status();
 }
 
 // Rank 0: gathers every rank's report and the weights of each stage's replica 0.
@@ -188,13 +197,18 @@ Result<RunReport> gather_at_root(Rank& rank, int first_step, std::vector<Span> s
     decode_report(std::vector<double>(data, data + blob->numel()), run.program, r, spans, losses, stats);
     report.workers.push_back(stats);
   }
-  for (int w = 0; w < run.program.num_workers(); ++w) {
-    const WorkerInfo& info = run.program.workers[static_cast<size_t>(w)];
-    if (info.replica != 0) continue;
-    const StageModel& stage = run.stages[static_cast<size_t>(info.stage)];
-    at::Tensor flat = flat_params(rank.worker->live()->params);
-    if (w != 0) {
-      auto received = rank.recv(w, {stage.num_elements()}, at::kFloat, kWeightsTag);
+  // Stage by stage, from each stage's replica 0 (the n-th stage a rank runs comes with tag kWeightsTag + n).
+  const std::vector<std::vector<int>> by_stage = workers_by_stage(run.program);
+  for (int s = 0; s < run.program.num_stages; ++s) {
+    const int w = by_stage[static_cast<size_t>(s)].front();
+    const StageModel& stage = run.stages[static_cast<size_t>(s)];
+    at::Tensor flat;
+    if (w == 0) {
+      flat = flat_params(rank.worker->live_of_stage(s)->params);
+    } else {
+      const std::vector<int> stages = stages_of(run.program.workers[static_cast<size_t>(w)]);
+      const int chunk = static_cast<int>(std::find(stages.begin(), stages.end(), s) - stages.begin());
+      auto received = rank.recv(w, {stage.num_elements()}, at::kFloat, kWeightsTag + chunk);
       if (!received) return received.error();
       flat = *received;
     }
@@ -231,7 +245,7 @@ Result<RunReport> run_gloo_rank(const Plan& plan, const TrainOptions& options, c
   at::set_num_threads(std::max(1, options.intra_op_threads));
   signal(SIGPIPE, SIG_IGN);  // see exec/executor.h
   try {
-    Rank rank{prepared->get(), env, options, {}, nullptr, nullptr, nullptr};
+    Rank rank{prepared->get(), env, options, {}, nullptr, {}, nullptr};
     if (Status s = connect(rank); !s) return s.error();
     auto first_step = restore_checkpoint(**prepared, options, {rank.worker.get()});
     if (!first_step) return first_step.error();

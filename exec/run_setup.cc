@@ -12,11 +12,13 @@ namespace baton::exec {
 
 namespace {
 
-// B's run since the previous STEP, for every STEP of one worker's list.
-std::vector<int> local_step_counts(const std::vector<Action>& actions) {
+// B's (or W's) of `stage` run since the stage's previous STEP, for every STEP
+// of the stage in one worker's list.
+std::vector<int> local_step_counts(const std::vector<Action>& actions, int stage) {
   std::vector<int> counts;
   int backwards = 0;
   for (const Action& action : actions) {
+    if (action.stage != stage) continue;
     if (action.kind == ActionKind::kBackward || action.kind == ActionKind::kBackwardWeight) ++backwards;
     if (action.kind == ActionKind::kStep) {
       counts.push_back(backwards);
@@ -26,18 +28,22 @@ std::vector<int> local_step_counts(const std::vector<Action>& actions) {
   return counts;
 }
 
-std::vector<std::vector<int>> step_divisors(const Program& program) {
+std::vector<std::map<int, std::vector<int>>> step_divisors(const Program& program) {
   const int workers = program.num_workers();
-  std::vector<std::vector<int>> local(static_cast<size_t>(workers));
-  for (int w = 0; w < workers; ++w) local[static_cast<size_t>(w)] = local_step_counts(program.actions[static_cast<size_t>(w)]);
-  std::vector<std::vector<int>> divisors = local;
-  for (const std::vector<int>& group : workers_by_stage(program)) {
+  std::vector<std::map<int, std::vector<int>>> local(static_cast<size_t>(workers));
+  for (int w = 0; w < workers; ++w)
+    for (int s : stages_of(program.workers[static_cast<size_t>(w)]))
+      local[static_cast<size_t>(w)][s] = local_step_counts(program.actions[static_cast<size_t>(w)], s);
+  std::vector<std::map<int, std::vector<int>>> divisors = local;
+  const std::vector<std::vector<int>> by_stage = workers_by_stage(program);
+  for (int s = 0; s < static_cast<int>(by_stage.size()); ++s) {
+    const std::vector<int>& group = by_stage[static_cast<size_t>(s)];
     if (group.size() < 2) continue;
     for (int w : group) {
-      std::vector<int>& mine = divisors[static_cast<size_t>(w)];
+      std::vector<int>& mine = divisors[static_cast<size_t>(w)][s];
       std::fill(mine.begin(), mine.end(), 0);
       for (int peer : group) {
-        const std::vector<int>& theirs = local[static_cast<size_t>(peer)];
+        const std::vector<int>& theirs = local[static_cast<size_t>(peer)][s];
         for (size_t n = 0; n < mine.size() && n < theirs.size(); ++n) mine[n] += theirs[n];
       }
     }
@@ -58,7 +64,11 @@ std::vector<int> stage0_versions(const Program& program) {
   return versions;
 }
 
-Status check_checkpoint_options(const TrainOptions& options) {
+Status check_checkpoint_options(const TrainOptions& options, const Plan& plan) {
+  if ((options.checkpoint_every > 0 || options.resume) && runs_chunks(plan.schedule))
+    return Error{fmt::format("checkpoints of {} are not supported yet: its workers run several stages each, and a "
+                             "checkpoint holds one stage per worker",
+                             schedule_name(plan.schedule))};
   if (options.checkpoint_every < 0)
     return Error{fmt::format("checkpoint_every is {}; it must be >= 1 (or 0 for none)", options.checkpoint_every)};
   if ((options.checkpoint_every > 0 || options.resume) && options.checkpoint_dir.empty())
@@ -69,7 +79,7 @@ Status check_checkpoint_options(const TrainOptions& options) {
 }  // namespace
 
 Result<std::unique_ptr<PreparedRun>> prepare_run(const Plan& plan, const TrainOptions& options) {
-  if (Status s = check_checkpoint_options(options); !s) return s.error();
+  if (Status s = check_checkpoint_options(options, plan); !s) return s.error();
   auto fault = fault_from_environment();
   if (!fault) return fault.error();
   auto model = make_model(options.model);
@@ -97,17 +107,20 @@ Result<std::unique_ptr<PreparedRun>> prepare_run(const Plan& plan, const TrainOp
 }
 
 WorkerSetup worker_setup(const PreparedRun& run, int worker, const TrainOptions& options,
-                         Transport* transport, Reducer* reducer) {
+                         Transport* transport, const std::vector<Reducer*>& reducers) {
   const WorkerInfo& info = run.program.workers[static_cast<size_t>(worker)];
   WorkerSetup setup;
   setup.program = &run.program;
   setup.worker = worker;
-  setup.stage = &run.stages[static_cast<size_t>(info.stage)];
+  const std::vector<int> stages = stages_of(info);
+  for (size_t c = 0; c < stages.size(); ++c) {
+    const int s = stages[c];
+    setup.chunks.push_back(ChunkSetup{s, &run.stages[static_cast<size_t>(s)], c < reducers.size() ? reducers[c] : nullptr,
+                                      run.step_divisors[static_cast<size_t>(worker)].at(s)});
+  }
   setup.microbatch_size = run.plan.microbatch_size;
   setup.options = options;
   setup.transport = transport;
-  setup.reducer = reducer;
-  setup.step_divisors = run.step_divisors[static_cast<size_t>(worker)];
   setup.forward_versions = run.stage0_versions;
   setup.fault = run.fault;
   return setup;

@@ -14,6 +14,7 @@
 // Thread safety: a PreparedRun is immutable once built.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -32,7 +33,7 @@ struct PreparedRun {
   Plan plan;
   Program program;
   std::vector<StageModel> stages;                  // [stage]
-  std::vector<std::vector<int>> step_divisors;     // [worker][round]
+  std::vector<std::map<int, std::vector<int>>> step_divisors;  // [worker][stage][round]
   std::vector<int> stage0_versions;                // [microbatch], vertical sync only
   std::optional<InjectedFault> fault;              // from BATON_INJECT_FAULT
 };
@@ -42,8 +43,10 @@ struct PreparedRun {
 // folder for checkpoint_every or resume.
 Result<std::unique_ptr<PreparedRun>> prepare_run(const Plan& plan, const TrainOptions& options);
 
+// `reducers`: one per stage the worker runs (stages_of order), null where the
+// stage has no replicas.
 WorkerSetup worker_setup(const PreparedRun& run, int worker, const TrainOptions& options,
-                         Transport* transport, Reducer* reducer);
+                         Transport* transport, const std::vector<Reducer*>& reducers);
 
 // The spans of one step, sorted by (start, worker, action_index), as a measured Trace.
 Trace measured_trace(const Program& program, std::vector<Span> spans);

@@ -23,7 +23,7 @@ struct ThreadsWorld {
   std::unique_ptr<Mailbox> mailbox;
   std::vector<std::unique_ptr<ThreadsReduceGroup>> groups;  // [stage], null when not replicated
   std::vector<std::unique_ptr<ThreadsTransport>> transports; // [worker]
-  std::vector<std::unique_ptr<ThreadsReducer>> reducers;     // [worker], null when not replicated
+  std::vector<std::unique_ptr<ThreadsReducer>> reducers;     // one per (worker, stage), null when not replicated
   std::vector<std::unique_ptr<Worker>> workers;
 
   void abort() {
@@ -44,10 +44,14 @@ ThreadsWorld make_world(const PreparedRun& run, const TrainOptions& options) {
   for (int w = 0; w < run.program.num_workers(); ++w) {
     const WorkerInfo& info = run.program.workers[static_cast<size_t>(w)];
     world.transports.push_back(std::make_unique<ThreadsTransport>(*world.mailbox));
-    ThreadsReduceGroup* group = world.groups[static_cast<size_t>(info.stage)].get();
-    world.reducers.push_back(group ? std::make_unique<ThreadsReducer>(*group, info.replica) : nullptr);
-    world.workers.push_back(std::make_unique<Worker>(
-        worker_setup(run, w, options, world.transports.back().get(), world.reducers.back().get())));
+    std::vector<Reducer*> reducers;
+    for (int s : stages_of(info)) {
+      ThreadsReduceGroup* group = world.groups[static_cast<size_t>(s)].get();
+      world.reducers.push_back(group ? std::make_unique<ThreadsReducer>(*group, info.replica) : nullptr);
+      reducers.push_back(world.reducers.back().get());
+    }
+    world.workers.push_back(
+        std::make_unique<Worker>(worker_setup(run, w, options, world.transports.back().get(), reducers)));
   }
   return world;
 }
@@ -105,12 +109,13 @@ std::vector<Worker*> all_workers(const ThreadsWorld& world) {
   return workers;
 }
 
+// Stage by stage, from the stage's replica 0.
 Weights final_weights(const PreparedRun& run, const ThreadsWorld& world) {
   Weights weights;
-  for (size_t w = 0; w < world.workers.size(); ++w) {
-    const WorkerInfo& info = run.program.workers[w];
-    if (info.replica != 0) continue;
-    auto layers = stage_weights(run.stages[static_cast<size_t>(info.stage)], world.workers[w]->live()->params);
+  const std::vector<std::vector<int>> by_stage = workers_by_stage(run.program);
+  for (int s = 0; s < run.program.num_stages; ++s) {
+    const int w = by_stage[static_cast<size_t>(s)].front();
+    auto layers = stage_weights(run.stages[static_cast<size_t>(s)], world.workers[static_cast<size_t>(w)]->live_of_stage(s)->params);
     for (auto& layer : layers) weights.layers.push_back(std::move(layer));
   }
   return weights;

@@ -26,22 +26,43 @@ Seconds thread_cpu_time() {
 }  // namespace
 
 Worker::Worker(WorkerSetup setup) : setup_(std::move(setup)) {
-  const StageModel& stage = *setup_.stage;
-  live_ = counter_.make(0, stage.initial_params(setup_.options.seed));
-  gradient_flat_ = at::zeros({stage.num_elements()});
-  gradient_views_ = stage.views_of(gradient_flat_);
+  for (const ChunkSetup& chunk : setup_.chunks) {
+    Chunk state;
+    state.setup = chunk;
+    state.live = counter_.make(0, chunk.model->initial_params(setup_.options.seed));
+    state.gradient_flat = at::zeros({chunk.model->num_elements()});
+    state.gradient_views = chunk.model->views_of(state.gradient_flat);
+    chunks_.push_back(std::move(state));
+  }
+  cur_ = &chunks_.front();
   for (const Action& action : setup_.program->actions[static_cast<size_t>(setup_.worker)])
     split_backward_ = split_backward_ || action.kind == ActionKind::kBackwardInput;
 }
 
-int64_t Worker::sequence(int microbatch) const {
+Worker::Chunk& Worker::chunk_for(int stage) {
+  for (Chunk& chunk : chunks_)
+    if (chunk.setup.stage == stage) return chunk;
+  throw std::runtime_error(fmt::format("worker {} does not run stage {}", setup_.worker, stage));
+}
+
+const VersionPtr& Worker::live_of_stage(int stage) const {
+  for (const Chunk& chunk : chunks_)
+    if (chunk.setup.stage == stage) return chunk.live;
+  throw std::runtime_error(fmt::format("worker {} does not run stage {}", setup_.worker, stage));
+}
+
+int64_t Worker::sample_index(int microbatch) const {
   return static_cast<int64_t>(step_) * setup_.program->microbatches + microbatch;
+}
+
+int64_t Worker::sequence(int receiving_stage, int microbatch) const {
+  return sample_index(microbatch) * setup_.program->num_stages + receiving_stage;
 }
 
 void Worker::begin_iteration(int step) {
   step_ = step;
-  pass_base_ = live_->number;
-  inflight_.assign(static_cast<size_t>(setup_.program->microbatches), InFlight{});
+  pass_base_ = chunks_.front().live->number;
+  for (Chunk& chunk : chunks_) chunk.inflight.assign(static_cast<size_t>(setup_.program->microbatches), InFlight{});
   losses_.clear();
   kept_.clear();
   uses_left_.clear();
@@ -50,21 +71,22 @@ void Worker::begin_iteration(int step) {
     if (action.kind != ActionKind::kForward) continue;
     ++uses_left_[pass_base_ + setup_.forward_versions[static_cast<size_t>(action.microbatch)]];
   }
-  if (uses_left_.count(live_->number) > 0) kept_[live_->number] = live_;
+  const VersionPtr& live = chunks_.front().live;
+  if (uses_left_.count(live->number) > 0) kept_[live->number] = live;
 }
 
 Status Worker::post_receives() {
-  const StageModel& stage = *setup_.stage;
   const int64_t batch = setup_.microbatch_size;
   for (const Action& action : setup_.program->actions[static_cast<size_t>(setup_.worker)]) {
     if (!is_recv(action.kind)) continue;
+    const StageModel& stage = *chunk_for(action.stage).setup.model;
     const bool activation = action.kind == ActionKind::kRecvAct;
     const MessageKey key{action.peer, setup_.worker, activation ? Payload::kActivation : Payload::kGradient,
-                         sequence(action.microbatch)};
+                         sequence(action.stage, action.microbatch)};
     auto posted = activation ? setup_.transport->post_recv(key, stage.input_shape(batch), stage.input_dtype())
                              : setup_.transport->post_recv(key, stage.output_shape(batch), at::kFloat);
     if (!posted) return posted.error();
-    posted_[{action.kind, action.microbatch}] = std::move(*posted);
+    posted_[{action.kind, action.stage, action.microbatch}] = std::move(*posted);
   }
   return ok_status();
 }
@@ -95,6 +117,7 @@ Status Worker::run_iteration(int step, Clock::time_point origin, std::vector<Spa
     const Seconds cpu_start = is_compute(action.kind) ? thread_cpu_time() : Seconds();
     Result<Timing> timing = Error{};
     try {
+      cur_ = &chunk_for(action.stage);
       timing = run_action(action);
     } catch (const std::exception& e) {
       timing = Error{e.what()};
@@ -125,8 +148,12 @@ Status Worker::run_iteration(int step, Clock::time_point origin, std::vector<Spa
 }
 
 Result<StageState> Worker::boundary_state() const {
-  for (size_t k = 0; k < inflight_.size(); ++k) {
-    const InFlight& mb = inflight_[k];
+  if (chunks_.size() != 1)
+    return Error{fmt::format("worker {} runs {} chunks: checkpoints hold one stage per worker", setup_.worker,
+                             chunks_.size())};
+  const Chunk& chunk = chunks_.front();
+  for (size_t k = 0; k < chunk.inflight.size(); ++k) {
+    const InFlight& mb = chunk.inflight[k];
     if (mb.received.defined() || mb.input.defined() || mb.output.defined() || mb.version ||
         mb.grad_output.defined() || mb.grad_input.defined())
       return Error{fmt::format("worker {}: microbatch {} is in flight at the iteration boundary", setup_.worker, k)};
@@ -138,16 +165,27 @@ Result<StageState> Worker::boundary_state() const {
                              setup_.worker, kept_.begin()->first)};
   }
   std::vector<at::Tensor> flat;
-  for (const at::Tensor& p : live_->params) flat.push_back(p.detach().reshape({-1}));
-  return StageState{live_->number, at::cat(flat), gradient_flat_.clone()};
+  for (const at::Tensor& p : chunk.live->params) flat.push_back(p.detach().reshape({-1}));
+  return StageState{chunk.live->number, at::cat(flat), chunk.gradient_flat.clone()};
 }
 
 void Worker::restore(const StageState& state) {
+  Chunk& chunk = chunks_.front();
   std::vector<at::Tensor> params;
-  for (const at::Tensor& view : setup_.stage->views_of(state.weights)) params.push_back(view.clone());
-  live_.reset();  // first, so that the version count stays what it was
-  live_ = counter_.make(state.weight_version, as_leaves(std::move(params)));
-  gradient_flat_.copy_(state.gradient);
+  for (const at::Tensor& view : chunk.setup.model->views_of(state.weights)) params.push_back(view.clone());
+  chunk.live.reset();  // first, so that the version count stays what it was
+  chunk.live = counter_.make(state.weight_version, as_leaves(std::move(params)));
+  chunk.gradient_flat.copy_(state.gradient);
+}
+
+const at::Tensor& Worker::output_gradient(InFlight& mb, int microbatch) {
+  if (!mb.grad_output.defined()) {
+    // No RECV_GRAD: the worker runs the next stage too and its backward ran first.
+    InFlight& next = chunk_for(cur_->setup.stage + 1).inflight[static_cast<size_t>(microbatch)];
+    mb.grad_output = std::move(next.grad_input);
+    next.grad_input = at::Tensor();
+  }
+  return mb.grad_output;
 }
 
 Result<Worker::Timing> Worker::run_action(const Action& action) {
@@ -167,7 +205,7 @@ Result<Worker::Timing> Worker::run_action(const Action& action) {
 }
 
 Result<VersionPtr> Worker::version_for_forward(int microbatch) {
-  if (setup_.forward_versions.empty()) return live_;
+  if (setup_.forward_versions.empty()) return cur_->live;
   const int number = pass_base_ + setup_.forward_versions[static_cast<size_t>(microbatch)];
   auto it = kept_.find(number);
   if (it == kept_.end()) return Error{fmt::format("vertical sync: weight version {} is not held", number)};
@@ -177,22 +215,26 @@ Result<VersionPtr> Worker::version_for_forward(int microbatch) {
 }
 
 Result<Worker::Timing> Worker::forward(int microbatch) {
-  InFlight& mb = inflight_[static_cast<size_t>(microbatch)];
+  InFlight& mb = cur_->inflight[static_cast<size_t>(microbatch)];
   auto version = version_for_forward(microbatch);
   if (!version) return version.error();
-  const StageModel& stage = *setup_.stage;
+  const StageModel& stage = *cur_->setup.model;
   const ModelDef& model = stage.model();
   const int64_t batch = setup_.microbatch_size;
   Timing timing{Clock::now(), {}, 0};
   if (stage.is_first()) {
-    mb.input = model.sample(setup_.options.seed, sequence(microbatch) * batch, batch).input;
+    mb.input = model.sample(setup_.options.seed, sample_index(microbatch) * batch, batch).input;
   } else {
-    mb.input = mb.received.detach().requires_grad_(true);
+    // No RECV_ACT: the worker runs the previous stage too, which ran F k first.
+    const at::Tensor& source = mb.received.defined()
+                                   ? mb.received
+                                   : chunk_for(cur_->setup.stage - 1).inflight[static_cast<size_t>(microbatch)].output;
+    mb.input = source.detach().requires_grad_(true);
     mb.received = at::Tensor();
   }
   mb.output = stage.forward(mb.input, (*version)->params, split_backward_ ? &mb.layer_outputs : nullptr);
   if (stage.is_last()) {
-    mb.output = model.loss(mb.output, model.sample(setup_.options.seed, sequence(microbatch) * batch, batch).target);
+    mb.output = model.loss(mb.output, model.sample(setup_.options.seed, sample_index(microbatch) * batch, batch).target);
     losses_.emplace_back(microbatch, mb.output.item<double>());
   }
   mb.version = std::move(*version);
@@ -204,30 +246,30 @@ Result<Worker::Timing> Worker::forward(int microbatch) {
 // Without weight stashing: the forward again, from the stashed input, with
 // the live weights (the last stage's loss included).
 at::Tensor Worker::recompute_with_live(InFlight& mb, int microbatch) {
-  const StageModel& stage = *setup_.stage;
+  const StageModel& stage = *cur_->setup.model;
   if (!stage.is_first()) mb.input = mb.input.detach().requires_grad_(true);
-  at::Tensor out = stage.forward(mb.input, live_->params);
+  at::Tensor out = stage.forward(mb.input, cur_->live->params);
   if (!stage.is_last()) return out;
   const int64_t batch = setup_.microbatch_size;
-  const Sample sample = stage.model().sample(setup_.options.seed, sequence(microbatch) * batch, batch);
+  const Sample sample = stage.model().sample(setup_.options.seed, sample_index(microbatch) * batch, batch);
   return stage.model().loss(out, sample.target);
 }
 
 Result<Worker::Timing> Worker::backward(int microbatch) {
-  InFlight& mb = inflight_[static_cast<size_t>(microbatch)];
-  const StageModel& stage = *setup_.stage;
+  InFlight& mb = cur_->inflight[static_cast<size_t>(microbatch)];
+  const StageModel& stage = *cur_->setup.model;
   Timing timing{Clock::now(), {}, 0};
-  const VersionPtr& used = setup_.options.weight_stashing ? mb.version : live_;
+  const VersionPtr& used = setup_.options.weight_stashing ? mb.version : cur_->live;
   if (used != mb.version) mb.output = recompute_with_live(mb, microbatch);
   const bool input_grad = !stage.is_first();
   {  // scoped so that freeing the gradients counts as the backward's work
     std::vector<at::Tensor> inputs = used->params;
     if (input_grad) inputs.push_back(mb.input);
     std::vector<at::Tensor> grad_outputs;
-    if (!stage.is_last()) grad_outputs.push_back(mb.grad_output);
+    if (!stage.is_last()) grad_outputs.push_back(output_gradient(mb, microbatch));
     std::vector<at::Tensor> grads = torch::autograd::grad({mb.output}, inputs, grad_outputs);
     at::NoGradGuard no_grad;
-    for (size_t i = 0; i < gradient_views_.size(); ++i) gradient_views_[i].add_(grads[i]);
+    for (size_t i = 0; i < cur_->gradient_views.size(); ++i) cur_->gradient_views[i].add_(grads[i]);
     if (input_grad) mb.grad_input = grads.back();
   }
   mb.input = mb.output = mb.grad_output = at::Tensor();
@@ -238,15 +280,15 @@ Result<Worker::Timing> Worker::backward(int microbatch) {
 }
 
 Result<Worker::Timing> Worker::backward_input(int microbatch) {
-  InFlight& mb = inflight_[static_cast<size_t>(microbatch)];
-  const StageModel& stage = *setup_.stage;
+  InFlight& mb = cur_->inflight[static_cast<size_t>(microbatch)];
+  const StageModel& stage = *cur_->setup.model;
   Timing timing{Clock::now(), {}, 0};
   if (mb.layer_outputs.empty())
     return Error{fmt::format("I{0} runs before F{0} or after its stash was released", microbatch)};
   std::vector<at::Tensor> wrt = mb.layer_outputs;
   if (!stage.is_first()) wrt.push_back(mb.input);
   std::vector<at::Tensor> grad_outputs;
-  if (!stage.is_last()) grad_outputs.push_back(mb.grad_output);
+  if (!stage.is_last()) grad_outputs.push_back(output_gradient(mb, microbatch));
   std::vector<at::Tensor> grads = torch::autograd::grad({mb.output}, wrt, grad_outputs, /*retain_graph=*/true);
   if (!stage.is_first()) {
     mb.grad_input = grads.back();
@@ -259,11 +301,11 @@ Result<Worker::Timing> Worker::backward_input(int microbatch) {
 }
 
 Result<Worker::Timing> Worker::backward_weight(int microbatch) {
-  InFlight& mb = inflight_[static_cast<size_t>(microbatch)];
+  InFlight& mb = cur_->inflight[static_cast<size_t>(microbatch)];
   Timing timing{Clock::now(), {}, 0};
   if (mb.layer_grads.size() != mb.layer_outputs.size() || mb.layer_outputs.empty())
     return Error{fmt::format("W{0} runs before I{0} or after its stash was released", microbatch)};
-  const StageModel& stage = *setup_.stage;
+  const StageModel& stage = *cur_->setup.model;
   size_t first_param = 0;
   for (size_t l = 0; l < mb.layer_outputs.size(); ++l) {
     std::vector<at::Tensor> params = stage.layer_params(mb.version->params, l);
@@ -272,7 +314,7 @@ Result<Worker::Timing> Worker::backward_weight(int microbatch) {
     std::vector<at::Tensor> grads = torch::autograd::grad({mb.layer_outputs[l]}, params, {mb.layer_grads[l]},
                                                           /*retain_graph=*/true);
     at::NoGradGuard no_grad;
-    for (size_t p = 0; p < grads.size(); ++p) gradient_views_[first_param + p].add_(grads[p]);
+    for (size_t p = 0; p < grads.size(); ++p) cur_->gradient_views[first_param + p].add_(grads[p]);
     first_param += params.size();
   }
   mb.input = mb.output = mb.grad_output = at::Tensor();
@@ -285,12 +327,12 @@ Result<Worker::Timing> Worker::backward_weight(int microbatch) {
 }
 
 Result<Worker::Timing> Worker::send(const Action& action) {
-  InFlight& mb = inflight_[static_cast<size_t>(action.microbatch)];
+  InFlight& mb = cur_->inflight[static_cast<size_t>(action.microbatch)];
   const bool activation = action.kind == ActionKind::kSendAct;
   at::Tensor tensor = activation ? mb.output.detach() : mb.grad_input;
   if (!activation) mb.grad_input = at::Tensor();
   const MessageKey key{setup_.worker, action.peer, activation ? Payload::kActivation : Payload::kGradient,
-                       sequence(action.microbatch)};
+                       sequence(action.stage + (activation ? 1 : -1), action.microbatch)};
   Timing timing{Clock::now(), {}, static_cast<int64_t>(tensor.nbytes())};
   auto pending = setup_.transport->send(key, tensor);
   if (!pending) return pending.error();
@@ -300,9 +342,9 @@ Result<Worker::Timing> Worker::send(const Action& action) {
 }
 
 Result<Worker::Timing> Worker::recv(const Action& action) {
-  InFlight& mb = inflight_[static_cast<size_t>(action.microbatch)];
+  InFlight& mb = cur_->inflight[static_cast<size_t>(action.microbatch)];
   const bool activation = action.kind == ActionKind::kRecvAct;
-  const auto posted = posted_.find({action.kind, action.microbatch});
+  const auto posted = posted_.find({action.kind, action.stage, action.microbatch});
   if (posted == posted_.end()) return Error{fmt::format("{} was not posted", to_string(action))};
   Timing timing{Clock::now(), {}, 0};
   auto tensor = posted->second->wait(setup_.options.timeout);
@@ -316,9 +358,9 @@ Result<Worker::Timing> Worker::recv(const Action& action) {
 }
 
 Result<Worker::Timing> Worker::allreduce() {
-  if (setup_.reducer == nullptr) return Error{"ALLREDUCE on a stage without replicas"};
-  Timing timing{Clock::now(), {}, static_cast<int64_t>(gradient_flat_.nbytes())};
-  auto pending = setup_.reducer->allreduce(gradient_flat_);
+  if (cur_->setup.reducer == nullptr) return Error{"ALLREDUCE on a stage without replicas"};
+  Timing timing{Clock::now(), {}, static_cast<int64_t>(cur_->gradient_flat.nbytes())};
+  auto pending = cur_->setup.reducer->allreduce(cur_->gradient_flat);
   if (!pending) return pending.error();
   timing.end = Clock::now();
   reduces_.push_back(Outstanding{-1, std::move(*pending)});
@@ -329,25 +371,25 @@ Result<Worker::Timing> Worker::step(int round) {
   const Clock::time_point wait_start = Clock::now();
   const Status reduced = drain(reduces_);
   if (!reduced) return reduced.error();
-  const std::vector<int>& divisors = setup_.step_divisors;
+  const std::vector<int>& divisors = cur_->setup.step_divisors;
   if (round < 0 || round >= static_cast<int>(divisors.size()) || divisors[static_cast<size_t>(round)] < 1)
     return Error{fmt::format("STEP {} has no gradients to apply", round)};
   Timing timing{Clock::now(), {}, 0};
   stats_.waiting += since(wait_start, timing.start);
   const double scale = setup_.options.learning_rate / divisors[static_cast<size_t>(round)];
-  VersionPtr previous = std::move(live_);
+  VersionPtr previous = std::move(cur_->live);
   std::vector<at::Tensor> next;
   {
     at::NoGradGuard no_grad;
     next.reserve(previous->params.size());
-    for (size_t i = 0; i < gradient_views_.size(); ++i)
-      next.push_back(previous->params[i] - gradient_views_[i] * scale);
-    gradient_flat_.zero_();
+    for (size_t i = 0; i < cur_->gradient_views.size(); ++i)
+      next.push_back(previous->params[i] - cur_->gradient_views[i] * scale);
+    cur_->gradient_flat.zero_();
   }
   const int number = previous->number + 1;
   previous.reset();  // freed here unless a stash or a future forward holds it
-  live_ = counter_.make(number, as_leaves(std::move(next)));
-  if (uses_left_.count(live_->number) > 0) kept_[live_->number] = live_;
+  cur_->live = counter_.make(number, as_leaves(std::move(next)));
+  if (uses_left_.count(cur_->live->number) > 0) kept_[cur_->live->number] = cur_->live;
   timing.end = Clock::now();
   stats_.compute += since(timing.start, timing.end);
   return timing;

@@ -36,6 +36,12 @@
 // number (relative to this pass) stage 0 used for k, `forward_versions[k]`,
 // kept alive until its last forward. Without weight stashing (a study mode),
 // B recomputes its forward from the stashed input with the live version.
+// Several chunks (interleaved-1f1b, zbv, dualpipev): each stage the worker
+// runs has its own weights, gradient buffer, replica group and stashes, and an
+// action works on the chunk its stage names. Where the worker runs both sides
+// of a cut (a V's turn) there is no transfer: F of the later stage takes the
+// earlier one's output, and its input gradient becomes the earlier one's
+// output gradient, in this worker's memory.
 // Spans: one per action, times from `origin` (see exec/executor.h).
 // Between iterations nothing is in flight (see boundary_state), so the live
 // version, its number and the gradient buffer are the whole training state.
@@ -46,6 +52,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "exec/checkpoint.h"
@@ -60,15 +67,21 @@ namespace baton::exec {
 
 using Clock = std::chrono::steady_clock;
 
+// One stage the worker runs (a chunk, when the schedule runs several per worker).
+struct ChunkSetup {
+  int stage = 0;
+  const StageModel* model = nullptr;
+  Reducer* reducer = nullptr;        // null unless the stage has replicas
+  std::vector<int> step_divisors;    // [round]
+};
+
 struct WorkerSetup {
   const Program* program = nullptr;
   int worker = 0;
-  const StageModel* stage = nullptr;
+  std::vector<ChunkSetup> chunks;    // the worker's stages, increasing; one unless it runs chunks
   int microbatch_size = 1;
   TrainOptions options;
   Transport* transport = nullptr;
-  Reducer* reducer = nullptr;        // null unless the stage has replicas
-  std::vector<int> step_divisors;    // [round]
   std::vector<int> forward_versions; // [microbatch], vertical sync only; else empty
   std::optional<InjectedFault> fault; // carried out at the start of its step if it names this worker
 };
@@ -88,13 +101,16 @@ class Worker {
   const WorkerStats& stats() const { return stats_; }
   // (microbatch, loss) of the last iteration; last stage only.
   const std::vector<std::pair<int, double>>& losses() const { return losses_; }
-  const VersionPtr& live() const { return live_; }
+  const VersionPtr& live() const { return chunks_.front().live; }
+  // The live version of one of the worker's stages.
+  const VersionPtr& live_of_stage(int stage) const;
   int worker() const { return setup_.worker; }
 
   // Between iterations: the state a checkpoint keeps. An iteration ends with
   // every B after its F (stashes released), every transfer and all-reduce
   // drained, and every version kept for vertical sync used, so nothing is in
-  // flight; an Error names what is if that ever fails to hold.
+  // flight; an Error names what is if that ever fails to hold. One chunk
+  // only (prepare_run refuses checkpoints of schedules that run chunks).
   Result<StageState> boundary_state() const;
   // Between iterations: continues from `state` (weights, version number,
   // gradient buffer) instead of the initial weights.
@@ -121,6 +137,18 @@ class Worker {
     PendingPtr pending;
   };
 
+  struct Chunk {
+    ChunkSetup setup;
+    VersionPtr live;
+    at::Tensor gradient_flat;
+    std::vector<at::Tensor> gradient_views;
+    std::vector<InFlight> inflight;   // [microbatch], this iteration
+  };
+
+  Chunk& chunk_for(int stage);
+  // The output gradient of microbatch k on the current chunk: received, or
+  // handed over by the worker's own next stage.
+  const at::Tensor& output_gradient(InFlight& mb, int microbatch);
   void begin_iteration(int step);
   Status post_receives();
   Result<Timing> run_action(const Action& action);
@@ -138,20 +166,22 @@ class Worker {
   void poll_outstanding(std::vector<Outstanding>& list);
   Status drain(std::vector<Outstanding>& list);
   void mark_end(int span, Clock::time_point t);
-  int64_t sequence(int microbatch) const;
+  // Message number of microbatch k's transfer to `receiving_stage` (unique per
+  // run, payload and receiver): (step M + k) S + receiving_stage.
+  int64_t sequence(int receiving_stage, int microbatch) const;
+  // The first stage's sample number of microbatch k: step M + k.
+  int64_t sample_index(int microbatch) const;
 
   WorkerSetup setup_;
   VersionCounter counter_;            // declared before every VersionPtr holder
-  VersionPtr live_;
+  std::vector<Chunk> chunks_;         // one per ChunkSetup
+  Chunk* cur_ = nullptr;              // the chunk of the action being run
   std::map<int, VersionPtr> kept_;    // vertical sync: versions future forwards need
   std::map<int, int> uses_left_;      // vertical sync: forwards left per version number
-  at::Tensor gradient_flat_;
-  std::vector<at::Tensor> gradient_views_;
   bool split_backward_ = false;       // the worker's list holds I/W passes
-  std::vector<InFlight> inflight_;    // [microbatch], this iteration
   std::vector<Outstanding> sends_;
   std::vector<Outstanding> reduces_;
-  std::map<std::pair<ActionKind, int>, PostedRecvPtr> posted_;  // (RECV kind, microbatch)
+  std::map<std::tuple<ActionKind, int, int>, PostedRecvPtr> posted_;  // (RECV kind, stage, microbatch)
   std::vector<std::pair<int, double>> losses_;
   WorkerStats stats_;
   int step_ = 0;

@@ -41,6 +41,7 @@ struct RunArgs {
   int microbatches = 0;
   int microbatch_size = 0;
   bool vertical_sync = false;
+  int virtual_stages = 0;  // interleaved-1f1b: chunks per worker (0: the plan's, else 2)
   bool no_stashing = false;
   double learning_rate = 0.05;
   uint64_t seed = 1;
@@ -113,6 +114,9 @@ std::pair<Plan, exec::ModelInfo> plan_from_stages(const RunArgs& args) {
   plan.stages = take(parse_stages(args.stages));
   plan.microbatches = 8;
   plan.microbatch_size = profile.microbatch_size;
+  // The schedule first: one that runs chunks puts several stages on one device.
+  if (!args.schedule.empty()) plan = plan_with_schedule(plan, take(parse_schedule(args.schedule)), profile.num_layers());
+  if (plan.schedule == Schedule::kInterleaved1F1B) plan.virtual_stages = args.virtual_stages > 0 ? args.virtual_stages : 2;
   check_plan_fits_topology(plan, topology, args.topology, "--stages");
   take(assign_devices(plan, topology));
   take(check_plan(plan, profile, topology, "--stages"));
@@ -142,6 +146,11 @@ std::pair<Plan, exec::ModelInfo> resolve_plan(const RunArgs& args) {
   // dp runs the whole model as one stage on as many workers as the plan has.
   if (!args.schedule.empty())
     plan = plan_with_schedule(plan, take(parse_schedule(args.schedule)), static_cast<int>(model.layer_names.size()));
+  if (args.virtual_stages > 0) {
+    if (plan.schedule != Schedule::kInterleaved1F1B)
+      throw UsageError("run: --virtual-stages applies to interleaved-1f1b (zbv and dualpipev run 2 chunks per worker)");
+    plan.virtual_stages = args.virtual_stages;
+  }
   if (args.microbatches > 0) plan.microbatches = args.microbatches;
   if (args.microbatch_size > 0) plan.microbatch_size = args.microbatch_size;
   if (args.vertical_sync) plan.vertical_sync = true;
@@ -252,6 +261,9 @@ void add_run_command(CLI::App& app, CommandResult& result) {
                   "the cluster: with --stages, where the stages go; with --plan, checked to have its devices");
   cmd->add_option("--stages", args->stages, "stages as half-open layer ranges with replicas, e.g. 0-3,3-6x2");
   cmd->add_option("--schedule", args->schedule, fmt::format("{} (default: the plan's)", schedule_names()));
+  cmd->add_option("--virtual-stages", args->virtual_stages,
+                  "interleaved-1f1b: chunks (listed stages) per worker, >= 2 (default: the plan's, else 2)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--model", args->model, "mlp | vgg-mini | gpt-mini (default: the plan's)");
   cmd->add_option("--backend", args->backend, "threads (default) | gloo")->check(CLI::IsMember({"threads", "gloo"}));
   cmd->add_option("--nproc", args->nproc, "gloo: ranks to start here (default and only value: the plan's workers)");

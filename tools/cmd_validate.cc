@@ -197,10 +197,16 @@ Topology obtain_topology(const ValidateArgs& args, const fs::path& dir, nlohmann
 
 // The plan of one schedule: --stages as given, dp as the whole model on every
 // rank, otherwise the planner's choice (baton cost model, SGD) for that schedule.
+// A schedule that runs chunks takes the listed stages as its chunks: 2 per
+// rank for zbv and dualpipev, stages / --nproc for interleaved-1f1b.
 Plan plan_for(Schedule schedule, const ValidateArgs& args, const Profile& profile, const Topology& topology) {
   Plan plan;
   if (!args.stages.empty() && schedule != Schedule::kDataParallel) {
     plan.stages = take(parse_stages(args.stages));
+    if (runs_chunks(schedule))
+      plan.virtual_stages = schedule == Schedule::kInterleaved1F1B
+                                ? std::max(2, plan.num_stages() / std::max(args.nproc, 1))
+                                : 2;
   } else if (schedule == Schedule::kDataParallel) {
     plan = data_parallel_plan(profile, args.nproc, args.microbatches);
   } else {

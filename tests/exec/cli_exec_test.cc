@@ -71,12 +71,16 @@ TEST_CASE("gloo ranks reach the weights of the single-process references", "[exe
                         {"gloo-dp", "0-6x2", Schedule::kDataParallel, 4},
                         {"gloo-zb-h1", "0-2,2-4,4-6", Schedule::kZbH1, 6},
                         {"gloo-zb-h2", "0-3x2,3-6", Schedule::kZbH2, 4},
+                        {"gloo-interleaved", "0-2x2,2-3x2,3-5x2,5-6x2", Schedule::kInterleaved1F1B, 8},
+                        {"gloo-zbv", "0-1,1-2,2-3,3-4,4-5,5-6", Schedule::kZbV, 6},
+                        {"gloo-dualpipev", "0-2,2-3,3-5,5-6", Schedule::kDualPipeV, 4},
                         {"gloo-pipedream", "0-3x2,3-6", Schedule::kPipeDream, 8}};
   const exec::TrainOptions options = train_options("mlp", 2);
   for (const Case& c : cases) {
     INFO(c.name);
     const fs::path dir = scratch_dir(c.name);
-    const Plan plan = exec_plan(c.stages, c.schedule, c.microbatches);
+    Plan plan = exec_plan(c.stages, c.schedule, c.microbatches);
+    if (runs_chunks(c.schedule)) plan.virtual_stages = 2;  // two chunks per rank
     const std::string weights_path = (dir / "weights.json").string();
     const std::string trace_path = (dir / "trace.json").string();
     const CliRun run = run_baton(fmt::format("{} --backend gloo --nproc {} --save-weights '{}' --trace '{}'",
@@ -117,13 +121,13 @@ TEST_CASE("a plan that does not fit the model or the ranks is refused before any
     CHECK(run.err.find("stages[1].layers = [3, 8) goes past the end of model 'mlp', which has 6 layers") !=
           std::string::npos);
   }
-  SECTION("a schedule that runs several chunks per worker, which the executor does not run yet") {
-    Plan plan = exec_plan("0-2,2-3,3-5,5-6", Schedule::kInterleaved1F1B, 4);
+  SECTION("a schedule that runs chunks, with a stage count its chunks cannot place") {
+    Plan plan = exec_plan("0-2,2-3,3-6", Schedule::kInterleaved1F1B, 4);
     plan.virtual_stages = 2;
     const CliRun run = run_baton(run_arguments(write_plan(dir, "chunks", plan), options) + " --backend threads",
                                  "exec-refused");
     CHECK(run.exit_code == 2);
-    CHECK(run.err.find("the executor does not run interleaved-1f1b yet (several chunks per worker)") !=
+    CHECK(run.err.find("hold 3 stages, which interleaved-1f1b with 2 chunks per device cannot place") !=
           std::string::npos);
   }
   SECTION("more ranks than workers") {

@@ -56,6 +56,40 @@ TEST_CASE("flush schedules on threads equal single-process SGD on the same minib
   }
 }
 
+TEST_CASE("schedules that run several chunks per worker on threads equal single-process SGD", "[exec][threads][chunks]") {
+  struct Case {
+    const char* stages;
+    Schedule schedule;
+    int virtual_stages;
+    int microbatches;
+  };
+  // mlp's six layers as 4 or 6 chunks; p = stages / v ranks (x2: two whole pipelines).
+  const Case cases[] = {
+      {"0-2,2-3,3-5,5-6", Schedule::kInterleaved1F1B, 2, 4},
+      {"0-1,1-2,2-3,3-4,4-5,5-6", Schedule::kInterleaved1F1B, 3, 4},
+      {"0-1,1-2,2-3,3-4,4-5,5-6", Schedule::kInterleaved1F1B, 2, 6},
+      {"0-2x2,2-3x2,3-5x2,5-6x2", Schedule::kInterleaved1F1B, 2, 8},
+      {"0-2,2-3,3-5,5-6", Schedule::kZbV, 2, 4},
+      {"0-1,1-2,2-3,3-4,4-5,5-6", Schedule::kZbV, 2, 7},
+      {"0-2x2,2-3x2,3-5x2,5-6x2", Schedule::kZbV, 2, 8},
+      {"0-2,2-3,3-5,5-6", Schedule::kDualPipeV, 2, 4},
+      {"0-1,1-2,2-3,3-4,4-5,5-6", Schedule::kDualPipeV, 2, 9},
+      {"0-2x2,2-3x2,3-5x2,5-6x2", Schedule::kDualPipeV, 2, 8},
+  };
+  for (const Case& c : cases) {
+    Plan plan = exec_plan(c.stages, c.schedule, c.microbatches);
+    plan.virtual_stages = c.virtual_stages;
+    INFO(schedule_name(c.schedule) << " " << c.stages << " v=" << c.virtual_stages << " M=" << c.microbatches);
+    const Outcome outcome = run_against_reference(plan, train_options("mlp", 3));
+    CHECK(outcome.error <= kWeightTolerance);
+    REQUIRE(outcome.run.steps.size() == 3);
+    for (size_t s = 0; s < 3; ++s)
+      CHECK(outcome.run.steps[s].mean_loss == Approx(outcome.reference.mean_loss[s]).epsilon(1e-5));
+    // One span per action of the Program, keyed by the simulator's action ids.
+    CHECK(static_cast<int64_t>(outcome.run.trace.spans.size()) == build_program(plan).num_actions());
+  }
+}
+
 TEST_CASE("gpt-mini (integer tokens in, attention blocks) and vgg-mini pipelines equal their references",
           "[exec][threads]") {
   const Outcome gpt = run_against_reference(exec_plan("0-2,2-4,4-6", Schedule::kOneFOneB, 4, 2, "gpt-mini"),
