@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "exec/model.h"
+#include "exec/weight_grad.h"
 
 namespace baton::exec {
 
@@ -46,7 +47,7 @@ at::Tensor attention(const at::Tensor& h, const at::Tensor& w_qkv, const at::Ten
                      const at::Tensor& w_proj, const at::Tensor& b_proj) {
   const int64_t batch = h.size(0);
   const int64_t head_dim = kWidth / kHeads;
-  std::vector<at::Tensor> qkv = at::linear(h, w_qkv, b_qkv).chunk(3, -1);
+  std::vector<at::Tensor> qkv = linear(h, w_qkv, b_qkv).chunk(3, -1);
   const auto heads = [&](const at::Tensor& t) {  // [B, T, D] -> [B, H, T, Dh]
     return t.reshape({batch, kContext, kHeads, head_dim}).transpose(1, 2);
   };
@@ -55,7 +56,7 @@ at::Tensor attention(const at::Tensor& h, const at::Tensor& w_qkv, const at::Ten
   const at::Tensor future = at::ones({kContext, kContext}, at::kBool).triu(1);
   at::Tensor weights = at::softmax(scores.masked_fill(future, -INFINITY), -1);
   at::Tensor y = at::matmul(weights, heads(qkv[2])).transpose(1, 2).reshape({batch, kContext, kWidth});
-  return at::linear(y, w_proj, b_proj);
+  return linear(y, w_proj, b_proj);
 }
 
 LayerDef block_layer(int index) {
@@ -74,7 +75,7 @@ LayerDef block_layer(int index) {
     at::Tensor h = at::layer_norm(x, {kWidth}, p[0], p[1]);
     at::Tensor x1 = x + attention(h, p[2], p[3], p[4], p[5]);
     at::Tensor h2 = at::layer_norm(x1, {kWidth}, p[6], p[7]);
-    return x1 + at::linear(at::gelu(at::linear(h2, p[8], p[9])), p[10], p[11]);
+    return x1 + linear(at::gelu(linear(h2, p[8], p[9])), p[10], p[11]);
   };
   return layer;
 }
@@ -87,7 +88,7 @@ LayerDef head_layer() {
                   fan_in({kVocab, kWidth}, kWidth), fan_in({kVocab}, kWidth)};
   layer.output_shape = {kContext, kVocab};
   layer.forward = [](const at::Tensor& x, at::TensorList p) {
-    return at::linear(at::layer_norm(x, {kWidth}, p[0], p[1]), p[2], p[3]);
+    return linear(at::layer_norm(x, {kWidth}, p[0], p[1]), p[2], p[3]);
   };
   return layer;
 }

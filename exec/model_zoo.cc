@@ -6,6 +6,7 @@
 
 #include "exec/executor.h"
 #include "exec/model.h"
+#include "exec/weight_grad.h"
 
 namespace baton::exec {
 
@@ -31,7 +32,7 @@ LayerDef linear_layer(std::string name, int64_t in, int64_t out, bool relu) {
                   ParamDef{{out}, Init::kFanIn, static_cast<double>(in)}};
   layer.output_shape = {out};
   layer.forward = [relu](const at::Tensor& x, at::TensorList p) {
-    at::Tensor y = at::linear(x.flatten(1), p[0], p[1]);
+    at::Tensor y = linear(x.flatten(1), p[0], p[1]);
     return relu ? at::relu(y) : y;
   };
   return layer;

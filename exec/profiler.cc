@@ -8,12 +8,14 @@
 //                first and last stages do (exec/worker.cc): synthetic data
 //                costs time there, so the profile carries it
 //   backward l: grad of y_l w.r.t. (params_l, x_l), given dL/dy_l; before it,
-//                the zero-bubble split of the same product timed apart: I =
-//                grad w.r.t. x_l alone (nothing on the first layer), W = grad
-//                w.r.t. params_l alone (the graph kept for both). The profile
-//                keeps the fused backward as backward_ms and splits it in the
-//                ratio of the I and W medians (backward_input_ms,
-//                backward_weight_ms), so the halves add up to the whole
+//                the zero-bubble split of the same backward timed apart, as
+//                the executor runs it (exec/weight_grad.h): I = the backward
+//                with the linear layers' weight products put off (x_l's
+//                gradient and the other operators' parameters'), W = those
+//                products. The profile keeps the fused backward as
+//                backward_ms and splits it in the ratio of the I and W medians
+//                (backward_input_ms, backward_weight_ms), so the halves add up
+//                to the whole
 //   optimizer l: what the executor's STEP does to the layer's parameters
 //                (exec/worker.cc): w - lr * g out of place into new leaves,
 //                and the gradient buffer zeroed
@@ -30,6 +32,7 @@
 #include "exec/executor.h"
 #include "exec/model.h"
 #include "exec/stage.h"
+#include "exec/weight_grad.h"
 #include "sim/stats.h"
 
 namespace baton::exec {
@@ -95,12 +98,17 @@ void Profiler::measure_step(std::vector<LayerTimes>& times, std::vector<int64_t>
   for (size_t l = layers; l-- > 0;) {
     std::vector<at::Tensor> seeds;
     if (grad_output.defined()) seeds.push_back(grad_output);
-    times[l].input_s.push_back(l == 0 ? 0.0 : timed([&] {
-      torch::autograd::grad({outputs[l]}, {inputs[l]}, seeds, /*retain_graph=*/true);
+    WeightGradStore deferred;
+    times[l].input_s.push_back(timed([&] {
+      std::vector<at::Tensor> wrt = params[l];
+      if (l > 0) wrt.push_back(inputs[l]);
+      const DeferWeightGrads defer(deferred);
+      torch::autograd::grad({outputs[l]}, wrt, seeds, /*retain_graph=*/true, /*create_graph=*/false,
+                            /*allow_unused=*/true);
     }, false));
-    times[l].weight_s.push_back(params[l].empty() ? 0.0 : timed([&] {
-      torch::autograd::grad({outputs[l]}, params[l], seeds, /*retain_graph=*/true);
-    }, false));
+    std::vector<at::Tensor> scratch;
+    for (const at::Tensor& p : params[l]) scratch.push_back(at::zeros_like(p));
+    times[l].weight_s.push_back(timed([&] { deferred.apply(params[l], scratch); }, false));
     times[l].backward_s.push_back(timed([&] {
       std::vector<at::Tensor> wrt = params[l];
       if (l > 0) wrt.push_back(inputs[l]);

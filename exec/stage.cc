@@ -29,23 +29,15 @@ StageModel::StageModel(const ModelDef& model, LayerRange layers) : model_(&model
   layer_offsets_.push_back(offset);
 }
 
-at::Tensor StageModel::forward(const at::Tensor& input, const std::vector<at::Tensor>& params,
-                               std::vector<at::Tensor>* layer_outputs) const {
+at::Tensor StageModel::forward(const at::Tensor& input, const std::vector<at::Tensor>& params) const {
   at::Tensor x = input;
   const at::TensorList all(params);
-  if (layer_outputs) layer_outputs->clear();
   for (int l = layers_.begin; l < layers_.end; ++l) {
     const size_t i = static_cast<size_t>(l - layers_.begin);
     x = model_->layers[static_cast<size_t>(l)].forward(
         x, all.slice(layer_offsets_[i], layer_offsets_[i + 1] - layer_offsets_[i]));
-    if (layer_outputs) layer_outputs->push_back(x);
   }
   return x;
-}
-
-std::vector<at::Tensor> StageModel::layer_params(const std::vector<at::Tensor>& params, size_t i) const {
-  return {params.begin() + static_cast<std::ptrdiff_t>(layer_offsets_[i]),
-          params.begin() + static_cast<std::ptrdiff_t>(layer_offsets_[i + 1])};
 }
 
 std::vector<at::Tensor> StageModel::initial_params(uint64_t seed) const {

@@ -53,13 +53,7 @@ class StageModel {
   bool is_last() const { return layers_.end == model_->num_layers(); }
 
   // Runs the stage's layers on `input` with `params` (a version's tensors).
-  // With `layer_outputs`, also returns every layer's output, in order (the
-  // last one is the return value): a split backward's W differentiates each
-  // layer's output with respect to that layer's parameters alone.
-  at::Tensor forward(const at::Tensor& input, const std::vector<at::Tensor>& params,
-                     std::vector<at::Tensor>* layer_outputs = nullptr) const;
-  // The parameters of the stage's i-th layer within `params` (a version's tensors).
-  std::vector<at::Tensor> layer_params(const std::vector<at::Tensor>& params, size_t i) const;
+  at::Tensor forward(const at::Tensor& input, const std::vector<at::Tensor>& params) const;
   // Initial parameters (leaves), the same on every replica.
   std::vector<at::Tensor> initial_params(uint64_t seed) const;
   // Shape of one microbatch's input / output, and their element types.

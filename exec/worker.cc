@@ -35,8 +35,6 @@ Worker::Worker(WorkerSetup setup) : setup_(std::move(setup)) {
     chunks_.push_back(std::move(state));
   }
   cur_ = &chunks_.front();
-  for (const Action& action : setup_.program->actions[static_cast<size_t>(setup_.worker)])
-    split_backward_ = split_backward_ || action.kind == ActionKind::kBackwardInput;
 }
 
 Worker::Chunk& Worker::chunk_for(int stage) {
@@ -232,7 +230,7 @@ Result<Worker::Timing> Worker::forward(int microbatch) {
     mb.input = source.detach().requires_grad_(true);
     mb.received = at::Tensor();
   }
-  mb.output = stage.forward(mb.input, (*version)->params, split_backward_ ? &mb.layer_outputs : nullptr);
+  mb.output = stage.forward(mb.input, (*version)->params);
   if (stage.is_last()) {
     mb.output = model.loss(mb.output, model.sample(setup_.options.seed, sample_index(microbatch) * batch, batch).target);
     losses_.emplace_back(microbatch, mb.output.item<double>());
@@ -283,18 +281,25 @@ Result<Worker::Timing> Worker::backward_input(int microbatch) {
   InFlight& mb = cur_->inflight[static_cast<size_t>(microbatch)];
   const StageModel& stage = *cur_->setup.model;
   Timing timing{Clock::now(), {}, 0};
-  if (mb.layer_outputs.empty())
+  if (!mb.output.defined() || !mb.version)
     return Error{fmt::format("I{0} runs before F{0} or after its stash was released", microbatch)};
-  std::vector<at::Tensor> wrt = mb.layer_outputs;
-  if (!stage.is_first()) wrt.push_back(mb.input);
-  std::vector<at::Tensor> grad_outputs;
-  if (!stage.is_last()) grad_outputs.push_back(output_gradient(mb, microbatch));
-  std::vector<at::Tensor> grads = torch::autograd::grad({mb.output}, wrt, grad_outputs, /*retain_graph=*/true);
-  if (!stage.is_first()) {
-    mb.grad_input = grads.back();
-    grads.pop_back();
+  {  // scoped so that freeing the gradients counts as the pass's work
+    std::vector<at::Tensor> wrt = mb.version->params;
+    if (!stage.is_first()) wrt.push_back(mb.input);
+    std::vector<at::Tensor> grad_outputs;
+    if (!stage.is_last()) grad_outputs.push_back(output_gradient(mb, microbatch));
+    std::vector<at::Tensor> grads;
+    {
+      const DeferWeightGrads defer(mb.deferred);  // the linear layers' weight products wait for W
+      grads = torch::autograd::grad({mb.output}, wrt, grad_outputs, /*retain_graph=*/false,
+                                    /*create_graph=*/false, /*allow_unused=*/true);
+    }
+    at::NoGradGuard no_grad;
+    for (size_t i = 0; i < cur_->gradient_views.size(); ++i)
+      if (grads[i].defined()) cur_->gradient_views[i].add_(grads[i]);  // the parameters of other operators
+    if (!stage.is_first()) mb.grad_input = grads.back();
   }
-  mb.layer_grads = std::move(grads);
+  mb.output = mb.grad_output = at::Tensor();  // the graph is gone; the store holds what W needs
   timing.end = Clock::now();
   stats_.compute += since(timing.start, timing.end);
   return timing;
@@ -303,23 +308,10 @@ Result<Worker::Timing> Worker::backward_input(int microbatch) {
 Result<Worker::Timing> Worker::backward_weight(int microbatch) {
   InFlight& mb = cur_->inflight[static_cast<size_t>(microbatch)];
   Timing timing{Clock::now(), {}, 0};
-  if (mb.layer_grads.size() != mb.layer_outputs.size() || mb.layer_outputs.empty())
-    return Error{fmt::format("W{0} runs before I{0} or after its stash was released", microbatch)};
-  const StageModel& stage = *cur_->setup.model;
-  size_t first_param = 0;
-  for (size_t l = 0; l < mb.layer_outputs.size(); ++l) {
-    std::vector<at::Tensor> params = stage.layer_params(mb.version->params, l);
-    if (params.empty()) continue;
-    // scoped so that freeing the gradients counts as the pass's work
-    std::vector<at::Tensor> grads = torch::autograd::grad({mb.layer_outputs[l]}, params, {mb.layer_grads[l]},
-                                                          /*retain_graph=*/true);
-    at::NoGradGuard no_grad;
-    for (size_t p = 0; p < grads.size(); ++p) cur_->gradient_views[first_param + p].add_(grads[p]);
-    first_param += params.size();
-  }
-  mb.input = mb.output = mb.grad_output = at::Tensor();
-  mb.layer_outputs.clear();
-  mb.layer_grads.clear();
+  if (!mb.version) return Error{fmt::format("W{0} runs before F{0} or after its stash was released", microbatch)};
+  if (!mb.deferred.apply(mb.version->params, cur_->gradient_views))
+    return Error{fmt::format("W{}: a deferred weight gradient belongs to no parameter of the stage", microbatch)};
+  mb.input = at::Tensor();
   mb.version.reset();
   timing.end = Clock::now();
   stats_.compute += since(timing.start, timing.end);

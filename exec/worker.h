@@ -11,15 +11,14 @@
 //              the version's parameters and the stage input; parameter
 //              gradients are added to the gradient buffer, the input gradient
 //              kept for SEND_GRAD; the stash is released.
-//   I k        (zero bubble) the gradients of the stage input and of every
-//              layer's output, none of the parameters' (autograd computes
-//              only what leads to the tensors asked for); the graph is kept
-//              (retain_graph) for W k. F k of a stage that runs I/W records
-//              its layers' outputs for this.
-//   W k        per layer, the gradient of its output with respect to its own
-//              parameters given the output gradient I kept, added to the
-//              gradient buffer: the weight-gradient products alone, no
-//              activation gradient again; the stash is released.
+//   I k        (zero bubble) the backward with the linear layers' weight
+//              gradients put off (exec/weight_grad.h): the gradient of the
+//              stage input and of the other operators' parameters; each
+//              linear layer's input and output gradient are kept in the
+//              microbatch's store; the graph is released.
+//   W k        the kept weight-gradient products (dW = dy^T x, db = sum dy),
+//              added to the gradient buffer; the stash is released. I + W do
+//              the products of one fused B, each once.
 //   SEND_* k   hands the output (or input gradient) to the Transport; does not
 //              block; the span ends when the transfer is seen complete.
 //   RECV_* k   blocks until the activation (or output gradient) is there. Every
@@ -60,6 +59,7 @@
 #include "exec/fault.h"
 #include "exec/stage.h"
 #include "exec/transport.h"
+#include "exec/weight_grad.h"
 #include "sim/program.h"
 #include "sim/trace.h"
 
@@ -124,8 +124,7 @@ class Worker {
     VersionPtr version;
     at::Tensor grad_output;  // RECV_GRAD
     at::Tensor grad_input;   // for SEND_GRAD
-    std::vector<at::Tensor> layer_outputs;  // split backward: every layer's output (F), then
-    std::vector<at::Tensor> layer_grads;    // their gradients (I), for W
+    WeightGradStore deferred;  // split backward: the weight products I left for W
   };
   struct Timing {
     Clock::time_point start;
@@ -178,7 +177,6 @@ class Worker {
   Chunk* cur_ = nullptr;              // the chunk of the action being run
   std::map<int, VersionPtr> kept_;    // vertical sync: versions future forwards need
   std::map<int, int> uses_left_;      // vertical sync: forwards left per version number
-  bool split_backward_ = false;       // the worker's list holds I/W passes
   std::vector<Outstanding> sends_;
   std::vector<Outstanding> reduces_;
   std::map<std::tuple<ActionKind, int, int>, PostedRecvPtr> posted_;  // (RECV kind, stage, microbatch)
