@@ -215,6 +215,23 @@ void LevelSolver::set_compute_floor() {
 // flow along the edges, each maximum on its own (so from possibly different
 // ancestors: a necessary condition). O(edges x M + states x M^2); 3 doubles
 // per state and machine count while it runs.
+namespace {
+
+// A state's row of ancestor maxima (one value per machine count) also takes
+// the state's own value where it passes on that many machines.
+void raise_row(std::vector<float>& best, size_t row, const std::vector<unsigned char>& within, int machines, float own) {
+  for (size_t at = row; at < row + static_cast<size_t>(machines); ++at)
+    if (within[at]) best[at] = std::max(best[at], own);
+}
+
+// Hands a state's row of maxima on to a successor's.
+void pass_on(std::vector<float>& best, size_t row, size_t next, int machines) {
+  for (size_t at = 0; at < static_cast<size_t>(machines); ++at)
+    best[next + at] = std::max(best[next + at], best[row + at]);
+}
+
+}  // namespace
+
 void LevelSolver::set_within(double t) {
   const int n = states_.num_states();
   const int m = level_.machines;
@@ -267,19 +284,12 @@ void LevelSolver::set_within(double t) {
       }
       within_[row + static_cast<size_t>(total) - 1] = fits ? 1 : 0;
     }
-    for (size_t at = row; at < row + static_cast<size_t>(m); ++at) {
-      if (!within_[at]) continue;
-      best_stash[at] = std::max(best_stash[at], up(stash(k)));
-      best_work[at] = std::max(best_work[at], up(work[k]));
-      best_params[at] = std::max(best_params[at], up(params[k]));
-    }
+    raise_row(best_stash, row, within_, m, up(stash(k)));
+    raise_row(best_work, row, within_, m, up(work[k]));
+    raise_row(best_params, row, within_, m, up(params[k]));
     for (int e = first_successor_[k]; e < first_successor_[k + 1]; ++e) {
       const size_t next = static_cast<size_t>(successors_[e]) * m;
-      for (size_t at = 0; at < static_cast<size_t>(m); ++at) {
-        best_stash[next + at] = std::max(best_stash[next + at], best_stash[row + at]);
-        best_work[next + at] = std::max(best_work[next + at], best_work[row + at]);
-        best_params[next + at] = std::max(best_params[next + at], best_params[row + at]);
-      }
+      for (std::vector<float>* best : {&best_stash, &best_work, &best_params}) pass_on(*best, row, next, m);
     }
   }
 }

@@ -1,5 +1,6 @@
 #include "sim/chart_svg.h"
 
+#include "sim/svg_util.h"
 #include <algorithm>
 #include <cmath>
 
@@ -28,29 +29,9 @@ constexpr int kMinPlotWidthPx = 420;
 // edge is never further than estimated.
 constexpr double kCharPx = 7.4;
 
-std::string escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
 // Tick values at 1-2-5 steps covering [low, high].
 std::vector<double> nice_ticks(double low, double high) {
-  const double span = std::max(high - low, 1e-12);
-  const double raw = span / 6.0;
-  const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
-  double step = magnitude;
-  for (double m : {1.0, 2.0, 5.0, 10.0})
-    if (m * magnitude >= raw) { step = m * magnitude; break; }
+  const double step = nice_step(std::max(high - low, 1e-12), 6);
   std::vector<double> ticks;
   for (double t = std::ceil(low / step) * step; t <= high + step * 1e-9; t += step) ticks.push_back(t);
   return ticks;
@@ -189,9 +170,9 @@ std::string axes(const ChartOptions& o, const ChartLayout& l, const Scale& sx, c
     out += fmt::format("<text x='{}' y='{:.1f}' text-anchor='end'>{}</text>\n", left - 6, py + 4, tick_label(t));
   }
   out += fmt::format("<text x='{}' y='{}' text-anchor='middle'>{}</text>\n", (left + right) / 2, bottom + 42,
-                     escape(o.x_label));
+                     xml_escape(o.x_label));
   out += fmt::format("<text transform='translate(18,{}) rotate(-90)' text-anchor='middle'>{}</text>\n",
-                     (top + bottom) / 2, escape(o.y_label));
+                     (top + bottom) / 2, xml_escape(o.y_label));
   return out;
 }
 
@@ -220,7 +201,7 @@ std::string lines(const std::vector<ChartSeries>& series, const ChartLayout& l, 
       if (!std::isfinite(s.y[i])) continue;
       path += fmt::format("{}{:.1f},{:.1f} ", path.empty() ? "M" : "L", sx(s.x[i]), sy(s.y[i]));
       markers += marker(style, sx(s.x[i]), sy(s.y[i]),
-                        fmt::format("<title>{}: x={} y={:.4g}</title>", escape(s.name), tick_label(s.x[i]), s.y[i]));
+                        fmt::format("<title>{}: x={} y={:.4g}</title>", xml_escape(s.name), tick_label(s.x[i]), s.y[i]));
     }
     if (!path.empty())
       out += fmt::format("<path class='series' d='{}' fill='none' stroke='{}' stroke-width='2' "
@@ -236,7 +217,7 @@ std::string legend(const ChartLayout& l) {
   for (const ChartLegendEntry& e : l.legend) {
     if (e.heading) {
       out += fmt::format("<text class='legend-heading' x='{}' y='{}' font-weight='bold'>{}</text>\n", e.x_px,
-                         e.y_px + 4, escape(e.label));
+                         e.y_px + 4, xml_escape(e.label));
       continue;
     }
     out += fmt::format("<g class='legend-entry'><line x1='{}' y1='{}' x2='{}' y2='{}' stroke='{}' stroke-width='2.5' "
@@ -244,7 +225,7 @@ std::string legend(const ChartLayout& l) {
                        e.x_px, e.y_px, e.x_px + kSwatchPx, e.y_px, e.style.colour, e.style.dash);
     if (!e.style.marker.empty()) out += marker(e.style, e.x_px + kSwatchPx / 2.0, e.y_px, "");
     out += fmt::format("<text x='{}' y='{}'>{}</text></g>\n", e.x_px + kSwatchPx + kSwatchTextGap, e.y_px + 4,
-                       escape(e.label));
+                       xml_escape(e.label));
   }
   return out;
 }
@@ -270,9 +251,9 @@ std::string line_chart_svg(const std::vector<ChartSeries>& series, const ChartOp
       "<svg xmlns='http://www.w3.org/2000/svg' width='{0}' height='{1}' viewBox='0 0 {0} {1}' "
       "font-family='sans-serif' font-size='12'>\n<rect width='100%' height='100%' fill='white'/>\n",
       layout.width_px, layout.height_px);
-  out += fmt::format("<text x='{}' y='28' font-size='16' font-weight='bold'>{}</text>\n", kLeft, escape(options.title));
+  out += fmt::format("<text x='{}' y='28' font-size='16' font-weight='bold'>{}</text>\n", kLeft, xml_escape(options.title));
   if (!options.note.empty())
-    out += fmt::format("<text x='{}' y='46' fill='#666'>{}</text>\n", kLeft, escape(options.note));
+    out += fmt::format("<text x='{}' y='46' fill='#666'>{}</text>\n", kLeft, xml_escape(options.note));
   out += axes(options, layout, sx, sy, xticks);
   out += lines(series, layout, sx, sy);
   out += legend(layout);

@@ -13,6 +13,7 @@
 // Thread safety: plain values.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -39,5 +40,22 @@ struct Trace {
   int num_stages = 0;
   std::vector<Span> spans;  // ordered by (start, worker, action_index)
 };
+
+// The earliest start and the latest end over a trace's spans, as a start and
+// a length (both 0 without spans).
+struct TraceExtent {
+  double start_s = 0;
+  double length_s = 0;
+};
+inline TraceExtent trace_extent(const Trace& trace) {
+  if (trace.spans.empty()) return {};
+  double first = trace.spans.front().start.value;
+  double last = trace.spans.front().end.value;
+  for (const Span& span : trace.spans) {
+    first = std::min(first, span.start.value);
+    last = std::max(last, span.end.value);
+  }
+  return {first, last - first};
+}
 
 }  // namespace baton

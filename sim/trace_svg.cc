@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/svg_util.h"
 #include "sim/trace_writers.h"
 
 namespace baton {
@@ -76,40 +77,7 @@ const CommStyle& comm_style(ActionKind kind) {
   }
 }
 
-template <typename... Args>
-void put(std::string& out, fmt::format_string<Args...> format, Args&&... args) {
-  fmt::format_to(std::back_inserter(out), format, std::forward<Args>(args)...);
-}
-
-std::string xml_escape(std::string_view text) {
-  std::string out;
-  for (const char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
-// HSL (hue in degrees, saturation and lightness in [0, 1]) to "#rrggbb".
-std::string hsl_hex(double hue, Shade shade) {
-  const double chroma = (1 - std::abs(2 * shade.lightness - 1)) * shade.saturation;
-  const double h = hue / 60.0;
-  const double second = chroma * (1 - std::abs(std::fmod(h, 2.0) - 1));
-  double rgb[3] = {0, 0, 0};
-  const int sector = static_cast<int>(h) % 6;
-  const int first_channel[6] = {0, 1, 1, 2, 2, 0};
-  const int second_channel[6] = {1, 0, 2, 1, 0, 2};
-  rgb[first_channel[sector]] = chroma;
-  rgb[second_channel[sector]] = second;
-  const double base = shade.lightness - chroma / 2;
-  auto channel = [&](int i) { return static_cast<int>(std::lround((rgb[i] + base) * 255)); };
-  return fmt::format("#{:02x}{:02x}{:02x}", channel(0), channel(1), channel(2));
-}
+std::string hsl_hex(double hue, Shade shade) { return baton::hsl_hex(hue, shade.saturation, shade.lightness); }
 
 int palette_index(int microbatch) {
   return ((microbatch % kPaletteSize) + kPaletteSize) % kPaletteSize;
@@ -135,37 +103,6 @@ struct AxisUnit {
 
 AxisUnit axis_unit(double length_s) {
   return length_s < 1.0 ? AxisUnit{"ms", 1e3} : AxisUnit{"s", 1.0};
-}
-
-// The smallest 1, 2 or 5 x 10^k at least length / target_ticks.
-double nice_step(double length, int target_ticks) {
-  const double raw = length / std::max(target_ticks, 1);
-  const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
-  for (const double m : {1.0, 2.0, 5.0}) {
-    if (m * magnitude >= raw * (1 - 1e-9)) return m * magnitude;
-  }
-  return 10 * magnitude;
-}
-
-// Decimals that show a tick step exactly: 0.5 -> 1, 0.05 -> 2, 20 -> 0.
-int step_decimals(double step) {
-  return std::max(0, static_cast<int>(std::ceil(-std::log10(step) - 1e-9)));
-}
-
-struct Extent {
-  double start_s = 0;
-  double length_s = 0;
-};
-
-Extent extent_of(const Trace& trace) {
-  if (trace.spans.empty()) return {};
-  double first = trace.spans.front().start.value;
-  double last = trace.spans.front().end.value;
-  for (const Span& span : trace.spans) {
-    first = std::min(first, span.start.value);
-    last = std::max(last, span.end.value);
-  }
-  return {first, last - first};
 }
 
 // Maps a time to an x coordinate. The same length and width for every chart
@@ -207,7 +144,7 @@ bool has_comm(const Trace& trace) {
 }
 
 std::string summary_of(const Trace& trace, size_t workers) {
-  const double length_s = extent_of(trace).length_s;
+  const double length_s = trace_extent(trace).length_s;
   const AxisUnit unit = axis_unit(length_s);
   return fmt::format("{} workers, {} spans, {:.3f} {}", workers, trace.spans.size(),
                      length_s * unit.per_second, unit.name);
@@ -218,7 +155,7 @@ Chart make_chart(const Trace& trace, const GanttOptions& options, double length_
   Chart chart;
   chart.trace = &trace;
   chart.workers = trace_workers(trace);
-  chart.scale = {extent_of(trace).start_s, length_s, plot_width_px};
+  chart.scale = {trace_extent(trace).start_s, length_s, plot_width_px};
   chart.unit = axis_unit(length_s);
   chart.summary = summary_of(trace, chart.workers.size());
   chart.heading = std::move(heading);
@@ -528,7 +465,7 @@ double axis_length(double length_s) { return length_s > 0 ? length_s : 1e-3; }
 
 std::string trace_to_svg(const Trace& trace, const GanttOptions& options) {
   const int width_px = picture_width(options);
-  const double length_s = axis_length(extent_of(trace).length_s);
+  const double length_s = axis_length(trace_extent(trace).length_s);
   std::vector<Chart> charts;
   charts.push_back(make_chart(trace, options, length_s, plot_width(width_px), ""));
   return render(charts, options, width_px);
@@ -538,7 +475,7 @@ std::string traces_to_svg_compare(const Trace& predicted, const Trace& measured,
                                   const GanttOptions& options) {
   const int width_px = picture_width(options);
   const double length_s =
-      axis_length(std::max(extent_of(predicted).length_s, extent_of(measured).length_s));
+      axis_length(std::max(trace_extent(predicted).length_s, trace_extent(measured).length_s));
   auto heading = [](const Trace& trace, const char* fallback) {
     return trace.origin.empty() ? std::string(fallback) : trace.origin;
   };
