@@ -15,7 +15,6 @@ using detail::kRelativeSlack;
 
 namespace {
 
-constexpr double kNotComputed = std::numeric_limits<double>::quiet_NaN();
 // An estimate of a term made with other roundings than the exact formula is
 // within this fraction of it (a few ulps; no cancellation: all terms >= 0).
 constexpr double kEstimateMargin = 1e-12;
