@@ -77,9 +77,9 @@ void measure(const Config& config, int steps) {
   for (const exec::StepReport& step : run->steps) wall += step.wall.value;
   const double per_action = 1e6 / static_cast<double>(actions);
   std::printf("| %s | %s | %lld | %.1f | %.1f | %.1f | %.2f | %.2f | %.1f%% |\n", config.label,
-              std::string(schedule_name(config.schedule)).c_str(), static_cast<long long>(actions),
-              wall * 1e3 / steps, compute * per_action, waiting * per_action, overhead * per_action,
-              overhead_cpu * per_action, 100.0 * overhead_cpu / compute);
+              std::string(schedule_name(config.schedule)).c_str(), static_cast<long long>(actions), wall * 1e3 / steps,
+              compute * per_action, waiting * per_action, overhead * per_action, overhead_cpu * per_action,
+              100.0 * overhead_cpu / compute);
 }
 
 #endif  // BATON_HAVE_EXEC
@@ -99,9 +99,10 @@ int main(int argc, char** argv) {
       {"gpt-mini, 2 replicas, M=16 x 8", "gpt-mini", "0-6x2", baton::Schedule::kDataParallel, 16, 8},
   };
   std::printf("Executor overhead, threads backend, %d measured steps after one warm-up step\n\n", steps);
-  std::printf("| configuration | schedule | actions | wall/step (ms) | compute/action (us) | "
-              "waiting/action (us) | overhead/action, wall (us) | overhead/action, CPU (us) | "
-              "CPU overhead/compute |\n");
+  std::printf(
+      "| configuration | schedule | actions | wall/step (ms) | compute/action (us) | "
+      "waiting/action (us) | overhead/action, wall (us) | overhead/action, CPU (us) | "
+      "CPU overhead/compute |\n");
   std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const Config& config : configs) measure(config, steps);
   return 0;

@@ -80,8 +80,8 @@ struct Row {
   double cpu_ms = 0.0;
 };
 
-Row run_case(const baton::Profile& profile, const std::string& name, const Layout& layout,
-             bool straight, const Variant& variant) {
+Row run_case(const baton::Profile& profile, const std::string& name, const Layout& layout, bool straight,
+             const Variant& variant) {
   baton::PipeDreamOptions options;
   options.levels = layout.levels;
   options.straight_pipeline = straight;
@@ -94,10 +94,8 @@ Row run_case(const baton::Profile& profile, const std::string& name, const Layou
     auto plan = baton::plan_pipedream(profile, options);
     const auto stop = std::chrono::steady_clock::now();
     const std::clock_t cpu_stop = std::clock();
-    row.wall_ms =
-        std::min(row.wall_ms, std::chrono::duration<double, std::milli>(stop - start).count());
-    row.cpu_ms =
-        std::min(row.cpu_ms, 1e3 * static_cast<double>(cpu_stop - cpu_start) / CLOCKS_PER_SEC);
+    row.wall_ms = std::min(row.wall_ms, std::chrono::duration<double, std::milli>(stop - start).count());
+    row.cpu_ms = std::min(row.cpu_ms, 1e3 * static_cast<double>(cpu_stop - cpu_start) / CLOCKS_PER_SEC);
     if (plan) {
       row.states = plan->num_states;
       row.objective = fmt::format("{:.17g}", plan->time_per_minibatch.value);
@@ -114,8 +112,7 @@ std::vector<std::filesystem::path> profile_files(const std::filesystem::path& fo
   std::vector<std::filesystem::path> files;
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(folder, error))
-    if (std::filesystem::exists(entry.path() / "graph.txt"))
-      files.push_back(entry.path() / "graph.txt");
+    if (std::filesystem::exists(entry.path() / "graph.txt")) files.push_back(entry.path() / "graph.txt");
   std::sort(files.begin(), files.end());
   return files;
 }
@@ -155,19 +152,18 @@ int main(int argc, char** argv) {
       for (bool straight : {false, true}) {
         for (const Variant& variant : variants(all)) {
           const Row row = run_case(*profile, name, layout, straight, variant);
-          fmt::print("| {} | {} | {} | {} | {} | {:.2f} | {:.2f} |\n", row.profile, row.layout,
-                     row.variant, row.states, row.objective, row.wall_ms, row.cpu_ms);
+          fmt::print("| {} | {} | {} | {} | {} | {:.2f} | {:.2f} |\n", row.profile, row.layout, row.variant, row.states,
+                     row.objective, row.wall_ms, row.cpu_ms);
           std::fflush(stdout);
           if (row.wall_ms > slowest.wall_ms) slowest = row;
           if (row.wall_ms > 1e3) over_one_second.push_back(row);
-          if (!row.error.empty() && (errors.empty() || errors.back() != row.error))
-            errors.push_back(row.error);
+          if (!row.error.empty() && (errors.empty() || errors.back() != row.error)) errors.push_back(row.error);
         }
       }
     }
   }
-  fmt::print("\nslowest: {} {} {} ({} states): {:.2f} ms wall, {:.2f} ms cpu\n", slowest.profile,
-             slowest.layout, slowest.variant, slowest.states, slowest.wall_ms, slowest.cpu_ms);
+  fmt::print("\nslowest: {} {} {} ({} states): {:.2f} ms wall, {:.2f} ms cpu\n", slowest.profile, slowest.layout,
+             slowest.variant, slowest.states, slowest.wall_ms, slowest.cpu_ms);
   fmt::print("over one second: {}\n", over_one_second.size());
   for (const Row& row : over_one_second)
     fmt::print("  {} {} {}: {:.2f} ms wall\n", row.profile, row.layout, row.variant, row.wall_ms);

@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
       }
     }
   }
-  fmt::print("total pipedream {:.2f} s, 1f1b-16 {:.2f} s; slowest {} ({:.2f} s)\n", totals[0], totals[1],
-             slowest_name, slowest);
+  fmt::print("total pipedream {:.2f} s, 1f1b-16 {:.2f} s; slowest {} ({:.2f} s)\n", totals[0], totals[1], slowest_name,
+             slowest);
   return 0;
 }

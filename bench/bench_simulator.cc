@@ -104,17 +104,18 @@ Measurement measure(int stages, int microbatches, int repeats, Schedule schedule
 
 int main(int argc, char** argv) {
   const int repeats = argc > 1 ? std::atoi(argv[1]) : 5;
-  std::printf("| stages | microbatches | actions | best time (s) | actions/s | peak heap (MiB) | heap bytes/action |\n");
+  std::printf(
+      "| stages | microbatches | actions | best time (s) | actions/s | peak heap (MiB) | heap bytes/action |\n");
   std::printf("|---|---|---|---|---|---|---|\n");
   for (int microbatches : {128, 256, 512, 1024, 2048}) {
     const Measurement m = measure(64, microbatches, repeats);
-    std::printf("| 64 | %d | %lld | %.4f | %.3g | %.1f | %.1f |\n", microbatches,
-                static_cast<long long>(m.actions), m.seconds, double(m.actions) / m.seconds,
-                double(m.peak_bytes) / (1 << 20), double(m.peak_bytes) / double(m.actions));
+    std::printf("| 64 | %d | %lld | %.4f | %.3g | %.1f | %.1f |\n", microbatches, static_cast<long long>(m.actions),
+                m.seconds, double(m.actions) / m.seconds, double(m.peak_bytes) / (1 << 20),
+                double(m.peak_bytes) / double(m.actions));
   }
-  const std::vector<Schedule> schedules = {Schedule::kOneFOneB,        Schedule::kGPipe, Schedule::kZbH1,
-                                           Schedule::kZbH2,            Schedule::kInterleaved1F1B,
-                                           Schedule::kZbV,             Schedule::kDualPipeV};
+  const std::vector<Schedule> schedules = {Schedule::kOneFOneB, Schedule::kGPipe,           Schedule::kZbH1,
+                                           Schedule::kZbH2,     Schedule::kInterleaved1F1B, Schedule::kZbV,
+                                           Schedule::kDualPipeV};
   std::vector<std::vector<double>> ratios(schedules.size());
   std::vector<Measurement> best(schedules.size());
   for (int round = 0; round < repeats; ++round) {
@@ -127,8 +128,9 @@ int main(int argc, char** argv) {
     }
     for (size_t i = 0; i < schedules.size(); ++i) ratios[i].push_back(rate[i] / rate[0]);
   }
-  std::printf("\n| schedule (64 devices, 1024 microbatches; 2 chunks per device where the schedule runs chunks) | actions "
-              "| best actions/s | vs 1f1b, per round: median (min-max) |\n");
+  std::printf(
+      "\n| schedule (64 devices, 1024 microbatches; 2 chunks per device where the schedule runs chunks) | actions "
+      "| best actions/s | vs 1f1b, per round: median (min-max) |\n");
   std::printf("|---|---|---|---|\n");
   for (size_t i = 0; i < schedules.size(); ++i) {
     std::vector<double> r = ratios[i];

@@ -25,11 +25,9 @@ bool write_file(const std::filesystem::path& path, const std::string& text) {
 
 std::string summary(const std::string& file_name, const baton::Profile& profile) {
   const baton::LayerRange all{0, profile.num_layers()};
-  const double step_ms =
-      (baton::forward_time(profile, all) + baton::backward_time(profile, all)).ms();
-  return fmt::format("{:<28} {:>4} layers  fwd+bwd {:>10.3f} ms  params {:>14} B ({:.2f} GiB)",
-                     file_name, profile.num_layers(), step_ms,
-                     baton::param_bytes(profile, all).value,
+  const double step_ms = (baton::forward_time(profile, all) + baton::backward_time(profile, all)).ms();
+  return fmt::format("{:<28} {:>4} layers  fwd+bwd {:>10.3f} ms  params {:>14} B ({:.2f} GiB)", file_name,
+                     profile.num_layers(), step_ms, baton::param_bytes(profile, all).value,
                      baton::param_bytes(profile, all).gib());
 }
 

@@ -52,8 +52,8 @@ std::string identity_difference(const nlohmann::json& theirs, const nlohmann::js
     if (!theirs.is_object() || !theirs.contains(field))
       return fmt::format("the checkpoint does not name its {}", field);
     if (theirs[field] != value)
-      return fmt::format("the checkpoint was made with {} = {} but this run has {} = {}", field,
-                         theirs[field].dump(), field, value.dump());
+      return fmt::format("the checkpoint was made with {} = {} but this run has {} = {}", field, theirs[field].dump(),
+                         field, value.dump());
   }
   return {};
 }
@@ -106,9 +106,9 @@ Result<nlohmann::json> parse_document(const std::string& text, const fs::path& p
   const json_fields::FieldPath root(path.string());
   if (auto ok = json_fields::check_known_keys(document, root, known); !ok) return ok.error();
   if (auto run = document.find("run"); run != document.end()) {
-    if (auto ok = json_fields::check_known_keys(*run, root.field("run"),
-                                                {"model", "seed", "schedule", "stages", "microbatches",
-                                                 "microbatch_size", "vertical_sync"});
+    if (auto ok = json_fields::check_known_keys(
+            *run, root.field("run"),
+            {"model", "seed", "schedule", "stages", "microbatches", "microbatch_size", "vertical_sync"});
         !ok)
       return ok.error();
   }
@@ -207,9 +207,10 @@ Result<int> resumable_checkpoint(const Plan& plan, const TrainOptions& options) 
   auto latest = latest_complete(options, plan.num_stages());
   if (!latest) return latest.error();
   if (*latest < 0) {
-    return Error{fmt::format("{}: no complete checkpoint to resume from (complete: a step-<n> folder with its "
-                             "manifest.json and a stage-<s>.bin for each of the plan's {} stages)",
-                             options.checkpoint_dir, plan.num_stages())};
+    return Error{
+        fmt::format("{}: no complete checkpoint to resume from (complete: a step-<n> folder with its "
+                    "manifest.json and a stage-<s>.bin for each of the plan's {} stages)",
+                    options.checkpoint_dir, plan.num_stages())};
   }
   const fs::path path = manifest_path(options, *latest);
   std::ifstream in(path);
@@ -221,9 +222,10 @@ Result<int> resumable_checkpoint(const Plan& plan, const TrainOptions& options) 
   if (const std::string why = identity_difference(theirs, run_identity(plan, options)); !why.empty())
     return Error{fmt::format("{}: cannot resume: {}", path.string(), why)};
   if (*latest >= options.steps) {
-    return Error{fmt::format("{}: the checkpoint already holds {} completed steps and the run has {}: nothing is "
-                             "left to run",
-                             path.string(), *latest, options.steps)};
+    return Error{
+        fmt::format("{}: the checkpoint already holds {} completed steps and the run has {}: nothing is "
+                    "left to run",
+                    path.string(), *latest, options.steps)};
   }
   return *latest;
 }

@@ -51,9 +51,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sim/link_fit.h"
 #include "sim/plan.h"
 #include "sim/profile.h"
-#include "sim/link_fit.h"
 #include "sim/result.h"
 #include "sim/trace.h"
 #include "sim/units.h"
@@ -81,15 +81,15 @@ Status check_plan_for_model(const Plan& plan, const ModelInfo& model, const std:
 // --- Training runs -----------------------------------------------------------
 
 struct TrainOptions {
-  std::string model;              // a zoo name
-  int steps = 1;                  // times the whole Program runs (iterations)
-  double learning_rate = 0.05;    // SGD, fixed
-  uint64_t seed = 1;              // weights and data
+  std::string model;            // a zoo name
+  int steps = 1;                // times the whole Program runs (iterations)
+  double learning_rate = 0.05;  // SGD, fixed
+  uint64_t seed = 1;            // weights and data
   // pipedream only: false makes a B use the live weights (its forward is
   // recomputed from the stashed input with them), the inconsistency weight
   // stashing exists to avoid. For tests and studies.
   bool weight_stashing = true;
-  int intra_op_threads = 1;       // LibTorch threads per process
+  int intra_op_threads = 1;  // LibTorch threads per process
   // Any single wait (receive, send, all-reduce, barrier, rendezvous). A peer
   // that died is usually seen at once (its connection closes); a silent one
   // only after this long, so it bounds how long a fault goes unnoticed.
@@ -110,8 +110,8 @@ struct Weights {
 };
 
 struct StepReport {
-  Seconds wall;             // first worker start to last worker end (gloo: barrier to barrier)
-  double mean_loss = 0.0;   // mean over the step's microbatches
+  Seconds wall;            // first worker start to last worker end (gloo: barrier to barrier)
+  double mean_loss = 0.0;  // mean over the step's microbatches
 };
 
 // One worker's own accounting over all steps. Wall-clock figures include
@@ -119,11 +119,11 @@ struct StepReport {
 // worker's thread consumed, so its overhead is immune to CPU contention.
 struct WorkerStats {
   int64_t actions = 0;
-  Seconds loop;             // wall time inside its action loop
-  Seconds compute;          // wall time of the F, B and STEP bodies
-  Seconds waiting;          // blocked in RECV or in STEP waiting for ALLREDUCE
-  Seconds loop_cpu;         // thread CPU time inside the action loop
-  Seconds compute_cpu;      // thread CPU time of the F, B and STEP bodies
+  Seconds loop;                  // wall time inside its action loop
+  Seconds compute;               // wall time of the F, B and STEP bodies
+  Seconds waiting;               // blocked in RECV or in STEP waiting for ALLREDUCE
+  Seconds loop_cpu;              // thread CPU time inside the action loop
+  Seconds compute_cpu;           // thread CPU time of the F, B and STEP bodies
   int peak_weight_versions = 0;  // weight versions alive at once (live + stashed)
   // What the executor itself cost: loop - compute - waiting (wall clock), and
   // loop_cpu - compute_cpu (CPU time: scheduling, bookkeeping, stashing,
@@ -133,10 +133,10 @@ struct WorkerStats {
 };
 
 struct RunReport {
-  Trace trace;                      // the last step, origin "measured"
-  int first_step = 0;               // steps[i] is step first_step + i (> 0 when resumed)
+  Trace trace;         // the last step, origin "measured"
+  int first_step = 0;  // steps[i] is step first_step + i (> 0 when resumed)
   std::vector<StepReport> steps;
-  Weights weights;                  // replica 0 of every stage, after the last step
+  Weights weights;  // replica 0 of every stage, after the last step
   std::vector<WorkerStats> workers;
 };
 
@@ -202,9 +202,9 @@ Result<Weights> weights_from_json(const nlohmann::json& document, const std::str
 // --- Per-layer profiling -----------------------------------------------------------
 
 struct ProfileOptions {
-  std::string device = "cpu";   // "cpu" or "cuda"
-  int warmup = 3;               // steps thrown away
-  int steps = 10;               // steps measured (at least); see `quantile`
+  std::string device = "cpu";  // "cpu" or "cuda"
+  int warmup = 3;              // steps thrown away
+  int steps = 10;              // steps measured (at least); see `quantile`
   // Keep measuring steps until this much time has passed as well: on a shared
   // machine whose speed changes over seconds, the median then describes the
   // machine over a span of time rather than one moment of it.
@@ -242,8 +242,7 @@ struct MeasuredProfile {
   Profile profile;
   std::vector<double> compute_noise;
 };
-Result<MeasuredProfile> measure_profile(std::string_view model, int microbatch_size,
-                                        const ProfileOptions& options);
+Result<MeasuredProfile> measure_profile(std::string_view model, int microbatch_size, const ProfileOptions& options);
 
 // Whether the profiler sleeps options.gap before `layer`'s forward (backward)
 // in a model of `layers` layers, given options.gap_at.

@@ -26,8 +26,8 @@ using Clock = std::chrono::steady_clock;
 
 // This process's environment without the variables the launcher sets.
 std::vector<std::string> child_environment(const LaunchSpec& spec, int port, int rank) {
-  static constexpr const char* kOwned[] = {"MASTER_ADDR=", "MASTER_PORT=", "RANK=", "WORLD_SIZE=",
-                                           "LOCAL_RANK=", "LOCAL_WORLD_SIZE="};
+  static constexpr const char* kOwned[] = {
+      "MASTER_ADDR=", "MASTER_PORT=", "RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE="};
   std::vector<std::string> env;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     const std::string entry(*e);
@@ -81,8 +81,8 @@ std::string how_it_ended(int code, const LaunchSpec& spec, bool after_failure) {
 // Waits for every child; kills the survivors `grace` after a failure or at the deadline.
 void wait_all(const LaunchSpec& spec, std::vector<pid_t>& pids, LaunchOutcome& outcome) {
   std::vector<int>& codes = outcome.exit_codes;
-  const Clock::time_point deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                                        std::chrono::duration<double>(spec.timeout.value));
+  const Clock::time_point deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(spec.timeout.value));
   Clock::time_point kill_at = deadline;
   size_t running = pids.size();
   while (running > 0) {

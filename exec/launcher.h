@@ -28,9 +28,9 @@ struct LaunchSpec {
   std::vector<std::string> arguments;  // argv[1..]
   int nproc = 1;
   std::string master_addr = "127.0.0.1";
-  int master_port = 0;                 // 0: pick a free loopback port
-  Seconds timeout = Seconds(300);      // for the whole run
-  Seconds grace = Seconds(5);          // after the first failure
+  int master_port = 0;             // 0: pick a free loopback port
+  Seconds timeout = Seconds(300);  // for the whole run
+  Seconds grace = Seconds(5);      // after the first failure
 };
 
 struct LaunchOutcome {

@@ -28,9 +28,9 @@ namespace baton::exec {
 
 // How a parameter tensor starts.
 enum class Init {
-  kFanIn,    // uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)), as torch.nn.Linear/Conv2d
-  kHe,       // uniform(-sqrt(6/fan_in), sqrt(6/fan_in)): keeps the scale through ReLUs
-  kNormal,   // normal(0, scale)
+  kFanIn,   // uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)), as torch.nn.Linear/Conv2d
+  kHe,      // uniform(-sqrt(6/fan_in), sqrt(6/fan_in)): keeps the scale through ReLUs
+  kNormal,  // normal(0, scale)
   kOnes,
   kZeros,
 };

@@ -31,28 +31,24 @@ ParamDef fan_in(std::vector<int64_t> shape, int64_t in) {
 LayerDef embed_layer() {
   LayerDef layer;
   layer.name = "embed";
-  layer.description = fmt::format("token embedding {}x{} + position embedding {}x{}", kVocab, kWidth,
-                                  kContext, kWidth);
-  layer.params = {ParamDef{{kVocab, kWidth}, Init::kNormal, 0.5},
-                  ParamDef{{kContext, kWidth}, Init::kNormal, 0.1}};
+  layer.description = fmt::format("token embedding {}x{} + position embedding {}x{}", kVocab, kWidth, kContext, kWidth);
+  layer.params = {ParamDef{{kVocab, kWidth}, Init::kNormal, 0.5}, ParamDef{{kContext, kWidth}, Init::kNormal, 0.1}};
   layer.output_shape = {kContext, kWidth};
-  layer.forward = [](const at::Tensor& tokens, at::TensorList p) {
-    return at::embedding(p[0], tokens) + p[1];
-  };
+  layer.forward = [](const at::Tensor& tokens, at::TensorList p) { return at::embedding(p[0], tokens) + p[1]; };
   return layer;
 }
 
 // Causal multi-head self-attention of x [B, T, D] (already normalised).
-at::Tensor attention(const at::Tensor& h, const at::Tensor& w_qkv, const at::Tensor& b_qkv,
-                     const at::Tensor& w_proj, const at::Tensor& b_proj) {
+at::Tensor attention(const at::Tensor& h, const at::Tensor& w_qkv, const at::Tensor& b_qkv, const at::Tensor& w_proj,
+                     const at::Tensor& b_proj) {
   const int64_t batch = h.size(0);
   const int64_t head_dim = kWidth / kHeads;
   std::vector<at::Tensor> qkv = linear(h, w_qkv, b_qkv).chunk(3, -1);
   const auto heads = [&](const at::Tensor& t) {  // [B, T, D] -> [B, H, T, Dh]
     return t.reshape({batch, kContext, kHeads, head_dim}).transpose(1, 2);
   };
-  at::Tensor scores = at::matmul(heads(qkv[0]), heads(qkv[1]).transpose(-2, -1)) /
-                      std::sqrt(static_cast<double>(head_dim));
+  at::Tensor scores =
+      at::matmul(heads(qkv[0]), heads(qkv[1]).transpose(-2, -1)) / std::sqrt(static_cast<double>(head_dim));
   const at::Tensor future = at::ones({kContext, kContext}, at::kBool).triu(1);
   at::Tensor weights = at::softmax(scores.masked_fill(future, -INFINITY), -1);
   at::Tensor y = at::matmul(weights, heads(qkv[2])).transpose(1, 2).reshape({batch, kContext, kWidth});
@@ -62,13 +58,13 @@ at::Tensor attention(const at::Tensor& h, const at::Tensor& w_qkv, const at::Ten
 LayerDef block_layer(int index) {
   LayerDef layer;
   layer.name = fmt::format("block{}", index);
-  layer.description = fmt::format("pre-norm block: {}-head causal attention + MLP {}->{}->{}", kHeads,
-                                  kWidth, 4 * kWidth, kWidth);
-  layer.params = {ParamDef{{kWidth}, Init::kOnes, 0},  ParamDef{{kWidth}, Init::kZeros, 0},
-                  fan_in({3 * kWidth, kWidth}, kWidth), fan_in({3 * kWidth}, kWidth),
-                  fan_in({kWidth, kWidth}, kWidth),     fan_in({kWidth}, kWidth),
-                  ParamDef{{kWidth}, Init::kOnes, 0},  ParamDef{{kWidth}, Init::kZeros, 0},
-                  fan_in({4 * kWidth, kWidth}, kWidth), fan_in({4 * kWidth}, kWidth),
+  layer.description =
+      fmt::format("pre-norm block: {}-head causal attention + MLP {}->{}->{}", kHeads, kWidth, 4 * kWidth, kWidth);
+  layer.params = {ParamDef{{kWidth}, Init::kOnes, 0},       ParamDef{{kWidth}, Init::kZeros, 0},
+                  fan_in({3 * kWidth, kWidth}, kWidth),     fan_in({3 * kWidth}, kWidth),
+                  fan_in({kWidth, kWidth}, kWidth),         fan_in({kWidth}, kWidth),
+                  ParamDef{{kWidth}, Init::kOnes, 0},       ParamDef{{kWidth}, Init::kZeros, 0},
+                  fan_in({4 * kWidth, kWidth}, kWidth),     fan_in({4 * kWidth}, kWidth),
                   fan_in({kWidth, 4 * kWidth}, 4 * kWidth), fan_in({kWidth}, 4 * kWidth)};
   layer.output_shape = {kContext, kWidth};
   layer.forward = [](const at::Tensor& x, at::TensorList p) {
@@ -109,8 +105,8 @@ void sequence(uint64_t seed, int64_t index, int64_t* out) {
 ModelDef make_gpt_mini() {
   ModelDef model;
   model.name = "gpt-mini";
-  model.description = fmt::format("GPT-style decoder: vocab {}, context {}, width {}, {} heads, {} blocks",
-                                  kVocab, kContext, kWidth, kHeads, kBlocks);
+  model.description = fmt::format("GPT-style decoder: vocab {}, context {}, width {}, {} heads, {} blocks", kVocab,
+                                  kContext, kWidth, kHeads, kBlocks);
   model.input_shape = {kContext};
   model.input_dtype = at::kLong;
   model.layers.push_back(embed_layer());

@@ -44,8 +44,7 @@ LayerDef conv_layer(std::string name, int64_t in, int64_t out, int64_t side, boo
   layer.name = std::move(name);
   layer.description = fmt::format("Conv2d({}, {}, 3x3) + ReLU{}", in, out, pool ? " + MaxPool 2x2" : "");
   const double fan_in = static_cast<double>(in * 9);
-  layer.params = {ParamDef{{out, in, 3, 3}, Init::kHe, fan_in},
-                  ParamDef{{out}, Init::kFanIn, fan_in}};
+  layer.params = {ParamDef{{out, in, 3, 3}, Init::kHe, fan_in}, ParamDef{{out}, Init::kFanIn, fan_in}};
   const int64_t out_side = pool ? side / 2 : side;
   layer.output_shape = {out, out_side, out_side};
   layer.forward = [pool](const at::Tensor& x, at::TensorList p) {

@@ -17,28 +17,30 @@ Status check_plan_for_model(const Plan& plan, const ModelInfo& model, const std:
   for (int s = 0; s < plan.num_stages(); ++s) {
     const StagePlan& stage = plan.stages[static_cast<size_t>(s)];
     if (stage.layers.begin != expected_begin || stage.layers.end <= stage.layers.begin) {
-      return Error{fmt::format("{}: stages[{}].layers = [{}, {}) does not continue the previous stage "
-                               "(expected a non-empty range starting at layer {})",
-                               source, s, stage.layers.begin, stage.layers.end, expected_begin)};
+      return Error{
+          fmt::format("{}: stages[{}].layers = [{}, {}) does not continue the previous stage "
+                      "(expected a non-empty range starting at layer {})",
+                      source, s, stage.layers.begin, stage.layers.end, expected_begin)};
     }
     if (stage.layers.end > layers) {
-      return Error{fmt::format("{}: stages[{}].layers = [{}, {}) goes past the end of model '{}', which has "
-                               "{} layers",
-                               source, s, stage.layers.begin, stage.layers.end, model.name, layers)};
+      return Error{
+          fmt::format("{}: stages[{}].layers = [{}, {}) goes past the end of model '{}', which has "
+                      "{} layers",
+                      source, s, stage.layers.begin, stage.layers.end, model.name, layers)};
     }
     if (stage.replicas < 1)
       return Error{fmt::format("{}: stages[{}].replicas must be >= 1, got {}", source, s, stage.replicas)};
     if (plan.schedule == Schedule::kPipeDream && plan.microbatches % stage.replicas != 0) {
-      return Error{fmt::format("{}: pipedream needs microbatches ({}) to be a multiple of stages[{}].replicas "
-                               "({}) so every replica runs as many all-reduces",
-                               source, plan.microbatches, s, stage.replicas)};
+      return Error{
+          fmt::format("{}: pipedream needs microbatches ({}) to be a multiple of stages[{}].replicas "
+                      "({}) so every replica runs as many all-reduces",
+                      source, plan.microbatches, s, stage.replicas)};
     }
     expected_begin = stage.layers.end;
   }
   if (expected_begin != layers) {
-    return Error{fmt::format("{}: the stages cover layers [0, {}) but model '{}' has {} layers ({} ... {})",
-                             source, expected_begin, model.name, layers, model.layer_names.front(),
-                             model.layer_names.back())};
+    return Error{fmt::format("{}: the stages cover layers [0, {}) but model '{}' has {} layers ({} ... {})", source,
+                             expected_begin, model.name, layers, model.layer_names.front(), model.layer_names.back())};
   }
   return ok_status();
 }

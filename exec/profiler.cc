@@ -58,8 +58,12 @@ struct Profiler {
   Seconds gap;
   std::vector<int> gap_at;  // see ProfileOptions::gap_at
 
-  bool pause_forward(size_t l) const { return gap_before(gap_at, static_cast<int>(params.size()), static_cast<int>(l), true); }
-  bool pause_backward(size_t l) const { return gap_before(gap_at, static_cast<int>(params.size()), static_cast<int>(l), false); }
+  bool pause_forward(size_t l) const {
+    return gap_before(gap_at, static_cast<int>(params.size()), static_cast<int>(l), true);
+  }
+  bool pause_backward(size_t l) const {
+    return gap_before(gap_at, static_cast<int>(params.size()), static_cast<int>(l), false);
+  }
 
   void sync() const {
     if (device.is_cuda()) torch::cuda::synchronize();
@@ -85,13 +89,15 @@ void Profiler::measure_step(std::vector<LayerTimes>& times, std::vector<int64_t>
   at::Tensor x;
   for (size_t l = 0; l < layers; ++l) {
     if (l > 0) inputs[l] = x.detach().requires_grad_(true);
-    times[l].forward_s.push_back(timed([&] {
-      if (l == 0) inputs[l] = model->sample(seed, 0, batch).input.to(device);
-      outputs[l] = model->layers[l].forward(inputs[l], params[l]);
-      output_bytes[l] = static_cast<int64_t>(outputs[l].nbytes());
-      x = outputs[l];
-      if (l + 1 == layers) outputs[l] = model->loss(outputs[l], model->sample(seed, 0, batch).target.to(device));
-    }, pause_forward(l)));
+    times[l].forward_s.push_back(timed(
+        [&] {
+          if (l == 0) inputs[l] = model->sample(seed, 0, batch).input.to(device);
+          outputs[l] = model->layers[l].forward(inputs[l], params[l]);
+          output_bytes[l] = static_cast<int64_t>(outputs[l].nbytes());
+          x = outputs[l];
+          if (l + 1 == layers) outputs[l] = model->loss(outputs[l], model->sample(seed, 0, batch).target.to(device));
+        },
+        pause_forward(l)));
   }
   at::Tensor grad_output;
   std::vector<at::Tensor> grads;
@@ -99,29 +105,35 @@ void Profiler::measure_step(std::vector<LayerTimes>& times, std::vector<int64_t>
     std::vector<at::Tensor> seeds;
     if (grad_output.defined()) seeds.push_back(grad_output);
     WeightGradStore deferred;
-    times[l].input_s.push_back(timed([&] {
-      std::vector<at::Tensor> wrt = params[l];
-      if (l > 0) wrt.push_back(inputs[l]);
-      const DeferWeightGrads defer(deferred);
-      torch::autograd::grad({outputs[l]}, wrt, seeds, /*retain_graph=*/true, /*create_graph=*/false,
-                            /*allow_unused=*/true);
-    }, false));
+    times[l].input_s.push_back(timed(
+        [&] {
+          std::vector<at::Tensor> wrt = params[l];
+          if (l > 0) wrt.push_back(inputs[l]);
+          const DeferWeightGrads defer(deferred);
+          torch::autograd::grad({outputs[l]}, wrt, seeds, /*retain_graph=*/true, /*create_graph=*/false,
+                                /*allow_unused=*/true);
+        },
+        false));
     std::vector<at::Tensor> scratch;
     for (const at::Tensor& p : params[l]) scratch.push_back(at::zeros_like(p));
     times[l].weight_s.push_back(timed([&] { deferred.apply(params[l], scratch); }, false));
-    times[l].backward_s.push_back(timed([&] {
-      std::vector<at::Tensor> wrt = params[l];
-      if (l > 0) wrt.push_back(inputs[l]);
-      grads = torch::autograd::grad({outputs[l]}, wrt, seeds);
-      if (l > 0) grad_output = grads.back();
-    }, pause_backward(l)));
-    times[l].optimizer_s.push_back(timed([&] {
-      at::NoGradGuard no_grad;
-      std::vector<at::Tensor> next;
-      for (size_t p = 0; p < params[l].size(); ++p) next.push_back(params[l][p] - grads[p] * 0.05);
-      for (size_t p = 0; p < params[l].size(); ++p) grads[p].zero_();
-      next = as_leaves(std::move(next));
-    }, gap_at.empty()));
+    times[l].backward_s.push_back(timed(
+        [&] {
+          std::vector<at::Tensor> wrt = params[l];
+          if (l > 0) wrt.push_back(inputs[l]);
+          grads = torch::autograd::grad({outputs[l]}, wrt, seeds);
+          if (l > 0) grad_output = grads.back();
+        },
+        pause_backward(l)));
+    times[l].optimizer_s.push_back(timed(
+        [&] {
+          at::NoGradGuard no_grad;
+          std::vector<at::Tensor> next;
+          for (size_t p = 0; p < params[l].size(); ++p) next.push_back(params[l][p] - grads[p] * 0.05);
+          for (size_t p = 0; p < params[l].size(); ++p) grads[p].zero_();
+          next = as_leaves(std::move(next));
+        },
+        gap_at.empty()));
   }
 }
 
@@ -138,8 +150,7 @@ Profile to_profile(const ModelDef& model, const ProfileOptions& options, int mic
                    const std::vector<LayerTimes>& times, const std::vector<int64_t>& output_bytes) {
   Profile profile;
   profile.model = model.name;
-  profile.device = options.device == "cpu" ? fmt::format("cpu ({} threads)", options.intra_op_threads)
-                                           : options.device;
+  profile.device = options.device == "cpu" ? fmt::format("cpu ({} threads)", options.intra_op_threads) : options.device;
   profile.microbatch_size = microbatch_size;
   for (size_t l = 0; l < times.size(); ++l) {
     const LayerDef& def = model.layers[l];
@@ -196,7 +207,8 @@ bool gap_before(const std::vector<int>& gap_at, int layers, int layer, bool forw
   return forward ? listed(layer) : layer + 1 == layers || listed(layer + 1);
 }
 
-Result<MeasuredProfile> measure_profile(std::string_view model_name, int microbatch_size, const ProfileOptions& options) {
+Result<MeasuredProfile> measure_profile(std::string_view model_name, int microbatch_size,
+                                        const ProfileOptions& options) {
   auto model = make_model(model_name);
   if (!model) return model.error();
   if (microbatch_size < 1) return Error{fmt::format("microbatch size must be >= 1, got {}", microbatch_size)};
@@ -227,7 +239,8 @@ Result<MeasuredProfile> measure_profile(std::string_view model_name, int microba
                                      step < options.steps ? "" : fmt::format(" ({:.1f} s)", elapsed())));
       }
     }
-    return MeasuredProfile{to_profile(*model, options, microbatch_size, times, output_bytes), compute_noise_of(times, options.quantile)};
+    return MeasuredProfile{to_profile(*model, options, microbatch_size, times, output_bytes),
+                           compute_noise_of(times, options.quantile)};
   } catch (const std::exception& e) {
     return Error{fmt::format("profiling {}: {}", model_name, e.what())};
   }

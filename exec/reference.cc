@@ -117,15 +117,15 @@ Result<ReferenceReport> train_pipedream(const Reference& ref) {
       std::vector<const Params*> used;
       Params all;
       for (int s = 0; s < plan.num_stages(); ++s) {
-        const int version = base[static_cast<size_t>(s)] +
-                            pipedream_version(plan, plan.vertical_sync ? 0 : s, k);
+        const int version = base[static_cast<size_t>(s)] + pipedream_version(plan, plan.vertical_sync ? 0 : s, k);
         if (version >= static_cast<int>(stages[static_cast<size_t>(s)].versions.size()))
           return Error{fmt::format("reference: stage {} needs version {} before it exists", s, version)};
         used.push_back(&stages[static_cast<size_t>(s)].versions[static_cast<size_t>(version)]);
         all.insert(all.end(), used.back()->begin(), used.back()->end());
       }
       const int64_t first = (int64_t{pass} * plan.microbatches + k) * plan.microbatch_size;
-      const at::Tensor loss = model_loss(model, ranges, used, model.sample(ref.options->seed, first, plan.microbatch_size));
+      const at::Tensor loss =
+          model_loss(model, ranges, used, model.sample(ref.options->seed, first, plan.microbatch_size));
       loss_sum += loss.item<double>();
       const std::vector<at::Tensor> grads = torch::autograd::grad({loss}, all);
       size_t offset = 0;

@@ -42,9 +42,9 @@ std::vector<double> encode_report(const std::vector<Span>& spans, const Losses& 
   }
   out.push_back(static_cast<double>(losses.size()));
   for (const auto& [step, microbatch, loss] : losses) out.insert(out.end(), {double(step), double(microbatch), loss});
-  out.insert(out.end(), {static_cast<double>(stats.actions), stats.loop.value, stats.compute.value,
-                         stats.waiting.value, stats.loop_cpu.value, stats.compute_cpu.value,
-                         static_cast<double>(stats.peak_weight_versions)});
+  out.insert(out.end(),
+             {static_cast<double>(stats.actions), stats.loop.value, stats.compute.value, stats.waiting.value,
+              stats.loop_cpu.value, stats.compute_cpu.value, static_cast<double>(stats.peak_weight_versions)});
   return out;
 }
 
@@ -58,8 +58,8 @@ void decode_report(const std::vector<double>& in, const Program& program, int wo
     const Action& action = program.actions[static_cast<size_t>(worker)][static_cast<size_t>(index)];
     const Seconds start(next());
     const Seconds end(next());
-    spans.push_back(Span{worker, index, action, is_compute(action.kind) ? Stream::kCompute : Stream::kComm,
-                         start, end, Bytes(static_cast<int64_t>(next()))});
+    spans.push_back(Span{worker, index, action, is_compute(action.kind) ? Stream::kCompute : Stream::kComm, start, end,
+                         Bytes(static_cast<int64_t>(next()))});
   }
   const auto losses_count = static_cast<size_t>(next());
   for (size_t l = 0; l < losses_count; ++l) {
@@ -121,8 +121,8 @@ Status connect(Rank& rank) {
     if (replicas > 1) {
       auto group = connect_subgroup(rank.groups, s, info.replica, replicas, rank.options.timeout, rank.env.master_addr);
       if (!group) return group.error();
-      rank.reducers.back() = std::make_unique<GlooReducer>(std::move(*group),
-                                                           workers_by_stage(rank.run->program)[static_cast<size_t>(s)]);
+      rank.reducers.back() =
+          std::make_unique<GlooReducer>(std::move(*group), workers_by_stage(rank.run->program)[static_cast<size_t>(s)]);
     }
     reducers.push_back(rank.reducers.back().get());
   }
@@ -174,7 +174,9 @@ Status send_to_root(Rank& rank, const std::vector<Span>& spans, const Losses& lo
   if (info.replica != 0) return ok_status();
   const std::vector<int> stages = stages_of(info);
   for (size_t c = 0; c < stages.size(); ++c)
-    if (Status s = rank.send(flat_params(rank.worker->live_of_stage(stages[c])->params), kWeightsTag + static_cast<int>(c)); !s)
+    if (Status s =
+            rank.send(flat_params(rank.worker->live_of_stage(stages[c])->params), kWeightsTag + static_cast<int>(c));
+        !s)
       return s;
   return ok_status();
 }

@@ -66,9 +66,10 @@ std::vector<int> stage0_versions(const Program& program) {
 
 Status check_checkpoint_options(const TrainOptions& options, const Plan& plan) {
   if ((options.checkpoint_every > 0 || options.resume) && runs_chunks(plan.schedule))
-    return Error{fmt::format("checkpoints of {} are not supported yet: its workers run several stages each, and a "
-                             "checkpoint holds one stage per worker",
-                             schedule_name(plan.schedule))};
+    return Error{
+        fmt::format("checkpoints of {} are not supported yet: its workers run several stages each, and a "
+                    "checkpoint holds one stage per worker",
+                    schedule_name(plan.schedule))};
   if (options.checkpoint_every < 0)
     return Error{fmt::format("checkpoint_every is {}; it must be >= 1 (or 0 for none)", options.checkpoint_every)};
   if ((options.checkpoint_every > 0 || options.resume) && options.checkpoint_dir.empty())
@@ -96,8 +97,7 @@ Result<std::unique_ptr<PreparedRun>> prepare_run(const Plan& plan, const TrainOp
   if (!valid) return Error{"the plan's program is invalid: " + valid.error().message};
   for (const StagePlan& stage : plan.stages) run->stages.emplace_back(*run->model, stage.layers);
   run->step_divisors = step_divisors(run->program);
-  if (plan.schedule == Schedule::kPipeDream && plan.vertical_sync)
-    run->stage0_versions = stage0_versions(run->program);
+  if (plan.schedule == Schedule::kPipeDream && plan.vertical_sync) run->stage0_versions = stage0_versions(run->program);
   if (*fault && (*fault)->rank >= run->program.num_workers()) {
     return Error{fmt::format("{} names rank {} but the plan has {} workers", kFaultVariable, (*fault)->rank,
                              run->program.num_workers())};
@@ -106,8 +106,8 @@ Result<std::unique_ptr<PreparedRun>> prepare_run(const Plan& plan, const TrainOp
   return run;
 }
 
-WorkerSetup worker_setup(const PreparedRun& run, int worker, const TrainOptions& options,
-                         Transport* transport, const std::vector<Reducer*>& reducers) {
+WorkerSetup worker_setup(const PreparedRun& run, int worker, const TrainOptions& options, Transport* transport,
+                         const std::vector<Reducer*>& reducers) {
   const WorkerInfo& info = run.program.workers[static_cast<size_t>(worker)];
   WorkerSetup setup;
   setup.program = &run.program;
@@ -115,7 +115,8 @@ WorkerSetup worker_setup(const PreparedRun& run, int worker, const TrainOptions&
   const std::vector<int> stages = stages_of(info);
   for (size_t c = 0; c < stages.size(); ++c) {
     const int s = stages[c];
-    setup.chunks.push_back(ChunkSetup{s, &run.stages[static_cast<size_t>(s)], c < reducers.size() ? reducers[c] : nullptr,
+    setup.chunks.push_back(ChunkSetup{s, &run.stages[static_cast<size_t>(s)],
+                                      c < reducers.size() ? reducers[c] : nullptr,
                                       run.step_divisors[static_cast<size_t>(worker)].at(s)});
   }
   setup.microbatch_size = run.plan.microbatch_size;

@@ -32,10 +32,10 @@ struct PreparedRun {
   std::unique_ptr<ModelDef> model;
   Plan plan;
   Program program;
-  std::vector<StageModel> stages;                  // [stage]
+  std::vector<StageModel> stages;                              // [stage]
   std::vector<std::map<int, std::vector<int>>> step_divisors;  // [worker][stage][round]
-  std::vector<int> stage0_versions;                // [microbatch], vertical sync only
-  std::optional<InjectedFault> fault;              // from BATON_INJECT_FAULT
+  std::vector<int> stage0_versions;                            // [microbatch], vertical sync only
+  std::optional<InjectedFault> fault;                          // from BATON_INJECT_FAULT
 };
 
 // Also reads BATON_INJECT_FAULT (exec/fault.h; its rank must be a worker of
@@ -45,8 +45,8 @@ Result<std::unique_ptr<PreparedRun>> prepare_run(const Plan& plan, const TrainOp
 
 // `reducers`: one per stage the worker runs (stages_of order), null where the
 // stage has no replicas.
-WorkerSetup worker_setup(const PreparedRun& run, int worker, const TrainOptions& options,
-                         Transport* transport, const std::vector<Reducer*>& reducers);
+WorkerSetup worker_setup(const PreparedRun& run, int worker, const TrainOptions& options, Transport* transport,
+                         const std::vector<Reducer*>& reducers);
 
 // The spans of one step, sorted by (start, worker, action_index), as a measured Trace.
 Trace measured_trace(const Program& program, std::vector<Span> spans);

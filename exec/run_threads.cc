@@ -21,9 +21,9 @@ namespace {
 
 struct ThreadsWorld {
   std::unique_ptr<Mailbox> mailbox;
-  std::vector<std::unique_ptr<ThreadsReduceGroup>> groups;  // [stage], null when not replicated
-  std::vector<std::unique_ptr<ThreadsTransport>> transports; // [worker]
-  std::vector<std::unique_ptr<ThreadsReducer>> reducers;     // one per (worker, stage), null when not replicated
+  std::vector<std::unique_ptr<ThreadsReduceGroup>> groups;    // [stage], null when not replicated
+  std::vector<std::unique_ptr<ThreadsTransport>> transports;  // [worker]
+  std::vector<std::unique_ptr<ThreadsReducer>> reducers;      // one per (worker, stage), null when not replicated
   std::vector<std::unique_ptr<Worker>> workers;
 
   void abort() {
@@ -115,7 +115,8 @@ Weights final_weights(const PreparedRun& run, const ThreadsWorld& world) {
   const std::vector<std::vector<int>> by_stage = workers_by_stage(run.program);
   for (int s = 0; s < run.program.num_stages; ++s) {
     const int w = by_stage[static_cast<size_t>(s)].front();
-    auto layers = stage_weights(run.stages[static_cast<size_t>(s)], world.workers[static_cast<size_t>(w)]->live_of_stage(s)->params);
+    auto layers = stage_weights(run.stages[static_cast<size_t>(s)],
+                                world.workers[static_cast<size_t>(w)]->live_of_stage(s)->params);
     for (auto& layer : layers) weights.layers.push_back(std::move(layer));
   }
   return weights;

@@ -27,8 +27,8 @@
 namespace baton::exec {
 
 struct WeightVersion {
-  int number = 0;                 // STEPs applied before it (per worker)
-  std::vector<at::Tensor> params; // leaves, requires_grad
+  int number = 0;                  // STEPs applied before it (per worker)
+  std::vector<at::Tensor> params;  // leaves, requires_grad
 };
 using VersionPtr = std::shared_ptr<const WeightVersion>;
 

@@ -19,10 +19,10 @@
 #include <string>
 #include <string_view>
 
+#include <torch/version.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#include <torch/version.h>
 
 namespace baton::exec::compat {
 
@@ -53,9 +53,8 @@ c10::intrusive_ptr<::c10d::Store> open_tcp_store(const std::string& host, Option
 }
 
 // A TCPStore client (or server, on the rank that serves it).
-inline c10::intrusive_ptr<::c10d::Store> make_tcp_store(const std::string& host, uint16_t port,
-                                                         int world_size, bool is_server,
-                                                         std::chrono::milliseconds timeout) {
+inline c10::intrusive_ptr<::c10d::Store> make_tcp_store(const std::string& host, uint16_t port, int world_size,
+                                                        bool is_server, std::chrono::milliseconds timeout) {
   ::c10d::TCPStoreOptions options;
   options.port = port;
   options.isServer = is_server;

@@ -70,8 +70,7 @@ class Transport {
  public:
   virtual ~Transport() = default;
   virtual Result<PendingPtr> send(const MessageKey& key, const at::Tensor& tensor) = 0;
-  virtual Result<at::Tensor> recv(const MessageKey& key, const std::vector<int64_t>& shape,
-                                  at::ScalarType dtype) = 0;
+  virtual Result<at::Tensor> recv(const MessageKey& key, const std::vector<int64_t>& shape, at::ScalarType dtype) = 0;
   virtual Result<PostedRecvPtr> post_recv(const MessageKey& key, const std::vector<int64_t>& shape,
                                           at::ScalarType dtype);
 };

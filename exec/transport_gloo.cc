@@ -11,9 +11,7 @@ namespace baton::exec {
 
 namespace {
 
-std::chrono::milliseconds to_ms(Seconds s) {
-  return std::chrono::milliseconds(static_cast<int64_t>(s.value * 1e3));
-}
+std::chrono::milliseconds to_ms(Seconds s) { return std::chrono::milliseconds(static_cast<int64_t>(s.value * 1e3)); }
 
 bool is_loopback(const std::string& address) {
   return address == "localhost" || address.rfind("127.", 0) == 0 || address == "::1";
@@ -27,17 +25,14 @@ std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& master
 }
 
 c10::intrusive_ptr<compat::GlooGroup> make_group(const c10::intrusive_ptr<::c10d::Store>& store,
-                                                 const std::string& master_addr, int rank, int size,
-                                                 Seconds timeout) {
+                                                 const std::string& master_addr, int rank, int size, Seconds timeout) {
   auto options = compat::GlooGroup::Options::create(to_ms(timeout));
   options->devices.push_back(gloo_device(master_addr));
   options->threads = 1;
   return c10::make_intrusive<compat::GlooGroup>(store, rank, size, options);
 }
 
-int tag_of(const MessageKey& key) {
-  return static_cast<int>(2 * key.sequence + static_cast<int>(key.payload));
-}
+int tag_of(const MessageKey& key) { return static_cast<int>(2 * key.sequence + static_cast<int>(key.payload)); }
 
 class WorkPending final : public Pending {
  public:
@@ -87,20 +82,20 @@ Status wait_work(const c10::intrusive_ptr<::c10d::Work>& work, Seconds timeout, 
 Result<GlooGroups> connect_world(const RankEnv& env, Seconds timeout) {
   try {
     GlooGroups groups;
-    groups.store = compat::make_tcp_store(env.master_addr, static_cast<uint16_t>(env.master_port),
-                                          env.world_size, env.rank == 0, to_ms(timeout));
+    groups.store = compat::make_tcp_store(env.master_addr, static_cast<uint16_t>(env.master_port), env.world_size,
+                                          env.rank == 0, to_ms(timeout));
     auto prefixed = c10::make_intrusive<::c10d::PrefixStore>("world", groups.store);
     groups.world = make_group(prefixed, env.master_addr, env.rank, env.world_size, timeout);
     return groups;
   } catch (const std::exception& e) {
-    return Error{fmt::format("rank {}: rendezvous at {}:{} failed: {}", env.rank, env.master_addr,
-                             env.master_port, e.what())};
+    return Error{
+        fmt::format("rank {}: rendezvous at {}:{} failed: {}", env.rank, env.master_addr, env.master_port, e.what())};
   }
 }
 
-Result<c10::intrusive_ptr<compat::GlooGroup>> connect_subgroup(const GlooGroups& groups, int stage,
-                                                              int member, int members, Seconds timeout,
-                                                              const std::string& master_addr) {
+Result<c10::intrusive_ptr<compat::GlooGroup>> connect_subgroup(const GlooGroups& groups, int stage, int member,
+                                                               int members, Seconds timeout,
+                                                               const std::string& master_addr) {
   try {
     auto prefixed = c10::make_intrusive<::c10d::PrefixStore>(fmt::format("stage{}", stage), groups.store);
     return make_group(prefixed, master_addr, member, members, timeout);
@@ -113,16 +108,14 @@ Result<PendingPtr> GlooTransport::send(const MessageKey& key, const at::Tensor& 
   try {
     std::vector<at::Tensor> buffers{tensor.contiguous()};
     auto work = world_->send(buffers, key.dst, tag_of(key));
-    return PendingPtr(std::make_unique<WorkPending>(std::move(work), buffers[0],
-                                                    fmt::format("send to rank {}", key.dst),
-                                                    fmt::format("rank {}", key.dst)));
+    return PendingPtr(std::make_unique<WorkPending>(
+        std::move(work), buffers[0], fmt::format("send to rank {}", key.dst), fmt::format("rank {}", key.dst)));
   } catch (const std::exception& e) {
     return Error{fmt::format("send to rank {} failed: {}", key.dst, e.what())};
   }
 }
 
-Result<at::Tensor> GlooTransport::recv(const MessageKey& key, const std::vector<int64_t>& shape,
-                                       at::ScalarType dtype) {
+Result<at::Tensor> GlooTransport::recv(const MessageKey& key, const std::vector<int64_t>& shape, at::ScalarType dtype) {
   auto posted = post_recv(key, shape, dtype);
   if (!posted) return posted.error();
   return (*posted)->wait(timeout_);
@@ -135,8 +128,8 @@ class GlooPostedRecv final : public PostedRecv {
   GlooPostedRecv(c10::intrusive_ptr<::c10d::Work> work, at::Tensor buffer, int src)
       : work_(std::move(work)), buffer_(std::move(buffer)), src_(src) {}
   Result<at::Tensor> wait(Seconds timeout) override {
-    const Status status = wait_work(work_, timeout, fmt::format("receive from rank {}", src_),
-                                    fmt::format("rank {}", src_));
+    const Status status =
+        wait_work(work_, timeout, fmt::format("receive from rank {}", src_), fmt::format("rank {}", src_));
     if (!status) return status.error();
     return buffer_;
   }
@@ -167,8 +160,8 @@ Result<PendingPtr> GlooReducer::allreduce(const at::Tensor& flat) {
   try {
     std::vector<at::Tensor> buffers{flat};
     auto work = group_->allreduce(buffers);
-    return PendingPtr(std::make_unique<WorkPending>(std::move(work), flat,
-                                                    "gradient all-reduce over " + members_, "one of " + members_));
+    return PendingPtr(std::make_unique<WorkPending>(std::move(work), flat, "gradient all-reduce over " + members_,
+                                                    "one of " + members_));
   } catch (const std::exception& e) {
     return Error{fmt::format("gradient all-reduce failed: {}", e.what())};
   }

@@ -32,9 +32,9 @@ struct GlooGroups {
 Result<GlooGroups> connect_world(const RankEnv& env, Seconds timeout);
 // This rank is member `member` (its replica index) of stage `stage`'s
 // `members` replicas; every member calls this, no one else does.
-Result<c10::intrusive_ptr<compat::GlooGroup>> connect_subgroup(const GlooGroups& groups, int stage,
-                                                              int member, int members, Seconds timeout,
-                                                              const std::string& master_addr);
+Result<c10::intrusive_ptr<compat::GlooGroup>> connect_subgroup(const GlooGroups& groups, int stage, int member,
+                                                               int members, Seconds timeout,
+                                                               const std::string& master_addr);
 
 // Waits at most `timeout` for a c10d work item, turning its exceptions into
 // Errors. `what` names the operation ("receive from rank 1"), `peer` whom it
@@ -49,8 +49,7 @@ class GlooTransport final : public Transport {
   GlooTransport(c10::intrusive_ptr<compat::GlooGroup> world, Seconds timeout)
       : world_(std::move(world)), timeout_(timeout) {}
   Result<PendingPtr> send(const MessageKey& key, const at::Tensor& tensor) override;
-  Result<at::Tensor> recv(const MessageKey& key, const std::vector<int64_t>& shape,
-                          at::ScalarType dtype) override;
+  Result<at::Tensor> recv(const MessageKey& key, const std::vector<int64_t>& shape, at::ScalarType dtype) override;
   // Issues the c10d receive at once (Gloo moves the bytes only once it is posted).
   Result<PostedRecvPtr> post_recv(const MessageKey& key, const std::vector<int64_t>& shape,
                                   at::ScalarType dtype) override;

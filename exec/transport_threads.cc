@@ -15,8 +15,7 @@ std::chrono::nanoseconds to_duration(Seconds s) {
 
 std::string describe(const MessageKey& key) {
   return fmt::format("{} of sequence {} from worker {} to worker {}",
-                     key.payload == Payload::kActivation ? "activation" : "gradient", key.sequence,
-                     key.src, key.dst);
+                     key.payload == Payload::kActivation ? "activation" : "gradient", key.sequence, key.src, key.dst);
 }
 
 }  // namespace
@@ -25,9 +24,7 @@ Mailbox::Mailbox(int workers, Seconds timeout) : timeout_(timeout) {
   for (int w = 0; w < workers; ++w) slots_.push_back(std::make_unique<Slot>());
 }
 
-Mailbox::Key Mailbox::key_of(const MessageKey& key) {
-  return {key.src, static_cast<int>(key.payload), key.sequence};
-}
+Mailbox::Key Mailbox::key_of(const MessageKey& key) { return {key.src, static_cast<int>(key.payload), key.sequence}; }
 
 void Mailbox::put(const MessageKey& key, at::Tensor tensor) {
   Slot& slot = slot_of(key);
@@ -42,9 +39,8 @@ Result<at::Tensor> Mailbox::take(const MessageKey& key) {
   Slot& slot = slot_of(key);
   const Key wanted = key_of(key);
   std::unique_lock lock(slot.mutex);
-  const bool ready = slot.arrived.wait_for(lock, to_duration(timeout_), [&] {
-    return slot.aborted || slot.messages.count(wanted) > 0;
-  });
+  const bool ready = slot.arrived.wait_for(lock, to_duration(timeout_),
+                                           [&] { return slot.aborted || slot.messages.count(wanted) > 0; });
   if (slot.aborted) return Error{fmt::format("receive of the {} abandoned: a peer failed", describe(key))};
   if (!ready) {
     return Error{fmt::format("timed out after {:.0f} s waiting for the {}", timeout_.value, describe(key))};

@@ -51,8 +51,7 @@ class ThreadsTransport final : public Transport {
  public:
   explicit ThreadsTransport(Mailbox& mailbox) : mailbox_(&mailbox) {}
   Result<PendingPtr> send(const MessageKey& key, const at::Tensor& tensor) override;
-  Result<at::Tensor> recv(const MessageKey& key, const std::vector<int64_t>& shape,
-                          at::ScalarType dtype) override;
+  Result<at::Tensor> recv(const MessageKey& key, const std::vector<int64_t>& shape, at::ScalarType dtype) override;
 
  private:
   Mailbox* mailbox_;

@@ -123,8 +123,8 @@ Status Worker::run_iteration(int step, Clock::time_point origin, std::vector<Spa
     if (is_compute(action.kind)) stats_.compute_cpu += thread_cpu_time() - cpu_start;
     if (!timing) {
       spans_ = nullptr;
-      return Error{fmt::format("worker {}, action {} ({}), step {}: {}", setup_.worker, i,
-                               to_string(action), step, timing.error().message)};
+      return Error{fmt::format("worker {}, action {} ({}), step {}: {}", setup_.worker, i, to_string(action), step,
+                               timing.error().message)};
     }
     const int span_index = spans != nullptr ? static_cast<int>(spans->size()) : -1;
     if (spans != nullptr) {
@@ -147,13 +147,13 @@ Status Worker::run_iteration(int step, Clock::time_point origin, std::vector<Spa
 
 Result<StageState> Worker::boundary_state() const {
   if (chunks_.size() != 1)
-    return Error{fmt::format("worker {} runs {} chunks: checkpoints hold one stage per worker", setup_.worker,
-                             chunks_.size())};
+    return Error{
+        fmt::format("worker {} runs {} chunks: checkpoints hold one stage per worker", setup_.worker, chunks_.size())};
   const Chunk& chunk = chunks_.front();
   for (size_t k = 0; k < chunk.inflight.size(); ++k) {
     const InFlight& mb = chunk.inflight[k];
-    if (mb.received.defined() || mb.input.defined() || mb.output.defined() || mb.version ||
-        mb.grad_output.defined() || mb.grad_input.defined())
+    if (mb.received.defined() || mb.input.defined() || mb.output.defined() || mb.version || mb.grad_output.defined() ||
+        mb.grad_input.defined())
       return Error{fmt::format("worker {}: microbatch {} is in flight at the iteration boundary", setup_.worker, k)};
   }
   if (!sends_.empty() || !reduces_.empty() || !posted_.empty())
@@ -232,7 +232,8 @@ Result<Worker::Timing> Worker::forward(int microbatch) {
   }
   mb.output = stage.forward(mb.input, (*version)->params);
   if (stage.is_last()) {
-    mb.output = model.loss(mb.output, model.sample(setup_.options.seed, sample_index(microbatch) * batch, batch).target);
+    mb.output =
+        model.loss(mb.output, model.sample(setup_.options.seed, sample_index(microbatch) * batch, batch).target);
     losses_.emplace_back(microbatch, mb.output.item<double>());
   }
   mb.version = std::move(*version);

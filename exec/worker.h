@@ -71,19 +71,19 @@ using Clock = std::chrono::steady_clock;
 struct ChunkSetup {
   int stage = 0;
   const StageModel* model = nullptr;
-  Reducer* reducer = nullptr;        // null unless the stage has replicas
-  std::vector<int> step_divisors;    // [round]
+  Reducer* reducer = nullptr;      // null unless the stage has replicas
+  std::vector<int> step_divisors;  // [round]
 };
 
 struct WorkerSetup {
   const Program* program = nullptr;
   int worker = 0;
-  std::vector<ChunkSetup> chunks;    // the worker's stages, increasing; one unless it runs chunks
+  std::vector<ChunkSetup> chunks;  // the worker's stages, increasing; one unless it runs chunks
   int microbatch_size = 1;
   TrainOptions options;
   Transport* transport = nullptr;
-  std::vector<int> forward_versions; // [microbatch], vertical sync only; else empty
-  std::optional<InjectedFault> fault; // carried out at the start of its step if it names this worker
+  std::vector<int> forward_versions;   // [microbatch], vertical sync only; else empty
+  std::optional<InjectedFault> fault;  // carried out at the start of its step if it names this worker
 };
 
 class Worker {
@@ -118,12 +118,12 @@ class Worker {
 
  private:
   struct InFlight {
-    at::Tensor received;     // RECV_ACT
-    at::Tensor input;        // the stage input as used by F (a leaf when differentiable)
-    at::Tensor output;       // stage output, or the loss on the last stage
+    at::Tensor received;  // RECV_ACT
+    at::Tensor input;     // the stage input as used by F (a leaf when differentiable)
+    at::Tensor output;    // stage output, or the loss on the last stage
     VersionPtr version;
-    at::Tensor grad_output;  // RECV_GRAD
-    at::Tensor grad_input;   // for SEND_GRAD
+    at::Tensor grad_output;    // RECV_GRAD
+    at::Tensor grad_input;     // for SEND_GRAD
     WeightGradStore deferred;  // split backward: the weight products I left for W
   };
   struct Timing {
@@ -141,7 +141,7 @@ class Worker {
     VersionPtr live;
     at::Tensor gradient_flat;
     std::vector<at::Tensor> gradient_views;
-    std::vector<InFlight> inflight;   // [microbatch], this iteration
+    std::vector<InFlight> inflight;  // [microbatch], this iteration
   };
 
   Chunk& chunk_for(int stage);
@@ -172,21 +172,21 @@ class Worker {
   int64_t sample_index(int microbatch) const;
 
   WorkerSetup setup_;
-  VersionCounter counter_;            // declared before every VersionPtr holder
-  std::vector<Chunk> chunks_;         // one per ChunkSetup
-  Chunk* cur_ = nullptr;              // the chunk of the action being run
-  std::map<int, VersionPtr> kept_;    // vertical sync: versions future forwards need
-  std::map<int, int> uses_left_;      // vertical sync: forwards left per version number
+  VersionCounter counter_;          // declared before every VersionPtr holder
+  std::vector<Chunk> chunks_;       // one per ChunkSetup
+  Chunk* cur_ = nullptr;            // the chunk of the action being run
+  std::map<int, VersionPtr> kept_;  // vertical sync: versions future forwards need
+  std::map<int, int> uses_left_;    // vertical sync: forwards left per version number
   std::vector<Outstanding> sends_;
   std::vector<Outstanding> reduces_;
   std::map<std::tuple<ActionKind, int, int>, PostedRecvPtr> posted_;  // (RECV kind, stage, microbatch)
   std::vector<std::pair<int, double>> losses_;
   WorkerStats stats_;
   int step_ = 0;
-  int pass_base_ = 0;                 // live version number when the iteration began
-  Clock::time_point origin_;          // this iteration's time zero
-  std::vector<Span>* spans_ = nullptr; // this iteration's spans, when recorded
-  int prepared_step_ = -1;             // the step prepare_iteration ran for, -1 when none
+  int pass_base_ = 0;                   // live version number when the iteration began
+  Clock::time_point origin_;            // this iteration's time zero
+  std::vector<Span>* spans_ = nullptr;  // this iteration's spans, when recorded
+  int prepared_step_ = -1;              // the step prepare_iteration ran for, -1 when none
 };
 
 }  // namespace baton::exec

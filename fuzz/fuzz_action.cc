@@ -26,8 +26,7 @@ void check_round_trip(const Action& action) {
 }
 
 bool has_space(std::string_view text) {
-  return std::any_of(text.begin(), text.end(),
-                     [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; });
+  return std::any_of(text.begin(), text.end(), [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; });
 }
 
 }  // namespace

@@ -3,9 +3,8 @@
 // passes, generate its Program and validate it.
 //
 // Properties: no crash anywhere; what plan_to_json writes loads again to the
-// same plan, and with a key the format does not have is refused; a checked plan yields a Program that validate_program accepts
-// (pipedream only when every stage's replica count divides the microbatches,
-// as sim/schedules.h states).
+// same plan, and with a key the format does not have is refused; a checked plan yields a Program that validate_program
+// accepts (pipedream only when every stage's replica count divides the microbatches, as sim/schedules.h states).
 #include <cstddef>
 #include <cstdint>
 
@@ -54,7 +53,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!baton::check_plan(plan, profile, topology, "fuzz.plan.json")) return 0;
   const baton::Program program = baton::build_program(plan);
   auto valid = baton::validate_program(program);
-  if (!valid && program_must_validate(plan))
-    fail("a checked plan's program validates", valid.error().message);
+  if (!valid && program_must_validate(plan)) fail("a checked plan's program validates", valid.error().message);
   return 0;
 }

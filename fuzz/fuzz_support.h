@@ -25,8 +25,8 @@ inline std::string_view as_text(const uint8_t* data, size_t size) {
 }
 
 [[noreturn]] inline void fail(std::string_view property, std::string_view detail) {
-  std::fprintf(stderr, "fuzz property failed: %.*s\n%.*s\n", static_cast<int>(property.size()),
-               property.data(), static_cast<int>(detail.size()), detail.data());
+  std::fprintf(stderr, "fuzz property failed: %.*s\n%.*s\n", static_cast<int>(property.size()), property.data(),
+               static_cast<int>(detail.size()), detail.data());
   std::abort();
 }
 
@@ -57,8 +57,8 @@ inline int64_t total_workers(const std::vector<StagePlan>& stages) {
 
 // 8 layers; plans must cover [0, 8).
 inline const Profile& fixture_profile() {
-  static const Profile profile = make_uniform_profile(
-      8, Seconds::from_ms(1.0), Seconds::from_ms(2.0), Bytes(1 << 20), Bytes(1 << 22));
+  static const Profile profile =
+      make_uniform_profile(8, Seconds::from_ms(1.0), Seconds::from_ms(2.0), Bytes(1 << 20), Bytes(1 << 22));
   return profile;
 }
 

@@ -4,9 +4,7 @@
 
 namespace baton {
 
-int estimate_tier(const PlanEstimate& estimate) {
-  return estimate.rated ? 0 : 2;
-}
+int estimate_tier(const PlanEstimate& estimate) { return estimate.rated ? 0 : 2; }
 
 std::optional<RatedPlan> choose_plan(const std::vector<Plan>& candidates, const Profile& profile,
                                      const Topology& topology, Optimizer optimizer) {

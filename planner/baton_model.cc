@@ -30,8 +30,8 @@ StageEstimate estimate_stage(const StagePlan& stage, const StageCost& cost, cons
   e.backward = cost.backward;
   e.allreduce = stage.replicas > 1 ? network.allreduce_time(stage.devices, cost.params) : Seconds(0.0);
   const Seconds device_time = cost.forward * demand.forwards + cost.backward * demand.backwards +
-                              cost.backward_input * demand.input_passes +
-                              cost.backward_weight * demand.weight_passes + e.allreduce * demand.allreduces;
+                              cost.backward_input * demand.input_passes + cost.backward_weight * demand.weight_passes +
+                              e.allreduce * demand.allreduces;
   e.period = device_time / double(std::max(microbatches, 1));
   e.allreduce_share = e.allreduce * demand.allreduces / double(std::max(microbatches, 1));
   e.weights = cost.params;
@@ -49,8 +49,9 @@ void add_simulated(StageEstimate& e, const Metrics& metrics, const Program& prog
 }
 
 void name_bottleneck(PlanEstimate& estimate, double microbatches_per_iteration) {
-  const auto slowest = std::max_element(estimate.stages.begin(), estimate.stages.end(),
-                                        [](const StageEstimate& a, const StageEstimate& b) { return a.period < b.period; });
+  const auto slowest =
+      std::max_element(estimate.stages.begin(), estimate.stages.end(),
+                       [](const StageEstimate& a, const StageEstimate& b) { return a.period < b.period; });
   estimate.bottleneck_stage = static_cast<int>(slowest - estimate.stages.begin());
   const Seconds per_microbatch = estimate.iteration_time / microbatches_per_iteration;
   if (slowest->period.value >= (1.0 - kOwnPaceTolerance) * per_microbatch.value) {
@@ -62,8 +63,7 @@ void name_bottleneck(PlanEstimate& estimate, double microbatches_per_iteration) 
 
 }  // namespace
 
-PlanEstimate estimate_plan(const Profile& profile, const Topology& topology, const Plan& plan,
-                           Optimizer optimizer) {
+PlanEstimate estimate_plan(const Profile& profile, const Topology& topology, const Plan& plan, Optimizer optimizer) {
   PlanEstimate estimate;
   const auto rating = rate_plan(plan, profile, topology, optimizer);
   if (!rating) {
@@ -79,8 +79,8 @@ PlanEstimate estimate_plan(const Profile& profile, const Topology& topology, con
   const Network network(topology);
   const std::vector<int> first = first_workers(program);
   for (int s = 0; s < plan.num_stages(); ++s) {
-    StageEstimate e = estimate_stage(plan.stages[s], costs[s], network, worker_demand(program, first[s], s),
-                                     simulated.microbatches);
+    StageEstimate e =
+        estimate_stage(plan.stages[s], costs[s], network, worker_demand(program, first[s], s), simulated.microbatches);
     add_simulated(e, rating->metrics, program, s, first[s]);
     estimate.peak_memory = max(estimate.peak_memory, e.memory);
     estimate.stages.push_back(e);

@@ -37,15 +37,15 @@ namespace baton {
 struct StageEstimate {
   Seconds forward;
   Seconds backward;
-  Seconds allreduce;      // one gradient all-reduce among the replicas
-  Seconds period;         // device time per microbatch of the run (see above)
-  Seconds allreduce_share;  // the part of period spent in all-reduces
+  Seconds allreduce;           // one gradient all-reduce among the replicas
+  Seconds period;              // device time per microbatch of the run (see above)
+  Seconds allreduce_share;     // the part of period spent in all-reduces
   double busy_fraction = 0.0;  // of its first worker in the measured window
   int weight_versions = 1;     // peak, of its first worker
-  int inflight = 1;       // microbatches whose activations it holds at peak
+  int inflight = 1;            // microbatches whose activations it holds at peak
   Bytes weights;
-  Bytes activations;      // peak stashed activations, of its first worker
-  Bytes memory;           // peak per worker, the largest of the stage's workers
+  Bytes activations;  // peak stashed activations, of its first worker
+  Bytes memory;       // peak per worker, the largest of the stage's workers
 };
 
 struct PlanEstimate {
@@ -68,7 +68,6 @@ struct PlanEstimate {
 };
 
 // Precondition: check_plan(plan, profile, topology) holds (devices assigned).
-PlanEstimate estimate_plan(const Profile& profile, const Topology& topology, const Plan& plan,
-                           Optimizer optimizer);
+PlanEstimate estimate_plan(const Profile& profile, const Topology& topology, const Plan& plan, Optimizer optimizer);
 
 }  // namespace baton

@@ -8,8 +8,8 @@
 #include <optional>
 
 #include "planner/stage_demand.h"
-#include "sim/schedules.h"
 #include "sim/network.h"
+#include "sim/schedules.h"
 
 namespace baton {
 
@@ -58,7 +58,10 @@ RangeTables range_tables(const Profile& profile, double speed) {
       int first = n;
       for (int c = i; c < n && first == n; ++c)
         for (int q : profile.layers[c].inputs)
-          if (q == p) { first = c; break; }
+          if (q == p) {
+            first = c;
+            break;
+          }
       if (first < n) enters[first] += profile.layers[p].output_bytes.value;
     }
     int64_t input = 0, own = 0;
@@ -119,10 +122,15 @@ std::vector<int> device_counts(const Topology& topology, bool straight, int laye
 // The search for one number of devices D; fills `found` with (value, plan).
 class Search {
  public:
-  Search(const Profile& profile, const Topology& topology, const SearchOptions& options,
-         const RangeTables& tables, const std::vector<int>& replicas, bool minimize_memory)
-      : profile_(profile), topology_(topology), options_(options), tables_(tables),
-        replicas_(replicas), network_(topology), minimize_memory_(minimize_memory),
+  Search(const Profile& profile, const Topology& topology, const SearchOptions& options, const RangeTables& tables,
+         const std::vector<int>& replicas, bool minimize_memory)
+      : profile_(profile),
+        topology_(topology),
+        options_(options),
+        tables_(tables),
+        replicas_(replicas),
+        network_(topology),
+        minimize_memory_(minimize_memory),
         cut_memo_(static_cast<size_t>(topology.num_devices()) * replicas.size() * replicas.size(),
                   std::numeric_limits<double>::quiet_NaN()),
         allreduce_memo_(static_cast<size_t>(topology.num_devices()) * replicas.size()),

@@ -38,16 +38,16 @@ namespace baton {
 
 struct SearchOptions {
   Schedule schedule = Schedule::kPipeDream;
-  int microbatches = 1;           // flush schedules: per iteration
+  int microbatches = 1;  // flush schedules: per iteration
   int microbatch_size = 1;
-  bool straight = false;          // one replica per stage
-  Bytes memory_limit;             // per device
+  bool straight = false;  // one replica per stage
+  Bytes memory_limit;     // per device
   Optimizer optimizer = Optimizer::kAdam;
   int max_candidates = 8;
 };
 
 struct SearchResult {
-  std::vector<Plan> candidates;   // best first (by the search's bottleneck)
+  std::vector<Plan> candidates;  // best first (by the search's bottleneck)
   // When no candidate fits: the smallest per-device memory some split needs.
   Bytes smallest_feasible_memory;
 };

@@ -20,27 +20,23 @@ Status check_options(const PipeDreamOptions& options) {
   for (size_t l = 0; l < options.levels.size(); ++l) {
     const PipeDreamLevel& level = options.levels[l];
     if (level.machines < 1)
-      return Error{fmt::format("pipedream planner: levels[{}].machines must be >= 1, got {}", l,
-                               level.machines)};
+      return Error{fmt::format("pipedream planner: levels[{}].machines must be >= 1, got {}", l, level.machines)};
     if (!(level.bandwidth.bytes_per_s > 0.0) || !std::isfinite(level.bandwidth.bytes_per_s))
       return Error{fmt::format("pipedream planner: levels[{}].bandwidth must be > 0 B/s, got {}", l,
                                level.bandwidth.bytes_per_s)};
   }
   if (options.activation_compression && !(*options.activation_compression > 0.0))
-    return Error{fmt::format("pipedream planner: activation compression must be > 0, got {}",
-                             *options.activation_compression)};
-  if (options.memory_size && options.memory_size->value < 0)
-    return Error{fmt::format("pipedream planner: memory size must be >= 0 bytes, got {}",
-                             options.memory_size->value)};
-  if (options.max_states < 1)
     return Error{
-        fmt::format("pipedream planner: max_states must be >= 1, got {}", options.max_states)};
+        fmt::format("pipedream planner: activation compression must be > 0, got {}", *options.activation_compression)};
+  if (options.memory_size && options.memory_size->value < 0)
+    return Error{fmt::format("pipedream planner: memory size must be >= 0 bytes, got {}", options.memory_size->value)};
+  if (options.max_states < 1)
+    return Error{fmt::format("pipedream planner: max_states must be >= 1, got {}", options.max_states)};
   return ok_status();
 }
 
 // The solvers, innermost first; each level above reads the one below.
-std::vector<std::unique_ptr<LevelSolver>> make_levels(const StateSpace& space,
-                                                      const StatesByWork& index,
+std::vector<std::unique_ptr<LevelSolver>> make_levels(const StateSpace& space, const StatesByWork& index,
                                                       const PipeDreamOptions& options) {
   SharedParams shared;
   shared.straight_pipeline = options.straight_pipeline;
@@ -87,8 +83,7 @@ double solve_top(LevelSolver& top) {
 Error infeasible(const Profile& profile, const PipeDreamOptions& options) {
   std::string why = "no split satisfies the constraints";
   if (options.memory_size)
-    why = fmt::format("no split fits the memory limit of {} bytes per machine",
-                      options.memory_size->value);
+    why = fmt::format("no split fits the memory limit of {} bytes per machine", options.memory_size->value);
   else if (options.straight_pipeline)
     why = "a straight pipeline needs at least as many states as machines at every level";
   return Error{fmt::format("pipedream planner: {}: {}", profile_label(profile), why)};
@@ -137,16 +132,14 @@ Result<PipeDreamPlan> plan_pipedream(const Profile& profile, const PipeDreamOpti
   if (std::isinf(objective)) return infeasible(profile, options);
   std::vector<LevelSolver*> solvers;
   for (const auto& level : levels) solvers.push_back(level.get());
-  return make_plan(profile, *space, objective,
-                   read_back_stages(solvers, space->num_states()));
+  return make_plan(profile, *space, objective, read_back_stages(solvers, space->num_states()));
 }
 
 Result<Profile> reorder_layers(const Profile& profile, const std::vector<int>& order) {
   const int n = profile.num_layers();
   std::vector<int> position(n, -1);
   if (static_cast<int>(order.size()) != n)
-    return Error{
-        fmt::format("reorder_layers: order has {} entries for {} layers", order.size(), n)};
+    return Error{fmt::format("reorder_layers: order has {} entries for {} layers", order.size(), n)};
   for (int p = 0; p < n; ++p) {
     if (order[p] < 0 || order[p] >= n || position[order[p]] >= 0)
       return Error{fmt::format("reorder_layers: order is not a permutation (entry {})", p)};
@@ -158,9 +151,7 @@ Result<Profile> reorder_layers(const Profile& profile, const std::vector<int>& o
     layer = profile.layers[order[p]];
     for (int& input : layer.inputs) {
       input = position[input];
-      if (input >= p)
-        return Error{
-            fmt::format("reorder_layers: layer '{}' would come before its input", layer.name)};
+      if (input >= p) return Error{fmt::format("reorder_layers: layer '{}' would come before its input", layer.name)};
     }
   }
   return out;

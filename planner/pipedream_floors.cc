@@ -34,8 +34,7 @@ void LevelSolver::set_memory_reach() {
     memory_reach_[total] = best;
     largest = best;
   }
-  const double stash_total =
-      std::abs(states_.cum_activation_bytes.back()) + std::abs(states_.cum_param_bytes.back());
+  const double stash_total = std::abs(states_.cum_activation_bytes.back()) + std::abs(states_.cum_param_bytes.back());
   // Covers rounding in the stages' tests and in the sums (both ~1e-15 relative).
   memory_slack_ = kRelativeSlack * (stash_total + largest + limit);
   set_successors();
@@ -55,9 +54,7 @@ void LevelSolver::set_successors() {
   for (const auto& [from, to] : states_.edges) successors_[fill[from]++] = to;
 }
 
-double LevelSolver::stash(int k) const {
-  return states_.cum_activation_bytes[k] + states_.cum_param_bytes[k];
-}
+double LevelSolver::stash(int k) const { return states_.cum_activation_bytes[k] + states_.cum_param_bytes[k]; }
 
 // Whether a prefix that stashes `stashed` bytes passes the memory test as one stage on
 // `total` machines (one only, for a straight pipeline).
@@ -123,9 +120,8 @@ void LevelSolver::set_prefix_floor() {
   std::iota(order.begin(), order.end(), 0);
   std::vector<double> stashes(n);
   for (int k = 0; k < n; ++k) stashes[k] = stash(k);
-  std::sort(order.begin(), order.end(), [&](int a, int b) {
-    return stashes[a] != stashes[b] ? stashes[a] < stashes[b] : a < b;
-  });
+  std::sort(order.begin(), order.end(),
+            [&](int a, int b) { return stashes[a] != stashes[b] ? stashes[a] < stashes[b] : a < b; });
   struct Candidate {
     double stash;
     double value;
@@ -145,8 +141,7 @@ void LevelSolver::set_prefix_floor() {
       for (int r_last = 1; r_last <= max_last && floor > 0.0; ++r_last) {
         Queue& queue = queues[static_cast<size_t>(total - 1) * m + r_last - 1];
         const double copies = std::ceil(static_cast<double>(m - total) / r_last);
-        const double low =
-            copies == 0.0 ? -kInfinity : stashes[k] - limit / copies - memory_slack_;
+        const double low = copies == 0.0 ? -kInfinity : stashes[k] - limit / copies - memory_slack_;
         while (queue.head < queue.items.size() && queue.items[queue.head].stash < low) ++queue.head;
         if (queue.head == queue.items.size()) continue;
         floor = std::min(floor, std::max(queue.items[queue.head].value, transfer_out(k, r_last)));
@@ -156,12 +151,11 @@ void LevelSolver::set_prefix_floor() {
     for (int total = 2; total <= m; ++total) {
       const int max_last = straight ? 1 : total - 1;
       for (int r_last = 1; r_last <= max_last; ++r_last) {
-        const double value = std::max(prefix_floor_[row + static_cast<size_t>(total - r_last) - 1],
-                                      transfer_in(k, r_last));
+        const double value =
+            std::max(prefix_floor_[row + static_cast<size_t>(total - r_last) - 1], transfer_in(k, r_last));
         if (value == kInfinity) continue;
         Queue& queue = queues[static_cast<size_t>(total - 1) * m + r_last - 1];
-        while (queue.items.size() > queue.head && queue.items.back().value >= value)
-          queue.items.pop_back();
+        while (queue.items.size() > queue.head && queue.items.back().value >= value) queue.items.pop_back();
         if (queue.head > 4096 && 2 * queue.head > queue.items.size()) {
           const auto consumed = static_cast<std::ptrdiff_t>(queue.head);
           queue.items.erase(queue.items.begin(), queue.items.begin() + consumed);
@@ -195,15 +189,13 @@ void LevelSolver::set_compute_floor() {
         while (q < p && previous[q] < order[p].work - order[q].work) ++q;
         double best = previous[p];  // fewer stages
         if (q < p) best = std::min(best, std::max(previous[q], order[p].work - order[q].work));
-        if (q > 0)
-          best = std::min(best, std::max(previous[q - 1], order[p].work - order[q - 1].work));
+        if (q > 0) best = std::min(best, std::max(previous[q - 1], order[p].work - order[q - 1].work));
         current[p] = best;
       }
       previous.swap(current);
     }
     for (int p = 0; p < n; ++p) {
-      double& floor =
-          prefix_floor_[static_cast<size_t>(order[p].state) * m + static_cast<size_t>(total) - 1];
+      double& floor = prefix_floor_[static_cast<size_t>(order[p].state) * m + static_cast<size_t>(total) - 1];
       floor = std::max(floor, previous[p]);
     }
   }
@@ -219,7 +211,8 @@ namespace {
 
 // A state's row of ancestor maxima (one value per machine count) also takes
 // the state's own value where it passes on that many machines.
-void raise_row(std::vector<float>& best, size_t row, const std::vector<unsigned char>& within, int machines, float own) {
+void raise_row(std::vector<float>& best, size_t row, const std::vector<unsigned char>& within, int machines,
+               float own) {
   for (size_t at = row; at < row + static_cast<size_t>(machines); ++at)
     if (within[at]) best[at] = std::max(best[at], own);
 }
@@ -266,8 +259,7 @@ void LevelSolver::set_within(double t) {
     for (int total = 1; total <= m; ++total) {
       bool fits = false;
       if (fits_alone(stash(k), total)) {
-        const double cost =
-            ((work[k] + spread) / unit + all_reduce_factor(total) * params[k]) / total;
+        const double cost = ((work[k] + spread) / unit + all_reduce_factor(total) * params[k]) / total;
         fits = cost <= t + tolerance;
       }
       const int max_last = straight ? std::min(1, total - 1) : total - 1;
@@ -300,8 +292,7 @@ void LevelSolver::set_within(double t) {
 bool LevelSolver::memory_excludes(int i, int k, int r) const {
   if (memory_reach_.empty()) return false;
   if (i == 0) return prefix_fits_[static_cast<size_t>(k) * level_.machines + r - 1] == 0;
-  const double stashed = difference(states_.cum_activation_bytes, i, k) +
-                         difference(states_.cum_param_bytes, i, k);
+  const double stashed = difference(states_.cum_activation_bytes, i, k) + difference(states_.cum_param_bytes, i, k);
   return stashed > memory_reach_[r] + memory_slack_;
 }
 

@@ -107,10 +107,9 @@ std::optional<double> parse_activation(std::string_view text) {
 
 // "forward_compute_time=F, backward_compute_time=B, activation_size=A, parameter_size=P"
 std::optional<std::string> parse_metadata(std::string_view text, RawNode& node) {
-  const std::string_view keys[] = {"forward_compute_time", "backward_compute_time",
-                                   "activation_size", "parameter_size"};
-  double* targets[] = {&node.forward_ms, &node.backward_ms, &node.activation_bytes,
-                       &node.param_bytes};
+  const std::string_view keys[] = {"forward_compute_time", "backward_compute_time", "activation_size",
+                                   "parameter_size"};
+  double* targets[] = {&node.forward_ms, &node.backward_ms, &node.activation_bytes, &node.param_bytes};
   const auto fields = split(text, ",");
   if (fields.size() != 4) return "expected 4 comma-separated fields after the description";
   for (size_t f = 0; f < 4; ++f) {
@@ -131,16 +130,14 @@ Status Parser::parse_node(SourceLine line) {
   auto parts = split(trim(line.text), kSeparator);
   // An optional trailing "stage_id=S" (written by the reference after planning).
   if (parts.size() >= 4 && trim(parts.back()).starts_with("stage_id=")) parts.pop_back();
-  if (parts.size() < 3)
-    return error_at(line, "expected 'id -- description -- metadata' or a tab-indented edge");
+  if (parts.size() < 3) return error_at(line, "expected 'id -- description -- metadata' or a tab-indented edge");
   RawNode node;
   node.id = std::string(trim(parts.front()));
   if (node.id.empty()) return error_at(line, "node id is empty");
   // A description that itself contains " -- " is kept whole.
   const std::string_view text = trim(line.text);
   const size_t desc_begin = parts[0].size() + kSeparator.size();
-  const size_t desc_end =
-      static_cast<size_t>(parts.back().data() - text.data()) - kSeparator.size();
+  const size_t desc_end = static_cast<size_t>(parts.back().data() - text.data()) - kSeparator.size();
   node.description = std::string(text.substr(desc_begin, desc_end - desc_begin));
   if (auto problem = parse_metadata(parts.back(), node)) return error_at(line, *problem);
   if (!index_of_.emplace(node.id, static_cast<int>(nodes_.size())).second)
@@ -169,8 +166,7 @@ Status Parser::resolve_edges() {
       const std::string& unknown = from == index_of_.end() ? from_name : to_name;
       return error_at(edge_lines_[e], fmt::format("edge names unknown node '{}'", unknown));
     }
-    const uint64_t key =
-        (static_cast<uint64_t>(from->second) << 32) | static_cast<uint32_t>(to->second);
+    const uint64_t key = (static_cast<uint64_t>(from->second) << 32) | static_cast<uint32_t>(to->second);
     if (!seen.insert(key).second) return error_at(edge_lines_[e], "edge repeats an earlier edge");
     edges_.push_back(RawEdge{from->second, to->second, edge_lines_[e]});
   }
@@ -257,8 +253,7 @@ Profile Parser::build(const std::vector<int>& order) const {
     layer.output_bytes = whole_bytes(node.activation_bytes);
     layer.param_bytes = whole_bytes(node.param_bytes);
   }
-  for (const RawEdge& edge : edges_)
-    profile.layers[position[edge.to]].inputs.push_back(position[edge.from]);
+  for (const RawEdge& edge : edges_) profile.layers[position[edge.to]].inputs.push_back(position[edge.from]);
   return profile;
 }
 

@@ -36,19 +36,13 @@ double term_bound(double estimate, double cap, Exact&& exact) {
 
 }  // namespace
 
-LevelSolver::LevelSolver(const StateSpace& space, const StatesByWork& index, LevelParams level,
-                         SharedParams shared, LevelSolver* below)
-    : states_(space),
-      index_(index),
-      level_(level),
-      shared_(shared),
-      below_(below),
-      memo_(level.machines) {
+LevelSolver::LevelSolver(const StateSpace& space, const StatesByWork& index, LevelParams level, SharedParams shared,
+                         LevelSolver* below)
+    : states_(space), index_(index), level_(level), shared_(shared), below_(below), memo_(level.machines) {
   const int n = space.num_states();
   // Smallest parameter total of any state from i on: bounds P(i..k1) from below.
   std::vector<double> suffix_min_params(space.cum_param_bytes);
-  for (int i = n - 2; i >= 0; --i)
-    suffix_min_params[i] = std::min(suffix_min_params[i], suffix_min_params[i + 1]);
+  for (int i = n - 2; i >= 0; --i) suffix_min_params[i] = std::min(suffix_min_params[i], suffix_min_params[i + 1]);
   if (below_ != nullptr) {
     below_deficit_min_ = kInfinity;
     for (int i = 0; i < n; ++i)
@@ -64,8 +58,7 @@ LevelSolver::LevelSolver(const StateSpace& space, const StatesByWork& index, Lev
     if (!shared_.straight_pipeline) {
       const double before = i > 0 ? space.cum_param_bytes[i - 1] : 0.0;
       const double params = std::min(0.0, suffix_min_params[i] - before);
-      first_stage_deficit_[i] = level_.devices_per_unit * 4.0 * params /
-                                (level_.bandwidth * level_.machines_within);
+      first_stage_deficit_[i] = level_.devices_per_unit * 4.0 * params / (level_.bandwidth * level_.machines_within);
     }
     row_deficit_[i] = below_ != nullptr ? below_->deficit(i, below_->machines()) : 0.0;
     min_deficit = std::min(min_deficit, deficit(i, level_.machines));
@@ -105,10 +98,9 @@ double LevelSolver::lower_bound(int i, int j) const {
 
 bool LevelSolver::memory_rejects(int first, int last, int r_stage, int r_total) const {
   if (!shared_.memory_bytes) return false;
-  const double stashed = difference(states_.cum_activation_bytes, first, last) +
-                         difference(states_.cum_param_bytes, first, last);
-  const double copies =
-      std::ceil(static_cast<double>(level_.machines - r_total) / static_cast<double>(r_stage));
+  const double stashed =
+      difference(states_.cum_activation_bytes, first, last) + difference(states_.cum_param_bytes, first, last);
+  const double copies = std::ceil(static_cast<double>(level_.machines - r_total) / static_cast<double>(r_stage));
   return stashed * copies > *shared_.memory_bytes;
 }
 
@@ -156,8 +148,7 @@ double LevelSolver::transfer(int k, int j, int r_last) const {
   return std::max(transfer_in(k, r_last), transfer_out(j, r_last));
 }
 
-LevelSolver::Window LevelSolver::make_window(int i, int j, int r_first, int r_last,
-                                             double cap) const {
+LevelSolver::Window LevelSolver::make_window(int i, int j, int r_first, int r_last, double cap) const {
   Window w;
   w.r_first = r_first;
   w.r_last = r_last;
@@ -165,8 +156,7 @@ LevelSolver::Window LevelSolver::make_window(int i, int j, int r_first, int r_la
   w.tolerance = slack(cap);
   w.first_offset = deficit(i, r_first) - (i > 0 ? states_.cum_seconds[i - 1] : 0.0);
   w.first_scale = 1.0 / (static_cast<double>(level_.devices_per_unit) * r_first);
-  if (shared_.compression)
-    w.transfer_scale = 2.0 / (level_.bandwidth * r_last) / *shared_.compression;
+  if (shared_.compression) w.transfer_scale = 2.0 / (level_.bandwidth * r_last) / *shared_.compression;
   w.all_reduce_scale = 4.0 * (r_last - 1) / (level_.bandwidth * r_last);
   w.inverse_last = 1.0 / r_last;
   return w;
@@ -177,13 +167,12 @@ LevelSolver::Window LevelSolver::make_window(int i, int j, int r_first, int r_la
 // products by reciprocals; only an estimate too close to `cap` to decide is
 // recomputed exactly as the candidate is, so exact ties are cut before any
 // recursion (ties are common: a bottleneck layer bounds many candidates).
-double LevelSolver::split_bound(int i, const Split& split, int j, const Window& w,
-                                double cap) const {
+double LevelSolver::split_bound(int i, const Split& split, int j, const Window& w, double cap) const {
   const int k = split.k;
   double bound = w.transfer_out;
   if (shared_.compression) {
-    const double in = term_bound(states_.output_bytes[k] * w.transfer_scale, cap,
-                                 [&] { return transfer_in(k, w.r_last); });
+    const double in =
+        term_bound(states_.output_bytes[k] * w.transfer_scale, cap, [&] { return transfer_in(k, w.r_last); });
     bound = std::max(bound, in);
   }
   if (bound >= cap) return kInfinity;
@@ -192,14 +181,12 @@ double LevelSolver::split_bound(int i, const Split& split, int j, const Window& 
   const double params = states_.cum_param_bytes[j] - states_.cum_param_bytes[k];
   if (below_ == nullptr) {  // the last stage costs O(1) here
     const double estimate = (work(k + 1, j) + params * w.all_reduce_scale) * w.inverse_last;
-    bound = std::max(bound, term_bound(estimate, cap, [&] {
-                       return (work(k + 1, j) + all_reduce_last(k, j, w.r_last)) / w.r_last;
-                     }));
+    bound = std::max(bound, term_bound(estimate, cap,
+                                       [&] { return (work(k + 1, j) + all_reduce_last(k, j, w.r_last)) / w.r_last; }));
     if (bound >= cap) return kInfinity;
   }
   bound = std::max(bound, (states_.cum_seconds[k] + w.first_offset) * w.first_scale - w.tolerance);
-  if (bound >= cap || memory_rejects(k + 1, j, w.r_last, w.r_first + w.r_last) ||
-      memory_excludes(i, k, w.r_first))
+  if (bound >= cap || memory_rejects(k + 1, j, w.r_last, w.r_first + w.r_last) || memory_excludes(i, k, w.r_first))
     return kInfinity;
   if (i == 0) bound = std::max(bound, prefix_floor(k, w.r_first));
   if (bound >= cap) return kInfinity;
@@ -209,8 +196,8 @@ double LevelSolver::split_bound(int i, const Split& split, int j, const Window& 
   const double below_known = below_->known(k + 1, j, below_->machines(), below_exact);
   if (below_exact) {
     const double estimate = (below_known + params * w.all_reduce_scale) * w.inverse_last;
-    const double last = term_bound(
-        estimate, cap, [&] { return (below_known + all_reduce_last(k, j, w.r_last)) / w.r_last; });
+    const double last =
+        term_bound(estimate, cap, [&] { return (below_known + all_reduce_last(k, j, w.r_last)) / w.r_last; });
     return last >= cap ? kInfinity : std::max(bound, last);
   }
   // The last stage's all-reduce term is >= 0 (k is an ancestor of j).
@@ -292,9 +279,7 @@ size_t LevelSolver::collect_splits(int i, int j, int r, double cap) {
     if (index_.work_grows()) high = std::min(high, states_.cum_seconds[j]);
     // A cut whose transfer in surely reaches cap is left out before the subset
     // test (split_bound would reject it: this threshold is looser).
-    const double max_out = shared_.compression
-                               ? cap / window.transfer_scale * (1.0 + kRelativeSlack)
-                               : kInfinity;
+    const double max_out = shared_.compression ? cap / window.transfer_scale * (1.0 + kRelativeSlack) : kInfinity;
     const auto less = [](const StatesByWork::Entry& e, double w) { return e.work < w; };
     const auto first = std::lower_bound(by_work.begin(), by_work.end(), low, less);
     const auto last = std::upper_bound(by_work.begin(), by_work.end(), high,
@@ -303,20 +288,17 @@ size_t LevelSolver::collect_splits(int i, int j, int r, double cap) {
     // The last stage's compute term first, from the entry (in scan order):
     // what it rejects surely reaches cap (split_bound's first test of it).
     const bool innermost = below_ == nullptr;
-    const double last_from = states_.cum_seconds[j] + window.all_reduce_scale *
-                                                          states_.cum_param_bytes[j];
+    const double last_from = states_.cum_seconds[j] + window.all_reduce_scale * states_.cum_param_bytes[j];
     const auto consider = [&](size_t p) {
       const StatesByWork::Entry& e = by_work[p];
       if (innermost) {
-        const double estimate =
-            (last_from - e.work - window.all_reduce_scale * e.params) * window.inverse_last;
+        const double estimate = (last_from - e.work - window.all_reduce_scale * e.params) * window.inverse_last;
         const double margin = kEstimateMargin * (std::abs(estimate) + std::abs(last_from));
         if (estimate - margin >= cap) return;
       }
       const int k = e.state;
       if (k < i || k >= j || e.output_bytes > max_out || !states_.is_ancestor(k, j)) return;
-      if (i == 0 && !reached_.empty() && ceiling_ < kInfinity &&
-          known_bound(0, k, r_first) >= ceiling_) {
+      if (i == 0 && !reached_.empty() && ceiling_ < kInfinity && known_bound(0, k, r_first) >= ceiling_) {
         mark_reached(k, r_first);  // known before the ceiling came down to it
         return;
       }
@@ -335,8 +317,8 @@ size_t LevelSolver::collect_splits(int i, int j, int r, double cap) {
 // Takes the next split, in (bound, k, r_last) order, off the heap in
 // stack_[begin, end). Most requests stop after a few, so a heap beats sorting.
 LevelSolver::Split LevelSolver::pop_split(size_t begin, size_t& end) {
-  std::pop_heap(stack_.begin() + static_cast<std::ptrdiff_t>(begin),
-                stack_.begin() + static_cast<std::ptrdiff_t>(end), comes_later);
+  std::pop_heap(stack_.begin() + static_cast<std::ptrdiff_t>(begin), stack_.begin() + static_cast<std::ptrdiff_t>(end),
+                comes_later);
   return stack_[--end];
 }
 
@@ -385,8 +367,7 @@ void LevelSolver::narrow_within(double t) {
   const int n = states_.num_states();
   for (int k = 0; k < n; ++k)
     for (int r = 1; r <= level_.machines; ++r)
-      if (within_[static_cast<size_t>(k) * level_.machines + static_cast<size_t>(r) - 1] == 0)
-        mark_reached(k, r);
+      if (within_[static_cast<size_t>(k) * level_.machines + static_cast<size_t>(r) - 1] == 0) mark_reached(k, r);
 }
 
 // What row 0's tables know of A(0..k, r) from below: -infinity if nothing.
@@ -436,8 +417,7 @@ double LevelSolver::value_below(int i, int j, int r, double limit) {
       best = std::min(best, evaluate_split(i, split, j, r, cap));
       if (root && best < ceiling_) {
         ceiling_ = best;
-        if (!within_.empty() && ceiling_ < within_limit_ * (1.0 - kNarrowing))
-          narrow_within(ceiling_);
+        if (!within_.empty() && ceiling_ < within_limit_ * (1.0 - kNarrowing)) narrow_within(ceiling_);
       }
     }
     stack_.resize(begin);

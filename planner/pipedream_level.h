@@ -186,8 +186,8 @@ class LevelSolver {
  public:
   // `below` is the next level inward (nullptr at the innermost level); it must
   // outlive this solver.
-  LevelSolver(const StateSpace& states, const StatesByWork& index, LevelParams level,
-              SharedParams shared, LevelSolver* below);
+  LevelSolver(const StateSpace& states, const StatesByWork& index, LevelParams level, SharedParams shared,
+              LevelSolver* below);
 
   int machines() const { return level_.machines; }
   // A(i..j, r), 0 <= i <= j < N, 1 <= r <= M; +infinity when infeasible.
@@ -275,13 +275,13 @@ class LevelSolver {
   LevelSolver* const below_;
   std::vector<double> row_deficit_;          // deficit(i, 1): the level below's
   std::vector<double> first_stage_deficit_;  // added for r >= 2: a first stage's all-reduce
-  double below_deficit_min_ = 0.0;   // min over rows of the below level's deficit(i, M_below)
+  double below_deficit_min_ = 0.0;           // min over rows of the below level's deficit(i, M_below)
   double total_work_ = 0.0;
   std::vector<double> memory_reach_;  // by machines; empty without a memory limit
   double memory_slack_ = 0.0;
   std::vector<int> first_successor_, successors_;  // the state DAG's edges by source (memory limit only)
-  std::vector<unsigned char> prefix_fits_;  // by state and machines, row 0
-  std::vector<double> prefix_floor_;        // by state and machines, row 0
+  std::vector<unsigned char> prefix_fits_;         // by state and machines, row 0
+  std::vector<double> prefix_floor_;               // by state and machines, row 0
   // By state and machines, row 0: 0 when A(0..k, r) > within_limit_ surely.
   std::vector<unsigned char> within_;
   double within_limit_ = 0.0;

@@ -29,10 +29,9 @@ std::vector<Piece> split_range(LevelSolver& level, int first, int last, int mach
   return pieces;
 }
 
-void expand(const std::vector<LevelSolver*>& levels, int level, const Piece& range,
-            std::vector<int>& replicas, std::vector<StateStage>& out) {
-  for (const Piece& piece :
-       split_range(*levels[level], range.first_state, range.last_state, range.replicas)) {
+void expand(const std::vector<LevelSolver*>& levels, int level, const Piece& range, std::vector<int>& replicas,
+            std::vector<StateStage>& out) {
+  for (const Piece& piece : split_range(*levels[level], range.first_state, range.last_state, range.replicas)) {
     replicas[level] = piece.replicas;
     if (level == 0) {
       out.push_back(StateStage{piece.first_state, piece.last_state, replicas});
@@ -53,8 +52,7 @@ std::vector<StateStage> read_back_stages(const std::vector<LevelSolver*>& levels
   return out;
 }
 
-LayerPlacement assign_layers(const Profile& profile, const StateSpace& space,
-                             const std::vector<StateStage>& stages) {
+LayerPlacement assign_layers(const Profile& profile, const StateSpace& space, const std::vector<StateStage>& stages) {
   const int num_layers = profile.num_layers();
   const int last_stage = static_cast<int>(stages.size()) - 1;
   LayerPlacement placement;
@@ -69,12 +67,8 @@ LayerPlacement assign_layers(const Profile& profile, const StateSpace& space,
   for (int l = 0; l < num_layers; ++l) {
     if (stage_of[l] >= 0) continue;
     switch (space.role[l]) {
-      case LayerRole::kNode:
-        stage_of[l] = last_stage;
-        break;
-      case LayerRole::kInput:
-        stage_of[l] = 0;
-        break;
+      case LayerRole::kNode: stage_of[l] = last_stage; break;
+      case LayerRole::kInput: stage_of[l] = 0; break;
       case LayerRole::kDroppedSink:
         stage_of[l] = 0;
         for (int p : profile.layers[l].inputs) stage_of[l] = std::max(stage_of[l], stage_of[p]);
@@ -86,8 +80,7 @@ LayerPlacement assign_layers(const Profile& profile, const StateSpace& space,
   std::stable_sort(placement.order.begin(), placement.order.end(),
                    [&](int a, int b) { return stage_of[a] < stage_of[b]; });
   placement.ranges.assign(stages.size(), LayerRange{});
-  for (int p = num_layers - 1; p >= 0; --p)
-    placement.ranges[stage_of[placement.order[p]]].begin = p;
+  for (int p = num_layers - 1; p >= 0; --p) placement.ranges[stage_of[placement.order[p]]].begin = p;
   for (int p = 0; p < num_layers; ++p) placement.ranges[stage_of[placement.order[p]]].end = p + 1;
   // An empty stage (possible only for a first stage whose states add no layer)
   // gets the empty range at its place.

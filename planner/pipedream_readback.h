@@ -38,7 +38,6 @@ struct LayerPlacement {
   std::vector<LayerRange> ranges;   // per stage, positions in `order`
 };
 
-LayerPlacement assign_layers(const Profile& profile, const StateSpace& space,
-                             const std::vector<StateStage>& stages);
+LayerPlacement assign_layers(const Profile& profile, const StateSpace& space, const std::vector<StateStage>& stages);
 
 }  // namespace baton

@@ -84,8 +84,7 @@ inline bool intersects(const uint64_t* a, const uint64_t* b, int count) {
 template <typename Visit>
 void for_each(const uint64_t* set, int count, Visit&& visit) {
   for (int w = 0; w < count; ++w)
-    for (uint64_t bits = set[w]; bits != 0; bits &= bits - 1)
-      visit(w * 64 + std::countr_zero(bits));
+    for (uint64_t bits = set[w]; bits != 0; bits &= bits - 1) visit(w * 64 + std::countr_zero(bits));
 }
 
 }  // namespace words
@@ -102,12 +101,9 @@ struct FlatGraph {
         escaping(ancestors.size()) {
     for (int v = 0; v < graph.size(); ++v) {
       const auto at = static_cast<std::ptrdiff_t>(v) * words;
-      std::copy(graph.ancestors[v].words().begin(), graph.ancestors[v].words().end(),
-                ancestors.begin() + at);
-      std::copy(graph.descendants[v].words().begin(), graph.descendants[v].words().end(),
-                descendants.begin() + at);
-      std::copy(graph.escaping[v].words().begin(), graph.escaping[v].words().end(),
-                escaping.begin() + at);
+      std::copy(graph.ancestors[v].words().begin(), graph.ancestors[v].words().end(), ancestors.begin() + at);
+      std::copy(graph.descendants[v].words().begin(), graph.descendants[v].words().end(), descendants.begin() + at);
+      std::copy(graph.escaping[v].words().begin(), graph.escaping[v].words().end(), escaping.begin() + at);
     }
   }
   const uint64_t* ancestors_of(int v) const { return ancestors.data() + row(v); }
@@ -201,8 +197,7 @@ class Enumerator {
   void deaugment() {
     std::copy(next_.begin(), next_.end(), reduced_.begin());
     words::for_each(next_.data(), words_, [&](int z) {
-      if (words::intersects(flat_.descendants_of(z), next_.data(), words_))
-        words::reset(reduced_.data(), z);
+      if (words::intersects(flat_.descendants_of(z), next_.data(), words_)) words::reset(reduced_.data(), z);
     });
   }
 
@@ -211,8 +206,7 @@ class Enumerator {
     augment(flat_, antichain_.data(), augmented_.data());
     auto advance = [&](int x) {
       for (int y : graph_.consumers[x]) {
-        if (words::test(antichain_.data(), y) ||
-            words::intersects(flat_.descendants_of(y), augmented_.data(), words_))
+        if (words::test(antichain_.data(), y) || words::intersects(flat_.descendants_of(y), augmented_.data(), words_))
           continue;
         std::copy(augmented_.begin(), augmented_.end(), next_.begin());
         words::reset(next_.data(), x);
@@ -242,8 +236,7 @@ class Enumerator {
 // Reverse post-order of a depth-first search from state 0, successors in the
 // order they were found (`edges` grouped by `from`, increasing). Returns the
 // position of each state.
-std::vector<int> depth_first_positions(int num_states,
-                                       const std::vector<std::pair<int, int>>& edges) {
+std::vector<int> depth_first_positions(int num_states, const std::vector<std::pair<int, int>>& edges) {
   std::vector<size_t> first_edge(static_cast<size_t>(num_states) + 1, 0);
   for (const auto& edge : edges) ++first_edge[static_cast<size_t>(edge.first) + 1];
   for (int k = 0; k < num_states; ++k) first_edge[k + 1] += first_edge[k];
@@ -298,8 +291,8 @@ struct NodeTerms {
 
 // The closure of a state (into `closure`) and its sums: output bytes over the
 // augmented antichain, the rest over the closure, each in node order.
-void measure_state(const FlatGraph& graph, const NodeTerms& terms, const uint64_t* antichain,
-                   uint64_t* augmented, uint64_t* closure, StateSpace& space, int j) {
+void measure_state(const FlatGraph& graph, const NodeTerms& terms, const uint64_t* antichain, uint64_t* augmented,
+                   uint64_t* closure, StateSpace& space, int j) {
   const int count = graph.words;
   augment(graph, antichain, augmented);
   std::fill(closure, closure + count, 0);
@@ -331,8 +324,7 @@ void measure_state(const FlatGraph& graph, const NodeTerms& terms, const uint64_
   space.cum_param_bytes[j] = params;
 }
 
-void fill_states(const Profile& profile, const FlatGraph& graph, const Enumerator& found,
-                 StateSpace& space) {
+void fill_states(const Profile& profile, const FlatGraph& graph, const Enumerator& found, StateSpace& space) {
   const int num_states = found.num_states();
   const std::vector<int> position = depth_first_positions(num_states, found.edges());
   space.output_bytes.assign(num_states, 0.0);
@@ -349,8 +341,7 @@ void fill_states(const Profile& profile, const FlatGraph& graph, const Enumerato
     measure_state(graph, terms, found.antichain(id), augmented.data(), closure, space, j);
   }
   space.edges.reserve(found.edges().size());
-  for (const auto& [from, to] : found.edges())
-    space.edges.emplace_back(position[from], position[to]);
+  for (const auto& [from, to] : found.edges()) space.edges.emplace_back(position[from], position[to]);
 }
 
 }  // namespace
@@ -363,8 +354,7 @@ Bitset StateSpace::closure(int j) const {
 }
 
 std::string profile_label(const Profile& profile) {
-  return profile.model.empty() ? std::string("the profile")
-                               : fmt::format("profile '{}'", profile.model);
+  return profile.model.empty() ? std::string("the profile") : fmt::format("profile '{}'", profile.model);
 }
 
 Result<std::vector<LayerRole>> classify_layers(const Profile& profile) {
@@ -385,8 +375,8 @@ Result<std::vector<LayerRole>> classify_layers(const Profile& profile) {
     }
   }
   if (nodes == 0)
-    return Error{fmt::format("{}: nothing to plan once Input and __getitem__ layers are left out",
-                             profile_label(profile))};
+    return Error{
+        fmt::format("{}: nothing to plan once Input and __getitem__ layers are left out", profile_label(profile))};
   return role;
 }
 

@@ -64,8 +64,7 @@ std::optional<PlanChoice> best_chunked(const Profile& profile, const Topology& t
 std::optional<PlanChoice> best_for(const Profile& profile, const Topology& topology, const PlannerOptions& options,
                                    Schedule schedule, int microbatches, Bytes limit, Bytes* smallest) {
   if (runs_chunks(schedule)) return best_chunked(profile, topology, options, schedule, microbatches, limit, smallest);
-  SearchOptions search{schedule, microbatches, profile.microbatch_size, options.straight, limit,
-                       options.optimizer, 8};
+  SearchOptions search{schedule, microbatches, profile.microbatch_size, options.straight, limit, options.optimizer, 8};
   const SearchResult found = search_plans(profile, topology, search);
   if (found.candidates.empty()) {
     if (smallest->value == 0 || found.smallest_feasible_memory < *smallest) *smallest = found.smallest_feasible_memory;
@@ -82,11 +81,11 @@ std::optional<PlanChoice> best_for(const Profile& profile, const Topology& topol
 std::vector<std::pair<Schedule, int>> combinations(const PlannerOptions& options) {
   const std::vector<Schedule> schedules =
       options.schedule ? std::vector<Schedule>{*options.schedule}
-                       : std::vector<Schedule>{Schedule::kPipeDream,       Schedule::kOneFOneB, Schedule::kGPipe,
-                                               Schedule::kZbH1,           Schedule::kZbH2,     Schedule::kInterleaved1F1B,
-                                               Schedule::kZbV,            Schedule::kDualPipeV};
-  const std::vector<int> counts = options.microbatches > 0 ? std::vector<int>{options.microbatches}
-                                                           : std::vector<int>{8, 16, 32, 64};
+                       : std::vector<Schedule>{Schedule::kPipeDream, Schedule::kOneFOneB, Schedule::kGPipe,
+                                               Schedule::kZbH1,      Schedule::kZbH2,     Schedule::kInterleaved1F1B,
+                                               Schedule::kZbV,       Schedule::kDualPipeV};
+  const std::vector<int> counts =
+      options.microbatches > 0 ? std::vector<int>{options.microbatches} : std::vector<int>{8, 16, 32, 64};
   std::vector<std::pair<Schedule, int>> all;
   for (Schedule schedule : schedules) {
     if (runs_steady_state(schedule)) {
@@ -104,14 +103,14 @@ PlanChoice data_parallel_choice(const Profile& profile, const Topology& topology
 }
 
 Error no_fit_error(const Profile& profile, const Topology& topology, Bytes limit, Bytes smallest) {
-  return Error{fmt::format(
-      "no split of {} over the {} devices of {} fits {:.2f} GiB per device; the smallest memory any "
-      "split needs is {:.2f} GiB (use a larger --memory-limit-gib, more devices, or a smaller microbatch)",
-      profile.model, topology.num_devices(), topology.name, limit.gib(), smallest.gib())};
+  return Error{
+      fmt::format("no split of {} over the {} devices of {} fits {:.2f} GiB per device; the smallest memory any "
+                  "split needs is {:.2f} GiB (use a larger --memory-limit-gib, more devices, or a smaller microbatch)",
+                  profile.model, topology.num_devices(), topology.name, limit.gib(), smallest.gib())};
 }
 
-Result<PlannerOutcome> plan_with_baton(const Profile& profile, const Topology& topology,
-                                       const PlannerOptions& options, Bytes limit) {
+Result<PlannerOutcome> plan_with_baton(const Profile& profile, const Topology& topology, const PlannerOptions& options,
+                                       Bytes limit) {
   PlannerOutcome outcome;
   Bytes smallest;
   std::vector<PlanChoice> choices;
@@ -175,12 +174,10 @@ Result<PlannerOutcome> plan_with_pipedream(const Profile& profile, const Topolog
 
 Result<PlannerOutcome> make_plan(const Profile& profile, const Topology& topology, const PlannerOptions& options) {
   const Bytes limit = options.memory_limit.value_or(topology.device.memory);
-  const Profile effective = options.cost_model == CostModel::kBaton
-                                ? compressed(profile, options.activation_compression)
-                                : profile;
-  auto outcome = options.cost_model == CostModel::kPipeDream
-                     ? plan_with_pipedream(profile, topology, options, limit)
-                     : plan_with_baton(effective, topology, options, limit);
+  const Profile effective =
+      options.cost_model == CostModel::kBaton ? compressed(profile, options.activation_compression) : profile;
+  auto outcome = options.cost_model == CostModel::kPipeDream ? plan_with_pipedream(profile, topology, options, limit)
+                                                             : plan_with_baton(effective, topology, options, limit);
   if (!outcome) return outcome;
   outcome->memory_limit = limit;
   Seconds total;

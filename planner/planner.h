@@ -33,29 +33,29 @@ Result<CostModel> parse_cost_model(std::string_view name);
 
 struct PlannerOptions {
   CostModel cost_model = CostModel::kBaton;
-  bool straight = false;                  // no stage replication
+  bool straight = false;  // no stage replication
   // R > 0: activations and gradients cross cuts compressed R times.
   // pipedream cost model: also switches its activation terms on (as the reference).
   double activation_compression = 0.0;
   // Per device. Unset: the topology's device memory.
   std::optional<Bytes> memory_limit;
-  std::optional<Schedule> schedule;       // unset: auto
-  int microbatches = 0;                   // 0: auto (flush schedules)
-  int virtual_stages = 0;                 // interleaved-1f1b's chunks per device; 0: 2, 3 and 4
+  std::optional<Schedule> schedule;  // unset: auto
+  int microbatches = 0;              // 0: auto (flush schedules)
+  int virtual_stages = 0;            // interleaved-1f1b's chunks per device; 0: 2, 3 and 4
   Optimizer optimizer = Optimizer::kAdam;
 };
 
 struct PlanChoice {
   Plan plan;
-  PlanEstimate estimate;          // the cost model's own figures
+  PlanEstimate estimate;  // the cost model's own figures
   std::optional<Metrics> simulated;
   double time_per_sample_s() const;  // by the estimate
 };
 
 struct PlannerOutcome {
   PlanChoice best;
-  std::vector<PlanChoice> runners_up;   // other schedules / microbatch counts, best first
-  Seconds single_device_per_sample;     // forward + backward of the whole model / microbatch size
+  std::vector<PlanChoice> runners_up;       // other schedules / microbatch counts, best first
+  Seconds single_device_per_sample;         // forward + backward of the whole model / microbatch size
   std::optional<PlanChoice> data_parallel;  // every device replicating the whole model
   // pipedream cost model: the reference objective T and the layer order its
   // stages refer to (identity for chains).
@@ -64,7 +64,6 @@ struct PlannerOutcome {
   Bytes memory_limit;
 };
 
-Result<PlannerOutcome> make_plan(const Profile& profile, const Topology& topology,
-                                 const PlannerOptions& options);
+Result<PlannerOutcome> make_plan(const Profile& profile, const Topology& topology, const PlannerOptions& options);
 
 }  // namespace baton

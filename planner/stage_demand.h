@@ -46,7 +46,7 @@ struct MemoryCoefficients {
 
 struct StageDemand {
   WorkerDemand worker;
-  int microbatches = 1;  // of the stand-in's run, the divisor above
+  int microbatches = 1;                    // of the stand-in's run, the divisor above
   std::vector<MemoryCoefficients> memory;  // one per frontier point
 
   double peak_bytes(double params, double stash) const {

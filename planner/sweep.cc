@@ -110,13 +110,14 @@ size_t sweep_size(const SweepSpec& spec) {
 
 namespace {
 
-Result<Plan> plan_for_point(const Profile& profile, const Topology& topology, const SweepSpec& spec,
-                            Schedule schedule, const PointKnobs& knobs) {
+Result<Plan> plan_for_point(const Profile& profile, const Topology& topology, const SweepSpec& spec, Schedule schedule,
+                            const PointKnobs& knobs) {
   const int microbatches = knobs.microbatches;
   const int devices = topology.num_devices();
   if (schedule == Schedule::kDataParallel) return data_parallel_plan(profile, devices, microbatches);
   if (runs_chunks(schedule) && spec.split != SplitStrategy::kPlan)
-    return Error{fmt::format("{} runs several chunks per device: its points need --split plan", schedule_name(schedule))};
+    return Error{
+        fmt::format("{} runs several chunks per device: its points need --split plan", schedule_name(schedule))};
   if (spec.split == SplitStrategy::kBalanced)
     return balanced_plan(profile, devices, spec.balanced_stages, schedule, microbatches);
   if (spec.split == SplitStrategy::kFixed) {

@@ -55,13 +55,13 @@ struct SweepPoint {
   std::vector<double> axis_values;  // one per axis
   Schedule schedule = Schedule::kPipeDream;
   int devices = 0;
-  std::string stages;               // "0-13x15,13-39x1", or empty on error
+  std::string stages;  // "0-13x15,13-39x1", or empty on error
   double throughput_samples_per_s = 0.0;
   double iteration_time_s = 0.0;
   double bubble_fraction = 0.0;
   Bytes peak_memory;
   bool fits = false;
-  std::string error;                // why this point has no figures
+  std::string error;  // why this point has no figures
 };
 
 // Checks an axis name; returns an Error naming the accepted names.

@@ -42,12 +42,11 @@ namespace baton {
 // One accelerator as the cost model sees it. Peaks are vendor datasheet figures
 // (dense, no sparsity); efficiencies are our assumptions, stated per device.
 struct DeviceSpec {
-  std::string name;       // short key: "v100", "a100", "h100", "titanx", "cpu"
-  std::string full_name;  // "V100-SXM2-16GB"
-  std::string precision;  // math and activation type: "fp16", "bf16" or "fp32"
-  double peak_tflops =
-      0.0;  // dense peak at `precision` (tensor cores where used), 1 TFLOP/s = 1e12 FLOP/s
-  double efficiency = 0.0;  // fraction of peak_tflops that GEMMs and convolutions achieve
+  std::string name;          // short key: "v100", "a100", "h100", "titanx", "cpu"
+  std::string full_name;     // "V100-SXM2-16GB"
+  std::string precision;     // math and activation type: "fp16", "bf16" or "fp32"
+  double peak_tflops = 0.0;  // dense peak at `precision` (tensor cores where used), 1 TFLOP/s = 1e12 FLOP/s
+  double efficiency = 0.0;   // fraction of peak_tflops that GEMMs and convolutions achieve
   double memory_bandwidth_gbytes_per_s = 0.0;  // peak device-memory bandwidth, 1 GB/s = 1e9 B/s
   double memory_efficiency = 0.0;              // fraction of it that streaming kernels achieve
   double memory_gib = 0.0;                     // device memory capacity
@@ -55,9 +54,7 @@ struct DeviceSpec {
   std::string basis;                           // where the figures come from, in words
 
   double achieved_flops_per_s() const { return peak_tflops * 1e12 * efficiency; }
-  double achieved_bytes_per_s() const {
-    return memory_bandwidth_gbytes_per_s * 1e9 * memory_efficiency;
-  }
+  double achieved_bytes_per_s() const { return memory_bandwidth_gbytes_per_s * 1e9 * memory_efficiency; }
   // "V100-SXM2-16GB (analytic: 125 TFLOP/s fp16 tensor x 0.40)": the Profile's device.
   std::string label() const;
 };
@@ -74,8 +71,7 @@ std::vector<std::string> analytic_architectures();
 // The profile of `arch` on `device` at `microbatch_size` samples (sequences for
 // GNMT, BERT and GPT). Errors: unknown architecture, microbatch_size < 1, a
 // device with a non-positive peak, efficiency, bandwidth or element size.
-Result<Profile> make_analytic_profile(const std::string& arch, const DeviceSpec& device,
-                                      int microbatch_size);
+Result<Profile> make_analytic_profile(const std::string& arch, const DeviceSpec& device, int microbatch_size);
 
 // One paragraph saying how make_analytic_profile() derived a profile: the
 // formulas above with this device's peak, efficiencies, precision and batch.
@@ -83,7 +79,6 @@ std::string analytic_derivation(const DeviceSpec& device, int microbatch_size);
 
 // profile_to_json(profile) plus a top-level "derivation" string (which the
 // profile loader ignores): the form shipped under traces/.
-nlohmann::json profile_to_json_with_derivation(const Profile& profile,
-                                               const std::string& derivation);
+nlohmann::json profile_to_json_with_derivation(const Profile& profile, const std::string& derivation);
 
 }  // namespace baton

@@ -31,8 +31,7 @@ struct Conv {
 enum class ConvTail { kNone, kBatchNorm, kBatchNormRelu };
 
 ConvShape conv_shape(const Chw& in, const Conv& conv) {
-  return ConvShape{in.channels,  conv.out_channels, conv.kernel, conv.stride,
-                   conv.padding, in.height,         in.width};
+  return ConvShape{in.channels, conv.out_channels, conv.kernel, conv.stride, conv.padding, in.height, in.width};
 }
 
 Chw conv_output(const Chw& in, const Conv& conv) {
@@ -48,18 +47,16 @@ Chw pool_output(const Chw& in, int64_t kernel, int64_t stride, int64_t padding) 
 // Conv2d, optionally followed by BatchNorm2d and ReLU (separate kernels, one layer).
 // BatchNorm in training reads its input twice (statistics, then normalize) and
 // writes once; ReLU reads and writes once.
-LayerSpec conv_layer(const BuildContext& context, const std::string& name, const Chw& in,
-                     const Conv& conv, bool bias, ConvTail tail) {
+LayerSpec conv_layer(const BuildContext& context, const std::string& name, const Chw& in, const Conv& conv, bool bias,
+                     ConvTail tail) {
   const Chw out = conv_output(in, conv);
   const double out_elements = static_cast<double>(out.elements() * context.batch);
   LayerSpec spec;
   spec.name = name;
-  spec.what = fmt::format("Conv2d({}, {}, {}x{}, stride {}, pad {}) {} -> {}", in.channels,
-                          conv.out_channels, conv.kernel, conv.kernel, conv.stride, conv.padding,
-                          in.text(), out.text());
+  spec.what = fmt::format("Conv2d({}, {}, {}x{}, stride {}, pad {}) {} -> {}", in.channels, conv.out_channels,
+                          conv.kernel, conv.kernel, conv.stride, conv.padding, in.text(), out.text());
   spec.ops = {conv2d(conv_shape(in, conv), context.batch, context.bytes_per_element)};
-  spec.parameters =
-      conv.kernel * conv.kernel * in.channels * conv.out_channels + (bias ? conv.out_channels : 0);
+  spec.parameters = conv.kernel * conv.kernel * in.channels * conv.out_channels + (bias ? conv.out_channels : 0);
   if (tail != ConvTail::kNone) {
     spec.what += " + BatchNorm2d";
     spec.ops.push_back(elementwise(out_elements, 2, 1, 5, context.bytes_per_element));
@@ -73,31 +70,28 @@ LayerSpec conv_layer(const BuildContext& context, const std::string& name, const
   return spec;
 }
 
-LayerSpec max_pool_layer(const BuildContext& context, const std::string& name, const Chw& in,
-                         int64_t kernel, int64_t stride, int64_t padding) {
+LayerSpec max_pool_layer(const BuildContext& context, const std::string& name, const Chw& in, int64_t kernel,
+                         int64_t stride, int64_t padding) {
   const Chw out = pool_output(in, kernel, stride, padding);
   const double b = static_cast<double>(context.batch);
   LayerSpec spec;
   spec.name = name;
-  spec.what = fmt::format("MaxPool2d({}x{}, stride {}, pad {}) {} -> {}", kernel, kernel, stride,
-                          padding, in.text(), out.text());
+  spec.what = fmt::format("MaxPool2d({}x{}, stride {}, pad {}) {} -> {}", kernel, kernel, stride, padding, in.text(),
+                          out.text());
   // One comparison per window element; reads the input once, writes the output.
-  spec.ops = {OpCost{
-      static_cast<double>(out.elements() * kernel * kernel) * b,
-      static_cast<double>(in.elements() + out.elements()) * b * context.bytes_per_element, false}};
+  spec.ops = {OpCost{static_cast<double>(out.elements() * kernel * kernel) * b,
+                     static_cast<double>(in.elements() + out.elements()) * b * context.bytes_per_element, false}};
   spec.output_elements = out.elements();
   return spec;
 }
 
-LayerSpec avg_pool_layer(const BuildContext& context, const std::string& name, const Chw& in,
-                         const Chw& out) {
+LayerSpec avg_pool_layer(const BuildContext& context, const std::string& name, const Chw& in, const Chw& out) {
   const double b = static_cast<double>(context.batch);
   LayerSpec spec;
   spec.name = name;
   spec.what = fmt::format("AdaptiveAvgPool2d {} -> {}", in.text(), out.text());
-  spec.ops = {OpCost{
-      static_cast<double>(in.elements()) * b,
-      static_cast<double>(in.elements() + out.elements()) * b * context.bytes_per_element, false}};
+  spec.ops = {OpCost{static_cast<double>(in.elements()) * b,
+                     static_cast<double>(in.elements() + out.elements()) * b * context.bytes_per_element, false}};
   spec.output_elements = out.elements();
   return spec;
 }
@@ -116,20 +110,15 @@ class SequentialBuilder {
     layers_->push_back(conv_layer(context_, next(), shape_, conv, /*bias=*/true, ConvTail::kNone));
     shape_ = conv_output(shape_, conv);
   }
-  void relu() {
-    layers_->push_back(relu_layer(context_, next(), shape_.elements(), shape_.text()));
-  }
-  void dropout() {
-    layers_->push_back(dropout_layer(context_, next(), shape_.elements(), shape_.text()));
-  }
+  void relu() { layers_->push_back(relu_layer(context_, next(), shape_.elements(), shape_.text())); }
+  void dropout() { layers_->push_back(dropout_layer(context_, next(), shape_.elements(), shape_.text())); }
   void max_pool(int64_t kernel, int64_t stride) {
     layers_->push_back(max_pool_layer(context_, next(), shape_, kernel, stride, 0));
     shape_ = pool_output(shape_, kernel, stride, 0);
   }
   // Flattens the current shape (a free view) into the linear layer's input.
   void linear(int64_t out_features) {
-    layers_->push_back(
-        linear_layer(context_, next(), 1, shape_.elements(), out_features, /*bias=*/true));
+    layers_->push_back(linear_layer(context_, next(), 1, shape_.elements(), out_features, /*bias=*/true));
     shape_ = Chw{out_features, 1, 1};
   }
   void avg_pool(const std::string& name, const Chw& out) {
@@ -214,8 +203,8 @@ struct Produced {
 };
 
 // The residual add of a bottleneck block, then its ReLU (two kernels).
-LayerSpec residual_add_layer(const BuildContext& context, const std::string& name,
-                             const Produced& branch, const Produced& shortcut) {
+LayerSpec residual_add_layer(const BuildContext& context, const std::string& name, const Produced& branch,
+                             const Produced& shortcut) {
   const double elements = static_cast<double>(branch.shape.elements() * context.batch);
   LayerSpec spec;
   spec.name = name;
@@ -229,27 +218,22 @@ LayerSpec residual_add_layer(const BuildContext& context, const std::string& nam
 
 // torchvision's Bottleneck: 1x1 (width) -> 3x3 (width, stride) -> 1x1 (4 x width),
 // plus a 1x1 strided projection of the input when the shape changes.
-Produced add_bottleneck(const BuildContext& context, std::vector<LayerSpec>* layers,
-                        const std::string& prefix, const Produced& in, int64_t width,
-                        int64_t stride) {
+Produced add_bottleneck(const BuildContext& context, std::vector<LayerSpec>* layers, const std::string& prefix,
+                        const Produced& in, int64_t width, int64_t stride) {
   const Conv reduce{width, 1, 1, 0};
   const Conv spatial{width, 3, stride, 1};
   const Conv expand{4 * width, 1, 1, 0};
   const Chw reduced = conv_output(in.shape, reduce);
   const Chw spatial_out = conv_output(reduced, spatial);
-  layers->push_back(
-      conv_layer(context, prefix + ".conv1", in.shape, reduce, false, ConvTail::kBatchNormRelu));
+  layers->push_back(conv_layer(context, prefix + ".conv1", in.shape, reduce, false, ConvTail::kBatchNormRelu));
   layers->back().inputs = std::vector<std::string>{in.layer};
-  layers->push_back(
-      conv_layer(context, prefix + ".conv2", reduced, spatial, false, ConvTail::kBatchNormRelu));
-  layers->push_back(
-      conv_layer(context, prefix + ".conv3", spatial_out, expand, false, ConvTail::kBatchNorm));
+  layers->push_back(conv_layer(context, prefix + ".conv2", reduced, spatial, false, ConvTail::kBatchNormRelu));
+  layers->push_back(conv_layer(context, prefix + ".conv3", spatial_out, expand, false, ConvTail::kBatchNorm));
   const Produced branch{prefix + ".conv3", conv_output(spatial_out, expand)};
   Produced shortcut = in;
   if (in.shape.channels != 4 * width || stride != 1) {
     const Conv projection{4 * width, 1, stride, 0};
-    layers->push_back(conv_layer(context, prefix + ".downsample", in.shape, projection, false,
-                                 ConvTail::kBatchNorm));
+    layers->push_back(conv_layer(context, prefix + ".downsample", in.shape, projection, false, ConvTail::kBatchNorm));
     layers->back().inputs = std::vector<std::string>{in.layer};
     shortcut = Produced{prefix + ".downsample", conv_output(in.shape, projection)};
   }
@@ -276,8 +260,7 @@ std::vector<LayerSpec> resnet50_layers(const BuildContext& context) {
   for (int s = 0; s < 4; ++s) {
     for (int b = 0; b < stages[s].blocks; ++b) {
       const std::string prefix = fmt::format("layer{}.{}", s + 1, b);
-      current = add_bottleneck(context, &layers, prefix, current, stages[s].width,
-                               b == 0 ? stages[s].stride : 1);
+      current = add_bottleneck(context, &layers, prefix, current, stages[s].width, b == 0 ? stages[s].stride : 1);
     }
   }
   layers.push_back(avg_pool_layer(context, "avgpool", current.shape, Chw{2048, 1, 1}));

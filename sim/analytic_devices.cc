@@ -56,18 +56,17 @@ DeviceSpec h100() {
 }
 
 DeviceSpec titanx() {
-  return DeviceSpec{
-      "titanx",
-      "TITAN-X-Pascal-12GB",
-      "fp32",
-      11.0,
-      0.50,
-      480.0,
-      0.75,
-      12.0,
-      4,
-      "NVIDIA TITAN X (Pascal) specifications: 11 TFLOP/s fp32 (no tensor cores), "
-      "480 GB/s GDDR5X, 12 GB; efficiencies 0.50 (compute) and 0.75 (memory) assumed"};
+  return DeviceSpec{"titanx",
+                    "TITAN-X-Pascal-12GB",
+                    "fp32",
+                    11.0,
+                    0.50,
+                    480.0,
+                    0.75,
+                    12.0,
+                    4,
+                    "NVIDIA TITAN X (Pascal) specifications: 11 TFLOP/s fp32 (no tensor cores), "
+                    "480 GB/s GDDR5X, 12 GB; efficiencies 0.50 (compute) and 0.75 (memory) assumed"};
 }
 
 DeviceSpec cpu() {
@@ -88,9 +87,9 @@ DeviceSpec cpu() {
 }  // namespace
 
 std::string DeviceSpec::label() const {
-  return fmt::format("{} (analytic: {:g} TFLOP/s {}{} x {:.2f}, {:g} GB/s x {:.2f})", full_name,
-                     peak_tflops, precision, precision == "fp32" ? "" : " tensor", efficiency,
-                     memory_bandwidth_gbytes_per_s, memory_efficiency);
+  return fmt::format("{} (analytic: {:g} TFLOP/s {}{} x {:.2f}, {:g} GB/s x {:.2f})", full_name, peak_tflops, precision,
+                     precision == "fp32" ? "" : " tensor", efficiency, memory_bandwidth_gbytes_per_s,
+                     memory_efficiency);
 }
 
 std::vector<std::string> analytic_devices() { return {"v100", "a100", "h100", "titanx", "cpu"}; }
@@ -99,8 +98,7 @@ Result<DeviceSpec> device_spec(const std::string& name) {
   for (const DeviceSpec& spec : {v100(), a100(), h100(), titanx(), cpu()}) {
     if (spec.name == name) return spec;
   }
-  return Error{
-      fmt::format("unknown device '{}' (known: {})", name, fmt::join(analytic_devices(), ", "))};
+  return Error{fmt::format("unknown device '{}' (known: {})", name, fmt::join(analytic_devices(), ", "))};
 }
 
 }  // namespace baton

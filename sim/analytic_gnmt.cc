@@ -36,17 +36,14 @@ std::vector<OpCost> lstm_direction_ops(const BuildContext& context, int64_t inpu
 }
 
 // PyTorch's nn.LSTM parameters: W_ih, W_hh and two bias vectors per direction.
-int64_t lstm_parameters(int64_t input_size) {
-  return 4 * kHidden * (input_size + kHidden) + 8 * kHidden;
-}
+int64_t lstm_parameters(int64_t input_size) { return 4 * kHidden * (input_size + kHidden) + 8 * kHidden; }
 
-LayerSpec lstm_layer(const BuildContext& context, const std::string& name, int64_t input_size,
-                     bool bidirectional, bool residual) {
+LayerSpec lstm_layer(const BuildContext& context, const std::string& name, int64_t input_size, bool bidirectional,
+                     bool residual) {
   LayerSpec spec;
   spec.name = name;
-  spec.what = fmt::format("LSTM({}, {}{}) over {} steps{}", input_size, kHidden,
-                          bidirectional ? ", bidirectional" : "", kSequence,
-                          residual ? " + residual add" : "");
+  spec.what = fmt::format("LSTM({}, {}{}) over {} steps{}", input_size, kHidden, bidirectional ? ", bidirectional" : "",
+                          kSequence, residual ? " + residual add" : "");
   const int directions = bidirectional ? 2 : 1;
   for (int d = 0; d < directions; ++d) {
     for (const OpCost& op : lstm_direction_ops(context, input_size)) spec.ops.push_back(op);
@@ -77,16 +74,15 @@ LayerSpec embedding_layer(const BuildContext& context, const std::string& name) 
 // Bahdanau attention (PipeDream's GNMT: linear_q and linear_k without bias, a
 // score vector v): score(q, k) = v . tanh(W_q q + W_k k), softmax over source
 // positions, context = weights x keys.
-LayerSpec attention_layer(const BuildContext& context, const std::string& name,
-                          const std::string& query, const std::string& keys) {
+LayerSpec attention_layer(const BuildContext& context, const std::string& name, const std::string& query,
+                          const std::string& keys) {
   const double b = static_cast<double>(context.batch);
   const double t = static_cast<double>(kSequence);
   const double h = static_cast<double>(kHidden);
   const int bpe = context.bytes_per_element;
   LayerSpec spec;
   spec.name = name;
-  spec.what = fmt::format("Bahdanau attention, {} queries x {} keys, {} units", kSequence,
-                          kSequence, kHidden);
+  spec.what = fmt::format("Bahdanau attention, {} queries x {} keys, {} units", kSequence, kSequence, kHidden);
   spec.ops = {matmul(b * t, h, h, bpe, true),            // W_q q
               matmul(b * t, h, h, bpe, true),            // W_k k
               elementwise(b * t * t * h, 2, 1, 2, bpe),  // tanh(W_q q + W_k k), materialized
@@ -114,17 +110,14 @@ void add_decoder(const BuildContext& context, int layers, const std::string& enc
   out->push_back(lstm_layer(context, "decoder.rnn0", kHidden, false, false));
   out->push_back(attention_layer(context, "decoder.attention", "decoder.rnn0", encoder_output));
   for (int i = 1; i < layers; ++i) {
-    out->push_back(
-        lstm_layer(context, fmt::format("decoder.rnn{}", i), 2 * kHidden, false, i >= 2));
-    out->back().inputs =
-        std::vector<std::string>{fmt::format("decoder.rnn{}", i - 1), "decoder.attention"};
+    out->push_back(lstm_layer(context, fmt::format("decoder.rnn{}", i), 2 * kHidden, false, i >= 2));
+    out->back().inputs = std::vector<std::string>{fmt::format("decoder.rnn{}", i - 1), "decoder.attention"};
   }
 }
 
 }  // namespace
 
-std::vector<LayerSpec> gnmt_layers(const BuildContext& context, int encoder_layers,
-                                   int decoder_layers) {
+std::vector<LayerSpec> gnmt_layers(const BuildContext& context, int encoder_layers, int decoder_layers) {
   std::vector<LayerSpec> layers;
   add_encoder(context, encoder_layers, &layers);
   add_decoder(context, decoder_layers, fmt::format("encoder.rnn{}", encoder_layers - 1), &layers);

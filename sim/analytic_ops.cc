@@ -21,24 +21,18 @@ OpCost batched_matmul(double count, double m, double n, double k, int bytes_per_
   return repeat(matmul(m, n, k, bytes_per_element, /*has_weights=*/false), count);
 }
 
-OpCost elementwise(double elements, double reads, double writes, double flops_per_element,
-                   int bytes_per_element) {
-  return OpCost{elements * flops_per_element, elements * (reads + writes) * bytes_per_element,
-                false};
+OpCost elementwise(double elements, double reads, double writes, double flops_per_element, int bytes_per_element) {
+  return OpCost{elements * flops_per_element, elements * (reads + writes) * bytes_per_element, false};
 }
 
 OpCost conv2d(const ConvShape& shape, int64_t batch, int bytes_per_element) {
   const double b = static_cast<double>(batch);
-  const double outputs_per_sample =
-      static_cast<double>(shape.out_channels * shape.out_height() * shape.out_width());
-  const double weights =
-      static_cast<double>(shape.kernel * shape.kernel * shape.in_channels * shape.out_channels);
-  const double inputs_per_sample =
-      static_cast<double>(shape.in_channels * shape.in_height * shape.in_width);
-  const double flops = 2.0 * static_cast<double>(shape.kernel * shape.kernel * shape.in_channels) *
-                       outputs_per_sample * b;
-  const double bytes =
-      (inputs_per_sample * b + weights + outputs_per_sample * b) * bytes_per_element;
+  const double outputs_per_sample = static_cast<double>(shape.out_channels * shape.out_height() * shape.out_width());
+  const double weights = static_cast<double>(shape.kernel * shape.kernel * shape.in_channels * shape.out_channels);
+  const double inputs_per_sample = static_cast<double>(shape.in_channels * shape.in_height * shape.in_width);
+  const double flops =
+      2.0 * static_cast<double>(shape.kernel * shape.kernel * shape.in_channels) * outputs_per_sample * b;
+  const double bytes = (inputs_per_sample * b + weights + outputs_per_sample * b) * bytes_per_element;
   return OpCost{flops, bytes, true};
 }
 
@@ -75,8 +69,7 @@ std::string describe(const LayerSpec& spec, const DeviceSpec& device) {
     bytes += op.bytes;
     const Seconds t = op_time(op, device);
     total += t;
-    if (op.bytes / device.achieved_bytes_per_s() > op.flops / device.achieved_flops_per_s())
-      memory_bound += t;
+    if (op.bytes / device.achieved_bytes_per_s() > op.flops / device.achieved_flops_per_s()) memory_bound += t;
   }
   const bool mostly_memory = memory_bound.value * 2.0 > total.value;
   return fmt::format("{}; fwd {}, {} moved{}", spec.what, format_flops(flops), format_bytes(bytes),
@@ -90,8 +83,8 @@ Result<std::vector<int>> resolve_inputs(const LayerSpec& spec, int index,
   for (const std::string& producer : *spec.inputs) {
     auto found = index_of.find(producer);
     if (found == index_of.end())
-      return Error{fmt::format("analytic model: layer '{}' reads '{}', which is no earlier layer",
-                               spec.name, producer)};
+      return Error{
+          fmt::format("analytic model: layer '{}' reads '{}', which is no earlier layer", spec.name, producer)};
     inputs.push_back(found->second);
   }
   return inputs;
@@ -117,8 +110,8 @@ Layer cost_layer(const LayerSpec& spec, const DeviceSpec& device, const BuildCon
 
 }  // namespace
 
-Result<Profile> assemble_profile(const std::string& model, const DeviceSpec& device,
-                                 const BuildContext& context, const std::vector<LayerSpec>& specs) {
+Result<Profile> assemble_profile(const std::string& model, const DeviceSpec& device, const BuildContext& context,
+                                 const std::vector<LayerSpec>& specs) {
   Profile profile;
   profile.model = model;
   profile.device = device.label();
@@ -126,8 +119,7 @@ Result<Profile> assemble_profile(const std::string& model, const DeviceSpec& dev
   std::unordered_map<std::string, int> index_of;
   for (const LayerSpec& spec : specs) {
     const int index = profile.num_layers();
-    if (index_of.count(spec.name) != 0)
-      return Error{fmt::format("analytic model: layer name '{}' repeats", spec.name)};
+    if (index_of.count(spec.name) != 0) return Error{fmt::format("analytic model: layer name '{}' repeats", spec.name)};
     auto inputs = resolve_inputs(spec, index, index_of);
     if (!inputs) return inputs.error();
     Layer layer = cost_layer(spec, device, context);
@@ -138,9 +130,8 @@ Result<Profile> assemble_profile(const std::string& model, const DeviceSpec& dev
   return profile;
 }
 
-LayerSpec linear_layer(const BuildContext& context, const std::string& name,
-                       int64_t rows_per_sample, int64_t in_features, int64_t out_features,
-                       bool bias) {
+LayerSpec linear_layer(const BuildContext& context, const std::string& name, int64_t rows_per_sample,
+                       int64_t in_features, int64_t out_features, bool bias) {
   LayerSpec spec;
   spec.name = name;
   spec.what = fmt::format("Linear({}, {}{})", in_features, out_features, bias ? "" : ", no bias");
@@ -152,8 +143,8 @@ LayerSpec linear_layer(const BuildContext& context, const std::string& name,
   return spec;
 }
 
-LayerSpec relu_layer(const BuildContext& context, const std::string& name,
-                     int64_t elements_per_sample, const std::string& shape_text) {
+LayerSpec relu_layer(const BuildContext& context, const std::string& name, int64_t elements_per_sample,
+                     const std::string& shape_text) {
   LayerSpec spec;
   spec.name = name;
   spec.what = fmt::format("ReLU {}", shape_text);
@@ -163,8 +154,8 @@ LayerSpec relu_layer(const BuildContext& context, const std::string& name,
   return spec;
 }
 
-LayerSpec dropout_layer(const BuildContext& context, const std::string& name,
-                        int64_t elements_per_sample, const std::string& shape_text) {
+LayerSpec dropout_layer(const BuildContext& context, const std::string& name, int64_t elements_per_sample,
+                        const std::string& shape_text) {
   LayerSpec spec;
   spec.name = name;
   spec.what = fmt::format("Dropout {}", shape_text);

@@ -39,8 +39,7 @@ OpCost batched_matmul(double count, double m, double n, double k, int bytes_per_
 
 // Elementwise or row-wise operator over `elements` values: reads `reads` and
 // writes `writes` tensors of that many values, `flops_per_element` FLOPs each.
-OpCost elementwise(double elements, double reads, double writes, double flops_per_element,
-                   int bytes_per_element);
+OpCost elementwise(double elements, double reads, double writes, double flops_per_element, int bytes_per_element);
 
 // A 2-D convolution of one sample's [in_channels x in_height x in_width] input.
 struct ConvShape {
@@ -82,17 +81,16 @@ struct BuildContext {
 // Turns specs into a costed Profile (times, sizes, inputs resolved by name,
 // descriptions completed with FLOPs and bytes). Error: an input names no
 // earlier layer.
-Result<Profile> assemble_profile(const std::string& model, const DeviceSpec& device,
-                                 const BuildContext& context, const std::vector<LayerSpec>& specs);
+Result<Profile> assemble_profile(const std::string& model, const DeviceSpec& device, const BuildContext& context,
+                                 const std::vector<LayerSpec>& specs);
 
 // Shared layer makers (one operator each unless stated).
-LayerSpec linear_layer(const BuildContext& context, const std::string& name,
-                       int64_t rows_per_sample, int64_t in_features, int64_t out_features,
-                       bool bias);
-LayerSpec relu_layer(const BuildContext& context, const std::string& name,
-                     int64_t elements_per_sample, const std::string& shape_text);
-LayerSpec dropout_layer(const BuildContext& context, const std::string& name,
-                        int64_t elements_per_sample, const std::string& shape_text);
+LayerSpec linear_layer(const BuildContext& context, const std::string& name, int64_t rows_per_sample,
+                       int64_t in_features, int64_t out_features, bool bias);
+LayerSpec relu_layer(const BuildContext& context, const std::string& name, int64_t elements_per_sample,
+                     const std::string& shape_text);
+LayerSpec dropout_layer(const BuildContext& context, const std::string& name, int64_t elements_per_sample,
+                        const std::string& shape_text);
 
 // "1.23 GFLOP", "456 MB": short magnitudes for descriptions.
 std::string format_flops(double flops);
@@ -103,8 +101,7 @@ std::vector<LayerSpec> vgg16_layers(const BuildContext& context);
 std::vector<LayerSpec> alexnet_layers(const BuildContext& context);
 std::vector<LayerSpec> resnet50_layers(const BuildContext& context);
 // GNMT with `encoder_layers` + `decoder_layers` LSTM layers (4+4 or 8+8).
-std::vector<LayerSpec> gnmt_layers(const BuildContext& context, int encoder_layers,
-                                   int decoder_layers);
+std::vector<LayerSpec> gnmt_layers(const BuildContext& context, int encoder_layers, int decoder_layers);
 
 // A transformer stack: embedding, `layers` blocks, head.
 struct TransformerConfig {
@@ -116,8 +113,7 @@ struct TransformerConfig {
   int64_t sequence = 0;
   int64_t vocab = 0;
 };
-std::vector<LayerSpec> transformer_layers(const BuildContext& context,
-                                          const TransformerConfig& config);
+std::vector<LayerSpec> transformer_layers(const BuildContext& context, const TransformerConfig& config);
 TransformerConfig bert_large_config();
 // GPT-3 paper sizes: "gpt-1.3b", "gpt-13b", "gpt-175b".
 std::optional<TransformerConfig> gpt_config(const std::string& arch);

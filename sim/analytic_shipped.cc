@@ -21,16 +21,14 @@ constexpr ArchitectureBatch kBatches[] = {{"vgg16", 32},   {"alexnet", 128}, {"r
                                           {"gnmt8", 64},   {"gnmt16", 64},   {"bert-large", 8},
                                           {"gpt-1.3b", 1}, {"gpt-13b", 1},   {"gpt-175b", 1}};
 
-ShippedProfile analytic_entry(const std::string& architecture, const std::string& device,
-                              int microbatch_size) {
-  return ShippedProfile{fmt::format("{}_{}_mb{}.json", architecture, device, microbatch_size),
-                        architecture, device, microbatch_size};
+ShippedProfile analytic_entry(const std::string& architecture, const std::string& device, int microbatch_size) {
+  return ShippedProfile{fmt::format("{}_{}_mb{}.json", architecture, device, microbatch_size), architecture, device,
+                        microbatch_size};
 }
 
 nlohmann::json uniform_json() {
-  const Profile profile =
-      make_uniform_profile(16, Seconds::from_ms(1.0), Seconds::from_ms(2.0),
-                           Bytes(int64_t{4} << 20), Bytes(int64_t{16} << 20), 1);
+  const Profile profile = make_uniform_profile(16, Seconds::from_ms(1.0), Seconds::from_ms(2.0),
+                                               Bytes(int64_t{4} << 20), Bytes(int64_t{16} << 20), 1);
   return profile_to_json_with_derivation(
       profile,
       "Synthetic, not measured: make_uniform_profile(16 layers, forward 1 ms, backward 2 ms, "
@@ -63,8 +61,7 @@ Result<nlohmann::json> shipped_profile_json(const ShippedProfile& entry) {
   if (!device) return device.error();
   auto profile = make_analytic_profile(entry.architecture, *device, entry.microbatch_size);
   if (!profile) return profile.error();
-  return profile_to_json_with_derivation(*profile,
-                                         analytic_derivation(*device, entry.microbatch_size));
+  return profile_to_json_with_derivation(*profile, analytic_derivation(*device, entry.microbatch_size));
 }
 
 Result<std::string> shipped_profile_text(const ShippedProfile& entry) {

@@ -48,15 +48,14 @@ std::vector<OpCost> block_ops(const BuildContext& context, const TransformerConf
           residual_add};
 }
 
-LayerSpec block_layer(const BuildContext& context, const TransformerConfig& c,
-                      const std::string& name) {
+LayerSpec block_layer(const BuildContext& context, const TransformerConfig& c, const std::string& name) {
   LayerSpec spec;
   spec.name = name;
   spec.what = fmt::format(
       "transformer block: attention ({} heads x {}, {}x{} scores{}), MLP {} -> {} -> {}, "
       "2 LayerNorms, 2 residual adds",
-      c.heads, c.hidden / c.heads, c.sequence, c.sequence, c.family == "gpt" ? ", causal" : "",
-      c.hidden, c.ffn, c.hidden);
+      c.heads, c.hidden / c.heads, c.sequence, c.sequence, c.family == "gpt" ? ", causal" : "", c.hidden, c.ffn,
+      c.hidden);
   spec.ops = block_ops(context, c);
   spec.output_elements = c.sequence * c.hidden;
   // QKV 3d^2 + 3d, output d^2 + d, MLP 2 d f + f + d, two LayerNorms 4d.
@@ -72,9 +71,8 @@ LayerSpec embedding_layer(const BuildContext& context, const TransformerConfig& 
   const bool bert = c.family == "bert";
   LayerSpec spec;
   spec.name = bert ? "embeddings" : "embedding";
-  spec.what = fmt::format("token Embedding({}, {}) + position Embedding({}, {}){} of {} tokens",
-                          c.vocab, c.hidden, c.sequence, c.hidden,
-                          bert ? " + token type Embedding(2) + LayerNorm" : "", c.sequence);
+  spec.what = fmt::format("token Embedding({}, {}) + position Embedding({}, {}){} of {} tokens", c.vocab, c.hidden,
+                          c.sequence, c.hidden, bert ? " + token type Embedding(2) + LayerNorm" : "", c.sequence);
   OpCost gather = elementwise(elements, bert ? 3 : 2, 1, bert ? 2 : 1, bpe);
   gather.has_weights = true;  // its backward is the scatter-add weight gradient
   spec.ops = {gather};
@@ -121,15 +119,14 @@ LayerSpec bert_heads_layer(const BuildContext& context, const TransformerConfig&
               matmul(b, d, d, bpe, true),   // pooler
               matmul(b, 2, d, bpe, true)};  // NSP classifier
   spec.output_elements = c.sequence * c.vocab + 2;
-  spec.parameters = (c.hidden * c.hidden + c.hidden) + 2 * c.hidden + c.vocab +
-                    (c.hidden * c.hidden + c.hidden) + (2 * c.hidden + 2);
+  spec.parameters =
+      (c.hidden * c.hidden + c.hidden) + 2 * c.hidden + c.vocab + (c.hidden * c.hidden + c.hidden) + (2 * c.hidden + 2);
   return spec;
 }
 
 }  // namespace
 
-std::vector<LayerSpec> transformer_layers(const BuildContext& context,
-                                          const TransformerConfig& config) {
+std::vector<LayerSpec> transformer_layers(const BuildContext& context, const TransformerConfig& config) {
   const bool bert = config.family == "bert";
   std::vector<LayerSpec> layers;
   layers.push_back(embedding_layer(context, config));
@@ -141,9 +138,7 @@ std::vector<LayerSpec> transformer_layers(const BuildContext& context,
   return layers;
 }
 
-TransformerConfig bert_large_config() {
-  return TransformerConfig{"bert", 24, 1024, 16, 4096, 512, 30522};
-}
+TransformerConfig bert_large_config() { return TransformerConfig{"bert", 24, 1024, 16, 4096, 512, 30522}; }
 
 std::optional<TransformerConfig> gpt_config(const std::string& arch) {
   // GPT-3 paper, Table 2.1; sequence 2048, GPT-2's 50,257-token vocabulary.

@@ -1,8 +1,8 @@
 #include "sim/chart_svg.h"
 
-#include "sim/svg_util.h"
 #include <algorithm>
 #include <cmath>
+#include "sim/svg_util.h"
 
 #include <fmt/format.h>
 
@@ -19,8 +19,8 @@ constexpr const char* kMarkers[] = {"circle", "square", "triangle", "diamond"};
 constexpr const char* kDashEntryColour = "#444";
 
 constexpr int kLeft = 80, kBottom = 60, kTitleTop = 50, kNoteHeight = 18;
-constexpr int kLegendGap = 28;       // between the plot's right edge and the legend
-constexpr int kLegendPadding = 16;   // right of the longest legend label
+constexpr int kLegendGap = 28;      // between the plot's right edge and the legend
+constexpr int kLegendPadding = 16;  // right of the longest legend label
 constexpr int kSwatchPx = 36, kSwatchTextGap = 8;
 constexpr int kRowPx = 18, kHeadingPx = 20, kGroupGapPx = 10;
 constexpr int kMinPlotWidthPx = 420;
@@ -54,14 +54,19 @@ struct Scale {
 };
 
 void bounds(const std::vector<ChartSeries>& series, double& x0, double& x1, double& y1) {
-  x0 = INFINITY; x1 = -INFINITY; y1 = 0;
+  x0 = INFINITY;
+  x1 = -INFINITY;
+  y1 = 0;
   for (const auto& s : series)
     for (size_t i = 0; i < s.x.size(); ++i) {
       x0 = std::min(x0, s.x[i]);
       x1 = std::max(x1, s.x[i]);
       if (std::isfinite(s.y[i])) y1 = std::max(y1, s.y[i]);
     }
-  if (!std::isfinite(x0)) { x0 = 0; x1 = 1; }
+  if (!std::isfinite(x0)) {
+    x0 = 0;
+    x1 = 1;
+  }
   if (x1 <= x0) x1 = x0 + 1;
   if (y1 <= 0) y1 = 1;
   y1 *= 1.08;
@@ -200,13 +205,15 @@ std::string lines(const std::vector<ChartSeries>& series, const ChartLayout& l, 
     for (size_t i = 0; i < s.x.size(); ++i) {
       if (!std::isfinite(s.y[i])) continue;
       path += fmt::format("{}{:.1f},{:.1f} ", path.empty() ? "M" : "L", sx(s.x[i]), sy(s.y[i]));
-      markers += marker(style, sx(s.x[i]), sy(s.y[i]),
-                        fmt::format("<title>{}: x={} y={:.4g}</title>", xml_escape(s.name), tick_label(s.x[i]), s.y[i]));
+      markers +=
+          marker(style, sx(s.x[i]), sy(s.y[i]),
+                 fmt::format("<title>{}: x={} y={:.4g}</title>", xml_escape(s.name), tick_label(s.x[i]), s.y[i]));
     }
     if (!path.empty())
-      out += fmt::format("<path class='series' d='{}' fill='none' stroke='{}' stroke-width='2' "
-                         "stroke-dasharray='{}'/>\n",
-                         path, style.colour, style.dash);
+      out += fmt::format(
+          "<path class='series' d='{}' fill='none' stroke='{}' stroke-width='2' "
+          "stroke-dasharray='{}'/>\n",
+          path, style.colour, style.dash);
     out += markers;
   }
   return out;
@@ -220,9 +227,10 @@ std::string legend(const ChartLayout& l) {
                          e.y_px + 4, xml_escape(e.label));
       continue;
     }
-    out += fmt::format("<g class='legend-entry'><line x1='{}' y1='{}' x2='{}' y2='{}' stroke='{}' stroke-width='2.5' "
-                       "stroke-dasharray='{}'/>\n",
-                       e.x_px, e.y_px, e.x_px + kSwatchPx, e.y_px, e.style.colour, e.style.dash);
+    out += fmt::format(
+        "<g class='legend-entry'><line x1='{}' y1='{}' x2='{}' y2='{}' stroke='{}' stroke-width='2.5' "
+        "stroke-dasharray='{}'/>\n",
+        e.x_px, e.y_px, e.x_px + kSwatchPx, e.y_px, e.style.colour, e.style.dash);
     if (!e.style.marker.empty()) out += marker(e.style, e.x_px + kSwatchPx / 2.0, e.y_px, "");
     out += fmt::format("<text x='{}' y='{}'>{}</text></g>\n", e.x_px + kSwatchPx + kSwatchTextGap, e.y_px + 4,
                        xml_escape(e.label));
@@ -251,7 +259,8 @@ std::string line_chart_svg(const std::vector<ChartSeries>& series, const ChartOp
       "<svg xmlns='http://www.w3.org/2000/svg' width='{0}' height='{1}' viewBox='0 0 {0} {1}' "
       "font-family='sans-serif' font-size='12'>\n<rect width='100%' height='100%' fill='white'/>\n",
       layout.width_px, layout.height_px);
-  out += fmt::format("<text x='{}' y='28' font-size='16' font-weight='bold'>{}</text>\n", kLeft, xml_escape(options.title));
+  out += fmt::format("<text x='{}' y='28' font-size='16' font-weight='bold'>{}</text>\n", kLeft,
+                     xml_escape(options.title));
   if (!options.note.empty())
     out += fmt::format("<text x='{}' y='46' fill='#666'>{}</text>\n", kLeft, xml_escape(options.note));
   out += axes(options, layout, sx, sy, xticks);

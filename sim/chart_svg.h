@@ -18,7 +18,7 @@
 namespace baton {
 
 struct ChartSeries {
-  std::string name;        // the whole name, shown in each point's tooltip
+  std::string name;  // the whole name, shown in each point's tooltip
   std::vector<double> x;
   std::vector<double> y;   // same length as x
   std::string colour_key;  // series with one key share a colour; empty: the name
@@ -27,7 +27,7 @@ struct ChartSeries {
 
 struct ChartOptions {
   std::string title;
-  std::string note;          // a grey line under the title (what is left out); may be empty
+  std::string note;  // a grey line under the title (what is left out); may be empty
   std::string x_label;
   std::string y_label;
   std::string colour_title;  // legend heading over the colour keys; may be empty
@@ -61,7 +61,7 @@ struct ChartLayout {
   int plot_bottom_px = 0;
   std::vector<ChartStyle> styles;  // one per series, in order
   std::vector<ChartLegendEntry> legend;
-  int legend_right_px = 0;         // the widest label's estimated right edge
+  int legend_right_px = 0;  // the widest label's estimated right edge
 };
 
 ChartLayout chart_layout(const std::vector<ChartSeries>& series, const ChartOptions& options);

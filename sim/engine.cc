@@ -46,9 +46,7 @@ struct WorkerState {
 struct Event {
   double time;
   int worker;
-  bool operator>(const Event& other) const {
-    return time != other.time ? time > other.time : worker > other.worker;
-  }
+  bool operator>(const Event& other) const { return time != other.time ? time > other.time : worker > other.worker; }
 };
 
 class Engine {
@@ -83,25 +81,29 @@ class Engine {
   bool keep_intervals_;  // only pipedream measures busy time inside a window
   std::vector<WorkerState> state_;
   std::vector<Seconds> device_free_;
-  std::vector<double> act_arrival_;   // [receiving stage * M + microbatch] (one worker runs it)
+  std::vector<double> act_arrival_;  // [receiving stage * M + microbatch] (one worker runs it)
   std::vector<double> grad_arrival_;
   std::vector<std::vector<Collective>> collectives_;  // [stage][round]
   std::vector<std::vector<int>> stage_devices_;
-  std::vector<int> version_used_;     // [stage * M + microbatch]
-  std::vector<int> stage0_version_;   // [microbatch], for vertical sync
+  std::vector<int> version_used_;    // [stage * M + microbatch]
+  std::vector<int> stage0_version_;  // [microbatch], for vertical sync
   std::vector<MemoryTracker> memory_;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> queue_;
-  const std::vector<double>* noise_factors_ = nullptr;     // set only with a noise seed
+  const std::vector<double>* noise_factors_ = nullptr;      // set only with a noise seed
   const std::vector<Seconds>* allreduce_extras_ = nullptr;  // likewise
   std::mt19937_64 noise_;
   RawRun raw_;
 };
 
-Engine::Engine(const Program& program, const std::vector<StageCost>& costs,
-               const Topology& topology, const SimOptions& options)
-    : program_(program), costs_(costs), options_(options), network_(topology),
+Engine::Engine(const Program& program, const std::vector<StageCost>& costs, const Topology& topology,
+               const SimOptions& options)
+    : program_(program),
+      costs_(costs),
+      options_(options),
+      network_(topology),
       microbatches_(std::max(program.microbatches, 1)),
-      keep_intervals_(program.schedule == Schedule::kPipeDream), noise_(options.noise_seed) {
+      keep_intervals_(program.schedule == Schedule::kPipeDream),
+      noise_(options.noise_seed) {
   if (options.noise_seed != 0 && !topology.device.compute_noise.empty())
     noise_factors_ = &topology.device.compute_noise;
   if (options.noise_seed != 0 && !topology.device.allreduce_noise.empty())
@@ -131,8 +133,7 @@ Engine::Engine(const Program& program, const std::vector<StageCost>& costs,
 
 double& Engine::arrival(int stage, ActionKind kind, int microbatch) {
   const size_t index = static_cast<size_t>(stage) * microbatches_ + microbatch;
-  return kind == ActionKind::kSendAct || kind == ActionKind::kRecvAct ? act_arrival_[index]
-                                                                      : grad_arrival_[index];
+  return kind == ActionKind::kSendAct || kind == ActionKind::kRecvAct ? act_arrival_[index] : grad_arrival_[index];
 }
 
 Status Engine::run() {
@@ -145,9 +146,8 @@ Status Engine::run() {
   for (int w = 0; w < program_.num_workers(); ++w) {
     const auto& list = program_.actions[w];
     if (state_[w].pc < static_cast<int>(list.size()))
-      return Error{fmt::format("simulation deadlocked: worker {} waits forever at action {} ({})\n{}",
-                               w, state_[w].pc, to_string(list[state_[w].pc]),
-                               program_grid(program_, w, state_[w].pc))};
+      return Error{fmt::format("simulation deadlocked: worker {} waits forever at action {} ({})\n{}", w, state_[w].pc,
+                               to_string(list[state_[w].pc]), program_grid(program_, w, state_[w].pc))};
   }
   return ok_status();
 }
@@ -255,11 +255,10 @@ Seconds Engine::noisy(Seconds cost, int layers) {
 }
 
 void Engine::run_send(int worker, const Action& action, Seconds now) {
-  const StageCost& cost = action.kind == ActionKind::kSendAct ? costs_[action.stage]
-                                                              : costs_[action.stage - 1];
+  const StageCost& cost = action.kind == ActionKind::kSendAct ? costs_[action.stage] : costs_[action.stage - 1];
   const Bytes size = cost.activation_out;
-  const TransferTimes times = network_.transfer(program_.workers[worker].device,
-                                                program_.workers[action.peer].device, size, now);
+  const TransferTimes times =
+      network_.transfer(program_.workers[worker].device, program_.workers[action.peer].device, size, now);
   const bool forward = action.kind == ActionKind::kSendAct;
   const ActionKind recv_kind = forward ? ActionKind::kRecvAct : ActionKind::kRecvGrad;
   const int recv_stage = forward ? action.stage + 1 : action.stage - 1;
@@ -286,8 +285,7 @@ bool Engine::run_recv(int worker, const Action& action, Seconds now) {
     schedule(worker, Seconds(arrived));
     return false;
   }
-  const StageCost& cost = action.kind == ActionKind::kRecvAct ? costs_[action.stage - 1]
-                                                              : costs_[action.stage];
+  const StageCost& cost = action.kind == ActionKind::kRecvAct ? costs_[action.stage - 1] : costs_[action.stage];
   record(worker, action, Stream::kComm, Seconds(state_[worker].reached), now, cost.activation_out);
   return true;
 }
@@ -321,8 +319,7 @@ void Engine::run_allreduce(int worker, const Action& action, Seconds now) {
   for (const auto& [member, index] : collective.members) {
     const Action& member_action = program_.actions[member][index];
     if (options_.record_trace)
-      raw_.spans.push_back(Span{member, index, member_action, Stream::kComm,
-                                collective.latest_issue, end, size});
+      raw_.spans.push_back(Span{member, index, member_action, Stream::kComm, collective.latest_issue, end, size});
     if (state_[member].blocked) {
       state_[member].blocked = false;
       schedule(member, end);
@@ -330,16 +327,15 @@ void Engine::run_allreduce(int worker, const Action& action, Seconds now) {
   }
 }
 
-void Engine::record(int worker, const Action& action, Stream stream, Seconds start, Seconds end,
-                    Bytes bytes) {
+void Engine::record(int worker, const Action& action, Stream stream, Seconds start, Seconds end, Bytes bytes) {
   if (!options_.record_trace) return;
   raw_.spans.push_back(Span{worker, state_[worker].pc, action, stream, start, end, bytes});
 }
 
 }  // namespace
 
-Result<RawRun> run_engine(const Program& program, const std::vector<StageCost>& costs,
-                          const Topology& topology, const SimOptions& options) {
+Result<RawRun> run_engine(const Program& program, const std::vector<StageCost>& costs, const Topology& topology,
+                          const SimOptions& options) {
   Engine engine(program, costs, topology, options);
   if (auto ok = engine.run(); !ok) return ok.error();
   return engine.take();

@@ -29,13 +29,10 @@ FieldPath FieldPath::field(std::string_view name) const {
   return FieldPath(source_, path_.empty() ? std::string(name) : fmt::format("{}.{}", path_, name));
 }
 
-FieldPath FieldPath::index(size_t i) const {
-  return FieldPath(source_, fmt::format("{}[{}]", path_, i));
-}
+FieldPath FieldPath::index(size_t i) const { return FieldPath(source_, fmt::format("{}[{}]", path_, i)); }
 
 Error FieldPath::error(std::string_view what, const Json& got) const {
-  return Error{fmt::format("{}: {} {}, got {}", source_, path_.empty() ? "document" : path_, what,
-                           short_dump(got))};
+  return Error{fmt::format("{}: {} {}, got {}", source_, path_.empty() ? "document" : path_, what, short_dump(got))};
 }
 
 Error FieldPath::error(std::string_view what) const {
@@ -112,29 +109,26 @@ Result<std::string> read_string_or(const Json& object, const FieldPath& at, std:
   return read_string(object, at, name);
 }
 
-Result<double> read_number(const Json& object, const FieldPath& at, std::string_view name,
-                           double min_value, bool strict) {
+Result<double> read_number(const Json& object, const FieldPath& at, std::string_view name, double min_value,
+                           bool strict) {
   const Json* value = find_field(object, name);
   const FieldPath here = at.field(name);
   if (value == nullptr) return here.error("is missing");
   if (!value->is_number()) return here.error("must be a number", *value);
   const double number = value->get<double>();
   if (!std::isfinite(number)) return here.error("must be finite", *value);
-  if (strict && !(number > min_value))
-    return here.error(fmt::format("must be > {}", min_value), *value);
-  if (!strict && !(number >= min_value))
-    return here.error(fmt::format("must be >= {}", min_value), *value);
+  if (strict && !(number > min_value)) return here.error(fmt::format("must be > {}", min_value), *value);
+  if (!strict && !(number >= min_value)) return here.error(fmt::format("must be >= {}", min_value), *value);
   return number;
 }
 
-Result<double> read_number_or(const Json& object, const FieldPath& at, std::string_view name,
-                              double min_value, bool strict, double fallback) {
+Result<double> read_number_or(const Json& object, const FieldPath& at, std::string_view name, double min_value,
+                              bool strict, double fallback) {
   if (find_field(object, name) == nullptr) return fallback;
   return read_number(object, at, name, min_value, strict);
 }
 
-Result<int64_t> read_integer(const Json& object, const FieldPath& at, std::string_view name,
-                             int64_t min_value) {
+Result<int64_t> read_integer(const Json& object, const FieldPath& at, std::string_view name, int64_t min_value) {
   const Json* value = find_field(object, name);
   const FieldPath here = at.field(name);
   if (value == nullptr) return here.error("is missing");
@@ -145,20 +139,18 @@ Result<int64_t> read_integer(const Json& object, const FieldPath& at, std::strin
   } else if (!value->is_number_integer()) {
     return here.error("must be a whole number", *value);
   }
-  const int64_t number = value->is_number_float() ? static_cast<int64_t>(value->get<double>())
-                                                  : value->get<int64_t>();
+  const int64_t number = value->is_number_float() ? static_cast<int64_t>(value->get<double>()) : value->get<int64_t>();
   if (number < min_value) return here.error(fmt::format("must be >= {}", min_value), *value);
   return number;
 }
 
-Result<int64_t> read_integer_or(const Json& object, const FieldPath& at, std::string_view name,
-                                int64_t min_value, int64_t fallback) {
+Result<int64_t> read_integer_or(const Json& object, const FieldPath& at, std::string_view name, int64_t min_value,
+                                int64_t fallback) {
   if (find_field(object, name) == nullptr) return fallback;
   return read_integer(object, at, name, min_value);
 }
 
-Result<const Json*> read_array(const Json& object, const FieldPath& at, std::string_view name,
-                               bool non_empty) {
+Result<const Json*> read_array(const Json& object, const FieldPath& at, std::string_view name, bool non_empty) {
   const Json* value = find_field(object, name);
   const FieldPath here = at.field(name);
   if (value == nullptr) return here.error("is missing");
@@ -184,8 +176,7 @@ Result<std::vector<double>> read_number_list(const Json& value, const FieldPath&
 Status check_format(const Json& object, const FieldPath& at, std::string_view expected) {
   auto format = read_string(object, at, "format");
   if (!format) return format.error();
-  if (*format != expected)
-    return at.field("format").error(fmt::format("must be \"{}\"", expected), Json(*format));
+  if (*format != expected) return at.field("format").error(fmt::format("must be \"{}\"", expected), Json(*format));
   return ok_status();
 }
 

@@ -28,8 +28,7 @@ using Json = nlohmann::json;
 // Where a value sits: "file.json: layers[3].forward_ms".
 class FieldPath {
  public:
-  FieldPath(std::string source, std::string path = {})
-      : source_(std::move(source)), path_(std::move(path)) {}
+  FieldPath(std::string source, std::string path = {}) : source_(std::move(source)), path_(std::move(path)) {}
   FieldPath field(std::string_view name) const;
   FieldPath index(size_t i) const;
   const std::string& path() const { return path_; }
@@ -52,18 +51,16 @@ Result<std::string> read_string(const Json& object, const FieldPath& at, std::st
 Result<std::string> read_string_or(const Json& object, const FieldPath& at, std::string_view name,
                                    std::string fallback);
 // A finite number >= `min_value` (inclusive) or > it when `strict`.
-Result<double> read_number(const Json& object, const FieldPath& at, std::string_view name,
-                           double min_value, bool strict);
-Result<double> read_number_or(const Json& object, const FieldPath& at, std::string_view name,
-                              double min_value, bool strict, double fallback);
+Result<double> read_number(const Json& object, const FieldPath& at, std::string_view name, double min_value,
+                           bool strict);
+Result<double> read_number_or(const Json& object, const FieldPath& at, std::string_view name, double min_value,
+                              bool strict, double fallback);
 // A whole number >= min_value.
-Result<int64_t> read_integer(const Json& object, const FieldPath& at, std::string_view name,
-                             int64_t min_value);
-Result<int64_t> read_integer_or(const Json& object, const FieldPath& at, std::string_view name,
-                                int64_t min_value, int64_t fallback);
+Result<int64_t> read_integer(const Json& object, const FieldPath& at, std::string_view name, int64_t min_value);
+Result<int64_t> read_integer_or(const Json& object, const FieldPath& at, std::string_view name, int64_t min_value,
+                                int64_t fallback);
 // The field must be an array (possibly empty unless `non_empty`).
-Result<const Json*> read_array(const Json& object, const FieldPath& at, std::string_view name,
-                               bool non_empty);
+Result<const Json*> read_array(const Json& object, const FieldPath& at, std::string_view name, bool non_empty);
 // `value` (the field at `at`) must be a non-empty array of finite numbers,
 // each > 0 when `positive`.
 Result<std::vector<double>> read_number_list(const Json& value, const FieldPath& at, bool positive);

@@ -33,8 +33,8 @@ Result<LinkFit> fit_link(std::span<const TransferSample> samples) {
   std::set<int64_t> sizes;
   for (const TransferSample& s : samples) {
     if (!(s.time.value > 0.0) || s.size.value < 0)
-      return Error{fmt::format("link fit: a sample of {} bytes took {} s; times must be > 0", s.size.value,
-                               s.time.value)};
+      return Error{
+          fmt::format("link fit: a sample of {} bytes took {} s; times must be > 0", s.size.value, s.time.value)};
     sizes.insert(s.size.value);
   }
   if (sizes.size() < 2) return Error{"link fit: needs samples of at least two different sizes"};
@@ -85,8 +85,9 @@ Result<LinkFit> fit_ring(std::span<const TransferSample> samples, int devices) {
   if (!fit) return fit.error();
   fit->max_relative_residual = 0.0;
   for (const TransferSample& s : samples) {
-    fit->max_relative_residual = std::max(
-        fit->max_relative_residual, std::abs(ring_allreduce_time(devices, s.size, *fit).value - s.time.value) / s.time.value);
+    fit->max_relative_residual =
+        std::max(fit->max_relative_residual,
+                 std::abs(ring_allreduce_time(devices, s.size, *fit).value - s.time.value) / s.time.value);
   }
   return fit;
 }

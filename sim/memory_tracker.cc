@@ -36,9 +36,8 @@ void MemoryTracker::backward(int version, Bytes stash) {
 
 int MemoryTracker::versions_held() const {
   int held = static_cast<int>(version_refs_.size());
-  const bool live_referenced =
-      std::any_of(version_refs_.begin(), version_refs_.end(),
-                  [&](const auto& entry) { return entry.first == live_version_; });
+  const bool live_referenced = std::any_of(version_refs_.begin(), version_refs_.end(),
+                                           [&](const auto& entry) { return entry.first == live_version_; });
   return live_referenced ? held : held + 1;
 }
 

@@ -34,7 +34,10 @@ class MemoryTracker {
   void forward(int version, Bytes stash);
   void backward(int version, Bytes stash);
   // The optimizer produced a new live version.
-  void step() { ++live_version_; update(); }
+  void step() {
+    ++live_version_;
+    update();
+  }
 
   int live_version() const { return live_version_; }
   // What is held now: weight versions (live one included) and in-flight microbatches.

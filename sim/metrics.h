@@ -25,11 +25,11 @@ struct WorkerMetrics {
   int worker = 0;
   int stage = 0;
   int device = 0;
-  Seconds busy;            // compute time inside the measurement window
+  Seconds busy;  // compute time inside the measurement window
   double bubble_fraction = 0.0;
-  Bytes peak_memory;       // peak of the sum below, at one instant
-  Bytes weight_bytes;      // one copy of the stage's parameters
-  int weight_versions = 0; // peak number of weight versions held at once
+  Bytes peak_memory;                // peak of the sum below, at one instant
+  Bytes weight_bytes;               // one copy of the stage's parameters
+  int weight_versions = 0;          // peak number of weight versions held at once
   Bytes peak_stashed_weight_bytes;  // (versions - 1) x weights, at peak
   Bytes gradient_bytes;
   Bytes optimizer_bytes;
@@ -41,11 +41,11 @@ struct Metrics {
   Seconds iteration_time;
   double throughput_samples_per_s = 0.0;
   double bubble_fraction = 0.0;
-  Seconds makespan;          // first action to last, whole simulation
-  Seconds window_start;      // the measurement window
+  Seconds makespan;      // first action to last, whole simulation
+  Seconds window_start;  // the measurement window
   Seconds window_end;
   int64_t actions = 0;
-  double wall_seconds = 0.0; // the simulator's own run time
+  double wall_seconds = 0.0;  // the simulator's own run time
   std::vector<WorkerMetrics> workers;
 };
 

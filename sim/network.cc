@@ -41,8 +41,7 @@ Seconds Network::allreduce_time(std::span<const int> devices, Bytes size) const 
     // Distinct children touched, per unit of this level.
     std::map<int, std::set<int>> children_of_unit;
     const int unit_size = topology_.devices_per_unit(level);
-    for (int device : devices)
-      children_of_unit[device / unit_size].insert(topology_.child_of(device, level));
+    for (int device : devices) children_of_unit[device / unit_size].insert(topology_.child_of(device, level));
     size_t widest = 1;
     for (const auto& [unit, children] : children_of_unit) widest = std::max(widest, children.size());
     const double n = static_cast<double>(widest);

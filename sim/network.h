@@ -56,8 +56,8 @@ class Network {
   int link_index(int level, int child, bool down) const;
 
   Topology topology_;
-  std::vector<int> link_offset_;   // first link index of each level
-  std::vector<Seconds> link_free_; // when each directional link is next free
+  std::vector<int> link_offset_;    // first link index of each level
+  std::vector<Seconds> link_free_;  // when each directional link is next free
 };
 
 }  // namespace baton

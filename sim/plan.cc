@@ -31,9 +31,8 @@ std::string_view schedule_name(Schedule schedule) {
 
 const std::vector<Schedule>& all_schedules() {
   static const std::vector<Schedule> schedules = {
-      Schedule::kPipeDream, Schedule::kOneFOneB,        Schedule::kGPipe, Schedule::kDataParallel,
-      Schedule::kZbH1,      Schedule::kZbH2,            Schedule::kInterleaved1F1B,
-      Schedule::kZbV,       Schedule::kDualPipeV};
+      Schedule::kPipeDream, Schedule::kOneFOneB,        Schedule::kGPipe, Schedule::kDataParallel, Schedule::kZbH1,
+      Schedule::kZbH2,      Schedule::kInterleaved1F1B, Schedule::kZbV,   Schedule::kDualPipeV};
   return schedules;
 }
 
@@ -138,8 +137,10 @@ bool parse_int(std::string_view text, int& out) {
 
 Result<StagePlan> parse_one_stage(std::string_view item) {
   const auto bad = [&](std::string_view why) {
-    return Error{fmt::format("--stages: \"{}\" {} (expected BEGIN-END[xREPLICAS][@D+D+...], "
-                             "e.g. 0-13x15)", item, why)};
+    return Error{
+        fmt::format("--stages: \"{}\" {} (expected BEGIN-END[xREPLICAS][@D+D+...], "
+                    "e.g. 0-13x15)",
+                    item, why)};
   };
   StagePlan stage;
   std::string_view rest = item;
@@ -155,15 +156,13 @@ Result<StagePlan> parse_one_stage(std::string_view item) {
     }
   }
   if (auto x = rest.find('x'); x != std::string_view::npos) {
-    if (!parse_int(rest.substr(x + 1), stage.replicas) || stage.replicas < 1 ||
-        stage.replicas > kMaxReplicas)
+    if (!parse_int(rest.substr(x + 1), stage.replicas) || stage.replicas < 1 || stage.replicas > kMaxReplicas)
       return bad(fmt::format("has a bad replica count (1 to {})", kMaxReplicas));
     rest = rest.substr(0, x);
   }
   const auto dash = rest.find('-');
   if (dash == std::string_view::npos) return bad("has no layer range");
-  if (!parse_int(rest.substr(0, dash), stage.layers.begin) ||
-      !parse_int(rest.substr(dash + 1), stage.layers.end))
+  if (!parse_int(rest.substr(0, dash), stage.layers.begin) || !parse_int(rest.substr(dash + 1), stage.layers.end))
     return bad("has a bad layer range");
   if (!stage.devices.empty() && static_cast<int>(stage.devices.size()) != stage.replicas)
     return bad("lists a different number of devices than replicas");
@@ -207,15 +206,14 @@ Status assign_devices(Plan& plan, const Topology& topology) {
     }
   }
   if (next > topology.num_devices())
-    return Error{fmt::format("the plan needs {} devices but topology \"{}\" has {}",
-                             plan.num_workers(), topology.name, topology.num_devices())};
+    return Error{fmt::format("the plan needs {} devices but topology \"{}\" has {}", plan.num_workers(), topology.name,
+                             topology.num_devices())};
   return ok_status();
 }
 
 namespace {
 
-Status check_stage(const StagePlan& stage, int expected_begin, const Topology& topology,
-                   const FieldPath& at) {
+Status check_stage(const StagePlan& stage, int expected_begin, const Topology& topology, const FieldPath& at) {
   if (stage.layers.begin != expected_begin)
     return at.field("layers").error(fmt::format("must begin at layer {}", expected_begin),
                                     json::array({stage.layers.begin, stage.layers.end}));
@@ -224,13 +222,12 @@ Status check_stage(const StagePlan& stage, int expected_begin, const Topology& t
                                     json::array({stage.layers.begin, stage.layers.end}));
   if (stage.replicas < 1) return at.field("replicas").error("must be >= 1", stage.replicas);
   if (static_cast<int>(stage.devices.size()) != stage.replicas)
-    return at.field("devices").error(
-        fmt::format("must list one device per replica ({})", stage.replicas), stage.devices);
+    return at.field("devices").error(fmt::format("must list one device per replica ({})", stage.replicas),
+                                     stage.devices);
   for (int device : stage.devices) {
     if (device < 0 || device >= topology.num_devices())
       return at.field("devices").error(
-          fmt::format("must be device ids in [0, {}) of topology \"{}\"", topology.num_devices(),
-                      topology.name),
+          fmt::format("must be device ids in [0, {}) of topology \"{}\"", topology.num_devices(), topology.name),
           stage.devices);
   }
   return ok_status();
@@ -238,32 +235,27 @@ Status check_stage(const StagePlan& stage, int expected_begin, const Topology& t
 
 }  // namespace
 
-Status check_plan(const Plan& plan, const Profile& profile, const Topology& topology,
-                  const std::string& source) {
+Status check_plan(const Plan& plan, const Profile& profile, const Topology& topology, const std::string& source) {
   const FieldPath root(source);
   if (plan.stages.empty()) return root.field("stages").error("must hold at least one stage");
   if (plan.microbatches < 1) return root.field("microbatches").error("must be >= 1", plan.microbatches);
   if (plan.schedule == Schedule::kDataParallel && plan.num_stages() != 1)
-    return root.field("stages").error("must be a single stage for the dp schedule",
-                                      stages_to_string(plan.stages));
+    return root.field("stages").error("must be a single stage for the dp schedule", stages_to_string(plan.stages));
   if (auto ok = check_chunks(plan, source); !ok) return ok;
   if (plan.num_workers() > topology.num_devices())
-    return root.field("stages").error(
-        fmt::format("use {} workers (replicas) but topology \"{}\" has only {} devices",
-                    plan.num_workers(), topology.name, topology.num_devices()),
-        stages_to_string(plan.stages));
+    return root.field("stages").error(fmt::format("use {} workers (replicas) but topology \"{}\" has only {} devices",
+                                                  plan.num_workers(), topology.name, topology.num_devices()),
+                                      stages_to_string(plan.stages));
   int expected_begin = 0;
   for (size_t s = 0; s < plan.stages.size(); ++s) {
     const StagePlan& stage = plan.stages[s];
-    if (auto ok = check_stage(stage, expected_begin, topology, root.field("stages").index(s)); !ok)
-      return ok;
+    if (auto ok = check_stage(stage, expected_begin, topology, root.field("stages").index(s)); !ok) return ok;
     expected_begin = stage.layers.end;
   }
   if (expected_begin != profile.num_layers())
-    return root.field("stages").error(
-        fmt::format("must cover all {} layers of model \"{}\" (they end at layer {})",
-                    profile.num_layers(), profile.model, expected_begin),
-        stages_to_string(plan.stages));
+    return root.field("stages").error(fmt::format("must cover all {} layers of model \"{}\" (they end at layer {})",
+                                                  profile.num_layers(), profile.model, expected_begin),
+                                      stages_to_string(plan.stages));
   return ok_status();
 }
 
@@ -273,14 +265,14 @@ Status check_chunks(const Plan& plan, const std::string& source) {
   const std::string name(schedule_name(plan.schedule));
   if (!runs_chunks(plan.schedule)) {
     if (v != 1)
-      return root.field("virtual_stages").error(
-          fmt::format("must be 1 for {} (interleaved-1f1b, zbv and dualpipev run chunks)", name), v);
+      return root.field("virtual_stages")
+          .error(fmt::format("must be 1 for {} (interleaved-1f1b, zbv and dualpipev run chunks)", name), v);
     return ok_status();
   }
   const int stages = plan.num_stages();
   if (plan.schedule == Schedule::kInterleaved1F1B && v < 2)
-    return root.field("virtual_stages").error(
-        "must be >= 2 for interleaved-1f1b (with 1 chunk per device it is 1f1b: use --schedule 1f1b)", v);
+    return root.field("virtual_stages")
+        .error("must be >= 2 for interleaved-1f1b (with 1 chunk per device it is 1f1b: use --schedule 1f1b)", v);
   if (plan.schedule != Schedule::kInterleaved1F1B && v != 2)
     return root.field("virtual_stages").error(fmt::format("must be 2 for {} (two chunks per device, a V)", name), v);
   if (stages % v != 0) {
@@ -297,10 +289,12 @@ Status check_chunks(const Plan& plan, const std::string& source) {
     const StagePlan& own = plan.stages[rank];
     const StagePlan& stage = plan.stages[s];
     if (stage.replicas != plan.stages[0].replicas)
-      return root.field("stages").index(s).field("replicas").error(
-          fmt::format("must be {}, stage 0's: {} replicates whole pipelines (every stage alike)",
-                      plan.stages[0].replicas, name),
-          stage.replicas);
+      return root.field("stages")
+          .index(s)
+          .field("replicas")
+          .error(fmt::format("must be {}, stage 0's: {} replicates whole pipelines (every stage alike)",
+                             plan.stages[0].replicas, name),
+                 stage.replicas);
     if (s != rank && !stage.devices.empty() && !own.devices.empty() && stage.devices != own.devices)
       return root.field("stages").index(s).field("devices").error(
           fmt::format("must be stage {}'s ({}), the rank that runs both", rank, json(own.devices).dump()),
@@ -310,17 +304,17 @@ Status check_chunks(const Plan& plan, const std::string& source) {
   if (plan.schedule == Schedule::kInterleaved1F1B && plan.microbatches % (p * replicas) != 0) {
     const int group = p * replicas;
     const int lower = std::max(group, plan.microbatches / group * group);
-    return root.field("microbatches").error(
-        fmt::format("must be a multiple of {} for interleaved-1f1b on {} ranks x {} replicas (microbatches "
-                    "advance in groups of p), for example {} or {}",
-                    group, p, replicas, lower, lower + group),
-        plan.microbatches);
+    return root.field("microbatches")
+        .error(fmt::format("must be a multiple of {} for interleaved-1f1b on {} ranks x {} replicas (microbatches "
+                           "advance in groups of p), for example {} or {}",
+                           group, p, replicas, lower, lower + group),
+               plan.microbatches);
   }
   if (v_shaped(plan.schedule) && plan.microbatches < 2 * p * replicas)
-    return root.field("microbatches").error(
-        fmt::format("must be at least {} for {} on {} ranks x {} replicas (2p per pipeline, to fill the V)",
-                    2 * p * replicas, name, p, replicas),
-        plan.microbatches);
+    return root.field("microbatches")
+        .error(fmt::format("must be at least {} for {} on {} ranks x {} replicas (2p per pipeline, to fill the V)",
+                           2 * p * replicas, name, p, replicas),
+               plan.microbatches);
   return ok_status();
 }
 
@@ -380,8 +374,7 @@ Result<Plan> plan_from_json(const json& document, const std::string& source) {
   auto schedule_text = json_fields::read_string(document, root, "schedule");
   if (!schedule_text) return schedule_text.error();
   auto schedule = parse_schedule(*schedule_text);
-  if (!schedule)
-    return root.field("schedule").error(fmt::format("must be {}", schedule_names()), *schedule_text);
+  if (!schedule) return root.field("schedule").error(fmt::format("must be {}", schedule_names()), *schedule_text);
   plan.schedule = *schedule;
   auto mbs = json_fields::read_integer(document, root, "microbatch_size", 1);
   if (!mbs) return mbs.error();
@@ -407,8 +400,7 @@ Result<Plan> plan_from_json(const json& document, const std::string& source) {
     if (!stage) return stage.error();
     workers += stage->replicas;
     if (workers > kMaxWorkers)
-      return root.field("stages").error(
-          fmt::format("use more than {} workers (replicas) in all", kMaxWorkers));
+      return root.field("stages").error(fmt::format("use more than {} workers (replicas) in all", kMaxWorkers));
     plan.stages.push_back(*stage);
   }
   if (auto it = document.find("prediction"); it != document.end()) plan.prediction = *it;
@@ -424,9 +416,8 @@ Result<Plan> parse_plan(std::string_view text, const std::string& source) {
 json plan_to_json(const Plan& plan) {
   json stages = json::array();
   for (const StagePlan& stage : plan.stages) {
-    stages.push_back({{"layers", {stage.layers.begin, stage.layers.end}},
-                      {"replicas", stage.replicas},
-                      {"devices", stage.devices}});
+    stages.push_back(
+        {{"layers", {stage.layers.begin, stage.layers.end}}, {"replicas", stage.replicas}, {"devices", stage.devices}});
   }
   json document = {{"format", "baton.plan.v1"},
                    {"model", plan.model},

@@ -37,17 +37,7 @@ namespace baton {
 // runs_chunks): interleaved-1f1b (Megatron-LM's interleaved 1F1B), zbv (the
 // V-shaped zero-bubble schedule, Qi et al. section 6) and dualpipev
 // (DeepSeek's DualPipeV).
-enum class Schedule {
-  kPipeDream,
-  kOneFOneB,
-  kGPipe,
-  kDataParallel,
-  kZbH1,
-  kZbH2,
-  kInterleaved1F1B,
-  kZbV,
-  kDualPipeV
-};
+enum class Schedule { kPipeDream, kOneFOneB, kGPipe, kDataParallel, kZbH1, kZbH2, kInterleaved1F1B, kZbV, kDualPipeV };
 
 std::string_view schedule_name(Schedule schedule);
 // Every schedule, in the order above.
@@ -99,7 +89,7 @@ std::vector<int> stages_of_rank(const Plan& plan, int rank);
 // Where each worker sits. Derived from a Plan; workers numbered as above
 // (rank by rank, replica by replica, when the schedule runs chunks).
 struct WorkerInfo {
-  int stage = 0;    // the worker's stage; with chunks, its first (= its rank)
+  int stage = 0;  // the worker's stage; with chunks, its first (= its rank)
   int replica = 0;
   int device = 0;
   std::vector<int> chunks;  // with chunks: every stage it runs, increasing; else empty
@@ -125,8 +115,7 @@ Status assign_devices(Plan& plan, const Topology& topology);
 // range, no device shared unless the plan lists devices explicitly; for a
 // schedule that runs chunks, what check_chunks checks.
 // `source` names the plan's origin in messages.
-Status check_plan(const Plan& plan, const Profile& profile, const Topology& topology,
-                  const std::string& source);
+Status check_plan(const Plan& plan, const Profile& profile, const Topology& topology, const std::string& source);
 
 // A schedule that runs chunks: v >= 2 (interleaved-1f1b) or v = 2 (zbv,
 // dualpipev), S a multiple of v, every stage of a rank with the rank's

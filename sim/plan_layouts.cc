@@ -26,8 +26,10 @@ Plan data_parallel_plan(const Profile& profile, int workers, int microbatches) {
 Plan plan_with_schedule(const Plan& plan, Schedule schedule, int num_layers) {
   Plan result = plan;
   result.schedule = schedule;
-  if (!runs_chunks(schedule)) result.virtual_stages = 1;
-  else if (schedule != Schedule::kInterleaved1F1B) result.virtual_stages = 2;
+  if (!runs_chunks(schedule))
+    result.virtual_stages = 1;
+  else if (schedule != Schedule::kInterleaved1F1B)
+    result.virtual_stages = 2;
   if (schedule == Schedule::kDataParallel && plan.num_stages() > 1)
     result.stages = {whole_model_stage(num_layers, plan.num_workers())};
   return result;

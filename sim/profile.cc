@@ -84,7 +84,8 @@ Error bad_input_name(const FieldPath& at, const json& name, int own_index,
   if (later == all_names.end()) return at.error("names no layer of the profile", name);
   if (later->second == own_index) return at.error("names the layer itself (a cycle)", name);
   return at.error(fmt::format("names layer {}, which is not listed before this one: the inputs form a cycle "
-                              "or the layers are not in topological order", later->second),
+                              "or the layers are not in topological order",
+                              later->second),
                   name);
 }
 
@@ -113,18 +114,17 @@ Result<Layer> read_layer(const json& value, const FieldPath& at, int index,
                          const std::unordered_map<std::string, int>& index_of,
                          const std::unordered_map<std::string, int>& all_names) {
   if (auto ok = json_fields::check_object(value, at); !ok) return ok.error();
-  if (auto ok = json_fields::check_known_keys(value, at,
-                                              {"name", "description", "forward_ms", "backward_ms",
-                                               "backward_input_ms", "backward_weight_ms", "optimizer_ms",
-                                               "output_bytes", "param_bytes", "inputs"});
+  if (auto ok = json_fields::check_known_keys(
+          value, at,
+          {"name", "description", "forward_ms", "backward_ms", "backward_input_ms", "backward_weight_ms",
+           "optimizer_ms", "output_bytes", "param_bytes", "inputs"});
       !ok)
     return ok.error();
   Layer layer;
   auto name = json_fields::read_string(value, at, "name");
   if (!name) return name.error();
   if (name->empty()) return at.field("name").error("must not be empty", value["name"]);
-  if (index_of.count(*name) != 0)
-    return at.field("name").error("repeats an earlier layer's name", value["name"]);
+  if (index_of.count(*name) != 0) return at.field("name").error("repeats an earlier layer's name", value["name"]);
   layer.name = *name;
   auto description = json_fields::read_string_or(value, at, "description", "");
   if (!description) return description.error();
@@ -137,8 +137,7 @@ Result<Layer> read_layer(const json& value, const FieldPath& at, int index,
   layer.backward = Seconds::from_ms(*bwd);
   const bool has_bi = value.contains("backward_input_ms");
   const bool has_bw = value.contains("backward_weight_ms");
-  if (has_bi != has_bw)
-    return at.error("must give both backward_input_ms and backward_weight_ms, or neither");
+  if (has_bi != has_bw) return at.error("must give both backward_input_ms and backward_weight_ms, or neither");
   if (has_bi) {
     auto bi = json_fields::read_number(value, at, "backward_input_ms", 0.0, false);
     if (!bi) return bi.error();
@@ -147,8 +146,8 @@ Result<Layer> read_layer(const json& value, const FieldPath& at, int index,
     // The halves must add up to the whole, to rounding (1e-6 relative, and
     // 1 ns for tiny layers): a split that does not is a wrong measurement.
     if (std::abs(*bi + *bw - *bwd) > 1e-6 * std::max(*bwd, 1e-3))
-      return at.error(fmt::format("backward_input_ms + backward_weight_ms = {} + {} = {} is not backward_ms = {}",
-                                  *bi, *bw, *bi + *bw, *bwd));
+      return at.error(fmt::format("backward_input_ms + backward_weight_ms = {} + {} = {} is not backward_ms = {}", *bi,
+                                  *bw, *bi + *bw, *bwd));
     layer.backward_input = Seconds::from_ms(*bi);
     layer.backward_weight = Seconds::from_ms(*bw);
   }
@@ -186,11 +185,9 @@ Status check_annotations(const json& document, const FieldPath& root) {
 Result<Profile> profile_from_json(const json& document, const std::string& source) {
   const FieldPath root(source);
   if (auto ok = json_fields::check_object(document, root); !ok) return ok.error();
-  if (auto ok = json_fields::check_format(document, root, "baton.profile.v1"); !ok)
-    return ok.error();
+  if (auto ok = json_fields::check_format(document, root, "baton.profile.v1"); !ok) return ok.error();
   if (auto ok = json_fields::check_known_keys(
-          document, root,
-          {"format", "model", "device", "microbatch_size", "layers", "derivation", "compute_noise"});
+          document, root, {"format", "model", "device", "microbatch_size", "layers", "derivation", "compute_noise"});
       !ok)
     return ok.error();
   if (auto ok = check_annotations(document, root); !ok) return ok.error();
@@ -240,8 +237,8 @@ nlohmann::json profile_to_json(const Profile& profile) {
       entry["backward_input_ms"] = layer.backward_input->ms();
       entry["backward_weight_ms"] = layer.backward_weight->ms();
     }
-    const bool default_inputs = (i == 0 && layer.inputs.empty()) ||
-                                (i > 0 && layer.inputs == std::vector<int>{static_cast<int>(i) - 1});
+    const bool default_inputs =
+        (i == 0 && layer.inputs.empty()) || (i > 0 && layer.inputs == std::vector<int>{static_cast<int>(i) - 1});
     if (!default_inputs) {
       json names = json::array();
       for (int producer : layer.inputs) names.push_back(profile.layers[producer].name);
@@ -256,8 +253,8 @@ nlohmann::json profile_to_json(const Profile& profile) {
               {"layers", layers}};
 }
 
-Profile make_uniform_profile(int num_layers, Seconds forward, Seconds backward, Bytes output,
-                             Bytes params, int microbatch_size) {
+Profile make_uniform_profile(int num_layers, Seconds forward, Seconds backward, Bytes output, Bytes params,
+                             int microbatch_size) {
   Profile profile;
   profile.model = fmt::format("uniform-{}", num_layers);
   profile.device = "synthetic";

@@ -49,15 +49,15 @@ namespace baton {
 
 struct Layer {
   std::string name;
-  std::string description;            // free text, e.g. "Conv2d(3, 64, 3x3)"
+  std::string description;  // free text, e.g. "Conv2d(3, 64, 3x3)"
   Seconds forward;
-  Seconds backward;                   // full backward (input + weight gradients)
-  std::optional<Seconds> backward_input;   // zero-bubble split, when profiled
+  Seconds backward;                       // full backward (input + weight gradients)
+  std::optional<Seconds> backward_input;  // zero-bubble split, when profiled
   std::optional<Seconds> backward_weight;
-  Seconds optimizer;                  // one optimizer step over its parameters (STEP)
-  Bytes output_bytes;                 // activation this layer hands to its consumers
+  Seconds optimizer;   // one optimizer step over its parameters (STEP)
+  Bytes output_bytes;  // activation this layer hands to its consumers
   Bytes param_bytes;
-  std::vector<int> inputs;            // producer layer indices (< own index)
+  std::vector<int> inputs;  // producer layer indices (< own index)
 };
 
 struct Profile {
@@ -98,7 +98,7 @@ Result<Profile> parse_profile(std::string_view text, const std::string& source);
 nlohmann::json profile_to_json(const Profile& profile);
 
 // A chain of `num_layers` identical layers, for tests and studies.
-Profile make_uniform_profile(int num_layers, Seconds forward, Seconds backward, Bytes output,
-                             Bytes params, int microbatch_size = 1);
+Profile make_uniform_profile(int num_layers, Seconds forward, Seconds backward, Bytes output, Bytes params,
+                             int microbatch_size = 1);
 
 }  // namespace baton

@@ -13,13 +13,11 @@ namespace baton {
 namespace {
 
 constexpr std::array<ActionKind, 10> kAllKinds = {
-    ActionKind::kForward,  ActionKind::kBackward, ActionKind::kBackwardInput,
-    ActionKind::kBackwardWeight, ActionKind::kSendAct, ActionKind::kRecvAct,
-    ActionKind::kSendGrad, ActionKind::kRecvGrad, ActionKind::kAllReduce,
-    ActionKind::kStep};
+    ActionKind::kForward,   ActionKind::kBackward, ActionKind::kBackwardInput, ActionKind::kBackwardWeight,
+    ActionKind::kSendAct,   ActionKind::kRecvAct,  ActionKind::kSendGrad,      ActionKind::kRecvGrad,
+    ActionKind::kAllReduce, ActionKind::kStep};
 
-constexpr std::string_view kKindList =
-    "F, B, I, W, SEND_ACT, RECV_ACT, SEND_GRAD, RECV_GRAD, ALLREDUCE or STEP";
+constexpr std::string_view kKindList = "F, B, I, W, SEND_ACT, RECV_ACT, SEND_GRAD, RECV_GRAD, ALLREDUCE or STEP";
 
 // Reads an unsigned decimal number at the front of `text` and drops it.
 bool take_number(std::string_view& text, int32_t& out) {
@@ -35,8 +33,7 @@ bool take_number(std::string_view& text, int32_t& out) {
 // Reads the kind name (capital letters and underscores) at the front of `text`.
 std::string_view take_kind_name(std::string_view& text) {
   size_t length = 0;
-  while (length < text.size() && (std::isupper(static_cast<unsigned char>(text[length])) ||
-                                  text[length] == '_'))
+  while (length < text.size() && (std::isupper(static_cast<unsigned char>(text[length])) || text[length] == '_'))
     ++length;
   std::string_view name = text.substr(0, length);
   text.remove_prefix(length);
@@ -82,23 +79,21 @@ namespace {
 
 // The action without its "sK:" prefix: "F7", "SEND_ACT7>w5".
 std::string short_text(const Action& action) {
-  if (is_send(action.kind))
-    return fmt::format("{}{}>w{}", kind_name(action.kind), action.microbatch, action.peer);
-  if (is_recv(action.kind))
-    return fmt::format("{}{}<w{}", kind_name(action.kind), action.microbatch, action.peer);
+  if (is_send(action.kind)) return fmt::format("{}{}>w{}", kind_name(action.kind), action.microbatch, action.peer);
+  if (is_recv(action.kind)) return fmt::format("{}{}<w{}", kind_name(action.kind), action.microbatch, action.peer);
   return fmt::format("{}{}", kind_name(action.kind), action.microbatch);
 }
 
 }  // namespace
 
-std::string to_string(const Action& action) {
-  return fmt::format("s{}:{}", action.stage, short_text(action));
-}
+std::string to_string(const Action& action) { return fmt::format("s{}:{}", action.stage, short_text(action)); }
 
 Result<Action> parse_action(std::string_view text) {
   const auto bad = [&](std::string_view why) {
-    return Error{fmt::format("bad action \"{}\": {} (expected e.g. s2:F7, s2:SEND_ACT7>w5, "
-                             "s2:RECV_GRAD7<w5, s2:ALLREDUCE3)", text, why)};
+    return Error{
+        fmt::format("bad action \"{}\": {} (expected e.g. s2:F7, s2:SEND_ACT7>w5, "
+                    "s2:RECV_GRAD7<w5, s2:ALLREDUCE3)",
+                    text, why)};
   };
   std::string_view rest = text;
   Action action;
@@ -108,10 +103,8 @@ Result<Action> parse_action(std::string_view text) {
   if (rest.empty() || rest[0] != ':') return bad("needs \":\" after the stage");
   rest.remove_prefix(1);
   const std::string_view name = take_kind_name(rest);
-  if (!find_kind(name, action.kind))
-    return bad(fmt::format("unknown kind \"{}\" (kinds: {})", name, kKindList));
-  if (!take_number(rest, action.microbatch))
-    return bad(fmt::format("needs a number after \"{}\"", name));
+  if (!find_kind(name, action.kind)) return bad(fmt::format("unknown kind \"{}\" (kinds: {})", name, kKindList));
+  if (!take_number(rest, action.microbatch)) return bad(fmt::format("needs a number after \"{}\"", name));
   if (is_send(action.kind) && !take_peer(rest, '>', action.peer))
     return bad(fmt::format("a {} needs \">w<worker>\" after its number", name));
   if (is_recv(action.kind) && !take_peer(rest, '<', action.peer))
@@ -132,9 +125,7 @@ Result<std::vector<Action>> parse_action_list(std::string_view text) {
     size_t end = pos;
     while (end < text.size() && !is_space(text[end])) ++end;
     auto action = parse_action(text.substr(pos, end - pos));
-    if (!action)
-      return Error{fmt::format("action {} of the list: {}", actions.size() + 1,
-                               action.error().message)};
+    if (!action) return Error{fmt::format("action {} of the list: {}", actions.size() + 1, action.error().message)};
     actions.push_back(*action);
     pos = end;
   }
@@ -148,8 +139,8 @@ int64_t Program::num_actions() const {
 }
 
 int Program::replicas_of(int stage) const {
-  return static_cast<int>(std::count_if(workers.begin(), workers.end(),
-                                        [&](const WorkerInfo& w) { return w.runs(stage); }));
+  return static_cast<int>(
+      std::count_if(workers.begin(), workers.end(), [&](const WorkerInfo& w) { return w.runs(stage); }));
 }
 
 std::vector<std::vector<int>> workers_by_stage(const Program& program) {
@@ -267,8 +258,8 @@ void append_header(const GridWindow& window, const GridLayout& layout, std::stri
   trim_and_end_line(line, out);
 }
 
-void append_row(const Program& program, int worker, const GridWindow& window,
-                const GridLayout& layout, std::string& out) {
+void append_row(const Program& program, int worker, const GridWindow& window, const GridLayout& layout,
+                std::string& out) {
   std::string line = row_label(program, worker);
   line.resize(layout.label_width, ' ');
   line += '|';
@@ -298,26 +289,23 @@ std::string render_grid(const Program& program, const GridWindow& window) {
   const GridLayout layout = grid_layout(program, window);
   std::string out;
   append_header(window, layout, out);
-  for (int w = 0; w < static_cast<int>(program.actions.size()); ++w)
-    append_row(program, w, window, layout, out);
+  for (int w = 0; w < static_cast<int>(program.actions.size()); ++w) append_row(program, w, window, layout, out);
   return out;
 }
 
 // Steps to draw: every step any row has, plus the mark when it sits one past a row's end.
 int grid_width(const Program& program, int mark_worker, int mark_step) {
   int width = 0;
-  for (int w = 0; w < static_cast<int>(program.actions.size()); ++w)
-    width = std::max(width, row_length(program, w));
-  if (mark_worker >= 0 && mark_worker < static_cast<int>(program.actions.size()) &&
-      mark_step >= 0)
+  for (int w = 0; w < static_cast<int>(program.actions.size()); ++w) width = std::max(width, row_length(program, w));
+  if (mark_worker >= 0 && mark_worker < static_cast<int>(program.actions.size()) && mark_step >= 0)
     width = std::max(width, std::min(mark_step, row_length(program, mark_worker)) + 1);
   return width;
 }
 
 GridWindow checked_mark(const Program& program, int mark_worker, int mark_step) {
   GridWindow window;
-  const bool valid = mark_worker >= 0 && mark_worker < static_cast<int>(program.actions.size()) &&
-                     mark_step >= 0 && mark_step <= row_length(program, mark_worker);
+  const bool valid = mark_worker >= 0 && mark_worker < static_cast<int>(program.actions.size()) && mark_step >= 0 &&
+                     mark_step <= row_length(program, mark_worker);
   window.mark_worker = valid ? mark_worker : -1;
   window.mark_step = valid ? mark_step : -1;
   return window;
@@ -332,8 +320,7 @@ std::string program_grid(const Program& program, int mark_worker, int mark_step)
   return render_grid(program, window);
 }
 
-std::string program_grid_excerpt(const Program& program, int mark_worker, int mark_step,
-                                 int context_steps) {
+std::string program_grid_excerpt(const Program& program, int mark_worker, int mark_step, int context_steps) {
   GridWindow window = checked_mark(program, mark_worker, mark_step);
   const int context = std::max(context_steps, 0);
   const int center = window.mark_step >= 0 ? window.mark_step : context;

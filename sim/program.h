@@ -39,10 +39,10 @@
 namespace baton {
 
 enum class ActionKind : uint8_t {
-  kForward,        // F
-  kBackward,       // B
-  kBackwardInput,  // I
-  kBackwardWeight, // W
+  kForward,         // F
+  kBackward,        // B
+  kBackwardInput,   // I
+  kBackwardWeight,  // W
   kSendAct,
   kRecvAct,
   kSendGrad,
@@ -52,16 +52,11 @@ enum class ActionKind : uint8_t {
 };
 
 constexpr bool is_compute(ActionKind kind) {
-  return kind == ActionKind::kForward || kind == ActionKind::kBackward ||
-         kind == ActionKind::kBackwardInput || kind == ActionKind::kBackwardWeight ||
-         kind == ActionKind::kStep;
+  return kind == ActionKind::kForward || kind == ActionKind::kBackward || kind == ActionKind::kBackwardInput ||
+         kind == ActionKind::kBackwardWeight || kind == ActionKind::kStep;
 }
-constexpr bool is_send(ActionKind kind) {
-  return kind == ActionKind::kSendAct || kind == ActionKind::kSendGrad;
-}
-constexpr bool is_recv(ActionKind kind) {
-  return kind == ActionKind::kRecvAct || kind == ActionKind::kRecvGrad;
-}
+constexpr bool is_send(ActionKind kind) { return kind == ActionKind::kSendAct || kind == ActionKind::kSendGrad; }
+constexpr bool is_recv(ActionKind kind) { return kind == ActionKind::kRecvAct || kind == ActionKind::kRecvGrad; }
 // The action that ends a microbatch's work on a stage: its stashed activations
 // are freed and the weight version its forward used is released (B, or W when
 // the backward is split into I and W).
@@ -88,8 +83,8 @@ struct Program {
   int num_stages = 0;
   int microbatches = 0;
   bool vertical_sync = false;
-  std::vector<WorkerInfo> workers;              // index = worker id
-  std::vector<std::vector<Action>> actions;     // actions[worker]
+  std::vector<WorkerInfo> workers;           // index = worker id
+  std::vector<std::vector<Action>> actions;  // actions[worker]
 
   int num_workers() const { return static_cast<int>(workers.size()); }
   int64_t num_actions() const;
@@ -122,7 +117,6 @@ std::string program_grid(const Program& program, int mark_worker = -1, int mark_
 // mark_step + context_steps]; elided columns show as "..." so the excerpt of a
 // program with hundreds of thousands of actions stays readable. Without a
 // mark (mark_step < 0) it shows the first 2 * context_steps + 1 steps.
-std::string program_grid_excerpt(const Program& program, int mark_worker, int mark_step,
-                                 int context_steps);
+std::string program_grid_excerpt(const Program& program, int mark_worker, int mark_step, int context_steps);
 
 }  // namespace baton

@@ -44,8 +44,8 @@ namespace baton {
 inline constexpr int kMaxRepeatPeriods = 12;
 
 struct Rating {
-  Metrics metrics;          // of the run that was rated (memory peaks, busy time, window)
-  Seconds iteration_time;   // flush: one iteration; steady state: time per minibatch
+  Metrics metrics;         // of the run that was rated (memory peaks, busy time, window)
+  Seconds iteration_time;  // flush: one iteration; steady state: time per minibatch
   double samples_per_iteration = 0.0;
   double throughput_samples_per_s = 0.0;
   // Steady state: the run was seen to repeat (iteration_time is exact); always

@@ -19,8 +19,7 @@ std::vector<int> local_microbatches(const Plan& plan, const WorkerInfo& worker) 
 }
 
 Action make_action(ActionKind kind, int stage, int number, int peer = -1) {
-  return Action{kind, static_cast<int32_t>(stage), static_cast<int32_t>(number),
-                static_cast<int32_t>(peer)};
+  return Action{kind, static_cast<int32_t>(stage), static_cast<int32_t>(number), static_cast<int32_t>(peer)};
 }
 
 // A Program with the plan's placement and an empty action list per worker.
@@ -46,16 +45,15 @@ enum class Updates { kFlushAtEnd, kAfterEveryBackward };
 
 // Warm-up forwards, then F,B pairs while forwards remain, then the remaining
 // backwards; with kAfterEveryBackward each backward is followed by its update.
-void append_one_f_one_b(std::vector<Action>& out, int stage, int replicas,
-                        const std::vector<int>& local, int warmup, Updates updates) {
+void append_one_f_one_b(std::vector<Action>& out, int stage, int replicas, const std::vector<int>& local, int warmup,
+                        Updates updates) {
   const int count = static_cast<int>(local.size());
   int round = 0;
   const auto backward = [&](int index) {
     out.push_back(make_action(ActionKind::kBackward, stage, local[index]));
     if (updates == Updates::kAfterEveryBackward) append_update(out, stage, replicas, round++);
   };
-  for (int i = 0; i < warmup; ++i)
-    out.push_back(make_action(ActionKind::kForward, stage, local[i]));
+  for (int i = 0; i < warmup; ++i) out.push_back(make_action(ActionKind::kForward, stage, local[i]));
   for (int i = warmup; i < count; ++i) {
     out.push_back(make_action(ActionKind::kForward, stage, local[i]));
     backward(i - warmup);
@@ -70,8 +68,7 @@ Program make_one_f_one_b_family(const Plan& plan, Updates updates) {
     const WorkerInfo& worker = program.workers[w];
     const std::vector<int> local = local_microbatches(plan, worker);
     const int warmup = warmup_forwards(plan, worker.stage, static_cast<int>(local.size()));
-    append_one_f_one_b(program.actions[w], worker.stage, plan.stages[worker.stage].replicas,
-                       local, warmup, updates);
+    append_one_f_one_b(program.actions[w], worker.stage, plan.stages[worker.stage].replicas, local, warmup, updates);
   }
   return program;
 }
@@ -87,8 +84,8 @@ int uncapped_warmup(const Plan& plan, int stage) {
 // forwards remain, then the remaining I's; each I is followed by the W of the
 // oldest microbatch whose W is still due once more than `held_back` are due;
 // the W's still due run after the last I, oldest first; then the flush.
-void append_zero_bubble(std::vector<Action>& out, int stage, int replicas, const std::vector<int>& local,
-                        int warmup, int held_back) {
+void append_zero_bubble(std::vector<Action>& out, int stage, int replicas, const std::vector<int>& local, int warmup,
+                        int held_back) {
   const int count = static_cast<int>(local.size());
   warmup = std::min(warmup, count);
   std::vector<int> due;  // microbatches whose I ran and W did not, oldest first
@@ -105,7 +102,8 @@ void append_zero_bubble(std::vector<Action>& out, int stage, int replicas, const
     input_pass(i - warmup);
   }
   for (int i = count - warmup; i < count; ++i) input_pass(i);
-  for (; next_due < due.size(); ++next_due) out.push_back(make_action(ActionKind::kBackwardWeight, stage, due[next_due]));
+  for (; next_due < due.size(); ++next_due)
+    out.push_back(make_action(ActionKind::kBackwardWeight, stage, due[next_due]));
   append_update(out, stage, replicas, 0);
 }
 
@@ -257,8 +255,7 @@ void append_zbv(std::vector<Action>& out, int rank, int ranks, const std::vector
 //   6. d + 1 x (B1 B0), each an I instead from the middle pair on (for rank d
 //      odd from the pair's first, even from its second)
 //   7. p - d - 1 x ([oldest due W] B0 or I0)   8. d + 1 x [oldest due W]
-void append_dualpipev(std::vector<Action>& out, int rank, int ranks, const std::vector<int>& local,
-                      int replicas) {
+void append_dualpipev(std::vector<Action>& out, int rank, int ranks, const std::vector<int>& local, int replicas) {
   VCursor v(out, local, rank, ranks);
   const int n = v.count();
   for (int i = 0; i < 2 * (ranks - rank - 1); ++i) v.forward(0);
@@ -351,9 +348,7 @@ Program make_gpipe(const Plan& plan) {
 //
 // then ALLREDUCE0 (replicated stages) and STEP0 on every worker. Stage s holds
 // at most min(S - s, M) activations.
-Program make_1f1b(const Plan& plan) {
-  return make_one_f_one_b_family(plan, Updates::kFlushAtEnd);
-}
+Program make_1f1b(const Plan& plan) { return make_one_f_one_b_family(plan, Updates::kFlushAtEnd); }
 
 // PipeDream, S = 3, M = 6: the 1F1B order without a flush; every B is followed
 // by STEP (and ALLREDUCE before it on replicated stages):
@@ -368,9 +363,7 @@ Program make_1f1b(const Plan& plan) {
 //   w0 s0 | F0 F2 B0 F4 B2 B4        (each B followed by ALLREDUCE, STEP)
 //   w1 s0 | F1 F3 B1 F5 B3 B5
 //   w2 s1 | F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5   (each B followed by STEP)
-Program make_pipedream(const Plan& plan) {
-  return make_one_f_one_b_family(plan, Updates::kAfterEveryBackward);
-}
+Program make_pipedream(const Plan& plan) { return make_one_f_one_b_family(plan, Updates::kAfterEveryBackward); }
 
 // ZB-H1, S = 3, M = 4 (one column per time unit, tF = tI = tW, free
 // communication): stage s holds back s W's (u_s / r_s), so the I's of the cool-down reach
@@ -429,8 +422,7 @@ namespace {
 
 // The worker of `stage` that runs microbatch k, or -1 when the stage has none.
 int peer_for(const std::vector<std::vector<int>>& by_stage, int stage, int microbatch) {
-  if (stage < 0 || stage >= static_cast<int>(by_stage.size()) || by_stage[stage].empty())
-    return -1;
+  if (stage < 0 || stage >= static_cast<int>(by_stage.size()) || by_stage[stage].empty()) return -1;
   const std::vector<int>& replicas = by_stage[stage];
   return replicas[microbatch % static_cast<int>(replicas.size())];
 }
@@ -445,8 +437,7 @@ void lower_worker(int worker, const std::vector<Action>& input, int num_stages,
     const int stage = action.stage;
     const int k = action.microbatch;
     const bool forward = action.kind == ActionKind::kForward;
-    const bool backward =
-        action.kind == ActionKind::kBackward || action.kind == ActionKind::kBackwardInput;
+    const bool backward = action.kind == ActionKind::kBackward || action.kind == ActionKind::kBackwardInput;
     const int upstream = stage > 0 ? peer_for(by_stage, stage - 1, k) : -1;
     const int downstream = stage < num_stages - 1 ? peer_for(by_stage, stage + 1, k) : -1;
     const bool remote_upstream = stage > 0 && upstream != worker;

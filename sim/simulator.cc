@@ -77,8 +77,8 @@ Seconds busy_inside(const std::vector<std::pair<Seconds, Seconds>>& intervals, W
   return total;
 }
 
-WorkerMetrics worker_metrics(int worker, const WorkerInfo& info, const MemoryTracker& memory,
-                             Seconds busy, Seconds window_length) {
+WorkerMetrics worker_metrics(int worker, const WorkerInfo& info, const MemoryTracker& memory, Seconds busy,
+                             Seconds window_length) {
   WorkerMetrics m;
   m.worker = worker;
   m.stage = info.stage;
@@ -107,8 +107,7 @@ Metrics metrics_of(const Program& program, const RawRun& raw, int microbatch_siz
   const Seconds length = window.end - window.start;
   metrics.iteration_time = length / window.minibatches;
   const double samples = steady ? microbatch_size : double(program.microbatches) * microbatch_size;
-  metrics.throughput_samples_per_s =
-      metrics.iteration_time.value > 0 ? samples / metrics.iteration_time.value : 0.0;
+  metrics.throughput_samples_per_s = metrics.iteration_time.value > 0 ? samples / metrics.iteration_time.value : 0.0;
   Seconds busy_total;
   for (int w = 0; w < program.num_workers(); ++w) {
     const Seconds busy = steady ? busy_inside(raw.compute_intervals[w], window) : raw.busy[w];
@@ -137,8 +136,7 @@ Trace trace_of(const Program& program, RawRun& raw) {
 }  // namespace
 
 Result<Simulation> simulate_program(const Program& program, const std::vector<StageCost>& costs,
-                                    const Topology& topology, int microbatch_size,
-                                    const SimOptions& options) {
+                                    const Topology& topology, int microbatch_size, const SimOptions& options) {
   const auto started = std::chrono::steady_clock::now();
   auto raw = run_engine(program, costs, topology, options);
   if (!raw) return raw.error();
@@ -146,14 +144,13 @@ Result<Simulation> simulate_program(const Program& program, const std::vector<St
   simulation.metrics = metrics_of(program, *raw, microbatch_size);
   simulation.trace = trace_of(program, *raw);
   simulation.stage0_completion = std::move(raw->stage0_completion);
-  simulation.metrics.wall_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  simulation.metrics.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return simulation;
 }
 
 Result<std::vector<Seconds>> noisy_makespans(const Program& program, const std::vector<StageCost>& costs,
-                                             const Topology& topology, int microbatch_size,
-                                             const SimOptions& options, int samples, uint64_t first_seed) {
+                                             const Topology& topology, int microbatch_size, const SimOptions& options,
+                                             int samples, uint64_t first_seed) {
   SimOptions noisy = options;
   noisy.record_trace = false;
   std::vector<Seconds> makespans;
@@ -195,8 +192,7 @@ Result<Simulation> simulate_plan(const Plan& plan, const Profile& profile, const
   Plan effective = plan;
   effective.microbatches = simulated_microbatches(plan);
   const Program program = build_program(effective);
-  return simulate_program(program, stage_costs(profile, effective, topology), topology,
-                          plan.microbatch_size, options);
+  return simulate_program(program, stage_costs(profile, effective, topology), topology, plan.microbatch_size, options);
 }
 
 }  // namespace baton

@@ -70,16 +70,15 @@ struct Simulation {
 // Simulates `program`; `costs[s]` describes stage s; workers sit on the
 // devices given in program.workers. Fails (as a value) on a deadlock.
 Result<Simulation> simulate_program(const Program& program, const std::vector<StageCost>& costs,
-                                    const Topology& topology, int microbatch_size,
-                                    const SimOptions& options);
+                                    const Topology& topology, int microbatch_size, const SimOptions& options);
 
 // The makespans of `samples` simulations of `program` on a noisy machine: the
 // topology's compute and all-reduce noise drawn with seeds first_seed,
 // first_seed + 1, ... (no trace is recorded). Without noise every sample is
 // the deterministic makespan. Fails (as a value) on a deadlock.
 Result<std::vector<Seconds>> noisy_makespans(const Program& program, const std::vector<StageCost>& costs,
-                                             const Topology& topology, int microbatch_size,
-                                             const SimOptions& options, int samples, uint64_t first_seed = 1);
+                                             const Topology& topology, int microbatch_size, const SimOptions& options,
+                                             int samples, uint64_t first_seed = 1);
 
 // Fewest minibatches that give pipedream a steady-state window: 4 NOAM + 3 R.
 int min_pipedream_minibatches(const Plan& plan);

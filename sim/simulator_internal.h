@@ -10,15 +10,15 @@
 namespace baton {
 
 struct RawRun {
-  std::vector<Seconds> busy;  // compute per worker over the whole run
+  std::vector<Seconds> busy;                                                // compute per worker over the whole run
   std::vector<std::vector<std::pair<Seconds, Seconds>>> compute_intervals;  // per worker
   std::vector<Seconds> stage0_completion;  // end of each microbatch's backward on stage 0
   Seconds makespan;
-  std::vector<Span> spans;                 // unsorted; only with record_trace
-  std::vector<MemoryTracker> memory;       // per worker
+  std::vector<Span> spans;            // unsorted; only with record_trace
+  std::vector<MemoryTracker> memory;  // per worker
 };
 
-Result<RawRun> run_engine(const Program& program, const std::vector<StageCost>& costs,
-                          const Topology& topology, const SimOptions& options);
+Result<RawRun> run_engine(const Program& program, const std::vector<StageCost>& costs, const Topology& topology,
+                          const SimOptions& options);
 
 }  // namespace baton

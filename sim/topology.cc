@@ -43,8 +43,7 @@ Result<DeviceType> read_device(const json& document, const FieldPath& root) {
   auto memory = json_fields::read_number(*it, at, "memory_gib", 0.0, /*strict=*/true);
   if (!memory) return memory.error();
   // Bytes holds an int64; 1 PiB keeps the conversion (and sums of it) far from overflow.
-  if (*memory > 1048576.0)
-    return at.field("memory_gib").error("must be <= 1048576", (*it)["memory_gib"]);
+  if (*memory > 1048576.0) return at.field("memory_gib").error("must be <= 1048576", (*it)["memory_gib"]);
   device.memory = Bytes::from_gib(*memory);
   auto speed = json_fields::read_number_or(*it, at, "relative_speed", 0.0, true, 1.0);
   if (!speed) return speed.error();
@@ -111,9 +110,9 @@ Status check_calibration(const json& value, const FieldPath& at) {
 
 Result<Level> read_level(const json& value, const FieldPath& at) {
   if (auto ok = json_fields::check_object(value, at); !ok) return ok.error();
-  if (auto ok = json_fields::check_known_keys(value, at,
-                                              {"name", "size", "bandwidth_gbps", "latency_us",
-                                               "allreduce_bandwidth_gbps", "allreduce_latency_us"});
+  if (auto ok = json_fields::check_known_keys(
+          value, at,
+          {"name", "size", "bandwidth_gbps", "latency_us", "allreduce_bandwidth_gbps", "allreduce_latency_us"});
       !ok)
     return ok.error();
   Level level;
@@ -148,8 +147,7 @@ Result<Level> read_level(const json& value, const FieldPath& at) {
 Result<Topology> topology_from_json(const json& document, const std::string& source) {
   const FieldPath root(source);
   if (auto ok = json_fields::check_object(document, root); !ok) return ok.error();
-  if (auto ok = json_fields::check_format(document, root, "baton.topology.v1"); !ok)
-    return ok.error();
+  if (auto ok = json_fields::check_format(document, root, "baton.topology.v1"); !ok) return ok.error();
   if (auto ok = json_fields::check_known_keys(document, root,
                                               {"format", "name", "source", "device", "levels", "calibration"});
       !ok)
@@ -174,8 +172,7 @@ Result<Topology> topology_from_json(const json& document, const std::string& sou
     auto level = read_level((**levels)[i], root.field("levels").index(i));
     if (!level) return level.error();
     devices *= level->size;
-    if (devices > (1 << 24))
-      return root.field("levels").error("describe more than 16777216 devices", **levels);
+    if (devices > (1 << 24)) return root.field("levels").error("describe more than 16777216 devices", **levels);
     topology.levels.push_back(*level);
   }
   return topology;

@@ -74,7 +74,7 @@ struct DeviceType {
 
 struct Level {
   std::string name;
-  int size = 1;            // children per unit of this level
+  int size = 1;  // children per unit of this level
   double bandwidth_gbps = 0.0;
   Seconds latency;
   std::optional<double> allreduce_bandwidth_gbps;
@@ -108,7 +108,6 @@ nlohmann::json topology_to_json(const Topology& topology);
 
 // A one-level topology of `devices` devices, for tests: every pair of devices
 // talks over one switch of `bandwidth_gbps` and `latency`.
-Topology make_flat_topology(int devices, double bandwidth_gbps, Seconds latency,
-                            Bytes memory = Bytes::from_gib(16));
+Topology make_flat_topology(int devices, double bandwidth_gbps, Seconds latency, Bytes memory = Bytes::from_gib(16));
 
 }  // namespace baton

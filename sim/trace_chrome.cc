@@ -20,24 +20,27 @@ std::string json_string(const std::string& text) { return nlohmann::json(text).d
 
 std::string process_name(int worker, const WorkerInfo& info) {
   if (info.replica < 0) return fmt::format("worker {} (stage {})", worker, info.stage);
-  return fmt::format("worker {} (stage {}, replica {}, device {})", worker, info.stage,
-                     info.replica, info.device);
+  return fmt::format("worker {} (stage {}, replica {}, device {})", worker, info.stage, info.replica, info.device);
 }
 
 void append_metadata(std::string& out, int worker, const WorkerInfo& info) {
   auto it = std::back_inserter(out);
-  fmt::format_to(it, "{{\"ph\":\"M\",\"pid\":{},\"tid\":0,\"name\":\"process_name\","
-                     "\"args\":{{\"name\":{}}}}},\n",
+  fmt::format_to(it,
+                 "{{\"ph\":\"M\",\"pid\":{},\"tid\":0,\"name\":\"process_name\","
+                 "\"args\":{{\"name\":{}}}}},\n",
                  worker, json_string(process_name(worker, info)));
-  fmt::format_to(it, "{{\"ph\":\"M\",\"pid\":{},\"tid\":0,\"name\":\"process_sort_index\","
-                     "\"args\":{{\"sort_index\":{}}}}},\n",
+  fmt::format_to(it,
+                 "{{\"ph\":\"M\",\"pid\":{},\"tid\":0,\"name\":\"process_sort_index\","
+                 "\"args\":{{\"sort_index\":{}}}}},\n",
                  worker, worker);
   for (const auto& [tid, name] : {std::pair{kComputeTid, "compute"}, std::pair{kCommTid, "comm"}}) {
-    fmt::format_to(it, "{{\"ph\":\"M\",\"pid\":{},\"tid\":{},\"name\":\"thread_name\","
-                       "\"args\":{{\"name\":\"{}\"}}}},\n",
+    fmt::format_to(it,
+                   "{{\"ph\":\"M\",\"pid\":{},\"tid\":{},\"name\":\"thread_name\","
+                   "\"args\":{{\"name\":\"{}\"}}}},\n",
                    worker, tid, name);
-    fmt::format_to(it, "{{\"ph\":\"M\",\"pid\":{},\"tid\":{},\"name\":\"thread_sort_index\","
-                       "\"args\":{{\"sort_index\":{}}}}},\n",
+    fmt::format_to(it,
+                   "{{\"ph\":\"M\",\"pid\":{},\"tid\":{},\"name\":\"thread_sort_index\","
+                   "\"args\":{{\"sort_index\":{}}}}},\n",
                    worker, tid, tid);
   }
 }
@@ -50,9 +53,9 @@ void append_span(std::string& out, const Span& span) {
                  "{{\"ph\":\"X\",\"pid\":{},\"tid\":{},\"name\":\"{}\",\"cat\":\"{}\","
                  "\"ts\":{:.3f},\"dur\":{:.3f},\"args\":{{\"microbatch\":{},\"stage\":{},"
                  "\"action_index\":{},\"bytes\":{},\"action\":\"{}\"}}}}",
-                 span.worker, tid, span_name(span.action), kind_name(span.action.kind),
-                 span.start.us(), (span.end - span.start).us(), span.action.microbatch,
-                 span.action.stage, span.action_index, span.bytes.value, to_string(span.action));
+                 span.worker, tid, span_name(span.action), kind_name(span.action.kind), span.start.us(),
+                 (span.end - span.start).us(), span.action.microbatch, span.action.stage, span.action_index,
+                 span.bytes.value, to_string(span.action));
 }
 
 }  // namespace
@@ -70,8 +73,7 @@ std::string trace_to_chrome_json(const Trace& trace) {
   }
   // Metadata lines end in a comma; with no spans the last one must not.
   if (trace.spans.empty() && !workers.empty()) out.erase(out.size() - 2, 1);
-  fmt::format_to(std::back_inserter(out),
-                 "],\n\"displayTimeUnit\": \"ms\",\n\"otherData\": {{\"origin\": {}}}}}\n",
+  fmt::format_to(std::back_inserter(out), "],\n\"displayTimeUnit\": \"ms\",\n\"otherData\": {{\"origin\": {}}}}}\n",
                  json_string(trace.origin));
   return out;
 }

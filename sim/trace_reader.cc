@@ -13,9 +13,7 @@ namespace {
 
 using json_fields::FieldPath;
 
-std::string where(const std::string& source, size_t index) {
-  return fmt::format("{}: traceEvents[{}]", source, index);
-}
+std::string where(const std::string& source, size_t index) { return fmt::format("{}: traceEvents[{}]", source, index); }
 
 // "worker 3 (stage 1, replica 0, device 5)" or "worker 3 (stage 1)".
 bool parse_process_name(const std::string& name, int& worker, WorkerInfo& info) {
@@ -37,7 +35,8 @@ void read_metadata(const nlohmann::json& event, std::vector<WorkerInfo>& workers
   int worker = 0;
   WorkerInfo info;
   if (!parse_process_name(args["name"].get<std::string>(), worker, info)) return;
-  if (worker >= static_cast<int>(workers.size())) workers.resize(static_cast<size_t>(worker) + 1, WorkerInfo{0, -1, -1, {}});
+  if (worker >= static_cast<int>(workers.size()))
+    workers.resize(static_cast<size_t>(worker) + 1, WorkerInfo{0, -1, -1, {}});
   workers[static_cast<size_t>(worker)] = info;
 }
 

@@ -19,12 +19,12 @@ namespace {
 
 // Geometry, in pixels.
 constexpr int kMinWidthPx = 400;
-constexpr double kLeftPx = 64;          // worker labels live left of this
+constexpr double kLeftPx = 64;  // worker labels live left of this
 constexpr double kRightPx = 28;
 constexpr double kMarginPx = 10;
 constexpr double kTitleBandPx = 28;
 constexpr double kLegendRowPx = 20;
-constexpr double kHeadingBandPx = 22;   // origin heading above each compared chart
+constexpr double kHeadingBandPx = 22;  // origin heading above each compared chart
 constexpr double kAxisBandPx = 34;
 constexpr double kChartGapPx = 16;
 constexpr double kRowGapPx = 6;
@@ -33,8 +33,8 @@ constexpr double kCommRowPx = 6;
 constexpr double kComputeRowPx = 18;
 constexpr double kSmallComputeRowPx = 10;  // above kManyWorkers rows
 constexpr int kManyWorkers = 32;
-constexpr double kCharPx = 6.0;         // mean width of a character at 11 px
-constexpr double kStepWidthPx = 2.5;    // STEP bars are at least this wide
+constexpr double kCharPx = 6.0;       // mean width of a character at 11 px
+constexpr double kStepWidthPx = 2.5;  // STEP bars are at least this wide
 constexpr double kTicksPer100Px = 1.0;
 
 // Microbatch k takes hue kHues[k mod 10]; neighbours contrast.
@@ -79,9 +79,7 @@ const CommStyle& comm_style(ActionKind kind) {
 
 std::string hsl_hex(double hue, Shade shade) { return baton::hsl_hex(hue, shade.saturation, shade.lightness); }
 
-int palette_index(int microbatch) {
-  return ((microbatch % kPaletteSize) + kPaletteSize) % kPaletteSize;
-}
+int palette_index(int microbatch) { return ((microbatch % kPaletteSize) + kPaletteSize) % kPaletteSize; }
 
 std::string compute_fill(const Action& action) {
   const double hue = kHues[palette_index(action.microbatch)];
@@ -101,9 +99,7 @@ struct AxisUnit {
   double per_second;
 };
 
-AxisUnit axis_unit(double length_s) {
-  return length_s < 1.0 ? AxisUnit{"ms", 1e3} : AxisUnit{"s", 1.0};
-}
+AxisUnit axis_unit(double length_s) { return length_s < 1.0 ? AxisUnit{"ms", 1e3} : AxisUnit{"s", 1.0}; }
 
 // Maps a time to an x coordinate. The same length and width for every chart
 // of a picture gives them one scale; each keeps its own origin.
@@ -128,9 +124,7 @@ struct Chart {
   bool comm_rows = false;
   double compute_px = kComputeRowPx;
 
-  double pitch() const {
-    return compute_px + (comm_rows ? kCommGapPx + kCommRowPx : 0) + kRowGapPx;
-  }
+  double pitch() const { return compute_px + (comm_rows ? kCommGapPx + kCommRowPx : 0) + kRowGapPx; }
   double heading_px() const { return heading.empty() ? 0 : kHeadingBandPx; }
   double rows_px() const { return static_cast<double>(workers.size()) * pitch(); }
   double height() const { return heading_px() + rows_px() + kAxisBandPx; }
@@ -139,19 +133,18 @@ struct Chart {
 };
 
 bool has_comm(const Trace& trace) {
-  return std::any_of(trace.spans.begin(), trace.spans.end(),
-                     [](const Span& s) { return s.stream == Stream::kComm; });
+  return std::any_of(trace.spans.begin(), trace.spans.end(), [](const Span& s) { return s.stream == Stream::kComm; });
 }
 
 std::string summary_of(const Trace& trace, size_t workers) {
   const double length_s = trace_extent(trace).length_s;
   const AxisUnit unit = axis_unit(length_s);
-  return fmt::format("{} workers, {} spans, {:.3f} {}", workers, trace.spans.size(),
-                     length_s * unit.per_second, unit.name);
+  return fmt::format("{} workers, {} spans, {:.3f} {}", workers, trace.spans.size(), length_s * unit.per_second,
+                     unit.name);
 }
 
-Chart make_chart(const Trace& trace, const GanttOptions& options, double length_s,
-                 double plot_width_px, std::string heading) {
+Chart make_chart(const Trace& trace, const GanttOptions& options, double length_s, double plot_width_px,
+                 std::string heading) {
   Chart chart;
   chart.trace = &trace;
   chart.workers = trace_workers(trace);
@@ -175,11 +168,12 @@ void draw_rows(std::string& out, const Chart& chart) {
     const double top = chart.row_top(worker);
     const double height = chart.pitch() - kRowGapPx;
     if (w % 2 == 0) {
-      put(out, "<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\" fill=\"{}\"/>\n",
-          kLeftPx, top - kRowGapPx / 4, chart.scale.width_px, height + kRowGapPx / 2, kStripeFill);
+      put(out, "<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\" fill=\"{}\"/>\n", kLeftPx,
+          top - kRowGapPx / 4, chart.scale.width_px, height + kRowGapPx / 2, kStripeFill);
     }
     std::string stages = fmt::format("s{}", chart.workers[w].stage);
-    for (size_t c = 1; c < chart.workers[w].chunks.size(); ++c) stages += fmt::format("+s{}", chart.workers[w].chunks[c]);
+    for (size_t c = 1; c < chart.workers[w].chunks.size(); ++c)
+      stages += fmt::format("+s{}", chart.workers[w].chunks[c]);
     put(out, "<text x=\"{:.2f}\" y=\"{:.2f}\" text-anchor=\"end\">w{} {}</text>\n", kLeftPx - 8,
         top + chart.compute_px / 2 + 4, worker, stages);
   }
@@ -197,12 +191,11 @@ void draw_grid_and_axis(std::string& out, const Chart& chart) {
   for (int k = 0; k * step <= length_units * (1 + 1e-9); ++k) {
     const double x = kLeftPx + k * step / length_units * chart.scale.width_px;
     put(grid, "M{:.2f} {:.2f}V{:.2f}", x, top, axis_y + 5);
-    put(labels, "<text x=\"{:.2f}\" y=\"{:.2f}\" text-anchor=\"middle\">{:.{}f}</text>\n", x,
-        axis_y + 17, k * step, decimals);
+    put(labels, "<text x=\"{:.2f}\" y=\"{:.2f}\" text-anchor=\"middle\">{:.{}f}</text>\n", x, axis_y + 17, k * step,
+        decimals);
   }
   put(out, "<path d=\"{}\" stroke=\"{}\" fill=\"none\"/>\n", grid, kGridStroke);
-  put(out, "<path d=\"M{:.2f} {:.2f}H{:.2f}\" stroke=\"#444\"/>\n", kLeftPx, axis_y,
-      kLeftPx + chart.scale.width_px);
+  put(out, "<path d=\"M{:.2f} {:.2f}H{:.2f}\" stroke=\"#444\"/>\n", kLeftPx, axis_y, kLeftPx + chart.scale.width_px);
   out += labels;
   put(out, "<text x=\"{:.2f}\" y=\"{:.2f}\" text-anchor=\"end\" class=\"axis\">time ({})</text>\n",
       kLeftPx + chart.scale.width_px, axis_y + 30, chart.unit.name);
@@ -219,8 +212,8 @@ const char* compute_class(ActionKind kind) {
 }
 
 void put_tooltip(std::string& out, const Chart& chart, const Span& span) {
-  put(out, "<title>w{} {} [{}, {}] {}", span.worker, xml_escape(to_string(span.action)),
-      time_text(chart, span.start), time_text(chart, span.end), chart.unit.name);
+  put(out, "<title>w{} {} [{}, {}] {}", span.worker, xml_escape(to_string(span.action)), time_text(chart, span.start),
+      time_text(chart, span.end), chart.unit.name);
   if (span.bytes.value > 0) put(out, " {:.3f} MiB", span.bytes.mib());
   out += "</title>";
 }
@@ -262,8 +255,7 @@ void draw_comm_span(std::string& out, const Chart& chart, const Span& span) {
   const double width = chart.scale.x(span.end) - x;
   if (width <= 0) return;  // a receive whose data had already arrived
   put(out, "<rect class=\"{}\" x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\">",
-      comm_style(span.action.kind).css_class, x, chart.comm_top(span.worker), std::max(width, 0.5),
-      kCommRowPx);
+      comm_style(span.action.kind).css_class, x, chart.comm_top(span.worker), std::max(width, 0.5), kCommRowPx);
   put_tooltip(out, chart, span);
   out += "</rect>\n";
 }
@@ -286,8 +278,9 @@ void flush_run(std::string& out, const Chart& chart, MergeRun& run) {
   if (run.count > 1) {
     const double width = std::max(run.x1 - run.x0, 1.0);
     const double opacity = std::clamp(run.busy_px / width, kMinMergedOpacity, 1.0);
-    put(out, "<rect class=\"cM\" x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\" "
-             "fill=\"{}\" fill-opacity=\"{:.2f}\"/>\n",
+    put(out,
+        "<rect class=\"cM\" x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\" "
+        "fill=\"{}\" fill-opacity=\"{:.2f}\"/>\n",
         run.x0, chart.row_top(run.first->worker), width, chart.compute_px, kMergedFill, opacity);
   }
   run = MergeRun{};
@@ -323,10 +316,10 @@ void draw_spans(std::string& out, const Chart& chart) {
 }
 
 void draw_chart(std::string& out, const Chart& chart, double top) {
-  put(out, "<g transform=\"translate(0,{:.2f})\" class=\"{}\">\n", top,
-      chart.compact ? "compact" : "detailed");
+  put(out, "<g transform=\"translate(0,{:.2f})\" class=\"{}\">\n", top, chart.compact ? "compact" : "detailed");
   if (!chart.heading.empty()) {
-    put(out, "<text x=\"{:.2f}\" y=\"{:.2f}\" class=\"heading\">{}<tspan class=\"summary\" dx=\"8\">({})</tspan></text>\n",
+    put(out,
+        "<text x=\"{:.2f}\" y=\"{:.2f}\" class=\"heading\">{}<tspan class=\"summary\" dx=\"8\">({})</tspan></text>\n",
         kMarginPx, 15.0, xml_escape(chart.heading), chart.summary);
   }
   draw_rows(out, chart);
@@ -339,7 +332,7 @@ void draw_chart(std::string& out, const Chart& chart, double top) {
 
 struct LegendItem {
   std::string label;
-  std::string fill;     // empty: text only
+  std::string fill;  // empty: text only
   double swatch_px = 14;
 };
 
@@ -356,9 +349,8 @@ std::vector<LegendItem> legend_items(bool any_compact, bool any_comm, bool any_c
     for (const CommStyle& style : kCommStyles) items.push_back({style.legend, style.fill});
   }
   if (any_compact) items.push_back({"merged (< 1 px; lighter = more idle)", kMergedFill});
-  items.push_back({any_comm ? "colour = microbatch mod 10; thin row = communication"
-                            : "colour = microbatch mod 10",
-                   ""});
+  items.push_back(
+      {any_comm ? "colour = microbatch mod 10; thin row = communication" : "colour = microbatch mod 10", ""});
   if (any_chunks) items.push_back({"3' = microbatch 3 on the worker's 2nd chunk (3'' its 3rd)", ""});
   return items;
 }
@@ -369,8 +361,7 @@ double legend_item_px(const LegendItem& item) {
 
 // Lays the items out left to right, wrapping at `width_px`; returns the
 // number of lines, and draws them when `out` is not null.
-int layout_legend(std::string* out, const std::vector<LegendItem>& items, double width_px,
-                  double top) {
+int layout_legend(std::string* out, const std::vector<LegendItem>& items, double width_px, double top) {
   double x = kLeftPx;
   int line = 0;
   for (const LegendItem& item : items) {
@@ -380,8 +371,8 @@ int layout_legend(std::string* out, const std::vector<LegendItem>& items, double
     }
     const double y = top + line * kLegendRowPx;
     if (out != nullptr && !item.fill.empty()) {
-      put(*out, "<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"12\" fill=\"{}\"/>\n",
-          x, y, item.swatch_px, item.fill);
+      put(*out, "<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"12\" fill=\"{}\"/>\n", x, y, item.swatch_px,
+          item.fill);
     }
     const double text_x = x + (item.fill.empty() ? 0 : item.swatch_px + 5);
     if (out != nullptr) {
@@ -393,40 +384,37 @@ int layout_legend(std::string* out, const std::vector<LegendItem>& items, double
 }
 
 void put_defs(std::string& out) {
-  out += "<defs>\n<style>text{fill:#222}.title{font-size:16px;font-weight:bold}"
-         ".heading{font-size:13px;font-weight:bold}.axis{fill:#555}"
-         ".summary{fill:#555;font-size:11px;font-weight:normal}"
-         ".ll,.ld{font-size:10px;text-anchor:middle}.ll{fill:#fff}.ld{fill:#222}"
-         ".detailed .cF,.detailed .cB,.detailed .cI,.detailed .cW"
-         "{stroke:#fff;stroke-width:0.6}";
+  out +=
+      "<defs>\n<style>text{fill:#222}.title{font-size:16px;font-weight:bold}"
+      ".heading{font-size:13px;font-weight:bold}.axis{fill:#555}"
+      ".summary{fill:#555;font-size:11px;font-weight:normal}"
+      ".ll,.ld{font-size:10px;text-anchor:middle}.ll{fill:#fff}.ld{fill:#222}"
+      ".detailed .cF,.detailed .cB,.detailed .cI,.detailed .cW"
+      "{stroke:#fff;stroke-width:0.6}";
   for (const CommStyle& style : kCommStyles) put(out, ".{}{{fill:{}}}", style.css_class, style.fill);
   out += "</style>\n";
   for (int i = 0; i < kPaletteSize; ++i) {
-    put(out, "<pattern id=\"h{}\" width=\"5\" height=\"5\" patternUnits=\"userSpaceOnUse\" "
-             "patternTransform=\"rotate(45)\"><path d=\"M0 0H5V5H0Z\" fill=\"{}\"/>"
-             "<path d=\"M0 0V5\" stroke=\"#fff\" stroke-width=\"2\" stroke-opacity=\"0.6\"/></pattern>\n",
+    put(out,
+        "<pattern id=\"h{}\" width=\"5\" height=\"5\" patternUnits=\"userSpaceOnUse\" "
+        "patternTransform=\"rotate(45)\"><path d=\"M0 0H5V5H0Z\" fill=\"{}\"/>"
+        "<path d=\"M0 0V5\" stroke=\"#fff\" stroke-width=\"2\" stroke-opacity=\"0.6\"/></pattern>\n",
         i, hsl_hex(kHues[i], kBackwardShade));
   }
   out += "</defs>\n";
 }
 
 // The title, and for a single chart its origin and size at the right.
-void draw_title(std::string& out, const std::vector<Chart>& charts, const std::string& title,
-                int width_px) {
-  put(out, "<text x=\"{:.2f}\" y=\"{:.2f}\" class=\"title\">{}</text>\n", kMarginPx,
-      kMarginPx + 16, xml_escape(title));
+void draw_title(std::string& out, const std::vector<Chart>& charts, const std::string& title, int width_px) {
+  put(out, "<text x=\"{:.2f}\" y=\"{:.2f}\" class=\"title\">{}</text>\n", kMarginPx, kMarginPx + 16, xml_escape(title));
   if (charts.size() != 1) return;
   const std::string& origin = charts[0].trace->origin;
-  put(out, "<text x=\"{:.2f}\" y=\"{:.2f}\" text-anchor=\"end\" class=\"summary\">{}{}</text>\n",
-      width_px - kRightPx, kMarginPx + 16, origin.empty() ? "" : xml_escape(origin) + ": ",
-      charts[0].summary);
+  put(out, "<text x=\"{:.2f}\" y=\"{:.2f}\" text-anchor=\"end\" class=\"summary\">{}{}</text>\n", width_px - kRightPx,
+      kMarginPx + 16, origin.empty() ? "" : xml_escape(origin) + ": ", charts[0].summary);
 }
 
 std::string render(const std::vector<Chart>& charts, const GanttOptions& options, int width_px) {
-  const bool any_compact =
-      std::any_of(charts.begin(), charts.end(), [](const Chart& c) { return c.compact; });
-  const bool any_comm =
-      std::any_of(charts.begin(), charts.end(), [](const Chart& c) { return c.comm_rows; });
+  const bool any_compact = std::any_of(charts.begin(), charts.end(), [](const Chart& c) { return c.compact; });
+  const bool any_comm = std::any_of(charts.begin(), charts.end(), [](const Chart& c) { return c.comm_rows; });
   const bool any_chunks = std::any_of(charts.begin(), charts.end(), [](const Chart& c) {
     return std::any_of(c.workers.begin(), c.workers.end(), [](const WorkerInfo& w) { return w.chunks.size() > 1; });
   });
@@ -438,8 +426,9 @@ std::string render(const std::vector<Chart>& charts, const GanttOptions& options
   for (const Chart& chart : charts) height += chart.height() + kChartGapPx;
 
   std::string out;
-  put(out, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1:.0f}\" "
-           "viewBox=\"0 0 {0} {1:.0f}\" font-family=\"sans-serif\" font-size=\"11\">\n",
+  put(out,
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1:.0f}\" "
+      "viewBox=\"0 0 {0} {1:.0f}\" font-family=\"sans-serif\" font-size=\"11\">\n",
       width_px, std::ceil(height));
   put_defs(out);
   out += "<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n";
@@ -471,19 +460,15 @@ std::string trace_to_svg(const Trace& trace, const GanttOptions& options) {
   return render(charts, options, width_px);
 }
 
-std::string traces_to_svg_compare(const Trace& predicted, const Trace& measured,
-                                  const GanttOptions& options) {
+std::string traces_to_svg_compare(const Trace& predicted, const Trace& measured, const GanttOptions& options) {
   const int width_px = picture_width(options);
-  const double length_s =
-      axis_length(std::max(trace_extent(predicted).length_s, trace_extent(measured).length_s));
+  const double length_s = axis_length(std::max(trace_extent(predicted).length_s, trace_extent(measured).length_s));
   auto heading = [](const Trace& trace, const char* fallback) {
     return trace.origin.empty() ? std::string(fallback) : trace.origin;
   };
   std::vector<Chart> charts;
-  charts.push_back(make_chart(predicted, options, length_s, plot_width(width_px),
-                              heading(predicted, "predicted")));
-  charts.push_back(make_chart(measured, options, length_s, plot_width(width_px),
-                              heading(measured, "measured")));
+  charts.push_back(make_chart(predicted, options, length_s, plot_width(width_px), heading(predicted, "predicted")));
+  charts.push_back(make_chart(measured, options, length_s, plot_width(width_px), heading(measured, "measured")));
   return render(charts, options, width_px);
 }
 

@@ -13,9 +13,7 @@ std::string span_name(const Action& action) {
   return colon == std::string::npos ? text : text.substr(colon + 1);
 }
 
-std::string_view stream_name(Stream stream) {
-  return stream == Stream::kCompute ? "compute" : "comm";
-}
+std::string_view stream_name(Stream stream) { return stream == Stream::kCompute ? "compute" : "comm"; }
 
 std::vector<WorkerInfo> trace_workers(const Trace& trace) {
   std::vector<WorkerInfo> workers = trace.workers;
@@ -39,22 +37,21 @@ std::vector<WorkerInfo> trace_workers(const Trace& trace) {
 namespace {
 
 void append_csv_row(std::string& out, const Span& span, const WorkerInfo& info) {
-  fmt::format_to(std::back_inserter(out), "{},{},{},{},{},{},{},{},{},{:.9f},{:.9f},{}\n",
-                 span.worker, span.action.stage, info.replica, info.device, span.action_index,
-                 to_string(span.action), kind_name(span.action.kind), span.action.microbatch,
-                 stream_name(span.stream), span.start.value, span.end.value, span.bytes.value);
+  fmt::format_to(std::back_inserter(out), "{},{},{},{},{},{},{},{},{},{:.9f},{:.9f},{}\n", span.worker,
+                 span.action.stage, info.replica, info.device, span.action_index, to_string(span.action),
+                 kind_name(span.action.kind), span.action.microbatch, stream_name(span.stream), span.start.value,
+                 span.end.value, span.bytes.value);
 }
 
 }  // namespace
 
 std::string trace_to_csv(const Trace& trace) {
   const std::vector<WorkerInfo> workers = trace_workers(trace);
-  std::string out =
-      "worker,stage,replica,device,action_index,action,kind,microbatch,stream,start_s,end_s,bytes\n";
+  std::string out = "worker,stage,replica,device,action_index,action,kind,microbatch,stream,start_s,end_s,bytes\n";
   out.reserve(out.size() + trace.spans.size() * 64);
   for (const Span& span : trace.spans) {
-    const WorkerInfo info = span.worker >= 0 ? workers[static_cast<size_t>(span.worker)]
-                                             : WorkerInfo{span.action.stage, -1, -1, {}};
+    const WorkerInfo info =
+        span.worker >= 0 ? workers[static_cast<size_t>(span.worker)] : WorkerInfo{span.action.stage, -1, -1, {}};
     append_csv_row(out, span, info);
   }
   return out;

@@ -83,7 +83,6 @@ std::string trace_to_svg(const Trace& trace, const GanttOptions& options = {});
 // Two Gantt charts one above the other on one time scale (same origin: each
 // trace's first span; same pixels per second), each headed by its origin
 // (`Trace::origin`, or "predicted" / "measured" when empty).
-std::string traces_to_svg_compare(const Trace& predicted, const Trace& measured,
-                                  const GanttOptions& options = {});
+std::string traces_to_svg_compare(const Trace& predicted, const Trace& measured, const GanttOptions& options = {});
 
 }  // namespace baton

@@ -30,8 +30,14 @@ struct Seconds {
   constexpr Seconds operator*(double k) const { return Seconds(value * k); }
   constexpr Seconds operator/(double k) const { return Seconds(value / k); }
   constexpr double operator/(Seconds o) const { return value / o.value; }
-  constexpr Seconds& operator+=(Seconds o) { value += o.value; return *this; }
-  constexpr Seconds& operator-=(Seconds o) { value -= o.value; return *this; }
+  constexpr Seconds& operator+=(Seconds o) {
+    value += o.value;
+    return *this;
+  }
+  constexpr Seconds& operator-=(Seconds o) {
+    value -= o.value;
+    return *this;
+  }
   constexpr auto operator<=>(const Seconds&) const = default;
 };
 
@@ -47,17 +53,21 @@ struct Bytes {
   constexpr explicit Bytes(int64_t b) : value(b) {}
 
   static constexpr int64_t kGiB = int64_t{1} << 30;
-  static constexpr Bytes from_gib(double gib) {
-    return Bytes(static_cast<int64_t>(gib * static_cast<double>(kGiB)));
-  }
+  static constexpr Bytes from_gib(double gib) { return Bytes(static_cast<int64_t>(gib * static_cast<double>(kGiB))); }
   constexpr double gib() const { return static_cast<double>(value) / static_cast<double>(kGiB); }
   constexpr double mib() const { return static_cast<double>(value) / (1024.0 * 1024.0); }
 
   constexpr Bytes operator+(Bytes o) const { return Bytes(value + o.value); }
   constexpr Bytes operator-(Bytes o) const { return Bytes(value - o.value); }
   constexpr Bytes operator*(int64_t k) const { return Bytes(value * k); }
-  constexpr Bytes& operator+=(Bytes o) { value += o.value; return *this; }
-  constexpr Bytes& operator-=(Bytes o) { value -= o.value; return *this; }
+  constexpr Bytes& operator+=(Bytes o) {
+    value += o.value;
+    return *this;
+  }
+  constexpr Bytes& operator-=(Bytes o) {
+    value -= o.value;
+    return *this;
+  }
   constexpr auto operator<=>(const Bytes&) const = default;
 };
 

@@ -25,19 +25,21 @@ Status check_stage_table(const Program& program, const StageTable& table) {
     const WorkerInfo& info = program.workers[w];
     for (int stage : stages_of(info)) {
       if (stage < 0 || stage >= program.num_stages)
-        return fail(program, w, -1, fmt::format("w{} is on stage {}, outside [0, {})", w,
-                                                stage, program.num_stages));
+        return fail(program, w, -1, fmt::format("w{} is on stage {}, outside [0, {})", w, stage, program.num_stages));
       if (info.replica < 0 || table[stage][info.replica] != w)
-        return fail(program, w, -1, fmt::format("w{} claims replica {} of stage {}, which is "
-                                                "invalid or taken by another worker",
-                                                w, info.replica, stage));
+        return fail(program, w, -1,
+                    fmt::format("w{} claims replica {} of stage {}, which is "
+                                "invalid or taken by another worker",
+                                w, info.replica, stage));
       ++replicas_seen[stage];
     }
   }
   for (int s = 0; s < program.num_stages; ++s) {
     if (replicas_seen[s] == 0 || replicas_seen[s] != static_cast<int>(table[s].size()))
-      return fail(program, -1, -1, fmt::format("stage {} has replicas numbered with gaps or "
-                                               "no worker at all", s));
+      return fail(program, -1, -1,
+                  fmt::format("stage {} has replicas numbered with gaps or "
+                              "no worker at all",
+                              s));
   }
   return ok_status();
 }
@@ -46,15 +48,15 @@ Status check_shape(const Program& program, const StageTable& table) {
   if (program.num_stages < 1)
     return fail(program, -1, -1, fmt::format("num_stages is {}, must be >= 1", program.num_stages));
   if (program.microbatches < 0)
-    return fail(program, -1, -1, fmt::format("microbatches is {}, must be >= 0",
-                                             program.microbatches));
+    return fail(program, -1, -1, fmt::format("microbatches is {}, must be >= 0", program.microbatches));
   if (program.microbatches > program.num_actions())
-    return fail(program, -1, -1, fmt::format("microbatches is {} but the program has only {} "
-                                             "actions, so some microbatch never runs",
-                                             program.microbatches, program.num_actions()));
+    return fail(program, -1, -1,
+                fmt::format("microbatches is {} but the program has only {} "
+                            "actions, so some microbatch never runs",
+                            program.microbatches, program.num_actions()));
   if (num_rows(program) != program.num_workers())
-    return fail(program, -1, -1, fmt::format("{} action lists for {} workers",
-                                             num_rows(program), program.num_workers()));
+    return fail(program, -1, -1,
+                fmt::format("{} action lists for {} workers", num_rows(program), program.num_workers()));
   return check_stage_table(program, table);
 }
 
@@ -65,9 +67,7 @@ int peer_stage_offset(ActionKind kind) {
   return kind == ActionKind::kSendAct || kind == ActionKind::kRecvGrad ? +1 : -1;
 }
 
-bool is_round(ActionKind kind) {
-  return kind == ActionKind::kAllReduce || kind == ActionKind::kStep;
-}
+bool is_round(ActionKind kind) { return kind == ActionKind::kAllReduce || kind == ActionKind::kStep; }
 
 // Why the action's numbers are wrong, or "" when they are fine.
 std::string field_problem(const Program& program, int worker, const Action& action) {
@@ -78,19 +78,16 @@ std::string field_problem(const Program& program, int worker, const Action& acti
     return fmt::format("names stage {}, which w{} does not run", action.stage, worker);
   }
   const int stage = action.stage;
-  if (is_round(action.kind))
-    return action.microbatch < 0 ? "has a negative round" : "";
+  if (is_round(action.kind)) return action.microbatch < 0 ? "has a negative round" : "";
   if (action.microbatch < 0 || action.microbatch >= program.microbatches)
-    return fmt::format("names microbatch {}, outside [0, {})", action.microbatch,
-                       program.microbatches);
+    return fmt::format("names microbatch {}, outside [0, {})", action.microbatch, program.microbatches);
   const bool transfer = is_send(action.kind) || is_recv(action.kind);
   if (!transfer) return action.peer == -1 ? "" : "has a peer but is not a transfer";
   const int expected = stage + peer_stage_offset(action.kind);
   if (action.peer < 0 || action.peer >= program.num_workers() || !program.workers[action.peer].runs(expected))
     return fmt::format("names peer w{}, which is not a worker of stage {}", action.peer, expected);
   if (action.peer == worker)
-    return fmt::format("sends to its own worker (w{} runs stages {} and {}: nothing moves)", worker, stage,
-                       expected);
+    return fmt::format("sends to its own worker (w{} runs stages {} and {}: nothing moves)", worker, stage, expected);
   return "";
 }
 
@@ -98,8 +95,7 @@ Status check_fields(const Program& program) {
   for (int w = 0; w < num_rows(program); ++w) {
     for (int step = 0; step < row_length(program, w); ++step) {
       const std::string problem = field_problem(program, w, program.actions[w][step]);
-      if (!problem.empty())
-        return fail(program, w, step, fmt::format("{} {}", describe(program, w, step), problem));
+      if (!problem.empty()) return fail(program, w, step, fmt::format("{} {}", describe(program, w, step), problem));
     }
   }
   return ok_status();
@@ -127,30 +123,27 @@ OrderProblem backward_problem(const Slot& slot, int k) {
   const int i = slot_of(slot, ActionKind::kBackwardInput);
   const int w = slot_of(slot, ActionKind::kBackwardWeight);
   for (int step : {b, i, w}) {
-    if (step >= 0 && step < f) return {step, fmt::format("backward of microbatch {} comes before "
-                                                         "its forward F{} (step {})", k, k, f)};
+    if (step >= 0 && step < f)
+      return {step, fmt::format("backward of microbatch {} comes before "
+                                "its forward F{} (step {})",
+                                k, k, f)};
   }
-  if (b >= 0 && (i >= 0 || w >= 0))
-    return {std::max(i, w), fmt::format("microbatch {} has both B and I/W", k)};
+  if (b >= 0 && (i >= 0 || w >= 0)) return {std::max(i, w), fmt::format("microbatch {} has both B and I/W", k)};
   if (b < 0 && i < 0 && w < 0) return {f, fmt::format("F{} has no backward", k)};
   if (b < 0 && (i < 0 || w < 0))
-    return {std::max(i, w), fmt::format("microbatch {} has {} without {}", k, i < 0 ? "W" : "I",
-                                        i < 0 ? "I" : "W")};
+    return {std::max(i, w), fmt::format("microbatch {} has {} without {}", k, i < 0 ? "W" : "I", i < 0 ? "I" : "W")};
   if (b < 0 && w < i) return {w, fmt::format("W{} comes before I{}", k, k)};
   return {};
 }
 
 // A transfer `kind` must exist and sit before (or after) the compute at `compute_step`.
-OrderProblem transfer_problem(const Slot& slot, ActionKind kind, int compute_step, bool before,
-                              int k) {
+OrderProblem transfer_problem(const Slot& slot, ActionKind kind, int compute_step, bool before, int k) {
   const int step = slot_of(slot, kind);
   const char* side = before ? "before" : "after";
-  if (step < 0)
-    return {compute_step, fmt::format("needs {}{} {} it on the same worker", kind_name(kind), k,
-                                      side)};
+  if (step < 0) return {compute_step, fmt::format("needs {}{} {} it on the same worker", kind_name(kind), k, side)};
   if ((step < compute_step) != before)
-    return {step, fmt::format("{}{} must come {} the compute of microbatch {} (step {})",
-                              kind_name(kind), k, side, k, compute_step)};
+    return {step, fmt::format("{}{} must come {} the compute of microbatch {} (step {})", kind_name(kind), k, side, k,
+                              compute_step)};
   return {};
 }
 
@@ -164,8 +157,7 @@ OrderProblem slot_problem(const Slot& slot, int k, bool upstream, bool downstrea
     return {first, fmt::format("microbatch {} has no forward F{} on this worker", k, k)};
   }
   if (OrderProblem p = backward_problem(slot, k); p.step >= 0) return p;
-  const int b = std::max(slot_of(slot, ActionKind::kBackward),
-                         slot_of(slot, ActionKind::kBackwardInput));
+  const int b = std::max(slot_of(slot, ActionKind::kBackward), slot_of(slot, ActionKind::kBackwardInput));
   // Activations arrive before F and leave after it; gradients likewise around B/I.
   struct Rule {
     bool applies;
@@ -197,7 +189,9 @@ Status check_stage_order(const Program& program, const StageTable& table, int wo
                          std::vector<Slot>& slots) {
   std::vector<int> touched;
   const std::vector<Action>& list = program.actions[worker];
-  const auto reset = [&] { for (int k : touched) slots[k] = kEmptySlot; };
+  const auto reset = [&] {
+    for (int k : touched) slots[k] = kEmptySlot;
+  };
   for (int step = 0; step < static_cast<int>(list.size()); ++step) {
     const Action& action = list[step];
     if (is_round(action.kind) || action.stage != stage) continue;
@@ -207,8 +201,8 @@ Status check_stage_order(const Program& program, const StageTable& table, int wo
     if (seen >= 0) {
       const int first = seen;
       reset();
-      return fail(program, worker, step, fmt::format("{} repeats the action at step {}",
-                                                     describe(program, worker, step), first));
+      return fail(program, worker, step,
+                  fmt::format("{} repeats the action at step {}", describe(program, worker, step), first));
     }
     seen = step;
   }
@@ -279,10 +273,10 @@ Status check_stage_coverage(const Program& program, const std::vector<int>& work
       if (action.kind != ActionKind::kForward || action.stage != stage) continue;
       int& owner = forwarded_by[action.microbatch];
       if (owner >= 0)
-        return fail(program, w, step, fmt::format("{} runs microbatch {} on stage {} a second "
-                                                  "time (w{} already runs it)",
-                                                  describe(program, w, step), action.microbatch,
-                                                  stage, owner));
+        return fail(program, w, step,
+                    fmt::format("{} runs microbatch {} on stage {} a second "
+                                "time (w{} already runs it)",
+                                describe(program, w, step), action.microbatch, stage, owner));
       owner = w;
     }
   }
@@ -292,8 +286,8 @@ Status check_stage_coverage(const Program& program, const std::vector<int>& work
   const int k = static_cast<int>(missing - forwarded_by.begin());
   const int owner = workers[k % static_cast<int>(workers.size())];
   return fail(program, owner, row_length(program, owner),
-              fmt::format("stage {} never runs F{} (every stage must forward microbatches 0..{})",
-                          stage, k, program.microbatches - 1));
+              fmt::format("stage {} never runs F{} (every stage must forward microbatches 0..{})", stage, k,
+                          program.microbatches - 1));
 }
 
 Status check_coverage(const Program& program, const StageTable& table) {
@@ -309,7 +303,7 @@ Status check_coverage(const Program& program, const StageTable& table) {
 // (worker, kind, stage, microbatch) -> step, for every transfer of the
 // program. Unique per key once check 3 has passed.
 struct TransferKey {
-  uint64_t worker_kind;     // worker << 4 | kind
+  uint64_t worker_kind;       // worker << 4 | kind
   uint64_t stage_microbatch;  // stage << 32 | microbatch
   bool operator==(const TransferKey&) const = default;
 };
@@ -340,31 +334,28 @@ TransferIndex index_transfers(const Program& program) {
   for (int w = 0; w < num_rows(program); ++w) {
     for (int step = 0; step < row_length(program, w); ++step) {
       const Action& a = program.actions[w][step];
-      if (is_send(a.kind) || is_recv(a.kind))
-        index.emplace(transfer_key(w, a.kind, a.stage, a.microbatch), step);
+      if (is_send(a.kind) || is_recv(a.kind)) index.emplace(transfer_key(w, a.kind, a.stage, a.microbatch), step);
     }
   }
   return index;
 }
 
 // Step of the partner of the transfer at (worker, step); -1 with `problem` set if none.
-int find_partner(const Program& program, const TransferIndex& index, int worker, int step,
-                 std::string& problem) {
+int find_partner(const Program& program, const TransferIndex& index, int worker, int step, std::string& problem) {
   const Action& a = program.actions[worker][step];
   const ActionKind other = counterpart(a.kind);
   const int other_stage = a.stage + peer_stage_offset(a.kind);
   const auto found = index.find(transfer_key(a.peer, other, other_stage, a.microbatch));
-  const std::string expected = fmt::format("s{}:{}{}{}w{}", other_stage, kind_name(other), a.microbatch,
-                                           is_send(a.kind) ? "<" : ">", worker);
+  const std::string expected =
+      fmt::format("s{}:{}{}{}w{}", other_stage, kind_name(other), a.microbatch, is_send(a.kind) ? "<" : ">", worker);
   if (found == index.end()) {
-    problem = fmt::format("{} has no matching {} on w{}", describe(program, worker, step),
-                          expected, a.peer);
+    problem = fmt::format("{} has no matching {} on w{}", describe(program, worker, step), expected, a.peer);
     return -1;
   }
   const Action& partner = program.actions[a.peer][found->second];
   if (partner.peer != worker) {
-    problem = fmt::format("{} expects {} on w{}, but w{} has {}", describe(program, worker, step),
-                          expected, a.peer, a.peer, to_string(partner));
+    problem = fmt::format("{} expects {} on w{}, but w{} has {}", describe(program, worker, step), expected, a.peer,
+                          a.peer, to_string(partner));
     return -1;
   }
   return found->second;
@@ -402,7 +393,10 @@ Status collect_rounds(const Program& program, int worker, int stage, std::vector
       return fail(program, worker, step,
                   fmt::format("{} should carry round {} (the {} count from 0 on each worker and stage)",
                               describe(program, worker, step), expected, kind_name(a.kind)));
-    if (allreduce) allreduce_steps.push_back(step); else ++steps_seen;
+    if (allreduce)
+      allreduce_steps.push_back(step);
+    else
+      ++steps_seen;
   }
   return ok_status();
 }
@@ -412,8 +406,8 @@ Status check_stage_collectives(const Program& program, const std::vector<int>& w
   for (size_t r = 0; r < workers.size(); ++r) {
     if (Status ok = collect_rounds(program, workers[r], stage, steps[r]); !ok) return ok;
   }
-  const auto [fewest, most] = std::minmax_element(
-      steps.begin(), steps.end(), [](const auto& a, const auto& b) { return a.size() < b.size(); });
+  const auto [fewest, most] =
+      std::minmax_element(steps.begin(), steps.end(), [](const auto& a, const auto& b) { return a.size() < b.size(); });
   if (fewest->size() == most->size()) return ok_status();
   const int rich = workers[most - steps.begin()];
   const int poor = workers[fewest - steps.begin()];
@@ -421,8 +415,7 @@ Status check_stage_collectives(const Program& program, const std::vector<int>& w
   return fail(program, rich, step,
               fmt::format("replicas of stage {} run different numbers of ALLREDUCE (w{}: {}, "
                           "w{}: {}); {} has no partner on w{}",
-                          stage, rich, most->size(), poor, fewest->size(),
-                          describe(program, rich, step), poor));
+                          stage, rich, most->size(), poor, fewest->size(), describe(program, rich, step), poor));
 }
 
 Status check_collectives(const Program& program, const StageTable& table) {

@@ -17,8 +17,7 @@ constexpr int kGridContextSteps = 10;
 
 std::string grid_for(const Program& program, int worker, int step) {
   int longest = 0;
-  for (const std::vector<Action>& list : program.actions)
-    longest = std::max(longest, static_cast<int>(list.size()));
+  for (const std::vector<Action>& list : program.actions) longest = std::max(longest, static_cast<int>(list.size()));
   if (longest <= kFullGridMaxSteps) return program_grid(program, worker, step);
   return program_grid_excerpt(program, worker, step, kGridContextSteps);
 }
@@ -27,9 +26,7 @@ std::string grid_for(const Program& program, int worker, int step) {
 
 int num_rows(const Program& program) { return static_cast<int>(program.actions.size()); }
 
-int row_length(const Program& program, int worker) {
-  return static_cast<int>(program.actions[worker].size());
-}
+int row_length(const Program& program, int worker) { return static_cast<int>(program.actions[worker].size()); }
 
 // "invalid program: <what>" followed by the grid marked at (worker, step).
 Error fail(const Program& program, int worker, int step, const std::string& what) {
@@ -48,12 +45,15 @@ namespace {
 // O(actions).
 class SymbolicRun {
  public:
-  SymbolicRun(const Program& program, const StageTable& table,
-              const std::vector<std::vector<int>>& send_step)
-      : program_(program), table_(table), send_step_(send_step),
+  SymbolicRun(const Program& program, const StageTable& table, const std::vector<std::vector<int>>& send_step)
+      : program_(program),
+        table_(table),
+        send_step_(send_step),
         pc_(program.actions.size(), 0),
-        queued_(program.actions.size(), true), reached_(table.size()),
-        complete_(table.size(), 0), step_waiters_(table.size()) {}
+        queued_(program.actions.size(), true),
+        reached_(table.size()),
+        complete_(table.size(), 0),
+        step_waiters_(table.size()) {}
 
   // Runs until every worker is finished or blocked; returns the first blocked worker or -1.
   int run() {
@@ -124,15 +124,15 @@ class SymbolicRun {
   const Program& program_;
   const StageTable& table_;
   const std::vector<std::vector<int>>& send_step_;
-  std::vector<int> pc_;            // next action of each worker
+  std::vector<int> pc_;  // next action of each worker
   static uint64_t issued_key(int worker, int stage) {
     return (static_cast<uint64_t>(worker) << 32) | static_cast<uint32_t>(stage);
   }
   std::unordered_map<uint64_t, int> issued_;  // ALLREDUCEs issued by each (worker, stage)
-  std::vector<bool> queued_;       // in ready_
+  std::vector<bool> queued_;                  // in ready_
   std::deque<int> ready_;
-  std::vector<std::vector<int>> reached_;     // [stage][round] replicas that issued it
-  std::vector<int> complete_;                 // [stage] rounds complete (a prefix)
+  std::vector<std::vector<int>> reached_;       // [stage][round] replicas that issued it
+  std::vector<int> complete_;                   // [stage] rounds complete (a prefix)
   std::vector<std::vector<int>> step_waiters_;  // [stage] workers blocked on STEP
 };
 
@@ -143,18 +143,18 @@ std::string stuck_reason(const Program& program, const SymbolicRun& run, int wor
   if (is_recv(a.kind)) {
     const int sender = a.peer;
     const int send_at = send_step[worker][step];
-    return fmt::format("{} waits for {} (w{} step {}), but w{} is stuck at step {}",
-                       describe(program, worker, step), to_string(program.actions[sender][send_at]),
-                       sender, send_at, sender, run.pc(sender));
+    return fmt::format("{} waits for {} (w{} step {}), but w{} is stuck at step {}", describe(program, worker, step),
+                       to_string(program.actions[sender][send_at]), sender, send_at, sender, run.pc(sender));
   }
-  return fmt::format("{} waits for ALLREDUCE round {} of stage {}, which not every replica "
-                     "reaches", describe(program, worker, step), run.complete(a.stage), a.stage);
+  return fmt::format(
+      "{} waits for ALLREDUCE round {} of stage {}, which not every replica "
+      "reaches",
+      describe(program, worker, step), run.complete(a.stage), a.stage);
 }
 
 }  // namespace
 
-Status check_deadlock(const Program& program, const StageTable& table,
-                      const std::vector<std::vector<int>>& send_step) {
+Status check_deadlock(const Program& program, const StageTable& table, const std::vector<std::vector<int>>& send_step) {
   SymbolicRun run(program, table, send_step);
   const int stuck = run.run();
   if (stuck < 0) return ok_status();
@@ -163,8 +163,8 @@ Status check_deadlock(const Program& program, const StageTable& table,
     if (run.pc(w) < row_length(program, w)) blocked += fmt::format(" w{}@{}", w, run.pc(w));
   }
   return fail(program, stuck, run.pc(stuck),
-              fmt::format("deadlock: no worker can progress (blocked worker@step:{}); {}",
-                          blocked, stuck_reason(program, run, stuck, send_step)));
+              fmt::format("deadlock: no worker can progress (blocked worker@step:{}); {}", blocked,
+                          stuck_reason(program, run, stuck, send_step)));
 }
 
 }  // namespace baton::validate_detail

@@ -22,7 +22,6 @@ std::string describe(const Program& program, int worker, int step);
 
 // Check 7: a symbolic run of the interpreter semantics reaches every action.
 // `send_step[w][i]`, for each receive, is the step of its send on the peer.
-Status check_deadlock(const Program& program, const StageTable& table,
-                      const std::vector<std::vector<int>>& send_step);
+Status check_deadlock(const Program& program, const StageTable& table, const std::vector<std::vector<int>>& send_step);
 
 }  // namespace baton::validate_detail

@@ -15,9 +15,8 @@ namespace {
 void add_to_frontier(std::vector<MemoryPoint>& frontier, MemoryPoint point) {
   for (const MemoryPoint& p : frontier)
     if (p.versions >= point.versions && p.in_flight >= point.in_flight) return;
-  std::erase_if(frontier, [&](const MemoryPoint& p) {
-    return p.versions <= point.versions && p.in_flight <= point.in_flight;
-  });
+  std::erase_if(frontier,
+                [&](const MemoryPoint& p) { return p.versions <= point.versions && p.in_flight <= point.in_flight; });
   frontier.push_back(point);
 }
 

@@ -12,9 +12,7 @@
 using Catch::Approx;
 
 namespace Catch {
-inline Matchers::StringContainsMatcher Contains(const std::string& text) {
-  return Matchers::ContainsSubstring(text);
-}
+inline Matchers::StringContainsMatcher Contains(const std::string& text) { return Matchers::ContainsSubstring(text); }
 using Matchers::StartsWith;
 }  // namespace Catch
 #else

@@ -47,9 +47,7 @@ void write_file_atomic(const std::string& path, const std::string& contents) {
 
 Profile load_profile_file(const std::string& path) { return take(parse_profile(read_file(path), path)); }
 
-Topology load_topology_file(const std::string& path) {
-  return take(parse_topology(read_file(path), path));
-}
+Topology load_topology_file(const std::string& path) { return take(parse_topology(read_file(path), path)); }
 
 std::vector<Schedule> parse_schedule_list(const std::string& text) {
   std::vector<Schedule> schedules;

@@ -93,9 +93,8 @@ nlohmann::json calibrated_topology(const exec::LinkMeasurement& m, const LinkFit
       "bandwidth fitted to one-way times of {} message sizes (0.1 quantile of {} round trips / 2), worst relative "
       "residual {:.1f}%. One device per rank; relative_speed 1: compute as profiled.",
       m.ranks, m.point_to_point.size(), args.repeats, 100.0 * fit.max_relative_residual);
-  topology.device = DeviceType{"executor-rank", Bytes(static_cast<int64_t>(memory_per_rank_gib(args, m.ranks) *
-                                                                          double(1 << 30))),
-                               1.0, {}, {}};
+  topology.device = DeviceType{
+      "executor-rank", Bytes(static_cast<int64_t>(memory_per_rank_gib(args, m.ranks) * double(1 << 30))), 1.0, {}, {}};
   topology.device.allreduce_noise = allreduce_noise(m, ring);
   topology.levels = {Level{"gloo", m.ranks, fit.bandwidth_gbps, fit.latency, ring.bandwidth_gbps, ring.latency}};
   nlohmann::json model = nlohmann::json::array();
@@ -129,10 +128,11 @@ std::string calibration_text(const exec::LinkMeasurement& m, const LinkFit& fit,
     rows.push_back({human_bytes(p.size), human_seconds(p.time), human_seconds(fit.predict(p.size)),
                     human_seconds(a.time), human_seconds(ring_allreduce_time(m.ranks, a.size, ring))});
   }
-  return fmt::format("calibrate: {} ranks over gloo: latency {}, bandwidth {:.2f} Gb/s (worst residual {:.1f}%); "
-                     "ring all-reduce: latency {}, bandwidth {:.2f} Gb/s (worst residual {:.1f}%)\n\n",
-                     m.ranks, human_seconds(fit.latency), fit.bandwidth_gbps, 100.0 * fit.max_relative_residual,
-                     human_seconds(ring.latency), ring.bandwidth_gbps, 100.0 * ring.max_relative_residual) +
+  return fmt::format(
+             "calibrate: {} ranks over gloo: latency {}, bandwidth {:.2f} Gb/s (worst residual {:.1f}%); "
+             "ring all-reduce: latency {}, bandwidth {:.2f} Gb/s (worst residual {:.1f}%)\n\n",
+             m.ranks, human_seconds(fit.latency), fit.bandwidth_gbps, 100.0 * fit.max_relative_residual,
+             human_seconds(ring.latency), ring.bandwidth_gbps, 100.0 * ring.max_relative_residual) +
          render_table(rows);
 }
 

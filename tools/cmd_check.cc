@@ -83,16 +83,15 @@ const json* read_section(const json& document, const FieldPath& root, const char
 
 PlannerOptions case_options(const json& document, const FieldPath& root) {
   PlannerOptions options;
-  const json* section = read_section(document, root, "options",
-                                     {"cost_model", "straight", "activation_compression", "memory_limit_gib",
-                                      "schedule", "microbatches"});
+  const json* section = read_section(
+      document, root, "options",
+      {"cost_model", "straight", "activation_compression", "memory_limit_gib", "schedule", "microbatches"});
   if (section == nullptr) return options;
   const json& options_json = *section;
   const FieldPath at = root.field("options");
   const std::string cost_model = take(json_fields::read_string_or(options_json, at, "cost_model", "baton"));
   auto parsed_model = parse_cost_model(cost_model);
-  if (!parsed_model)
-    throw UsageError(at.field("cost_model").error("must be baton or pipedream", cost_model).message);
+  if (!parsed_model) throw UsageError(at.field("cost_model").error("must be baton or pipedream", cost_model).message);
   options.cost_model = *parsed_model;
   if (options_json.contains("straight")) {
     if (!options_json["straight"].is_boolean())
@@ -119,8 +118,7 @@ Expectation case_expectation(const json& document, const FieldPath& root) {
   const FieldPath at = root.field("expected");
   if (expected == nullptr) throw UsageError(at.error("is missing (`baton check --update` writes it)").message);
   Expectation expectation;
-  expectation.time_per_minibatch_s =
-      take(json_fields::read_number(*expected, at, "time_per_minibatch_s", 0.0, true));
+  expectation.time_per_minibatch_s = take(json_fields::read_number(*expected, at, "time_per_minibatch_s", 0.0, true));
   expectation.stages = take(json_fields::read_string(*expected, at, "stages"));
   expectation.schedule = take(json_fields::read_string_or(*expected, at, "schedule", ""));
   return expectation;

@@ -25,8 +25,8 @@ struct CompareArgs {
 
 std::string comparison_text(const TraceComparison& c, const CompareArgs& args) {
   std::string out = fmt::format("predicted: {}\nmeasured:  {}\n", args.predicted, args.measured);
-  out += fmt::format("spans: {} paired by (worker, action index), {} only predicted, {} only measured\n\n",
-                     c.paired, c.only_predicted, c.only_measured);
+  out += fmt::format("spans: {} paired by (worker, action index), {} only predicted, {} only measured\n\n", c.paired,
+                     c.only_predicted, c.only_measured);
   return out + comparison_tables(c, false);
 }
 
@@ -37,18 +37,19 @@ int run_compare(const CompareArgs& args) {
   if (measured.origin.empty()) measured.origin = "measured";
   const TraceComparison comparison = compare_traces(predicted, measured);
   if (comparison.paired == 0) {
-    throw UsageError(fmt::format("compare: no span of {} pairs with a span of {} by (worker, action index, "
-                                 "action): are they runs of the same plan?",
-                                 args.predicted, args.measured));
+    throw UsageError(
+        fmt::format("compare: no span of {} pairs with a span of {} by (worker, action index, "
+                    "action): are they runs of the same plan?",
+                    args.predicted, args.measured));
   }
   if (!args.svg.empty()) {
     GanttOptions gantt;
     gantt.title = fmt::format("{} vs {}", predicted.origin, measured.origin);
     write_file_atomic(args.svg, traces_to_svg_compare(predicted, measured, gantt));
   }
-  std::fputs(args.json ? (comparison_json(comparison).dump(2) + "\n").c_str()
-                       : comparison_text(comparison, args).c_str(),
-             stdout);
+  std::fputs(
+      args.json ? (comparison_json(comparison).dump(2) + "\n").c_str() : comparison_text(comparison, args).c_str(),
+      stdout);
   return 0;
 }
 

@@ -42,8 +42,8 @@ PlannerOptions planner_options(const PlanArgs& args) {
       options.microbatches = std::stoi(args.microbatches, &used);
       if (used != args.microbatches.size() || options.microbatches < 1) throw std::invalid_argument("");
     } catch (const std::exception&) {
-      throw UsageError(fmt::format("--microbatches: expected auto or a positive whole number, got \"{}\"",
-                                   args.microbatches));
+      throw UsageError(
+          fmt::format("--microbatches: expected auto or a positive whole number, got \"{}\"", args.microbatches));
     }
   }
   options.optimizer = take(parse_optimizer(args.optimizer));
@@ -66,8 +66,10 @@ void write_plan(const PlanArgs& args, const PlannerOutcome& outcome, const Profi
   if (!reordered) return;
   const std::string path = args.output + ".profile.json";
   write_file_atomic(path, profile_to_json(take(reorder_layers(profile, outcome.layer_order))).dump(2) + "\n");
-  std::fprintf(stderr, "baton: the plan's stages refer to a topological order of the DAG that differs from the "
-                       "profile's; wrote that order as %s\n", path.c_str());
+  std::fprintf(stderr,
+               "baton: the plan's stages refer to a topological order of the DAG that differs from the "
+               "profile's; wrote that order as %s\n",
+               path.c_str());
 }
 
 int run_plan(const PlanArgs& args) {
@@ -79,8 +81,8 @@ int run_plan(const PlanArgs& args) {
   auto outcome = make_plan(profile, topology, options);
   if (!outcome) throw UsageError(outcome.error().message);
   if (!args.output.empty()) write_plan(args, *outcome, profile);
-  const std::string text = args.json ? outcome_json(*outcome).dump(2) + "\n"
-                                     : outcome_text(*outcome, profile, topology, options);
+  const std::string text =
+      args.json ? outcome_json(*outcome).dump(2) + "\n" : outcome_text(*outcome, profile, topology, options);
   std::fputs(text.c_str(), stdout);
   return 0;
 }
@@ -119,7 +121,9 @@ void add_plan_command(CLI::App& app, CommandResult& result) {
   cmd->add_option("--memory-limit-gib", args->memory_limit_gib,
                   "memory per device (default: the topology's device memory)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--schedule", args->schedule, fmt::format("auto (default: every schedule but dp, which is weighed on its own), {}", schedule_names()));
+  cmd->add_option(
+      "--schedule", args->schedule,
+      fmt::format("auto (default: every schedule but dp, which is weighed on its own), {}", schedule_names()));
   cmd->add_option("--microbatches", args->microbatches,
                   "auto (default: tries 8, 16, 32, 64) or N microbatches per iteration (flush schedules)");
   cmd->add_option("--optimizer", args->optimizer, "sgd | momentum | adam: optimizer state in memory (default adam)");

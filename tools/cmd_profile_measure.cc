@@ -64,8 +64,8 @@ int run_measure(const MeasureArgs& args) {
     write_file_atomic(args.output, text);
   }
   for (const Layer& layer : profile.layers) {
-    std::fprintf(stderr, "  %-8s forward %s  backward %s  optimizer %s  output %s  params %s\n",
-                 layer.name.c_str(), human_seconds(layer.forward).c_str(), human_seconds(layer.backward).c_str(),
+    std::fprintf(stderr, "  %-8s forward %s  backward %s  optimizer %s  output %s  params %s\n", layer.name.c_str(),
+                 human_seconds(layer.forward).c_str(), human_seconds(layer.backward).c_str(),
                  human_seconds(layer.optimizer).c_str(), human_bytes(layer.output_bytes).c_str(),
                  human_bytes(layer.param_bytes).c_str());
   }
@@ -100,7 +100,8 @@ void add_profile_measure_command(CLI::App& profile, CommandResult& result) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--device", args->device, "cpu (default) | cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--warmup", args->warmup, "steps thrown away first (default 3)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--steps", args->steps, "steps measured; the median is kept (default 10)")->check(CLI::PositiveNumber);
+  cmd->add_option("--steps", args->steps, "steps measured; the median is kept (default 10)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--min-time", args->min_time_s,
                   "and keep measuring for at least this many seconds (default 0): on a shared machine whose\n"
                   "speed changes over seconds the median then spans those changes")

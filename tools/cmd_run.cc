@@ -18,9 +18,9 @@
 
 #if BATON_HAVE_EXEC
 #include "exec/executor.h"
-#include "tools/rank_launch.h"
 #include "sim/plan_layouts.h"
 #include "sim/trace_writers.h"
+#include "tools/rank_launch.h"
 #include "tools/report.h"
 #endif
 
@@ -85,8 +85,8 @@ void check_plan_fits_topology(const Plan& plan, const Topology& topology, const 
   for (size_t s = 0; s < plan.stages.size(); ++s) {
     for (const int device : plan.stages[s].devices) {
       if (device < 0 || device >= topology.num_devices()) {
-        throw UsageError(fmt::format("{}: topology '{}' has devices [0, {}) but {} puts stages[{}] on device {}",
-                                     path, topology.name, topology.num_devices(), source, s, device));
+        throw UsageError(fmt::format("{}: topology '{}' has devices [0, {}) but {} puts stages[{}] on device {}", path,
+                                     topology.name, topology.num_devices(), source, s, device));
       }
     }
   }
@@ -115,8 +115,10 @@ std::pair<Plan, exec::ModelInfo> plan_from_stages(const RunArgs& args) {
   plan.microbatches = 8;
   plan.microbatch_size = profile.microbatch_size;
   // The schedule first: one that runs chunks puts several stages on one device.
-  if (!args.schedule.empty()) plan = plan_with_schedule(plan, take(parse_schedule(args.schedule)), profile.num_layers());
-  if (plan.schedule == Schedule::kInterleaved1F1B) plan.virtual_stages = args.virtual_stages > 0 ? args.virtual_stages : 2;
+  if (!args.schedule.empty())
+    plan = plan_with_schedule(plan, take(parse_schedule(args.schedule)), profile.num_layers());
+  if (plan.schedule == Schedule::kInterleaved1F1B)
+    plan.virtual_stages = args.virtual_stages > 0 ? args.virtual_stages : 2;
   check_plan_fits_topology(plan, topology, args.topology, "--stages");
   take(assign_devices(plan, topology));
   take(check_plan(plan, profile, topology, "--stages"));
@@ -130,8 +132,8 @@ std::pair<Plan, exec::ModelInfo> plan_from_stages(const RunArgs& args) {
 std::pair<Plan, exec::ModelInfo> plan_from_file(const RunArgs& args) {
   const Plan plan = load_plan_file(args.plan);
   if (!args.model.empty() && !plan.model.empty() && plan.model != args.model) {
-    throw UsageError(fmt::format("{}: the plan is for model '{}' but --model is '{}'", args.plan, plan.model,
-                                 args.model));
+    throw UsageError(
+        fmt::format("{}: the plan is for model '{}' but --model is '{}'", args.plan, plan.model, args.model));
   }
   if (!args.topology.empty())
     check_plan_fits_topology(plan, load_topology_file(args.topology), args.topology, args.plan);
@@ -140,7 +142,8 @@ std::pair<Plan, exec::ModelInfo> plan_from_file(const RunArgs& args) {
 
 // The plan to run and the model to run it on; every check that needs no torch.
 std::pair<Plan, exec::ModelInfo> resolve_plan(const RunArgs& args) {
-  if (args.plan.empty() == args.stages.empty()) throw UsageError("run: give exactly one of --plan FILE or --stages RANGES");
+  if (args.plan.empty() == args.stages.empty())
+    throw UsageError("run: give exactly one of --plan FILE or --stages RANGES");
   auto [plan, model] = args.plan.empty() ? plan_from_stages(args) : plan_from_file(args);
   plan.model = model.name;
   // dp runs the whole model as one stage on as many workers as the plan has.
@@ -186,8 +189,8 @@ std::string report_text(const exec::RunReport& report, const Plan& plan, const s
                      fmt::format("{:.6f}", report.steps[s].mean_loss)});
   }
   out += "\n" + render_table(steps);
-  std::vector<std::vector<std::string>> workers{{"worker", "actions", "compute", "waiting", "overhead/action",
-                                                 "(cpu time)", "weight versions"}};
+  std::vector<std::vector<std::string>> workers{
+      {"worker", "actions", "compute", "waiting", "overhead/action", "(cpu time)", "weight versions"}};
   for (size_t w = 0; w < report.workers.size(); ++w) {
     const exec::WorkerStats& st = report.workers[w];
     const double actions = std::max<double>(1.0, static_cast<double>(st.actions));
@@ -200,12 +203,17 @@ std::string report_text(const exec::RunReport& report, const Plan& plan, const s
 
 nlohmann::json report_json(const exec::RunReport& report, const Plan& plan) {
   nlohmann::json steps = nlohmann::json::array();
-  for (const exec::StepReport& step : report.steps) steps.push_back({{"wall_s", step.wall.value}, {"mean_loss", step.mean_loss}});
+  for (const exec::StepReport& step : report.steps)
+    steps.push_back({{"wall_s", step.wall.value}, {"mean_loss", step.mean_loss}});
   nlohmann::json workers = nlohmann::json::array();
   for (const exec::WorkerStats& st : report.workers) {
-    workers.push_back({{"actions", st.actions}, {"loop_s", st.loop.value}, {"compute_s", st.compute.value},
-                       {"waiting_s", st.waiting.value}, {"overhead_s", st.overhead().value},
-                       {"loop_cpu_s", st.loop_cpu.value}, {"compute_cpu_s", st.compute_cpu.value},
+    workers.push_back({{"actions", st.actions},
+                       {"loop_s", st.loop.value},
+                       {"compute_s", st.compute.value},
+                       {"waiting_s", st.waiting.value},
+                       {"overhead_s", st.overhead().value},
+                       {"loop_cpu_s", st.loop_cpu.value},
+                       {"compute_cpu_s", st.compute_cpu.value},
                        {"overhead_cpu_s", st.overhead_cpu().value},
                        {"peak_weight_versions", st.peak_weight_versions}});
   }
@@ -216,15 +224,16 @@ void write_outputs(const RunArgs& args, const exec::RunReport& report, const Pla
   if (!args.trace.empty()) write_file_atomic(args.trace, trace_to_chrome_json(report.trace));
   if (!args.gantt.empty()) {
     GanttOptions gantt;
-    gantt.title = fmt::format("{}: {} ({} stages, {} microbatches), measured", plan.model,
-                              schedule_name(plan.schedule), plan.num_stages(), plan.microbatches);
+    gantt.title = fmt::format("{}: {} ({} stages, {} microbatches), measured", plan.model, schedule_name(plan.schedule),
+                              plan.num_stages(), plan.microbatches);
     write_file_atomic(args.gantt, trace_to_svg(report.trace, gantt));
   }
-  if (!args.save_weights.empty()) write_file_atomic(args.save_weights, exec::weights_to_json(report.weights).dump() + "\n");
+  if (!args.save_weights.empty())
+    write_file_atomic(args.save_weights, exec::weights_to_json(report.weights).dump() + "\n");
   if (!args.report.empty()) write_file_atomic(args.report, report_json(report, plan).dump(2) + "\n");
-  std::fputs(args.json ? (report_json(report, plan).dump(2) + "\n").c_str()
-                       : report_text(report, plan, args.backend).c_str(),
-             stdout);
+  std::fputs(
+      args.json ? (report_json(report, plan).dump(2) + "\n").c_str() : report_text(report, plan, args.backend).c_str(),
+      stdout);
 }
 
 int fail(const std::string& message) {
@@ -275,7 +284,8 @@ void add_run_command(CLI::App& app, CommandResult& result) {
   cmd->add_flag("--no-weight-stashing", args->no_stashing, "pipedream: backward with the live weights (a study mode)");
   cmd->add_option("--lr", args->learning_rate, "SGD learning rate (default 0.05)");
   cmd->add_option("--seed", args->seed, "seed of weights and data (default 1)");
-  cmd->add_option("--threads", args->threads, "LibTorch intra-op threads per process (default 1)")->check(CLI::PositiveNumber);
+  cmd->add_option("--threads", args->threads, "LibTorch intra-op threads per process (default 1)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--timeout", args->timeout_s,
                   "seconds any single wait may take; a silent rank is noticed after this long (default 30)")
       ->check(CLI::PositiveNumber);
@@ -304,9 +314,10 @@ namespace {
 int launch(const RunArgs& args, const Plan& plan, const exec::TrainOptions& options) {
   const int nproc = args.nproc > 0 ? args.nproc : plan.num_workers();
   if (nproc != plan.num_workers()) {
-    throw UsageError(fmt::format("run: --nproc {} but the plan has {} workers; the gloo backend runs one rank "
-                                 "per worker",
-                                 nproc, plan.num_workers()));
+    throw UsageError(
+        fmt::format("run: --nproc {} but the plan has {} workers; the gloo backend runs one rank "
+                    "per worker",
+                    nproc, plan.num_workers()));
   }
   if (options.resume) {
     if (auto checkpoint = exec::resumable_checkpoint(plan, options); !checkpoint)
@@ -328,9 +339,10 @@ int run_command(const RunArgs& args) {
   const std::optional<exec::RankEnv> env = rank_env_from_environment();
   if (!env) return launch(args, plan, options);
   if (env->world_size != plan.num_workers()) {
-    throw UsageError(fmt::format("run: WORLD_SIZE is {} but the plan has {} workers; the gloo backend runs one "
-                                 "rank per worker",
-                                 env->world_size, plan.num_workers()));
+    throw UsageError(
+        fmt::format("run: WORLD_SIZE is {} but the plan has {} workers; the gloo backend runs one "
+                    "rank per worker",
+                    env->world_size, plan.num_workers()));
   }
   auto report = exec::run_gloo_rank(plan, options, *env);
   if (!report) return fail(fmt::format("run: rank {}: {}", env->rank, report.error().message));

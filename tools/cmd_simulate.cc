@@ -75,9 +75,9 @@ void write_outputs(const SimulateArgs& args, const SimulatedPlan& run, bool seve
     write_file_atomic(with_suffix(args.csv, schedule, several), trace_to_csv(run.simulation.trace));
   if (!args.gantt.empty()) {
     GanttOptions gantt;
-    gantt.title = fmt::format("{}: {} on {} ({} stages, {} microbatches), predicted", run.plan.model,
-                              schedule_name(schedule), run.topology_name, run.plan.num_stages(),
-                              run.simulated_microbatches);
+    gantt.title =
+        fmt::format("{}: {} on {} ({} stages, {} microbatches), predicted", run.plan.model, schedule_name(schedule),
+                    run.topology_name, run.plan.num_stages(), run.simulated_microbatches);
     write_file_atomic(with_suffix(args.gantt, schedule, several), trace_to_svg(run.simulation.trace, gantt));
   }
 }
@@ -88,8 +88,10 @@ nlohmann::json noise_summary(const SimulateArgs& args, const SimulatedPlan& run,
                              const Topology& topology, const SimOptions& options) {
   const std::string name(schedule_name(run.plan.schedule));
   if (!topology.device.noisy()) {
-    std::fprintf(stderr, "baton: simulate: --noise-samples: topology '%s' has no device compute or all-reduce "
-                 "noise; %s is deterministic\n", topology.name.c_str(), name.c_str());
+    std::fprintf(stderr,
+                 "baton: simulate: --noise-samples: topology '%s' has no device compute or all-reduce "
+                 "noise; %s is deterministic\n",
+                 topology.name.c_str(), name.c_str());
     return nullptr;
   }
   const std::vector<Seconds> samples =
@@ -97,12 +99,14 @@ nlohmann::json noise_summary(const SimulateArgs& args, const SimulatedPlan& run,
                            run.plan.microbatch_size, options, args.noise_samples));
   std::vector<double> values;
   for (Seconds s : samples) values.push_back(s.value);
-  const nlohmann::json summary = {{"samples", args.noise_samples},
-                                  {"q10_s", quantile(values, 0.1)},
-                                  {"median_s", quantile(values, 0.5)},
-                                  {"mean_s", std::accumulate(values.begin(), values.end(), 0.0) / double(values.size())},
-                                  {"q90_s", quantile(values, 0.9)}};
-  std::fprintf(stderr, "baton: %s on a noisy machine, %d samples: q0.1 %s, median %s, mean %s, q0.9 %s (no noise: %s)\n",
+  const nlohmann::json summary = {
+      {"samples", args.noise_samples},
+      {"q10_s", quantile(values, 0.1)},
+      {"median_s", quantile(values, 0.5)},
+      {"mean_s", std::accumulate(values.begin(), values.end(), 0.0) / double(values.size())},
+      {"q90_s", quantile(values, 0.9)}};
+  std::fprintf(stderr,
+               "baton: %s on a noisy machine, %d samples: q0.1 %s, median %s, mean %s, q0.9 %s (no noise: %s)\n",
                name.c_str(), args.noise_samples, human_seconds(Seconds(summary["q10_s"].get<double>())).c_str(),
                human_seconds(Seconds(summary["median_s"].get<double>())).c_str(),
                human_seconds(Seconds(summary["mean_s"].get<double>())).c_str(),
@@ -127,20 +131,20 @@ int run_simulate(const SimulateArgs& args) {
   std::vector<SimulatedPlan> runs;
   if (args.virtual_stages > 0 &&
       std::none_of(schedules.begin(), schedules.end(), [](Schedule s) { return s == Schedule::kInterleaved1F1B; }))
-    throw UsageError("simulate: --virtual-stages applies to interleaved-1f1b (zbv and dualpipev run 2 chunks per "
-                     "device, the other schedules 1)");
+    throw UsageError(
+        "simulate: --virtual-stages applies to interleaved-1f1b (zbv and dualpipev run 2 chunks per "
+        "device, the other schedules 1)");
   for (Schedule schedule : schedules) {
     Plan plan = plan_with_schedule(base, schedule, profile.num_layers());
     if (schedule == Schedule::kInterleaved1F1B && args.virtual_stages == 0 && plan.virtual_stages < 2)
       plan.virtual_stages = 2;
     take(assign_devices(plan, topology));
     take(check_plan(plan, profile, topology, plan_source));
-    if (schedule == Schedule::kPipeDream)
-      plan.microbatches = pipedream_minibatches(plan);
+    if (schedule == Schedule::kPipeDream) plan.microbatches = pipedream_minibatches(plan);
     const Program program = build_program(plan);
     take(validate_program(program));
-    auto simulation = simulate_program(program, stage_costs(profile, plan, topology), topology,
-                                       plan.microbatch_size, options);
+    auto simulation =
+        simulate_program(program, stage_costs(profile, plan, topology), topology, plan.microbatch_size, options);
     if (!simulation) throw UsageError(simulation.error().message);
     runs.push_back(SimulatedPlan{plan, topology.name, plan.microbatches, std::move(*simulation)});
   }
@@ -166,8 +170,8 @@ int run_simulate(const SimulateArgs& args) {
 
 void add_simulate_command(CLI::App& app, CommandResult& result) {
   auto args = std::make_shared<SimulateArgs>();
-  CLI::App* cmd = app.add_subcommand(
-      "simulate", "Predict a plan's throughput, bubbles and memory; draw its Gantt chart");
+  CLI::App* cmd =
+      app.add_subcommand("simulate", "Predict a plan's throughput, bubbles and memory; draw its Gantt chart");
   cmd->footer(
       "Predict the timeline of a plan with the discrete-event simulator: time per iteration,\n"
       "throughput, pipeline bubbles and peak memory per worker, and optionally a Gantt chart\n"
@@ -194,9 +198,10 @@ void add_simulate_command(CLI::App& app, CommandResult& result) {
                   fmt::format("{}, or a comma list to compare (default: the plan's, else 1f1b)", schedule_names()));
   cmd->add_option("--microbatches", args->microbatches,
                   "microbatches per iteration (flush schedules) or minibatches pushed through "
-                  "(pipedream; raised to reach a steady state). Default 64")->check(CLI::PositiveNumber);
-  cmd->add_option("--microbatch-size", args->microbatch_size,
-                  "samples per microbatch (default: the profile's)")->check(CLI::PositiveNumber);
+                  "(pipedream; raised to reach a steady state). Default 64")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--microbatch-size", args->microbatch_size, "samples per microbatch (default: the profile's)")
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--vertical-sync", args->vertical_sync, "pipedream: every stage uses stage 0's weight version");
   cmd->add_option("--virtual-stages", args->virtual_stages,
                   "interleaved-1f1b: chunks (stages) per device, >= 2 (default: the plan's, else 2)")
@@ -208,7 +213,8 @@ void add_simulate_command(CLI::App& app, CommandResult& result) {
   cmd->add_flag("--json", args->json, "print the metrics as JSON instead of text");
   cmd->add_option("--noise-samples", args->noise_samples,
                   "also simulate this many iterations on a noisy machine (the topology's device\n"
-                  "compute_noise and allreduce_noise_us, seeds 1..N) and print the distribution of the iteration time (with --json:\n"
+                  "compute_noise and allreduce_noise_us, seeds 1..N) and print the distribution of the iteration time "
+                  "(with --json:\n"
                   "\"noise\": samples, q10_s, median_s, mean_s, q90_s)")
       ->check(CLI::NonNegativeNumber);
   cmd->callback([args, &result] { result.exit_code = run_simulate(*args); });

@@ -88,15 +88,17 @@ std::string split_name(const SweepSpec& spec) {
 std::string csv_of(const std::vector<SweepPoint>& points, const SweepSpec& spec) {
   std::string out;
   for (const SweepAxis& axis : spec.axes) out += axis.name + ",";
-  out += "schedule,devices,stages,throughput_samples_per_s,iteration_time_s,bubble_fraction,peak_memory_bytes,fits,error\n";
+  out +=
+      "schedule,devices,stages,throughput_samples_per_s,iteration_time_s,bubble_fraction,peak_memory_bytes,fits,"
+      "error\n";
   for (const SweepPoint& p : points) {
     for (double v : p.axis_values) out += fmt::format("{:g},", v);
     std::string error = p.error;
     std::replace(error.begin(), error.end(), '"', '\'');
     std::replace(error.begin(), error.end(), '\n', ' ');
     out += fmt::format("{},{},\"{}\",{:.6f},{:.9f},{:.6f},{},{},\"{}\"\n", schedule_name(p.schedule), p.devices,
-                       p.stages, p.throughput_samples_per_s, p.iteration_time_s, p.bubble_fraction,
-                       p.peak_memory.value, p.fits ? "yes" : "no", error);
+                       p.stages, p.throughput_samples_per_s, p.iteration_time_s, p.bubble_fraction, p.peak_memory.value,
+                       p.fits ? "yes" : "no", error);
   }
   return out;
 }
@@ -104,7 +106,8 @@ std::string csv_of(const std::vector<SweepPoint>& points, const SweepSpec& spec)
 std::string summary(const std::vector<SweepPoint>& points, const SweepSpec& spec, size_t limit) {
   std::vector<std::vector<std::string>> rows{{}};
   for (const SweepAxis& axis : spec.axes) rows[0].push_back(axis.name);
-  for (const char* h : {"schedule", "devices", "stages", "samples/s", "bubble", "peak memory", "fits"}) rows[0].push_back(h);
+  for (const char* h : {"schedule", "devices", "stages", "samples/s", "bubble", "peak memory", "fits"})
+    rows[0].push_back(h);
   for (size_t i = 0; i < points.size() && i < limit; ++i) {
     const SweepPoint& p = points[i];
     std::vector<std::string> row;
@@ -180,7 +183,8 @@ void add_sweep_command(CLI::App& app, CommandResult& result) {
   cmd->add_option("--profile", args->profile, "layer profile (baton.profile.v1 JSON)")->required();
   cmd->add_option("--topology", args->topology, "the base cluster (baton.topology.v1 JSON)")->required();
   cmd->add_option("--vary", args->vary, "an axis: NAME=V1,V2,... (repeatable)");
-  cmd->add_option("--schedule", args->schedules, fmt::format("comma list of {} (default pipedream,1f1b,gpipe,dp)", schedule_names()));
+  cmd->add_option("--schedule", args->schedules,
+                  fmt::format("comma list of {} (default pipedream,1f1b,gpipe,dp)", schedule_names()));
   cmd->add_option("--microbatches", args->microbatches, "microbatches per iteration (default 64)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--split", args->split, "plan (default: plan each point), balanced or balanced:S (faster)");

@@ -139,11 +139,26 @@ LoadedSlice measure_loaded_slice(const ValidateArgs& args, const Profile& alone,
   progress(fmt::format("measuring {} on {} ranks at once, {} us of sleep before each stage's work (stages {})",
                        alone.model, args.nproc, args.gap_us, stages_to_string(plan.stages)));
   const std::string path = path_in(dir, "profile-loaded.json");
-  launch_logged({"profile", "measure", "--model", alone.model, "--microbatch-size",
-                 std::to_string(alone.microbatch_size), "--steps", "20", "--min-time",
-                 fmt::format("{}", args.profile_seconds), "--quantile", fmt::format("{}", args.quantile), "--gap-us",
-                 fmt::format("{}", args.gap_us), "--gap-at", fmt::format("{}", fmt::join(starts, ",")), "--threads",
-                 std::to_string(args.threads), "-o", path},
+  launch_logged({"profile",
+                 "measure",
+                 "--model",
+                 alone.model,
+                 "--microbatch-size",
+                 std::to_string(alone.microbatch_size),
+                 "--steps",
+                 "20",
+                 "--min-time",
+                 fmt::format("{}", args.profile_seconds),
+                 "--quantile",
+                 fmt::format("{}", args.quantile),
+                 "--gap-us",
+                 fmt::format("{}", args.gap_us),
+                 "--gap-at",
+                 fmt::format("{}", fmt::join(starts, ",")),
+                 "--threads",
+                 std::to_string(args.threads),
+                 "-o",
+                 path},
                 args.nproc, Seconds(4 * args.profile_seconds + 120.0), path_in(dir, "profile-loaded.log"),
                 "loaded profile");
   LoadedSlice slice;
@@ -166,11 +181,12 @@ Topology pooled_topology(const ValidateArgs& args, const Topology& base, const s
   std::string source = document.value("source", "");
   const std::string unmeasured = "relative_speed 1: compute as profiled.";
   if (const size_t at = source.find(unmeasured); at != std::string::npos) source.erase(at, unmeasured.size());
-  document["source"] = source + fmt::format("relative_speed {:.3f}, measured by `baton validate`: the median over {} "
-                                            "slices, one just before each schedule's run, of compute of a profile "
-                                            "alone / compute with every rank profiling at once between {} us "
-                                            "sleeps; compute_noise all the slices' samples.",
-                                            topology.device.relative_speed, slices.size(), args.gap_us);
+  document["source"] = source + fmt::format(
+                                    "relative_speed {:.3f}, measured by `baton validate`: the median over {} "
+                                    "slices, one just before each schedule's run, of compute of a profile "
+                                    "alone / compute with every rank profiling at once between {} us "
+                                    "sleeps; compute_noise all the slices' samples.",
+                                    topology.device.relative_speed, slices.size(), args.gap_us);
   write_file_atomic(path_in(dir, "topology.json"), document.dump(2) + "\n");
   return topology;
 }
@@ -204,9 +220,8 @@ Plan plan_for(Schedule schedule, const ValidateArgs& args, const Profile& profil
   if (!args.stages.empty() && schedule != Schedule::kDataParallel) {
     plan.stages = take(parse_stages(args.stages));
     if (runs_chunks(schedule))
-      plan.virtual_stages = schedule == Schedule::kInterleaved1F1B
-                                ? std::max(2, plan.num_stages() / std::max(args.nproc, 1))
-                                : 2;
+      plan.virtual_stages =
+          schedule == Schedule::kInterleaved1F1B ? std::max(2, plan.num_stages() / std::max(args.nproc, 1)) : 2;
   } else if (schedule == Schedule::kDataParallel) {
     plan = data_parallel_plan(profile, args.nproc, args.microbatches);
   } else {
@@ -244,7 +259,7 @@ void read_step_times(const std::string& path, double q, ValidationCase& c) {
 
 // Plans one schedule (saved as DIR/S/plan.json).
 ValidationCase plan_case(Schedule schedule, const ValidateArgs& args, const Profile& profile, const Topology& topology,
-               const fs::path& out) {
+                         const fs::path& out) {
   const fs::path dir = out / std::string(schedule_name(schedule));
   fs::create_directories(dir);
   ValidationCase c;
@@ -285,8 +300,8 @@ void predict_case(ValidationCase& c, const ValidateArgs& args, const Profile& pr
   const std::string name(schedule_name(c.schedule));
   const fs::path dir = out / name;
   c.relative_speed = topology.device.relative_speed;
-  const IterationPrediction prediction = take(predict_iteration(c.plan, profile, topology, args.quantile,
-                                                                kNoiseSamples));
+  const IterationPrediction prediction =
+      take(predict_iteration(c.plan, profile, topology, args.quantile, kNoiseSamples));
   const Trace& predicted = prediction.deterministic.trace;
   c.predicted_plain = prediction.deterministic.metrics.makespan;
   c.predicted = prediction.at_quantile;
@@ -301,8 +316,9 @@ void predict_case(ValidationCase& c, const ValidateArgs& args, const Profile& pr
 
 int run_validate(const ValidateArgs& args) {
   if (rank_env_from_environment()) {
-    throw UsageError("validate: RANK/WORLD_SIZE are set; validate starts its ranks itself (run it once, not "
-                     "under torchrun)");
+    throw UsageError(
+        "validate: RANK/WORLD_SIZE are set; validate starts its ranks itself (run it once, not "
+        "under torchrun)");
   }
   if (args.nproc < 2) throw UsageError(fmt::format("validate: --nproc must be >= 2, got {}", args.nproc));
   if (args.steps < 2) throw UsageError("validate: --steps must be >= 2 (step 0 is not measured)");
@@ -327,7 +343,8 @@ int run_validate(const ValidateArgs& args) {
     std::vector<LoadedSlice> slices;
     for (Schedule schedule : schedules) {
       ValidationCase c = plan_case(schedule, args, *profile, *topology, out);
-      if (loaded) slices.push_back(measure_loaded_slice(args, *profile, c.plan, out / std::string(schedule_name(schedule))));
+      if (loaded)
+        slices.push_back(measure_loaded_slice(args, *profile, c.plan, out / std::string(schedule_name(schedule))));
       run_case(c, args, *profile, *topology, out);
       cases.push_back(std::move(c));
     }
@@ -376,12 +393,15 @@ void add_validate_command(CLI::App& app, CommandResult& result) {
   cmd->add_option("--model", args->model, "mlp | vgg-mini | gpt-mini")->required();
   cmd->add_option("--backend", args->backend, "gloo (CPU processes over c10d Gloo)")->check(CLI::IsMember({"gloo"}));
   cmd->add_option("--nproc", args->nproc, "ranks on this machine, >= 2 (default 2)");
-  cmd->add_option("--schedule", args->schedules, fmt::format("comma list of {} (default: pipedream,1f1b,gpipe,dp)", schedule_names()));
+  cmd->add_option("--schedule", args->schedules,
+                  fmt::format("comma list of {} (default: pipedream,1f1b,gpipe,dp)", schedule_names()));
   cmd->add_option("--stages", args->stages, "use these stages instead of the planner's (not for dp)");
-  cmd->add_option("--microbatch-size", args->microbatch_size, "samples per microbatch (default 32; with --profile, the profile's)")
+  cmd->add_option("--microbatch-size", args->microbatch_size,
+                  "samples per microbatch (default 32; with --profile, the profile's)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--microbatches", args->microbatches, "microbatches (pipedream: minibatches) per iteration "
-                                                        "(default 8)")
+  cmd->add_option("--microbatches", args->microbatches,
+                  "microbatches (pipedream: minibatches) per iteration "
+                  "(default 8)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--steps", args->steps, "iterations run per schedule, >= 2 (default 30)");
   cmd->add_option("--run-seconds", args->run_seconds,

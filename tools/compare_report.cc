@@ -47,8 +47,12 @@ nlohmann::json comparison_json(const TraceComparison& c) {
   for (const auto& [stage, figure] : c.stages) stages[std::to_string(stage)] = figure_json(figure);
   nlohmann::json kinds = nlohmann::json::object();
   for (const auto& [name, figure] : c.kinds) kinds[name] = figure_json(figure);
-  return {{"paired_spans", c.paired}, {"only_predicted", c.only_predicted}, {"only_measured", c.only_measured},
-          {"iteration", figure_json(c.iteration)}, {"stages", stages}, {"kinds", kinds}};
+  return {{"paired_spans", c.paired},
+          {"only_predicted", c.only_predicted},
+          {"only_measured", c.only_measured},
+          {"iteration", figure_json(c.iteration)},
+          {"stages", stages},
+          {"kinds", kinds}};
 }
 
 }  // namespace baton::cli

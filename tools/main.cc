@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <exception>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "tools/cli_support.h"
 #include "tools/commands.h"

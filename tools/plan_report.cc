@@ -29,9 +29,8 @@ std::string describe(const PlanChoice& choice) {
 nlohmann::json stages_json(const Plan& plan) {
   nlohmann::json stages = nlohmann::json::array();
   for (const StagePlan& stage : plan.stages)
-    stages.push_back({{"layers", {stage.layers.begin, stage.layers.end}},
-                      {"replicas", stage.replicas},
-                      {"devices", stage.devices}});
+    stages.push_back(
+        {{"layers", {stage.layers.begin, stage.layers.end}}, {"replicas", stage.replicas}, {"devices", stage.devices}});
   return stages;
 }
 
@@ -58,16 +57,15 @@ std::string stage_table(const PlanChoice& choice, const Profile& profile, Bytes 
     const StagePlan& stage = choice.plan.stages[s];
     const StageEstimate& e = choice.estimate.stages[s];
     const auto& devices = stage.devices;
-    rows.push_back({std::to_string(s), fmt::format("{}-{}", stage.layers.begin, stage.layers.end),
-                    fmt::format("{}..{}", profile.layers[stage.layers.begin].name,
-                                profile.layers[stage.layers.end - 1].name),
-                    std::to_string(stage.replicas),
-                    devices.size() == 1 ? std::to_string(devices[0])
-                                        : fmt::format("{}-{}", devices.front(), devices.back()),
-                    human_seconds(e.forward + e.backward), human_seconds(e.allreduce),
-                    human_seconds(e.period), fmt::format("{:.0f}%", 100.0 * e.busy_fraction),
-                    fmt::format("{} / {}", human_bytes(e.memory), human_bytes(limit)),
-                    s == choice.estimate.bottleneck_stage ? "<- bottleneck" : ""});
+    rows.push_back(
+        {std::to_string(s), fmt::format("{}-{}", stage.layers.begin, stage.layers.end),
+         fmt::format("{}..{}", profile.layers[stage.layers.begin].name, profile.layers[stage.layers.end - 1].name),
+         std::to_string(stage.replicas),
+         devices.size() == 1 ? std::to_string(devices[0]) : fmt::format("{}-{}", devices.front(), devices.back()),
+         human_seconds(e.forward + e.backward), human_seconds(e.allreduce), human_seconds(e.period),
+         fmt::format("{:.0f}%", 100.0 * e.busy_fraction),
+         fmt::format("{} / {}", human_bytes(e.memory), human_bytes(limit)),
+         s == choice.estimate.bottleneck_stage ? "<- bottleneck" : ""});
   }
   return render_table(rows);
 }
@@ -82,10 +80,11 @@ std::string headline(const PlanChoice& choice) {
   if (choice.simulated && runs_steady_state(plan.schedule)) {
     // The prediction is the run once it repeats; `simulate` reports its window.
     const double error = choice.estimate.iteration_time / choice.simulated->iteration_time - 1.0;
-    text += fmt::format("simulated   {}: {:.1f} samples/s over the run's measurement window "
-                        "(the steady state is {:+.1f}% from it{})\n",
-                        human_seconds(choice.simulated->iteration_time), simulated_throughput(choice),
-                        100.0 * error, choice.estimate.exact ? "" : "; the run did not repeat");
+    text += fmt::format(
+        "simulated   {}: {:.1f} samples/s over the run's measurement window "
+        "(the steady state is {:+.1f}% from it{})\n",
+        human_seconds(choice.simulated->iteration_time), simulated_throughput(choice), 100.0 * error,
+        choice.estimate.exact ? "" : "; the run did not repeat");
   }
   return text;
 }
@@ -101,7 +100,7 @@ nlohmann::json prediction_json(const PlannerOutcome& outcome) {
 nlohmann::json outcome_json(const PlannerOutcome& outcome) {
   const PlanChoice& best = outcome.best;
   nlohmann::json result = {{"time_per_minibatch_s", outcome.pipedream_time ? outcome.pipedream_time->value
-                                                                             : best.estimate.iteration_time.value},
+                                                                           : best.estimate.iteration_time.value},
                            {"schedule", schedule_name(best.plan.schedule)},
                            {"microbatches", best.plan.microbatches},
                            {"microbatch_size", best.plan.microbatch_size},
@@ -123,8 +122,8 @@ std::string outcome_text(const PlannerOutcome& outcome, const Profile& profile, 
   std::string out = fmt::format("{} ({} layers, {} samples per microbatch) on {}: {} x {}, {} per device\n",
                                 profile.model, profile.num_layers(), profile.microbatch_size, topology.name,
                                 topology.num_devices(), topology.device.name, human_bytes(outcome.memory_limit));
-  out += fmt::format("cost model {}, schedule {}{}\n\n", options.cost_model == CostModel::kBaton ? "baton" : "pipedream",
-                     schedule_name(best.plan.schedule),
+  out += fmt::format("cost model {}, schedule {}{}\n\n",
+                     options.cost_model == CostModel::kBaton ? "baton" : "pipedream", schedule_name(best.plan.schedule),
                      options.schedule || options.cost_model == CostModel::kPipeDream
                          ? ""
                          : " (chosen: fastest simulated plan that fits memory)");

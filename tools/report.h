@@ -8,9 +8,9 @@
 
 namespace baton::cli {
 
-std::string human_bytes(Bytes bytes);      // "1.25 GiB", "512.0 MiB", "3.0 KiB"
-std::string human_seconds(Seconds time);   // "12.345 ms", "1.234 s", "56.7 us"
-std::string percent(double fraction);      // "12.3%"
+std::string human_bytes(Bytes bytes);     // "1.25 GiB", "512.0 MiB", "3.0 KiB"
+std::string human_seconds(Seconds time);  // "12.345 ms", "1.234 s", "56.7 us"
+std::string percent(double fraction);     // "12.3%"
 
 // A plain text table: first row is the header; columns right-aligned except
 // the first. Rows may be shorter than the header.

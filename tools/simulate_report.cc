@@ -30,8 +30,9 @@ std::vector<const WorkerMetrics*> stage_peaks(const Metrics& metrics, const Plan
   std::vector<const WorkerMetrics*> peaks(static_cast<size_t>(plan.num_stages()), nullptr);
   const std::vector<WorkerInfo> workers = workers_of(plan);
   for (const WorkerMetrics& w : metrics.workers) {
-    const std::vector<int> stages =
-        w.worker >= 0 && w.worker < static_cast<int>(workers.size()) ? stages_of(workers[w.worker]) : std::vector<int>{w.stage};
+    const std::vector<int> stages = w.worker >= 0 && w.worker < static_cast<int>(workers.size())
+                                        ? stages_of(workers[w.worker])
+                                        : std::vector<int>{w.stage};
     for (int s : stages)
       if (peaks[s] == nullptr || w.peak_memory > peaks[s]->peak_memory) peaks[s] = &w;
   }
@@ -52,22 +53,21 @@ std::string single_text(const SimulatedPlan& run, const Profile& profile, const 
   const Metrics& m = run.simulation.metrics;
   const auto costs = stage_costs(profile, run.plan, topology);
   const auto peaks = stage_peaks(m, run.plan);
-  std::vector<std::vector<std::string>> rows = {
-      {"stage", "layers", "replicas", "devices", "forward", "backward", "sends", "weights", "versions",
-       "activations", "peak memory", "bubble"}};
+  std::vector<std::vector<std::string>> rows = {{"stage", "layers", "replicas", "devices", "forward", "backward",
+                                                 "sends", "weights", "versions", "activations", "peak memory",
+                                                 "bubble"}};
   for (int s = 0; s < run.plan.num_stages(); ++s) {
     const StagePlan& stage = run.plan.stages[s];
     const WorkerMetrics& w = *peaks[s];
     rows.push_back({std::to_string(s), layer_span(profile, stage.layers), std::to_string(stage.replicas),
-                    device_list(stage.devices), human_seconds(costs[s].forward),
-                    human_seconds(costs[s].backward), human_bytes(costs[s].activation_out),
-                    human_bytes(w.weight_bytes), std::to_string(w.weight_versions),
-                    human_bytes(w.peak_activation_bytes), human_bytes(w.peak_memory),
+                    device_list(stage.devices), human_seconds(costs[s].forward), human_seconds(costs[s].backward),
+                    human_bytes(costs[s].activation_out), human_bytes(w.weight_bytes),
+                    std::to_string(w.weight_versions), human_bytes(w.peak_activation_bytes), human_bytes(w.peak_memory),
                     percent(w.bubble_fraction)});
   }
-  std::string out = fmt::format("{} on {} ({} x {}, {} memory), schedule {}\n\n", profile.model,
-                                topology.name, topology.num_devices(), topology.device.name,
-                                human_bytes(topology.device.memory), schedule_name(run.plan.schedule));
+  std::string out = fmt::format("{} on {} ({} x {}, {} memory), schedule {}\n\n", profile.model, topology.name,
+                                topology.num_devices(), topology.device.name, human_bytes(topology.device.memory),
+                                schedule_name(run.plan.schedule));
   out += render_table(rows);
   out += fmt::format("\ntime per iteration  {}  ({})\n", human_seconds(m.iteration_time), window_note(run));
   out += fmt::format("throughput          {:.1f} samples/s\n", m.throughput_samples_per_s);
@@ -93,7 +93,8 @@ std::string side_by_side_text(const std::vector<SimulatedPlan>& runs, const Prof
   add_row("stages", [](const SimulatedPlan& r) { return stages_to_string(r.plan.stages); });
   add_row("throughput (samples/s)",
           [](const SimulatedPlan& r) { return fmt::format("{:.1f}", r.simulation.metrics.throughput_samples_per_s); });
-  add_row("time per iteration", [](const SimulatedPlan& r) { return human_seconds(r.simulation.metrics.iteration_time); });
+  add_row("time per iteration",
+          [](const SimulatedPlan& r) { return human_seconds(r.simulation.metrics.iteration_time); });
   add_row("samples per iteration", [](const SimulatedPlan& r) {
     const int per = r.plan.schedule == Schedule::kPipeDream ? 1 : r.plan.microbatches;
     return std::to_string(per * r.plan.microbatch_size);
@@ -113,19 +114,18 @@ std::string side_by_side_text(const std::vector<SimulatedPlan>& runs, const Prof
       if (w.peak_memory > topology.device.memory) return std::string("no");
     return std::string("yes");
   });
-  std::string out = fmt::format("{} on {} ({} x {}), {} samples per microbatch\n\n", profile.model,
-                                topology.name, topology.num_devices(), topology.device.name,
-                                runs.front().plan.microbatch_size);
+  std::string out = fmt::format("{} on {} ({} x {}), {} samples per microbatch\n\n", profile.model, topology.name,
+                                topology.num_devices(), topology.device.name, runs.front().plan.microbatch_size);
   out += render_table(rows);
-  out += "\npipedream: steady-state time per minibatch (one microbatch, one weight update);\n"
-         "flush schedules: one iteration of all microbatches. (Nv) = weight versions held.\n";
+  out +=
+      "\npipedream: steady-state time per minibatch (one microbatch, one weight update);\n"
+      "flush schedules: one iteration of all microbatches. (Nv) = weight versions held.\n";
   return out;
 }
 
 }  // namespace
 
-std::string simulations_text(const std::vector<SimulatedPlan>& runs, const Profile& profile,
-                             const Topology& topology) {
+std::string simulations_text(const std::vector<SimulatedPlan>& runs, const Profile& profile, const Topology& topology) {
   if (runs.size() == 1) return single_text(runs.front(), profile, topology);
   return side_by_side_text(runs, profile, topology);
 }

@@ -21,8 +21,7 @@ struct SimulatedPlan {
 };
 
 // One run: a per-stage table and the headline figures. Several: one column per schedule.
-std::string simulations_text(const std::vector<SimulatedPlan>& runs, const Profile& profile,
-                             const Topology& topology);
+std::string simulations_text(const std::vector<SimulatedPlan>& runs, const Profile& profile, const Topology& topology);
 // One run: {"plan", "metrics"}; several: an array of those.
 nlohmann::json simulations_json(const std::vector<SimulatedPlan>& runs, const Profile& profile,
                                 const Topology& topology);

@@ -13,11 +13,11 @@ namespace {
 
 std::string calibration_markdown(const nlohmann::json& calibration, const Topology& topology) {
   const Level& level = topology.levels.front();
-  std::string out = fmt::format("Topology `{}`: {} devices, link {:.3f} Gb/s, latency {}; ring all-reduce {:.3f} Gb/s, "
-                                "latency {}.\n\n",
-                                topology.name, topology.num_devices(), level.bandwidth_gbps,
-                                human_seconds(level.latency), level.ring_bandwidth().gbps(),
-                                human_seconds(level.ring_latency()));
+  std::string out = fmt::format(
+      "Topology `{}`: {} devices, link {:.3f} Gb/s, latency {}; ring all-reduce {:.3f} Gb/s, "
+      "latency {}.\n\n",
+      topology.name, topology.num_devices(), level.bandwidth_gbps, human_seconds(level.latency),
+      level.ring_bandwidth().gbps(), human_seconds(level.ring_latency()));
   if (calibration.is_null()) return out + "Given with --topology (no calibration in this run).\n";
   std::vector<std::vector<std::string>> rows{{"bytes", "one-way measured", "link model", "all-reduce median",
                                               "all-reduce undisturbed (0.1 quantile)", "all-reduce model"}};
@@ -29,8 +29,9 @@ std::string calibration_markdown(const nlohmann::json& calibration, const Topolo
     rows.push_back({human_bytes(size), human_seconds(Seconds(p2p[i].at("seconds").get<double>())),
                     human_seconds(fit.predict(size)),
                     human_seconds(Seconds(calibration.at("allreduce")[i].at("seconds").get<double>())),
-                    undisturbed ? human_seconds(Seconds(calibration.at("allreduce_undisturbed")[i].at("seconds").get<double>()))
-                                : std::string("-"),
+                    undisturbed
+                        ? human_seconds(Seconds(calibration.at("allreduce_undisturbed")[i].at("seconds").get<double>()))
+                        : std::string("-"),
                     human_seconds(Seconds(calibration.at("allreduce_model")[i].at("seconds").get<double>()))});
   }
   return out + render_markdown_table(rows);
@@ -40,7 +41,9 @@ std::string calibration_markdown(const nlohmann::json& calibration, const Topolo
 std::string device_markdown(const Topology& topology) {
   const DeviceType& device = topology.device;
   std::string out = fmt::format("Device: relative_speed {:.3f}", device.relative_speed);
-  const auto at = [](const auto& sample, double q) { return sample[static_cast<size_t>(q * double(sample.size() - 1))]; };
+  const auto at = [](const auto& sample, double q) {
+    return sample[static_cast<size_t>(q * double(sample.size() - 1))];
+  };
   if (!device.compute_noise.empty()) {
     out += fmt::format("; compute noise (factor) 0.1 / 0.5 / 0.9 / 0.99 quantiles {:.2f} / {:.2f} / {:.2f} / {:.2f}",
                        at(device.compute_noise, 0.1), at(device.compute_noise, 0.5), at(device.compute_noise, 0.9),
@@ -58,23 +61,23 @@ std::string profile_markdown(const Profile& profile) {
   std::vector<std::vector<std::string>> rows{{"layer", "forward", "backward", "optimizer", "output", "parameters"}};
   for (const Layer& layer : profile.layers) {
     rows.push_back({layer.name, human_seconds(layer.forward), human_seconds(layer.backward),
-                    human_seconds(layer.optimizer),
-                    human_bytes(layer.output_bytes), human_bytes(layer.param_bytes)});
+                    human_seconds(layer.optimizer), human_bytes(layer.output_bytes), human_bytes(layer.param_bytes)});
   }
   return render_markdown_table(rows);
 }
 
 }  // namespace
 
-std::vector<std::vector<std::string>> validation_summary_rows(const std::vector<ValidationCase>& cases, double tolerance) {
-  std::vector<std::vector<std::string>> rows{{"schedule", "stages", "workers", "microbatches", "speed", "steps", "predicted",
-                                              "measured", "median", "range", "error", fmt::format("within {:g}%",
-                                                                                         100.0 * tolerance)}};
+std::vector<std::vector<std::string>> validation_summary_rows(const std::vector<ValidationCase>& cases,
+                                                              double tolerance) {
+  std::vector<std::vector<std::string>> rows{{"schedule", "stages", "workers", "microbatches", "speed", "steps",
+                                              "predicted", "measured", "median", "range", "error",
+                                              fmt::format("within {:g}%", 100.0 * tolerance)}};
   for (const ValidationCase& c : cases) {
     rows.push_back({std::string(schedule_name(c.schedule)), stages_to_string(c.plan.stages),
                     std::to_string(c.plan.num_workers()), std::to_string(c.plan.microbatches),
-                    fmt::format("{:.3f}", c.relative_speed), std::to_string(c.steps),
-                    human_seconds(c.predicted), human_seconds(c.measured), human_seconds(c.measured_median),
+                    fmt::format("{:.3f}", c.relative_speed), std::to_string(c.steps), human_seconds(c.predicted),
+                    human_seconds(c.measured), human_seconds(c.measured_median),
                     human_seconds(c.measured_min) + " - " + human_seconds(c.measured_max), signed_percent(c.error()),
                     std::abs(c.error()) <= tolerance ? "yes" : "NO"});
   }
@@ -82,7 +85,7 @@ std::vector<std::vector<std::string>> validation_summary_rows(const std::vector<
 }
 
 std::string validation_markdown(const ValidateArgs& args, const Profile& profile, const Topology& topology,
-                            const nlohmann::json& calibration, const std::vector<ValidationCase>& cases) {
+                                const nlohmann::json& calibration, const std::vector<ValidationCase>& cases) {
   std::string out = fmt::format("# Validation: {} on {} gloo ranks\n\n", profile.model, args.nproc);
   out += fmt::format(
       "Predicted: the {0:g} quantile of the iteration time over {6} simulations of the Program each plan runs, "
@@ -101,11 +104,11 @@ std::string validation_markdown(const ValidateArgs& args, const Profile& profile
   out += "\n## Profile (measured on this machine)\n\n" + profile_markdown(profile);
   for (const ValidationCase& c : cases) {
     const std::string name(schedule_name(c.schedule));
-    out += fmt::format("\n## {}\n\nStages {} on {} workers, {} microbatches of {}. Spans: {} paired, {} only "
-                       "predicted, {} only measured (the measured trace is the last step).\n\n",
-                       name, stages_to_string(c.plan.stages), c.plan.num_workers(), c.plan.microbatches,
-                       c.plan.microbatch_size, c.comparison.paired, c.comparison.only_predicted,
-                       c.comparison.only_measured);
+    out += fmt::format(
+        "\n## {}\n\nStages {} on {} workers, {} microbatches of {}. Spans: {} paired, {} only "
+        "predicted, {} only measured (the measured trace is the last step).\n\n",
+        name, stages_to_string(c.plan.stages), c.plan.num_workers(), c.plan.microbatches, c.plan.microbatch_size,
+        c.comparison.paired, c.comparison.only_predicted, c.comparison.only_measured);
     out += comparison_tables(c.comparison, true);
     out += fmt::format("\n![{0}: predicted and measured]({0}/compare.svg)\n", name);
   }

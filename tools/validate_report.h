@@ -19,16 +19,16 @@ namespace baton::cli {
 struct ValidationCase {
   Schedule schedule = Schedule::kOneFOneB;
   Plan plan;
-  Seconds predicted;              // the --quantile of the noisy simulations (deterministic without noise)
-  Seconds predicted_plain;        // the deterministic simulation
-  double relative_speed = 1.0;    // of the topology the case was predicted on
-  Trace measured_trace;           // the run's last step
-  Seconds measured;               // the --quantile of steps 1..K-1
+  Seconds predicted;            // the --quantile of the noisy simulations (deterministic without noise)
+  Seconds predicted_plain;      // the deterministic simulation
+  double relative_speed = 1.0;  // of the topology the case was predicted on
+  Trace measured_trace;         // the run's last step
+  Seconds measured;             // the --quantile of steps 1..K-1
   Seconds measured_median;
-  int steps = 0;                  // run
+  int steps = 0;  // run
   Seconds measured_min;
   Seconds measured_max;
-  TraceComparison comparison;     // predicted trace against the last step's
+  TraceComparison comparison;  // predicted trace against the last step's
   double error() const { return (measured - predicted) / predicted; }
 };
 
@@ -60,7 +60,8 @@ struct ValidateArgs {
 constexpr int kNoiseSamples = 200;
 
 // The summary table: one row per case, with the header first.
-std::vector<std::vector<std::string>> validation_summary_rows(const std::vector<ValidationCase>& cases, double tolerance);
+std::vector<std::vector<std::string>> validation_summary_rows(const std::vector<ValidationCase>& cases,
+                                                              double tolerance);
 
 // report.md: the method, the summary, the calibration and the device, the
 // profile, and per case its comparison tables and both Gantt charts.

@@ -56,14 +56,12 @@ TEST_CASE("ReLU is memory-bound: read and write every element once", "[analytic]
   CHECK(relu.backward_input->value == Approx(relu.backward.value).epsilon(1e-12));
 }
 
-TEST_CASE("VGG-16 first classifier Linear: 2*in*out*batch FLOPs, memory-bound at batch 32",
-          "[analytic]") {
+TEST_CASE("VGG-16 first classifier Linear: 2*in*out*batch FLOPs, memory-bound at batch 32", "[analytic]") {
   const Profile vgg = make_or_fail("vgg16", *device_spec("v100"), 32);
   const Layer& fc = layer_named(vgg, "classifier.0");
   const double flops = 2.0 * 25088 * 4096 * kBatch;
   const double bytes = (kBatch * 25088 + 25088.0 * 4096 + kBatch * 4096) * 2;
-  CHECK(fc.forward.value ==
-        Approx(std::max(flops / kV100FlopsPerS, bytes / kV100BytesPerS)).epsilon(1e-12));
+  CHECK(fc.forward.value == Approx(std::max(flops / kV100FlopsPerS, bytes / kV100BytesPerS)).epsilon(1e-12));
   CHECK(bytes / kV100BytesPerS > flops / kV100FlopsPerS);  // reading 205 MB of weights dominates
   CHECK(fc.param_bytes.value == (int64_t{25088} * 4096 + 4096) * 4);
 }
@@ -101,8 +99,7 @@ TEST_CASE("backward = 2 x forward and its split sums to it, for every layer", "[
       INFO(arch << " " << layer.name);
       CHECK(layer.backward.value == Approx(2 * layer.forward.value).epsilon(1e-12));
       REQUIRE(layer.backward_input.has_value());
-      CHECK((*layer.backward_input + *layer.backward_weight).value ==
-            Approx(layer.backward.value).epsilon(1e-12));
+      CHECK((*layer.backward_input + *layer.backward_weight).value == Approx(layer.backward.value).epsilon(1e-12));
       CHECK(layer.backward_weight->value >= 0.0);
       CHECK(layer.forward.value > 0.0);
     }

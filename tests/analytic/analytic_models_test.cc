@@ -42,8 +42,7 @@ TEST_CASE("AlexNet: torchvision's 61,100,840 parameters", "[analytic]") {
   CHECK(layer_named(alexnet, "features.2").output_bytes.value == int64_t{64} * 27 * 27 * 128 * 2);
 }
 
-TEST_CASE("ResNet-50: torchvision's 25,557,032 parameters and a DAG of residual adds",
-          "[analytic]") {
+TEST_CASE("ResNet-50: torchvision's 25,557,032 parameters and a DAG of residual adds", "[analytic]") {
   const Profile resnet = make_or_fail("resnet50", *device_spec("v100"), 32);
   CHECK(total_param_bytes(resnet) == int64_t{25557032} * 4);
   // stem conv, maxpool, 16 blocks x (3 convs + add), 4 projections, avgpool, fc.
@@ -79,12 +78,11 @@ TEST_CASE("GPT sizes are within 3% of 1.3B, 13B and 175B parameters", "[analytic
     double parameters;
     int blocks;
   };
-  for (const Case& c :
-       {Case{"gpt-1.3b", 1.3e9, 24}, Case{"gpt-13b", 13e9, 40}, Case{"gpt-175b", 175e9, 96}}) {
+  for (const Case& c : {Case{"gpt-1.3b", 1.3e9, 24}, Case{"gpt-13b", 13e9, 40}, Case{"gpt-175b", 175e9, 96}}) {
     INFO(c.arch);
     const Profile gpt = make_or_fail(c.arch, h100, 1);
     CHECK(static_cast<double>(total_param_bytes(gpt)) / 4 == Approx(c.parameters).epsilon(0.03));
-    CHECK(gpt.num_layers() == c.blocks + 2);  // embedding, blocks, head
+    CHECK(gpt.num_layers() == c.blocks + 2);                                   // embedding, blocks, head
     CHECK(gpt.layers.back().output_bytes.value == int64_t{2048} * 50257 * 2);  // logits
   }
 }
@@ -136,8 +134,7 @@ TEST_CASE("every architecture builds on every device and round-trips through JSO
       const Profile profile = make_or_fail(arch, *device, 2);
       auto back = profile_from_json(profile_to_json(profile), "round-trip");
       REQUIRE(back.ok());
-      CHECK(testing::first_difference(profile_to_json(*back), profile_to_json(profile), "profile")
-                .value_or("") == "");
+      CHECK(testing::first_difference(profile_to_json(*back), profile_to_json(profile), "profile").value_or("") == "");
     }
   }
 }

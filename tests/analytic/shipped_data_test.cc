@@ -1,12 +1,12 @@
 // The shipped data: every profile in traces/ and every topology in topologies/
 // loads, and the generated profiles still match what the generator produces.
 #include <algorithm>
-#include "tests/catch_compat.h"
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include "tests/catch_compat.h"
 
 #include "sim/analytic_shipped.h"
 #include "sim/profile.h"
@@ -32,8 +32,7 @@ std::string read_text(const fs::path& path) {
 std::vector<fs::path> json_files(const fs::path& folder) {
   std::vector<fs::path> files;
   for (const auto& entry : fs::directory_iterator(folder)) {
-    if (entry.is_regular_file() && entry.path().extension() == ".json")
-      files.push_back(entry.path());
+    if (entry.is_regular_file() && entry.path().extension() == ".json") files.push_back(entry.path());
   }
   std::sort(files.begin(), files.end());
   return files;
@@ -102,8 +101,7 @@ TEST_CASE("every topology loads with its stated devices and links", "[analytic][
     REQUIRE(topology.ok());
     CHECK(topology->num_devices() == e.devices);
     REQUIRE(topology->num_levels() == static_cast<int>(e.bandwidth_gbps.size()));
-    for (int l = 0; l < topology->num_levels(); ++l)
-      CHECK(topology->levels[l].bandwidth_gbps == e.bandwidth_gbps[l]);
+    for (int l = 0; l < topology->num_levels(); ++l) CHECK(topology->levels[l].bandwidth_gbps == e.bandwidth_gbps[l]);
     CHECK(topology->source.size() > 50);
     CHECK(topology->device.relative_speed == 1.0);
     CHECK(readme.find(e.file) != std::string::npos);

@@ -24,7 +24,8 @@ fs::path write(const fs::path& dir, const std::string& name, const std::string& 
 std::string topology_with_bandwidth(const std::string& second) {
   return R"({"format": "baton.topology.v1", "name": "t", "device": {"name": "g", "memory_gib": 1},
     "levels": [{"name": "a", "size": 2, "bandwidth_gbps": 10, "latency_us": 1},
-               {"name": "b", "size": 2, "bandwidth_gbps": )" + second + R"(, "latency_us": 1}]})";
+               {"name": "b", "size": 2, "bandwidth_gbps": )" +
+         second + R"(, "latency_us": 1}]})";
 }
 
 // Runs simulate with the given inputs and checks exit 2, the message, and no trace file.
@@ -33,7 +34,8 @@ void expect_refused(const std::string& profile, const std::string& topology, con
   const fs::path dir = scratch_dir("bad-input-out");
   const fs::path trace = dir / "trace.json";
   const CliRun run = run_baton("simulate --profile '" + profile + "' --topology '" + topology + "' " + extra +
-                               " --trace '" + trace.string() + "'", "bad-input");
+                                   " --trace '" + trace.string() + "'",
+                               "bad-input");
   INFO("stderr: " << run.err);
   CHECK(run.exit_code == 2);
   for (const auto& part : message_parts) CHECK(run.err.find(part) != std::string::npos);
@@ -114,7 +116,7 @@ TEST_CASE("a misspelled topology key is refused by name, with the key it resembl
   const fs::path trace = dir / "trace.json";
   const fs::path gantt = dir / "gantt.svg";
   const CliRun run = run_baton("simulate --profile '" + kProfile + "' --topology '" + bad.string() +
-                               "' --stages 0-6 --trace '" + trace.string() + "' --gantt '" + gantt.string() + "'",
+                                   "' --stages 0-6 --trace '" + trace.string() + "' --gantt '" + gantt.string() + "'",
                                "misspelled-key");
   CHECK(run.exit_code == 2);
   CHECK(run.err == "baton: " + bad.string() +
@@ -129,8 +131,9 @@ TEST_CASE("a misspelled device or profile key is refused", "[cli][bad-input]") {
   const fs::path topology = write(dir, "t.json", R"({"format": "baton.topology.v1", "name": "t",
     "device": {"name": "g", "memory_gib": 1, "relative_sped": 2},
     "levels": [{"name": "a", "size": 4, "bandwidth_gbps": 10, "latency_us": 1}]})");
-  expect_refused(kProfile, topology.string(), "--stages 0-6",
-                 {topology.string() + ": device has an unknown key \"relative_sped\" (did you mean \"relative_speed\"?)"});
+  expect_refused(
+      kProfile, topology.string(), "--stages 0-6",
+      {topology.string() + ": device has an unknown key \"relative_sped\" (did you mean \"relative_speed\"?)"});
   const fs::path profile = write(dir, "p.json", R"({"format": "baton.profile.v1", "model": "m", "microbatch_size": 1,
     "layers": [{"name": "a", "forwrd_ms": 1, "backward_ms": 1, "output_bytes": 1, "param_bytes": 1}]})");
   expect_refused(profile.string(), kTopology, "--stages 0-1",
@@ -143,9 +146,10 @@ TEST_CASE("a plan file with an unknown key is refused", "[cli][bad-input]") {
     "microbatch_size": 1, "microbatches": 4, "stages": [{"layers": [0, 6], "replicas": 1, "device": [0]}]})");
   const fs::path trace = dir / "trace.json";
   const CliRun run = run_baton("simulate --profile '" + kProfile + "' --topology '" + kTopology + "' --plan '" +
-                               plan.string() + "' --trace '" + trace.string() + "'", "misspelled-plan");
+                                   plan.string() + "' --trace '" + trace.string() + "'",
+                               "misspelled-plan");
   CHECK(run.exit_code == 2);
-  CHECK(run.err == "baton: " + plan.string() +
-                       ": stages[0] has an unknown key \"device\" (did you mean \"devices\"?)\n");
+  CHECK(run.err ==
+        "baton: " + plan.string() + ": stages[0] has an unknown key \"device\" (did you mean \"devices\"?)\n");
   CHECK_FALSE(fs::exists(trace));
 }

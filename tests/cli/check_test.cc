@@ -85,8 +85,8 @@ TEST_CASE("check --update needs no expected, check does", "[cli][check][bad-inpu
     "profile": "tests/data/tiny_profile.json", "topology": "tests/data/tiny_topology.json"})";
   const CliRun check = run_baton("check '" + dir.string() + "'", "check-no-expected");
   CHECK(check.exit_code == 2);
-  CHECK(check.err == "baton: " + (dir / "case.json").string() +
-                         ": expected is missing (`baton check --update` writes it)\n");
+  CHECK(check.err ==
+        "baton: " + (dir / "case.json").string() + ": expected is missing (`baton check --update` writes it)\n");
   const CliRun update = run_baton("check --update '" + dir.string() + "'", "check-no-expected-update");
   CHECK(update.exit_code == 0);
   CHECK(update.out == "updated case\n1 passed, 0 failed\n");

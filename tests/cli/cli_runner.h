@@ -1,14 +1,14 @@
 // Runs the built `baton` binary and captures what it printed and its exit code.
 #pragma once
 
+#include <sys/wait.h>
+#include <unistd.h>
 #include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
-#include <sys/wait.h>
-#include <unistd.h>
 
 namespace baton::testing {
 
@@ -43,8 +43,8 @@ inline CliRun run_baton(const std::string& arguments, const std::string& scratch
   std::filesystem::create_directories(dir);
   const auto out = dir / "stdout.txt";
   const auto err = dir / "stderr.txt";
-  const std::string command = std::string("cd '") + BATON_SOURCE_DIR + "' && '" + BATON_BINARY_DIR +
-                              "/baton' " + arguments + " >'" + out.string() + "' 2>'" + err.string() + "'";
+  const std::string command = std::string("cd '") + BATON_SOURCE_DIR + "' && '" + BATON_BINARY_DIR + "/baton' " +
+                              arguments + " >'" + out.string() + "' 2>'" + err.string() + "'";
   const int status = std::system(command.c_str());
   CliRun run;
   run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;

@@ -40,14 +40,14 @@ struct GoldenRun {
   std::string chrome;
 };
 
-GoldenRun simulate(const std::string& schedule, const std::string& stages, int microbatches,
-                   const std::string& name) {
+GoldenRun simulate(const std::string& schedule, const std::string& stages, int microbatches, const std::string& name) {
   const fs::path dir = scratch_dir("golden-" + name);
-  const CliRun run = run_baton("simulate --profile tests/data/tiny_profile.json --topology "
-                               "tests/data/tiny_topology.json --stages " + stages + " --schedule " + schedule +
-                               " --microbatches " + std::to_string(microbatches) + " --csv '" +
-                               (dir / "t.csv").string() + "' --trace '" + (dir / "t.json").string() + "'",
-                               "golden-" + name);
+  const CliRun run = run_baton(
+      "simulate --profile tests/data/tiny_profile.json --topology "
+      "tests/data/tiny_topology.json --stages " +
+          stages + " --schedule " + schedule + " --microbatches " + std::to_string(microbatches) + " --csv '" +
+          (dir / "t.csv").string() + "' --trace '" + (dir / "t.json").string() + "'",
+      "golden-" + name);
   INFO(run.err);
   REQUIRE(run.exit_code == 0);
   return GoldenRun{run.out, slurp(dir / "t.csv"), slurp(dir / "t.json")};

@@ -14,7 +14,8 @@ namespace {
 
 std::string layer(const std::string& name, const std::string& inputs) {
   return R"({"name": ")" + name +
-         R"(", "forward_ms": 1, "backward_ms": 2, "output_bytes": 1000, "param_bytes": 1000, "inputs": )" + inputs + "}";
+         R"(", "forward_ms": 1, "backward_ms": 2, "output_bytes": 1000, "param_bytes": 1000, "inputs": )" + inputs +
+         "}";
 }
 
 fs::path write_profile(const fs::path& dir, const std::string& layers) {
@@ -27,8 +28,8 @@ fs::path write_profile(const fs::path& dir, const std::string& layers) {
 void expect_plan_refused(const std::string& profile, const std::string& topology, const std::string& extra,
                          const std::string& message) {
   const fs::path out = scratch_dir("plan-bad-out") / "plan.json";
-  const CliRun run = run_baton("plan --profile '" + profile + "' --topology '" + topology + "' -o '" +
-                               out.string() + "' " + extra, "plan-bad");
+  const CliRun run = run_baton(
+      "plan --profile '" + profile + "' --topology '" + topology + "' -o '" + out.string() + "' " + extra, "plan-bad");
   INFO("stderr: " << run.err);
   CHECK(run.exit_code == 2);
   CHECK(run.err.find(message) != std::string::npos);
@@ -40,8 +41,8 @@ void expect_plan_refused(const std::string& profile, const std::string& topology
 TEST_CASE("plan: a cycle in the DAG is refused", "[cli][bad-input][plan]") {
   const fs::path dir = scratch_dir("cycle");
   // b reads c and c reads b: c is not listed before b.
-  const fs::path profile = write_profile(dir, layer("a", "[]") + "," + layer("b", R"(["a", "c"])") + "," +
-                                                   layer("c", R"(["b"])"));
+  const fs::path profile =
+      write_profile(dir, layer("a", "[]") + "," + layer("b", R"(["a", "c"])") + "," + layer("c", R"(["b"])"));
   expect_plan_refused(profile.string(), "tests/data/tiny_topology.json", "",
                       "layers[1].inputs[1] names layer 2, which is not listed before this one");
 }

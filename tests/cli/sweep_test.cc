@@ -13,9 +13,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kGrid = "sweep --profile tests/data/tiny_profile.json --topology tests/data/tiny_topology.json "
-                          "--vary bandwidth_gbps.1=1,10,100 --vary servers=1,2 --schedule pipedream,1f1b,gpipe "
-                          "--microbatches 8 --threads 2 --quiet";
+const std::string kGrid =
+    "sweep --profile tests/data/tiny_profile.json --topology tests/data/tiny_topology.json "
+    "--vary bandwidth_gbps.1=1,10,100 --vary servers=1,2 --schedule pipedream,1f1b,gpipe "
+    "--microbatches 8 --threads 2 --quiet";
 
 struct SweepRun {
   CliRun run;

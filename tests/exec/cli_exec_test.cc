@@ -27,8 +27,8 @@ std::string write_plan(const fs::path& dir, const std::string& name, const Plan&
 
 // `baton run` with the options of train_options(model, steps).
 std::string run_arguments(const std::string& plan_path, const exec::TrainOptions& options) {
-  return fmt::format("run --plan '{}' --model {} --steps {} --lr {} --seed {} --timeout 60", plan_path,
-                     options.model, options.steps, options.learning_rate, options.seed);
+  return fmt::format("run --plan '{}' --model {} --steps {} --lr {} --seed {} --timeout 60", plan_path, options.model,
+                     options.steps, options.learning_rate, options.seed);
 }
 
 // A profile of `layers` identical layers named as those of zoo model
@@ -84,8 +84,8 @@ TEST_CASE("gloo ranks reach the weights of the single-process references", "[exe
     const std::string weights_path = (dir / "weights.json").string();
     const std::string trace_path = (dir / "trace.json").string();
     const CliRun run = run_baton(fmt::format("{} --backend gloo --nproc {} --save-weights '{}' --trace '{}'",
-                                             run_arguments(write_plan(dir, c.name, plan), options),
-                                             plan.num_workers(), weights_path, trace_path),
+                                             run_arguments(write_plan(dir, c.name, plan), options), plan.num_workers(),
+                                             weights_path, trace_path),
                                  c.name);
     INFO(run.err);
     REQUIRE(run.exit_code == 0);
@@ -101,22 +101,23 @@ TEST_CASE("gloo ranks reach the weights of the single-process references", "[exe
   }
 }
 
-TEST_CASE("a plan that does not fit the model or the ranks is refused before any rank starts",
-          "[exec][gloo][cli]") {
+TEST_CASE("a plan that does not fit the model or the ranks is refused before any rank starts", "[exec][gloo][cli]") {
   const fs::path dir = scratch_dir("exec-refused");
   const exec::TrainOptions options = train_options("mlp", 1);
   SECTION("stage ranges that stop short of the model's layers") {
-    const CliRun run = run_baton(run_arguments(write_plan(dir, "short", exec_plan("0-3,3-5", Schedule::kOneFOneB, 4)),
-                                               options) + " --backend gloo --nproc 2",
-                                 "exec-refused");
+    const CliRun run =
+        run_baton(run_arguments(write_plan(dir, "short", exec_plan("0-3,3-5", Schedule::kOneFOneB, 4)), options) +
+                      " --backend gloo --nproc 2",
+                  "exec-refused");
     CHECK(run.exit_code == 2);
     CHECK(run.err.find("the stages cover layers [0, 5) but model 'mlp' has 6 layers") != std::string::npos);
     CHECK(run.err.find("rank") == std::string::npos);
   }
   SECTION("stage ranges past the model's end") {
-    const CliRun run = run_baton(run_arguments(write_plan(dir, "long", exec_plan("0-3,3-8", Schedule::kGPipe, 4)),
-                                               options) + " --backend threads",
-                                 "exec-refused");
+    const CliRun run =
+        run_baton(run_arguments(write_plan(dir, "long", exec_plan("0-3,3-8", Schedule::kGPipe, 4)), options) +
+                      " --backend threads",
+                  "exec-refused");
     CHECK(run.exit_code == 2);
     CHECK(run.err.find("stages[1].layers = [3, 8) goes past the end of model 'mlp', which has 6 layers") !=
           std::string::npos);
@@ -124,25 +125,26 @@ TEST_CASE("a plan that does not fit the model or the ranks is refused before any
   SECTION("a schedule that runs chunks, with a stage count its chunks cannot place") {
     Plan plan = exec_plan("0-2,2-3,3-6", Schedule::kInterleaved1F1B, 4);
     plan.virtual_stages = 2;
-    const CliRun run = run_baton(run_arguments(write_plan(dir, "chunks", plan), options) + " --backend threads",
-                                 "exec-refused");
+    const CliRun run =
+        run_baton(run_arguments(write_plan(dir, "chunks", plan), options) + " --backend threads", "exec-refused");
     CHECK(run.exit_code == 2);
     CHECK(run.err.find("hold 3 stages, which interleaved-1f1b with 2 chunks per device cannot place") !=
           std::string::npos);
   }
   SECTION("more ranks than workers") {
-    const CliRun run = run_baton(run_arguments(write_plan(dir, "ranks", exec_plan("0-3,3-6", Schedule::kOneFOneB, 4)),
-                                               options) + " --backend gloo --nproc 3",
-                                 "exec-refused");
+    const CliRun run =
+        run_baton(run_arguments(write_plan(dir, "ranks", exec_plan("0-3,3-6", Schedule::kOneFOneB, 4)), options) +
+                      " --backend gloo --nproc 3",
+                  "exec-refused");
     CHECK(run.exit_code == 2);
     CHECK(run.err.find("--nproc 3 but the plan has 2 workers") != std::string::npos);
   }
   SECTION("a rank started with the wrong WORLD_SIZE") {
-    const std::string command = fmt::format(
-        "cd '{}' && RANK=0 WORLD_SIZE=3 MASTER_PORT=1 '{}/baton' {} --backend gloo 2>'{}'", BATON_SOURCE_DIR,
-        BATON_BINARY_DIR,
-        run_arguments(write_plan(dir, "world", exec_plan("0-3,3-6", Schedule::kOneFOneB, 4)), options),
-        (dir / "stderr.txt").string());
+    const std::string command =
+        fmt::format("cd '{}' && RANK=0 WORLD_SIZE=3 MASTER_PORT=1 '{}/baton' {} --backend gloo 2>'{}'",
+                    BATON_SOURCE_DIR, BATON_BINARY_DIR,
+                    run_arguments(write_plan(dir, "world", exec_plan("0-3,3-6", Schedule::kOneFOneB, 4)), options),
+                    (dir / "stderr.txt").string());
     const int status = std::system(command.c_str());
     CliRun run;
     run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -169,8 +171,9 @@ TEST_CASE("a plan for another model is refused before any rank starts", "[exec][
 
 TEST_CASE("a profile of other layers is refused before any rank starts", "[exec][gloo][cli]") {
   const fs::path dir = scratch_dir("exec-other-profile");
-  const std::string common = "--topology topologies/cpu_2core.json --stages 0-3,3-6 --schedule 1f1b --model mlp "
-                             "--steps 1 --backend gloo --nproc 2";
+  const std::string common =
+      "--topology topologies/cpu_2core.json --stages 0-3,3-6 --schedule 1f1b --model mlp "
+      "--steps 1 --backend gloo --nproc 2";
   SECTION("as many layers, named as vgg-mini's") {
     const std::string profile = write_profile(dir, "mlp", "vgg-mini", 6);
     check_refused(run_baton(fmt::format("run --profile '{}' {}", profile, common), "exec-other-profile"),
@@ -193,8 +196,7 @@ TEST_CASE("a profile of other layers is refused before any rank starts", "[exec]
   }
 }
 
-TEST_CASE("a plan needing more devices than the topology has is refused before any rank starts",
-          "[exec][gloo][cli]") {
+TEST_CASE("a plan needing more devices than the topology has is refused before any rank starts", "[exec][gloo][cli]") {
   const fs::path dir = scratch_dir("exec-small-topology");
   const std::string topology = "topologies/cpu_2core.json";
   SECTION("--stages with three stages on two devices") {
@@ -203,34 +205,34 @@ TEST_CASE("a plan needing more devices than the topology has is refused before a
                                         "--model mlp --backend gloo --nproc 3",
                                         profile, topology),
                             "exec-small-topology"),
-                  topology + ": topology 'cpu-2core' has 2 devices but --stages needs 3 (stages 0-2x1,2-4x1,4-6x1, "
-                             "one device per worker)");
+                  topology +
+                      ": topology 'cpu-2core' has 2 devices but --stages needs 3 (stages 0-2x1,2-4x1,4-6x1, "
+                      "one device per worker)");
   }
   const exec::TrainOptions options = train_options("mlp", 1);
   SECTION("--plan with three workers and --topology with two devices") {
     const std::string plan = write_plan(dir, "three", exec_plan("0-2,2-4,4-6", Schedule::kGPipe, 4));
-    check_refused(run_baton(fmt::format("{} --topology {} --backend gloo --nproc 3", run_arguments(plan, options),
-                                        topology),
-                            "exec-small-topology"),
-                  topology + ": topology 'cpu-2core' has 2 devices but " + plan +
-                      " needs 3 (stages 0-2x1,2-4x1,4-6x1, one device per worker)");
+    check_refused(
+        run_baton(fmt::format("{} --topology {} --backend gloo --nproc 3", run_arguments(plan, options), topology),
+                  "exec-small-topology"),
+        topology + ": topology 'cpu-2core' has 2 devices but " + plan +
+            " needs 3 (stages 0-2x1,2-4x1,4-6x1, one device per worker)");
   }
   SECTION("--plan that puts a stage on a device the topology lacks") {
     Plan placed = exec_plan("0-3,3-6", Schedule::kOneFOneB, 4);
     placed.stages[0].devices = {0};
     placed.stages[1].devices = {5};
     const std::string plan = write_plan(dir, "device5", placed);
-    check_refused(run_baton(fmt::format("{} --topology {} --backend gloo --nproc 2", run_arguments(plan, options),
-                                        topology),
-                            "exec-small-topology"),
-                  topology + ": topology 'cpu-2core' has devices [0, 2) but " + plan +
-                      " puts stages[1] on device 5");
+    check_refused(
+        run_baton(fmt::format("{} --topology {} --backend gloo --nproc 2", run_arguments(plan, options), topology),
+                  "exec-small-topology"),
+        topology + ": topology 'cpu-2core' has devices [0, 2) but " + plan + " puts stages[1] on device 5");
   }
   SECTION("--plan that fits the topology runs") {
     const std::string plan = write_plan(dir, "two", exec_plan("0-3,3-6", Schedule::kOneFOneB, 4));
-    const CliRun run = run_baton(fmt::format("{} --topology {} --backend threads", run_arguments(plan, options),
-                                             topology),
-                                 "exec-small-topology");
+    const CliRun run =
+        run_baton(fmt::format("{} --topology {} --backend threads", run_arguments(plan, options), topology),
+                  "exec-small-topology");
     INFO(run.err);
     CHECK(run.exit_code == 0);
   }
@@ -239,9 +241,9 @@ TEST_CASE("a plan needing more devices than the topology has is refused before a
 TEST_CASE("baton compare pairs a prediction with a measurement of the same plan", "[exec][cli][compare]") {
   const fs::path dir = scratch_dir("exec-compare");
   const std::string profile = (dir / "mlp.json").string();
-  const CliRun measure = run_baton(
-      fmt::format("profile measure --model mlp --microbatch-size 4 --warmup 1 --steps 3 -o '{}'", profile),
-      "exec-compare");
+  const CliRun measure =
+      run_baton(fmt::format("profile measure --model mlp --microbatch-size 4 --warmup 1 --steps 3 -o '{}'", profile),
+                "exec-compare");
   INFO(measure.err);
   REQUIRE(measure.exit_code == 0);
   const std::string common = fmt::format(
@@ -249,8 +251,8 @@ TEST_CASE("baton compare pairs a prediction with a measurement of the same plan"
   const std::string predicted = (dir / "predicted.json").string();
   const std::string measured = (dir / "measured.json").string();
   REQUIRE(run_baton(fmt::format("simulate {} --trace '{}'", common, predicted), "exec-compare").exit_code == 0);
-  const CliRun run = run_baton(fmt::format("run {} --model mlp --steps 2 --trace '{}'", common, measured),
-                               "exec-compare");
+  const CliRun run =
+      run_baton(fmt::format("run {} --model mlp --steps 2 --trace '{}'", common, measured), "exec-compare");
   INFO(run.err);
   REQUIRE(run.exit_code == 0);
   const std::string svg = (dir / "compare.svg").string();
@@ -275,9 +277,9 @@ TEST_CASE("baton compare pairs a prediction with a measurement of the same plan"
 TEST_CASE("profile measure writes a profile whose layers are the model's", "[exec][cli][profile]") {
   const fs::path dir = scratch_dir("exec-profile");
   const std::string path = (dir / "gpt.json").string();
-  const CliRun run = run_baton(
-      fmt::format("profile measure --model gpt-mini --microbatch-size 2 --warmup 1 --steps 3 -o '{}'", path),
-      "exec-profile");
+  const CliRun run =
+      run_baton(fmt::format("profile measure --model gpt-mini --microbatch-size 2 --warmup 1 --steps 3 -o '{}'", path),
+                "exec-profile");
   REQUIRE(run.exit_code == 0);
   CHECK(run.err.find("measured step 3/3") != std::string::npos);
   const nlohmann::json profile = nlohmann::json::parse(slurp(path));

@@ -126,8 +126,7 @@ TEST_CASE("a gloo rank that crashes or hangs ends the run within a bound set by 
     INFO(timed.run.err);
     CHECK(timed.run.exit_code == 1);
     CHECK(timed.seconds < kFaultyRunBoundS);
-    CHECK(timed.run.err.find("receive from rank 1 timed out after 5 s: rank 1 is not responding") !=
-          std::string::npos);
+    CHECK(timed.run.err.find("receive from rank 1 timed out after 5 s: rank 1 is not responding") != std::string::npos);
     CHECK(timed.run.err.find("rank 0 failed first: exit code 1; rank 1: killed by the launcher, still running 5 s "
                              "after the first failure") != std::string::npos);
   }
@@ -202,9 +201,10 @@ TEST_CASE("a run killed after a checkpoint and resumed ends with exactly the uni
     const fs::path dir = scratch_dir(name);
     Plan plan = exec_plan("0-3,3-6", c.schedule, 4);
     plan.vertical_sync = c.vertical_sync;
-    const std::string base = fmt::format("run --plan '{}' --model mlp --steps 4 --lr 0.1 --seed 7 --backend {} "
-                                         "--timeout {:g}",
-                                         write_plan(dir, plan), c.backend, kTimeoutS);
+    const std::string base = fmt::format(
+        "run --plan '{}' --model mlp --steps 4 --lr 0.1 --seed 7 --backend {} "
+        "--timeout {:g}",
+        write_plan(dir, plan), c.backend, kTimeoutS);
     const std::string checkpoints = fmt::format(" --checkpoint-dir '{}' --checkpoint-every 2", (dir / "ckpt").string());
 
     const CliRun whole = run_baton(fmt::format("{} --save-weights '{}'", base, (dir / "whole.json").string()), name);
@@ -254,15 +254,15 @@ TEST_CASE("a resume with another plan or model, or with nothing to resume, is re
                                     manifest)) != std::string::npos);
     CHECK(plan.err.find("rank") == std::string::npos);  // refused before any rank starts
   }
-  const CliRun model = run_baton(
-      fmt::format("run --plan '{}' --model vgg-mini --steps 4 --checkpoint-dir '{}' --resume", made, ckpt),
-      "exec-resume-refused");
+  const CliRun model =
+      run_baton(fmt::format("run --plan '{}' --model vgg-mini --steps 4 --checkpoint-dir '{}' --resume", made, ckpt),
+                "exec-resume-refused");
   CHECK(model.exit_code == 1);
   CHECK(model.err.find("cannot resume: the checkpoint was made with model = \"mlp\" but this run has model = "
                        "\"vgg-mini\"") != std::string::npos);
-  const CliRun done = run_baton(
-      fmt::format("run --plan '{}' --model mlp --steps 2 --checkpoint-dir '{}' --resume", made, ckpt),
-      "exec-resume-refused");
+  const CliRun done =
+      run_baton(fmt::format("run --plan '{}' --model mlp --steps 2 --checkpoint-dir '{}' --resume", made, ckpt),
+                "exec-resume-refused");
   CHECK(done.exit_code == 1);
   CHECK(done.err.find("the checkpoint already holds 2 completed steps and the run has 2: nothing is left to run") !=
         std::string::npos);
@@ -272,20 +272,19 @@ TEST_CASE("a resume with another plan or model, or with nothing to resume, is re
   CHECK(empty.exit_code == 1);
   CHECK(empty.err.find(fmt::format("{}: no complete checkpoint to resume from", other_dir.string())) !=
         std::string::npos);
-  const CliRun no_dir = run_baton(fmt::format("run --plan '{}' --model mlp --steps 2 --resume", made),
-                                  "exec-resume-refused");
+  const CliRun no_dir =
+      run_baton(fmt::format("run --plan '{}' --model mlp --steps 2 --resume", made), "exec-resume-refused");
   CHECK(no_dir.exit_code == 2);
   CHECK(no_dir.err.find("--checkpoint-every and --resume need --checkpoint-dir") != std::string::npos);
   // A manifest with a key its format does not have is refused by name, not half read.
   nlohmann::json edited = nlohmann::json::parse(slurp(manifest));
   edited["run"]["sed"] = 7;
   std::ofstream(manifest) << edited.dump(2);
-  const CliRun unknown = run_baton(
-      fmt::format("run --plan '{}' --model mlp --steps 4 --checkpoint-dir '{}' --resume", made, ckpt),
-      "exec-resume-refused");
+  const CliRun unknown =
+      run_baton(fmt::format("run --plan '{}' --model mlp --steps 4 --checkpoint-dir '{}' --resume", made, ckpt),
+                "exec-resume-refused");
   CHECK(unknown.exit_code == 1);
-  CHECK(unknown.err.find(manifest + ": run has an unknown key \"sed\" (did you mean \"seed\"?)") !=
-        std::string::npos);
+  CHECK(unknown.err.find(manifest + ": run has an unknown key \"sed\" (did you mean \"seed\"?)") != std::string::npos);
 }
 
 }  // namespace baton::testing

@@ -11,7 +11,7 @@ namespace baton::testing {
 namespace {
 
 struct Outcome {
-  double error = 0.0;            // max relative weight error against the reference
+  double error = 0.0;  // max relative weight error against the reference
   exec::RunReport run;
   exec::ReferenceReport reference;
 };
@@ -35,15 +35,23 @@ TEST_CASE("flush schedules on threads equal single-process SGD on the same minib
     int microbatches;
   };
   const Case cases[] = {
-      {"0-3,3-6", Schedule::kGPipe, 4},          {"0-2,2-4,4-6", Schedule::kGPipe, 4},
-      {"0-1,1-3,3-5,5-6", Schedule::kGPipe, 5},  {"0-3,3-6", Schedule::kOneFOneB, 4},
-      {"0-2,2-4,4-6", Schedule::kOneFOneB, 6},   {"0-1,1-3,3-5,5-6", Schedule::kOneFOneB, 4},
-      {"0-3x2,3-6", Schedule::kOneFOneB, 4},     {"0-6x2", Schedule::kDataParallel, 4},
-      {"0-6x3", Schedule::kDataParallel, 6},     {"0-6x4", Schedule::kDataParallel, 8},
+      {"0-3,3-6", Schedule::kGPipe, 4},
+      {"0-2,2-4,4-6", Schedule::kGPipe, 4},
+      {"0-1,1-3,3-5,5-6", Schedule::kGPipe, 5},
+      {"0-3,3-6", Schedule::kOneFOneB, 4},
+      {"0-2,2-4,4-6", Schedule::kOneFOneB, 6},
+      {"0-1,1-3,3-5,5-6", Schedule::kOneFOneB, 4},
+      {"0-3x2,3-6", Schedule::kOneFOneB, 4},
+      {"0-6x2", Schedule::kDataParallel, 4},
+      {"0-6x3", Schedule::kDataParallel, 6},
+      {"0-6x4", Schedule::kDataParallel, 8},
       // Zero bubble: I and W apart, W's held back past later I's.
-      {"0-2,2-4,4-6", Schedule::kZbH1, 6},       {"0-1,1-3,3-5,5-6", Schedule::kZbH1, 8},
-      {"0-3x2,3-6", Schedule::kZbH1, 4},         {"0-2,2-4,4-6", Schedule::kZbH2, 6},
-      {"0-1,1-3,3-5,5-6", Schedule::kZbH2, 8},   {"0-2x2,2-4,4-6x2", Schedule::kZbH2, 8},
+      {"0-2,2-4,4-6", Schedule::kZbH1, 6},
+      {"0-1,1-3,3-5,5-6", Schedule::kZbH1, 8},
+      {"0-3x2,3-6", Schedule::kZbH1, 4},
+      {"0-2,2-4,4-6", Schedule::kZbH2, 6},
+      {"0-1,1-3,3-5,5-6", Schedule::kZbH2, 8},
+      {"0-2x2,2-4,4-6x2", Schedule::kZbH2, 8},
   };
   for (const Case& c : cases) {
     const Plan plan = exec_plan(c.stages, c.schedule, c.microbatches);
@@ -56,7 +64,8 @@ TEST_CASE("flush schedules on threads equal single-process SGD on the same minib
   }
 }
 
-TEST_CASE("schedules that run several chunks per worker on threads equal single-process SGD", "[exec][threads][chunks]") {
+TEST_CASE("schedules that run several chunks per worker on threads equal single-process SGD",
+          "[exec][threads][chunks]") {
   struct Case {
     const char* stages;
     Schedule schedule;
@@ -133,8 +142,7 @@ TEST_CASE("pipedream without weight stashing departs from the staleness rule, an
   CHECK(unstashed.error > 100 * kWeightTolerance);
 }
 
-TEST_CASE("pipedream holds warm-up + 1 weight versions per worker, flush schedules one",
-          "[exec][threads][pipedream]") {
+TEST_CASE("pipedream holds warm-up + 1 weight versions per worker, flush schedules one", "[exec][threads][pipedream]") {
   // In steady state a worker has warm-up + 1 microbatches in flight after a
   // forward, each stashing the version it used; the newest used the live one.
   const Plan plan = exec_plan("0-1,1-3,3-5,5-6", Schedule::kPipeDream, 8);
@@ -155,12 +163,9 @@ TEST_CASE("the loss falls on the synthetic task under every schedule", "[exec][t
     const char* stages;
     Schedule schedule;
   };
-  const Case cases[] = {{"0-2,2-4,4-6", Schedule::kGPipe},
-                        {"0-2,2-4,4-6", Schedule::kOneFOneB},
-                        {"0-2,2-4,4-6", Schedule::kZbH1},
-                        {"0-2,2-4,4-6", Schedule::kZbH2},
-                        {"0-6x2", Schedule::kDataParallel},
-                        {"0-3x2,3-6", Schedule::kPipeDream}};
+  const Case cases[] = {{"0-2,2-4,4-6", Schedule::kGPipe},  {"0-2,2-4,4-6", Schedule::kOneFOneB},
+                        {"0-2,2-4,4-6", Schedule::kZbH1},   {"0-2,2-4,4-6", Schedule::kZbH2},
+                        {"0-6x2", Schedule::kDataParallel}, {"0-3x2,3-6", Schedule::kPipeDream}};
   for (const Case& c : cases) {
     INFO(schedule_name(c.schedule));
     auto run = exec::run_threads(exec_plan(c.stages, c.schedule, 4, 4, "gpt-mini"), train_options("gpt-mini", 8, 0.3));

@@ -21,7 +21,8 @@ nlohmann::json read_json(const fs::path& path) { return nlohmann::json::parse(sl
 
 std::vector<TransferSample> samples_of(const nlohmann::json& samples) {
   std::vector<TransferSample> out;
-  for (const auto& s : samples) out.push_back({Bytes(s.at("bytes").get<int64_t>()), Seconds(s.at("seconds").get<double>())});
+  for (const auto& s : samples)
+    out.push_back({Bytes(s.at("bytes").get<int64_t>()), Seconds(s.at("seconds").get<double>())});
   return out;
 }
 
@@ -30,8 +31,8 @@ std::vector<TransferSample> samples_of(const nlohmann::json& samples) {
 TEST_CASE("calibrate writes a topology whose link is the fit of its own samples", "[exec][gloo][cli][validate]") {
   const fs::path dir = scratch_dir("calibrate");
   const std::string topology_path = (dir / "link.json").string();
-  const CliRun run = run_baton(fmt::format("calibrate --nproc 3 --repeats 15 --timeout 20 -o '{}'", topology_path),
-                               "calibrate");
+  const CliRun run =
+      run_baton(fmt::format("calibrate --nproc 3 --repeats 15 --timeout 20 -o '{}'", topology_path), "calibrate");
   INFO(run.err);
   REQUIRE(run.exit_code == 0);
   CHECK(run.out.find("latency") != std::string::npos);
@@ -96,11 +97,13 @@ TEST_CASE("calibrate writes a topology whose link is the fit of its own samples"
 TEST_CASE("validate's prediction is the noisy simulation of its plan and its measurement the run's median step",
           "[exec][gloo][cli][validate]") {
   const fs::path dir = scratch_dir("validate");
-  const CliRun run = run_baton(fmt::format("validate --model mlp --nproc 2 --microbatch-size 16 --microbatches 4 "
-                                           "--steps 4 --run-seconds 0 --profile-seconds 0.5 --schedule 1f1b,dp --stages 0-3,3-6 --tolerance 1000 "
-                                           "--timeout 20 --out '{}'",
-                                           dir.string()),
-                               "validate");
+  const CliRun run = run_baton(
+      fmt::format(
+          "validate --model mlp --nproc 2 --microbatch-size 16 --microbatches 4 "
+          "--steps 4 --run-seconds 0 --profile-seconds 0.5 --schedule 1f1b,dp --stages 0-3,3-6 --tolerance 1000 "
+          "--timeout 20 --out '{}'",
+          dir.string()),
+      "validate");
   INFO(run.err);
   REQUIRE(run.exit_code == 0);
   CHECK(run.out.find("report.md") != std::string::npos);
@@ -194,9 +197,9 @@ TEST_CASE("validate exits 1 when an error exceeds the tolerance, and 2 on bad in
                                   profile.string()),
                       "validate-profile")
                 .exit_code == 0);
-    const CliRun run = run_baton(fmt::format("validate --model mlp --profile '{}' --out '{}'", profile.string(),
-                                             (dir / "out").string()),
-                                 "validate-profile");
+    const CliRun run = run_baton(
+        fmt::format("validate --model mlp --profile '{}' --out '{}'", profile.string(), (dir / "out").string()),
+        "validate-profile");
     CHECK(run.exit_code == 2);
     CHECK(run.err.find("are not those of model 'mlp'") != std::string::npos);
   }

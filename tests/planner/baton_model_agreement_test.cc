@@ -57,8 +57,8 @@ void check_pair(const Profile& profile, const fs::path& trace, const Topology& t
   const Seconds simulated = steady_state_time(chosen->plan, profile, topology);
   const double error = estimated / simulated - 1.0;
   const std::string plan = stages_to_string(chosen->plan.stages);
-  fmt::print("{:30} {:22} {:40} estimate {:9.4f} ms simulated {:9.4f} ms error {:+6.2f}% {}\n",
-             trace.stem().string(), topology.name, plan, estimated.ms(), simulated.ms(), 100 * error,
+  fmt::print("{:30} {:22} {:40} estimate {:9.4f} ms simulated {:9.4f} ms error {:+6.2f}% {}\n", trace.stem().string(),
+             topology.name, plan, estimated.ms(), simulated.ms(), 100 * error,
              chosen->estimate.exact ? "" : "(no repeat found)");
   INFO(trace.stem().string() << " on " << topology.name << ": " << plan << ", estimate " << estimated.ms()
                              << " ms, simulated " << simulated.ms() << " ms, bottleneck "

@@ -16,8 +16,8 @@ using namespace baton::model_testing;
 
 namespace {
 
-constexpr double kGbps = 8.0;         // 1e9 bytes per second
-constexpr int64_t kOneMs = 1000000;   // bytes that take 1 ms on the wire
+constexpr double kGbps = 8.0;        // 1e9 bytes per second
+constexpr int64_t kOneMs = 1000000;  // bytes that take 1 ms on the wire
 
 PlanEstimate estimate(const Profile& profile, const Topology& topology, const Plan& plan) {
   return estimate_plan(profile, topology, plan, Optimizer::kAdam);

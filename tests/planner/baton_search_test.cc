@@ -16,8 +16,8 @@
 
 #include "planner/baton_model.h"
 #include "planner/baton_search.h"
-#include "sim/simulator.h"
 #include "sim/profile.h"
+#include "sim/simulator.h"
 #include "sim/topology.h"
 #include "tests/planner/model_support.h"
 

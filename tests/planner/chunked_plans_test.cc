@@ -78,9 +78,9 @@ TEST_CASE("balanced split: contiguous ranges covering every layer, the largest a
   }
 }
 
-TEST_CASE("chunked candidates: p ranks x r whole-pipeline replicas on all devices, v chunks each",
-          "[chunked_plans]") {
-  const Profile profile = make_uniform_profile(12, Seconds::from_ms(1.0), Seconds::from_ms(2.0), Bytes(1000), Bytes(4000));
+TEST_CASE("chunked candidates: p ranks x r whole-pipeline replicas on all devices, v chunks each", "[chunked_plans]") {
+  const Profile profile =
+      make_uniform_profile(12, Seconds::from_ms(1.0), Seconds::from_ms(2.0), Bytes(1000), Bytes(4000));
   const Topology topology = make_flat_topology(8, 100.0, Seconds::from_us(5));
   const auto interleaved = chunked_candidates(profile, topology, Schedule::kInterleaved1F1B, 16);
   // (p, v) with p | 8, p >= 2, v in {2, 3, 4} and p v <= 12 layers: (2, 2) (2, 3) (2, 4) (4, 2) (4, 3);
@@ -107,7 +107,8 @@ TEST_CASE("chunked candidates: p ranks x r whole-pipeline replicas on all device
 }
 
 TEST_CASE("the planner takes the fastest chunked layout that fits", "[chunked_plans][planner]") {
-  const Profile profile = make_uniform_profile(16, Seconds::from_ms(1.0), Seconds::from_ms(2.0), Bytes(1 << 20), Bytes(1 << 22));
+  const Profile profile =
+      make_uniform_profile(16, Seconds::from_ms(1.0), Seconds::from_ms(2.0), Bytes(1 << 20), Bytes(1 << 22));
   const Topology topology = make_flat_topology(8, 100.0, Seconds::from_us(5));
   PlannerOptions options;
   options.schedule = Schedule::kInterleaved1F1B;

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "tests/catch_compat.h"
 #include <fmt/format.h>
+#include "tests/catch_compat.h"
 
 #include "sim/plan.h"
 #include "sim/profile.h"

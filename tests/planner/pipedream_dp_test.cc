@@ -120,8 +120,7 @@ TEST_CASE("the memory limit rejects a stage", "[planner][pipedream][dp]") {
   CHECK_THAT(plan.error().message, Catch::Contains("memory"));
 }
 
-TEST_CASE("two levels: the upper all-reduce is divided by the machines per unit",
-          "[planner][pipedream][dp]") {
+TEST_CASE("two levels: the upper all-reduce is divided by the machines per unit", "[planner][pipedream][dp]") {
   // Inner: (C + 4 (2-1) P / (2 B1)) / 2; outer: (inner + 4 (2-1) P / (2 B2) / 2) / 2.
   const Profile p = chain({{10.0, 1'000'000}});
   PipeDreamOptions options;
@@ -171,8 +170,7 @@ TEST_CASE("a DAG plan is a topological order with contiguous stages", "[planner]
   CHECK(total.value == Approx(0.009));
 }
 
-TEST_CASE("Input layers join the first stage, dropped sinks their producer's",
-          "[planner][pipedream][dp]") {
+TEST_CASE("Input layers join the first stage, dropped sinks their producer's", "[planner][pipedream][dp]") {
   // Input (ignored, 50 ms) -> a (3 ms) -> b (5 ms) -> __getitem__ (unused sink).
   Profile p = chain({{50.0}, {3.0, 1'000'000'000}, {5.0, 1'000'000'000}, {0.0}});
   p.layers[0].description = "Input0";
@@ -232,8 +230,7 @@ Profile random_dag(std::mt19937& rng, int layers) {
 
 }  // namespace
 
-TEST_CASE("the fast solver equals the plain recurrence on random DAGs",
-          "[planner][pipedream][dp]") {
+TEST_CASE("the fast solver equals the plain recurrence on random DAGs", "[planner][pipedream][dp]") {
   std::mt19937 rng(20190601);
   const std::vector<std::vector<PipeDreamLevel>> layouts = {
       {{3, Bandwidth{1e10}}},
@@ -261,8 +258,7 @@ TEST_CASE("the fast solver equals the plain recurrence on random DAGs",
         REQUIRE(plan.ok());
         CHECK(plan->time_per_minibatch.value == Approx(plain).epsilon(1e-12));
         if (levels.size() == 1)  // the read-back reproduces T
-          CHECK(testing::replay_one_level(*space, *plan, options) ==
-                plan->time_per_minibatch.value);
+          CHECK(testing::replay_one_level(*space, *plan, options) == plan->time_per_minibatch.value);
         int machines = 1;
         for (const auto& level : levels) machines *= level.machines;
         int used = 0;

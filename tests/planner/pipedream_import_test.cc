@@ -18,9 +18,7 @@ std::string node(const std::string& id, const std::string& description, double f
          ", parameter_size=" + std::to_string(params) + "\n";
 }
 
-std::string edge(const std::string& from, const std::string& to) {
-  return "\t" + from + " -- " + to + "\n";
-}
+std::string edge(const std::string& from, const std::string& to) { return "\t" + from + " -- " + to + "\n"; }
 
 Profile import_ok(const std::string& text) {
   auto profile = import_pipedream_graph(text, "test/graph.txt");
@@ -37,8 +35,7 @@ std::string import_error(const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("import converts milliseconds to seconds and keeps bytes",
-          "[planner][pipedream][import]") {
+TEST_CASE("import converts milliseconds to seconds and keeps bytes", "[planner][pipedream][import]") {
   const Profile p = import_ok(node("node1", "Conv2d(3, 64)", 2.5, 4.0, "1024.000", 2048.0));
   REQUIRE(p.num_layers() == 1);
   const Layer& layer = p.layers[0];
@@ -51,20 +48,16 @@ TEST_CASE("import converts milliseconds to seconds and keeps bytes",
   CHECK(layer.inputs.empty());
 }
 
-TEST_CASE("a multi-output activation counts as the sum of its parts",
-          "[planner][pipedream][import]") {
-  const Profile p =
-      import_ok(node("node7", "LSTM(2048, 1024)", 1, 1, "[6291456.0; 131072.0; 131072.0]", 0));
+TEST_CASE("a multi-output activation counts as the sum of its parts", "[planner][pipedream][import]") {
+  const Profile p = import_ok(node("node7", "LSTM(2048, 1024)", 1, 1, "[6291456.0; 131072.0; 131072.0]", 0));
   CHECK(p.layers[0].output_bytes == Bytes(6291456 + 131072 + 131072));
 }
 
-TEST_CASE("layers come out in topological order, ties by the id's number",
-          "[planner][pipedream][import]") {
+TEST_CASE("layers come out in topological order, ties by the id's number", "[planner][pipedream][import]") {
   // Lines in reverse order; node10 must not sort before node9 as text would.
-  const std::string text = node("node10", "D", 1, 1, "1.0", 0) +
-                           node("node9", "C", 1, 1, "1.0", 0) + node("node3", "B", 1, 1, "1.0", 0) +
-                           node("node2", "A", 1, 1, "1.0", 0) + edge("node2", "node10") +
-                           edge("node2", "node9") + edge("node9", "node3") +
+  const std::string text = node("node10", "D", 1, 1, "1.0", 0) + node("node9", "C", 1, 1, "1.0", 0) +
+                           node("node3", "B", 1, 1, "1.0", 0) + node("node2", "A", 1, 1, "1.0", 0) +
+                           edge("node2", "node10") + edge("node2", "node9") + edge("node9", "node3") +
                            edge("node10", "node3");
   const Profile p = import_ok(text);
   REQUIRE(p.num_layers() == 4);
@@ -80,12 +73,11 @@ TEST_CASE("layers come out in topological order, ties by the id's number",
 
 TEST_CASE("Input and __getitem__ nodes are kept but the planner's view leaves them out",
           "[planner][pipedream][import]") {
-  const std::string text = node("node1", "Input0", 17.0, 0, "100.0", 0) +
-                           node("node2", "LSTM", 1, 2, "[10.0; 5.0]", 64) +
-                           node("node3", "__getitem__(0)", 0, 0, "10.0", 0) +
-                           node("node4", "__getitem__(1)", 0, 0, "5.0", 0) +
-                           node("node5", "Linear", 3, 4, "8.0", 32) + edge("node1", "node2") +
-                           edge("node2", "node3") + edge("node2", "node4") + edge("node3", "node5");
+  const std::string text =
+      node("node1", "Input0", 17.0, 0, "100.0", 0) + node("node2", "LSTM", 1, 2, "[10.0; 5.0]", 64) +
+      node("node3", "__getitem__(0)", 0, 0, "10.0", 0) + node("node4", "__getitem__(1)", 0, 0, "5.0", 0) +
+      node("node5", "Linear", 3, 4, "8.0", 32) + edge("node1", "node2") + edge("node2", "node3") +
+      edge("node2", "node4") + edge("node3", "node5");
   const Profile p = import_ok(text);
   REQUIRE(p.num_layers() == 5);
   CHECK(p.layers[0].description == "Input0");
@@ -93,12 +85,11 @@ TEST_CASE("Input and __getitem__ nodes are kept but the planner's view leaves th
   auto roles = classify_layers(p);
   REQUIRE(roles.ok());
   // node3 feeds node5, so only the unused node4 is a dropped sink.
-  CHECK(*roles == std::vector<LayerRole>{LayerRole::kInput, LayerRole::kNode, LayerRole::kNode,
-                                         LayerRole::kDroppedSink, LayerRole::kNode});
+  CHECK(*roles == std::vector<LayerRole>{LayerRole::kInput, LayerRole::kNode, LayerRole::kNode, LayerRole::kDroppedSink,
+                                         LayerRole::kNode});
 }
 
-TEST_CASE("a trailing stage_id and a description with separators are accepted",
-          "[planner][pipedream][import]") {
+TEST_CASE("a trailing stage_id and a description with separators are accepted", "[planner][pipedream][import]") {
   const Profile p = import_ok(
       "node1 -- Seq -- (a -- b) -- forward_compute_time=1.000, backward_compute_time=2.000, "
       "activation_size=4.0, parameter_size=8.000 -- stage_id=3\n\n");
@@ -133,8 +124,7 @@ TEST_CASE("import errors name the file, the line and its text", "[planner][piped
     CHECK_THAT(message, Catch::Contains("repeats"));
   }
   SECTION("repeated edge") {
-    const std::string message =
-        import_error(good + edge("node1", "node2") + edge("node1", "node2"));
+    const std::string message = import_error(good + edge("node1", "node2") + edge("node1", "node2"));
     CHECK_THAT(message, Catch::Contains("test/graph.txt:4:"));
   }
   SECTION("cycle") {

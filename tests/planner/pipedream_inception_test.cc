@@ -119,9 +119,7 @@ void check_ancestors(const StateSpace& s) {
   CHECK(mismatches == 0);
 }
 
-double total_stash(const StateSpace& s) {
-  return s.cum_activation_bytes.back() + s.cum_param_bytes.back();
-}
+double total_stash(const StateSpace& s) { return s.cum_activation_bytes.back() + s.cum_param_bytes.back(); }
 
 // The independent check. For one level (M machines, bandwidth B, no memory
 // limit) the reference's objective is
@@ -145,15 +143,12 @@ double total_stash(const StateSpace& s) {
 // from the edges rather than the subset test, and the compute term is
 // compared in another arrangement. The solver's T is then exact to 1e-9 when
 // T* <= T (1 + 1e-9) and not T* <= T (1 - 1e-9).
-bool within(const StateSpace& s, int machines, double bandwidth, bool straight,
-            std::optional<double> ratio, double t) {
+bool within(const StateSpace& s, int machines, double bandwidth, bool straight, std::optional<double> ratio, double t) {
   const int n = s.num_states();
   const int m = machines;
   const double minus_infinity = -std::numeric_limits<double>::infinity();
   auto a = [&](int r) { return 4.0 * (r - 1) / (r * bandwidth); };
-  auto transfer_ok = [&](int k, int r) {
-    return !ratio || (2.0 * s.output_bytes[k]) / (bandwidth * r) / *ratio <= t;
-  };
+  auto transfer_ok = [&](int k, int r) { return !ratio || (2.0 * s.output_bytes[k]) / (bandwidth * r) / *ratio <= t; };
   const int max_r = straight ? 1 : m - 1;
   // best[k][(R' - 1) * max_r + r - 1]
   const size_t stride = static_cast<size_t>(m) * max_r;
@@ -165,8 +160,7 @@ bool within(const StateSpace& s, int machines, double bandwidth, bool straight,
     double* mine = &best[static_cast<size_t>(k) * stride];
     for (int total = 1; total <= m; ++total) {
       bool ok = false;
-      if (!straight || total == 1)
-        ok = s.cum_seconds[k] + a(total) * s.cum_param_bytes[k] <= total * t;
+      if (!straight || total == 1) ok = s.cum_seconds[k] + a(total) * s.cum_param_bytes[k] <= total * t;
       for (int r = 1; r <= std::min(max_r, total - 1) && !ok; ++r) {
         if (k != n - 1 && !transfer_ok(k, r)) continue;
         const double needed = s.cum_seconds[k] + a(r) * s.cum_param_bytes[k] - r * t;
@@ -188,15 +182,14 @@ bool within(const StateSpace& s, int machines, double bandwidth, bool straight,
   return fits[static_cast<size_t>(n - 1) * m + m - 1] != 0;
 }
 
-void check_by_decision(const StateSpace& s, const Profile& profile, int machines,
-                       double bandwidth, bool straight, std::optional<double> ratio) {
+void check_by_decision(const StateSpace& s, const Profile& profile, int machines, double bandwidth, bool straight,
+                       std::optional<double> ratio) {
   PipeDreamOptions options;
   options.levels = {{machines, Bandwidth{bandwidth}}};
   options.straight_pipeline = straight;
   options.activation_compression = ratio;
   auto plan = plan_pipedream(profile, options);
-  INFO(profile.model << " M " << machines << " straight " << straight << " ratio "
-                     << ratio.value_or(0.0));
+  INFO(profile.model << " M " << machines << " straight " << straight << " ratio " << ratio.value_or(0.0));
   if (!within(s, machines, bandwidth, straight, ratio, 1e300)) {
     CHECK_FALSE(plan.ok());
     return;
@@ -209,19 +202,16 @@ void check_by_decision(const StateSpace& s, const Profile& profile, int machines
   CHECK(testing::replay_one_level(s, *plan, options) == t);
 }
 
-
 }  // namespace
 
-TEST_CASE("ancestor states are the states whose closure is a strict subset",
-          "[planner][pipedream][states]") {
+TEST_CASE("ancestor states are the states whose closure is a strict subset", "[planner][pipedream][states]") {
   std::mt19937 rng(7);
-  for (int trial = 0; trial < 60; ++trial)
-    check_ancestors(states_of(random_dag(rng, 4 + trial % 20)));
+  for (int trial = 0; trial < 60; ++trial) check_ancestors(states_of(random_dag(rng, 4 + trial % 20)));
   check_ancestors(states_of(wide_branches(rng, {{2, 3, 4}, {1, 5}, {3, 3, 2, 1}})));
   const auto folder = profiles_folder();
   if (!folder) return;
-  for (const char* model : {"alexnet", "vgg16", "resnet18", "resnet50", "squeezenet1_0", "gnmt",
-                            "densenet121", "resnext101", "gnmt_large"}) {
+  for (const char* model : {"alexnet", "vgg16", "resnet18", "resnet50", "squeezenet1_0", "gnmt", "densenet121",
+                            "resnext101", "gnmt_large"}) {
     INFO(model);
     check_ancestors(states_of(load(*folder, model)));
   }
@@ -233,15 +223,13 @@ TEST_CASE("the fast solver equals the plain recurrence on wide branches with mem
   // Eight machines on one level: the top level's root search (rising limits,
   // the ceiling's bitsets, and without transfers the relaxed test of
   // LevelSolver::set_within) has room to prune there.
-  const std::vector<std::vector<PipeDreamLevel>> layouts = {
-      {{4, Bandwidth{1e9}}},
-      {{8, Bandwidth{1e9}}},
-      {{3, Bandwidth{1e10}}},
-      {{2, Bandwidth{1e10}}, {2, Bandwidth{1e9}}},
-      {{3, Bandwidth{2.5e10}}, {2, Bandwidth{3e9}}}};
+  const std::vector<std::vector<PipeDreamLevel>> layouts = {{{4, Bandwidth{1e9}}},
+                                                            {{8, Bandwidth{1e9}}},
+                                                            {{3, Bandwidth{1e10}}},
+                                                            {{2, Bandwidth{1e10}}, {2, Bandwidth{1e9}}},
+                                                            {{3, Bandwidth{2.5e10}}, {2, Bandwidth{3e9}}}};
   for (int trial = 0; trial < 8; ++trial) {
-    const Profile p = trial % 2 == 0 ? wide_branches(rng, {{2, 3, 3}, {1, 2}})
-                                     : random_dag(rng, 8 + trial / 2);
+    const Profile p = trial % 2 == 0 ? wide_branches(rng, {{2, 3, 3}, {1, 2}}) : random_dag(rng, 8 + trial / 2);
     const StateSpace space = states_of(p);
     if (space.num_states() > 120) continue;  // the plain recurrence is cubic
     for (const auto& levels : layouts) {
@@ -255,8 +243,8 @@ TEST_CASE("the fast solver equals the plain recurrence on wide branches with mem
         if (fraction > 0.0) options.memory_size = Bytes(int64_t(fraction * total_stash(space)));
         const double plain = testing::plain_pipedream_objective(space, options);
         auto plan = plan_pipedream(p, options);
-        INFO("trial " << trial << " states " << space.num_states() << " levels " << levels.size()
-                      << " variant " << variant);
+        INFO("trial " << trial << " states " << space.num_states() << " levels " << levels.size() << " variant "
+                      << variant);
         if (std::isinf(plain)) {
           CHECK_FALSE(plan.ok());
           continue;
@@ -268,8 +256,7 @@ TEST_CASE("the fast solver equals the plain recurrence on wide branches with mem
   }
 }
 
-TEST_CASE("the fast solver equals a decision procedure on tens of thousands of states",
-          "[planner][pipedream][dp]") {
+TEST_CASE("the fast solver equals a decision procedure on tens of thousands of states", "[planner][pipedream][dp]") {
   std::mt19937 rng(1256);
   // A chain, a module of four branches (11 x 12 x 13 x 14 cuts), a chain.
   const Profile p = wide_branches(rng, {{1}, {2}, {10, 11, 12, 13}, {1}, {2}});
@@ -314,10 +301,9 @@ TEST_CASE("inception_v3 plans exactly under every layout", "[planner][pipedream]
       if (variant >= 2) options.memory_size = Bytes(16'000'000'000);
       const auto start = std::chrono::steady_clock::now();
       auto plan = plan_pipedream(profile, options);
-      const double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      INFO("levels " << levels.size() << " M " << levels.back().machines << " variant " << variant
-                     << " took " << seconds << " s");
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      INFO("levels " << levels.size() << " M " << levels.back().machines << " variant " << variant << " took "
+                     << seconds << " s");
       REQUIRE(plan.ok());
       CHECK(std::isfinite(plan->time_per_minibatch.value));
       int devices = 1;

@@ -40,8 +40,7 @@ struct ReferenceCase {
 
 }  // namespace
 
-TEST_CASE("the reference optimizer's objective on its profiles",
-          "[planner][pipedream][reference]") {
+TEST_CASE("the reference optimizer's objective on its profiles", "[planner][pipedream][reference]") {
   const auto folder = profiles_folder();
   if (!folder) {
     WARN("BATON_PIPEDREAM_PROFILES is not set: reference comparison skipped");
@@ -96,8 +95,7 @@ TEST_CASE("the fast solver equals the plain recurrence on the small reference pr
         REQUIRE(plan.ok());
         CHECK(plan->time_per_minibatch.value == Approx(plain).epsilon(1e-12));
         if (levels.size() == 1)
-          CHECK(testing::replay_one_level(*space, *plan, options) ==
-                plan->time_per_minibatch.value);
+          CHECK(testing::replay_one_level(*space, *plan, options) == plan->time_per_minibatch.value);
       }
     }
   }

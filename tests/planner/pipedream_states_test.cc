@@ -11,8 +11,8 @@ using namespace baton;
 namespace {
 
 // A layer of `f + b` milliseconds, `out` bytes of activation, `params` bytes.
-Layer layer(const std::string& name, double ms, int64_t out, int64_t params,
-            std::vector<int> inputs, const std::string& description = "op") {
+Layer layer(const std::string& name, double ms, int64_t out, int64_t params, std::vector<int> inputs,
+            const std::string& description = "op") {
   Layer l;
   l.name = name;
   l.description = description;
@@ -82,12 +82,11 @@ TEST_CASE("a diamond gives five states in depth-first order", "[planner][pipedre
   CHECK(s.closure(3).members() == std::vector<int>{0, 1, 2});
 }
 
-TEST_CASE("Input sources and unused __getitem__ sinks are not nodes",
-          "[planner][pipedream][states]") {
+TEST_CASE("Input sources and unused __getitem__ sinks are not nodes", "[planner][pipedream][states]") {
   Profile p;
   p.layers = {layer("in", 50, 5, 0, {}, "Input0"), layer("lstm", 2, 7, 9, {0}),
-              layer("g0", 0, 3, 0, {1}, "__getitem__(0)"),
-              layer("g1", 0, 4, 0, {1}, "__getitem__(1)"), layer("fc", 4, 2, 1, {2})};
+              layer("g0", 0, 3, 0, {1}, "__getitem__(0)"), layer("g1", 0, 4, 0, {1}, "__getitem__(1)"),
+              layer("fc", 4, 2, 1, {2})};
   const StateSpace s = states_ok(p);
   CHECK(s.node_layer == std::vector<int>{1, 2, 4});
   REQUIRE(s.num_states() == 3);
@@ -106,15 +105,13 @@ TEST_CASE("the first state is the source of smallest index", "[planner][pipedrea
   CHECK(s.cum_seconds[1] == Approx(7e-3));
 }
 
-TEST_CASE("state enumeration refuses graphs beyond the state limit",
-          "[planner][pipedream][states]") {
+TEST_CASE("state enumeration refuses graphs beyond the state limit", "[planner][pipedream][states]") {
   // Two parallel chains of 6 give 7 x 7 - ... states, more than 20.
   Profile p;
   p.layers.push_back(layer("src", 1, 1, 0, {}));
   for (int branch = 0; branch < 2; ++branch)
     for (int k = 0; k < 6; ++k)
-      p.layers.push_back(
-          layer(fmt::format("b{}_{}", branch, k), 1, 1, 0, {k == 0 ? 0 : p.num_layers() - 1}));
+      p.layers.push_back(layer(fmt::format("b{}_{}", branch, k), 1, 1, 0, {k == 0 ? 0 : p.num_layers() - 1}));
   p.layers.push_back(layer("sink", 1, 1, 0, {6, 12}));
   auto limited = build_state_space(p, 20);
   REQUIRE_FALSE(limited.ok());

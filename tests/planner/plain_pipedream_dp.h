@@ -18,13 +18,10 @@
 
 namespace baton::testing {
 
-inline double plain_pipedream_objective(const StateSpace& s,
-                                        const PipeDreamOptions& options) {
+inline double plain_pipedream_objective(const StateSpace& s, const PipeDreamOptions& options) {
   const double inf = std::numeric_limits<double>::infinity();
   const int n = s.num_states();
-  auto diff = [](const std::vector<double>& v, int i, int j) {
-    return i > 0 ? v[j] - v[i - 1] : v[j];
-  };
+  auto diff = [](const std::vector<double>& v, int i, int j) { return i > 0 ? v[j] - v[i - 1] : v[j]; };
   // below[i][j]: the level below's A(i..j, all machines); C(i..j) at first.
   std::vector<std::vector<double>> below(n, std::vector<double>(n, inf));
   for (int i = 0; i < n; ++i)
@@ -39,10 +36,8 @@ inline double plain_pipedream_objective(const StateSpace& s,
     const bool final_level = level + 1 == options.levels.size();
     auto rejects = [&](int first, int last, int r_stage, int r_total) {
       if (!options.memory_size) return false;
-      const double stash =
-          diff(s.cum_activation_bytes, first, last) + diff(s.cum_param_bytes, first, last);
-      return stash * std::ceil(double(big_m - r_total) / r_stage) >
-             double(options.memory_size->value);
+      const double stash = diff(s.cum_activation_bytes, first, last) + diff(s.cum_param_bytes, first, last);
+      return stash * std::ceil(double(big_m - r_total) / r_stage) > double(options.memory_size->value);
     };
     // a[i][j][m], m + 1 machines.
     std::vector<std::vector<std::vector<double>>> a(
@@ -88,12 +83,9 @@ inline double plain_pipedream_objective(const StateSpace& s,
 // T of a one-level plan recomputed from its stages: every stage's compute plus
 // all-reduce over its replicas, and the transfers around every stage but the
 // first, as the recurrence charges them.
-inline double replay_one_level(const StateSpace& s, const PipeDreamPlan& plan,
-                               const PipeDreamOptions& options) {
+inline double replay_one_level(const StateSpace& s, const PipeDreamPlan& plan, const PipeDreamOptions& options) {
   const double b = options.levels[0].bandwidth.bytes_per_s;
-  auto diff = [](const std::vector<double>& v, int i, int j) {
-    return i > 0 ? v[j] - v[i - 1] : v[j];
-  };
+  auto diff = [](const std::vector<double>& v, int i, int j) { return i > 0 ? v[j] - v[i - 1] : v[j]; };
   double t = -1.0;
   for (size_t index = 0; index < plan.stages.size(); ++index) {
     const PipeDreamStage& stage = plan.stages[index];

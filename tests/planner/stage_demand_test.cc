@@ -15,9 +15,15 @@ TEST_CASE("stage demand: the stand-in counts what a real pipeline's first worker
           "[stage_demand]") {
   // Real pipelines of stages with various replica counts; every stage s is
   // compared with the stand-in for (r_s, workers from s on, workers before s).
-  const std::vector<std::vector<int>> pipelines = {{1, 1, 1, 1},  {2, 1, 1}, {1, 3}, {2, 2, 1, 1}, {3, 1, 2},
-                                                   std::vector<int>(12, 1), {2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
-                                                   {4, 8, 8}, {1, 2, 3, 4, 5}};
+  const std::vector<std::vector<int>> pipelines = {{1, 1, 1, 1},
+                                                   {2, 1, 1},
+                                                   {1, 3},
+                                                   {2, 2, 1, 1},
+                                                   {3, 1, 2},
+                                                   std::vector<int>(12, 1),
+                                                   {2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+                                                   {4, 8, 8},
+                                                   {1, 2, 3, 4, 5}};
   for (Schedule schedule : all_schedules()) {
     // dp has one stage and the chunked schedules are planned apart
     // (planner/chunked_plans.h): the search weighs neither.
@@ -51,8 +57,7 @@ TEST_CASE("stage demand: the stand-in counts what a real pipeline's first worker
   }
 }
 
-TEST_CASE("stage demand: flush schedules, ceil(M / r) forwards and one all-reduce per iteration",
-          "[stage_demand]") {
+TEST_CASE("stage demand: flush schedules, ceil(M / r) forwards and one all-reduce per iteration", "[stage_demand]") {
   StageDemands demands(Schedule::kOneFOneB, 10, 2.0);
   const StageDemand& d = demands.of(3, 5);
   CHECK(d.microbatches == 10);

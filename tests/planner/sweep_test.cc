@@ -60,7 +60,8 @@ TEST_CASE("sweep: by default each point is split by the planner, as `baton plan`
 }
 
 TEST_CASE("sweep: interleaved-1f1b's chunks per device is an axis, planned as `baton plan --virtual-stages`") {
-  const Profile profile = make_uniform_profile(12, Seconds::from_ms(1.0), Seconds::from_ms(2.0), Bytes(1 << 16), Bytes(1 << 18));
+  const Profile profile =
+      make_uniform_profile(12, Seconds::from_ms(1.0), Seconds::from_ms(2.0), Bytes(1 << 16), Bytes(1 << 18));
   const Topology topology = make_flat_topology(4, 100.0, Seconds::from_us(5));
   SweepSpec spec;
   spec.axes = {SweepAxis{"virtual_stages", {2, 3}}};

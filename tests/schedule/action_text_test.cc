@@ -46,23 +46,23 @@ TEST_CASE("every action kind round-trips through its text form", "[text]") {
 
 TEST_CASE("malformed action text is rejected with a message quoting it", "[text]") {
   const std::vector<std::string> bad = {
-      "",               // empty
-      "F7",             // no stage
-      "s:F7",           // stage without number
-      "s2F7",           // no colon
-      "s2:X7",          // unknown kind
-      "s2:f7",          // kinds are upper case
-      "s2:F",           // no number
-      "s2:F-1",         // negative number
-      "s2:F7>w5",       // compute with a peer
-      "s2:SEND_ACT7",   // send without peer
-      "s2:SEND_ACT7<w5",  // send with the receive arrow
-      "s2:RECV_GRAD7>w5", // receive with the send arrow
-      "s2:RECV_ACT7<5",   // peer without "w"
-      "s2:RECV_ACT7<w",   // peer without number
-      "s2:STEP3 ",        // trailing space
-      "s2:F99999999999",  // out of range
-      "s-1:F0",           // negative stage
+      "",                  // empty
+      "F7",                // no stage
+      "s:F7",              // stage without number
+      "s2F7",              // no colon
+      "s2:X7",             // unknown kind
+      "s2:f7",             // kinds are upper case
+      "s2:F",              // no number
+      "s2:F-1",            // negative number
+      "s2:F7>w5",          // compute with a peer
+      "s2:SEND_ACT7",      // send without peer
+      "s2:SEND_ACT7<w5",   // send with the receive arrow
+      "s2:RECV_GRAD7>w5",  // receive with the send arrow
+      "s2:RECV_ACT7<5",    // peer without "w"
+      "s2:RECV_ACT7<w",    // peer without number
+      "s2:STEP3 ",         // trailing space
+      "s2:F99999999999",   // out of range
+      "s-1:F0",            // negative stage
   };
   for (const std::string& text : bad) {
     INFO("\"" << text << "\"");

@@ -89,17 +89,14 @@ TEST_CASE("1f1b order for S = 3, M = 4 matches the picture", "[generators][1f1b]
   CHECK(order_of(program, 2) == "F0 B0 F1 B1 F2 B2 F3 B3 STEP0");
 }
 
-TEST_CASE("1f1b warm-up is min(S - s - 1, M) and stage s holds min(S - s, M)",
-          "[generators][1f1b]") {
+TEST_CASE("1f1b warm-up is min(S - s - 1, M) and stage s holds min(S - s, M)", "[generators][1f1b]") {
   for (int stages = 1; stages <= 6; ++stages) {
     for (int m = 1; m <= 8; ++m) {
-      const Program program = make_1f1b(make_plan(Schedule::kOneFOneB,
-                                                  std::vector<int>(stages, 1), m));
+      const Program program = make_1f1b(make_plan(Schedule::kOneFOneB, std::vector<int>(stages, 1), m));
       for (int s = 0; s < stages; ++s) {
         INFO("S=" << stages << " M=" << m << " s=" << s);
         const int warmup = std::min(stages - s - 1, m);
-        CHECK(warmup_forwards(make_plan(Schedule::kOneFOneB, std::vector<int>(stages, 1), m), s,
-                              m) == warmup);
+        CHECK(warmup_forwards(make_plan(Schedule::kOneFOneB, std::vector<int>(stages, 1), m), s, m) == warmup);
         CHECK(forwards_before_first_backward(program, s) == std::min(warmup + 1, m));
         CHECK(peak_in_flight(program, s) == std::min(stages - s, m));
         // 2M compute actions and one STEP.
@@ -113,22 +110,16 @@ TEST_CASE("1f1b warm-up is min(S - s - 1, M) and stage s holds min(S - s, M)",
 // PipeDream, S = 3, M = 6: 1F1B order, each B followed by its STEP.
 TEST_CASE("pipedream order for S = 3, M = 6 matches the picture", "[generators][pipedream]") {
   const Program program = make_pipedream(make_plan(Schedule::kPipeDream, {1, 1, 1}, 6));
-  CHECK(order_of(program, 0) ==
-        "F0 F1 F2 B0 STEP0 F3 B1 STEP1 F4 B2 STEP2 F5 B3 STEP3 B4 STEP4 B5 STEP5");
-  CHECK(order_of(program, 1) ==
-        "F0 F1 B0 STEP0 F2 B1 STEP1 F3 B2 STEP2 F4 B3 STEP3 F5 B4 STEP4 B5 STEP5");
-  CHECK(order_of(program, 2) ==
-        "F0 B0 STEP0 F1 B1 STEP1 F2 B2 STEP2 F3 B3 STEP3 F4 B4 STEP4 F5 B5 STEP5");
+  CHECK(order_of(program, 0) == "F0 F1 F2 B0 STEP0 F3 B1 STEP1 F4 B2 STEP2 F5 B3 STEP3 B4 STEP4 B5 STEP5");
+  CHECK(order_of(program, 1) == "F0 F1 B0 STEP0 F2 B1 STEP1 F3 B2 STEP2 F4 B3 STEP3 F5 B4 STEP4 B5 STEP5");
+  CHECK(order_of(program, 2) == "F0 B0 STEP0 F1 B1 STEP1 F2 B2 STEP2 F3 B3 STEP3 F4 B4 STEP4 F5 B5 STEP5");
 }
 
 // Replicated 2-1, M = 6 (the second picture in sim/schedules.cc).
-TEST_CASE("pipedream 2-1: round robin and an all-reduce before every step",
-          "[generators][pipedream]") {
+TEST_CASE("pipedream 2-1: round robin and an all-reduce before every step", "[generators][pipedream]") {
   const Program program = make_pipedream(make_plan(Schedule::kPipeDream, {2, 1}, 6));
-  CHECK(order_of(program, 0) ==
-        "F0 F2 B0 ALLREDUCE0 STEP0 F4 B2 ALLREDUCE1 STEP1 B4 ALLREDUCE2 STEP2");
-  CHECK(order_of(program, 1) ==
-        "F1 F3 B1 ALLREDUCE0 STEP0 F5 B3 ALLREDUCE1 STEP1 B5 ALLREDUCE2 STEP2");
+  CHECK(order_of(program, 0) == "F0 F2 B0 ALLREDUCE0 STEP0 F4 B2 ALLREDUCE1 STEP1 B4 ALLREDUCE2 STEP2");
+  CHECK(order_of(program, 1) == "F1 F3 B1 ALLREDUCE0 STEP0 F5 B3 ALLREDUCE1 STEP1 B5 ALLREDUCE2 STEP2");
   CHECK(forwards_before_first_backward(program, 2) == 1);
 }
 
@@ -138,8 +129,8 @@ TEST_CASE("pipedream warm-up is (workers in s..S-1 minus 1) / r_s", "[generators
     int microbatches;
   };
   const std::vector<Case> cases = {
-      {{2, 1, 1}, 8}, {{15, 1}, 30}, {{1, 3}, 6}, {{3, 2, 1}, 12}, {{1, 1, 1, 1}, 8},
-      {{4}, 8},       {{2, 2}, 4},   {{15, 1}, 45},
+      {{2, 1, 1}, 8},    {{15, 1}, 30}, {{1, 3}, 6}, {{3, 2, 1}, 12},
+      {{1, 1, 1, 1}, 8}, {{4}, 8},      {{2, 2}, 4}, {{15, 1}, 45},
   };
   for (const Case& c : cases) {
     const Plan plan = make_plan(Schedule::kPipeDream, c.replicas, c.microbatches);
@@ -174,15 +165,13 @@ TEST_CASE("pipedream 15-1 assigns microbatch k to replica k mod 15", "[generator
     INFO("replica " << r);
     const std::string a = std::to_string(r);
     const std::string b = std::to_string(r + 15);
-    CHECK(order_of(program, r) ==
-          "F" + a + " F" + b + " B" + a + " ALLREDUCE0 STEP0 B" + b + " ALLREDUCE1 STEP1");
+    CHECK(order_of(program, r) == "F" + a + " F" + b + " B" + a + " ALLREDUCE0 STEP0 B" + b + " ALLREDUCE1 STEP1");
   }
   CHECK(count_kind(program, 15, ActionKind::kForward) == m);
   CHECK(count_kind(program, 15, ActionKind::kAllReduce) == 0);
 }
 
-TEST_CASE("pipedream follows every backward with its update, rounds counting up",
-          "[generators][pipedream]") {
+TEST_CASE("pipedream follows every backward with its update, rounds counting up", "[generators][pipedream]") {
   const Program program = make_pipedream(make_plan(Schedule::kPipeDream, {3, 2, 1}, 12));
   for (int w = 0; w < program.num_workers(); ++w) {
     const bool replicated = program.replicas_of(program.workers[w].stage) > 1;

@@ -47,8 +47,7 @@ TEST_CASE("program text is one line per worker", "[text]") {
 
 TEST_CASE("every generated program round-trips through its text", "[text]") {
   for (Schedule schedule : {Schedule::kGPipe, Schedule::kOneFOneB, Schedule::kPipeDream}) {
-    for (const std::vector<int>& replicas :
-         std::vector<std::vector<int>>{{1}, {1, 1, 1}, {2, 1, 1}, {1, 3}, {15, 1}}) {
+    for (const std::vector<int>& replicas : std::vector<std::vector<int>>{{1}, {1, 1, 1}, {2, 1, 1}, {1, 3}, {15, 1}}) {
       const Program program = build_program(make_plan(schedule, replicas, 30));
       INFO(schedule_name(schedule) << " " << program.num_workers() << " workers");
       CHECK(read_program_text(program_to_text(program)) == program.actions);
@@ -76,8 +75,7 @@ TEST_CASE("program counts and the stage table", "[program]") {
 // Cell width = longest cell text ("STEP0", 5) + 3; the label column is as wide
 // as the longest label ("w0 s0", 5).
 TEST_CASE("the grid shows one row per worker and marks a cell", "[grid]") {
-  const Program program = program_of({"s0:F0 s0:F1 s0:B0 s0:B1 s0:STEP0",
-                                      "s1:F0 s1:B0 s1:F1 s1:B1 s1:STEP0"}, 2);
+  const Program program = program_of({"s0:F0 s0:F1 s0:B0 s0:B1 s0:STEP0", "s1:F0 s1:B0 s1:F1 s1:B1 s1:STEP0"}, 2);
   CHECK(program_grid(program) ==
         "step | 0       1       2       3       4\n"
         "w0 s0| F0      F1      B0      B1      STEP0\n"

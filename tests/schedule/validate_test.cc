@@ -14,8 +14,7 @@ using testing::make_plan;
 
 // A program from one action list per worker; `stages[w]` is worker w's stage,
 // replicas numbered in order of appearance.
-Program program_of(const std::vector<int>& stages, const std::vector<std::string>& lists,
-                   int microbatches) {
+Program program_of(const std::vector<int>& stages, const std::vector<std::string>& lists, int microbatches) {
   Program program;
   program.microbatches = microbatches;
   std::vector<int> replicas;
@@ -51,9 +50,9 @@ bool divides_all(int microbatches, const std::vector<int>& replicas) {
 }
 
 TEST_CASE("every generated program passes validation", "[validate]") {
-  const std::vector<std::vector<int>> layouts = {
-      {1}, {1, 1}, {1, 1, 1}, {1, 1, 1, 1}, {1, 1, 1, 1, 1}, {2, 1}, {1, 2}, {2, 1, 1},
-      {15, 1}, {3, 2, 1}, {1, 3, 2}, {2, 2}, {4}, {2, 3, 4}};
+  const std::vector<std::vector<int>> layouts = {{1},       {1, 1}, {1, 1, 1}, {1, 1, 1, 1}, {1, 1, 1, 1, 1},
+                                                 {2, 1},    {1, 2}, {2, 1, 1}, {15, 1},      {3, 2, 1},
+                                                 {1, 3, 2}, {2, 2}, {4},       {2, 3, 4}};
   int checked = 0;
   for (const std::vector<int>& replicas : layouts) {
     for (int m = 1; m <= 12; ++m) {
@@ -88,49 +87,42 @@ TEST_CASE("a program with ~400k actions validates", "[validate]") {
   // per cut 4M transfers.
   const int stages = 8;
   const int m = 8000;
-  const Program program = build_program(make_plan(Schedule::kPipeDream,
-                                                  std::vector<int>(stages, 1), m));
+  const Program program = build_program(make_plan(Schedule::kPipeDream, std::vector<int>(stages, 1), m));
   CHECK(program.num_actions() == int64_t{stages} * 3 * m + int64_t{stages - 1} * 4 * m);
   CHECK(validate_program(program).ok());
 }
 
 TEST_CASE("a hand-written valid program passes", "[validate]") {
-  const Program program = program_of(
-      {0, 1},
-      {"s0:F0 s0:SEND_ACT0>w1 s0:RECV_GRAD0<w1 s0:B0 s0:STEP0",
-       "s1:RECV_ACT0<w0 s1:F0 s1:I0 s1:SEND_GRAD0>w0 s1:W0 s1:STEP0"},
-      1);
+  const Program program = program_of({0, 1},
+                                     {"s0:F0 s0:SEND_ACT0>w1 s0:RECV_GRAD0<w1 s0:B0 s0:STEP0",
+                                      "s1:RECV_ACT0<w0 s1:F0 s1:I0 s1:SEND_GRAD0>w0 s1:W0 s1:STEP0"},
+                                     1);
   const Status status = validate_program(program);
   INFO((status.ok() ? std::string() : status.error().message));
   CHECK(status.ok());
 }
 
 TEST_CASE("a backward before its forward is rejected", "[validate]") {
-  require_rejected(program_of({0}, {"s0:F1 s0:B1 s0:B0 s0:F0 s0:STEP0"}, 2),
-                   "comes before its forward", "[B0]");
+  require_rejected(program_of({0}, {"s0:F1 s0:B1 s0:B0 s0:F0 s0:STEP0"}, 2), "comes before its forward", "[B0]");
 }
 
 TEST_CASE("a forward without backward and a repeated action are rejected", "[validate]") {
-  require_rejected(program_of({0}, {"s0:F0 s0:F1 s0:B1 s0:STEP0"}, 2), "F0 has no backward",
-                   "[F0]");
+  require_rejected(program_of({0}, {"s0:F0 s0:F1 s0:B1 s0:STEP0"}, 2), "F0 has no backward", "[F0]");
   require_rejected(program_of({0}, {"s0:F0 s0:B0 s0:F0 s0:STEP0"}, 1), "repeats", "[F0]");
   require_rejected(program_of({0}, {"s0:F0 s0:B0 s0:I0 s0:STEP0"}, 1), "both B and I/W", "[I0]");
-  require_rejected(program_of({0}, {"s0:F0 s0:W0 s0:I0 s0:STEP0"}, 1), "W0 comes before I0",
-                   "[W0]");
+  require_rejected(program_of({0}, {"s0:F0 s0:W0 s0:I0 s0:STEP0"}, 1), "W0 comes before I0", "[W0]");
 }
 
 TEST_CASE("wrong stages, peers and numbers are rejected", "[validate]") {
   require_rejected(program_of({0}, {"s1:F0 s1:B0 s1:STEP0"}, 1), "w0 is on stage 0", "[F0]");
-  require_rejected(program_of({0}, {"s0:F0 s0:B0 s0:F1 s0:B1 s0:STEP0"}, 1),
-                   "outside [0, 1)", "[F1]");
+  require_rejected(program_of({0}, {"s0:F0 s0:B0 s0:F1 s0:B1 s0:STEP0"}, 1), "outside [0, 1)", "[F1]");
   // SEND_ACT must go to stage + 1; w0 is stage 0 itself.
   require_rejected(program_of({0, 1},
                               {"s0:F0 s0:SEND_ACT0>w0 s0:RECV_GRAD0<w1 s0:B0 s0:STEP0",
                                "s1:RECV_ACT0<w0 s1:F0 s1:B0 s1:SEND_GRAD0>w0 s1:STEP0"},
                               1),
                    "not a worker of stage 1", "[SEND_ACT0>w0]");
-  require_rejected(program_of({0}, {"s0:F0 s0:B0 s0:STEP1"}, 1), "should carry round 0",
-                   "[STEP1]");
+  require_rejected(program_of({0}, {"s0:F0 s0:B0 s0:STEP1"}, 1), "should carry round 0", "[STEP1]");
 }
 
 TEST_CASE("a forward on a later stage needs its receive", "[validate]") {
@@ -142,10 +134,9 @@ TEST_CASE("a forward on a later stage needs its receive", "[validate]") {
 }
 
 TEST_CASE("a stage that skips a microbatch is rejected", "[validate]") {
-  require_rejected(program_of({0, 0}, {"s0:F0 s0:B0 s0:STEP0", "s0:F1 s0:B1 s0:STEP0"}, 3),
-                   "stage 0 never runs F2", "STEP0  []");
-  require_rejected(program_of({0, 0}, {"s0:F0 s0:B0 s0:STEP0", "s0:F0 s0:B0 s0:STEP0"}, 1),
-                   "a second time", "[F0]");
+  require_rejected(program_of({0, 0}, {"s0:F0 s0:B0 s0:STEP0", "s0:F1 s0:B1 s0:STEP0"}, 3), "stage 0 never runs F2",
+                   "STEP0  []");
+  require_rejected(program_of({0, 0}, {"s0:F0 s0:B0 s0:STEP0", "s0:F0 s0:B0 s0:STEP0"}, 1), "a second time", "[F0]");
 }
 
 // Stage 0 has one worker (w0), stage 1 two (w1, w2): microbatch k goes to w1 + k mod 2.
@@ -178,37 +169,31 @@ TEST_CASE("a send whose receiver expects another sender is rejected", "[validate
 }
 
 TEST_CASE("two workers that each receive first deadlock", "[validate]") {
-  const Program program = program_of(
-      {0, 1},
-      {"s0:RECV_GRAD0<w1 s0:F0 s0:SEND_ACT0>w1 s0:B0 s0:STEP0",
-       "s1:RECV_ACT0<w0 s1:F0 s1:B0 s1:SEND_GRAD0>w0 s1:STEP0"},
-      1);
+  const Program program = program_of({0, 1},
+                                     {"s0:RECV_GRAD0<w1 s0:F0 s0:SEND_ACT0>w1 s0:B0 s0:STEP0",
+                                      "s1:RECV_ACT0<w0 s1:F0 s1:B0 s1:SEND_GRAD0>w0 s1:STEP0"},
+                                     1);
   require_rejected(program, "deadlock", "[RECV_GRAD0<w1]");
   const std::string message = validate_program(program).error().message;
   CHECK_THAT(message, Catch::Contains("w0@0 w1@0"));
   CHECK_THAT(message, Catch::Contains("waits for s1:SEND_GRAD0>w0"));
 }
 
-TEST_CASE("a step that waits for an all-reduce a stuck replica never issues deadlocks",
-          "[validate]") {
+TEST_CASE("a step that waits for an all-reduce a stuck replica never issues deadlocks", "[validate]") {
   // Stage 0: w0 (microbatch 0), w1 (microbatch 1); stage 1: w2. w0 steps
   // before sending, so w2 waits for w0, w1 waits for w2 and w0 for w1's all-reduce.
-  const Program program = program_of(
-      {0, 0, 1},
-      {"s0:F0 s0:ALLREDUCE0 s0:STEP0 s0:SEND_ACT0>w2 s0:RECV_GRAD0<w2 s0:B0",
-       "s0:F1 s0:SEND_ACT1>w2 s0:RECV_GRAD1<w2 s0:B1 s0:ALLREDUCE0 s0:STEP0",
-       "s1:RECV_ACT0<w0 s1:F0 s1:B0 s1:SEND_GRAD0>w0 s1:RECV_ACT1<w1 s1:F1 s1:B1 "
-       "s1:SEND_GRAD1>w1 s1:STEP0"},
-      2);
+  const Program program = program_of({0, 0, 1},
+                                     {"s0:F0 s0:ALLREDUCE0 s0:STEP0 s0:SEND_ACT0>w2 s0:RECV_GRAD0<w2 s0:B0",
+                                      "s0:F1 s0:SEND_ACT1>w2 s0:RECV_GRAD1<w2 s0:B1 s0:ALLREDUCE0 s0:STEP0",
+                                      "s1:RECV_ACT0<w0 s1:F0 s1:B0 s1:SEND_GRAD0>w0 s1:RECV_ACT1<w1 s1:F1 s1:B1 "
+                                      "s1:SEND_GRAD1>w1 s1:STEP0"},
+                                     2);
   require_rejected(program, "waits for ALLREDUCE round 0 of stage 0", "[STEP0]");
 }
 
 TEST_CASE("mismatched all-reduce counts are rejected", "[validate]") {
   const Program program = program_of(
-      {0, 0},
-      {"s0:F0 s0:B0 s0:ALLREDUCE0 s0:STEP0 s0:ALLREDUCE1 s0:STEP1",
-       "s0:F1 s0:B1 s0:ALLREDUCE0 s0:STEP0"},
-      2);
+      {0, 0}, {"s0:F0 s0:B0 s0:ALLREDUCE0 s0:STEP0 s0:ALLREDUCE1 s0:STEP1", "s0:F1 s0:B1 s0:ALLREDUCE0 s0:STEP0"}, 2);
   require_rejected(program, "different numbers of ALLREDUCE (w0: 2, w1: 1)", "[ALLREDUCE1]");
   // PipeDream with 3 microbatches over 2 replicas: w0 runs 2 backwards, w1 one.
   const Program uneven = build_program(make_plan(Schedule::kPipeDream, {2}, 3));

@@ -97,7 +97,8 @@ TEST_CASE("interleaved 1f1b: makespan (M v + p - 1)(tF + tB), a bubble of (p - 1
     for (int chunks : {2, 3}) {
       for (int microbatches : {ranks, 2 * ranks, 4 * ranks}) {
         INFO("p = " << ranks << " v = " << chunks << " M = " << microbatches);
-        const Simulation sim = simulate_chunked(chunked_plan(Schedule::kInterleaved1F1B, ranks, chunks, microbatches), t);
+        const Simulation sim =
+            simulate_chunked(chunked_plan(Schedule::kInterleaved1F1B, ranks, chunks, microbatches), t);
         const double work = microbatches * chunks * chunk_work;
         CHECK(close_rel(sim.metrics.makespan.value, (microbatches * chunks + ranks - 1) * chunk_work));
         CHECK(close_rel(sim.metrics.makespan.value / work - 1.0, double(ranks - 1) / (chunks * microbatches)));
@@ -167,8 +168,7 @@ TEST_CASE("chunked schedules: every Program is valid, with and without replicate
   }
 }
 
-TEST_CASE("chunked schedules: the V's turn hands over in the worker's memory, no transfer",
-          "[sim][chunks][lowering]") {
+TEST_CASE("chunked schedules: the V's turn hands over in the worker's memory, no transfer", "[sim][chunks][lowering]") {
   // Rank p - 1 runs stages p - 1 and p: nothing is sent between them.
   const Program program = build_program(chunked_plan(Schedule::kZbV, 3, 2, 6));
   for (const Action& a : program.actions[2]) {

@@ -103,8 +103,7 @@ TEST_CASE("data parallel: compute plus ring all-reduce 2 (W - 1)/W x P / B", "[s
   for (int workers : {1, 2, 4, 8}) {
     const int microbatches = 2 * workers;
     const Topology topology = make_flat_topology(workers, bandwidth_gbps, Seconds(0.0));
-    const Plan plan = make_plan("0-1x" + std::to_string(workers), Schedule::kDataParallel,
-                                microbatches, topology);
+    const Plan plan = make_plan("0-1x" + std::to_string(workers), Schedule::kDataParallel, microbatches, topology);
     const Simulation sim = simulate_ok(plan, uniform(1, params), topology);
     const double bytes_per_s = bandwidth_gbps * 1e9 / 8;
     const double allreduce = 2.0 * (workers - 1) / workers * double(params.value) / bytes_per_s;

@@ -10,8 +10,7 @@
 
 using namespace baton;
 
-TEST_CASE("a number too large for a double is a JSON error, not an exception",
-          "[fuzz][json]") {
+TEST_CASE("a number too large for a double is a JSON error, not an exception", "[fuzz][json]") {
   // fuzz_profile, fuzz_topology, fuzz_plan: nlohmann throws out_of_range.406
   // ("number overflow"), not parse_error, for these; it escaped the loaders.
   for (const std::string text : {"1e999", "4595e9595", "-5e77777", "[1e400]"}) {
@@ -32,11 +31,11 @@ TEST_CASE("a device memory too large for Bytes is rejected", "[fuzz][topology]")
   // (undefined behaviour).
   const auto topology_with_memory = [](const std::string& gib) {
     return R"({"format": "baton.topology.v1", "name": "t",
-               "device": {"name": "g", "memory_gib": )" + gib + R"(},
+               "device": {"name": "g", "memory_gib": )" +
+           gib + R"(},
                "levels": [{"name": "l", "size": 2, "bandwidth_gbps": 1, "latency_us": 0}]})";
   };
-  auto huge = parse_topology(topology_with_memory("165555555555555555555555555555555555555555555"),
-                             "t.json");
+  auto huge = parse_topology(topology_with_memory("165555555555555555555555555555555555555555555"), "t.json");
   REQUIRE_FALSE(huge.ok());
   CHECK(huge.error().message.find("t.json: device.memory_gib must be <= 1048576") == 0);
   CHECK_FALSE(parse_topology(topology_with_memory("8589934592"), "t.json").ok());  // 2^33 GiB
@@ -55,8 +54,7 @@ TEST_CASE("replica counts that overflow the worker count are rejected", "[fuzz][
   CHECK_FALSE(parse_stages("0-1x1048577").ok());
   // 17 stages of 2^20 replicas: each allowed, more than 2^24 workers in all.
   std::string many;
-  for (int s = 0; s < 17; ++s)
-    many += (s ? "," : "") + std::to_string(s) + "-" + std::to_string(s + 1) + "x1048576";
+  for (int s = 0; s < 17; ++s) many += (s ? "," : "") + std::to_string(s) + "-" + std::to_string(s + 1) + "x1048576";
   auto too_many = parse_stages(many);
   REQUIRE_FALSE(too_many.ok());
   CHECK(too_many.error().message.find("more than 16777216 workers") != std::string::npos);
@@ -66,10 +64,11 @@ TEST_CASE("a plan file with more workers than an int holds is rejected", "[fuzz]
   // The JSON form of the case above: 2048 stages of 2^20 replicas reach 2^31.
   std::string stages;
   for (int s = 0; s < 2048; ++s)
-    stages += (s ? "," : "") + std::string(R"({"layers": [)") + std::to_string(s) + ", " +
-              std::to_string(s + 1) + R"(], "replicas": 1048576})";
+    stages += (s ? "," : "") + std::string(R"({"layers": [)") + std::to_string(s) + ", " + std::to_string(s + 1) +
+              R"(], "replicas": 1048576})";
   const std::string text = R"({"format": "baton.plan.v1", "schedule": "1f1b", "microbatch_size": 1,
-      "microbatches": 1, "stages": [)" + stages + "]}";
+      "microbatches": 1, "stages": [)" +
+                           stages + "]}";
   auto plan = parse_plan(text, "plan.json");
   REQUIRE_FALSE(plan.ok());
   CHECK(plan.error().message.find("plan.json: stages use more than 16777216 workers") == 0);

@@ -30,8 +30,8 @@ TEST_CASE("closest_key suggests a known key within two edits and half its length
   const auto level_keys = {std::string_view("name"), std::string_view("size"), std::string_view("bandwidth_gbps"),
                            std::string_view("latency_us")};
   CHECK(closest_key("bandwith_gbps", level_keys) == std::optional<std::string_view>("bandwidth_gbps"));
-  CHECK(closest_key("latency", level_keys) == std::nullopt);  // 3 edits from latency_us
-  CHECK(closest_key("bandwidth", level_keys) == std::nullopt);  // 5 edits
+  CHECK(closest_key("latency", level_keys) == std::nullopt);                        // 3 edits from latency_us
+  CHECK(closest_key("bandwidth", level_keys) == std::nullopt);                      // 5 edits
   CHECK(closest_key("sz", level_keys) == std::optional<std::string_view>("size"));  // 2 edits, half of 4
   CHECK(closest_key("speed", level_keys) == std::nullopt);
   // A short known key takes at most half its length in edits: "x" is 2 from "ts".
@@ -91,5 +91,6 @@ TEST_CASE("read_number_list reads a non-empty array of finite numbers", "[json_f
   CHECK(zero.error().message == "t.json: device.compute_noise[1] must be a number > 0, got 0");
   auto empty = read_number_list(Json::array(), at, /*positive=*/false);
   REQUIRE_FALSE(empty.ok());
-  CHECK(empty.error().message == "t.json: device.compute_noise must be a non-empty array, each a finite number, got []");
+  CHECK(empty.error().message ==
+        "t.json: device.compute_noise must be a non-empty array, each a finite number, got []");
 }

@@ -86,8 +86,7 @@ TEST_CASE("hierarchical ring all-reduce", "[network][allreduce]") {
   const double d = 8e8;
   SECTION("inside one server: 2 (n - 1)/n D / B + 2 (n - 1) latency") {
     const std::array<int, 4> devices{0, 1, 2, 3};
-    CHECK(close_rel(network.allreduce_time(devices, size).value,
-                    2.0 * 3 / 4 * d / (10 * kGB) + 2 * 3 * 2e-6));
+    CHECK(close_rel(network.allreduce_time(devices, size).value, 2.0 * 3 / 4 * d / (10 * kGB) + 2 * 3 * 2e-6));
   }
   SECTION("one device per server: the outer ring only") {
     const std::array<int, 2> devices{1, 5};

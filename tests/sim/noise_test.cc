@@ -101,8 +101,8 @@ TEST_CASE("a stage's factor is the mean of one draw per layer", "[sim][noise]") 
   const double b = backward.value;
   const int samples = 4000;
   for (int layers : {1, 4}) {
-    const Profile profile = make_uniform_profile(layers, forward / double(layers), backward / double(layers),
-                                                 Bytes(0), Bytes(0));
+    const Profile profile =
+        make_uniform_profile(layers, forward / double(layers), backward / double(layers), Bytes(0), Bytes(0));
     const Topology topology = linked({1.0, 3.0});
     const Plan plan = make_plan("0-" + std::to_string(layers), Schedule::kGPipe, 1, topology);
     std::vector<double> values;

@@ -79,11 +79,13 @@ TEST_CASE("topology: an unknown key is refused in every object, with the closest
         R"(t.json: device has an unknown key "relative_sped" (did you mean "relative_speed"?))");
   json top = written;
   top["nmae"] = "x";
-  CHECK(refusal(topology_from_json(top, "t.json")) == R"(t.json: document has an unknown key "nmae" (did you mean "name"?))");
+  CHECK(refusal(topology_from_json(top, "t.json")) ==
+        R"(t.json: document has an unknown key "nmae" (did you mean "name"?))");
   json far = written;
   far["comment"] = "x";
-  CHECK(refusal(topology_from_json(far, "t.json")) ==
-        R"(t.json: document has an unknown key "comment" (expected one of: format, name, source, device, levels, calibration))");
+  CHECK(
+      refusal(topology_from_json(far, "t.json")) ==
+      R"(t.json: document has an unknown key "comment" (expected one of: format, name, source, device, levels, calibration))");
 }
 
 TEST_CASE("topology: a misspelled key is named even where a required key is then missing", "[loaders][topology]") {
@@ -175,7 +177,7 @@ TEST_CASE("profile: a split backward must add up to the whole", "[loaders][profi
 TEST_CASE("profile: what the writers write loads again, derivation and compute_noise included", "[loaders][profile]") {
   const Profile profile = full_profile();
   json document = profile_to_json(profile);
-  document["derivation"] = "Analytic, not measured.";   // profile analytic
+  document["derivation"] = "Analytic, not measured.";        // profile analytic
   document["compute_noise"] = json::array({0.8, 1.0, 1.3});  // profile measure
   auto loaded = profile_from_json(document, "p.json");
   REQUIRE(loaded.ok());

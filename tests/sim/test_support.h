@@ -19,8 +19,7 @@ inline bool close_rel(double actual, double expected, double tolerance = 1e-9) {
 }
 
 // A plan over `profile` with the given stages string ("0-2x1,2-4x1").
-inline Plan make_plan(const std::string& stages, Schedule schedule, int microbatches,
-                      const Topology& topology) {
+inline Plan make_plan(const std::string& stages, Schedule schedule, int microbatches, const Topology& topology) {
   Plan plan;
   plan.schedule = schedule;
   plan.microbatches = microbatches;

@@ -110,10 +110,10 @@ TEST_CASE("validation: step times leave out the first step", "[sim][validation]"
 }
 
 TEST_CASE("validation: a run takes at least min_steps, and 1 + ceil(run time / estimate)", "[sim][validation]") {
-  CHECK(steps_to_run(30, Seconds(3.0), Seconds(0.05)) == 1 + 60);      // 3 / 0.05 = 60
-  CHECK(steps_to_run(30, Seconds(3.0), Seconds(1.0)) == 30);           // 1 + 3 < 30
-  CHECK(steps_to_run(2, Seconds(1.0), Seconds(0.3)) == 1 + 4);         // ceil(3.33) = 4
-  CHECK(steps_to_run(2, Seconds(0.0), Seconds(0.3)) == 2);             // no run time asked
+  CHECK(steps_to_run(30, Seconds(3.0), Seconds(0.05)) == 1 + 60);  // 3 / 0.05 = 60
+  CHECK(steps_to_run(30, Seconds(3.0), Seconds(1.0)) == 30);       // 1 + 3 < 30
+  CHECK(steps_to_run(2, Seconds(1.0), Seconds(0.3)) == 1 + 4);     // ceil(3.33) = 4
+  CHECK(steps_to_run(2, Seconds(0.0), Seconds(0.3)) == 2);         // no run time asked
 }
 
 TEST_CASE("validation: pipedream microbatches round up to the lcm of the replicas", "[sim][validation]") {

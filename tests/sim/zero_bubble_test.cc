@@ -103,8 +103,8 @@ TEST_CASE("zero bubble: ZB-H1's bubble is (S - 1)(tF + tI - tW), ZB-H2's (S - 1)
   for (int stages : {2, 4, 8}) {
     for (int microbatches : {2 * stages, 3 * stages + 1}) {
       for (const StageTimes& t : cases) {
-        INFO("S = " << stages << " M = " << microbatches << " tF " << t.forward_ms << " tI " << t.input_ms
-                    << " tW " << t.weight_ms);
+        INFO("S = " << stages << " M = " << microbatches << " tF " << t.forward_ms << " tI " << t.input_ms << " tW "
+                    << t.weight_ms);
         const double work = microbatches * (t.forward_ms + t.input_ms + t.weight_ms) * 1e-3;
         const Simulation h1 = simulate_uniform(Schedule::kZbH1, stages, microbatches, t);
         const Simulation h2 = simulate_uniform(Schedule::kZbH2, stages, microbatches, t);

@@ -4,8 +4,8 @@
 #include <utility>
 #include <vector>
 
-#include "tests/catch_compat.h"
 #include <nlohmann/json.hpp>
+#include "tests/catch_compat.h"
 
 #include "sim/trace_writers.h"
 #include "tests/trace/trace_fixtures.h"
@@ -41,10 +41,8 @@ TEST_CASE("chrome json: one complete event per span, times in microseconds") {
     INFO("span " << i << ": " << to_string(span.action));
     CHECK(event.at("pid") == span.worker);
     CHECK(event.at("tid") == (span.stream == Stream::kComm ? 1 : 0));
-    CHECK(event.at("ts").get<double>() ==
-          Approx(span.start.value * 1e6).margin(kMicrosecondTolerance));
-    CHECK(event.at("dur").get<double>() ==
-          Approx((span.end - span.start).value * 1e6).margin(kMicrosecondTolerance));
+    CHECK(event.at("ts").get<double>() == Approx(span.start.value * 1e6).margin(kMicrosecondTolerance));
+    CHECK(event.at("dur").get<double>() == Approx((span.end - span.start).value * 1e6).margin(kMicrosecondTolerance));
     CHECK(event.at("name") == span_name(span.action));
     CHECK(event.at("cat") == std::string(kind_name(span.action.kind)));
     const nlohmann::json& args = event.at("args");
@@ -125,8 +123,7 @@ TEST_CASE("csv: a header and one row per span with the span's fields") {
   REQUIRE(csv.back() == '\n');
   const std::vector<std::string> lines = split(csv.substr(0, csv.size() - 1), '\n');
   REQUIRE(lines.size() == trace.spans.size() + 1);
-  CHECK(lines[0] ==
-        "worker,stage,replica,device,action_index,action,kind,microbatch,stream,start_s,end_s,bytes");
+  CHECK(lines[0] == "worker,stage,replica,device,action_index,action,kind,microbatch,stream,start_s,end_s,bytes");
   for (size_t i = 1; i < lines.size(); ++i) {
     const Span& span = trace.spans[i - 1];
     const std::vector<std::string> fields = split(lines[i], ',');
@@ -149,8 +146,7 @@ TEST_CASE("csv: fixed formatting of a send row") {
   const Trace trace = small_trace();
   const std::string csv = trace_to_csv(trace);
   // SEND_ACT0>w1 on worker 0 runs from tF = 1 ms to tF + 0.5 ms, 1 MiB.
-  CHECK(csv.find("\n0,0,0,0,1,s0:SEND_ACT0>w1,SEND_ACT,0,comm,0.001000000,0.001500000,1048576\n") !=
-        std::string::npos);
+  CHECK(csv.find("\n0,0,0,0,1,s0:SEND_ACT0>w1,SEND_ACT,0,comm,0.001000000,0.001500000,1048576\n") != std::string::npos);
   CHECK(csv == trace_to_csv(small_trace()));
   CHECK(count_if_span(trace, [](const Span& s) { return s.stream == Stream::kComm; }) ==
         testing::count_substring(csv, ",comm,"));

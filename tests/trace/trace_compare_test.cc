@@ -107,8 +107,8 @@ TEST_CASE("trace compare: the iteration compares the makespans, wherever the tra
 
 TEST_CASE("trace compare: spans that differ in action, or have no partner, stay unpaired") {
   Trace measured = measured_dp();
-  measured.spans[1] = make_span(0, 1, "s0:B1", 11.5, 14);  // w0's action 1 is B1, not B0
-  measured.spans.erase(measured.spans.begin() + 3);        // w1's F1 missing
+  measured.spans[1] = make_span(0, 1, "s0:B1", 11.5, 14);         // w0's action 1 is B1, not B0
+  measured.spans.erase(measured.spans.begin() + 3);               // w1's F1 missing
   measured.spans.push_back(make_span(1, 3, "s0:STEP0", 16, 17));  // beyond the prediction
   const SpanPairing pairing = pair_spans(predicted_dp(), measured);
   CHECK(pairing.pairs.size() == 6 - 2);

@@ -19,8 +19,8 @@ constexpr double kSendMs = 0.5;      // one activation or gradient transfer
 constexpr double kStepMs = 0.1;
 constexpr int64_t kActivationBytes = int64_t{1} << 20;
 
-inline Span make_span(int worker, int action_index, std::string_view action, double start_ms,
-                      double end_ms, int64_t bytes = 0) {
+inline Span make_span(int worker, int action_index, std::string_view action, double start_ms, double end_ms,
+                      int64_t bytes = 0) {
   const Result<Action> parsed = parse_action(action);
   REQUIRE(parsed.ok());
   Span span;
@@ -36,8 +36,7 @@ inline Span make_span(int worker, int action_index, std::string_view action, dou
 
 inline void sort_spans(Trace& trace) {
   std::sort(trace.spans.begin(), trace.spans.end(), [](const Span& a, const Span& b) {
-    return std::tie(a.start.value, a.worker, a.action_index) <
-           std::tie(b.start.value, b.worker, b.action_index);
+    return std::tie(a.start.value, a.worker, a.action_index) < std::tie(b.start.value, b.worker, b.action_index);
   });
 }
 
@@ -54,9 +53,9 @@ inline Trace small_trace() {
   trace.origin = "predicted";
   trace.num_stages = 2;
   trace.workers = {WorkerInfo{0, 0, 0, {}}, WorkerInfo{1, 0, 1, {}}};
-  const double w1_f0 = f + c;            // F0 on w1 starts when the activation arrives
-  const double w1_b0 = w1_f0 + 2 * f;    // after F0 and F1 (F1's input arrived at 2f + c)
-  const double w0_b0 = w1_b0 + b + c;    // gradient of microbatch 0 arrives
+  const double w1_f0 = f + c;          // F0 on w1 starts when the activation arrives
+  const double w1_b0 = w1_f0 + 2 * f;  // after F0 and F1 (F1's input arrived at 2f + c)
+  const double w0_b0 = w1_b0 + b + c;  // gradient of microbatch 0 arrives
   trace.spans = {
       make_span(0, 0, "s0:F0", 0, f),
       make_span(0, 1, "s0:SEND_ACT0>w1", f, f + c, act),
@@ -87,8 +86,7 @@ inline int count_if_span(const Trace& trace, bool (*predicate)(const Span&)) {
 
 inline int count_substring(std::string_view text, std::string_view needle) {
   int count = 0;
-  for (size_t at = text.find(needle); at != std::string_view::npos;
-       at = text.find(needle, at + needle.size())) {
+  for (size_t at = text.find(needle); at != std::string_view::npos; at = text.find(needle, at + needle.size())) {
     ++count;
   }
   return count;
@@ -97,8 +95,7 @@ inline int count_substring(std::string_view text, std::string_view needle) {
 inline std::vector<std::string> split(std::string_view text, char separator) {
   std::vector<std::string> parts;
   size_t begin = 0;
-  for (size_t end = text.find(separator); end != std::string_view::npos;
-       end = text.find(separator, begin)) {
+  for (size_t end = text.find(separator); end != std::string_view::npos; end = text.find(separator, begin)) {
     parts.emplace_back(text.substr(begin, end - begin));
     begin = end + 1;
   }

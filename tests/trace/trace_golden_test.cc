@@ -17,9 +17,7 @@ namespace {
 using testing::small_trace;
 using testing::split;
 
-std::string golden_path(const std::string& name) {
-  return std::string(BATON_SOURCE_DIR) + "/tests/golden/" + name;
-}
+std::string golden_path(const std::string& name) { return std::string(BATON_SOURCE_DIR) + "/tests/golden/" + name; }
 
 bool update_requested() {
   const char* update = std::getenv("BATON_UPDATE_GOLDEN");
@@ -69,9 +67,7 @@ TEST_CASE("golden: chrome json of the small trace") {
   check_golden("trace_small.chrome.json", trace_to_chrome_json(small_trace()));
 }
 
-TEST_CASE("golden: csv of the small trace") {
-  check_golden("trace_small.csv", trace_to_csv(small_trace()));
-}
+TEST_CASE("golden: csv of the small trace") { check_golden("trace_small.csv", trace_to_csv(small_trace())); }
 
 }  // namespace
 }  // namespace baton

@@ -63,7 +63,8 @@ TEST_CASE("trace reader: wrong types are refused, not thrown") {
   CHECK(refusal(trace_from_chrome_json(origin, "a.json")) == "a.json: otherData.origin must be a string, got 3");
   json tid = written_small_trace();
   tid["traceEvents"][kFirstSpan]["tid"] = "comm";
-  CHECK(refusal(trace_from_chrome_json(tid, "a.json")) == R"(a.json: traceEvents[12]: "tid" must be 0 (compute) or 1 (comm))");
+  CHECK(refusal(trace_from_chrome_json(tid, "a.json")) ==
+        R"(a.json: traceEvents[12]: "tid" must be 0 (compute) or 1 (comm))");
   json phase = written_small_trace();
   phase["traceEvents"][0]["ph"] = 7;  // not a phase baton writes: skipped
   phase["traceEvents"][1]["name"] = 7;

@@ -18,9 +18,7 @@ using testing::small_trace;
 using testing::well_formed;
 
 bool is_compute_span(const Span& span) { return span.stream == Stream::kCompute; }
-bool is_drawn_comm_span(const Span& span) {
-  return span.stream == Stream::kComm && span.end > span.start;
-}
+bool is_drawn_comm_span(const Span& span) { return span.stream == Stream::kComm && span.end > span.start; }
 
 TEST_CASE("svg: a well-formed chart with one box per span, title and legend") {
   const Trace trace = small_trace();
@@ -35,8 +33,8 @@ TEST_CASE("svg: a well-formed chart with one box per span, title and legend") {
   CHECK(count_substring(svg, "<rect class=\"c") == count_if_span(trace, is_compute_span));
   CHECK(count_substring(svg, "<rect class=\"m") == count_if_span(trace, is_drawn_comm_span));
   CHECK(svg.find("two stages &amp; two microbatches") != std::string::npos);
-  for (const char* label : {"forward", "backward", "input-grad", "weight-grad", "step",
-                            "send act", "recv wait", "all-reduce"}) {
+  for (const char* label :
+       {"forward", "backward", "input-grad", "weight-grad", "step", "send act", "recv wait", "all-reduce"}) {
     CHECK(svg.find(label) != std::string::npos);
   }
   CHECK(svg.find(">w0 s0</text>") != std::string::npos);
@@ -74,8 +72,8 @@ TEST_CASE("svg: the time axis steps by 1, 2 or 5 and is labelled in ms") {
 TEST_CASE("svg: forward, backward, input- and weight-gradient look different") {
   Trace trace;
   trace.workers = {WorkerInfo{0, 0, 0, {}}};
-  trace.spans = {make_span(0, 0, "s0:F3", 0, 1), make_span(0, 1, "s0:B3", 1, 2),
-                 make_span(0, 2, "s0:I3", 2, 3), make_span(0, 3, "s0:W3", 3, 4)};
+  trace.spans = {make_span(0, 0, "s0:F3", 0, 1), make_span(0, 1, "s0:B3", 1, 2), make_span(0, 2, "s0:I3", 2, 3),
+                 make_span(0, 3, "s0:W3", 3, 4)};
   const std::string svg = trace_to_svg(trace);
   auto fill_of = [&](const char* css_class) {
     const size_t rect = svg.find(std::string("<rect class=\"") + css_class);
@@ -92,12 +90,10 @@ TEST_CASE("svg: forward, backward, input- and weight-gradient look different") {
 
 TEST_CASE("svg: microbatch colours cycle through a palette of 10") {
   Trace trace;
-  trace.spans = {make_span(0, 0, "s0:F0", 0, 1), make_span(0, 1, "s0:F1", 1, 2),
-                 make_span(0, 2, "s0:F10", 2, 3)};
+  trace.spans = {make_span(0, 0, "s0:F0", 0, 1), make_span(0, 1, "s0:F1", 1, 2), make_span(0, 2, "s0:F10", 2, 3)};
   const std::string svg = trace_to_svg(trace);
   std::vector<std::string> fills;
-  for (size_t at = svg.find("<rect class=\"cF"); at != std::string::npos;
-       at = svg.find("<rect class=\"cF", at + 1)) {
+  for (size_t at = svg.find("<rect class=\"cF"); at != std::string::npos; at = svg.find("<rect class=\"cF", at + 1)) {
     const size_t fill = svg.find("fill=\"", at) + 6;
     fills.push_back(svg.substr(fill, svg.find('"', fill) - fill));
   }
@@ -115,8 +111,8 @@ TEST_CASE("svg: a large trace is drawn compact, about one box per pixel") {
   for (int i = 0; i < kPerWorker; ++i) {
     for (int w = 0; w < kWorkers; ++w) {
       const double start_ms = i * 1e-3 + (i / 1000) * 0.5;  // a 0.5 ms gap every 1000
-      trace.spans.push_back(make_span(w, i, "s" + std::to_string(w) + ":F" + std::to_string(i),
-                                      start_ms, start_ms + 1e-3));
+      trace.spans.push_back(
+          make_span(w, i, "s" + std::to_string(w) + ":F" + std::to_string(i), start_ms, start_ms + 1e-3));
     }
   }
   GanttOptions options;
