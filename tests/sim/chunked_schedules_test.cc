@@ -48,23 +48,6 @@ Simulation simulate_chunked(Plan plan, const Times& t) {
   return simulate_ok(plan, uniform_split(plan.num_stages(), t), topology);
 }
 
-// The longest, over workers, of the time from a worker's first compute
-// action's start to its last one's end (the zero-bubble paper's cost).
-double longest_span(const Simulation& sim) {
-  std::map<int, std::pair<double, double>> span;
-  for (const Span& s : sim.trace.spans) {
-    if (s.stream != Stream::kCompute || s.action.kind == ActionKind::kStep) continue;
-    auto [it, fresh] = span.try_emplace(s.worker, s.start.value, s.end.value);
-    if (!fresh) {
-      it->second.first = std::min(it->second.first, s.start.value);
-      it->second.second = std::max(it->second.second, s.end.value);
-    }
-  }
-  double longest = 0.0;
-  for (const auto& [worker, se] : span) longest = std::max(longest, se.second - se.first);
-  return longest;
-}
-
 std::string refusal(const Plan& plan) {
   const Status ok = check_chunks(plan, "plan.json");
   return ok ? "(accepted)" : ok.error().message;
@@ -117,7 +100,7 @@ TEST_CASE("zbv: no bubble when tF = tI = tW, and 1F1B's activation memory", "[si
       INFO("p = " << ranks << " M = " << microbatches);
       const Times t{1.0, 1.0, 1.0};
       const Simulation sim = simulate_chunked(chunked_plan(Schedule::kZbV, ranks, 2, microbatches), t);
-      CHECK(close_rel(longest_span(sim), 2.0 * microbatches * 3e-3));
+      CHECK(close_rel(longest_stage_span(sim), 2.0 * microbatches * 3e-3));
       for (const WorkerMetrics& w : sim.metrics.workers) CHECK(w.peak_inflight_microbatches == 2 * ranks);
     }
   }
@@ -133,7 +116,7 @@ TEST_CASE("dualpipev: valid V programs, one more chunk activation held than zbv"
       INFO("p = " << ranks << " M = " << microbatches);
       const Times t{1.0, 1.0, 1.0};
       const Simulation sim = simulate_chunked(chunked_plan(Schedule::kDualPipeV, ranks, 2, microbatches), t);
-      CHECK(close_rel(longest_span(sim) - 2.0 * microbatches * 3e-3, (ranks - 1) * 1e-3));
+      CHECK(close_rel(longest_stage_span(sim) - 2.0 * microbatches * 3e-3, (ranks - 1) * 1e-3));
       for (const WorkerMetrics& w : sim.metrics.workers) CHECK(w.peak_inflight_microbatches == 2 * ranks + 1);
     }
   }

@@ -36,23 +36,6 @@ Simulation simulate_uniform(Schedule schedule, int stages, int microbatches, con
   return simulate_ok(plan, profile, topology);
 }
 
-// The paper's cost: the longest, over stages, of the time from the stage's
-// first compute action's start to its last one's end.
-double longest_stage_span(const Simulation& sim) {
-  std::map<int, std::pair<double, double>> span;  // worker -> (first start, last end)
-  for (const Span& s : sim.trace.spans) {
-    if (s.stream != Stream::kCompute || s.action.kind == ActionKind::kStep) continue;
-    auto [it, fresh] = span.try_emplace(s.worker, s.start.value, s.end.value);
-    if (!fresh) {
-      it->second.first = std::min(it->second.first, s.start.value);
-      it->second.second = std::max(it->second.second, s.end.value);
-    }
-  }
-  double longest = 0.0;
-  for (const auto& [worker, se] : span) longest = std::max(longest, se.second - se.first);
-  return longest;
-}
-
 // Bubble rate = (cost - m (tF + tI + tW)) / cost.
 double bubble_rate(const Simulation& sim, int microbatches, const StageTimes& t) {
   const double cost = longest_stage_span(sim);
