@@ -58,7 +58,7 @@ std::vector<int> stage0_versions(const Program& program) {
     int steps = 0;
     for (const Action& action : program.actions[static_cast<size_t>(w)]) {
       if (action.kind == ActionKind::kStep) ++steps;
-      if (action.kind == ActionKind::kForward) versions[static_cast<size_t>(action.microbatch)] = steps;
+      if (action.kind == ActionKind::kForward) versions[static_cast<size_t>(action.microbatch())] = steps;
     }
   }
   return versions;

@@ -203,7 +203,7 @@ bool Engine::run_compute(int worker, const Action& action, Seconds now) {
   track_memory(worker, action, true);
   if (ends_microbatch(action.kind)) {
     track_memory(worker, action, false);
-    if (action.stage == 0) raw_.stage0_completion[action.microbatch] = end;
+    if (action.stage == 0) raw_.stage0_completion[action.microbatch()] = end;
   }
   raw_.makespan = max(raw_.makespan, end);
   record(worker, action, Stream::kCompute, start, end, Bytes(0));
@@ -213,13 +213,13 @@ bool Engine::run_compute(int worker, const Action& action, Seconds now) {
 
 void Engine::track_memory(int worker, const Action& action, bool starting) {
   MemoryTracker& memory = memory_[worker];
-  const size_t slot = static_cast<size_t>(action.stage) * microbatches_ + action.microbatch;
+  const size_t slot = static_cast<size_t>(action.stage) * microbatches_ + action.microbatch();
   if (action.kind == ActionKind::kStep) {
     memory.step();
   } else if (action.kind == ActionKind::kForward) {
     int version = memory.live_version();
-    if (program_.vertical_sync && action.stage > 0) version = stage0_version_[action.microbatch];
-    if (action.stage == 0) stage0_version_[action.microbatch] = version;
+    if (program_.vertical_sync && action.stage > 0) version = stage0_version_[action.microbatch()];
+    if (action.stage == 0) stage0_version_[action.microbatch()] = version;
     version_used_[slot] = version;
     memory.forward(version, costs_[action.stage].stash);
   } else if (!starting) {
@@ -262,11 +262,11 @@ void Engine::run_send(int worker, const Action& action, Seconds now) {
   const bool forward = action.kind == ActionKind::kSendAct;
   const ActionKind recv_kind = forward ? ActionKind::kRecvAct : ActionKind::kRecvGrad;
   const int recv_stage = forward ? action.stage + 1 : action.stage - 1;
-  arrival(recv_stage, recv_kind, action.microbatch) = times.delivered.value;
+  arrival(recv_stage, recv_kind, action.microbatch()) = times.delivered.value;
   WorkerState& peer = state_[action.peer];
   if (peer.blocked) {
     const Action& waiting = program_.actions[action.peer][peer.pc];
-    if (waiting.kind == recv_kind && waiting.microbatch == action.microbatch && waiting.stage == recv_stage) {
+    if (waiting.kind == recv_kind && waiting.microbatch() == action.microbatch() && waiting.stage == recv_stage) {
       peer.blocked = false;
       schedule(action.peer, times.delivered);
     }
@@ -276,7 +276,7 @@ void Engine::run_send(int worker, const Action& action, Seconds now) {
 }
 
 bool Engine::run_recv(int worker, const Action& action, Seconds now) {
-  const double arrived = arrival(action.stage, action.kind, action.microbatch);
+  const double arrived = arrival(action.stage, action.kind, action.microbatch());
   if (arrived < 0) {
     state_[worker].blocked = true;
     return false;
@@ -292,8 +292,8 @@ bool Engine::run_recv(int worker, const Action& action, Seconds now) {
 
 void Engine::run_allreduce(int worker, const Action& action, Seconds now) {
   auto& rounds = collectives_[action.stage];
-  if (static_cast<int>(rounds.size()) <= action.microbatch) rounds.resize(action.microbatch + 1);
-  Collective& collective = rounds[action.microbatch];
+  if (static_cast<int>(rounds.size()) <= action.round()) rounds.resize(action.round() + 1);
+  Collective& collective = rounds[action.round()];
   ++collective.arrived;
   collective.latest_issue = max(collective.latest_issue, now);
   collective.members.emplace_back(worker, state_[worker].pc);
@@ -301,9 +301,9 @@ void Engine::run_allreduce(int worker, const Action& action, Seconds now) {
   const auto earlier = std::find_if(pending.begin(), pending.end(),
                                     [&](const std::pair<int, int>& p) { return p.first == action.stage; });
   if (earlier != pending.end()) {
-    earlier->second = action.microbatch;  // a later round of the stage supersedes (pipedream)
+    earlier->second = action.round();  // a later round of the stage supersedes (pipedream)
   } else {
-    pending.emplace_back(action.stage, action.microbatch);
+    pending.emplace_back(action.stage, action.round());
   }
   const auto& devices = stage_devices_[action.stage];
   if (collective.arrived < static_cast<int>(devices.size())) return;

@@ -79,9 +79,9 @@ namespace {
 
 // The action without its "sK:" prefix: "F7", "SEND_ACT7>w5".
 std::string short_text(const Action& action) {
-  if (is_send(action.kind)) return fmt::format("{}{}>w{}", kind_name(action.kind), action.microbatch, action.peer);
-  if (is_recv(action.kind)) return fmt::format("{}{}<w{}", kind_name(action.kind), action.microbatch, action.peer);
-  return fmt::format("{}{}", kind_name(action.kind), action.microbatch);
+  if (is_send(action.kind)) return fmt::format("{}{}>w{}", kind_name(action.kind), action.microbatch(), action.peer);
+  if (is_recv(action.kind)) return fmt::format("{}{}<w{}", kind_name(action.kind), action.microbatch(), action.peer);
+  return fmt::format("{}{}", kind_name(action.kind), action.number);
 }
 
 }  // namespace
@@ -104,7 +104,7 @@ Result<Action> parse_action(std::string_view text) {
   rest.remove_prefix(1);
   const std::string_view name = take_kind_name(rest);
   if (!find_kind(name, action.kind)) return bad(fmt::format("unknown kind \"{}\" (kinds: {})", name, kKindList));
-  if (!take_number(rest, action.microbatch)) return bad(fmt::format("needs a number after \"{}\"", name));
+  if (!take_number(rest, action.number)) return bad(fmt::format("needs a number after \"{}\"", name));
   if (is_send(action.kind) && !take_peer(rest, '>', action.peer))
     return bad(fmt::format("a {} needs \">w<worker>\" after its number", name));
   if (is_recv(action.kind) && !take_peer(rest, '<', action.peer))

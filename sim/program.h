@@ -68,9 +68,14 @@ std::string_view kind_name(ActionKind kind);  // "F", "B", ..., "SEND_ACT", "ALL
 struct Action {
   ActionKind kind = ActionKind::kForward;
   int32_t stage = 0;
-  int32_t microbatch = 0;  // or the round, for ALLREDUCE and STEP
-  int32_t peer = -1;       // the other worker, for sends and receives
+  // The microbatch of F, B, I, W and the transfers, or the round (weight
+  // update index) of ALLREDUCE and STEP; read it as microbatch() or round(),
+  // whichever the kind holds.
+  int32_t number = 0;
+  int32_t peer = -1;  // the other worker, for sends and receives
 
+  int microbatch() const { return number; }
+  int round() const { return number; }
   bool operator==(const Action&) const = default;
 };
 

@@ -435,7 +435,7 @@ void lower_worker(int worker, const std::vector<Action>& input, int num_stages,
   for (const Action& action : input) {
     if (is_send(action.kind) || is_recv(action.kind)) continue;
     const int stage = action.stage;
-    const int k = action.microbatch;
+    const int k = action.microbatch();
     const bool forward = action.kind == ActionKind::kForward;
     const bool backward = action.kind == ActionKind::kBackward || action.kind == ActionKind::kBackwardInput;
     const int upstream = stage > 0 ? peer_for(by_stage, stage - 1, k) : -1;

@@ -54,7 +54,7 @@ void append_span(std::string& out, const Span& span) {
                  "\"ts\":{:.3f},\"dur\":{:.3f},\"args\":{{\"microbatch\":{},\"stage\":{},"
                  "\"action_index\":{},\"bytes\":{},\"action\":\"{}\"}}}}",
                  span.worker, tid, span_name(span.action), kind_name(span.action.kind), span.start.us(),
-                 (span.end - span.start).us(), span.action.microbatch, span.action.stage, span.action_index,
+                 (span.end - span.start).us(), span.action.number, span.action.stage, span.action_index,
                  span.bytes.value, to_string(span.action));
 }
 

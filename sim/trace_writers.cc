@@ -39,7 +39,7 @@ namespace {
 void append_csv_row(std::string& out, const Span& span, const WorkerInfo& info) {
   fmt::format_to(std::back_inserter(out), "{},{},{},{},{},{},{},{},{},{:.9f},{:.9f},{}\n", span.worker,
                  span.action.stage, info.replica, info.device, span.action_index, to_string(span.action),
-                 kind_name(span.action.kind), span.action.microbatch, stream_name(span.stream), span.start.value,
+                 kind_name(span.action.kind), span.action.number, stream_name(span.stream), span.start.value,
                  span.end.value, span.bytes.value);
 }
 

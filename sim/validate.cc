@@ -78,9 +78,9 @@ std::string field_problem(const Program& program, int worker, const Action& acti
     return fmt::format("names stage {}, which w{} does not run", action.stage, worker);
   }
   const int stage = action.stage;
-  if (is_round(action.kind)) return action.microbatch < 0 ? "has a negative round" : "";
-  if (action.microbatch < 0 || action.microbatch >= program.microbatches)
-    return fmt::format("names microbatch {}, outside [0, {})", action.microbatch, program.microbatches);
+  if (is_round(action.kind)) return action.round() < 0 ? "has a negative round" : "";
+  if (action.microbatch() < 0 || action.microbatch() >= program.microbatches)
+    return fmt::format("names microbatch {}, outside [0, {})", action.microbatch(), program.microbatches);
   const bool transfer = is_send(action.kind) || is_recv(action.kind);
   if (!transfer) return action.peer == -1 ? "" : "has a peer but is not a transfer";
   const int expected = stage + peer_stage_offset(action.kind);
@@ -195,8 +195,8 @@ Status check_stage_order(const Program& program, const StageTable& table, int wo
   for (int step = 0; step < static_cast<int>(list.size()); ++step) {
     const Action& action = list[step];
     if (is_round(action.kind) || action.stage != stage) continue;
-    Slot& slot = slots[action.microbatch];
-    if (slot == kEmptySlot) touched.push_back(action.microbatch);
+    Slot& slot = slots[action.microbatch()];
+    if (slot == kEmptySlot) touched.push_back(action.microbatch());
     int& seen = slot[static_cast<int>(action.kind)];
     if (seen >= 0) {
       const int first = seen;
@@ -229,9 +229,9 @@ Status check_local_handoffs(const Program& program, const StageTable& table, int
   const int64_t m = std::max(program.microbatches, 1);
   for (int step = 0; step < static_cast<int>(list.size()); ++step) {
     const Action& a = list[step];
-    if (a.kind == ActionKind::kForward) forward_at[a.stage * m + a.microbatch] = step;
+    if (a.kind == ActionKind::kForward) forward_at[a.stage * m + a.microbatch()] = step;
     if (a.kind == ActionKind::kBackward || a.kind == ActionKind::kBackwardInput)
-      backward_at[a.stage * m + a.microbatch] = step;
+      backward_at[a.stage * m + a.microbatch()] = step;
   }
   for (const auto& [key, step] : forward_at) {
     const int stage = static_cast<int>(key / m);
@@ -271,12 +271,12 @@ Status check_stage_coverage(const Program& program, const std::vector<int>& work
     for (int step = 0; step < row_length(program, w); ++step) {
       const Action& action = program.actions[w][step];
       if (action.kind != ActionKind::kForward || action.stage != stage) continue;
-      int& owner = forwarded_by[action.microbatch];
+      int& owner = forwarded_by[action.microbatch()];
       if (owner >= 0)
         return fail(program, w, step,
                     fmt::format("{} runs microbatch {} on stage {} a second "
                                 "time (w{} already runs it)",
-                                describe(program, w, step), action.microbatch, stage, owner));
+                                describe(program, w, step), action.microbatch(), stage, owner));
       owner = w;
     }
   }
@@ -334,7 +334,7 @@ TransferIndex index_transfers(const Program& program) {
   for (int w = 0; w < num_rows(program); ++w) {
     for (int step = 0; step < row_length(program, w); ++step) {
       const Action& a = program.actions[w][step];
-      if (is_send(a.kind) || is_recv(a.kind)) index.emplace(transfer_key(w, a.kind, a.stage, a.microbatch), step);
+      if (is_send(a.kind) || is_recv(a.kind)) index.emplace(transfer_key(w, a.kind, a.stage, a.microbatch()), step);
     }
   }
   return index;
@@ -345,9 +345,9 @@ int find_partner(const Program& program, const TransferIndex& index, int worker,
   const Action& a = program.actions[worker][step];
   const ActionKind other = counterpart(a.kind);
   const int other_stage = a.stage + peer_stage_offset(a.kind);
-  const auto found = index.find(transfer_key(a.peer, other, other_stage, a.microbatch));
+  const auto found = index.find(transfer_key(a.peer, other, other_stage, a.microbatch()));
   const std::string expected =
-      fmt::format("s{}:{}{}{}w{}", other_stage, kind_name(other), a.microbatch, is_send(a.kind) ? "<" : ">", worker);
+      fmt::format("s{}:{}{}{}w{}", other_stage, kind_name(other), a.microbatch(), is_send(a.kind) ? "<" : ">", worker);
   if (found == index.end()) {
     problem = fmt::format("{} has no matching {} on w{}", describe(program, worker, step), expected, a.peer);
     return -1;
@@ -389,7 +389,7 @@ Status collect_rounds(const Program& program, int worker, int stage, std::vector
     if (!is_round(a.kind) || a.stage != stage) continue;
     const bool allreduce = a.kind == ActionKind::kAllReduce;
     const int expected = allreduce ? static_cast<int>(allreduce_steps.size()) : steps_seen;
-    if (a.microbatch != expected)
+    if (a.round() != expected)
       return fail(program, worker, step,
                   fmt::format("{} should carry round {} (the {} count from 0 on each worker and stage)",
                               describe(program, worker, step), expected, kind_name(a.kind)));

@@ -60,7 +60,7 @@ WorkerDemand worker_demand(const Program& program, int worker, int stage) {
       }
     }
     // Memory: the whole worker, every chunk (a chunk's microbatch is (stage, k)).
-    const int64_t key = action.stage * m + action.microbatch;
+    const int64_t key = action.stage * m + action.microbatch();
     if (action.kind == ActionKind::kForward) {
       version_of[key] = tracker.live_version();
       tracker.forward(tracker.live_version());

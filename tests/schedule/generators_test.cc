@@ -239,9 +239,9 @@ int peak_held(const Program& program, int worker) {
 void check_split_backward(const Program& program, int worker) {
   std::map<int, std::string> passes;
   for (const Action& a : program.actions[worker]) {
-    if (a.kind == ActionKind::kForward) passes[a.microbatch] += 'F';
-    if (a.kind == ActionKind::kBackwardInput) passes[a.microbatch] += 'I';
-    if (a.kind == ActionKind::kBackwardWeight) passes[a.microbatch] += 'W';
+    if (a.kind == ActionKind::kForward) passes[a.microbatch()] += 'F';
+    if (a.kind == ActionKind::kBackwardInput) passes[a.microbatch()] += 'I';
+    if (a.kind == ActionKind::kBackwardWeight) passes[a.microbatch()] += 'W';
   }
   for (const auto& [k, order] : passes) {
     INFO("worker " << worker << " microbatch " << k);
