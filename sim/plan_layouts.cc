@@ -28,7 +28,7 @@ Plan plan_with_schedule(const Plan& plan, Schedule schedule, int num_layers) {
   result.schedule = schedule;
   if (!runs_chunks(schedule))
     result.virtual_stages = 1;
-  else if (schedule != Schedule::kInterleaved1F1B)
+  else if (schedule != Schedule::kInterleaved1F1B || result.virtual_stages < 2)
     result.virtual_stages = 2;
   if (schedule == Schedule::kDataParallel && plan.num_stages() > 1)
     result.stages = {whole_model_stage(num_layers, plan.num_workers())};

@@ -21,7 +21,8 @@ Plan data_parallel_plan(const Profile& profile, int workers, int microbatches);
 // many workers as the plan had, on devices 0 .. W-1 (whatever devices the
 // stages named); a plan of one stage is kept as it is, devices included.
 // virtual_stages becomes 2 for zbv and dualpipev and 1 for the schedules
-// that run no chunks; interleaved-1f1b keeps the plan's.
+// that run no chunks; interleaved-1f1b keeps the plan's, or 2 where the plan
+// has one chunk per device.
 Plan plan_with_schedule(const Plan& plan, Schedule schedule, int num_layers);
 
 }  // namespace baton

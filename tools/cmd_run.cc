@@ -41,7 +41,7 @@ struct RunArgs {
   int microbatches = 0;
   int microbatch_size = 0;
   bool vertical_sync = false;
-  int virtual_stages = 0;  // interleaved-1f1b: chunks per worker (0: the plan's, else 2)
+  int virtual_stages = 0;  // interleaved-1f1b: chunks per worker (0: as plan_with_schedule gives it)
   bool no_stashing = false;
   double learning_rate = 0.05;
   uint64_t seed = 1;
@@ -101,6 +101,17 @@ exec::ModelInfo resolve_model(const RunArgs& args, const std::string& named, con
   return std::move(model).value();
 }
 
+// --schedule and --virtual-stages applied to `plan` (both idempotent).
+Plan with_schedule_flags(Plan plan, const RunArgs& args, int num_layers) {
+  if (!args.schedule.empty()) plan = plan_with_schedule(plan, take(parse_schedule(args.schedule)), num_layers);
+  if (args.virtual_stages > 0) {
+    if (plan.schedule != Schedule::kInterleaved1F1B)
+      throw UsageError("run: --virtual-stages applies to interleaved-1f1b (zbv and dualpipev run 2 chunks per worker)");
+    plan.virtual_stages = args.virtual_stages;
+  }
+  return plan;
+}
+
 // --stages: the profile must be the model's (checked first, so that a profile
 // of another model is reported as such, not as stages that miss its layers).
 std::pair<Plan, exec::ModelInfo> plan_from_stages(const RunArgs& args) {
@@ -115,10 +126,7 @@ std::pair<Plan, exec::ModelInfo> plan_from_stages(const RunArgs& args) {
   plan.microbatches = 8;
   plan.microbatch_size = profile.microbatch_size;
   // The schedule first: one that runs chunks puts several stages on one device.
-  if (!args.schedule.empty())
-    plan = plan_with_schedule(plan, take(parse_schedule(args.schedule)), profile.num_layers());
-  if (plan.schedule == Schedule::kInterleaved1F1B)
-    plan.virtual_stages = args.virtual_stages > 0 ? args.virtual_stages : 2;
+  plan = with_schedule_flags(plan, args, profile.num_layers());
   check_plan_fits_topology(plan, topology, args.topology, "--stages");
   take(assign_devices(plan, topology));
   take(check_plan(plan, profile, topology, "--stages"));
@@ -147,13 +155,7 @@ std::pair<Plan, exec::ModelInfo> resolve_plan(const RunArgs& args) {
   auto [plan, model] = args.plan.empty() ? plan_from_stages(args) : plan_from_file(args);
   plan.model = model.name;
   // dp runs the whole model as one stage on as many workers as the plan has.
-  if (!args.schedule.empty())
-    plan = plan_with_schedule(plan, take(parse_schedule(args.schedule)), static_cast<int>(model.layer_names.size()));
-  if (args.virtual_stages > 0) {
-    if (plan.schedule != Schedule::kInterleaved1F1B)
-      throw UsageError("run: --virtual-stages applies to interleaved-1f1b (zbv and dualpipev run 2 chunks per worker)");
-    plan.virtual_stages = args.virtual_stages;
-  }
+  plan = with_schedule_flags(plan, args, static_cast<int>(model.layer_names.size()));
   if (args.microbatches > 0) plan.microbatches = args.microbatches;
   if (args.microbatch_size > 0) plan.microbatch_size = args.microbatch_size;
   if (args.vertical_sync) plan.vertical_sync = true;

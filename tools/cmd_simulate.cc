@@ -31,7 +31,7 @@ struct SimulateArgs {
   int microbatches = 0;
   int microbatch_size = 0;
   bool vertical_sync = false;
-  int virtual_stages = 0;  // 0: the plan's, else 2 (interleaved-1f1b)
+  int virtual_stages = 0;  // interleaved-1f1b's; 0: as plan_with_schedule gives it
   std::string optimizer = "adam";
   std::string trace;
   std::string gantt;
@@ -40,7 +40,7 @@ struct SimulateArgs {
   int noise_samples = 0;
 };
 
-Plan base_plan(const SimulateArgs& args, const Profile& profile, const Topology& topology) {
+Plan base_plan(const SimulateArgs& args, const Profile& profile) {
   Plan plan;
   if (!args.plan.empty()) {
     plan = load_plan_file(args.plan);
@@ -53,8 +53,6 @@ Plan base_plan(const SimulateArgs& args, const Profile& profile, const Topology&
   if (args.microbatch_size > 0) plan.microbatch_size = args.microbatch_size;
   if (args.microbatches > 0) plan.microbatches = args.microbatches;
   if (args.vertical_sync) plan.vertical_sync = true;
-  if (args.virtual_stages > 0) plan.virtual_stages = args.virtual_stages;
-  (void)topology;
   return plan;
 }
 
@@ -120,7 +118,7 @@ int run_simulate(const SimulateArgs& args) {
     throw UsageError("simulate: give exactly one of --plan FILE or --stages RANGES");
   const Profile profile = load_profile_file(args.profile);
   const Topology topology = load_topology_file(args.topology);
-  const Plan base = base_plan(args, profile, topology);
+  const Plan base = base_plan(args, profile);
   const std::string plan_source = args.plan.empty() ? std::string("--stages") : args.plan;
   std::vector<Schedule> schedules =
       args.schedules.empty() ? std::vector<Schedule>{base.schedule} : parse_schedule_list(args.schedules);
@@ -136,8 +134,7 @@ int run_simulate(const SimulateArgs& args) {
         "device, the other schedules 1)");
   for (Schedule schedule : schedules) {
     Plan plan = plan_with_schedule(base, schedule, profile.num_layers());
-    if (schedule == Schedule::kInterleaved1F1B && args.virtual_stages == 0 && plan.virtual_stages < 2)
-      plan.virtual_stages = 2;
+    if (schedule == Schedule::kInterleaved1F1B && args.virtual_stages > 0) plan.virtual_stages = args.virtual_stages;
     take(assign_devices(plan, topology));
     take(check_plan(plan, profile, topology, plan_source));
     if (schedule == Schedule::kPipeDream) plan.microbatches = pipedream_minibatches(plan);
