@@ -208,16 +208,18 @@ double Search::cut_seconds_per_byte(int start, int ri, int next_ri) {
   const int r = replicas_[ri];
   const int next = replicas_[next_ri];
   const int64_t period = std::lcm(int64_t{r}, int64_t{next});
-  std::map<std::tuple<int, int, int>, double> load;  // (level, child, direction) -> s per byte
+  // (level, child, rail, direction) -> s per byte; every device sends and
+  // receives on its own rail of its child unit's link (sim/network.h).
+  std::map<std::tuple<int, int, int, int>, double> load;
   for (int64_t k = 0; k < period; ++k) {
     const int from = start + static_cast<int>(k % r);
     const int to = start + r + static_cast<int>(k % next);
     const int level = topology_.common_level(from, to);
     if (level < 0) continue;
-    const double share = 1.0 / topology_.levels[level].bandwidth().bytes_per_s / double(period);
+    const double share = 1.0 / topology_.levels[level].rail_bandwidth().bytes_per_s / double(period);
     for (auto [a, b] : {std::pair{from, to}, std::pair{to, from}}) {  // activation, gradient
-      load[{level, topology_.child_of(a, level), 0}] += share;
-      load[{level, topology_.child_of(b, level), 1}] += share;
+      load[{level, topology_.child_of(a, level), topology_.rail_of(a, level), 0}] += share;
+      load[{level, topology_.child_of(b, level), topology_.rail_of(b, level), 1}] += share;
     }
   }
   double busiest = 0.0;

@@ -12,23 +12,25 @@ Network::Network(Topology topology) : topology_(std::move(topology)) {
   for (int level = 0; level < topology_.num_levels(); ++level) {
     link_offset_.push_back(total);
     const int children = topology_.num_devices() / topology_.devices_per_unit(level - 1);
-    total += 2 * children;
+    total += 2 * children * topology_.levels[level].rails;
   }
   link_free_.assign(static_cast<size_t>(total), Seconds(0.0));
 }
 
-int Network::link_index(int level, int child, bool down) const {
-  return link_offset_[level] + 2 * child + (down ? 1 : 0);
+int Network::link_index(int level, int device, bool down) const {
+  const int child = topology_.child_of(device, level);
+  const int rail = topology_.rail_of(device, level);
+  return link_offset_[level] + 2 * (child * topology_.levels[level].rails + rail) + (down ? 1 : 0);
 }
 
 TransferTimes Network::transfer(int src_device, int dst_device, Bytes size, Seconds issue) {
   const int level = topology_.common_level(src_device, dst_device);
   if (level < 0) return TransferTimes{issue, issue};
   const Level& spec = topology_.levels[level];
-  Seconds& up = link_free_[link_index(level, topology_.child_of(src_device, level), false)];
-  Seconds& down = link_free_[link_index(level, topology_.child_of(dst_device, level), true)];
+  Seconds& up = link_free_[link_index(level, src_device, false)];
+  Seconds& down = link_free_[link_index(level, dst_device, true)];
   const Seconds start = max(issue, max(up, down));
-  const Seconds wire_end = start + transfer_time(size, spec.bandwidth());
+  const Seconds wire_end = start + transfer_time(size, spec.rail_bandwidth());
   up = wire_end;
   down = wire_end;
   return TransferTimes{start, wire_end + spec.latency};
@@ -36,7 +38,8 @@ TransferTimes Network::transfer(int src_device, int dst_device, Bytes size, Seco
 
 Seconds Network::allreduce_time(std::span<const int> devices, Bytes size) const {
   Seconds total;
-  double shard = static_cast<double>(size.value);
+  const double bytes = static_cast<double>(size.value);
+  double members = 1.0;  // of the group in one child unit of the level
   for (int level = 0; level < topology_.num_levels(); ++level) {
     // Distinct children touched, per unit of this level.
     std::map<int, std::set<int>> children_of_unit;
@@ -47,9 +50,13 @@ Seconds Network::allreduce_time(std::span<const int> devices, Bytes size) const 
     const double n = static_cast<double>(widest);
     if (widest <= 1) continue;
     const Level& spec = topology_.levels[level];
-    total += Seconds(2.0 * (n - 1.0) / n * shard / spec.ring_bandwidth().bytes_per_s);
+    // The members of a child unit each carry bytes / members through its
+    // uplink, on a rail each when it has rails: min(members, rails) of them.
+    const double rails = static_cast<double>(spec.rails);
+    const double share = std::min(members, rails) / rails;
+    total += Seconds(2.0 * (n - 1.0) / n * bytes / (spec.ring_bandwidth().bytes_per_s * share));
     total += spec.ring_latency() * (2.0 * (n - 1.0));
-    shard /= n;
+    members *= n;
   }
   return total;
 }

@@ -11,6 +11,10 @@
 //     wire_start = max(issue, free(up), free(down))
 //     wire_end   = wire_start + bytes / bandwidth_L      (both links busy until then)
 //     delivered  = wire_end + latency_L
+//   With rails_L > 1 (topology.h) a child unit's link is that many rails of
+//   bandwidth_L / rails_L each, and every device uses its own rail
+//   (Topology::rail_of): the links above are the sender's and the receiver's
+//   rails, and bandwidth_L reads bandwidth_L / rails_L.
 //   So two transfers of x bytes issued together on one link are delivered at
 //   x/B + lat and 2x/B + lat: the link's bandwidth is shared by taking turns,
 //   and its total throughput never exceeds B. Transfers inside one device are
@@ -19,8 +23,11 @@
 // Collective all-reduce (gradient sync of replicas), hierarchical ring:
 //   For every level L, let n_L be the largest number of distinct children of
 //   one level-L unit that the group touches. Levels with n_L = 1 cost nothing.
-//   The data shrinks as lower levels reduce-scatter: D_L = D / prod_{l<L} n_l.
-//     time = sum_L [ 2 (n_L - 1) / n_L * D_L / bandwidth_L + 2 (n_L - 1) latency_L ]
+//   After the lower levels reduce-scatter, each of the c_L = prod_{l<L} n_l
+//   members in a child unit holds D / c_L, and all of them cross the child's
+//   uplink: D in all, on min(c_L, rails_L) of its rails_L rails:
+//     time = sum_L [ 2 (n_L - 1) / n_L * D / (bandwidth_L * min(c_L, rails_L) / rails_L)
+//                    + 2 (n_L - 1) latency_L ]
 //   which for one level is the classic ring 2 (n - 1)/n * D / B.
 //   All-reduce traffic is not queued on the point-to-point links (it is
 //   modelled as a separate collective channel, as NCCL/Gloo run it on their own
@@ -53,7 +60,8 @@ class Network {
   Seconds allreduce_time(std::span<const int> devices, Bytes size) const;
 
  private:
-  int link_index(int level, int child, bool down) const;
+  // The directional link (child unit's rail) `device` uses at `level`.
+  int link_index(int level, int device, bool down) const;
 
   Topology topology_;
   std::vector<int> link_offset_;    // first link index of each level

@@ -83,8 +83,10 @@ Result<Rating> rate_plan(const Plan& plan, const Profile& profile, const Topolog
     rating.simulated_minibatches = plan.microbatches;
   } else {
     const int64_t period = pipedream_period(plan);
-    const int drain = noam_of(plan) + static_cast<int>(period);
-    int minibatches = kRunLength * pipedream_minibatches(plan);
+    // The drain reaches back NOAM rounds of every replica of stage 0, and a
+    // round is a period of minibatches (one per replica).
+    const int drain = (noam_of(plan) + 1) * static_cast<int>(period);
+    int minibatches = kRunLength * std::max(pipedream_minibatches(plan), drain);
     for (int attempt = 0; attempt < kAttempts; ++attempt, minibatches *= kRunLength) {
       auto simulation = simulate_with(plan, minibatches, profile, topology, optimizer);
       if (!simulation) return simulation.error();

@@ -11,10 +11,12 @@
 //   finite start-up: with c_k the end of minibatch k's backward on stage 0,
 //   there are p (a multiple of R, the lcm of the replica counts) and lambda
 //   with c_{k+p} = c_k + p lambda for every k past the start-up. rate_plan
-//   simulates N = 4 x pipedream_minibatches(plan) minibatches and looks, in
-//   the run before its drain (the last NOAM + R minibatches, and at least the
-//   last quarter: on long pipelines the stages empty one after another and
-//   speed stage 0 up well before its last NOAM minibatches), for the
+//   simulates N = 4 x max(pipedream_minibatches(plan), D) minibatches and
+//   looks, in the run before its drain (the last D = (NOAM + 1) R
+//   minibatches: the drain reaches back NOAM rounds of stage 0's replicas,
+//   R minibatches each; and at least the last quarter: on long pipelines the
+//   stages empty one after another and speed stage 0 up well before its last
+//   NOAM rounds), for the
 //   smallest p = K R (K <= kMaxRepeatPeriods) for which c_{k+p} - c_k is the
 //   same (relative 1e-9) for every k of the run's third quarter (and at
 //   least three repeats); lambda is then exact.

@@ -1,5 +1,7 @@
 #include "sim/topology.h"
 
+#include <fmt/format.h>
+
 #include "sim/json_fields.h"
 
 namespace baton {
@@ -112,7 +114,7 @@ Result<Level> read_level(const json& value, const FieldPath& at) {
   if (auto ok = json_fields::check_object(value, at); !ok) return ok.error();
   if (auto ok = json_fields::check_known_keys(
           value, at,
-          {"name", "size", "bandwidth_gbps", "latency_us", "allreduce_bandwidth_gbps", "allreduce_latency_us"});
+          {"name", "size", "bandwidth_gbps", "latency_us", "rails", "allreduce_bandwidth_gbps", "allreduce_latency_us"});
       !ok)
     return ok.error();
   Level level;
@@ -129,6 +131,12 @@ Result<Level> read_level(const json& value, const FieldPath& at) {
   auto latency = json_fields::read_number(value, at, "latency_us", 0.0, false);
   if (!latency) return latency.error();
   level.latency = Seconds::from_us(*latency);
+  if (value.contains("rails")) {
+    auto rails = json_fields::read_integer(value, at, "rails", 1);
+    if (!rails) return rails.error();
+    if (*rails > (1 << 20)) return at.field("rails").error("must be <= 1048576", value["rails"]);
+    level.rails = static_cast<int>(*rails);
+  }
   if (value.contains("allreduce_bandwidth_gbps")) {
     auto ring = json_fields::read_number(value, at, "allreduce_bandwidth_gbps", 0.0, /*strict=*/true);
     if (!ring) return ring.error();
@@ -171,6 +179,10 @@ Result<Topology> topology_from_json(const json& document, const std::string& sou
   for (size_t i = 0; i < (*levels)->size(); ++i) {
     auto level = read_level((**levels)[i], root.field("levels").index(i));
     if (!level) return level.error();
+    if (level->rails > devices)
+      return root.field("levels").index(i).field("rails").error(
+          fmt::format("must be at most the {} devices under one child of the level (one rail per device)", devices),
+          (**levels)[i]["rails"]);
     devices *= level->size;
     if (devices > (1 << 24)) return root.field("levels").error("describe more than 16777216 devices", **levels);
     topology.levels.push_back(*level);
@@ -191,6 +203,7 @@ json topology_to_json(const Topology& topology) {
                   {"size", level.size},
                   {"bandwidth_gbps", level.bandwidth_gbps},
                   {"latency_us", level.latency.us()}};
+    if (level.rails != 1) entry["rails"] = level.rails;
     if (level.allreduce_bandwidth_gbps) entry["allreduce_bandwidth_gbps"] = *level.allreduce_bandwidth_gbps;
     if (level.allreduce_latency) entry["allreduce_latency_us"] = level.allreduce_latency->us();
     levels.push_back(std::move(entry));

@@ -17,7 +17,8 @@
 //               optional "compute_noise": [num > 0, ...],
 //               optional "allreduce_noise_us": [num, ...]},
 //    "levels": [{"name": str, "size": int >= 1, "bandwidth_gbps": num > 0,
-//                "latency_us": num >= 0, optional "allreduce_bandwidth_gbps": num > 0,
+//                "latency_us": num >= 0, optional "rails": int >= 1,
+//                optional "allreduce_bandwidth_gbps": num > 0,
 //                optional "allreduce_latency_us": num >= 0}],
 //    optional "calibration": {optional "point_to_point", "allreduce",
 //                "allreduce_undisturbed", "allreduce_model": [{"bytes": int >= 0,
@@ -32,6 +33,11 @@
 // deterministic simulation, and a file without them means what it meant.
 // Because readers refuse unknown keys, a later field that changes what a file
 // means comes with a new format string.
+// `rails` (default 1) says the level's uplink is that many parallel links
+// (a server's NICs, one per GPU), bandwidth_gbps / rails each: a device
+// sends and receives on its own rail (rail_of), so one transfer between two
+// devices gets one rail, while a collective whose members fill the unit uses
+// all of them (sim/network.h).
 // The optional allreduce_* fields are the effective link parameters of the
 // ring all-reduce on that level where they differ from point-to-point ones
 // (a collective library's own protocol, threads and reduction cost), as
@@ -79,8 +85,13 @@ struct Level {
   Seconds latency;
   std::optional<double> allreduce_bandwidth_gbps;
   std::optional<Seconds> allreduce_latency;
+  // Parallel links (NICs, "rails") the unit's uplink of bandwidth_gbps is made
+  // of, each rails-th of it; 1: one link.
+  int rails = 1;
 
   Bandwidth bandwidth() const { return Bandwidth::from_gbps(bandwidth_gbps); }
+  // What one point-to-point transfer gets: one rail.
+  Bandwidth rail_bandwidth() const { return Bandwidth::from_gbps(bandwidth_gbps / rails); }
   Bandwidth ring_bandwidth() const { return Bandwidth::from_gbps(allreduce_bandwidth_gbps.value_or(bandwidth_gbps)); }
   Seconds ring_latency() const { return allreduce_latency.value_or(latency); }
 };
@@ -100,6 +111,14 @@ struct Topology {
   // Global index of the child unit of `level` that holds `device`
   // (the device itself at level 0).
   int child_of(int device, int level) const { return device / devices_per_unit(level - 1); }
+  // The rail (0 .. levels[level].rails - 1) of its child unit's uplink that
+  // `device` sends and receives on at `level`: the child's devices spread
+  // evenly over its rails in order (one NIC per GPU when rails = devices).
+  int rail_of(int device, int level) const {
+    const int per_child = devices_per_unit(level - 1);
+    const int rails = levels[level].rails;
+    return static_cast<int>(static_cast<int64_t>(device % per_child) * rails / per_child);
+  }
 };
 
 Result<Topology> topology_from_json(const nlohmann::json& document, const std::string& source);

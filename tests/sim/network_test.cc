@@ -81,7 +81,8 @@ TEST_CASE("same-device transfers are free", "[network]") {
 }
 
 TEST_CASE("hierarchical ring all-reduce", "[network][allreduce]") {
-  const Network network(two_level());
+  const Topology topology = two_level();
+  const Network network(topology);
   const Bytes size(800'000'000);
   const double d = 8e8;
   SECTION("inside one server: 2 (n - 1)/n D / B + 2 (n - 1) latency") {
@@ -92,11 +93,42 @@ TEST_CASE("hierarchical ring all-reduce", "[network][allreduce]") {
     const std::array<int, 2> devices{1, 5};
     CHECK(close_rel(network.allreduce_time(devices, size).value, 2.0 * 1 / 2 * d / kGB + 2 * 50e-6));
   }
-  SECTION("all 8: inner ring on D, outer ring on D / 4") {
+  SECTION("all 8: inner ring on D; the outer ring carries D through each server's one uplink") {
+    // Each of a server's 4 members holds D / 4 after the inner reduce-scatter,
+    // and all four shards leave through the server's single link: D in all.
     const std::array<int, 8> devices{0, 1, 2, 3, 4, 5, 6, 7};
     const double inner = 2.0 * 3 / 4 * d / (10 * kGB) + 2 * 3 * 2e-6;
-    const double outer = 2.0 * 1 / 2 * (d / 4) / kGB + 2 * 50e-6;
+    const double outer = 2.0 * 1 / 2 * d / kGB + 2 * 50e-6;
     CHECK(close_rel(network.allreduce_time(devices, size).value, inner + outer));
+  }
+  SECTION("rails: a server's uplink of 4 rails, used by as many members as there are") {
+    Topology railed = topology;
+    railed.levels[1].rails = 4;
+    const Network with_rails(railed);
+    // One member per server: one rail of B / 4.
+    const std::array<int, 2> pair{1, 5};
+    CHECK(close_rel(with_rails.allreduce_time(pair, size).value, 2.0 * 1 / 2 * d / (kGB / 4) + 2 * 50e-6));
+    // Four members per server: all four rails, as without rails.
+    const std::array<int, 8> all{0, 1, 2, 3, 4, 5, 6, 7};
+    CHECK(close_rel(with_rails.allreduce_time(all, size).value, network.allreduce_time(all, size).value));
+    // Two members per server: two of the four rails.
+    const std::array<int, 4> two{0, 1, 4, 5};
+    const double inner = 2.0 * 1 / 2 * d / (10 * kGB) + 2 * 1 * 2e-6;
+    CHECK(close_rel(with_rails.allreduce_time(two, size).value, inner + 2.0 * 1 / 2 * d / (kGB / 2) + 2 * 50e-6));
+  }
+  SECTION("rails: a device sends on its own rail of B / 4; devices on other rails move side by side") {
+    Topology railed = topology;
+    railed.levels[1].rails = 4;
+    Network with_rails(railed);
+    const TransferTimes first = with_rails.transfer(0, 4, Bytes(1'000'000), Seconds(0.0));
+    CHECK(first.wire_start.value == 0.0);
+    CHECK(close_rel(first.delivered.value, 1e6 / (kGB / 4) + 50e-6));
+    // Device 1 is on rail 1 of server 0 and device 5 on rail 1 of server 1: free.
+    const TransferTimes second = with_rails.transfer(1, 5, Bytes(1'000'000), Seconds(0.0));
+    CHECK(second.wire_start.value == 0.0);
+    // Device 0 again: its rail is busy until the first transfer has left.
+    const TransferTimes third = with_rails.transfer(0, 6, Bytes(1'000'000), Seconds(0.0));
+    CHECK(close_rel(third.wire_start.value, 1e6 / (kGB / 4)));
   }
   SECTION("a single device needs no all-reduce") {
     const std::array<int, 1> devices{6};
