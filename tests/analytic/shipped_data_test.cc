@@ -79,18 +79,21 @@ struct ExpectedTopology {
   const char* file;
   int devices;
   std::vector<double> bandwidth_gbps;  // innermost first
+  std::vector<int> rails = {};         // innermost first; empty: 1 everywhere
 };
 
 TEST_CASE("every topology loads with its stated devices and links", "[analytic][data]") {
   // Bandwidths: PCIe 10 GB/s = 80 Gb/s; NVLink (PipeDream) 25 GB/s = 200 Gb/s;
   // NVLink 3 600 GB/s both ways -> 300 GB/s x 8 = 2400 Gb/s per direction;
-  // NVLink 4 900 GB/s both ways -> 450 GB/s x 8 = 3600 Gb/s; 8 IB rails per server.
+  // NVLink 4 900 GB/s both ways -> 450 GB/s x 8 = 3600 Gb/s; 8 IB rails per server,
+  // one NIC per GPU. vTrain's cluster: 150 GB/s x 8 = 1200 Gb/s; 800 Gb/s in 8 rails.
   const std::vector<ExpectedTopology> expected = {
       {"pipedream_a.json", 4 * 4, {10 * 8, 10}},
       {"pipedream_b.json", 2 * 8, {25 * 8, 25}},
       {"pipedream_c.json", 4 * 1, {40}},
-      {"a100_4x8.json", 4 * 8, {600.0 / 2 * 8, 8 * 200}},
-      {"h100_32x8.json", 32 * 8, {900.0 / 2 * 8, 8 * 400}},
+      {"a100_4x8.json", 4 * 8, {600.0 / 2 * 8, 8 * 200}, {1, 8}},
+      {"h100_32x8.json", 32 * 8, {900.0 / 2 * 8, 8 * 400}, {1, 8}},
+      {"a100_vtrain.json", 64 * 8, {150.0 * 8, 800}, {1, 8}},
       {"cpu_2core.json", 2, {8}},
   };
   const std::string readme = read_text(kSourceDir / "topologies" / "README.md");
@@ -101,7 +104,10 @@ TEST_CASE("every topology loads with its stated devices and links", "[analytic][
     REQUIRE(topology.ok());
     CHECK(topology->num_devices() == e.devices);
     REQUIRE(topology->num_levels() == static_cast<int>(e.bandwidth_gbps.size()));
-    for (int l = 0; l < topology->num_levels(); ++l) CHECK(topology->levels[l].bandwidth_gbps == e.bandwidth_gbps[l]);
+    for (int l = 0; l < topology->num_levels(); ++l) {
+      CHECK(topology->levels[l].bandwidth_gbps == e.bandwidth_gbps[l]);
+      CHECK(topology->levels[l].rails == (e.rails.empty() ? 1 : e.rails[l]));
+    }
     CHECK(topology->source.size() > 50);
     CHECK(topology->device.relative_speed == 1.0);
     CHECK(readme.find(e.file) != std::string::npos);
