@@ -112,9 +112,9 @@ Status check_calibration(const json& value, const FieldPath& at) {
 
 Result<Level> read_level(const json& value, const FieldPath& at) {
   if (auto ok = json_fields::check_object(value, at); !ok) return ok.error();
-  if (auto ok = json_fields::check_known_keys(
-          value, at,
-          {"name", "size", "bandwidth_gbps", "latency_us", "rails", "allreduce_bandwidth_gbps", "allreduce_latency_us"});
+  if (auto ok = json_fields::check_known_keys(value, at,
+                                              {"name", "size", "bandwidth_gbps", "latency_us", "rails",
+                                               "allreduce_bandwidth_gbps", "allreduce_latency_us"});
       !ok)
     return ok.error();
   Level level;

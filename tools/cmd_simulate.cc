@@ -15,6 +15,8 @@
 #include "sim/validate.h"
 #include "tools/cli_support.h"
 #include "tools/commands.h"
+#include "tools/megatron_flags.h"
+#include "tools/megatron_report.h"
 #include "tools/report.h"
 #include "tools/simulate_report.h"
 
@@ -38,6 +40,7 @@ struct SimulateArgs {
   std::string csv;
   bool json = false;
   int noise_samples = 0;
+  MegatronArgs megatron;
 };
 
 Plan base_plan(const SimulateArgs& args, const Profile& profile) {
@@ -113,7 +116,33 @@ nlohmann::json noise_summary(const SimulateArgs& args, const SimulatedPlan& run,
   return summary;
 }
 
+// A GPT model given by Megatron's flags: predict_megatron (sim/megatron_sim.h).
+int run_megatron_simulate(const SimulateArgs& args) {
+  if (!args.profile.empty() || !args.plan.empty() || !args.stages.empty())
+    throw UsageError("simulate: a GPT model given by Megatron's flags replaces --profile, --stages and --plan");
+  if (!args.schedules.empty() || args.virtual_stages > 0 || args.microbatches > 0 || args.microbatch_size > 0)
+    throw UsageError(
+        "simulate: with Megatron's flags the schedule is 1F1B, interleaved with "
+        "--num-layers-per-virtual-pipeline-stage; the batch is --micro-batch-size and --global-batch-size");
+  const Topology topology = load_topology_file(args.topology);
+  const MegatronRun run = megatron_run(args.megatron, topology);
+  const bool trace = !args.trace.empty() || !args.gantt.empty() || !args.csv.empty();
+  const MegatronPrediction prediction = take(predict_megatron(run.model, run.layout, topology, trace));
+  SimulatedPlan simulated{prediction.plan, topology.name, prediction.plan.microbatches, prediction.simulation};
+  write_outputs(args, simulated, false);
+  if (args.json)
+    std::fputs((megatron_json(run.model, run.layout, topology, prediction).dump(2) + "\n").c_str(), stdout);
+  else
+    std::fputs(megatron_text(run.model, run.layout, topology, prediction).c_str(), stdout);
+  return 0;
+}
+
 int run_simulate(const SimulateArgs& args) {
+  if (args.megatron.given()) return run_megatron_simulate(args);
+  if (args.profile.empty())
+    throw UsageError(
+        "simulate: give --profile with --stages or --plan, or a GPT model with Megatron's flags "
+        "(--num-layers, --hidden-size, ...)");
   if (args.plan.empty() == args.stages.empty())
     throw UsageError("simulate: give exactly one of --plan FILE or --stages RANGES");
   const Profile profile = load_profile_file(args.profile);
@@ -184,8 +213,15 @@ void add_simulate_command(CLI::App& app, CommandResult& result) {
       "2 S / v - 1 - s together. Example, 8 chunks on 4 devices:\n"
       "  baton simulate --profile traces/gpt-1.3b_h100_mb1.json --topology topologies/a100_4x8.json \\\n"
       "      --stages 0-4,4-7,7-10,10-13,13-16,16-19,19-22,22-26 --schedule interleaved-1f1b,zbv,dualpipev\n"
-      "The model behind the figures (links, all-reduce, memory, steady state): docs/SIMULATOR.md");
-  cmd->add_option("--profile", args->profile, "layer profile (baton.profile.v1 JSON)")->required();
+      "The model behind the figures (links, all-reduce, memory, steady state): docs/SIMULATOR.md\n\n"
+      "A GPT model trained as Megatron-LM trains it, in Megatron's own flags (no --profile):\n"
+      "  baton simulate --topology topologies/a100_vtrain.json --num-layers 48 --hidden-size 8192 \\\n"
+      "      --num-attention-heads 64 --seq-length 2048 --global-batch-size 1536 --micro-batch-size 2 \\\n"
+      "      --tensor-model-parallel-size 4 --pipeline-model-parallel-size 4 --data-parallel-size 32 \\\n"
+      "      --recompute-granularity full\n"
+      "prints the iteration time, model TFLOP/s per GPU, where the time goes and memory per GPU;\n"
+      "the GPU's kernel model and the tensor-parallel collectives: docs/TRANSFORMERS.md");
+  cmd->add_option("--profile", args->profile, "layer profile (baton.profile.v1 JSON)");
   cmd->add_option("--topology", args->topology, "cluster (baton.topology.v1 JSON)")->required();
   cmd->add_option("--stages", args->stages,
                   "stages as half-open layer ranges with replicas, e.g. 0-13x15,13-39x1;\n"
@@ -214,6 +250,7 @@ void add_simulate_command(CLI::App& app, CommandResult& result) {
                   "(with --json:\n"
                   "\"noise\": samples, q10_s, median_s, mean_s, q90_s)")
       ->check(CLI::NonNegativeNumber);
+  add_megatron_flags(*cmd, args->megatron);
   cmd->callback([args, &result] { result.exit_code = run_simulate(*args); });
 }
 

@@ -1,0 +1,259 @@
+// Predicts every measured Megatron run of data/groundtruth/vtrain with the
+// transformer model (sim/megatron_sim.h) on topologies/a100_vtrain.json and
+// prints the table (row, layout, predicted, measured, error) and the mean
+// absolute percentage error: overall, per file, and for the rows with
+// pipeline parallelism. Markdown, for bench/RESULTS.md.
+//
+// Every row is run as its source states it (data/groundtruth/vtrain/README.md):
+// 1F1B with flush, full recomputation, fp16, no overlap of the gradient
+// all-reduce, GPT-2's vocabulary.
+//
+// Usage: groundtruth_vtrain [--table] [--fit] [DATA_DIR [TOPOLOGY]]
+//   (defaults: data/groundtruth/vtrain, topologies/a100_vtrain.json, from the
+//   repository root); --table prints every row, otherwise the worst 10.
+//   --fit: how the fitted constants of sim/gpu_model.cc and the topology's
+//   all-reduce bandwidths were found: a coordinate search from the current
+//   values, each constant in turn scaled by 0.5 .. 2 while the objective
+//   (the MAPE of the multi-node rows / 8 + the MAPE of the single-node rows /
+//   12 + the worst row's error / 100, all in percent: each MAPE against its
+//   target) falls, six rounds; prints the constants.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "sim/megatron_sim.h"
+
+namespace {
+
+struct Row {
+  std::string file;
+  int line = 0;
+  baton::GptModel model;
+  baton::MegatronLayout layout;
+  double measured_ms = 0.0;
+  double predicted_ms = 0.0;
+  double error() const { return (predicted_ms - measured_ms) / measured_ms; }
+};
+
+std::vector<std::string> split(std::string line) {
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  std::vector<std::string> out;
+  std::stringstream stream(line);
+  std::string cell;
+  while (std::getline(stream, cell, ',')) out.push_back(cell);
+  return out;
+}
+
+std::vector<Row> read_rows(const std::string& path, const std::string& file) {
+  std::ifstream in(path);
+  if (!in) {
+    std::fprintf(stderr, "groundtruth_vtrain: cannot read %s\n", path.c_str());
+    std::exit(2);
+  }
+  std::string line;
+  std::getline(in, line);
+  std::vector<std::string> header = split(line);
+  auto column = [&](const std::string& name) {
+    const auto it = std::find(header.begin(), header.end(), name);
+    if (it == header.end()) {
+      std::fprintf(stderr, "groundtruth_vtrain: %s has no column '%s'\n", path.c_str(), name.c_str());
+      std::exit(2);
+    }
+    return static_cast<size_t>(it - header.begin());
+  };
+  const size_t gpus = column("# GPUs"), global = column("global batch"), micro = column("micro batch"),
+               hidden = column("hidden size"), heads = column("attention heads"), layers = column("# layers"),
+               sequence = column("sequence length"), tensor = column("tensor parallelism"),
+               data = column("data parallelism"), pipeline = column("pipeline parallelism"),
+               time = column("iteration time (ms)");
+  std::vector<Row> rows;
+  int number = 1;
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.empty() || line == "\r") continue;
+    const std::vector<std::string> c = split(line);
+    Row row;
+    row.file = file;
+    row.line = number;
+    row.model = baton::GptModel{std::stoll(c[layers]), std::stoll(c[hidden]), std::stoll(c[heads]),
+                                std::stoll(c[sequence]), 50257};
+    row.layout.tensor = std::stoi(c[tensor]);
+    row.layout.pipeline = std::stoi(c[pipeline]);
+    row.layout.data = std::stoi(c[data]);
+    row.layout.micro_batch = std::stoi(c[micro]);
+    row.layout.global_batch = std::stoi(c[global]);
+    row.layout.recompute = baton::Recompute::kFull;
+    row.measured_ms = std::stod(c[time]);
+    if (row.layout.gpus() != std::stoi(c[gpus])) {
+      std::fprintf(stderr, "groundtruth_vtrain: %s line %d: t x p x d != GPUs\n", path.c_str(), number);
+      std::exit(2);
+    }
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+double mape(const std::vector<const Row*>& rows) {
+  double sum = 0.0;
+  for (const Row* r : rows) sum += std::abs(r->error());
+  return rows.empty() ? 0.0 : 100.0 * sum / static_cast<double>(rows.size());
+}
+
+std::string describe(const Row& r) {
+  return fmt::format("{}:{} | L{} h{} a{} s{} | t{} p{} d{} b{} B{}", r.file, r.line, r.model.layers, r.model.hidden,
+                     r.model.heads, r.model.sequence, r.layout.tensor, r.layout.pipeline, r.layout.data,
+                     r.layout.micro_batch, r.layout.global_batch);
+}
+
+}  // namespace
+
+struct Knobs {
+  baton::GpuModel gpu;
+  baton::Topology topology;
+};
+
+// Predicts every row; false on an error (printed).
+bool predict_all(std::vector<Row>& rows, const Knobs& knobs) {
+  for (Row& r : rows) {
+    auto prediction = baton::predict_megatron(r.model, r.layout, knobs.topology, false, &knobs.gpu);
+    if (!prediction) {
+      std::fprintf(stderr, "groundtruth_vtrain: %s: %s\n", describe(r).c_str(), prediction.error().message.c_str());
+      return false;
+    }
+    r.predicted_ms = prediction->iteration_time.value * 1e3;
+  }
+  return true;
+}
+
+double objective(std::vector<Row>& rows, const Knobs& knobs) {
+  if (!predict_all(rows, knobs)) std::exit(1);
+  std::vector<const Row*> multi, single;
+  double worst = 0.0;
+  for (const Row& r : rows) {
+    (r.file == "multi" ? multi : single).push_back(&r);
+    worst = std::max(worst, 100.0 * std::abs(r.error()));
+  }
+  return mape(multi) / 8.0 + mape(single) / 12.0 + worst / 100.0;
+}
+
+Knobs fit(std::vector<Row>& rows, Knobs knobs) {
+  struct Knob {
+    const char* name;
+    double* value;
+    double limit;  // largest value (fractions of a peak: 1)
+  };
+  std::vector<Knob> list = {{"gemm_efficiency", &knobs.gpu.gemm_efficiency, 1.0},
+                            {"memory_efficiency", &knobs.gpu.memory_efficiency, 1.0},
+                            {"kernel_floor_s", &knobs.gpu.kernel_floor.value, 1.0},
+                            {"host_per_kernel_s", &knobs.gpu.host_per_kernel.value, 1.0}};
+  for (baton::Level& level : knobs.topology.levels) {
+    if (!level.allreduce_bandwidth_gbps) level.allreduce_bandwidth_gbps = level.bandwidth_gbps;
+    list.push_back({"allreduce_bandwidth_gbps", &*level.allreduce_bandwidth_gbps, level.bandwidth_gbps});
+    if (!level.allreduce_latency) level.allreduce_latency = level.latency;
+    list.push_back({"allreduce_latency_s", &level.allreduce_latency->value, 1.0});
+  }
+  double best = objective(rows, knobs);
+  for (int round = 0; round < 6; ++round) {
+    for (Knob& knob : list) {
+      for (double factor : {0.5, 0.7, 0.85, 0.95, 1.05, 1.18, 1.4, 2.0}) {
+        const double old = *knob.value;
+        *knob.value = std::min(knob.limit, old * factor);
+        const double value = objective(rows, knobs);
+        if (value < best)
+          best = value;
+        else
+          *knob.value = old;
+      }
+    }
+    std::fprintf(stderr, "round %d: objective %.3f:", round + 1, best);
+    for (const Knob& knob : list) std::fprintf(stderr, " %s %.4g", knob.name, *knob.value);
+    std::fprintf(stderr, "\n");
+  }
+  return knobs;
+}
+
+int main(int argc, char** argv) {
+  bool table = false;
+  bool fitting = false;
+  std::vector<std::string> positional;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--table")
+      table = true;
+    else if (arg == "--fit")
+      fitting = true;
+    else if (arg == "--help" || arg == "-h") {
+      std::puts("usage: groundtruth_vtrain [--table] [--fit] [DATA_DIR [TOPOLOGY]]");
+      return 0;
+    } else
+      positional.push_back(arg);
+  }
+  const std::string dir = positional.size() > 0 ? positional[0] : "data/groundtruth/vtrain";
+  const std::string topology_path = positional.size() > 1 ? positional[1] : "topologies/a100_vtrain.json";
+  std::ifstream topology_file(topology_path);
+  std::stringstream topology_text;
+  topology_text << topology_file.rdbuf();
+  auto topology = baton::parse_topology(topology_text.str(), topology_path);
+  if (!topology) {
+    std::fprintf(stderr, "groundtruth_vtrain: %s\n", topology.error().message.c_str());
+    return 2;
+  }
+  std::vector<Row> rows = read_rows(dir + "/multi_node.csv", "multi");
+  for (Row& r : read_rows(dir + "/single_node.csv", "single")) rows.push_back(r);
+  auto gpu = baton::gpu_model(topology->device.name);
+  if (!gpu) {
+    std::fprintf(stderr, "groundtruth_vtrain: %s\n", gpu.error().message.c_str());
+    return 2;
+  }
+  Knobs knobs{*gpu, *topology};
+  if (fitting) knobs = fit(rows, knobs);
+  const auto start = std::chrono::steady_clock::now();
+  if (!predict_all(rows, knobs)) return 1;
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  std::vector<const Row*> all, multi, single, piped, multi_piped, single_piped;
+  for (const Row& r : rows) {
+    all.push_back(&r);
+    (r.file == "multi" ? multi : single).push_back(&r);
+    if (r.layout.pipeline > 1) {
+      piped.push_back(&r);
+      (r.file == "multi" ? multi_piped : single_piped).push_back(&r);
+    }
+  }
+  auto worst = [](std::vector<const Row*> set) {
+    return set.empty() ? 0.0 : 100.0 * std::abs((*std::max_element(set.begin(), set.end(), [](auto a, auto b) {
+                                                  return std::abs(a->error()) < std::abs(b->error());
+                                                }))->error());
+  };
+  std::printf("| rows | count | MAPE | worst |\n|---|---|---|---|\n");
+  const struct {
+    const char* name;
+    const std::vector<const Row*>* set;
+  } sets[] = {{"all", &all},
+              {"multi-node", &multi},
+              {"multi-node, pipeline parallel", &multi_piped},
+              {"single-node", &single},
+              {"single-node, pipeline parallel", &single_piped},
+              {"pipeline parallel (both)", &piped}};
+  for (const auto& s : sets)
+    std::printf("| %s | %zu | %.2f%% | %.1f%% |\n", s.name, s.set->size(), mape(*s.set), worst(*s.set));
+  std::printf("\n%zu predictions in %.2f s\n\n", rows.size(), seconds);
+
+  std::vector<const Row*> shown = all;
+  std::sort(shown.begin(), shown.end(),
+            [](const Row* a, const Row* b) { return std::abs(a->error()) > std::abs(b->error()); });
+  if (!table) shown.resize(std::min<size_t>(10, shown.size()));
+  std::printf("| row (file:line) | model | layout | predicted ms | measured ms | error |\n|---|---|---|---|---|---|\n");
+  for (const Row* r : shown) {
+    std::printf("| %s | %.1f | %.1f | %+.1f%% |\n", describe(*r).c_str(), r->predicted_ms, r->measured_ms,
+                100.0 * r->error());
+  }
+  return 0;
+}

@@ -1,0 +1,91 @@
+#include "sim/gpu_model.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace baton {
+
+namespace {
+
+// Fitted once on the A100 rows (see gpu_model.h); shared by every GPU.
+constexpr double kGemmEfficiency = 0.7366;
+constexpr double kMemoryEfficiency = 0.6441;
+constexpr double kKernelFloorSeconds = 49e-6;
+constexpr double kHostPerKernelSeconds = 50e-6;
+
+GpuModel make(std::string name, int sms, double peak, double hbm, double memory_gib, std::string datasheet) {
+  GpuModel model;
+  model.name = std::move(name);
+  model.sms = sms;
+  model.peak_tflops = peak;
+  model.hbm_gbytes_per_s = hbm;
+  model.memory_gib = memory_gib;
+  model.gemm_efficiency = kGemmEfficiency;
+  model.memory_efficiency = kMemoryEfficiency;
+  model.kernel_floor = Seconds(kKernelFloorSeconds);
+  model.host_per_kernel = Seconds(kHostPerKernelSeconds);
+  model.source = fmt::format(
+      "{}; GEMM efficiency {} and memory efficiency {} of peak, {} us per kernel at least and {} us of host "
+      "dispatch per kernel, fitted to the A100 rows of data/groundtruth/vtrain",
+      datasheet, kGemmEfficiency, kMemoryEfficiency, kKernelFloorSeconds * 1e6, kHostPerKernelSeconds * 1e6);
+  return model;
+}
+
+std::vector<GpuModel> known() {
+  return {
+      make("A100-SXM4-80GB", 108, 312.0, 2039.0, 80.0,
+           "NVIDIA A100 datasheet: 108 SMs, 312 TFLOP/s fp16/bf16 dense, 2039 GB/s HBM2e, 80 GB"),
+      make("A100-SXM4-40GB", 108, 312.0, 1555.0, 40.0,
+           "NVIDIA A100 datasheet: 108 SMs, 312 TFLOP/s fp16/bf16 dense, 1555 GB/s HBM2, 40 GB"),
+      make("H100-SXM5-80GB", 132, 989.0, 3350.0, 80.0,
+           "NVIDIA H100 SXM5 datasheet: 132 SMs, 989 TFLOP/s fp16/bf16 dense, 3350 GB/s HBM3, 80 GB"),
+      make("V100-SXM2-16GB", 80, 125.0, 900.0, 16.0,
+           "NVIDIA V100 SXM2 datasheet: 80 SMs, 125 TFLOP/s fp16 tensor core, 900 GB/s HBM2, 16 GB"),
+      make("V100-SXM2-32GB", 80, 125.0, 900.0, 32.0,
+           "NVIDIA V100 SXM2 datasheet: 80 SMs, 125 TFLOP/s fp16 tensor core, 900 GB/s HBM2, 32 GB"),
+  };
+}
+
+std::string lower(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
+  return text;
+}
+
+}  // namespace
+
+Seconds GpuModel::gemm(double m, double n, double k, double count, int bytes_per_element) const {
+  const double tiles = count * std::ceil(m / tile_m) * std::ceil(n / tile_n);
+  const double waves = std::ceil(tiles / sms);
+  const double tile_flops_per_s = peak_tflops * 1e12 / sms * gemm_efficiency;
+  const double compute = waves * 2.0 * tile_m * tile_n * k / tile_flops_per_s;
+  const double bytes = count * (m * k + k * n + m * n) * bytes_per_element;
+  return std::max({Seconds(compute), memory_bound(bytes), kernel_floor});
+}
+
+Seconds GpuModel::memory_bound(double bytes) const {
+  return std::max(Seconds(bytes / (hbm_gbytes_per_s * 1e9 * memory_efficiency)), kernel_floor);
+}
+
+std::vector<std::string> gpu_models() {
+  std::vector<std::string> names;
+  for (const GpuModel& model : known()) names.push_back(model.name);
+  return names;
+}
+
+Result<GpuModel> gpu_model(const std::string& device_name) {
+  const std::string wanted = lower(device_name);
+  for (const GpuModel& model : known()) {
+    const std::string name = lower(model.name);
+    if (name == wanted || name.substr(0, 4) == wanted) return model;
+  }
+  return Error(
+      fmt::format("no GPU model for device '{}': known are {} (or a100, h100, v100); name one in the "
+                  "topology's device.name",
+                  device_name, fmt::join(gpu_models(), ", ")));
+}
+
+}  // namespace baton

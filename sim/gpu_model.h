@@ -1,0 +1,70 @@
+// GpuModel: the time of one kernel on one GPU, from its shape, for the
+// transformer model of sim/megatron.h.
+//
+// The model, stated once (every constant below is a field of GpuModel):
+// - A GEMM [m x k] x [k x n] (or `count` of them batched) is cut into output
+//   tiles of tile_m x tile_n; the tiles run in waves of `sms` (one tile per
+//   streaming multiprocessor at a time), and one tile of depth k takes
+//   2 tile_m tile_n k / (peak / sms x gemm_efficiency) seconds. So
+//     gemm time = ceil(count ceil(m / tile_m) ceil(n / tile_n) / sms) x tile time
+//   which is peak x gemm_efficiency for large shapes and loses what its last,
+//   partly filled wave wastes for the others (wave quantization). A GEMM that
+//   moves more bytes than it computes takes its bytes at memory speed instead
+//   (roofline: max of the two).
+// - A memory-bound kernel (normalization, softmax, dropout, GeLU, residual
+//   add, optimizer update) takes bytes / (hbm x memory_efficiency).
+// - Every kernel takes at least kernel_floor (launch and tail of a tiny kernel).
+// - The host issues kernels one after another: a pass over a layer takes at
+//   least (its kernels) x host_per_kernel, the framework's eager dispatch cost
+//   (the GPU idles when the layer's kernels are shorter than their dispatch).
+//
+// Sources: SM counts, tensor-core peaks (dense) and HBM bandwidths are NVIDIA's
+// datasheet figures; the tile of 128 x 128 is CUTLASS's and cuBLAS's common
+// tile for half precision. gemm_efficiency, memory_efficiency, kernel_floor
+// and host_per_kernel were fitted once, for the A100, to the measured
+// iteration times shipped in data/groundtruth/vtrain (all 850 rows together,
+// by a coordinate search on the mean absolute percentage error, with the
+// per-layer times of Korthikanti et al. 2022, Table 4, as a second target;
+// bench/RESULTS.md "Megatron ground truth"); the other GPUs take the A100's
+// fitted fractions unchanged (an assumption, not a measurement).
+//
+// Thread safety: plain values and pure functions.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sim/result.h"
+#include "sim/units.h"
+
+namespace baton {
+
+struct GpuModel {
+  std::string name;          // the topology's device name: "A100-SXM4-80GB"
+  int sms = 0;               // streaming multiprocessors
+  double peak_tflops = 0.0;  // dense fp16/bf16 tensor-core peak, 1e12 FLOP/s
+  double hbm_gbytes_per_s = 0.0;
+  double memory_gib = 0.0;
+  int tile_m = 128;
+  int tile_n = 128;
+  double gemm_efficiency = 0.0;    // fraction of peak a full wave reaches
+  double memory_efficiency = 0.0;  // fraction of hbm a streaming kernel reaches
+  Seconds kernel_floor;            // shortest kernel
+  Seconds host_per_kernel;         // host dispatch per kernel
+  std::string source;
+
+  // One GEMM (or `count` independent ones) of [m x k] x [k x n], operands and
+  // result at `bytes_per_element`.
+  Seconds gemm(double m, double n, double k, double count = 1.0, int bytes_per_element = 2) const;
+  // A memory-bound kernel moving `bytes` (reads + writes).
+  Seconds memory_bound(double bytes) const;
+};
+
+// The GPUs gpu_model() knows, in a stable order.
+std::vector<std::string> gpu_models();
+// The model of the GPU a topology names ("A100-SXM4-80GB", "H100-SXM5-80GB",
+// ...; case-insensitive, also the short "a100", "h100", "v100"). An Error
+// listing the known names otherwise.
+Result<GpuModel> gpu_model(const std::string& device_name);
+
+}  // namespace baton

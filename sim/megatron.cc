@@ -1,0 +1,94 @@
+#include "sim/megatron.h"
+
+#include <fmt/format.h>
+
+namespace baton {
+
+const char* recompute_name(Recompute recompute) {
+  switch (recompute) {
+    case Recompute::kNone: return "none";
+    case Recompute::kSelective: return "selective";
+    case Recompute::kFull: return "full";
+  }
+  return "none";
+}
+
+int MegatronLayout::virtual_stages(const GptModel& model) const {
+  if (layers_per_virtual_stage <= 0) return 1;
+  return static_cast<int>(model.layers / (static_cast<int64_t>(pipeline) * layers_per_virtual_stage));
+}
+
+int64_t padded_vocab(const GptModel& model, int tensor) {
+  const int64_t multiple = 128 * static_cast<int64_t>(tensor);
+  return (model.vocab + multiple - 1) / multiple * multiple;
+}
+
+double gpt_parameters(const GptModel& model, int tensor) {
+  const double h = static_cast<double>(model.hidden);
+  const double blocks = static_cast<double>(model.layers) * (12.0 * h * h + 13.0 * h);
+  return blocks + static_cast<double>(padded_vocab(model, tensor)) * h + static_cast<double>(model.sequence) * h +
+         2.0 * h;
+}
+
+double megatron_model_flops(const GptModel& model, const MegatronLayout& layout) {
+  const double k = layout.recompute == Recompute::kFull ? 4.0 : 3.0;
+  const double s = static_cast<double>(model.sequence);
+  const double l = static_cast<double>(model.layers);
+  const double h = static_cast<double>(model.hidden);
+  const double v = static_cast<double>(padded_vocab(model, layout.tensor));
+  return 24.0 * k * layout.global_batch * s * l * h * h * (1.0 + s / (6.0 * h) + v / (16.0 * l * h));
+}
+
+Status check_megatron_layout(const GptModel& model, const MegatronLayout& layout, int devices) {
+  auto bad = [](std::string message) { return Status(Error{std::move(message)}); };
+  if (model.layers < 1) return bad("--num-layers must be at least 1");
+  if (model.hidden < 1) return bad("--hidden-size must be at least 1");
+  if (model.heads < 1) return bad("--num-attention-heads must be at least 1");
+  if (model.sequence < 1) return bad("--seq-length must be at least 1");
+  if (model.vocab < 1) return bad("--vocab-size must be at least 1");
+  if (model.hidden % model.heads != 0)
+    return bad(fmt::format("--hidden-size {} is not divisible by --num-attention-heads {}", model.hidden, model.heads));
+  if (layout.tensor < 1) return bad("--tensor-model-parallel-size must be at least 1");
+  if (layout.pipeline < 1) return bad("--pipeline-model-parallel-size must be at least 1");
+  if (layout.data < 1) return bad("--data-parallel-size must be at least 1");
+  if (layout.micro_batch < 1) return bad("--micro-batch-size must be at least 1");
+  if (layout.global_batch < 1) return bad("--global-batch-size must be at least 1");
+  if (model.heads % layout.tensor != 0)
+    return bad(fmt::format("--num-attention-heads {} is not divisible by --tensor-model-parallel-size {}", model.heads,
+                           layout.tensor));
+  if (model.layers % layout.pipeline != 0)
+    return bad(fmt::format("--num-layers {} is not divisible by --pipeline-model-parallel-size {}", model.layers,
+                           layout.pipeline));
+  if (layout.layers_per_virtual_stage < 0) return bad("--num-layers-per-virtual-pipeline-stage must be at least 1");
+  if (layout.layers_per_virtual_stage > 0) {
+    const int64_t per_stage = model.layers / layout.pipeline;
+    if (layout.pipeline < 2)
+      return bad("--num-layers-per-virtual-pipeline-stage needs --pipeline-model-parallel-size of at least 2");
+    if (per_stage % layout.layers_per_virtual_stage != 0 || per_stage == layout.layers_per_virtual_stage)
+      return bad(fmt::format(
+          "--num-layers-per-virtual-pipeline-stage {} must divide the {} layers of each pipeline stage into at least "
+          "two chunks",
+          layout.layers_per_virtual_stage, per_stage));
+  }
+  const int per_rank = layout.global_batch / layout.data;
+  if (layout.global_batch % layout.data != 0 || per_rank % layout.micro_batch != 0)
+    return bad(fmt::format(
+        "--micro-batch-size {} x --data-parallel-size {} does not divide --global-batch-size {}: each data-parallel "
+        "rank needs a whole number of microbatches",
+        layout.micro_batch, layout.data, layout.global_batch));
+  if (layout.layers_per_virtual_stage > 0 && layout.microbatches() % layout.pipeline != 0)
+    return bad(
+        fmt::format("--global-batch-size {} gives {} microbatches per data-parallel rank, not a multiple of "
+                    "--pipeline-model-parallel-size {} as interleaved 1F1B needs",
+                    layout.global_batch, layout.microbatches(), layout.pipeline));
+  if (layout.sequence_parallel && layout.tensor < 2)
+    return bad("--sequence-parallel needs --tensor-model-parallel-size of at least 2");
+  if (layout.gpus() > devices)
+    return bad(
+        fmt::format("the layout needs {} GPUs (--tensor-model-parallel-size {} x --pipeline-model-parallel-size {} x "
+                    "--data-parallel-size {}) and the topology has {}",
+                    layout.gpus(), layout.tensor, layout.pipeline, layout.data, devices));
+  return ok_status();
+}
+
+}  // namespace baton

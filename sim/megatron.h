@@ -1,0 +1,82 @@
+// Megatron-style GPT training: the model, its layout, and what baton predicts
+// for it (sim/megatron_sim.h runs it).
+//
+// A GptModel is Megatron-LM's GPT: `layers` pre-LayerNorm transformer blocks
+// of width h with a heads and a 4h MLP, sequence s, learned position
+// embeddings, a vocabulary padded to a multiple of 128 x t (Megatron's
+// --make-vocab-size-divisible-by 128 times the tensor-parallel size) and an
+// output layer tied to the word embedding.
+//
+// A MegatronLayout is one run's parallel layout in Megatron's own terms:
+// tensor parallel t, pipeline parallel p, data parallel d, micro-batch b,
+// global batch B (microbatches per iteration m = B / (b d)), optionally
+// layers per virtual pipeline stage (interleaved 1F1B with v = L / (p x that)
+// chunks per device), activation recomputation, sequence parallelism, fp16
+// or bf16, the distributed optimizer and overlapped gradient reduction.
+// Ranks are placed as Megatron places them: tensor-parallel ranks innermost
+// (consecutive devices), then data parallel, then pipeline.
+//
+// Formulas used by every caller:
+//   parameters = L (12 h^2 + 13 h) + V h + s h + 2 h   (Megatron's count:
+//     blocks, word and position embeddings, the final LayerNorm)
+//   model FLOPs per iteration (Narayanan et al. 2021, eq. 3, which counts the
+//     recomputed forward only with full recomputation):
+//     F = 24 k B s L h^2 (1 + s / (6 h) + V / (16 L h)),
+//     k = 4 with full recomputation, 3 otherwise
+//   model_tflops_per_gpu = F / (iteration time x GPUs) / 1e12
+// Thread safety: plain values and pure functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "sim/result.h"
+
+namespace baton {
+
+struct GptModel {
+  int64_t layers = 0;
+  int64_t hidden = 0;
+  int64_t heads = 0;
+  int64_t sequence = 0;
+  int64_t vocab = 50257;  // GPT-2's BPE vocabulary
+};
+
+enum class Recompute { kNone, kSelective, kFull };
+const char* recompute_name(Recompute recompute);  // "none", "selective", "full"
+
+struct MegatronLayout {
+  int tensor = 1;
+  int pipeline = 1;
+  int data = 1;
+  int micro_batch = 1;
+  int global_batch = 1;
+  int layers_per_virtual_stage = 0;  // 0: not interleaved
+  Recompute recompute = Recompute::kNone;
+  bool sequence_parallel = false;
+  bool bf16 = false;  // else fp16
+  bool distributed_optimizer = false;
+  bool overlap_grad_reduce = false;
+
+  int gpus() const { return tensor * pipeline * data; }
+  int microbatches() const { return global_batch / (micro_batch * data); }
+  // Chunks per device: L / (p x layers per virtual stage), 1 without interleaving.
+  int virtual_stages(const GptModel& model) const;
+};
+
+// The vocabulary Megatron pads to: a multiple of 128 t.
+int64_t padded_vocab(const GptModel& model, int tensor);
+// Megatron's parameter count (above), with the padded vocabulary.
+double gpt_parameters(const GptModel& model, int tensor);
+// Model FLOPs of one iteration (above).
+double megatron_model_flops(const GptModel& model, const MegatronLayout& layout);
+
+// Checks a layout against its model and the devices there are; the error names
+// the Megatron flag at fault (--tensor-model-parallel-size, ...) and says what
+// would be valid: positive sizes, heads divisible by t, layers divisible among
+// the pipeline stages (and their chunks), a micro-batch size that divides the
+// global batch per data-parallel rank, at most `devices` GPUs, sequence
+// parallelism only with t > 1.
+Status check_megatron_layout(const GptModel& model, const MegatronLayout& layout, int devices);
+
+}  // namespace baton

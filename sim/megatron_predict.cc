@@ -1,0 +1,174 @@
+// predict_megatron and megatron_profile_on (declared in sim/megatron_sim.h).
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "sim/gpu_model.h"
+#include "sim/megatron_sim.h"
+#include "sim/network.h"
+
+namespace baton {
+
+namespace {
+
+// The tensor-parallel all-reduce on the first t GPUs of the topology; linear
+// in bytes, so measured at two sizes once.
+CollectiveTime tensor_allreduce(const Topology& topology, int tensor) {
+  std::vector<int> group;
+  for (int i = 0; i < tensor; ++i) group.push_back(i);
+  const Network network(topology);
+  const double probe = 1e9;
+  const double fixed = network.allreduce_time(group, Bytes(0)).value;
+  const double per_byte = (network.allreduce_time(group, Bytes(static_cast<int64_t>(probe))).value - fixed) / probe;
+  return [fixed, per_byte](double bytes) { return Seconds(fixed + per_byte * bytes); };
+}
+
+MegatronBreakdown breakdown_of(const MegatronPrediction& p, const MegatronLayout& layout, const Topology& groups) {
+  // The busiest pipeline rank: the most compute per iteration.
+  const int per_rank_microbatches = layout.microbatches();
+  MegatronBreakdown best;
+  Seconds best_busy(-1.0);
+  const Network network(groups);
+  for (int rank = 0; rank < layout.pipeline; ++rank) {
+    MegatronBreakdown b;
+    b.rank = rank;
+    Bytes gradients(0);
+    for (int s : stages_of_rank(p.plan, rank)) {
+      for (int layer = p.plan.stages[s].layers.begin; layer < p.plan.stages[s].layers.end; ++layer) {
+        const MegatronLayerTime& t = p.profile.times[layer];
+        b.compute += (t.forward_compute + t.backward_compute) * per_rank_microbatches;
+        b.tensor_comm += (t.forward_comm + t.backward_comm) * per_rank_microbatches;
+        b.recompute += t.recompute * per_rank_microbatches;
+        b.host += t.host_wait * per_rank_microbatches;
+        b.optimizer += p.profile.profile.layers[layer].optimizer;
+        gradients = gradients + p.profile.profile.layers[layer].param_bytes;
+      }
+    }
+    if (layout.data > 1) b.data_allreduce = network.allreduce_time(p.plan.stages[rank].devices, gradients);
+    const Seconds busy = b.compute + b.tensor_comm + b.recompute + b.host + b.optimizer + b.data_allreduce;
+    if (busy > best_busy) {
+      best_busy = busy;
+      best = b;
+    }
+  }
+  best.bubble = max(Seconds(0.0), p.iteration_time - best_busy);
+  return best;
+}
+
+// Layout changes that make an unfitting layout fit, as flags.
+std::vector<std::string> fit_hints(const GptModel& model, const MegatronLayout& layout, const Topology& topology,
+                                   const GpuModel& gpu) {
+  struct Variant {
+    std::string flag;
+    MegatronLayout layout;
+  };
+  std::vector<Variant> variants;
+  auto add = [&](std::string flag, MegatronLayout changed) { variants.push_back({std::move(flag), changed}); };
+  MegatronLayout v = layout;
+  v.tensor = layout.tensor * 2;
+  v.data = std::max(1, layout.data / 2);
+  add(fmt::format("--tensor-model-parallel-size {} (data parallel {})", v.tensor, v.data), v);
+  v = layout;
+  v.pipeline = layout.pipeline * 2;
+  v.data = std::max(1, layout.data / 2);
+  add(fmt::format("--pipeline-model-parallel-size {} (data parallel {})", v.pipeline, v.data), v);
+  if (layout.recompute != Recompute::kSelective && layout.recompute != Recompute::kFull) {
+    v = layout;
+    v.recompute = Recompute::kSelective;
+    add("--recompute-granularity selective", v);
+  }
+  if (layout.recompute != Recompute::kFull) {
+    v = layout;
+    v.recompute = Recompute::kFull;
+    add("--recompute-granularity full", v);
+  }
+  if (!layout.distributed_optimizer && layout.data > 1) {
+    v = layout;
+    v.distributed_optimizer = true;
+    add("--use-distributed-optimizer", v);
+  }
+  if (!layout.sequence_parallel && layout.tensor > 1) {
+    v = layout;
+    v.sequence_parallel = true;
+    add("--sequence-parallel", v);
+  }
+  std::vector<std::string> hints;
+  for (const Variant& variant : variants) {
+    if (!check_megatron_layout(model, variant.layout, topology.num_devices())) continue;
+    if (!tensor_group_topology(topology, variant.layout.tensor)) continue;
+    const MegatronProfile profile =
+        make_megatron_profile(model, variant.layout, gpu, [](double) { return Seconds(0.0); });
+    const Plan plan = megatron_plan(model, variant.layout);
+    const MegatronMemory memory = megatron_memory(model, variant.layout, plan, profile, topology.device.memory);
+    Bytes worst(0);
+    for (const MegatronRankMemory& r : memory.ranks) worst = std::max(worst, r.peak);
+    if (memory.fits()) hints.push_back(fmt::format("{}: peak {:.1f} GiB", variant.flag, worst.gib()));
+  }
+  return hints;
+}
+
+// --overlap-grad-reduce: Megatron reduces each bucket of gradients as soon as
+// the last microbatch's backward has produced it, so the reduction hides
+// behind that backward up to its length. The simulator's ALLREDUCE then stands
+// for the exposed rest: each rank's gradient bytes are scaled by
+// max(0, all-reduce - last backward) / all-reduce.
+void expose_overlapped_reduction(MegatronPrediction& p, const MegatronLayout& layout) {
+  const Network network(p.groups);
+  for (int rank = 0; rank < layout.pipeline; ++rank) {
+    Bytes gradients(0);
+    Seconds backward;
+    const std::vector<int> stages = stages_of_rank(p.plan, rank);
+    for (int s : stages)
+      for (int layer = p.plan.stages[s].layers.begin; layer < p.plan.stages[s].layers.end; ++layer) {
+        gradients = gradients + p.profile.profile.layers[layer].param_bytes;
+        backward += p.profile.profile.layers[layer].backward;
+      }
+    const Seconds reduce = network.allreduce_time(p.plan.stages[stages.front()].devices, gradients);
+    const double exposed = reduce.value > 0.0 ? std::max(0.0, (reduce - backward) / reduce) : 0.0;
+    for (int s : stages)
+      for (int layer = p.plan.stages[s].layers.begin; layer < p.plan.stages[s].layers.end; ++layer) {
+        Bytes& bytes = p.profile.profile.layers[layer].param_bytes;
+        bytes = Bytes(static_cast<int64_t>(static_cast<double>(bytes.value) * exposed));
+      }
+  }
+}
+
+}  // namespace
+
+Result<MegatronProfile> megatron_profile_on(const GptModel& model, const MegatronLayout& layout,
+                                            const Topology& topology, const GpuModel* gpu) {
+  if (auto ok = check_megatron_layout(model, layout, topology.num_devices()); !ok) return ok.error();
+  auto known = gpu ? Result<GpuModel>(*gpu) : gpu_model(topology.device.name);
+  if (!known) return known.error();
+  return make_megatron_profile(model, layout, *known, tensor_allreduce(topology, layout.tensor));
+}
+
+Result<MegatronPrediction> predict_megatron(const GptModel& model, const MegatronLayout& layout,
+                                            const Topology& topology, bool record_trace, const GpuModel* gpu) {
+  auto profile = megatron_profile_on(model, layout, topology, gpu);
+  if (!profile) return profile.error();
+  auto groups = tensor_group_topology(topology, layout.tensor);
+  if (!groups) return groups.error();
+  MegatronPrediction p;
+  p.profile = std::move(*profile);
+  p.groups = std::move(*groups);
+  p.plan = megatron_plan(model, layout);
+  if (layout.overlap_grad_reduce && layout.data > 1) expose_overlapped_reduction(p, layout);
+  SimOptions options;
+  options.record_trace = record_trace;
+  auto simulation = simulate_plan(p.plan, p.profile.profile, p.groups, options);
+  if (!simulation) return simulation.error();
+  p.simulation = std::move(*simulation);
+  p.iteration_time = p.simulation.metrics.iteration_time;
+  p.throughput_samples_per_s = layout.global_batch / p.iteration_time.value;
+  p.model_tflops_per_gpu = megatron_model_flops(model, layout) / (p.iteration_time.value * layout.gpus()) / 1e12;
+  p.breakdown = breakdown_of(p, layout, p.groups);
+  p.memory = megatron_memory(model, layout, p.plan, p.profile, topology.device.memory);
+  if (!p.memory.fits()) {
+    auto known = gpu ? Result<GpuModel>(*gpu) : gpu_model(topology.device.name);
+    if (known) p.fit_hints = fit_hints(model, layout, topology, *known);
+  }
+  return p;
+}
+
+}  // namespace baton

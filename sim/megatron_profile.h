@@ -1,0 +1,77 @@
+// The profile of a Megatron GPT for one tensor-parallel rank: per-layer times
+// from the GPU model (sim/gpu_model.h), with the layer's tensor-parallel
+// collectives, recomputation and optimizer step, as a baton Profile whose
+// layers are [embedding, block.0 .. block.L-1, head].
+//
+// Per block and microbatch of b sequences (T = b s tokens), on one of t ranks:
+//   forward GEMMs: QKV [T x h] x [h x 3h/t], scores b a / t x [s x h/a] x
+//     [h/a x s], weights x V, output projection [T x h/t] x [h/t x h], MLP
+//     [T x h] x [h x 4h/t] and [T x 4h/t] x [4h/t x h];
+//   memory-bound kernels: two LayerNorms (2 T h values each), the fused
+//     scale-mask-softmax and dropout over b a s^2 / t scores (3 passes), two
+//     bias-dropout-adds (3 T h) and GeLU (2 T 4h / t), at 2 bytes per value;
+//     with sequence parallelism the LayerNorms and dropouts run on T / t tokens;
+//   tensor-parallel collectives: two all-reduces of T h x 2 bytes in the
+//     forward pass (with sequence parallelism an all-gather and a
+//     reduce-scatter in place of each, the same time on a ring), two in the
+//     backward, where each overlaps the weight-gradient GEMM of its
+//     column-parallel layer (QKV, MLP up) as Megatron's asynchronous
+//     all-reduce does, so only what outlasts that GEMM is charged;
+//   backward: every GEMM twice (input and weight gradient), every
+//     memory-bound kernel twice; W (the weight-gradient half) is the
+//     weight-gradient GEMMs, I the rest;
+//   recomputation: full runs the block's forward (with its collectives) again
+//     before its backward; selective runs the attention core (scores,
+//     softmax, dropout, weights x V) again;
+//   the host floor: a forward pass takes at least 16 x host_per_kernel and a
+//     backward 34 x (plus 16 with full recomputation).
+// Embedding: gather 2 T h x 2 bytes, its all-reduce across t (the vocabulary
+// is split), scatter-add in the backward. Head: final LayerNorm, logits
+// [T x h] x [h x V/t], vocabulary-parallel cross entropy in fp32 (3 passes of
+// T V / t x 4 bytes forward, 2 backward), the input gradient's all-reduce.
+// Optimizer step per layer: 38 bytes per parameter of the rank (Adam with fp32
+// master weights: read gradient, master weights, two moments; write those
+// three and the half-precision weights; unscale and zero the gradients),
+// divided by d with the distributed optimizer.
+// Sizes for the simulator, whose devices are whole tensor-parallel groups
+// (sim/megatron_sim.h): a layer's output_bytes = T h x 2 (the group sends one
+// copy: Megatron scatters it across the t ranks, or it is already split with
+// sequence parallelism) and param_bytes = t x the rank's parameters x the
+// bytes of one reduced gradient (2 in fp16, 4 in bf16, which Megatron reduces
+// in fp32).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "sim/gpu_model.h"
+#include "sim/megatron.h"
+#include "sim/profile.h"
+
+namespace baton {
+
+// Time of a tensor-parallel all-reduce of `bytes` among the t ranks.
+using CollectiveTime = std::function<Seconds(double bytes)>;
+
+// One layer's time split by cause, per microbatch (sums over its kernels).
+struct MegatronLayerTime {
+  Seconds forward_compute;   // GEMMs and memory-bound kernels
+  Seconds forward_comm;      // tensor-parallel collectives
+  Seconds backward_compute;  // both halves, without recomputation
+  Seconds backward_comm;     // exposed part
+  Seconds recompute;         // forward work redone in the backward (with its collectives)
+  Seconds weight_gradient;   // the W half of backward_compute
+  Seconds host_wait;         // what the host floor adds over the GPU's work
+  double parameters = 0.0;   // of this rank
+};
+
+struct MegatronProfile {
+  Profile profile;                       // layers: embedding, blocks, head
+  std::vector<MegatronLayerTime> times;  // index = profile layer
+};
+
+MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayout& layout, const GpuModel& gpu,
+                                      const CollectiveTime& tp_allreduce);
+
+}  // namespace baton

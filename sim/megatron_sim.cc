@@ -1,0 +1,157 @@
+#include "sim/megatron_sim.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "sim/gpu_model.h"
+#include "sim/network.h"
+#include "sim/schedules.h"
+
+namespace baton {
+
+namespace {
+
+Status not_a_group(const Topology& topology, int tensor, const Level& level) {
+  return Error{
+      fmt::format("--tensor-model-parallel-size {} does not tile topology '{}': its level '{}' has {} children, and a "
+                  "tensor-parallel group must fill whole units of a level or divide it",
+                  tensor, topology.name, level.name, level.size)};
+}
+
+// Activation bytes of one block and microbatch on one rank (megatron_sim.h).
+double block_activation_bytes(const GptModel& model, const MegatronLayout& layout) {
+  const double s = static_cast<double>(model.sequence);
+  const double h = static_cast<double>(model.hidden);
+  const double a = static_cast<double>(model.heads);
+  const double t = layout.tensor;
+  const double sbh = s * layout.micro_batch * h;
+  const double attention = 5.0 * a * s / (h * t);
+  const double rest = layout.sequence_parallel ? 34.0 / t : 10.0 + 24.0 / t;
+  switch (layout.recompute) {
+    case Recompute::kNone: return sbh * (rest + attention);
+    case Recompute::kSelective: return sbh * rest;
+    case Recompute::kFull: return sbh * (layout.sequence_parallel ? 2.0 / t : 2.0);
+  }
+  return 0.0;
+}
+
+double working_set_bytes(const GptModel& model, const MegatronLayout& layout) {
+  MegatronLayout none = layout;
+  none.recompute = Recompute::kNone;
+  return layout.recompute == Recompute::kFull ? block_activation_bytes(model, none) : 0.0;
+}
+
+}  // namespace
+
+double megatron_layer_activation_bytes(const GptModel& model, const MegatronLayout& layout) {
+  return block_activation_bytes(model, layout);
+}
+
+Result<Topology> tensor_group_topology(const Topology& topology, int tensor) {
+  Topology out = topology;
+  out.name = fmt::format("{} in groups of {}", topology.name, tensor);
+  out.levels.clear();
+  int remaining = tensor;  // group members still to place at this level and above
+  for (int index = 0; index < topology.num_levels(); ++index) {
+    Level level = topology.levels[index];
+    const int gpus_per_child = topology.devices_per_unit(index - 1);
+    if (remaining >= level.size && remaining > 1) {
+      if (remaining % level.size != 0) return not_a_group(topology, tensor, level).error();
+      remaining /= level.size;
+      continue;  // the whole unit is inside one group
+    }
+    if (remaining > 1) {
+      if (level.size % remaining != 0) return not_a_group(topology, tensor, level).error();
+      level.size /= remaining;
+      level.bandwidth_gbps *= remaining;
+      if (level.allreduce_bandwidth_gbps) *level.allreduce_bandwidth_gbps *= remaining;
+      remaining = 1;
+    }
+    // A group owns its GPUs' share of each rail above it.
+    const int group_gpus_in_child = std::min(tensor, gpus_per_child);
+    const double rails_per_gpu = static_cast<double>(level.rails) / gpus_per_child;
+    const double owned = std::min<double>(level.rails, std::max(1.0, rails_per_gpu * group_gpus_in_child));
+    level.rails = std::max(1, static_cast<int>(std::lround(level.rails / owned)));
+    out.levels.push_back(level);
+  }
+  if (remaining > 1)
+    return Error{fmt::format("--tensor-model-parallel-size {} is larger than topology '{}'", tensor, topology.name)};
+  if (out.levels.empty()) out.levels.push_back(Level{"one tensor-parallel group", 1, 1.0, Seconds(0.0), {}, {}});
+  return out;
+}
+
+Plan megatron_plan(const GptModel& model, const MegatronLayout& layout) {
+  Plan plan;
+  plan.model = fmt::format("gpt L{} h{}", model.layers, model.hidden);
+  const int v = layout.virtual_stages(model);
+  plan.schedule = v > 1 ? Schedule::kInterleaved1F1B : Schedule::kOneFOneB;
+  plan.virtual_stages = v;
+  plan.microbatch_size = layout.micro_batch;
+  plan.microbatches = layout.microbatches() * layout.data;  // microbatch k runs on replica k mod d
+  const int stages = layout.pipeline * v;
+  const int per = static_cast<int>(model.layers / stages);
+  for (int s = 0; s < stages; ++s) {
+    StagePlan stage;
+    stage.layers = LayerRange{s == 0 ? 0 : 1 + s * per, 1 + (s + 1) * per + (s == stages - 1 ? 1 : 0)};
+    stage.replicas = layout.data;
+    const int rank = s % layout.pipeline;
+    for (int j = 0; j < layout.data; ++j) stage.devices.push_back(rank * layout.data + j);
+    plan.stages.push_back(stage);
+  }
+  return plan;
+}
+
+bool MegatronMemory::fits() const {
+  return std::all_of(ranks.begin(), ranks.end(), [&](const MegatronRankMemory& r) { return r.peak <= capacity; });
+}
+
+MegatronMemory megatron_memory(const GptModel& model, const MegatronLayout& layout, const Plan& plan,
+                               const MegatronProfile& profile, Bytes capacity) {
+  MegatronMemory memory;
+  memory.capacity = capacity;
+  const double gradient = layout.bf16 ? 4.0 : 2.0;
+  const double states = 12.0 / (layout.distributed_optimizer ? layout.data : 1);
+  const double per_block = block_activation_bytes(model, layout);
+  const double working = working_set_bytes(model, layout);
+  const double logits = static_cast<double>(model.sequence) * layout.micro_batch *
+                        static_cast<double>(padded_vocab(model, layout.tensor)) / layout.tensor * 4.0 * 2.0;
+  const Program program = build_program(plan);
+  const int last_stage = plan.num_stages() - 1;
+  for (int rank = 0; rank < layout.pipeline; ++rank) {
+    MegatronRankMemory entry;
+    entry.rank = rank;
+    double parameters = 0.0;
+    for (int s : stages_of_rank(plan, rank))
+      for (int layer = plan.stages[s].layers.begin; layer < plan.stages[s].layers.end; ++layer)
+        parameters += profile.times[layer].parameters;
+    entry.weights_and_optimizer = Bytes(static_cast<int64_t>(parameters * (2.0 + gradient + states)));
+    // Replica 0 of the rank: the worker whose program is followed.
+    const int worker = worker_index(plan, stages_of_rank(plan, rank).front(), 0);
+    std::vector<int> held(plan.num_stages(), 0);
+    double peak_bytes = 0.0;
+    int peak_count = 0;
+    for (const Action& action : program.actions[worker]) {
+      if (action.kind == ActionKind::kForward) ++held[action.stage];
+      if (action.kind == ActionKind::kBackward || action.kind == ActionKind::kBackwardInput) --held[action.stage];
+      double bytes = 0.0;
+      int count = 0;
+      for (int s = 0; s < plan.num_stages(); ++s) {
+        const int blocks = plan.stages[s].layers.size() - (s == 0 ? 1 : 0) - (s == last_stage ? 1 : 0);
+        bytes += held[s] * per_block * blocks;
+        count += held[s];
+      }
+      peak_bytes = std::max(peak_bytes, bytes);
+      peak_count = std::max(peak_count, count);
+    }
+    const bool last = plan.rank_of(last_stage) == rank;
+    entry.activations = Bytes(static_cast<int64_t>(peak_bytes + working + (last ? logits : 0.0)));
+    entry.inflight_microbatches = peak_count;
+    entry.peak = entry.weights_and_optimizer + entry.activations;
+    memory.ranks.push_back(entry);
+  }
+  return memory;
+}
+
+}  // namespace baton

@@ -1,0 +1,113 @@
+// Predicting one Megatron GPT training iteration on a topology: the profile of
+// sim/megatron_profile.h simulated by the engine, with the layout's memory.
+//
+// The simulator's devices are whole tensor-parallel groups ("TP groups"): a
+// group of t consecutive GPUs runs one pipeline rank's replica, its layers'
+// times are those of one of its GPUs (they run in lock step), and its links
+// are the t GPUs' links together (tensor_group_topology). Ranks are placed as
+// Megatron places them: data-parallel replicas of one pipeline rank on
+// consecutive groups, the pipeline ranks after one another. The tensor-
+// parallel collectives are charged inside each layer's compute (on the
+// innermost levels the t GPUs span, by sim/network.h's all-reduce), so the
+// Gantt and Perfetto traces show them inside the F and B blocks and the
+// layers' descriptions give them apart.
+//
+// Memory per GPU of pipeline rank r (Korthikanti et al. 2022, eqs. 1-6):
+//   weights and optimizer: its parameters x (2 weights + g gradients + 12
+//     fp32 master weights and Adam moments), g = 2 in fp16, 4 in bf16; with
+//     the distributed optimizer the 12 are divided by d;
+//   activations per layer and microbatch (bytes), s b h x
+//     none:      10 + 24 / t + 5 a s / (h t)     (34 / t + 5 a s / (h t) with sequence parallelism)
+//     selective: 10 + 24 / t                    (34 / t)
+//     full:      2, the layer's input (2 / t), plus one layer's "none"
+//                working set during its backward;
+//   times the microbatches in flight on the rank at the worst moment, counted
+//   chunk by chunk from the schedule's Program; plus on the last rank the
+//   fp32 logits of one microbatch twice (s b V / t x 4 x 2).
+// Thread safety: pure functions.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sim/gpu_model.h"
+#include "sim/megatron.h"
+#include "sim/megatron_profile.h"
+#include "sim/plan.h"
+#include "sim/simulator.h"
+#include "sim/topology.h"
+
+namespace baton {
+
+// The topology whose devices are groups of `tensor` consecutive GPUs of
+// `topology`. Error: t that neither divides a level's size nor is a multiple
+// of the levels it spans.
+Result<Topology> tensor_group_topology(const Topology& topology, int tensor);
+
+// The plan of a layout: S = p v stages (chunks) of L / (p v) blocks, the
+// embedding on the first and the head on the last, d replicas each, on the
+// TP groups as Megatron places them; schedule 1f1b, or interleaved-1f1b.
+Plan megatron_plan(const GptModel& model, const MegatronLayout& layout);
+
+// Activation bytes one block keeps for one microbatch on one rank (above;
+// with full recomputation the layer's input only).
+double megatron_layer_activation_bytes(const GptModel& model, const MegatronLayout& layout);
+
+struct MegatronRankMemory {
+  int rank = 0;
+  Bytes weights_and_optimizer;
+  Bytes activations;
+  Bytes peak;
+  int inflight_microbatches = 0;  // the most microbatches (of any chunk) held at once
+};
+
+struct MegatronMemory {
+  std::vector<MegatronRankMemory> ranks;
+  Bytes capacity;
+  bool fits() const;
+};
+
+// Memory per GPU of each pipeline rank (above). Plan from megatron_plan.
+MegatronMemory megatron_memory(const GptModel& model, const MegatronLayout& layout, const Plan& plan,
+                               const MegatronProfile& profile, Bytes capacity);
+
+// Where the time of the busiest pipeline rank goes, seconds per iteration.
+struct MegatronBreakdown {
+  int rank = 0;
+  Seconds compute;         // GEMMs and memory-bound kernels, forward and backward
+  Seconds tensor_comm;     // exposed tensor-parallel collectives
+  Seconds recompute;       // forward work redone
+  Seconds host;            // waiting for the host to issue kernels
+  Seconds data_allreduce;  // gradient all-reduce across the d replicas
+  Seconds optimizer;
+  Seconds bubble;  // the rest: pipeline fill and drain, waiting for transfers
+};
+
+struct MegatronPrediction {
+  Plan plan;
+  Topology groups;  // tensor_group_topology
+  MegatronProfile profile;
+  Simulation simulation;
+  Seconds iteration_time;
+  double throughput_samples_per_s = 0.0;
+  double model_tflops_per_gpu = 0.0;
+  MegatronBreakdown breakdown;
+  MegatronMemory memory;
+  std::vector<std::string> fit_hints;  // when it does not fit: what would
+};
+
+// Checks the layout (check_megatron_layout), builds the profile for the
+// topology's GPU, simulates one iteration. A layout that does not fit the
+// device memory is still simulated; memory.fits() says so and fit_hints what
+// would make it fit.
+// `gpu` replaces the topology's GPU model (bench/groundtruth_vtrain --fit
+// varies its constants); null: gpu_model(topology.device.name).
+Result<MegatronPrediction> predict_megatron(const GptModel& model, const MegatronLayout& layout,
+                                            const Topology& topology, bool record_trace, const GpuModel* gpu = nullptr);
+
+// The same profile predict_megatron simulates (for `baton profile analytic
+// --arch gpt`): the topology gives the GPU and the tensor-parallel links.
+Result<MegatronProfile> megatron_profile_on(const GptModel& model, const MegatronLayout& layout,
+                                            const Topology& topology, const GpuModel* gpu = nullptr);
+
+}  // namespace baton

@@ -1,0 +1,88 @@
+// `baton simulate` with Megatron-LM's flags: the JSON figures, the text's
+// account of the time, traces with the model's layers, and bad layouts
+// refused with exit 2, the flag named and nothing written.
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/catch_compat.h"
+
+#include "tests/cli/cli_runner.h"
+
+using namespace baton::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kModel =
+    "simulate --topology topologies/a100_vtrain.json --num-layers 48 --hidden-size 8192 --num-attention-heads 64 "
+    "--seq-length 2048 --global-batch-size 1536 --recompute-granularity full ";
+
+TEST_CASE("simulate with Megatron flags prints the figures as JSON", "[cli][megatron]") {
+  const CliRun run = run_baton(kModel +
+                                   "--micro-batch-size 2 --tensor-model-parallel-size 4 "
+                                   "--pipeline-model-parallel-size 4 --data-parallel-size 32 --json",
+                               "megatron-json");
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  const nlohmann::json j = nlohmann::json::parse(run.out);
+  const double iteration = j["iteration_time_s"].get<double>();
+  CHECK(iteration > 0.0);
+  CHECK(j["throughput_samples_per_s"].get<double>() == Approx(1536 / iteration));
+  // Megatron's formula: 96 B s L h^2 (1 + s / 6h + V / 16 L h) over the time and the 512 GPUs.
+  const double s = 2048, L = 48, h = 8192, V = 50688;
+  const double flops = 96.0 * 1536 * s * L * h * h * (1 + s / (6 * h) + V / (16 * L * h));
+  CHECK(j["model_tflops_per_gpu"].get<double>() == Approx(flops / iteration / 512 / 1e12));
+  CHECK(j["layout"]["tensor_model_parallel_size"] == 4);
+  CHECK(j["layout"]["recompute_granularity"] == "full");
+  CHECK(j["memory"].size() == 4);
+  CHECK(j["memory"][0]["inflight_microbatches"] == 4);
+  CHECK(j["fits"] == true);
+  double parts = 0.0;
+  for (const char* key : {"compute", "tensor_parallel_comm", "recompute", "host_dispatch", "pipeline_bubble",
+                          "data_parallel_allreduce", "optimizer"})
+    parts += j["breakdown_s"][key].get<double>();
+  CHECK(parts == Approx(iteration).epsilon(1e-9));
+}
+
+TEST_CASE("simulate with Megatron flags says where the time goes and writes the traces", "[cli][megatron]") {
+  const fs::path dir = scratch_dir("megatron-trace");
+  const CliRun run = run_baton(kModel +
+                                   "--micro-batch-size 1 --tensor-model-parallel-size 8 "
+                                   "--pipeline-model-parallel-size 4 --data-parallel-size 2 "
+                                   "--num-layers-per-virtual-pipeline-stage 3 --gantt '" +
+                                   (dir / "g.svg").string() + "' --trace '" + (dir / "t.json").string() + "'",
+                               "megatron-text");
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  for (const char* part : {"interleaved 1F1B with 4 chunks of 3 layers", "tensor-parallel collectives",
+                           "pipeline bubble", "data-parallel gradient all-reduce", "pipeline rank   3"})
+    CHECK(run.out.find(part) != std::string::npos);
+  CHECK(fs::file_size(dir / "g.svg") > 1000);
+  CHECK(slurp(dir / "t.json").find("\"F\"") != std::string::npos);
+}
+
+void refused(const std::string& flags, const std::vector<std::string>& parts) {
+  const fs::path dir = scratch_dir("megatron-bad");
+  const fs::path trace = dir / "trace.json";
+  const CliRun run = run_baton(kModel + flags + " --trace '" + trace.string() + "'", "megatron-bad");
+  INFO("stderr: " << run.err);
+  CHECK(run.exit_code == 2);
+  for (const std::string& part : parts) CHECK(run.err.find(part) != std::string::npos);
+  CHECK_FALSE(fs::exists(trace));
+  CHECK(run.out.empty());
+}
+
+TEST_CASE("simulate refuses a bad Megatron layout naming the flag", "[cli][megatron][bad-input]") {
+  refused("--tensor-model-parallel-size 3", {"--num-attention-heads 64", "--tensor-model-parallel-size 3"});
+  refused("--pipeline-model-parallel-size 5", {"--num-layers 48", "--pipeline-model-parallel-size 5"});
+  refused("--tensor-model-parallel-size 8 --pipeline-model-parallel-size 4 --num-layers-per-virtual-pipeline-stage 5",
+          {"--num-layers-per-virtual-pipeline-stage 5"});
+  refused("--micro-batch-size 7 --tensor-model-parallel-size 8 --pipeline-model-parallel-size 8",
+          {"--micro-batch-size 7", "--global-batch-size 1536"});
+  refused("--tensor-model-parallel-size 8 --pipeline-model-parallel-size 8 --data-parallel-size 16",
+          {"needs 1024 GPUs", "has 512"});
+  refused("--tensor-model-parallel-size 8 --profile traces/gpt-13b_a100_mb1.json", {"replaces --profile"});
+}
+
+}  // namespace

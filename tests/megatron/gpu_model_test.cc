@@ -1,0 +1,64 @@
+// The GPU kernel model (sim/gpu_model.h): wave-quantized GEMM tiles, memory-bound
+// kernels at HBM speed, the kernel floor.
+#include "tests/catch_compat.h"
+
+#include "sim/gpu_model.h"
+
+namespace baton {
+namespace {
+
+GpuModel a100() {
+  auto gpu = gpu_model("A100-SXM4-80GB");
+  REQUIRE(gpu.ok());
+  return *gpu;
+}
+
+bool close_rel(double got, double want, double tolerance = 1e-12) {
+  return std::abs(got - want) <= tolerance * std::abs(want);
+}
+
+TEST_CASE("gpu_model: a full wave of 128 x 128 tiles runs at peak x gemm_efficiency", "[megatron][gpu]") {
+  const GpuModel gpu = a100();
+  // 12 x 9 = 108 tiles = one tile per SM: one wave of 2 x 128 x 128 x k FLOPs per SM.
+  const double k = 4096;
+  const double tile_seconds = 2.0 * 128 * 128 * k / (312e12 / 108 * gpu.gemm_efficiency);
+  CHECK(close_rel(gpu.gemm(12 * 128, 9 * 128, k).value, tile_seconds));
+  // Its FLOPs over its time: peak x efficiency exactly.
+  const double flops = 2.0 * 12 * 128 * 9 * 128 * k;
+  CHECK(close_rel(flops / gpu.gemm(12 * 128, 9 * 128, k).value, 312e12 * gpu.gemm_efficiency));
+}
+
+TEST_CASE("gpu_model: one tile more than a wave costs a second wave", "[megatron][gpu]") {
+  const GpuModel gpu = a100();
+  const double one_wave = gpu.gemm(12 * 128, 9 * 128, 4096).value;
+  // 12 x 9 tiles and one row of tiles more: 117 tiles, 2 waves.
+  CHECK(close_rel(gpu.gemm(13 * 128, 9 * 128, 4096).value, 2 * one_wave));
+  // A partial tile counts as a whole one.
+  CHECK(close_rel(gpu.gemm(12 * 128 - 5, 9 * 128 - 7, 4096).value, one_wave));
+  // Batched: 27 products of 4 x 4 tiles each are 432 tiles, 4 waves.
+  CHECK(close_rel(gpu.gemm(512, 512, 4096, 27).value, 4 * one_wave));
+}
+
+TEST_CASE("gpu_model: memory-bound kernels at hbm x memory_efficiency, and the kernel floor", "[megatron][gpu]") {
+  const GpuModel gpu = a100();
+  CHECK(close_rel(gpu.memory_bound(4e9).value, 4e9 / (2039e9 * gpu.memory_efficiency)));
+  CHECK(gpu.memory_bound(1.0).value == gpu.kernel_floor.value);
+  CHECK(gpu.gemm(8, 8, 8).value == gpu.kernel_floor.value);
+  // A GEMM with a tiny k moves more bytes than it computes: memory speed.
+  const double m = 65536, n = 65536, k = 8;
+  CHECK(close_rel(gpu.gemm(m, n, k).value, gpu.memory_bound(2.0 * (m * k + k * n + m * n)).value));
+}
+
+TEST_CASE("gpu_model: names as topologies give them, short names, and an error listing them", "[megatron][gpu]") {
+  CHECK(gpu_model("h100").ok());
+  CHECK(gpu_model("H100-SXM5-80GB")->sms == 132);
+  CHECK(gpu_model("a100-sxm4-80gb")->peak_tflops == 312.0);
+  CHECK(gpu_model("V100-SXM2-16GB")->memory_gib == 16.0);
+  const auto unknown = gpu_model("TPU-v4");
+  REQUIRE_FALSE(unknown.ok());
+  CHECK(unknown.error().message.find("A100-SXM4-80GB") != std::string::npos);
+  CHECK(unknown.error().message.find("TPU-v4") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace baton

@@ -1,0 +1,84 @@
+// Megatron's model and layout (sim/megatron.h): the padded vocabulary, the
+// parameter and FLOP counts, and bad layouts refused with the flag named.
+#include "tests/catch_compat.h"
+
+#include "sim/megatron.h"
+
+namespace baton {
+namespace {
+
+const GptModel kGpt3{96, 12288, 96, 2048, 50257};  // GPT-3 175B (Brown et al. 2020, Table 2.1)
+
+MegatronLayout layout(int t, int p, int d, int b, int global) {
+  MegatronLayout l;
+  l.tensor = t;
+  l.pipeline = p;
+  l.data = d;
+  l.micro_batch = b;
+  l.global_batch = global;
+  return l;
+}
+
+TEST_CASE("megatron: the vocabulary is padded to a multiple of 128 t", "[megatron]") {
+  CHECK(padded_vocab(kGpt3, 1) == 50304);  // 393 x 128
+  CHECK(padded_vocab(kGpt3, 8) == 51200);  // 50 x 1024
+  CHECK(padded_vocab(GptModel{1, 128, 1, 1, 1024}, 8) == 1024);
+}
+
+TEST_CASE("megatron: parameters L (12 h^2 + 13 h) + V h + s h + 2 h, about 175B for GPT-3", "[megatron]") {
+  const double h = 12288;
+  const double expected = 96 * (12 * h * h + 13 * h) + 50304 * h + 2048 * h + 2 * h;
+  CHECK(gpt_parameters(kGpt3, 1) == expected);
+  CHECK(std::abs(gpt_parameters(kGpt3, 1) / 1e9 - 174.6) < 0.1);
+}
+
+TEST_CASE("megatron: model FLOPs 24 k B s L h^2 (1 + s / 6h + V / 16 L h), k 4 with full recomputation", "[megatron]") {
+  MegatronLayout l = layout(8, 16, 8, 1, 1536);
+  const double s = 2048, L = 96, h = 12288, V = 51200, B = 1536;
+  const double base = 24 * B * s * L * h * h * (1 + s / (6 * h) + V / (16 * L * h));
+  CHECK(std::abs(megatron_model_flops(kGpt3, l) / (3 * base) - 1) < 1e-12);
+  l.recompute = Recompute::kFull;
+  CHECK(std::abs(megatron_model_flops(kGpt3, l) / (4 * base) - 1) < 1e-12);
+}
+
+TEST_CASE("megatron: microbatches B / (b d) and chunks L / (p x layers per virtual stage)", "[megatron]") {
+  MegatronLayout l = layout(8, 16, 8, 1, 1536);
+  CHECK(l.microbatches() == 192);
+  CHECK(l.gpus() == 1024);
+  CHECK(l.virtual_stages(kGpt3) == 1);
+  l.layers_per_virtual_stage = 3;
+  CHECK(l.virtual_stages(kGpt3) == 2);
+  CHECK(check_megatron_layout(kGpt3, l, 1024).ok());
+}
+
+void refused(const MegatronLayout& l, int devices, const std::vector<std::string>& parts, GptModel model = kGpt3) {
+  const Status status = check_megatron_layout(model, l, devices);
+  REQUIRE_FALSE(status.ok());
+  for (const std::string& part : parts) {
+    INFO(status.error().message);
+    CHECK(status.error().message.find(part) != std::string::npos);
+  }
+}
+
+TEST_CASE("megatron: bad layouts are refused naming the flag", "[megatron]") {
+  refused(layout(5, 1, 1, 1, 8), 8, {"--num-attention-heads 96", "--tensor-model-parallel-size 5"});
+  refused(layout(8, 7, 1, 1, 8), 1024, {"--num-layers 96", "--pipeline-model-parallel-size 7"});
+  MegatronLayout v = layout(8, 16, 8, 1, 1536);
+  v.layers_per_virtual_stage = 4;  // 6 layers per stage
+  refused(v, 1024, {"--num-layers-per-virtual-pipeline-stage 4", "6 layers"});
+  v.layers_per_virtual_stage = 6;  // one chunk: not interleaving
+  refused(v, 1024, {"--num-layers-per-virtual-pipeline-stage 6", "at least two chunks"});
+  refused(layout(8, 16, 8, 5, 1536), 1024, {"--micro-batch-size 5", "--global-batch-size 1536"});
+  refused(layout(8, 16, 8, 1, 1537), 1024, {"--data-parallel-size 8", "--global-batch-size 1537"});
+  refused(layout(8, 16, 16, 1, 1536), 1024, {"2048 GPUs", "has 1024"});
+  MegatronLayout sp = layout(1, 16, 8, 1, 1536);
+  sp.sequence_parallel = true;
+  refused(sp, 1024, {"--sequence-parallel", "--tensor-model-parallel-size"});
+  MegatronLayout interleaved = layout(8, 16, 8, 1, 1544);  // 193 microbatches, not a multiple of 16
+  interleaved.layers_per_virtual_stage = 3;
+  refused(interleaved, 1024, {"193 microbatches", "--pipeline-model-parallel-size 16"});
+  refused(layout(1, 1, 1, 1, 8), 8, {"--hidden-size 100", "--num-attention-heads 3"}, GptModel{2, 100, 3, 16, 10});
+}
+
+}  // namespace
+}  // namespace baton

@@ -1,0 +1,168 @@
+// A Megatron GPT run predicted by the simulator (sim/megatron_sim.h): the
+// composition of the prediction, the tensor-parallel groups' topology, and
+// per-layer times against Korthikanti et al.'s measurements.
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "tests/catch_compat.h"
+
+#include "sim/megatron_sim.h"
+#include "sim/network.h"
+
+namespace baton {
+namespace {
+
+Topology shipped(const std::string& name) {
+  const std::filesystem::path path = std::filesystem::path(BATON_SOURCE_DIR) / "topologies" / name;
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  auto topology = parse_topology(text.str(), path.string());
+  REQUIRE(topology.ok());
+  return *topology;
+}
+
+const GptModel k22B{48, 6144, 64, 2048, 51200};  // Korthikanti et al., Table 3
+const GptModel kSmall{4, 1024, 16, 1024, 50257};
+
+MegatronLayout layout(int t, int p, int d, int b, int global) {
+  MegatronLayout l;
+  l.tensor = t;
+  l.pipeline = p;
+  l.data = d;
+  l.micro_batch = b;
+  l.global_batch = global;
+  return l;
+}
+
+TEST_CASE("megatron predict: one GPU, no pipeline: m x (forward + backward) + the optimizer step",
+          "[megatron][predict]") {
+  const Topology topology = shipped("a100_vtrain.json");
+  const MegatronLayout l = layout(1, 1, 1, 2, 8);
+  const auto p = predict_megatron(kSmall, l, topology, false);
+  REQUIRE(p.ok());
+  double expected = 0.0;
+  for (const Layer& layer : p->profile.profile.layers)
+    expected += 4 * (layer.forward + layer.backward).value + layer.optimizer.value;
+  CHECK(p->iteration_time.value == Approx(expected).epsilon(1e-9));
+  CHECK(p->throughput_samples_per_s == Approx(8 / expected).epsilon(1e-9));
+  CHECK(p->breakdown.bubble.value == Approx(0.0).margin(1e-9));
+  CHECK(p->breakdown.data_allreduce.value == 0.0);
+}
+
+TEST_CASE("megatron predict: a block's forward carries two ring all-reduces of b s h x 2 bytes over t GPUs",
+          "[megatron][predict]") {
+  const Topology topology = shipped("a100_vtrain.json");
+  const MegatronLayout l = layout(4, 1, 1, 2, 8);
+  const auto profile = megatron_profile_on(kSmall, l, topology);
+  REQUIRE(profile.ok());
+  // Inside one server: 2 (t - 1) / t x D / B + 2 (t - 1) x the ring latency.
+  const double D = 2.0 * 1024 * 1024 * 2;
+  const double ring = 2.0 * 3 / 4 * D / (1200e9 / 8) + 2 * 3 * 6e-6;
+  CHECK(profile->times[1].forward_comm.value == Approx(2 * ring).epsilon(1e-9));
+  CHECK(profile->profile.layers[1].forward.value ==
+        Approx((profile->times[1].forward_compute + profile->times[1].forward_comm).value).epsilon(1e-12));
+}
+
+TEST_CASE("megatron predict: tensor-parallel groups as devices: their links are the GPUs' links together",
+          "[megatron][predict]") {
+  const Topology gpus = shipped("a100_vtrain.json");
+  const Topology two = *tensor_group_topology(gpus, 2);
+  REQUIRE(two.num_levels() == 2);
+  CHECK(two.levels[0].size == 4);
+  CHECK(two.levels[0].bandwidth_gbps == 2 * 1200.0);
+  CHECK(two.levels[1].rails == 4);  // a pair owns two of the server's 8 rails
+  CHECK(two.levels[1].rail_bandwidth().bytes_per_s == Approx(2 * 100e9 / 8));
+  const Topology eight = *tensor_group_topology(gpus, 8);
+  REQUIRE(eight.num_levels() == 1);  // a group is a server
+  CHECK(eight.levels[0].size == 64);
+  CHECK(eight.levels[0].rails == 1);
+  const Topology sixteen = *tensor_group_topology(gpus, 16);
+  REQUIRE(sixteen.num_levels() == 1);
+  CHECK(sixteen.levels[0].size == 32);
+  CHECK(sixteen.levels[0].bandwidth_gbps == 2 * 800.0);
+  const auto three = tensor_group_topology(gpus, 3);
+  REQUIRE_FALSE(three.ok());
+  CHECK(three.error().message.find("--tensor-model-parallel-size 3") != std::string::npos);
+}
+
+TEST_CASE("megatron predict: the data-parallel all-reduce of t x the rank's gradients across the groups",
+          "[megatron][predict]") {
+  const Topology topology = shipped("a100_vtrain.json");
+  const MegatronLayout l = layout(8, 1, 4, 1, 8);
+  const auto p = predict_megatron(kSmall, l, topology, false);
+  REQUIRE(p.ok());
+  Bytes gradients(0);
+  for (const Layer& layer : p->profile.profile.layers) gradients = gradients + layer.param_bytes;
+  // Four servers, one group each: a ring over the servers' 800 Gb/s links.
+  const double D = double(gradients.value);
+  CHECK(p->breakdown.data_allreduce.value == Approx(2.0 * 3 / 4 * D / 100e9 + 2 * 3 * 21e-6).epsilon(1e-9));
+  CHECK(D ==
+        Approx(8 * 2 *
+               (p->profile.times[0].parameters + 4 * p->profile.times[1].parameters + p->profile.times[5].parameters))
+            .epsilon(1e-6));
+}
+
+// Korthikanti et al., "Reducing Activation Recomputation in Large Transformer
+// Models" (MLSys 2023), Table 4: one layer of the 22B model (h 6144, 64 heads,
+// s 2048, micro-batch 4) at tensor parallel 8 on A100s of a DGX A100 server,
+// forward and backward per layer in ms.
+TEST_CASE("megatron predict: per-layer times of the 22B model at t 8 within 10% of Korthikanti et al. Table 4",
+          "[megatron][predict]") {
+  const Topology topology = shipped("a100_4x8.json");
+  struct Case {
+    Recompute recompute;
+    bool sequence_parallel;
+    double forward_ms, backward_ms;
+  };
+  const Case cases[] = {{Recompute::kNone, false, 7.7, 11.9},
+                        {Recompute::kFull, false, 7.7, 19.5},
+                        {Recompute::kSelective, true, 7.2, 13.1}};
+  for (const Case& c : cases) {
+    MegatronLayout l = layout(8, 1, 1, 4, 4);
+    l.recompute = c.recompute;
+    l.sequence_parallel = c.sequence_parallel;
+    const auto profile = megatron_profile_on(k22B, l, topology);
+    REQUIRE(profile.ok());
+    const Layer& block = profile->profile.layers[1];
+    INFO(recompute_name(c.recompute) << (c.sequence_parallel ? " + sequence parallel" : "") << ": forward "
+                                     << block.forward.ms() << " ms, backward " << block.backward.ms() << " ms");
+    CHECK(std::abs(block.forward.ms() / c.forward_ms - 1) <= 0.10);
+    CHECK(std::abs(block.backward.ms() / c.backward_ms - 1) <= 0.10);
+  }
+}
+
+TEST_CASE("megatron predict: a layout that does not fit is simulated, reported, and told what would fit",
+          "[megatron][predict]") {
+  const Topology topology = shipped("a100_vtrain.json");
+  const GptModel model{30, 3072, 32, 2048, 50257};  // 3.6B
+  const MegatronLayout l = layout(1, 1, 8, 8, 64);
+  const auto p = predict_megatron(model, l, topology, false);
+  REQUIRE(p.ok());
+  CHECK_FALSE(p->memory.fits());
+  CHECK(p->iteration_time.value > 0.0);
+  bool full = false;
+  for (const std::string& hint : p->fit_hints) full = full || hint.find("--recompute-granularity full") == 0;
+  CHECK(full);
+  MegatronLayout fixed = l;
+  fixed.recompute = Recompute::kFull;
+  CHECK(predict_megatron(model, fixed, topology, false)->memory.fits());
+}
+
+TEST_CASE("megatron predict: interleaving shrinks the bubble of a deep pipeline", "[megatron][predict]") {
+  const Topology topology = shipped("a100_vtrain.json");
+  const GptModel model{32, 4096, 32, 2048, 50257};
+  MegatronLayout l = layout(8, 8, 1, 1, 16);
+  const auto plain = predict_megatron(model, l, topology, false);
+  l.layers_per_virtual_stage = 2;
+  const auto interleaved = predict_megatron(model, l, topology, false);
+  REQUIRE(plain.ok());
+  REQUIRE(interleaved.ok());
+  CHECK(interleaved->plan.virtual_stages == 2);
+  CHECK(interleaved->breakdown.bubble < plain->breakdown.bubble);
+  CHECK(interleaved->iteration_time < plain->iteration_time);
+}
+
+}  // namespace
+}  // namespace baton

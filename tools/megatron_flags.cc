@@ -1,0 +1,76 @@
+#include "tools/megatron_flags.h"
+
+#include <fmt/format.h>
+
+#include "tools/cli_support.h"
+
+namespace baton::cli {
+
+void add_megatron_flags(CLI::App& cmd, MegatronArgs& args) {
+  const std::string group = "Megatron GPT (instead of --profile; Megatron-LM's own flag names)";
+  cmd.add_option("--num-layers", args.model.layers, "transformer layers L")->group(group);
+  cmd.add_option("--hidden-size", args.model.hidden, "hidden size h")->group(group);
+  cmd.add_option("--num-attention-heads", args.model.heads, "attention heads a")->group(group);
+  cmd.add_option("--seq-length", args.model.sequence, "sequence length s")->group(group);
+  cmd.add_option("--vocab-size", args.model.vocab, "vocabulary before padding (default 50257, GPT-2's)")->group(group);
+  cmd.add_option("--micro-batch-size", args.micro_batch, "sequences per microbatch b (default 1)")->group(group);
+  cmd.add_option("--global-batch-size", args.global_batch, "sequences per iteration B")->group(group);
+  cmd.add_option("--tensor-model-parallel-size", args.tensor, "tensor parallel t (default 1)")->group(group);
+  cmd.add_option("--pipeline-model-parallel-size", args.pipeline, "pipeline parallel p (default 1)")->group(group);
+  cmd.add_option("--data-parallel-size", args.data, "data parallel d (default: the topology's GPUs / (t p))")
+      ->group(group);
+  cmd.add_option("--num-layers-per-virtual-pipeline-stage", args.layers_per_virtual_stage,
+                 "interleaved 1F1B with L / (p x this) chunks per GPU")
+      ->group(group);
+  cmd.add_option("--recompute-granularity", args.recompute, "full | selective (default: no recomputation)")
+      ->check(CLI::IsMember({"full", "selective"}))
+      ->group(group);
+  cmd.add_flag("--sequence-parallel", args.sequence_parallel, "split LayerNorms and dropouts over t (needs t > 1)")
+      ->group(group);
+  cmd.add_flag("--fp16", args.fp16, "fp16 with fp32 master weights (the default)")->group(group);
+  cmd.add_flag("--bf16", args.bf16, "bf16 with fp32 master weights; gradients reduced in fp32")->group(group);
+  cmd.add_flag("--use-distributed-optimizer", args.distributed_optimizer,
+               "shard the fp32 master weights and Adam moments across the data-parallel ranks")
+      ->group(group);
+  cmd.add_flag("--overlap-grad-reduce", args.overlap_grad_reduce,
+               "overlap the data-parallel gradient reduction with the backward pass")
+      ->group(group);
+}
+
+MegatronRun megatron_run(const MegatronArgs& args, const Topology& topology) {
+  const struct {
+    int64_t value;
+    const char* flag;
+  } required[] = {{args.model.layers, "--num-layers"},
+                  {args.model.hidden, "--hidden-size"},
+                  {args.model.heads, "--num-attention-heads"},
+                  {args.model.sequence, "--seq-length"},
+                  {args.global_batch, "--global-batch-size"}};
+  for (const auto& r : required)
+    if (r.value <= 0) throw UsageError(fmt::format("a GPT model needs {} (a positive number)", r.flag));
+  if (args.fp16 && args.bf16) throw UsageError("give one of --fp16 and --bf16");
+  MegatronRun run;
+  run.model = args.model;
+  MegatronLayout& layout = run.layout;
+  layout.tensor = args.tensor;
+  layout.pipeline = args.pipeline;
+  layout.micro_batch = args.micro_batch;
+  layout.global_batch = args.global_batch;
+  layout.layers_per_virtual_stage = args.layers_per_virtual_stage;
+  layout.recompute = args.recompute == "full"        ? Recompute::kFull
+                     : args.recompute == "selective" ? Recompute::kSelective
+                                                     : Recompute::kNone;
+  layout.sequence_parallel = args.sequence_parallel;
+  layout.bf16 = args.bf16;
+  layout.distributed_optimizer = args.distributed_optimizer;
+  layout.overlap_grad_reduce = args.overlap_grad_reduce;
+  layout.data = args.data;
+  if (layout.data == 0) {
+    const int per_replica = std::max(1, args.tensor) * std::max(1, args.pipeline);
+    layout.data = std::max(1, topology.num_devices() / per_replica);
+  }
+  take(check_megatron_layout(run.model, layout, topology.num_devices()));
+  return run;
+}
+
+}  // namespace baton::cli

@@ -1,0 +1,45 @@
+// Megatron-LM's own flags for a GPT model and its layout, shared by
+// `baton simulate` and `baton profile analytic --arch gpt`.
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "sim/megatron.h"
+#include "sim/megatron_sim.h"
+#include "sim/topology.h"
+
+namespace baton::cli {
+
+struct MegatronArgs {
+  GptModel model{0, 0, 0, 0, 50257};
+  int micro_batch = 1;
+  int global_batch = 0;
+  int tensor = 1;
+  int pipeline = 1;
+  int data = 0;  // 0: the topology's GPUs / (t p)
+  int layers_per_virtual_stage = 0;
+  std::string recompute;  // "", "selective", "full"
+  bool sequence_parallel = false;
+  bool fp16 = false;
+  bool bf16 = false;
+  bool distributed_optimizer = false;
+  bool overlap_grad_reduce = false;
+
+  // Whether any model flag was given (--num-layers and its kin).
+  bool given() const { return model.layers != 0 || model.hidden != 0 || model.heads != 0 || model.sequence != 0; }
+};
+
+// Adds the flags to `cmd` (in a "Megatron GPT" group).
+void add_megatron_flags(CLI::App& cmd, MegatronArgs& args);
+
+// The model and layout the flags give on `topology`; UsageError naming the flag
+// for a missing model flag or an invalid layout (check_megatron_layout).
+struct MegatronRun {
+  GptModel model;
+  MegatronLayout layout;
+};
+MegatronRun megatron_run(const MegatronArgs& args, const Topology& topology);
+
+}  // namespace baton::cli

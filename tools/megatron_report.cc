@@ -1,0 +1,132 @@
+#include "tools/megatron_report.h"
+
+#include <fmt/format.h>
+
+#include "tools/report.h"
+
+namespace baton::cli {
+
+namespace {
+
+struct Part {
+  const char* name;
+  const char* key;
+  Seconds time;
+};
+
+std::vector<Part> parts(const MegatronBreakdown& b) {
+  return {{"compute (GEMMs, memory-bound kernels)", "compute", b.compute},
+          {"tensor-parallel collectives (exposed)", "tensor_parallel_comm", b.tensor_comm},
+          {"recomputation", "recompute", b.recompute},
+          {"host dispatch (GPU waiting for kernels)", "host_dispatch", b.host},
+          {"pipeline bubble and transfer waits", "pipeline_bubble", b.bubble},
+          {"data-parallel gradient all-reduce", "data_parallel_allreduce", b.data_allreduce},
+          {"optimizer step", "optimizer", b.optimizer}};
+}
+
+std::string layout_line(const GptModel& model, const MegatronLayout& layout) {
+  std::string text = fmt::format(
+      "t {} x p {} x d {} = {} GPUs, micro-batch {}, {} microbatches per data-parallel rank, {}", layout.tensor,
+      layout.pipeline, layout.data, layout.gpus(), layout.micro_batch, layout.microbatches(),
+      layout.layers_per_virtual_stage > 0 ? fmt::format("interleaved 1F1B with {} chunks of {} layers",
+                                                        layout.virtual_stages(model), layout.layers_per_virtual_stage)
+                                          : std::string("1F1B"));
+  text += fmt::format(", recompute {}{}, {}{}{}", recompute_name(layout.recompute),
+                      layout.sequence_parallel ? ", sequence parallel" : "", layout.bf16 ? "bf16" : "fp16",
+                      layout.distributed_optimizer ? ", distributed optimizer" : "",
+                      layout.overlap_grad_reduce ? ", gradient reduction overlapped" : "");
+  return text;
+}
+
+}  // namespace
+
+std::string megatron_text(const GptModel& model, const MegatronLayout& layout, const Topology& topology,
+                          const MegatronPrediction& p) {
+  std::string out = fmt::format(
+      "GPT: {} layers, hidden {}, {} heads, sequence {}, vocabulary {} (padded {}): {:.2f}B parameters\n"
+      "on {} ({}): {}\n\n",
+      model.layers, model.hidden, model.heads, model.sequence, model.vocab, padded_vocab(model, layout.tensor),
+      gpt_parameters(model, layout.tensor) / 1e9, topology.name, topology.device.name, layout_line(model, layout));
+  out += fmt::format(
+      "iteration        {}\nthroughput       {:.2f} samples/s ({:.0f} tokens/s)\nmodel FLOPs      {:.1f} TFLOP/s per "
+      "GPU\n\n",
+      human_seconds(p.iteration_time), p.throughput_samples_per_s,
+      p.throughput_samples_per_s * static_cast<double>(model.sequence), p.model_tflops_per_gpu);
+  out += fmt::format("where the time goes (pipeline rank {}, the busiest, per iteration):\n", p.breakdown.rank);
+  for (const Part& part : parts(p.breakdown))
+    out += fmt::format("  {:<42} {:>12}  {:5.1f}%\n", part.name, human_seconds(part.time),
+                       100.0 * part.time.value / p.iteration_time.value);
+  out += fmt::format("\nmemory per GPU (capacity {}):\n", human_bytes(p.memory.capacity));
+  for (const MegatronRankMemory& r : p.memory.ranks)
+    out += fmt::format(
+        "  pipeline rank {:>3}: weights, gradients, optimizer {:>10} + activations {:>10} "
+        "({} microbatches in flight) = {:>10}  {}\n",
+        r.rank, human_bytes(r.weights_and_optimizer), human_bytes(r.activations), r.inflight_microbatches,
+        human_bytes(r.peak), r.peak <= p.memory.capacity ? "fits" : "DOES NOT FIT");
+  if (!p.memory.fits()) {
+    out += "the layout does not fit; the time above is what it would take with enough memory.\n";
+    if (p.fit_hints.empty())
+      out +=
+          "no single change among more t or p, recomputation, the distributed optimizer or sequence parallelism makes "
+          "it fit\n";
+    for (const std::string& hint : p.fit_hints) out += fmt::format("  would fit with {}\n", hint);
+  }
+  out += fmt::format("\nsimulated {} actions in {:.3f} s\n", p.simulation.metrics.actions,
+                     p.simulation.metrics.wall_seconds);
+  return out;
+}
+
+nlohmann::json megatron_json(const GptModel& model, const MegatronLayout& layout, const Topology& topology,
+                             const MegatronPrediction& p) {
+  nlohmann::json breakdown = nlohmann::json::object();
+  for (const Part& part : parts(p.breakdown)) breakdown[part.key] = part.time.value;
+  breakdown["rank"] = p.breakdown.rank;
+  nlohmann::json memory = nlohmann::json::array();
+  for (const MegatronRankMemory& r : p.memory.ranks)
+    memory.push_back({{"pipeline_rank", r.rank},
+                      {"weights_gradients_optimizer_bytes", r.weights_and_optimizer.value},
+                      {"activation_bytes", r.activations.value},
+                      {"peak_bytes", r.peak.value},
+                      {"inflight_microbatches", r.inflight_microbatches},
+                      {"fits", r.peak <= p.memory.capacity}});
+  return {
+      {"model",
+       {{"num_layers", model.layers},
+        {"hidden_size", model.hidden},
+        {"num_attention_heads", model.heads},
+        {"seq_length", model.sequence},
+        {"vocab_size", model.vocab},
+        {"padded_vocab_size", padded_vocab(model, layout.tensor)},
+        {"parameters", gpt_parameters(model, layout.tensor)}}},
+      {"layout",
+       {{"tensor_model_parallel_size", layout.tensor},
+        {"pipeline_model_parallel_size", layout.pipeline},
+        {"data_parallel_size", layout.data},
+        {"micro_batch_size", layout.micro_batch},
+        {"global_batch_size", layout.global_batch},
+        {"num_layers_per_virtual_pipeline_stage",
+         layout.layers_per_virtual_stage > 0 ? nlohmann::json(layout.layers_per_virtual_stage) : nlohmann::json()},
+        {"recompute_granularity",
+         layout.recompute == Recompute::kNone ? nlohmann::json() : nlohmann::json(recompute_name(layout.recompute))},
+        {"sequence_parallel", layout.sequence_parallel},
+        {"bf16", layout.bf16},
+        {"fp16", !layout.bf16},
+        {"use_distributed_optimizer", layout.distributed_optimizer},
+        {"overlap_grad_reduce", layout.overlap_grad_reduce}}},
+      {"topology", topology.name},
+      {"device", topology.device.name},
+      {"gpus", layout.gpus()},
+      {"microbatches_per_data_parallel_rank", layout.microbatches()},
+      {"iteration_time_s", p.iteration_time.value},
+      {"throughput_samples_per_s", p.throughput_samples_per_s},
+      {"model_tflops_per_gpu", p.model_tflops_per_gpu},
+      {"breakdown_s", breakdown},
+      {"memory", memory},
+      {"memory_capacity_bytes", p.memory.capacity.value},
+      {"fits", p.memory.fits()},
+      {"fit_hints", p.fit_hints},
+      {"actions", p.simulation.metrics.actions},
+      {"simulator_wall_s", p.simulation.metrics.wall_seconds}};
+}
+
+}  // namespace baton::cli
