@@ -4,7 +4,7 @@
 // Like `run --backend gloo`, a process with RANK and WORLD_SIZE in its
 // environment is one rank; otherwise it starts --nproc ranks of itself here.
 // Rank 0 fits latency and bandwidth to the point-to-point times (half of each
-// size's undisturbed round trip, the 0.1 quantile of its repeats) and
+// size's undisturbed round trip, the fastest of its repeats) and
 // the ring all-reduce's own latency and bandwidth to the undisturbed
 // all-reduce times (each size's 0.1 quantile; sim/link_fit.h: fit_link,
 // fit_ring); what each all-reduce took beyond that model becomes the device's
@@ -90,7 +90,7 @@ nlohmann::json calibrated_topology(const exec::LinkMeasurement& m, const LinkFit
   topology.name = fmt::format("calibrated-gloo-{}ranks", m.ranks);
   topology.source = fmt::format(
       "Measured by `baton calibrate`: {} executor ranks on one machine over c10d Gloo (TCP). Latency and "
-      "bandwidth fitted to one-way times of {} message sizes (0.1 quantile of {} round trips / 2), worst relative "
+      "bandwidth fitted to one-way times of {} message sizes (the fastest of {} round trips / 2), worst relative "
       "residual {:.1f}%. One device per rank; relative_speed 1: compute as profiled.",
       m.ranks, m.point_to_point.size(), args.repeats, 100.0 * fit.max_relative_residual);
   topology.device = DeviceType{
