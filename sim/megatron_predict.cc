@@ -133,6 +133,42 @@ void expose_overlapped_reduction(MegatronPrediction& p, const MegatronLayout& la
   }
 }
 
+// The tensor-parallel collectives of each F, B and I span as a span of their
+// own (Stream::kTensorComm), as long as their sum over the stage's layers and
+// drawn at the end of the compute span: in the run they are interleaved with
+// the layers' kernels, two per layer and pass.
+void add_tensor_spans(MegatronPrediction& p, const MegatronLayout& layout) {
+  if (layout.tensor < 2) return;
+  std::vector<Span> added;
+  for (const Span& span : p.simulation.trace.spans) {
+    const ActionKind kind = span.action.kind;
+    if (span.stream != Stream::kCompute ||
+        (kind != ActionKind::kForward && kind != ActionKind::kBackward && kind != ActionKind::kBackwardInput))
+      continue;
+    Seconds comm;
+    const LayerRange range = p.plan.stages[span.action.stage].layers;
+    for (int layer = range.begin; layer < range.end; ++layer) {
+      const MegatronLayerTime& t = p.profile.times[layer];
+      if (kind == ActionKind::kForward)
+        comm += t.forward_comm;
+      else
+        comm += t.backward_comm + (layout.recompute == Recompute::kFull ? t.forward_comm : Seconds(0.0));
+    }
+    if (comm.value <= 0.0) continue;
+    Span tensor = span;
+    tensor.stream = Stream::kTensorComm;
+    tensor.start = max(span.start, span.end - comm);
+    added.push_back(tensor);
+  }
+  std::vector<Span>& spans = p.simulation.trace.spans;
+  spans.insert(spans.end(), added.begin(), added.end());
+  std::stable_sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
+    if (a.start != b.start) return a.start < b.start;
+    if (a.worker != b.worker) return a.worker < b.worker;
+    return a.action_index < b.action_index;
+  });
+}
+
 }  // namespace
 
 Result<MegatronProfile> megatron_profile_on(const GptModel& model, const MegatronLayout& layout,
@@ -159,6 +195,7 @@ Result<MegatronPrediction> predict_megatron(const GptModel& model, const Megatro
   auto simulation = simulate_plan(p.plan, p.profile.profile, p.groups, options);
   if (!simulation) return simulation.error();
   p.simulation = std::move(*simulation);
+  if (record_trace) add_tensor_spans(p, layout);
   p.iteration_time = p.simulation.metrics.iteration_time;
   p.throughput_samples_per_s = layout.global_batch / p.iteration_time.value;
   p.model_tflops_per_gpu = megatron_model_flops(model, layout) / (p.iteration_time.value * layout.gpus()) / 1e12;

@@ -8,9 +8,11 @@
 // Megatron places them: data-parallel replicas of one pipeline rank on
 // consecutive groups, the pipeline ranks after one another. The tensor-
 // parallel collectives are charged inside each layer's compute (on the
-// innermost levels the t GPUs span, by sim/network.h's all-reduce), so the
-// Gantt and Perfetto traces show them inside the F and B blocks and the
-// layers' descriptions give them apart.
+// innermost levels the t GPUs span, by sim/network.h's all-reduce); the
+// trace adds them as spans of their own (Stream::kTensorComm) at the end of
+// each F, B and I block, which Perfetto shows on a track of their own and the
+// Gantt chart as a dark strip along the block; the layers' descriptions give
+// them apart too.
 //
 // Memory per GPU of pipeline rank r (Korthikanti et al. 2022, eqs. 1-6):
 //   weights and optimizer: its parameters x (2 weights + g gradients + 12

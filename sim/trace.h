@@ -22,7 +22,10 @@
 
 namespace baton {
 
-enum class Stream : uint8_t { kCompute, kComm };
+// kTensorComm: the tensor-parallel collectives inside a compute span (a
+// Megatron prediction, sim/megatron_sim.h): same worker, action and
+// action_index as the compute span they belong to, drawn on their own track.
+enum class Stream : uint8_t { kCompute, kComm, kTensorComm };
 
 struct Span {
   int32_t worker = 0;

@@ -3,6 +3,7 @@
 // Written by hand rather than through nlohmann::json so that a trace of
 // millions of spans streams into one string with fixed number formatting;
 // nlohmann::json only escapes the free-text strings.
+#include <algorithm>
 #include <iterator>
 
 #include <fmt/format.h>
@@ -15,6 +16,16 @@ namespace {
 
 constexpr int kComputeTid = 0;
 constexpr int kCommTid = 1;
+constexpr int kTensorTid = 2;  // tensor-parallel collectives, only in traces that have them
+
+int tid_of(Stream stream) {
+  switch (stream) {
+    case Stream::kCompute: return kComputeTid;
+    case Stream::kComm: return kCommTid;
+    case Stream::kTensorComm: return kTensorTid;
+  }
+  return kComputeTid;
+}
 
 std::string json_string(const std::string& text) { return nlohmann::json(text).dump(); }
 
@@ -23,7 +34,7 @@ std::string process_name(int worker, const WorkerInfo& info) {
   return fmt::format("worker {} (stage {}, replica {}, device {})", worker, info.stage, info.replica, info.device);
 }
 
-void append_metadata(std::string& out, int worker, const WorkerInfo& info) {
+void append_metadata(std::string& out, int worker, const WorkerInfo& info, bool tensor_track) {
   auto it = std::back_inserter(out);
   fmt::format_to(it,
                  "{{\"ph\":\"M\",\"pid\":{},\"tid\":0,\"name\":\"process_name\","
@@ -33,7 +44,9 @@ void append_metadata(std::string& out, int worker, const WorkerInfo& info) {
                  "{{\"ph\":\"M\",\"pid\":{},\"tid\":0,\"name\":\"process_sort_index\","
                  "\"args\":{{\"sort_index\":{}}}}},\n",
                  worker, worker);
-  for (const auto& [tid, name] : {std::pair{kComputeTid, "compute"}, std::pair{kCommTid, "comm"}}) {
+  for (const auto& [tid, name] : {std::pair{kComputeTid, "compute"}, std::pair{kCommTid, "comm"},
+                                  std::pair{kTensorTid, "tensor-parallel collectives"}}) {
+    if (tid == kTensorTid && !tensor_track) continue;
     fmt::format_to(it,
                    "{{\"ph\":\"M\",\"pid\":{},\"tid\":{},\"name\":\"thread_name\","
                    "\"args\":{{\"name\":\"{}\"}}}},\n",
@@ -48,14 +61,15 @@ void append_metadata(std::string& out, int worker, const WorkerInfo& info) {
 // Action text forms are plain ASCII without quotes or backslashes, so they
 // need no escaping.
 void append_span(std::string& out, const Span& span) {
-  const int tid = span.stream == Stream::kCompute ? kComputeTid : kCommTid;
+  const int tid = tid_of(span.stream);
   fmt::format_to(std::back_inserter(out),
                  "{{\"ph\":\"X\",\"pid\":{},\"tid\":{},\"name\":\"{}\",\"cat\":\"{}\","
                  "\"ts\":{:.3f},\"dur\":{:.3f},\"args\":{{\"microbatch\":{},\"stage\":{},"
                  "\"action_index\":{},\"bytes\":{},\"action\":\"{}\"}}}}",
-                 span.worker, tid, span_name(span.action), kind_name(span.action.kind), span.start.us(),
-                 (span.end - span.start).us(), span.action.number, span.action.stage, span.action_index,
-                 span.bytes.value, to_string(span.action));
+                 span.worker, tid,
+                 span.stream == Stream::kTensorComm ? "TP " + span_name(span.action) : span_name(span.action),
+                 kind_name(span.action.kind), span.start.us(), (span.end - span.start).us(), span.action.number,
+                 span.action.stage, span.action_index, span.bytes.value, to_string(span.action));
 }
 
 }  // namespace
@@ -64,8 +78,10 @@ std::string trace_to_chrome_json(const Trace& trace) {
   const std::vector<WorkerInfo> workers = trace_workers(trace);
   std::string out = "{\"traceEvents\": [\n";
   out.reserve(workers.size() * 600 + trace.spans.size() * 220);
+  const bool tensor_track = std::any_of(trace.spans.begin(), trace.spans.end(),
+                                        [](const Span& s) { return s.stream == Stream::kTensorComm; });
   for (size_t w = 0; w < workers.size(); ++w) {
-    append_metadata(out, static_cast<int>(w), workers[w]);
+    append_metadata(out, static_cast<int>(w), workers[w], tensor_track);
   }
   for (size_t i = 0; i < trace.spans.size(); ++i) {
     append_span(out, trace.spans[i]);

@@ -11,7 +11,8 @@ using SpanKey = std::pair<int32_t, int32_t>;  // (worker, action_index)
 
 std::map<SpanKey, const Span*> index_spans(const Trace& trace) {
   std::map<SpanKey, const Span*> index;
-  for (const Span& span : trace.spans) index[{span.worker, span.action_index}] = &span;
+  for (const Span& span : trace.spans)  // the actions themselves, not the collectives inside them
+    if (span.stream != Stream::kTensorComm) index[{span.worker, span.action_index}] = &span;
   return index;
 }
 

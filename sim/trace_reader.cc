@@ -77,7 +77,8 @@ Result<Span> read_span(const nlohmann::json& event, const std::string& source, s
   span.worker = static_cast<int32_t>(*pid);
   span.action_index = static_cast<int32_t>(*index);
   span.action = *action;
-  span.stream = event.value("tid", 0) == 1 ? Stream::kComm : Stream::kCompute;
+  const int tid = event.value("tid", 0);
+  span.stream = tid == 1 ? Stream::kComm : tid == 2 ? Stream::kTensorComm : Stream::kCompute;
   span.start = Seconds::from_us(*ts);
   span.end = Seconds::from_us(*ts + *dur);
   span.bytes = Bytes(args.contains("bytes") && args["bytes"].is_number() ? args["bytes"].get<int64_t>() : 0);

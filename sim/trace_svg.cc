@@ -250,6 +250,21 @@ void draw_compute_span(std::string& out, const Chart& chart, const Span& span) {
   if (!chart.compact) put_box_label(out, chart, span, x, width);
 }
 
+// Tensor-parallel collectives: a dark strip along the bottom of the compute
+// span they belong to.
+void draw_tensor_span(std::string& out, const Chart& chart, const Span& span) {
+  const double x = chart.scale.x(span.start);
+  const double width = chart.scale.x(span.end) - x;
+  if (width <= 0) return;
+  const double height = chart.compute_px / 4;
+  put(out, "<rect class=\"tp\" x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\" fill=\"#222\">", x,
+      chart.row_top(span.worker) + chart.compute_px - height, std::max(width, 0.5), height);
+  put(out, "<title>w{} tensor-parallel collectives of {}: {} {}</title>", span.worker,
+      xml_escape(to_string(span.action)), fmt::format("{:.3f}", (span.end - span.start).value * chart.unit.per_second),
+      chart.unit.name);
+  out += "</rect>\n";
+}
+
 void draw_comm_span(std::string& out, const Chart& chart, const Span& span) {
   const double x = chart.scale.x(span.start);
   const double width = chart.scale.x(span.end) - x;
@@ -306,12 +321,17 @@ void draw_compact_compute(std::string& out, const Chart& chart) {
 void draw_spans(std::string& out, const Chart& chart) {
   if (chart.compact) {
     draw_compact_compute(out, chart);
+    for (const Span& span : chart.trace->spans)  // collectives a pixel wide or more
+      if (span.worker >= 0 && span.stream == Stream::kTensorComm &&
+          chart.scale.x(span.end) - chart.scale.x(span.start) >= 1.0)
+        draw_tensor_span(out, chart, span);
     return;
   }
   for (const Span& span : chart.trace->spans) {
     if (span.worker < 0) continue;
     if (span.stream == Stream::kCompute) draw_compute_span(out, chart, span);
     if (span.stream == Stream::kComm) draw_comm_span(out, chart, span);
+    if (span.stream == Stream::kTensorComm) draw_tensor_span(out, chart, span);
   }
 }
 
@@ -336,7 +356,7 @@ struct LegendItem {
   double swatch_px = 14;
 };
 
-std::vector<LegendItem> legend_items(bool any_compact, bool any_comm, bool any_chunks) {
+std::vector<LegendItem> legend_items(bool any_compact, bool any_comm, bool any_chunks, bool any_tensor) {
   const double hue = kHues[0];
   std::vector<LegendItem> items = {
       {"forward (F)", hsl_hex(hue, kForwardShade)},
@@ -348,6 +368,7 @@ std::vector<LegendItem> legend_items(bool any_compact, bool any_comm, bool any_c
   if (any_comm) {
     for (const CommStyle& style : kCommStyles) items.push_back({style.legend, style.fill});
   }
+  if (any_tensor) items.push_back({"tensor-parallel collectives (strip: their sum in the block)", "#222"});
   if (any_compact) items.push_back({"merged (< 1 px; lighter = more idle)", kMergedFill});
   items.push_back(
       {any_comm ? "colour = microbatch mod 10; thin row = communication" : "colour = microbatch mod 10", ""});
@@ -418,7 +439,11 @@ std::string render(const std::vector<Chart>& charts, const GanttOptions& options
   const bool any_chunks = std::any_of(charts.begin(), charts.end(), [](const Chart& c) {
     return std::any_of(c.workers.begin(), c.workers.end(), [](const WorkerInfo& w) { return w.chunks.size() > 1; });
   });
-  const std::vector<LegendItem> items = legend_items(any_compact, any_comm, any_chunks);
+  const bool any_tensor = std::any_of(charts.begin(), charts.end(), [](const Chart& c) {
+    return std::any_of(c.trace->spans.begin(), c.trace->spans.end(),
+                       [](const Span& s) { return s.stream == Stream::kTensorComm; });
+  });
+  const std::vector<LegendItem> items = legend_items(any_compact, any_comm, any_chunks, any_tensor);
   const double title_px = options.title.empty() ? 0 : kTitleBandPx;
   const double legend_top = kMarginPx + title_px;
   const int legend_lines = layout_legend(nullptr, items, width_px, legend_top);

@@ -13,7 +13,14 @@ std::string span_name(const Action& action) {
   return colon == std::string::npos ? text : text.substr(colon + 1);
 }
 
-std::string_view stream_name(Stream stream) { return stream == Stream::kCompute ? "compute" : "comm"; }
+std::string_view stream_name(Stream stream) {
+  switch (stream) {
+    case Stream::kCompute: return "compute";
+    case Stream::kComm: return "comm";
+    case Stream::kTensorComm: return "tensor";
+  }
+  return "compute";
+}
 
 std::vector<WorkerInfo> trace_workers(const Trace& trace) {
   std::vector<WorkerInfo> workers = trace.workers;

@@ -47,19 +47,27 @@ TEST_CASE("simulate with Megatron flags prints the figures as JSON", "[cli][mega
 
 TEST_CASE("simulate with Megatron flags says where the time goes and writes the traces", "[cli][megatron]") {
   const fs::path dir = scratch_dir("megatron-trace");
-  const CliRun run = run_baton(kModel +
-                                   "--micro-batch-size 1 --tensor-model-parallel-size 8 "
-                                   "--pipeline-model-parallel-size 4 --data-parallel-size 2 "
-                                   "--num-layers-per-virtual-pipeline-stage 3 --gantt '" +
-                                   (dir / "g.svg").string() + "' --trace '" + (dir / "t.json").string() + "'",
-                               "megatron-text");
+  // A small batch, so that the chart draws every block (no compact form).
+  const CliRun run = run_baton(
+      "simulate --topology topologies/a100_vtrain.json --num-layers 48 --hidden-size 8192 "
+      "--num-attention-heads 64 --seq-length 2048 --global-batch-size 16 "
+      "--recompute-granularity full "
+      "--micro-batch-size 1 --tensor-model-parallel-size 8 "
+      "--pipeline-model-parallel-size 4 --data-parallel-size 2 "
+      "--num-layers-per-virtual-pipeline-stage 3 --gantt '" +
+          (dir / "g.svg").string() + "' --trace '" + (dir / "t.json").string() + "'",
+      "megatron-text");
   INFO(run.err);
   REQUIRE(run.exit_code == 0);
   for (const char* part : {"interleaved 1F1B with 4 chunks of 3 layers", "tensor-parallel collectives",
                            "pipeline bubble", "data-parallel gradient all-reduce", "pipeline rank   3"})
     CHECK(run.out.find(part) != std::string::npos);
   CHECK(fs::file_size(dir / "g.svg") > 1000);
-  CHECK(slurp(dir / "t.json").find("\"F\"") != std::string::npos);
+  // The tensor-parallel collectives on a track of their own, and as strips in the chart.
+  const std::string trace = slurp(dir / "t.json");
+  CHECK(trace.find("\"tensor-parallel collectives\"") != std::string::npos);
+  CHECK(trace.find("\"name\":\"TP F") != std::string::npos);
+  CHECK(slurp(dir / "g.svg").find("tensor-parallel collectives of") != std::string::npos);
 }
 
 void refused(const std::string& flags, const std::vector<std::string>& parts) {
