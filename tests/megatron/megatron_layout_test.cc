@@ -2,6 +2,8 @@
 // parameter and FLOP counts, and bad layouts refused with the flag named.
 #include "tests/catch_compat.h"
 
+#include "tests/megatron/megatron_test_support.h"
+
 #include "sim/megatron.h"
 
 namespace baton {
@@ -9,15 +11,7 @@ namespace {
 
 const GptModel kGpt3{96, 12288, 96, 2048, 50257};  // GPT-3 175B (Brown et al. 2020, Table 2.1)
 
-MegatronLayout layout(int t, int p, int d, int b, int global) {
-  MegatronLayout l;
-  l.tensor = t;
-  l.pipeline = p;
-  l.data = d;
-  l.micro_batch = b;
-  l.global_batch = global;
-  return l;
-}
+MegatronLayout layout(int t, int p, int d, int b, int global) { return testing::megatron_layout(t, p, d, b, global); }
 
 TEST_CASE("megatron: the vocabulary is padded to a multiple of 128 t", "[megatron]") {
   CHECK(padded_vocab(kGpt3, 1) == 50304);  // 393 x 128

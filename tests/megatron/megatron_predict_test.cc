@@ -7,6 +7,8 @@
 
 #include "tests/catch_compat.h"
 
+#include "tests/megatron/megatron_test_support.h"
+
 #include "sim/megatron_sim.h"
 #include "sim/network.h"
 
@@ -26,15 +28,7 @@ Topology shipped(const std::string& name) {
 const GptModel k22B{48, 6144, 64, 2048, 51200};  // Korthikanti et al., Table 3
 const GptModel kSmall{4, 1024, 16, 1024, 50257};
 
-MegatronLayout layout(int t, int p, int d, int b, int global) {
-  MegatronLayout l;
-  l.tensor = t;
-  l.pipeline = p;
-  l.data = d;
-  l.micro_batch = b;
-  l.global_batch = global;
-  return l;
-}
+MegatronLayout layout(int t, int p, int d, int b, int global) { return testing::megatron_layout(t, p, d, b, global); }
 
 TEST_CASE("megatron predict: one GPU, no pipeline: m x (forward + backward) + the optimizer step",
           "[megatron][predict]") {
