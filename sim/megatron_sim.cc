@@ -107,8 +107,42 @@ bool MegatronMemory::fits() const {
   return std::all_of(ranks.begin(), ranks.end(), [&](const MegatronRankMemory& r) { return r.peak <= capacity; });
 }
 
+std::vector<HeldPeak> held_peaks(const Plan& plan) {
+  // One replica: microbatch k runs on replica k mod d, so replica 0 of a
+  // d-replica plan runs what the single pipeline of m / d microbatches runs.
+  Plan single = plan;
+  single.microbatches = plan.microbatches / std::max(1, plan.stages.front().replicas);
+  for (StagePlan& stage : single.stages) {
+    stage.replicas = 1;
+    stage.devices = {single.rank_of(static_cast<int>(&stage - single.stages.data()))};
+  }
+  const Program program = build_program(single);
+  const int last_stage = single.num_stages() - 1;
+  std::vector<HeldPeak> peaks;
+  for (int rank = 0; rank < single.num_ranks(); ++rank) {
+    const int worker = worker_index(single, stages_of_rank(single, rank).front(), 0);
+    std::vector<int> held(single.num_stages(), 0);
+    HeldPeak peak;
+    for (const Action& action : program.actions[worker]) {
+      if (action.kind == ActionKind::kForward) ++held[action.stage];
+      if (action.kind == ActionKind::kBackward || action.kind == ActionKind::kBackwardInput) --held[action.stage];
+      double blocks = 0.0;
+      int count = 0;
+      for (int s : stages_of_rank(single, rank)) {
+        const int in_stage = single.stages[s].layers.size() - (s == 0 ? 1 : 0) - (s == last_stage ? 1 : 0);
+        blocks += held[s] * static_cast<double>(in_stage);
+        count += held[s];
+      }
+      peak.block_microbatches = std::max(peak.block_microbatches, blocks);
+      peak.microbatches = std::max(peak.microbatches, count);
+    }
+    peaks.push_back(peak);
+  }
+  return peaks;
+}
+
 MegatronMemory megatron_memory(const GptModel& model, const MegatronLayout& layout, const Plan& plan,
-                               const MegatronProfile& profile, Bytes capacity) {
+                               const MegatronProfile& profile, Bytes capacity, const std::vector<HeldPeak>* held) {
   MegatronMemory memory;
   memory.capacity = capacity;
   const double gradient = layout.bf16 ? 4.0 : 2.0;
@@ -117,7 +151,8 @@ MegatronMemory megatron_memory(const GptModel& model, const MegatronLayout& layo
   const double working = working_set_bytes(model, layout);
   const double logits = static_cast<double>(model.sequence) * layout.micro_batch *
                         static_cast<double>(padded_vocab(model, layout.tensor)) / layout.tensor * 4.0 * 2.0;
-  const Program program = build_program(plan);
+  const std::vector<HeldPeak> computed = held ? std::vector<HeldPeak>{} : held_peaks(plan);
+  const std::vector<HeldPeak>& peaks = held ? *held : computed;
   const int last_stage = plan.num_stages() - 1;
   for (int rank = 0; rank < layout.pipeline; ++rank) {
     MegatronRankMemory entry;
@@ -127,27 +162,10 @@ MegatronMemory megatron_memory(const GptModel& model, const MegatronLayout& layo
       for (int layer = plan.stages[s].layers.begin; layer < plan.stages[s].layers.end; ++layer)
         parameters += profile.times[layer].parameters;
     entry.weights_and_optimizer = Bytes(static_cast<int64_t>(parameters * (2.0 + gradient + states)));
-    // Replica 0 of the rank: the worker whose program is followed.
-    const int worker = worker_index(plan, stages_of_rank(plan, rank).front(), 0);
-    std::vector<int> held(plan.num_stages(), 0);
-    double peak_bytes = 0.0;
-    int peak_count = 0;
-    for (const Action& action : program.actions[worker]) {
-      if (action.kind == ActionKind::kForward) ++held[action.stage];
-      if (action.kind == ActionKind::kBackward || action.kind == ActionKind::kBackwardInput) --held[action.stage];
-      double bytes = 0.0;
-      int count = 0;
-      for (int s = 0; s < plan.num_stages(); ++s) {
-        const int blocks = plan.stages[s].layers.size() - (s == 0 ? 1 : 0) - (s == last_stage ? 1 : 0);
-        bytes += held[s] * per_block * blocks;
-        count += held[s];
-      }
-      peak_bytes = std::max(peak_bytes, bytes);
-      peak_count = std::max(peak_count, count);
-    }
     const bool last = plan.rank_of(last_stage) == rank;
-    entry.activations = Bytes(static_cast<int64_t>(peak_bytes + working + (last ? logits : 0.0)));
-    entry.inflight_microbatches = peak_count;
+    entry.activations =
+        Bytes(static_cast<int64_t>(peaks[rank].block_microbatches * per_block + working + (last ? logits : 0.0)));
+    entry.inflight_microbatches = peaks[rank].microbatches;
     entry.peak = entry.weights_and_optimizer + entry.activations;
     memory.ranks.push_back(entry);
   }

@@ -69,9 +69,21 @@ struct MegatronMemory {
   bool fits() const;
 };
 
-// Memory per GPU of each pipeline rank (above). Plan from megatron_plan.
+// The worst moment of each pipeline rank's schedule: the most blocks x
+// microbatches of activations held (each chunk's microbatches in flight times
+// its blocks) and the most microbatches in flight. It depends only on p, the
+// chunks and the microbatches per rank (one replica's Program is followed).
+struct HeldPeak {
+  double block_microbatches = 0.0;
+  int microbatches = 0;
+};
+std::vector<HeldPeak> held_peaks(const Plan& plan);
+
+// Memory per GPU of each pipeline rank (above). Plan from megatron_plan;
+// `held`: held_peaks of it, when the caller has them already.
 MegatronMemory megatron_memory(const GptModel& model, const MegatronLayout& layout, const Plan& plan,
-                               const MegatronProfile& profile, Bytes capacity);
+                               const MegatronProfile& profile, Bytes capacity,
+                               const std::vector<HeldPeak>* held = nullptr);
 
 // Where the time of the busiest pipeline rank goes, seconds per iteration.
 struct MegatronBreakdown {

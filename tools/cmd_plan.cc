@@ -8,6 +8,7 @@
 #include "planner/planner.h"
 #include "tools/cli_support.h"
 #include "tools/commands.h"
+#include "tools/megatron_plan.h"
 #include "tools/plan_report.h"
 
 namespace baton::cli {
@@ -27,6 +28,9 @@ struct PlanArgs {
   std::string microbatches = "auto";
   int virtual_stages = 0;
   std::string optimizer = "adam";
+  MegatronArgs megatron;
+  std::string emit;
+  int keep = 5;
 };
 
 PlannerOptions planner_options(const PlanArgs& args) {
@@ -72,7 +76,14 @@ void write_plan(const PlanArgs& args, const PlannerOutcome& outcome, const Profi
                path.c_str());
 }
 
-int run_plan(const PlanArgs& args) {
+int run_plan(const PlanArgs& args, const CLI::App& cmd) {
+  if (args.megatron.given()) {
+    if (!args.profile.empty()) throw UsageError("plan: a GPT model given by Megatron's flags replaces --profile");
+    return run_megatron_plan(args.megatron, MegatronPlanArgs{args.topology, args.json, args.emit, args.keep}, cmd);
+  }
+  if (args.profile.empty())
+    throw UsageError("plan: give --profile, or a GPT model with Megatron's flags (--num-layers, --hidden-size, ...)");
+  if (!args.emit.empty()) throw UsageError("plan: --emit megatron goes with a GPT model given by Megatron's flags");
   const Profile profile = load_profile_file(args.profile);
   const Topology topology = load_topology_file(args.topology);
   const PlannerOptions options = planner_options(args);
@@ -108,8 +119,14 @@ void add_plan_command(CLI::App& app, CommandResult& result) {
       "Example:\n"
       "  baton plan --profile traces/vgg16_v100_mb32.json --topology topologies/pipedream_a.json -o plan.json\n"
       "  baton simulate --profile traces/vgg16_v100_mb32.json --topology topologies/pipedream_a.json \\\n"
-      "      --plan plan.json --gantt out/plan.svg");
-  cmd->add_option("--profile", args->profile, "layer profile (baton.profile.v1 JSON)")->required();
+      "      --plan plan.json --gantt out/plan.svg\n\n"
+      "A GPT model in Megatron-LM's flags (no --profile) plans the whole layout: tensor, pipeline and data\n"
+      "parallelism, micro-batch, interleaving, recomputation, sequence parallelism, the distributed\n"
+      "optimizer; a layout flag given pins its axis. Every reported time is simulated; --emit megatron\n"
+      "prints the chosen layout as Megatron-LM flags. Example:\n"
+      "  baton plan --topology topologies/h100_32x8.json --num-layers 96 --hidden-size 12288 \\\n"
+      "      --num-attention-heads 96 --seq-length 2048 --global-batch-size 1536 --bf16");
+  cmd->add_option("--profile", args->profile, "layer profile (baton.profile.v1 JSON)");
   cmd->add_option("--topology", args->topology, "cluster (baton.topology.v1 JSON)")->required();
   cmd->add_option("-o,--output", args->output, "write the chosen plan (baton.plan.v1 JSON)");
   cmd->add_flag("--json", args->json, "print the result as JSON");
@@ -130,7 +147,12 @@ void add_plan_command(CLI::App& app, CommandResult& result) {
   cmd->add_option("--virtual-stages", args->virtual_stages,
                   "interleaved-1f1b: chunks per device (default: tries 2, 3 and 4)")
       ->check(CLI::PositiveNumber);
-  cmd->callback([args, &result] { result.exit_code = run_plan(*args); });
+  add_megatron_flags(*cmd, args->megatron);
+  cmd->add_option("--emit", args->emit, "megatron: print the chosen layout as Megatron-LM flags")
+      ->check(CLI::IsMember({"megatron"}));
+  cmd->add_option("--keep", args->keep, "GPT: how many of the best layouts to report (default 5)")
+      ->check(CLI::PositiveNumber);
+  cmd->callback([args, cmd, &result] { result.exit_code = run_plan(*args, *cmd); });
 }
 
 }  // namespace baton::cli

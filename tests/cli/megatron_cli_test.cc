@@ -94,3 +94,39 @@ TEST_CASE("simulate refuses a bad Megatron layout naming the flag", "[cli][megat
 }
 
 }  // namespace
+
+namespace {
+
+const std::string kSmallGpt =
+    "--topology topologies/a100_4x8.json --num-layers 16 --hidden-size 2048 --num-attention-heads 16 "
+    "--seq-length 1024 --global-batch-size 64";
+
+TEST_CASE("plan with Megatron flags emits a layout that simulate runs to the planned time", "[cli][megatron]") {
+  const CliRun json = run_baton("plan " + kSmallGpt + " --json", "megatron-plan-json");
+  INFO(json.err);
+  REQUIRE(json.exit_code == 0);
+  const nlohmann::json planned = nlohmann::json::parse(json.out);
+  CHECK(planned["search"]["simulated"].get<int>() >= 1);
+  CHECK(planned["candidates"].size() == 5);
+  const CliRun flags = run_baton("plan " + kSmallGpt + " --emit megatron", "megatron-plan-emit");
+  REQUIRE(flags.exit_code == 0);
+  CHECK(flags.out.find("--tensor-model-parallel-size") != std::string::npos);
+  std::string line = flags.out.substr(0, flags.out.find('\n'));
+  const CliRun run = run_baton("simulate --topology topologies/a100_4x8.json " + line + " --json", "megatron-plan-run");
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  const nlohmann::json simulated = nlohmann::json::parse(run.out);
+  CHECK(simulated["iteration_time_s"].get<double>() == Approx(planned["iteration_time_s"].get<double>()));
+  CHECK(simulated["layout"] == planned["layout"]);
+}
+
+TEST_CASE("plan pins a layout flag it is given and refuses --data-parallel-size", "[cli][megatron]") {
+  const CliRun pinned = run_baton("plan " + kSmallGpt + " --tensor-model-parallel-size 2 --json", "megatron-plan-pin");
+  REQUIRE(pinned.exit_code == 0);
+  CHECK(nlohmann::json::parse(pinned.out)["layout"]["tensor_model_parallel_size"] == 2);
+  const CliRun refused = run_baton("plan " + kSmallGpt + " --data-parallel-size 4", "megatron-plan-dp");
+  CHECK(refused.exit_code == 2);
+  CHECK(refused.err.find("--data-parallel-size") != std::string::npos);
+}
+
+}  // namespace

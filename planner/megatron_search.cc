@@ -1,0 +1,141 @@
+#include "planner/megatron_search.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <tuple>
+
+#include <fmt/format.h>
+
+namespace baton {
+
+namespace {
+
+std::vector<int> divisors(int64_t n, int64_t limit) {
+  std::vector<int> out;
+  for (int64_t k = 1; k <= std::min(n, limit); ++k)
+    if (n % k == 0) out.push_back(static_cast<int>(k));
+  return out;
+}
+
+template <typename T>
+std::vector<T> pinned_or(const std::optional<T>& pin, std::vector<T> all) {
+  return pin ? std::vector<T>{*pin} : all;
+}
+
+// Every layout the search considers (see megatron_search.h).
+std::vector<MegatronLayout> enumerate(const GptModel& model, int global_batch, bool bf16, const MegatronAxes& fixed,
+                                      const Topology& topology) {
+  const int gpus = topology.num_devices();
+  const int inner = topology.levels.front().size;
+  std::vector<MegatronLayout> out;
+  for (int t : pinned_or(fixed.tensor, divisors(model.heads, inner))) {
+    if (inner % t != 0 && !fixed.tensor) continue;
+    for (int p : pinned_or(fixed.pipeline, divisors(model.layers, model.layers))) {
+      if (gpus % (t * p) != 0) continue;
+      const int d = gpus / (t * p);
+      if (global_batch % d != 0) continue;
+      for (int b : pinned_or(fixed.micro_batch, divisors(global_batch / d, 16))) {
+        const int m = global_batch / (b * d);
+        std::vector<int> chunks = {0};
+        if (p >= 2 && m % p == 0)
+          for (int per : divisors(model.layers / p, model.layers / p / 2)) chunks.push_back(per);
+        for (int per : pinned_or(fixed.layers_per_virtual_stage, chunks))
+          for (Recompute r : pinned_or(fixed.recompute, {Recompute::kNone, Recompute::kSelective, Recompute::kFull}))
+            for (bool sp :
+                 pinned_or(fixed.sequence_parallel, t > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false}))
+              for (bool dist : pinned_or(fixed.distributed_optimizer,
+                                         d > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false})) {
+                MegatronLayout l;
+                l.tensor = t;
+                l.pipeline = p;
+                l.data = d;
+                l.micro_batch = b;
+                l.global_batch = global_batch;
+                l.layers_per_virtual_stage = per;
+                l.recompute = r;
+                l.sequence_parallel = sp;
+                l.distributed_optimizer = dist;
+                l.bf16 = bf16;
+                if (check_megatron_layout(model, l, gpus)) out.push_back(l);
+              }
+      }
+    }
+  }
+  return out;
+}
+
+// Compute, tensor-parallel communication and recomputation of the busiest
+// pipeline rank over the iteration: no schedule hides them.
+Seconds lower_bound(const MegatronProfile& profile, const Plan& plan, const MegatronLayout& layout) {
+  Seconds worst;
+  for (int rank = 0; rank < layout.pipeline; ++rank) {
+    Seconds busy;
+    for (int s : stages_of_rank(plan, rank))
+      for (int layer = plan.stages[s].layers.begin; layer < plan.stages[s].layers.end; ++layer) {
+        const MegatronLayerTime& t = profile.times[layer];
+        busy += t.forward_compute + t.forward_comm + t.backward_compute + t.backward_comm + t.recompute;
+      }
+    worst = max(worst, busy * layout.microbatches());
+  }
+  return worst;
+}
+
+}  // namespace
+
+Result<MegatronSearchResult> search_megatron_layouts(const GptModel& model, int global_batch, bool bf16,
+                                                     const MegatronAxes& fixed, const Topology& topology, int keep) {
+  const auto start = std::chrono::steady_clock::now();
+  auto gpu = gpu_model(topology.device.name);
+  if (!gpu) return gpu.error();
+  MegatronSearchResult result;
+  std::vector<MegatronCandidate> fitting;
+  std::map<std::tuple<int, int, int>, std::vector<HeldPeak>> held;  // (p, chunks, microbatches per rank)
+  for (const MegatronLayout& layout : enumerate(model, global_batch, bf16, fixed, topology)) {
+    ++result.enumerated;
+    auto profile = megatron_profile_on(model, layout, topology, &*gpu);
+    if (!profile) continue;
+    const Plan plan = megatron_plan(model, layout);
+    const auto key = std::make_tuple(layout.pipeline, layout.virtual_stages(model), layout.microbatches());
+    auto found = held.find(key);
+    if (found == held.end()) found = held.emplace(key, held_peaks(plan)).first;
+    const MegatronMemory memory =
+        megatron_memory(model, layout, plan, *profile, topology.device.memory, &found->second);
+    if (!memory.fits()) {
+      ++result.not_fitting;
+      continue;
+    }
+    MegatronCandidate candidate;
+    candidate.layout = layout;
+    candidate.lower_bound = lower_bound(*profile, plan, layout);
+    for (const MegatronRankMemory& r : memory.ranks) candidate.peak_memory = std::max(candidate.peak_memory, r.peak);
+    fitting.push_back(candidate);
+  }
+  if (fitting.empty())
+    return Error{fmt::format("no layout of the {} enumerated fits the {:.0f} GiB of a {}", result.enumerated,
+                             topology.device.memory.gib(), topology.device.name)};
+  std::stable_sort(fitting.begin(), fitting.end(), [](const MegatronCandidate& a, const MegatronCandidate& b) {
+    return a.lower_bound < b.lower_bound;
+  });
+  for (MegatronCandidate& candidate : fitting) {
+    // The keep-th best time so far: a bound no better cannot enter the list.
+    if (static_cast<int>(result.best.size()) >= keep && candidate.lower_bound >= result.best.back().iteration_time) {
+      ++result.pruned;
+      continue;
+    }
+    auto prediction = predict_megatron(model, candidate.layout, topology, false, &*gpu);
+    if (!prediction) return prediction.error();
+    ++result.simulated;
+    candidate.iteration_time = prediction->iteration_time;
+    candidate.model_tflops_per_gpu = prediction->model_tflops_per_gpu;
+    result.best.push_back(candidate);
+    std::stable_sort(
+        result.best.begin(), result.best.end(),
+        [](const MegatronCandidate& a, const MegatronCandidate& b) { return a.iteration_time < b.iteration_time; });
+    if (static_cast<int>(result.best.size()) > keep) result.best.pop_back();
+  }
+  result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+}  // namespace baton

@@ -1,0 +1,61 @@
+// Choosing a Megatron layout: tensor x pipeline x data parallelism,
+// micro-batch, interleaving, recomputation, sequence parallelism and the
+// distributed optimizer for a GPT model at a global batch on a topology.
+//
+// The search is exact over the layouts it enumerates:
+//   t: a divisor of the heads that divides the topology's innermost level
+//      (tensor parallelism inside a server);
+//   p: a divisor of the layers; d = GPUs / (t p), a whole number;
+//   b: a divisor of B / d up to 16;
+//   interleaving: none, or every layers-per-virtual-stage giving >= 2 chunks
+//      (p >= 2, microbatches a multiple of p);
+//   recomputation none, selective, full; sequence parallelism (t > 1) or not;
+//   the distributed optimizer (d > 1) or not;
+// a flag given in MegatronSearch::fixed pins that axis. Every layout that
+// fits the device memory (sim/megatron_sim.h) gets a lower bound on its
+// iteration time: its busiest pipeline rank's compute, tensor-parallel
+// communication and recomputation, which no schedule hides; layouts are
+// simulated in the order of their bounds, and one whose bound is no better
+// than the best simulated time so far cannot win and is not simulated. Every
+// reported time is the simulator's (predict_megatron).
+// Thread safety: pure.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/megatron_sim.h"
+
+namespace baton {
+
+struct MegatronAxes {  // a set field pins its axis
+  std::optional<int> tensor, pipeline, micro_batch, layers_per_virtual_stage;
+  std::optional<Recompute> recompute;
+  std::optional<bool> sequence_parallel, distributed_optimizer;
+};
+
+struct MegatronCandidate {
+  MegatronLayout layout;
+  Seconds lower_bound;
+  Seconds iteration_time;  // simulated; 0 when pruned or not fitting
+  double model_tflops_per_gpu = 0.0;
+  Bytes peak_memory;
+};
+
+struct MegatronSearchResult {
+  std::vector<MegatronCandidate> best;  // simulated, fastest first (at most `keep`)
+  int enumerated = 0;
+  int not_fitting = 0;
+  int pruned = 0;  // fit, but their bound was no better than the best time
+  int simulated = 0;
+  double wall_seconds = 0.0;
+};
+
+// Searches the layouts for `model` at `global_batch` on `topology` (bf16 if
+// `bf16`); keeps the `keep` fastest. Error: no layout fits, or the topology's
+// GPU is unknown.
+Result<MegatronSearchResult> search_megatron_layouts(const GptModel& model, int global_batch, bool bf16,
+                                                     const MegatronAxes& fixed, const Topology& topology, int keep = 5);
+
+}  // namespace baton

@@ -1,0 +1,75 @@
+// The Megatron layout search (planner/megatron_search.h): exact over what it
+// enumerates, pruning by its lower bound never loses the best, pinned axes
+// stay pinned.
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "tests/catch_compat.h"
+
+#include "planner/megatron_search.h"
+
+namespace baton {
+namespace {
+
+Topology shipped(const std::string& name) {
+  const std::filesystem::path path = std::filesystem::path(BATON_SOURCE_DIR) / "topologies" / name;
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  auto topology = parse_topology(text.str(), path.string());
+  REQUIRE(topology.ok());
+  return *topology;
+}
+
+const GptModel kModel{16, 2048, 16, 1024, 50257};
+
+TEST_CASE("megatron search: the bound prunes without losing the fastest layout", "[planner][megatron]") {
+  const Topology topology = shipped("a100_4x8.json");
+  const auto pruned = search_megatron_layouts(kModel, 64, false, {}, topology, 3);
+  // Keeping every layout: nothing can be pruned, every fitting layout is simulated.
+  const auto all = search_megatron_layouts(kModel, 64, false, {}, topology, 1000000);
+  REQUIRE(pruned.ok());
+  REQUIRE(all.ok());
+  CHECK(all->pruned == 0);
+  CHECK(all->simulated == all->enumerated - all->not_fitting);
+  CHECK(pruned->pruned > 0);
+  CHECK(pruned->simulated < all->simulated);
+  REQUIRE(pruned->best.size() == 3);
+  for (int i = 0; i < 3; ++i) CHECK(pruned->best[i].iteration_time == all->best[i].iteration_time);
+  // Every simulated time is at least its bound.
+  for (const MegatronCandidate& c : all->best) CHECK(c.iteration_time.value >= c.lower_bound.value * (1 - 1e-12));
+  // And the chosen one is the simulator's figure for that layout.
+  const auto again = predict_megatron(kModel, pruned->best.front().layout, topology, false);
+  REQUIRE(again.ok());
+  CHECK(again->iteration_time == pruned->best.front().iteration_time);
+}
+
+TEST_CASE("megatron search: pinned axes stay pinned, tensor parallelism stays inside a server", "[planner][megatron]") {
+  const Topology topology = shipped("a100_4x8.json");
+  MegatronAxes fixed;
+  fixed.tensor = 4;
+  fixed.recompute = Recompute::kFull;
+  const auto found = search_megatron_layouts(kModel, 64, false, fixed, topology, 1000000);
+  REQUIRE(found.ok());
+  for (const MegatronCandidate& c : found->best) {
+    CHECK(c.layout.tensor == 4);
+    CHECK(c.layout.recompute == Recompute::kFull);
+    CHECK(c.layout.gpus() == 32);
+  }
+  const auto free = search_megatron_layouts(kModel, 64, false, {}, topology, 1000000);
+  REQUIRE(free.ok());
+  for (const MegatronCandidate& c : free->best) CHECK(8 % c.layout.tensor == 0);
+}
+
+TEST_CASE("megatron search: nothing fits, said so", "[planner][megatron]") {
+  // GPT-3 175B on 32 A100s: 16 bytes per parameter over at most t p = 32 GPUs
+  // is 87 GB per GPU before any activation (d = 1 leaves no optimizer to shard).
+  const Topology topology = shipped("a100_4x8.json");
+  const auto found = search_megatron_layouts(GptModel{96, 12288, 96, 2048, 50257}, 32, false, {}, topology);
+  REQUIRE_FALSE(found.ok());
+  CHECK(found.error().message.find("fits the 80 GiB") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace baton

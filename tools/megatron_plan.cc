@@ -1,0 +1,102 @@
+#include "tools/megatron_plan.h"
+
+#include <fmt/format.h>
+
+#include "planner/megatron_search.h"
+#include "tools/cli_support.h"
+#include "tools/megatron_report.h"
+#include "tools/report.h"
+
+namespace baton::cli {
+
+namespace {
+
+MegatronAxes pinned_axes(const MegatronArgs& flags, const CLI::App& cmd) {
+  MegatronAxes axes;
+  auto given = [&](const char* flag) { return cmd.count(flag) > 0; };
+  if (given("--tensor-model-parallel-size")) axes.tensor = flags.tensor;
+  if (given("--pipeline-model-parallel-size")) axes.pipeline = flags.pipeline;
+  if (given("--micro-batch-size")) axes.micro_batch = flags.micro_batch;
+  if (given("--num-layers-per-virtual-pipeline-stage")) axes.layers_per_virtual_stage = flags.layers_per_virtual_stage;
+  if (given("--recompute-granularity"))
+    axes.recompute = flags.recompute == "full" ? Recompute::kFull : Recompute::kSelective;
+  if (given("--sequence-parallel")) axes.sequence_parallel = true;
+  if (given("--use-distributed-optimizer")) axes.distributed_optimizer = true;
+  if (given("--data-parallel-size"))
+    throw UsageError(
+        "plan: --data-parallel-size follows from the GPUs, t and p; pin --tensor-model-parallel-size and "
+        "--pipeline-model-parallel-size instead");
+  return axes;
+}
+
+std::string megatron_flags_of(const GptModel& model, const MegatronLayout& l) {
+  std::string text = fmt::format(
+      "--num-layers {} --hidden-size {} --num-attention-heads {} --seq-length {} --global-batch-size {} "
+      "--micro-batch-size {} --tensor-model-parallel-size {} --pipeline-model-parallel-size {}",
+      model.layers, model.hidden, model.heads, model.sequence, l.global_batch, l.micro_batch, l.tensor, l.pipeline);
+  if (l.layers_per_virtual_stage > 0)
+    text += fmt::format(" --num-layers-per-virtual-pipeline-stage {}", l.layers_per_virtual_stage);
+  if (l.recompute != Recompute::kNone) text += fmt::format(" --recompute-granularity {}", recompute_name(l.recompute));
+  if (l.sequence_parallel) text += " --sequence-parallel";
+  if (l.distributed_optimizer) text += " --use-distributed-optimizer";
+  text += l.bf16 ? " --bf16" : " --fp16";
+  return text;
+}
+
+std::string short_layout(const GptModel& model, const MegatronLayout& l) {
+  return fmt::format("t {} p {} d {} b {}{} recompute {}{}{}", l.tensor, l.pipeline, l.data, l.micro_batch,
+                     l.layers_per_virtual_stage > 0 ? fmt::format(" v {}", l.virtual_stages(model)) : "",
+                     recompute_name(l.recompute), l.sequence_parallel ? " sp" : "",
+                     l.distributed_optimizer ? " dist-opt" : "");
+}
+
+}  // namespace
+
+int run_megatron_plan(const MegatronArgs& flags, const MegatronPlanArgs& args, const CLI::App& cmd) {
+  const Topology topology = load_topology_file(args.topology);
+  MegatronArgs checked = flags;  // the model flags are checked as simulate checks them
+  checked.data = 0;
+  const MegatronRun model_only = megatron_run(checked, topology);
+  const GptModel& model = model_only.model;
+  std::fprintf(stderr, "baton: planning a %.1fB-parameter GPT on %s (%d GPUs)...\n", gpt_parameters(model, 1) / 1e9,
+               topology.name.c_str(), topology.num_devices());
+  const MegatronSearchResult found = take(
+      search_megatron_layouts(model, flags.global_batch, flags.bf16, pinned_axes(flags, cmd), topology, args.keep));
+  const MegatronLayout& chosen = found.best.front().layout;
+  const MegatronPrediction prediction = take(predict_megatron(model, chosen, topology, false));
+  if (args.emit == "megatron") {
+    std::fputs((megatron_flags_of(model, chosen) + "\n").c_str(), stdout);
+    return 0;
+  }
+  if (args.json) {
+    nlohmann::json document = megatron_json(model, chosen, topology, prediction);
+    nlohmann::json runners = nlohmann::json::array();
+    for (const MegatronCandidate& c : found.best)
+      runners.push_back({{"layout", short_layout(model, c.layout)},
+                         {"iteration_time_s", c.iteration_time.value},
+                         {"model_tflops_per_gpu", c.model_tflops_per_gpu},
+                         {"peak_memory_bytes", c.peak_memory.value}});
+    document["candidates"] = runners;
+    document["search"] = {{"enumerated", found.enumerated},
+                          {"not_fitting", found.not_fitting},
+                          {"pruned_by_bound", found.pruned},
+                          {"simulated", found.simulated},
+                          {"wall_s", found.wall_seconds}};
+    std::fputs((document.dump(2) + "\n").c_str(), stdout);
+    return 0;
+  }
+  std::string out = fmt::format(
+      "searched {} layouts in {:.2f} s: {} do not fit the {:.0f} GiB, {} cannot beat the best by their lower "
+      "bound, {} simulated\n\nbest layouts (simulated):\n",
+      found.enumerated, found.wall_seconds, found.not_fitting, topology.device.memory.gib(), found.pruned,
+      found.simulated);
+  for (const MegatronCandidate& c : found.best)
+    out += fmt::format("  {:<48} {:>12}  {:6.1f} TFLOP/s per GPU  peak {}\n", short_layout(model, c.layout),
+                       human_seconds(c.iteration_time), c.model_tflops_per_gpu, human_bytes(c.peak_memory));
+  out += "\nchosen:\n" + megatron_text(model, chosen, topology, prediction);
+  out += "\nas Megatron-LM flags:\n  " + megatron_flags_of(model, chosen) + "\n";
+  std::fputs(out.c_str(), stdout);
+  return 0;
+}
+
+}  // namespace baton::cli

@@ -1,0 +1,23 @@
+// `baton plan` with Megatron-LM's flags: the layout search of
+// planner/megatron_search.h, its report, and the layout as Megatron flags.
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "tools/megatron_flags.h"
+
+namespace baton::cli {
+
+struct MegatronPlanArgs {
+  std::string topology;
+  bool json = false;
+  std::string emit;  // "", "megatron"
+  int keep = 5;
+};
+
+// Plans the layout; `cmd` tells which layout flags were given (those pin their axis).
+int run_megatron_plan(const MegatronArgs& flags, const MegatronPlanArgs& args, const CLI::App& cmd);
+
+}  // namespace baton::cli
