@@ -1,9 +1,6 @@
 // A Megatron GPT run predicted by the simulator (sim/megatron_sim.h): the
 // composition of the prediction, the tensor-parallel groups' topology, and
 // per-layer times against Korthikanti et al.'s measurements.
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "tests/catch_compat.h"
 
@@ -15,15 +12,7 @@
 namespace baton {
 namespace {
 
-Topology shipped(const std::string& name) {
-  const std::filesystem::path path = std::filesystem::path(BATON_SOURCE_DIR) / "topologies" / name;
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  auto topology = parse_topology(text.str(), path.string());
-  REQUIRE(topology.ok());
-  return *topology;
-}
+Topology shipped(const std::string& name) { return testing::shipped_topology(name); }
 
 const GptModel k22B{48, 6144, 64, 2048, 51200};  // Korthikanti et al., Table 3
 const GptModel kSmall{4, 1024, 16, 1024, 50257};

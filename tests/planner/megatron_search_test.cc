@@ -1,26 +1,16 @@
 // The Megatron layout search (planner/megatron_search.h): exact over what it
 // enumerates, pruning by its lower bound never loses the best, pinned axes
 // stay pinned.
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-
 #include "tests/catch_compat.h"
+
+#include "tests/megatron/megatron_test_support.h"
 
 #include "planner/megatron_search.h"
 
 namespace baton {
 namespace {
 
-Topology shipped(const std::string& name) {
-  const std::filesystem::path path = std::filesystem::path(BATON_SOURCE_DIR) / "topologies" / name;
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  auto topology = parse_topology(text.str(), path.string());
-  REQUIRE(topology.ok());
-  return *topology;
-}
+Topology shipped(const std::string& name) { return testing::shipped_topology(name); }
 
 const GptModel kModel{16, 2048, 16, 1024, 50257};
 
