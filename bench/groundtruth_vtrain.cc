@@ -179,6 +179,52 @@ Knobs fit(std::vector<Row>& rows, Knobs knobs) {
   return knobs;
 }
 
+// The MAPE table: overall, per file, with pipeline parallelism.
+void print_summary(const std::vector<Row>& rows, double seconds) {
+  std::vector<const Row*> all, multi, single, piped, multi_piped, single_piped;
+  for (const Row& r : rows) {
+    all.push_back(&r);
+    (r.file == "multi" ? multi : single).push_back(&r);
+    if (r.layout.pipeline > 1) {
+      piped.push_back(&r);
+      (r.file == "multi" ? multi_piped : single_piped).push_back(&r);
+    }
+  }
+  auto worst = [](std::vector<const Row*> set) {
+    return set.empty() ? 0.0 : 100.0 * std::abs((*std::max_element(set.begin(), set.end(), [](auto a, auto b) {
+                                                  return std::abs(a->error()) < std::abs(b->error());
+                                                }))->error());
+  };
+  std::printf("| rows | count | MAPE | worst |\n|---|---|---|---|\n");
+  const struct {
+    const char* name;
+    const std::vector<const Row*>* set;
+  } sets[] = {{"all", &all},
+              {"multi-node", &multi},
+              {"multi-node, pipeline parallel", &multi_piped},
+              {"single-node", &single},
+              {"single-node, pipeline parallel", &single_piped},
+              {"pipeline parallel (both)", &piped}};
+  for (const auto& s : sets)
+    std::printf("| %s | %zu | %.2f%% | %.1f%% |\n", s.name, s.set->size(), mape(*s.set), worst(*s.set));
+  std::printf("\n%zu predictions in %.2f s\n\n", rows.size(), seconds);
+}
+
+// The rows, worst first: all of them, or the worst 10.
+void print_rows(const std::vector<Row>& rows, bool table) {
+  std::vector<const Row*> all;
+  for (const Row& r : rows) all.push_back(&r);
+  std::vector<const Row*> shown = all;
+  std::sort(shown.begin(), shown.end(),
+            [](const Row* a, const Row* b) { return std::abs(a->error()) > std::abs(b->error()); });
+  if (!table) shown.resize(std::min<size_t>(10, shown.size()));
+  std::printf("| row (file:line) | model | layout | predicted ms | measured ms | error |\n|---|---|---|---|---|---|\n");
+  for (const Row* r : shown) {
+    std::printf("| %s | %.1f | %.1f | %+.1f%% |\n", describe(*r).c_str(), r->predicted_ms, r->measured_ms,
+                100.0 * r->error());
+  }
+}
+
 int main(int argc, char** argv) {
   bool table = false;
   bool fitting = false;
@@ -218,42 +264,7 @@ int main(int argc, char** argv) {
   if (!predict_all(rows, knobs)) return 1;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-  std::vector<const Row*> all, multi, single, piped, multi_piped, single_piped;
-  for (const Row& r : rows) {
-    all.push_back(&r);
-    (r.file == "multi" ? multi : single).push_back(&r);
-    if (r.layout.pipeline > 1) {
-      piped.push_back(&r);
-      (r.file == "multi" ? multi_piped : single_piped).push_back(&r);
-    }
-  }
-  auto worst = [](std::vector<const Row*> set) {
-    return set.empty() ? 0.0 : 100.0 * std::abs((*std::max_element(set.begin(), set.end(), [](auto a, auto b) {
-                                                  return std::abs(a->error()) < std::abs(b->error());
-                                                }))->error());
-  };
-  std::printf("| rows | count | MAPE | worst |\n|---|---|---|---|\n");
-  const struct {
-    const char* name;
-    const std::vector<const Row*>* set;
-  } sets[] = {{"all", &all},
-              {"multi-node", &multi},
-              {"multi-node, pipeline parallel", &multi_piped},
-              {"single-node", &single},
-              {"single-node, pipeline parallel", &single_piped},
-              {"pipeline parallel (both)", &piped}};
-  for (const auto& s : sets)
-    std::printf("| %s | %zu | %.2f%% | %.1f%% |\n", s.name, s.set->size(), mape(*s.set), worst(*s.set));
-  std::printf("\n%zu predictions in %.2f s\n\n", rows.size(), seconds);
-
-  std::vector<const Row*> shown = all;
-  std::sort(shown.begin(), shown.end(),
-            [](const Row* a, const Row* b) { return std::abs(a->error()) > std::abs(b->error()); });
-  if (!table) shown.resize(std::min<size_t>(10, shown.size()));
-  std::printf("| row (file:line) | model | layout | predicted ms | measured ms | error |\n|---|---|---|---|---|---|\n");
-  for (const Row* r : shown) {
-    std::printf("| %s | %.1f | %.1f | %+.1f%% |\n", describe(*r).c_str(), r->predicted_ms, r->measured_ms,
-                100.0 * r->error());
-  }
+  print_summary(rows, seconds);
+  print_rows(rows, table);
   return 0;
 }
