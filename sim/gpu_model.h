@@ -23,9 +23,10 @@
 // tile for half precision. gemm_efficiency, memory_efficiency, kernel_floor
 // and host_per_kernel were fitted once, for the A100, to the measured
 // iteration times shipped in data/groundtruth/vtrain (all 850 rows together,
-// by a coordinate search on the mean absolute percentage error, with the
-// per-layer times of Korthikanti et al. 2022, Table 4, as a second target;
-// bench/RESULTS.md "Megatron ground truth"); the other GPUs take the A100's
+// by the coordinate search of `bench/groundtruth_vtrain --fit`, which says its
+// objective; docs/TRANSFORMERS.md); Korthikanti et al.'s per-layer times
+// (2022, Table 4) were not used in the fit and check it
+// (tests/megatron/megatron_predict_test.cc). The other GPUs take the A100's
 // fitted fractions unchanged (an assumption, not a measurement).
 //
 // Thread safety: plain values and pure functions.
