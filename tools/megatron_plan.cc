@@ -54,8 +54,10 @@ std::string short_layout(const GptModel& model, const MegatronLayout& l) {
 
 int run_megatron_plan(const MegatronArgs& flags, const MegatronPlanArgs& args, const CLI::App& cmd) {
   const Topology topology = load_topology_file(args.topology);
-  MegatronArgs checked = flags;  // the model flags are checked as simulate checks them
-  checked.data = 0;
+  // The model flags and any pinned layout flag are checked as simulate checks
+  // them, on one data-parallel rank (the search chooses d).
+  MegatronArgs checked = flags;
+  checked.data = 1;
   const MegatronRun model_only = megatron_run(checked, topology);
   const GptModel& model = model_only.model;
   std::fprintf(stderr, "baton: planning a %.1fB-parameter GPT on %s (%d GPUs)...\n", gpt_parameters(model, 1) / 1e9,

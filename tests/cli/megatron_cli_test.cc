@@ -124,6 +124,16 @@ TEST_CASE("plan pins a layout flag it is given and refuses --data-parallel-size"
   const CliRun pinned = run_baton("plan " + kSmallGpt + " --tensor-model-parallel-size 2 --json", "megatron-plan-pin");
   REQUIRE(pinned.exit_code == 0);
   CHECK(nlohmann::json::parse(pinned.out)["layout"]["tensor_model_parallel_size"] == 2);
+  // 48 does not divide among 1,024 GPUs' worth of replicas at t 1 p 1, but other layouts do.
+  const CliRun many = run_baton(
+      "plan --topology topologies/a100_vtrain.json --num-layers 16 --hidden-size 2048 --num-attention-heads 16 "
+      "--seq-length 1024 --global-batch-size 48 --json",
+      "megatron-plan-many");
+  INFO(many.err);
+  CHECK(many.exit_code == 0);
+  const CliRun bad = run_baton("plan " + kSmallGpt + " --tensor-model-parallel-size 3", "megatron-plan-bad");
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("--tensor-model-parallel-size 3") != std::string::npos);
   const CliRun refused = run_baton("plan " + kSmallGpt + " --data-parallel-size 4", "megatron-plan-dp");
   CHECK(refused.exit_code == 2);
   CHECK(refused.err.find("--data-parallel-size") != std::string::npos);
