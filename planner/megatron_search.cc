@@ -70,13 +70,8 @@ std::vector<MegatronLayout> enumerate(const GptModel& model, int global_batch, b
 Seconds lower_bound(const MegatronProfile& profile, const Plan& plan, const MegatronLayout& layout) {
   Seconds worst;
   for (int rank = 0; rank < layout.pipeline; ++rank) {
-    Seconds busy;
-    for (int s : stages_of_rank(plan, rank))
-      for (int layer = plan.stages[s].layers.begin; layer < plan.stages[s].layers.end; ++layer) {
-        const MegatronLayerTime& t = profile.times[layer];
-        busy += t.forward_compute + t.forward_comm + t.backward_compute + t.backward_comm + t.recompute;
-      }
-    worst = max(worst, busy * layout.microbatches());
+    const MegatronRankWork work = megatron_rank_work(profile, plan, rank);
+    worst = max(worst, (work.compute + work.tensor_comm + work.recompute) * layout.microbatches());
   }
   return worst;
 }
@@ -91,23 +86,25 @@ Result<MegatronSearchResult> search_megatron_layouts(const GptModel& model, int 
   MegatronSearchResult result;
   std::vector<MegatronCandidate> fitting;
   std::map<std::tuple<int, int, int>, std::vector<HeldPeak>> held;  // (p, chunks, microbatches per rank)
+  std::map<int, CollectiveTime> collectives;                        // per t
   for (const MegatronLayout& layout : enumerate(model, global_batch, bf16, fixed, topology)) {
     ++result.enumerated;
-    auto profile = megatron_profile_on(model, layout, topology, &*gpu);
-    if (!profile) continue;
+    auto collective = collectives.find(layout.tensor);
+    if (collective == collectives.end())
+      collective = collectives.emplace(layout.tensor, tensor_allreduce(topology, layout.tensor)).first;
+    const MegatronProfile profile = make_megatron_profile(model, layout, *gpu, collective->second);
     const Plan plan = megatron_plan(model, layout);
     const auto key = std::make_tuple(layout.pipeline, layout.virtual_stages(model), layout.microbatches());
     auto found = held.find(key);
     if (found == held.end()) found = held.emplace(key, held_peaks(plan)).first;
-    const MegatronMemory memory =
-        megatron_memory(model, layout, plan, *profile, topology.device.memory, &found->second);
+    const MegatronMemory memory = megatron_memory(model, layout, plan, profile, topology.device.memory, &found->second);
     if (!memory.fits()) {
       ++result.not_fitting;
       continue;
     }
     MegatronCandidate candidate;
     candidate.layout = layout;
-    candidate.lower_bound = lower_bound(*profile, plan, layout);
+    candidate.lower_bound = lower_bound(profile, plan, layout);
     for (const MegatronRankMemory& r : memory.ranks) candidate.peak_memory = std::max(candidate.peak_memory, r.peak);
     fitting.push_back(candidate);
   }

@@ -38,7 +38,7 @@ struct MegatronAxes {  // a set field pins its axis
 struct MegatronCandidate {
   MegatronLayout layout;
   Seconds lower_bound;
-  Seconds iteration_time;  // simulated; 0 when pruned or not fitting
+  Seconds iteration_time;  // simulated (only simulated candidates are reported)
   double model_tflops_per_gpu = 0.0;
   Bytes peak_memory;
 };

@@ -11,18 +11,6 @@ namespace baton {
 
 namespace {
 
-// The tensor-parallel all-reduce on the first t GPUs of the topology; linear
-// in bytes, so measured at two sizes once.
-CollectiveTime tensor_allreduce(const Topology& topology, int tensor) {
-  std::vector<int> group;
-  for (int i = 0; i < tensor; ++i) group.push_back(i);
-  const Network network(topology);
-  const double probe = 1e9;
-  const double fixed = network.allreduce_time(group, Bytes(0)).value;
-  const double per_byte = (network.allreduce_time(group, Bytes(static_cast<int64_t>(probe))).value - fixed) / probe;
-  return [fixed, per_byte](double bytes) { return Seconds(fixed + per_byte * bytes); };
-}
-
 MegatronBreakdown breakdown_of(const MegatronPrediction& p, const MegatronLayout& layout, const Topology& groups) {
   // The busiest pipeline rank: the most compute per iteration.
   const int per_rank_microbatches = layout.microbatches();
@@ -30,21 +18,15 @@ MegatronBreakdown breakdown_of(const MegatronPrediction& p, const MegatronLayout
   Seconds best_busy(-1.0);
   const Network network(groups);
   for (int rank = 0; rank < layout.pipeline; ++rank) {
+    const MegatronRankWork work = megatron_rank_work(p.profile, p.plan, rank);
     MegatronBreakdown b;
     b.rank = rank;
-    Bytes gradients(0);
-    for (int s : stages_of_rank(p.plan, rank)) {
-      for (int layer = p.plan.stages[s].layers.begin; layer < p.plan.stages[s].layers.end; ++layer) {
-        const MegatronLayerTime& t = p.profile.times[layer];
-        b.compute += (t.forward_compute + t.backward_compute) * per_rank_microbatches;
-        b.tensor_comm += (t.forward_comm + t.backward_comm) * per_rank_microbatches;
-        b.recompute += t.recompute * per_rank_microbatches;
-        b.host += t.host_wait * per_rank_microbatches;
-        b.optimizer += p.profile.profile.layers[layer].optimizer;
-        gradients = gradients + p.profile.profile.layers[layer].param_bytes;
-      }
-    }
-    if (layout.data > 1) b.data_allreduce = network.allreduce_time(p.plan.stages[rank].devices, gradients);
+    b.compute = work.compute * per_rank_microbatches;
+    b.tensor_comm = work.tensor_comm * per_rank_microbatches;
+    b.recompute = work.recompute * per_rank_microbatches;
+    b.host = work.host * per_rank_microbatches;
+    b.optimizer = work.optimizer;
+    if (layout.data > 1) b.data_allreduce = network.allreduce_time(p.plan.stages[rank].devices, work.gradients);
     const Seconds busy = b.compute + b.tensor_comm + b.recompute + b.host + b.optimizer + b.data_allreduce;
     if (busy > best_busy) {
       best_busy = busy;
@@ -115,16 +97,10 @@ std::vector<std::string> fit_hints(const GptModel& model, const MegatronLayout& 
 void expose_overlapped_reduction(MegatronPrediction& p, const MegatronLayout& layout) {
   const Network network(p.groups);
   for (int rank = 0; rank < layout.pipeline; ++rank) {
-    Bytes gradients(0);
-    Seconds backward;
+    const MegatronRankWork work = megatron_rank_work(p.profile, p.plan, rank);
     const std::vector<int> stages = stages_of_rank(p.plan, rank);
-    for (int s : stages)
-      for (int layer = p.plan.stages[s].layers.begin; layer < p.plan.stages[s].layers.end; ++layer) {
-        gradients = gradients + p.profile.profile.layers[layer].param_bytes;
-        backward += p.profile.profile.layers[layer].backward;
-      }
-    const Seconds reduce = network.allreduce_time(p.plan.stages[stages.front()].devices, gradients);
-    const double exposed = reduce.value > 0.0 ? std::max(0.0, (reduce - backward) / reduce) : 0.0;
+    const Seconds reduce = network.allreduce_time(p.plan.stages[stages.front()].devices, work.gradients);
+    const double exposed = reduce.value > 0.0 ? std::max(0.0, (reduce - work.backward) / reduce) : 0.0;
     for (int s : stages)
       for (int layer = p.plan.stages[s].layers.begin; layer < p.plan.stages[s].layers.end; ++layer) {
         Bytes& bytes = p.profile.profile.layers[layer].param_bytes;

@@ -116,7 +116,8 @@ Layer to_layer(const std::string& name, const std::string& what, const MegatronL
   const Seconds weight = time.weight_gradient;
   layer.forward = time.forward_compute + time.forward_comm;
   layer.backward = time.backward_compute + time.backward_comm + time.recompute + time.host_wait;
-  // The host floor falls on the forward first (it is the forward's own), the rest on the backward.
+  // The host's wait (the forward's and the backward's) is charged to the
+  // backward: the layer's total is right, its split between F and B is not.
   layer.backward_weight = weight;
   layer.backward_input = layer.backward - weight;
   const double optimizer_bytes = time.parameters * kOptimizerBytes / (layout.distributed_optimizer ? layout.data : 1);

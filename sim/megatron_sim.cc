@@ -45,6 +45,36 @@ double working_set_bytes(const GptModel& model, const MegatronLayout& layout) {
 
 }  // namespace
 
+MegatronRankWork megatron_rank_work(const MegatronProfile& profile, const Plan& plan, int rank) {
+  MegatronRankWork work;
+  for (int s : stages_of_rank(plan, rank)) {
+    for (int layer = plan.stages[s].layers.begin; layer < plan.stages[s].layers.end; ++layer) {
+      const MegatronLayerTime& t = profile.times[layer];
+      const Layer& costed = profile.profile.layers[layer];
+      work.compute += t.forward_compute + t.backward_compute;
+      work.tensor_comm += t.forward_comm + t.backward_comm;
+      work.recompute += t.recompute;
+      work.host += t.host_wait;
+      work.backward += costed.backward;
+      work.optimizer += costed.optimizer;
+      work.gradients = work.gradients + costed.param_bytes;
+      work.parameters += t.parameters;
+    }
+  }
+  return work;
+}
+
+CollectiveTime tensor_allreduce(const Topology& topology, int tensor) {
+  // Linear in bytes: measured at two sizes once.
+  std::vector<int> group;
+  for (int i = 0; i < tensor; ++i) group.push_back(i);
+  const Network network(topology);
+  const double probe = 1e9;
+  const double fixed = network.allreduce_time(group, Bytes(0)).value;
+  const double per_byte = (network.allreduce_time(group, Bytes(static_cast<int64_t>(probe))).value - fixed) / probe;
+  return [fixed, per_byte](double bytes) { return Seconds(fixed + per_byte * bytes); };
+}
+
 double megatron_layer_activation_bytes(const GptModel& model, const MegatronLayout& layout) {
   return block_activation_bytes(model, layout);
 }
@@ -157,10 +187,7 @@ MegatronMemory megatron_memory(const GptModel& model, const MegatronLayout& layo
   for (int rank = 0; rank < layout.pipeline; ++rank) {
     MegatronRankMemory entry;
     entry.rank = rank;
-    double parameters = 0.0;
-    for (int s : stages_of_rank(plan, rank))
-      for (int layer = plan.stages[s].layers.begin; layer < plan.stages[s].layers.end; ++layer)
-        parameters += profile.times[layer].parameters;
+    const double parameters = megatron_rank_work(profile, plan, rank).parameters;
     entry.weights_and_optimizer = Bytes(static_cast<int64_t>(parameters * (2.0 + gradient + states)));
     const bool last = plan.rank_of(last_stage) == rank;
     entry.activations =

@@ -51,6 +51,24 @@ Result<Topology> tensor_group_topology(const Topology& topology, int tensor);
 // TP groups as Megatron places them; schedule 1f1b, or interleaved-1f1b.
 Plan megatron_plan(const GptModel& model, const MegatronLayout& layout);
 
+// One pipeline rank's share of a profile, summed over the layers of its
+// stages: what every caller that asks "how much does rank r do" adds up.
+struct MegatronRankWork {
+  Seconds compute;          // per microbatch: GEMMs and memory-bound kernels, forward and backward
+  Seconds tensor_comm;      // per microbatch: exposed tensor-parallel collectives
+  Seconds recompute;        // per microbatch
+  Seconds host;             // per microbatch: waiting for the host
+  Seconds backward;         // per microbatch: the profile layers' backward
+  Seconds optimizer;        // one optimizer step
+  Bytes gradients;          // what the replicas all-reduce
+  double parameters = 0.0;  // of one GPU
+};
+MegatronRankWork megatron_rank_work(const MegatronProfile& profile, const Plan& plan, int rank);
+
+// The tensor-parallel all-reduce among the first `tensor` GPUs of `topology`
+// (sim/network.h's ring), as make_megatron_profile takes it.
+CollectiveTime tensor_allreduce(const Topology& topology, int tensor);
+
 // Activation bytes one block keeps for one microbatch on one rank (above;
 // with full recomputation the layer's input only).
 double megatron_layer_activation_bytes(const GptModel& model, const MegatronLayout& layout);

@@ -11,14 +11,14 @@
 //     wire_start = max(issue, free(up), free(down))
 //     wire_end   = wire_start + bytes / bandwidth_L      (both links busy until then)
 //     delivered  = wire_end + latency_L
-//   With rails_L > 1 (topology.h) a child unit's link is that many rails of
-//   bandwidth_L / rails_L each, and every device uses its own rail
-//   (Topology::rail_of): the links above are the sender's and the receiver's
-//   rails, and bandwidth_L reads bandwidth_L / rails_L.
 //   So two transfers of x bytes issued together on one link are delivered at
 //   x/B + lat and 2x/B + lat: the link's bandwidth is shared by taking turns,
 //   and its total throughput never exceeds B. Transfers inside one device are
 //   free and instantaneous.
+//   With rails_L > 1 (topology.h) a child unit's link is that many rails of
+//   bandwidth_L / rails_L each, and every device uses its own rail
+//   (Topology::rail_of): the links above are the sender's and the receiver's
+//   rails, and bandwidth_L reads bandwidth_L / rails_L.
 //
 // Collective all-reduce (gradient sync of replicas), hierarchical ring:
 //   For every level L, let n_L be the largest number of distinct children of

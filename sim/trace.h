@@ -44,6 +44,11 @@ struct Trace {
   std::vector<Span> spans;  // ordered by (start, worker, action_index)
 };
 
+// Whether any span of the trace is on `stream`.
+inline bool has_stream(const Trace& trace, Stream stream) {
+  return std::any_of(trace.spans.begin(), trace.spans.end(), [stream](const Span& s) { return s.stream == stream; });
+}
+
 // The earliest start and the latest end over a trace's spans, as a start and
 // a length (both 0 without spans).
 struct TraceExtent {

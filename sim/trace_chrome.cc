@@ -3,7 +3,6 @@
 // Written by hand rather than through nlohmann::json so that a trace of
 // millions of spans streams into one string with fixed number formatting;
 // nlohmann::json only escapes the free-text strings.
-#include <algorithm>
 #include <iterator>
 
 #include <fmt/format.h>
@@ -78,8 +77,7 @@ std::string trace_to_chrome_json(const Trace& trace) {
   const std::vector<WorkerInfo> workers = trace_workers(trace);
   std::string out = "{\"traceEvents\": [\n";
   out.reserve(workers.size() * 600 + trace.spans.size() * 220);
-  const bool tensor_track = std::any_of(trace.spans.begin(), trace.spans.end(),
-                                        [](const Span& s) { return s.stream == Stream::kTensorComm; });
+  const bool tensor_track = has_stream(trace, Stream::kTensorComm);
   for (size_t w = 0; w < workers.size(); ++w) {
     append_metadata(out, static_cast<int>(w), workers[w], tensor_track);
   }

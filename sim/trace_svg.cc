@@ -132,10 +132,6 @@ struct Chart {
   double comm_top(int worker) const { return row_top(worker) + compute_px + kCommGapPx; }
 };
 
-bool has_comm(const Trace& trace) {
-  return std::any_of(trace.spans.begin(), trace.spans.end(), [](const Span& s) { return s.stream == Stream::kComm; });
-}
-
 std::string summary_of(const Trace& trace, size_t workers) {
   const double length_s = trace_extent(trace).length_s;
   const AxisUnit unit = axis_unit(length_s);
@@ -153,7 +149,7 @@ Chart make_chart(const Trace& trace, const GanttOptions& options, double length_
   chart.summary = summary_of(trace, chart.workers.size());
   chart.heading = std::move(heading);
   chart.compact = static_cast<int64_t>(trace.spans.size()) > options.detailed_span_limit;
-  chart.comm_rows = !chart.compact && has_comm(trace);
+  chart.comm_rows = !chart.compact && has_stream(trace, Stream::kComm);
   if (chart.workers.size() > kManyWorkers) chart.compute_px = kSmallComputeRowPx;
   return chart;
 }
@@ -439,10 +435,8 @@ std::string render(const std::vector<Chart>& charts, const GanttOptions& options
   const bool any_chunks = std::any_of(charts.begin(), charts.end(), [](const Chart& c) {
     return std::any_of(c.workers.begin(), c.workers.end(), [](const WorkerInfo& w) { return w.chunks.size() > 1; });
   });
-  const bool any_tensor = std::any_of(charts.begin(), charts.end(), [](const Chart& c) {
-    return std::any_of(c.trace->spans.begin(), c.trace->spans.end(),
-                       [](const Span& s) { return s.stream == Stream::kTensorComm; });
-  });
+  const bool any_tensor = std::any_of(charts.begin(), charts.end(),
+                                      [](const Chart& c) { return has_stream(*c.trace, Stream::kTensorComm); });
   const std::vector<LegendItem> items = legend_items(any_compact, any_comm, any_chunks, any_tensor);
   const double title_px = options.title.empty() ? 0 : kTitleBandPx;
   const double legend_top = kMarginPx + title_px;

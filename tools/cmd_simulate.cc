@@ -128,8 +128,10 @@ int run_megatron_simulate(const SimulateArgs& args) {
   const MegatronRun run = megatron_run(args.megatron, topology);
   const bool trace = !args.trace.empty() || !args.gantt.empty() || !args.csv.empty();
   const MegatronPrediction prediction = take(predict_megatron(run.model, run.layout, topology, trace));
-  SimulatedPlan simulated{prediction.plan, topology.name, prediction.plan.microbatches, prediction.simulation};
-  write_outputs(args, simulated, false);
+  if (trace)
+    write_outputs(args,
+                  SimulatedPlan{prediction.plan, topology.name, prediction.plan.microbatches, prediction.simulation},
+                  false);
   if (args.json)
     std::fputs((megatron_json(run.model, run.layout, topology, prediction).dump(2) + "\n").c_str(), stdout);
   else
