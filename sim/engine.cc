@@ -84,9 +84,10 @@ class Engine {
   std::vector<double> act_arrival_;  // [receiving stage * M + microbatch] (one worker runs it)
   std::vector<double> grad_arrival_;
   std::vector<std::vector<Collective>> collectives_;  // [stage][round]
-  std::vector<std::vector<int>> stage_devices_;
-  std::vector<int> version_used_;    // [stage * M + microbatch]
-  std::vector<int> stage0_version_;  // [microbatch], for vertical sync
+  std::vector<std::vector<int>> stage_devices_;       // what each stage's all-reduce spans
+  std::vector<int> stage_members_;                    // the program's workers of each stage
+  std::vector<int> version_used_;                     // [stage * M + microbatch]
+  std::vector<int> stage0_version_;                   // [microbatch], for vertical sync
   std::vector<MemoryTracker> memory_;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> queue_;
   const std::vector<double>* noise_factors_ = nullptr;      // set only with a noise seed
@@ -116,8 +117,14 @@ Engine::Engine(const Program& program, const std::vector<StageCost>& costs, cons
   grad_arrival_.assign(cells, kUnknown);
   collectives_.resize(static_cast<size_t>(program.num_stages));
   stage_devices_.resize(static_cast<size_t>(program.num_stages));
+  stage_members_.assign(static_cast<size_t>(program.num_stages), 0);
   for (const WorkerInfo& info : program.workers)
-    for (int s : stages_of(info)) stage_devices_[s].push_back(info.device);
+    for (int s : stages_of(info)) {
+      stage_devices_[s].push_back(info.device);
+      ++stage_members_[s];
+    }
+  for (size_t s = 0; s < program.allreduce_devices.size(); ++s)
+    if (!program.allreduce_devices[s].empty()) stage_devices_[s] = program.allreduce_devices[s];
   version_used_.assign(static_cast<size_t>(program.num_stages) * microbatches_, 0);
   stage0_version_.assign(static_cast<size_t>(microbatches_), 0);
   const double factor = optimizer_state_factor(options.optimizer);
@@ -306,7 +313,7 @@ void Engine::run_allreduce(int worker, const Action& action, Seconds now) {
     pending.emplace_back(action.stage, action.round());
   }
   const auto& devices = stage_devices_[action.stage];
-  if (collective.arrived < static_cast<int>(devices.size())) return;
+  if (collective.arrived < stage_members_[action.stage]) return;
   const Bytes size = costs_[action.stage].params;
   Seconds time = network_.allreduce_time(devices, size);
   if (allreduce_extras_ != nullptr) {

@@ -36,6 +36,12 @@ TransferTimes Network::transfer(int src_device, int dst_device, Bytes size, Seco
   return TransferTimes{start, wire_end + spec.latency};
 }
 
+std::pair<int, int> Network::links_of(int src_device, int dst_device) const {
+  const int level = topology_.common_level(src_device, dst_device);
+  if (level < 0) return {-1, -1};
+  return {link_index(level, src_device, false), link_index(level, dst_device, true)};
+}
+
 Seconds Network::allreduce_time(std::span<const int> devices, Bytes size) const {
   Seconds total;
   const double bytes = static_cast<double>(size.value);

@@ -59,6 +59,11 @@ class Network {
   // Time a ring all-reduce of `size` bytes takes among `devices` (any order).
   Seconds allreduce_time(std::span<const int> devices, Bytes size) const;
 
+  // The two directional links a transfer from `src_device` to `dst_device`
+  // occupies (its sender's uplink and its receiver's downlink, as indices of
+  // this network's links), or {-1, -1} inside one device.
+  std::pair<int, int> links_of(int src_device, int dst_device) const;
+
  private:
   // The directional link (child unit's rail) `device` uses at `level`.
   int link_index(int level, int device, bool down) const;

@@ -143,6 +143,26 @@ int Program::replicas_of(int stage) const {
       std::count_if(workers.begin(), workers.end(), [&](const WorkerInfo& w) { return w.runs(stage); }));
 }
 
+Program one_replica_program(const Program& program) {
+  Program single = program;
+  single.workers.clear();
+  single.actions.clear();
+  single.allreduce_devices.assign(static_cast<size_t>(program.num_stages), {});
+  std::vector<int> renumbered(program.workers.size(), -1);
+  for (size_t w = 0; w < program.workers.size(); ++w) {
+    const WorkerInfo& info = program.workers[w];
+    for (int s : stages_of(info)) single.allreduce_devices[s].push_back(info.device);
+    if (info.replica != 0) continue;
+    renumbered[w] = single.num_workers();
+    single.workers.push_back(info);
+    single.actions.push_back(program.actions[w]);
+  }
+  for (auto& list : single.actions)
+    for (Action& action : list)
+      if (action.peer >= 0) action.peer = renumbered[action.peer];
+  return single;
+}
+
 std::vector<std::vector<int>> workers_by_stage(const Program& program) {
   int stages = program.num_stages;
   for (const WorkerInfo& w : program.workers)

@@ -90,6 +90,10 @@ struct Program {
   bool vertical_sync = false;
   std::vector<WorkerInfo> workers;           // index = worker id
   std::vector<std::vector<Action>> actions;  // actions[worker]
+  // Empty, or (a program of one replica of interchangeable ones, see
+  // one_replica_program) per stage the devices its ALLREDUCE spans: all its
+  // replicas', of which `workers` holds one.
+  std::vector<std::vector<int>> allreduce_devices;
 
   int num_workers() const { return static_cast<int>(workers.size()); }
   int64_t num_actions() const;
@@ -105,6 +109,12 @@ Result<std::vector<Action>> parse_action_list(std::string_view text);
 // workers_by_stage(p)[s][r] = id of the worker that is replica r of stage s.
 // Every stage in [0, p.num_stages) has an entry (empty if no worker has it).
 std::vector<std::vector<int>> workers_by_stage(const Program& program);
+
+// The workers of replica 0 of `program` with their actions (peers renumbered),
+// and allreduce_devices set to every replica's devices of each stage. The
+// engine runs it as the whole program when the replicas' timelines are equal
+// (sim/simulator.h, SimOptions::one_replica says when they are).
+Program one_replica_program(const Program& program);
 
 // Text form of a whole program: one line per worker, "w0: s0:F0 s0:F1 ...".
 std::string program_to_text(const Program& program);

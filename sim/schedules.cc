@@ -53,6 +53,7 @@ void append_one_f_one_b(std::vector<Action>& out, int stage, int replicas, const
     out.push_back(make_action(ActionKind::kBackward, stage, local[index]));
     if (updates == Updates::kAfterEveryBackward) append_update(out, stage, replicas, round++);
   };
+  out.reserve(out.size() + static_cast<size_t>(count) * (updates == Updates::kFlushAtEnd ? 2 : 4) + 2);
   for (int i = 0; i < warmup; ++i) out.push_back(make_action(ActionKind::kForward, stage, local[i]));
   for (int i = warmup; i < count; ++i) {
     out.push_back(make_action(ActionKind::kForward, stage, local[i]));
@@ -62,8 +63,8 @@ void append_one_f_one_b(std::vector<Action>& out, int stage, int replicas, const
   if (updates == Updates::kFlushAtEnd) append_update(out, stage, replicas, 0);
 }
 
-Program make_one_f_one_b_family(const Plan& plan, Updates updates) {
-  Program program = empty_program(plan);
+Program make_one_f_one_b_family(const Plan& plan, Updates updates, const Program* only) {
+  Program program = only ? *only : empty_program(plan);
   for (int w = 0; w < program.num_workers(); ++w) {
     const WorkerInfo& worker = program.workers[w];
     const std::vector<int> local = local_microbatches(plan, worker);
@@ -109,8 +110,8 @@ void append_zero_bubble(std::vector<Action>& out, int stage, int replicas, const
 
 // zb-h1 (factor 1) and zb-h2 (factor 2): warm-up factor x w_s, holding back
 // factor x u_s / r_s W passes.
-Program make_zero_bubble(const Plan& plan, int factor) {
-  Program program = empty_program(plan);
+Program make_zero_bubble(const Plan& plan, int factor, const Program* only) {
+  Program program = only ? *only : empty_program(plan);
   std::vector<int> upstream(static_cast<size_t>(plan.num_stages()), 0);
   for (int s = 1; s < plan.num_stages(); ++s) upstream[s] = upstream[s - 1] + plan.stages[s - 1].replicas;
   for (int w = 0; w < program.num_workers(); ++w) {
@@ -151,6 +152,7 @@ void append_interleaved(std::vector<Action>& out, int rank, int ranks, int chunk
     out.push_back(make_action(ActionKind::kBackward, (chunks - 1 - chunk(i)) * ranks + rank, microbatch(i)));
   };
   const int warmup = m == ranks ? total : std::min(total, 2 * (ranks - rank - 1) + (chunks - 1) * ranks);
+  out.reserve(out.size() + 2 * static_cast<size_t>(total) + 2 * static_cast<size_t>(chunks));
   for (int i = 0; i < warmup; ++i) forward(i);
   for (int i = 0; i < total - warmup; ++i) {
     forward(warmup + i);
@@ -297,8 +299,8 @@ void append_dualpipev(std::vector<Action>& out, int rank, int ranks, const std::
 }
 
 // The schedules that run chunks: one worker per (rank, replica).
-Program make_chunked(const Plan& plan) {
-  Program program = empty_program(plan);
+Program make_chunked(const Plan& plan, const Program* only) {
+  Program program = only ? *only : empty_program(plan);
   const int ranks = plan.num_ranks();
   for (int w = 0; w < program.num_workers(); ++w) {
     const WorkerInfo& worker = program.workers[w];
@@ -327,8 +329,8 @@ int warmup_forwards(const Plan& plan, int stage, int local_microbatches) {
 //   stage 2 |       F0 F1 F2 F3 B0 B1 B2 B3
 //
 // then ALLREDUCE0 (replicated stages) and STEP0 on every worker.
-Program make_gpipe(const Plan& plan) {
-  Program program = empty_program(plan);
+Program make_gpipe(const Plan& plan, const Program* only) {
+  Program program = only ? *only : empty_program(plan);
   for (int w = 0; w < program.num_workers(); ++w) {
     const WorkerInfo& worker = program.workers[w];
     const std::vector<int> local = local_microbatches(plan, worker);
@@ -348,7 +350,9 @@ Program make_gpipe(const Plan& plan) {
 //
 // then ALLREDUCE0 (replicated stages) and STEP0 on every worker. Stage s holds
 // at most min(S - s, M) activations.
-Program make_1f1b(const Plan& plan) { return make_one_f_one_b_family(plan, Updates::kFlushAtEnd); }
+Program make_1f1b(const Plan& plan, const Program* only) {
+  return make_one_f_one_b_family(plan, Updates::kFlushAtEnd, only);
+}
 
 // PipeDream, S = 3, M = 6: the 1F1B order without a flush; every B is followed
 // by STEP (and ALLREDUCE before it on replicated stages):
@@ -363,7 +367,9 @@ Program make_1f1b(const Plan& plan) { return make_one_f_one_b_family(plan, Updat
 //   w0 s0 | F0 F2 B0 F4 B2 B4        (each B followed by ALLREDUCE, STEP)
 //   w1 s0 | F1 F3 B1 F5 B3 B5
 //   w2 s1 | F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5   (each B followed by STEP)
-Program make_pipedream(const Plan& plan) { return make_one_f_one_b_family(plan, Updates::kAfterEveryBackward); }
+Program make_pipedream(const Plan& plan, const Program* only) {
+  return make_one_f_one_b_family(plan, Updates::kAfterEveryBackward, only);
+}
 
 // ZB-H1, S = 3, M = 4 (one column per time unit, tF = tI = tW, free
 // communication): stage s holds back s W's (u_s / r_s), so the I's of the cool-down reach
@@ -374,7 +380,7 @@ Program make_pipedream(const Plan& plan) { return make_one_f_one_b_family(plan, 
 //   stage 2 |       F0 I0 F1 I1 F2 I2 W0 F3 I3 W1 W2 W3
 //
 // then ALLREDUCE0 (replicated stages) and STEP0 on every worker.
-Program make_zb_h1(const Plan& plan) { return make_zero_bubble(plan, 1); }
+Program make_zb_h1(const Plan& plan, const Program* only) { return make_zero_bubble(plan, 1, only); }
 
 // ZB-H2, S = 3, M = 6: warm-up 2 (S - s - 1) forwards, 2 s W's held back;
 // stage 0 holds 5 microbatches before its first I and no stage waits once
@@ -383,7 +389,7 @@ Program make_zb_h1(const Plan& plan) { return make_zero_bubble(plan, 1); }
 //   stage 0 | F0 F1 F2 F3 F4 I0 W0 F5 I1 W1 I2 W2 I3 W3 I4 W4 I5 W5
 //   stage 1 |    F0 F1 F2 I0 F3 I1 F4 I2 W0 F5 I3 W1 I4 W2 I5 W3 W4 W5
 //   stage 2 |       F0 I0 F1 I1 F2 I2 F3 I3 F4 I4 W0 F5 I5 W1 W2 W3 W4 W5
-Program make_zb_h2(const Plan& plan) { return make_zero_bubble(plan, 2); }
+Program make_zb_h2(const Plan& plan, const Program* only) { return make_zero_bubble(plan, 2, only); }
 
 // Interleaved 1F1B, p = 2 ranks, v = 2 chunks (stages 0 and 2 on rank 0, 1 and
 // 3 on rank 1), M = 4: rank 0 warms up with 2 (p - 1) + (v - 1) p = 4
@@ -394,18 +400,18 @@ Program make_zb_h2(const Plan& plan) { return make_zero_bubble(plan, 2); }
 //   rank 1 | s1:F0 s1:F1 s3:F0 s3:B0 s3:F1 s3:B1 s1:F2 s1:B0 s1:F3 s1:B1 s3:F2 s3:B2 s3:F3 s3:B3 s1:B2 s1:B3
 //
 // then every chunk's ALLREDUCE0 (replicated pipelines) and STEP0.
-Program make_interleaved_1f1b(const Plan& plan) { return make_chunked(plan); }
+Program make_interleaved_1f1b(const Plan& plan, const Program* only) { return make_chunked(plan, only); }
 
 // ZB-V and DualPipeV: see append_zbv and append_dualpipev above.
-Program make_zbv(const Plan& plan) { return make_chunked(plan); }
-Program make_dualpipev(const Plan& plan) { return make_chunked(plan); }
+Program make_zbv(const Plan& plan, const Program* only) { return make_chunked(plan, only); }
+Program make_dualpipev(const Plan& plan, const Program* only) { return make_chunked(plan, only); }
 
 // Data parallel, W = 2, M = 4: each replica runs its own microbatches.
 //
 //   w0 s0 | F0 B0 F2 B2 ALLREDUCE0 STEP0
 //   w1 s0 | F1 B1 F3 B3 ALLREDUCE0 STEP0
-Program make_data_parallel(const Plan& plan) {
-  Program program = empty_program(plan);
+Program make_data_parallel(const Plan& plan, const Program* only) {
+  Program program = only ? *only : empty_program(plan);
   for (int w = 0; w < program.num_workers(); ++w) {
     const WorkerInfo& worker = program.workers[w];
     std::vector<Action>& out = program.actions[w];
@@ -463,22 +469,28 @@ Program lower_communication(Program program) {
   return program;
 }
 
-Program generate_program(const Plan& plan) {
+Program generate_program(const Plan& plan, const Program* only) {
   switch (plan.schedule) {
-    case Schedule::kGPipe: return make_gpipe(plan);
-    case Schedule::kOneFOneB: return make_1f1b(plan);
-    case Schedule::kPipeDream: return make_pipedream(plan);
-    case Schedule::kDataParallel: return make_data_parallel(plan);
-    case Schedule::kZbH1: return make_zb_h1(plan);
-    case Schedule::kZbH2: return make_zb_h2(plan);
-    case Schedule::kInterleaved1F1B: return make_interleaved_1f1b(plan);
-    case Schedule::kZbV: return make_zbv(plan);
-    case Schedule::kDualPipeV: return make_dualpipev(plan);
+    case Schedule::kGPipe: return make_gpipe(plan, only);
+    case Schedule::kOneFOneB: return make_1f1b(plan, only);
+    case Schedule::kPipeDream: return make_pipedream(plan, only);
+    case Schedule::kDataParallel: return make_data_parallel(plan, only);
+    case Schedule::kZbH1: return make_zb_h1(plan, only);
+    case Schedule::kZbH2: return make_zb_h2(plan, only);
+    case Schedule::kInterleaved1F1B: return make_interleaved_1f1b(plan, only);
+    case Schedule::kZbV: return make_zbv(plan, only);
+    case Schedule::kDualPipeV: return make_dualpipev(plan, only);
   }
-  return make_1f1b(plan);
+  return make_1f1b(plan, only);
 }
 
 Program build_program(const Plan& plan) { return lower_communication(generate_program(plan)); }
+
+Program build_replica0_program(const Plan& plan) {
+  const Program skeleton = one_replica_program(empty_program(plan));
+  Program program = lower_communication(generate_program(plan, &skeleton));
+  return program;
+}
 
 bool sees_upstream(Schedule schedule) { return schedule == Schedule::kZbH1 || schedule == Schedule::kZbH2; }
 

@@ -9,7 +9,12 @@
 //   `lower_communication` adds the sends and receives (`build_program` does both);
 // - the Program copies schedule, num_stages, microbatches and vertical_sync
 //   from the plan;
-// - ALLREDUCE and STEP carry the round number (0, 1, 2, ... per worker).
+// - ALLREDUCE and STEP carry the round number (0, 1, 2, ... per worker);
+// - `only`, when given, is a Program skeleton holding some of workers_of(plan)
+//   (one_replica_program(empty_program) in build_replica0_program): the
+//   generator writes those workers' actions only, each exactly what it writes
+//   for that worker in the whole Program (every worker's list depends only on
+//   the plan and the worker).
 // Each generator's order is drawn in sim/schedules.cc as a timeline with equal
 // forward and backward times and free communication.
 //
@@ -23,12 +28,12 @@ namespace baton {
 
 // GPipe: per worker all its F in microbatch order, then all its B in
 // microbatch order, then ALLREDUCE(0) if its stage has > 1 replica, then STEP(0).
-Program make_gpipe(const Plan& plan);
+Program make_gpipe(const Plan& plan, const Program* only = nullptr);
 
 // PipeDream-Flush / Megatron's non-interleaved 1F1B: `warmup_forwards` forwards,
 // then alternate F,B while forwards remain, then the remaining B's, then
 // ALLREDUCE(0) if the stage has > 1 replica, then STEP(0) (the flush).
-Program make_1f1b(const Plan& plan);
+Program make_1f1b(const Plan& plan, const Program* only = nullptr);
 
 // PipeDream's asynchronous 1F1B (weight stashing, no flush): the 1F1B order,
 // but after every backward ALLREDUCE(round) if the stage has > 1 replica, then
@@ -36,13 +41,13 @@ Program make_1f1b(const Plan& plan);
 // Replicas of a stage run the same number of ALLREDUCEs only when
 // plan.microbatches is a multiple of the stage's replica count; otherwise the
 // program fails `validate_program` (the collective would never complete).
-Program make_pipedream(const Plan& plan);
+Program make_pipedream(const Plan& plan, const Program* only = nullptr);
 
 // Data parallelism. Precondition: the plan has one stage with W replicas.
 // Each worker runs F,B for each of its local microbatches, then ALLREDUCE(0)
 // if W > 1, then STEP(0). (Given more stages, every stage's workers follow the
 // same order, which is valid but never overlaps stages.)
-Program make_data_parallel(const Plan& plan);
+Program make_data_parallel(const Plan& plan, const Program* only = nullptr);
 
 // Zero bubble, handcrafted (Qi et al., "Zero Bubble Pipeline Parallelism",
 // ICLR 2024, section 3.1): every backward is split into I (the gradient of the
@@ -63,8 +68,8 @@ Program make_data_parallel(const Plan& plan);
 //   is >= 0 (zero when tW >= (tF + tI) / 2).
 // Warm-ups and hold-backs are capped at the worker's local microbatches; the
 // order of F and I alone is 1F1B's with a longer warm-up, so no program deadlocks.
-Program make_zb_h1(const Plan& plan);
-Program make_zb_h2(const Plan& plan);
+Program make_zb_h1(const Plan& plan, const Program* only = nullptr);
+Program make_zb_h2(const Plan& plan, const Program* only = nullptr);
 
 // The schedules that run several chunks per worker (plan.h: runs_chunks;
 // the plan must pass check_chunks). Workers are (rank, replica); a worker's
@@ -76,9 +81,9 @@ Program make_zb_h2(const Plan& plan);
 // - zbv: the V-shaped zero-bubble order for equal F, I and W times.
 // - dualpipev: DeepSeek's DualPipeV order; its overlapped F&B pairs run one
 //   after the other here (baton models no expert all-to-all for them to hide).
-Program make_interleaved_1f1b(const Plan& plan);
-Program make_zbv(const Plan& plan);
-Program make_dualpipev(const Plan& plan);
+Program make_interleaved_1f1b(const Plan& plan, const Program* only = nullptr);
+Program make_zbv(const Plan& plan, const Program* only = nullptr);
+Program make_dualpipev(const Plan& plan, const Program* only = nullptr);
 
 // Warm-up forwards of a worker of `stage` that owns `local_microbatches`
 // microbatches: (workers in stages stage..S-1, minus 1) / r_stage, capped at
@@ -100,10 +105,16 @@ int warmup_forwards(const Plan& plan, int stage, int local_microbatches);
 Program lower_communication(Program program);
 
 // The generator named by plan.schedule: compute, ALLREDUCE and STEP actions.
-Program generate_program(const Plan& plan);
+Program generate_program(const Plan& plan, const Program* only = nullptr);
 
 // generate_program followed by lower_communication.
 Program build_program(const Plan& plan);
+
+// The lowered Program of replica 0 of every stage, with allreduce_devices set
+// to all replicas' devices: the generators run for those workers only, so it
+// equals one_replica_program(build_program(plan)) in a fraction of the time
+// (SimOptions::one_replica).
+Program build_replica0_program(const Plan& plan);
 
 // Whether a stage's actions depend on the workers before it (the zero-bubble
 // schedules' held-back W's); for the others they depend only on the stage's

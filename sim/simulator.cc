@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <numeric>
 
 #include <fmt/format.h>
 
+#include "sim/network.h"
 #include "sim/schedules.h"
 #include "sim/simulator_internal.h"
 
@@ -191,8 +193,33 @@ Result<Simulation> simulate_plan(const Plan& plan, const Profile& profile, const
   if (auto ok = check_plan(plan, profile, topology, "plan"); !ok) return ok.error();
   Plan effective = plan;
   effective.microbatches = simulated_microbatches(plan);
-  const Program program = build_program(effective);
-  return simulate_program(program, stage_costs(profile, effective, topology), topology, plan.microbatch_size, options);
+  const bool one = options.one_replica && !options.record_trace && options.noise_seed == 0 &&
+                   replicas_interchangeable(effective, topology);
+  const Program program = one ? build_replica0_program(effective) : build_program(effective);
+  auto simulation =
+      simulate_program(program, stage_costs(profile, effective, topology), topology, plan.microbatch_size, options);
+  if (simulation) simulation->one_replica = one;
+  return simulation;
+}
+
+bool replicas_interchangeable(const Plan& plan, const Topology& topology) {
+  if (runs_steady_state(plan.schedule) || plan.stages.empty()) return false;
+  const int d = plan.stages.front().replicas;
+  if (d < 2 || plan.microbatches % d != 0) return false;
+  for (const StagePlan& stage : plan.stages)
+    if (stage.replicas != d || static_cast<int>(stage.devices.size()) != d) return false;
+  const Network network(topology);
+  std::map<int, int> replica_of_link;
+  const auto claim = [&](int link, int replica) {
+    return link < 0 || replica_of_link.emplace(link, replica).first->second == replica;
+  };
+  for (int j = 0; j < d; ++j)
+    for (size_t s = 0; s + 1 < plan.stages.size(); ++s) {
+      const int a = plan.stages[s].devices[j], b = plan.stages[s + 1].devices[j];
+      for (const auto& [up, down] : {network.links_of(a, b), network.links_of(b, a)})
+        if (!claim(up, j) || !claim(down, j)) return false;
+    }
+  return true;
 }
 
 }  // namespace baton

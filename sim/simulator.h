@@ -57,6 +57,17 @@ struct SimOptions {
   // mean of one drawn factor per layer of its stage) and allreduce_noise
   // (every all-reduce takes one drawn extra time). 0: deterministic.
   uint64_t noise_seed = 0;
+  // simulate_plan without a trace: when the replicas are interchangeable,
+  // simulate one of them (its all-reduces still span all replicas), which
+  // gives every figure of the metrics but the per-worker list (replica 0's
+  // workers only) and the action count (replica 0's) exactly, in 1 / d of the
+  // time. Interchangeable: a flush schedule, no noise, every stage with the
+  // same d >= 2 replicas and a number of microbatches divisible by d (so
+  // replica j runs microbatches j, j + d, ... on every stage and talks only to
+  // replica j of the next and previous stages), and no link of sim/network.h
+  // that carries the transfers of two replicas (their timelines are then
+  // equal). Otherwise, and with a trace, every replica is simulated.
+  bool one_replica = false;
 };
 
 struct Simulation {
@@ -65,10 +76,14 @@ struct Simulation {
   // End of each microbatch's last backward on stage 0 (index: microbatch),
   // what the steady-state window and sim/rating.h measure.
   std::vector<Seconds> stage0_completion;
+  bool one_replica = false;  // one replica stood for all (SimOptions::one_replica)
 };
 
 // Simulates `program`; `costs[s]` describes stage s; workers sit on the
 // devices given in program.workers. Fails (as a value) on a deadlock.
+// Whether the plan's replicas are interchangeable on `topology` (SimOptions::one_replica).
+bool replicas_interchangeable(const Plan& plan, const Topology& topology);
+
 Result<Simulation> simulate_program(const Program& program, const std::vector<StageCost>& costs,
                                     const Topology& topology, int microbatch_size, const SimOptions& options);
 
