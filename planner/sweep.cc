@@ -1,13 +1,7 @@
 #include "planner/sweep.h"
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <cmath>
-#include <condition_variable>
-#include <map>
-#include <mutex>
-#include <thread>
 
 #include <fmt/format.h>
 
@@ -140,6 +134,7 @@ Result<Plan> plan_for_point(const Profile& profile, const Topology& topology, co
 
 SweepPoint evaluate(const Profile& profile, const Topology& base, const SweepSpec& spec, size_t index) {
   SweepPoint point;
+  point.point = index;
   const size_t schedules = spec.schedules.size();
   point.schedule = spec.schedules[index % schedules];
   size_t rest = index / schedules;
@@ -183,65 +178,34 @@ Result<std::vector<SweepPoint>> run_sweep(const Profile& profile, const Topology
   for (const SweepAxis& axis : spec.axes)
     if (auto ok = check_axis(axis, topology); !ok) return ok.error();
   if (spec.schedules.empty()) return Error{"sweep: no schedule given"};
-  const size_t total = sweep_size(spec);
-  std::vector<SweepPoint> points(total);
-  std::atomic<size_t> next{0}, done{0};
-  // The last point wakes the caller at once: a sweep shorter than the progress
-  // period does not wait out the period.
-  std::mutex mutex;
-  std::condition_variable all_done;
-  const auto work = [&] {
-    for (size_t i = next++; i < total; i = next++) {
-      points[i] = evaluate(profile, topology, spec, i);
-      if (++done == total) {
-        const std::lock_guard<std::mutex> lock(mutex);
-        all_done.notify_all();
-      }
-    }
-  };
-  std::vector<std::thread> threads;
-  for (int t = 0; t < std::max(spec.threads, 1); ++t) threads.emplace_back(work);
-  std::unique_lock<std::mutex> lock(mutex);
-  while (done.load() < total) {
-    lock.unlock();
-    progress(done.load(), total);
-    lock.lock();
-    all_done.wait_for(lock, std::chrono::milliseconds(100), [&] { return done.load() == total; });
-  }
-  lock.unlock();
-  for (std::thread& thread : threads) thread.join();
-  progress(total, total);
+  const PointRange range = shard_range(sweep_size(spec), spec.shard);
+  std::vector<SweepPoint> points(range.size());
+  run_points(
+      range, spec.threads, [&](size_t i) { points[i - range.begin] = evaluate(profile, topology, spec, i); }, progress);
   return points;
 }
 
-std::vector<ChartSeries> sweep_chart_series(const std::vector<SweepPoint>& points, const SweepSpec& spec) {
-  std::vector<ChartSeries> series;
-  std::map<std::string, size_t> index_of;
+SweepTable profile_sweep_table(const std::vector<SweepPoint>& points, const SweepSpec& spec, const std::string& model,
+                               const Topology& topology, const std::string& split) {
+  SweepTable table{sweep_lead_columns(), {}};
+  for (const SweepAxis& axis : spec.axes) table.header.push_back(axis.name);
+  for (const char* column : {"schedule", "split", "devices", "stages", "throughput_samples_per_s", "iteration_time_s",
+                             "bubble_fraction", "peak_memory_bytes", "fits", "error"})
+    table.header.push_back(column);
   for (const SweepPoint& p : points) {
-    std::string others;
-    for (size_t a = 1; a < spec.axes.size(); ++a)
-      others += fmt::format("{}{}={:g}", others.empty() ? "" : ", ", spec.axes[a].name, p.axis_values[a]);
-    const std::string schedule(schedule_name(p.schedule));
-    const std::string name = others.empty() ? schedule : schedule + ", " + others;
-    auto [it, added] = index_of.emplace(name, series.size());
-    if (added) series.push_back(ChartSeries{name, {}, {}, schedule, others});
-    ChartSeries& line = series[it->second];
-    line.x.push_back(spec.axes.empty() ? 0.0 : p.axis_values[0]);
-    line.y.push_back(p.error.empty() && p.fits ? p.throughput_samples_per_s : NAN);
+    std::vector<std::string> row = {std::to_string(p.point), std::to_string(sweep_size(spec)), model, topology.name};
+    for (double v : p.axis_values) row.push_back(fmt::format("{:g}", v));
+    const bool figures = p.error.empty();
+    for (std::string field :
+         {std::string(schedule_name(p.schedule)), split, std::to_string(p.devices), p.stages,
+          figures ? fmt::format("{:.6f}", p.throughput_samples_per_s) : "",
+          figures ? fmt::format("{:.9f}", p.iteration_time_s) : "",
+          figures ? fmt::format("{:.6f}", p.bubble_fraction) : "", figures ? std::to_string(p.peak_memory.value) : "",
+          figures ? std::string(p.fits ? "yes" : "no") : "", p.error})
+      row.push_back(field);
+    table.rows.push_back(row);
   }
-  return series;
-}
-
-ChartOptions sweep_chart_options(const SweepSpec& spec, const std::string& title) {
-  ChartOptions chart;
-  chart.title = title;
-  chart.note = "points that fail or do not fit in device memory are left out";
-  chart.x_label = spec.axes.empty() ? "" : spec.axes[0].name;
-  chart.y_label = "samples per second";
-  chart.colour_title = "schedule";
-  for (size_t a = 1; a < spec.axes.size(); ++a) chart.dash_title += (a > 1 ? ", " : "") + spec.axes[a].name;
-  chart.log_x = !spec.axes.empty() && spec.axes[0].name.rfind("bandwidth", 0) == 0;
-  return chart;
+  return table;
 }
 
 }  // namespace baton

@@ -17,14 +17,16 @@
 //              cluster can do;
 //   kFixed     the same given stages at every point.
 // dp always runs one stage on every device. Points are independent and run on
-// `threads` threads; results come back in grid order, whatever the thread count.
+// `threads` threads; results come back in grid order, whatever the thread
+// count. The chart of a sweep is drawn from its table (planner/sweep_chart.h).
 #pragma once
 
 #include <functional>
 #include <string>
 #include <vector>
 
-#include "sim/chart_svg.h"
+#include "planner/sweep_grid.h"
+#include "planner/sweep_table.h"
 #include "sim/plan.h"
 #include "sim/profile.h"
 #include "sim/result.h"
@@ -49,9 +51,11 @@ struct SweepSpec {
   int balanced_stages = 4;              // kBalanced (capped at the devices and layers)
   Optimizer optimizer = Optimizer::kAdam;
   int threads = 1;
+  Shard shard;  // the slice of the grid to compute (planner/sweep_grid.h)
 };
 
 struct SweepPoint {
+  size_t point = 0;                 // the point's number in the grid
   std::vector<double> axis_values;  // one per axis
   Schedule schedule = Schedule::kPipeDream;
   int devices = 0;
@@ -80,17 +84,19 @@ Status apply_axis(const std::string& name, double value, Topology& topology, Poi
 // A compute-balanced split of the whole profile into `stages` stages over `devices` devices.
 Plan balanced_plan(const Profile& profile, int devices, int stages, Schedule schedule, int microbatches);
 
+// The grid's size: the product of the axes' sizes and the schedules. Point i
+// has schedule i mod S and the axes' values of i / S, the last axis fastest.
 size_t sweep_size(const SweepSpec& spec);
-// `progress(done, total)` is called from the calling thread about ten times a second.
+// The points of the spec's shard, in point order. `progress(done, total)` is
+// called from the calling thread about ten times a second.
 Result<std::vector<SweepPoint>> run_sweep(const Profile& profile, const Topology& topology, const SweepSpec& spec,
                                           const std::function<void(size_t, size_t)>& progress);
 
-// The chart of a sweep: throughput against the first axis, one line per
-// schedule and value of the other axes; the schedule picks the colour, the
-// other axes' values ("servers=4") the dash. Points with an error or that do
-// not fit in device memory are left out of their line.
-std::vector<ChartSeries> sweep_chart_series(const std::vector<SweepPoint>& points, const SweepSpec& spec);
-// Its axis labels, legend headings and note; `title` as given.
-ChartOptions sweep_chart_options(const SweepSpec& spec, const std::string& title);
+// The points as a sweep table (planner/sweep_table.h): after the axes,
+// schedule, split (how the points were split: `split`), devices, stages,
+// throughput_samples_per_s, iteration_time_s, bubble_fraction,
+// peak_memory_bytes, fits, error.
+SweepTable profile_sweep_table(const std::vector<SweepPoint>& points, const SweepSpec& spec, const std::string& model,
+                               const Topology& topology, const std::string& split);
 
 }  // namespace baton

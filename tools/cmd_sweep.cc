@@ -1,16 +1,22 @@
 // `baton sweep`: what-if studies over bandwidth, servers, devices, memory,
-// microbatches and schedules, simulated on all cores.
+// microbatches and schedules for a profile, or over Megatron layouts and
+// clusters for a GPT model, simulated (or planned) on all cores; shards of a
+// sweep for array jobs, and `sweep merge` to join them.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <thread>
 
 #include <fmt/format.h>
 
+#include "planner/gpt_sweep.h"
 #include "planner/sweep.h"
-#include "sim/chart_svg.h"
+#include "planner/sweep_chart.h"
 #include "tools/cli_support.h"
 #include "tools/commands.h"
+#include "tools/megatron_flags.h"
 #include "tools/report.h"
 
 namespace baton::cli {
@@ -29,6 +35,15 @@ struct SweepArgs {
   std::string csv;
   std::string chart;
   bool quiet = false;
+  std::string shard;  // "", "K/N", "slurm"
+  bool plan = false;  // GPT: plan each point
+  MegatronArgs megatron;
+};
+
+struct MergeArgs {
+  std::vector<std::string> inputs;
+  std::string csv;
+  std::string chart;
 };
 
 SweepAxis parse_axis(const std::string& text) {
@@ -85,115 +100,227 @@ std::string split_name(const SweepSpec& spec) {
   return "";
 }
 
-std::string csv_of(const std::vector<SweepPoint>& points, const SweepSpec& spec) {
-  std::string out;
-  for (const SweepAxis& axis : spec.axes) out += axis.name + ",";
-  out +=
-      "schedule,devices,stages,throughput_samples_per_s,iteration_time_s,bubble_fraction,peak_memory_bytes,fits,"
-      "error\n";
-  for (const SweepPoint& p : points) {
-    for (double v : p.axis_values) out += fmt::format("{:g},", v);
-    std::string error = p.error;
-    std::replace(error.begin(), error.end(), '"', '\'');
-    std::replace(error.begin(), error.end(), '\n', ' ');
-    out += fmt::format("{},{},\"{}\",{:.6f},{:.9f},{:.6f},{},{},\"{}\"\n", schedule_name(p.schedule), p.devices,
-                       p.stages, p.throughput_samples_per_s, p.iteration_time_s, p.bubble_fraction, p.peak_memory.value,
-                       p.fits ? "yes" : "no", error);
+// The columns a terminal shows of a table: the axes, then `shown`.
+std::string summary(const SweepTable& table, const std::vector<std::string>& shown, size_t limit) {
+  std::vector<int> columns = table.axis_columns();
+  for (const std::string& name : shown) {
+    std::string as_axis = name;  // tensor_model_parallel_size -> tensor-model-parallel-size
+    std::replace(as_axis.begin(), as_axis.end(), '_', '-');
+    if (table.column(name) >= 0 && table.column(as_axis) < 0) columns.push_back(table.column(name));
   }
-  return out;
-}
-
-std::string summary(const std::vector<SweepPoint>& points, const SweepSpec& spec, size_t limit) {
   std::vector<std::vector<std::string>> rows{{}};
-  for (const SweepAxis& axis : spec.axes) rows[0].push_back(axis.name);
-  for (const char* h : {"schedule", "devices", "stages", "samples/s", "bubble", "peak memory", "fits"})
-    rows[0].push_back(h);
-  for (size_t i = 0; i < points.size() && i < limit; ++i) {
-    const SweepPoint& p = points[i];
-    std::vector<std::string> row;
-    for (double v : p.axis_values) row.push_back(fmt::format("{:g}", v));
-    row.push_back(std::string(schedule_name(p.schedule)));
-    row.push_back(std::to_string(p.devices));
-    if (!p.error.empty()) {
-      row.push_back("error: " + p.error.substr(0, 60));
-    } else {
-      row.insert(row.end(), {p.stages.substr(0, 32), fmt::format("{:.1f}", p.throughput_samples_per_s),
-                             percent(p.bubble_fraction), human_bytes(p.peak_memory), p.fits ? "yes" : "no"});
-    }
-    rows.push_back(row);
+  for (int c : columns) rows[0].push_back(table.header[c]);
+  const int error = table.column("error");
+  for (size_t i = 0; i < table.rows.size() && i < limit; ++i) {
+    const auto& row = table.rows[i];
+    std::vector<std::string> line;
+    for (int c : columns) line.push_back(row[c].substr(0, 32));
+    if (!row[error].empty()) line.back() = "error: " + row[error].substr(0, 60);
+    rows.push_back(line);
   }
   std::string out = render_table(rows);
-  if (points.size() > limit) out += fmt::format("... {} more points in the CSV\n", points.size() - limit);
+  if (table.rows.size() > limit) out += fmt::format("... {} more points in the CSV\n", table.rows.size() - limit);
   return out;
 }
 
-int run_sweep_command(const SweepArgs& args) {
-  const Profile profile = load_profile_file(args.profile);
-  const Topology topology = load_topology_file(args.topology);
-  SweepSpec spec;
-  for (const std::string& text : args.vary) spec.axes.push_back(parse_axis(text));
-  spec.schedules.clear();
-  spec.schedules = parse_schedule_list(args.schedules);
-  spec.microbatches = args.microbatches;
-  configure_split(args, spec);
-  spec.threads = args.threads > 0 ? args.threads : std::max(1u, std::thread::hardware_concurrency());
-  const auto started = std::chrono::steady_clock::now();
-  const auto progress = [&](size_t done, size_t total) {
-    if (args.quiet) return;
+std::function<void(size_t, size_t)> progress_bar(bool quiet, std::chrono::steady_clock::time_point started) {
+  return [quiet, started](size_t done, size_t total) {
+    if (quiet) return;
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     const int filled = total ? static_cast<int>(30 * done / total) : 30;
     std::fprintf(stderr, "\r[%s%s] %zu/%zu points, %.0f/s ", std::string(filled, '#').c_str(),
                  std::string(30 - filled, ' ').c_str(), done, total, seconds > 0 ? done / seconds : 0.0);
   };
-  auto points = run_sweep(profile, topology, spec, progress);
+}
+
+Shard shard_of(const SweepArgs& args) {
+  if (args.shard.empty()) return Shard{};
+  if (!args.chart.empty())
+    throw UsageError("--chart with --shard: a shard holds part of the grid; chart the merged CSV (baton sweep merge)");
+  if (args.csv.empty()) throw UsageError("--shard needs --csv (the shard's CSV, for baton sweep merge)");
+  return take(parse_shard(args.shard, [](const char* name) { return std::getenv(name); }));
+}
+
+// Writes the CSV and the chart (the chart first checked, so a chart that
+// cannot be drawn writes nothing) and prints the summary.
+void write_outputs(const SweepArgs& args, const SweepTable& table, const std::vector<std::string>& shown) {
+  const std::string chart = args.chart.empty() ? "" : take(sweep_chart_svg(table));
+  if (!args.csv.empty()) write_file_atomic(args.csv, sweep_csv(table));
+  if (!args.chart.empty()) write_file_atomic(args.chart, chart);
+  std::fputs(summary(table, shown, 60).c_str(), stdout);
+}
+
+void report_speed(const SweepArgs& args, size_t points, double seconds, const std::string& how, int threads) {
+  if (args.quiet) return;
+  std::fprintf(stderr, "\nbaton: %zu configurations (%s) in %.2f s (%.0f per second, %d threads)\n", points,
+               how.c_str(), seconds, double(points) / std::max(seconds, 1e-9), threads);
+}
+
+int threads_of(const SweepArgs& args) {
+  return args.threads > 0 ? args.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+int run_profile_sweep(const SweepArgs& args) {
+  if (args.profile.empty())
+    throw UsageError("sweep: give --profile (a layer profile) or a GPT model (--num-layers, --hidden-size, ...)");
+  if (args.plan) throw UsageError("--plan: profile sweeps choose the split with --split; --plan is for GPT models");
+  const Profile profile = load_profile_file(args.profile);
+  const Topology topology = load_topology_file(args.topology);
+  SweepSpec spec;
+  for (const std::string& text : args.vary) spec.axes.push_back(parse_axis(text));
+  spec.schedules = parse_schedule_list(args.schedules);
+  spec.microbatches = args.microbatches;
+  configure_split(args, spec);
+  spec.threads = threads_of(args);
+  spec.shard = shard_of(args);
+  const auto started = std::chrono::steady_clock::now();
+  auto points = run_sweep(profile, topology, spec, progress_bar(args.quiet, started));
   if (!points) throw UsageError(points.error().message);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  if (!args.quiet)
-    std::fprintf(stderr, "\nbaton: %zu configurations (%s) simulated in %.2f s (%.0f per second, %d threads)\n",
-                 points->size(), split_name(spec).c_str(), seconds, double(points->size()) / seconds, spec.threads);
-  if (!args.csv.empty()) write_file_atomic(args.csv, csv_of(*points, spec));
-  if (!args.chart.empty()) {
-    const std::string title = fmt::format("{} on {}: throughput ({})", profile.model, topology.name, split_name(spec));
-    write_file_atomic(args.chart, line_chart_svg(sweep_chart_series(*points, spec), sweep_chart_options(spec, title)));
-  }
-  std::fputs(summary(*points, spec, 60).c_str(), stdout);
+  report_speed(args, points->size(), std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
+               split_name(spec) + ", simulated", spec.threads);
+  write_outputs(
+      args, profile_sweep_table(*points, spec, profile.model, topology, split_name(spec)),
+      {"schedule", "devices", "stages", "throughput_samples_per_s", "bubble_fraction", "peak_memory_bytes", "fits"});
   return 0;
+}
+
+GptSweepAxis parse_gpt_axis(const std::string& text) {
+  const auto eq = text.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size())
+    throw UsageError(fmt::format("--vary: expected NAME=V1,V2,..., got \"{}\"", text));
+  GptSweepAxis axis{text.substr(0, eq), {}};
+  const std::string rest = text.substr(eq + 1);
+  for (size_t begin = 0;;) {
+    const size_t comma = rest.find(',', begin);
+    axis.values.push_back(rest.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin));
+    if (comma == std::string::npos) break;
+    begin = comma + 1;
+  }
+  return axis;
+}
+
+int run_gpt_sweep_command(const SweepArgs& args, const CLI::App& cmd) {
+  for (const char* flag : {"--profile", "--schedule", "--microbatches", "--split", "--stages"})
+    if (cmd.count(flag) > 0)
+      throw UsageError(fmt::format("{}: not for a GPT model (its layout flags and --vary choose the schedule)", flag));
+  const Topology topology = load_topology_file(args.topology);
+  GptSweepSpec spec;
+  const MegatronRun base = megatron_flags_unchecked(args.megatron);
+  spec.model = base.model;
+  spec.layout = base.layout;
+  spec.plan = args.plan;
+  if (args.plan) spec.pinned = pinned_megatron_axes(args.megatron, cmd);
+  for (const std::string& text : args.vary) {
+    spec.axes.push_back(parse_gpt_axis(text));
+    if (spec.axes.back().name == "topology")
+      for (const std::string& file : spec.axes.back().values)
+        if (!file.empty() && spec.topologies.count(file) == 0) spec.topologies.emplace(file, load_topology_file(file));
+  }
+  spec.threads = threads_of(args);
+  spec.shard = shard_of(args);
+  const auto started = std::chrono::steady_clock::now();
+  const SweepTable table = take(run_gpt_sweep(spec, topology, progress_bar(args.quiet, started)));
+  report_speed(args, table.rows.size(),
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
+               args.plan ? "planned" : "simulated", spec.threads);
+  write_outputs(
+      args, table,
+      {"tensor_model_parallel_size", "pipeline_model_parallel_size", "data_parallel_size", "micro_batch_size",
+       "recompute_granularity", "throughput_samples_per_s", "model_tflops_per_gpu", "peak_memory_bytes", "fits"});
+  return 0;
+}
+
+int run_sweep_merge(const MergeArgs& args) {
+  std::vector<SweepPart> parts;
+  for (const std::string& file : args.inputs)
+    parts.push_back(SweepPart{file, take(parse_sweep_csv(read_file(file), file))});
+  const SweepTable merged = take(merge_sweep_tables(parts));
+  const std::string chart = args.chart.empty() ? "" : take(sweep_chart_svg(merged));
+  if (!args.csv.empty()) write_file_atomic(args.csv, sweep_csv(merged));
+  if (!args.chart.empty()) write_file_atomic(args.chart, chart);
+  std::fprintf(stdout, "merged %zu points from %zu files%s%s\n", merged.rows.size(), parts.size(),
+               args.csv.empty() ? "" : (" into " + args.csv).c_str(),
+               args.chart.empty() ? "" : (", chart " + args.chart).c_str());
+  return 0;
+}
+
+}  // namespace
+
+namespace {
+
+constexpr const char* kSweepFooter =
+    "Simulates every point of a grid (the product of the --vary axes, and for a profile the schedules)\n"
+    "on all cores, writes a CSV and an SVG chart, and prints the points.\n\n"
+    "With a profile (--profile): axes bandwidth_gbps.L, latency_us.L (L = level index or name), servers,\n"
+    "  devices_per_server, memory_gib, microbatches, virtual_stages (interleaved-1f1b's chunks per device;\n"
+    "  the schedules that run chunks need --split plan). Each point is split by --split: plan (the default:\n"
+    "  the baton planner per point, as `baton plan` would split that cluster), balanced or balanced:S (S\n"
+    "  compute-balanced stages, default 4, devices shared evenly: a few hundred times faster, but one shape\n"
+    "  for every point, so it can show a cluster far slower than it is), or a fixed split with --stages.\n"
+    "  The chart: throughput against the first axis, a colour per schedule, a dash per other axes' value.\n\n"
+    "With a GPT model (Megatron's flags, as `baton simulate` takes them): axes in Megatron's flag names,\n"
+    "  tensor-model-parallel-size (tp), pipeline-model-parallel-size (pp), micro-batch-size (mbs),\n"
+    "  global-batch-size (gbs), num-layers-per-virtual-pipeline-stage (vpp; 0 = not interleaved),\n"
+    "  recompute-granularity (none,selective,full), sequence-parallel, use-distributed-optimizer,\n"
+    "  overlap-grad-reduce (yes,no), and the cluster's: topology (files), servers, devices_per_server,\n"
+    "  bandwidth_gbps.L, latency_us.L, memory_gib. Each point simulates the flags' layout with the axes'\n"
+    "  values (data parallel: the GPUs / (t p)), or with --plan gets the best layout `baton plan` finds\n"
+    "  with the varied axes pinned. Varying both tp and pp charts a heatmap of throughput and peak memory\n"
+    "  per (t, p), each cell the fastest of its points that fit; otherwise a line chart.\n\n"
+    "Array jobs: --shard K/N computes the K-th of N disjoint slices of the grid (--shard slurm: the slice\n"
+    "of SLURM_ARRAY_TASK_ID of SLURM_ARRAY_TASK_COUNT) and writes its CSV; `baton sweep merge a.csv b.csv\n"
+    "... --csv all.csv --chart all.svg` joins them into the CSV and chart of the unsharded run (it refuses\n"
+    "a missing or repeated point). README, \"Sweeps on a cluster\", has a Slurm script.\n\n"
+    "Examples:\n"
+    "  baton sweep --profile traces/vgg16_v100_mb32.json --topology topologies/pipedream_a.json \\\n"
+    "      --vary bandwidth_gbps.1=1,10,25,100 --vary servers=1,2,4 --csv out/sweep.csv --chart out/sweep.svg\n"
+    "  baton sweep --topology topologies/h100_32x8.json --num-layers 96 --hidden-size 12288 \\\n"
+    "      --num-attention-heads 96 --seq-length 2048 --global-batch-size 1536 --recompute-granularity selective \\\n"
+    "      --sequence-parallel --vary tp=2,4,8 --vary pp=4,8,16 --vary mbs=1,2 --chart out/tp_pp.svg";
+
+void add_sweep_merge(CLI::App& sweep, CommandResult& result) {
+  auto args = std::make_shared<MergeArgs>();
+  CLI::App* merge = sweep.add_subcommand("merge", "Join the CSVs of a sharded sweep into one CSV and chart");
+  merge->footer(
+      "Checks that the files are shards of one sweep (one header, one grid), that no point is given twice\n"
+      "and none is missing, and writes the rows in grid order: the same bytes as the unsharded run's CSV,\n"
+      "and the same chart.\n\n"
+      "Example: baton sweep merge out/shard-*.csv --csv out/sweep.csv --chart out/sweep.svg");
+  merge->add_option("inputs", args->inputs, "the shards' CSV files")->required();
+  merge->add_option("--csv", args->csv, "write the merged CSV");
+  merge->add_option("--chart", args->chart, "write the merged sweep's SVG chart");
+  merge->callback([args, &result] { result.exit_code = run_sweep_merge(*args); });
 }
 
 }  // namespace
 
 void add_sweep_command(CLI::App& app, CommandResult& result) {
   auto args = std::make_shared<SweepArgs>();
-  CLI::App* cmd = app.add_subcommand("sweep", "What-if studies: simulate a model over cluster and schedule variations");
-  cmd->footer(
-      "Simulates every point of the grid (the product of the --vary axes and the schedules) on all cores\n"
-      "and writes a CSV and an SVG chart (throughput against the first axis, one line per schedule and\n"
-      "value of the other axes).\n"
-      "Axes: bandwidth_gbps.L, latency_us.L (L = level index or name), servers, devices_per_server,\n"
-      "      memory_gib, microbatches, virtual_stages (interleaved-1f1b's chunks per device; the\n"
-      "      schedules that run chunks need --split plan).\n"
-      "Each point is split by --split: plan (the default: the baton planner per point, as `baton plan`\n"
-      "would split that cluster), balanced or balanced:S (S compute-balanced stages, default 4, devices\n"
-      "shared evenly: a few hundred times faster, but one shape for every point, so it can show a\n"
-      "cluster far slower than it is), or a fixed split for every point with --stages.\n"
-      "The chart gives each schedule a colour and each value of the other axes a dash and marker.\n\n"
-      "Example (\"16 GPUs on 10 Gb/s or 8 on NVLink?\"):\n"
-      "  baton sweep --profile traces/vgg16_v100_mb32.json --topology topologies/pipedream_a.json \\\n"
-      "      --vary bandwidth_gbps.1=1,10,25,100 --vary servers=1,2,4 --csv out/sweep.csv --chart out/sweep.svg");
-  cmd->add_option("--profile", args->profile, "layer profile (baton.profile.v1 JSON)")->required();
-  cmd->add_option("--topology", args->topology, "the base cluster (baton.topology.v1 JSON)")->required();
+  CLI::App* cmd =
+      app.add_subcommand("sweep", "What-if studies: simulate a model over cluster, schedule and layout variations");
+  cmd->footer(kSweepFooter);
+  cmd->add_option("--profile", args->profile, "layer profile (baton.profile.v1 JSON), or a GPT model's flags below");
+  cmd->add_option("--topology", args->topology, "the base cluster (baton.topology.v1 JSON)");
   cmd->add_option("--vary", args->vary, "an axis: NAME=V1,V2,... (repeatable)");
   cmd->add_option("--schedule", args->schedules,
-                  fmt::format("comma list of {} (default pipedream,1f1b,gpipe,dp)", schedule_names()));
-  cmd->add_option("--microbatches", args->microbatches, "microbatches per iteration (default 64)")
+                  fmt::format("profiles: comma list of {} (default pipedream,1f1b,gpipe,dp)", schedule_names()));
+  cmd->add_option("--microbatches", args->microbatches, "profiles: microbatches per iteration (default 64)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--split", args->split, "plan (default: plan each point), balanced or balanced:S (faster)");
-  cmd->add_option("--stages", args->stages, "a fixed split for every point instead of --split");
+  cmd->add_option("--split", args->split, "profiles: plan (default: plan each point), balanced or balanced:S");
+  cmd->add_option("--stages", args->stages, "profiles: a fixed split for every point instead of --split");
+  cmd->add_flag("--plan", args->plan, "GPT models: plan each point's layout (the varied axes pinned)");
+  cmd->add_option("--shard", args->shard, "compute only slice K/N of the grid, or slurm (an array job's task)");
   cmd->add_option("--threads", args->threads, "worker threads (default: all cores)")->check(CLI::PositiveNumber);
   cmd->add_option("--csv", args->csv, "write every point as CSV");
   cmd->add_option("--chart", args->chart, "write an SVG chart");
   cmd->add_flag("--quiet", args->quiet, "no progress bar");
-  cmd->callback([args, &result] { result.exit_code = run_sweep_command(*args); });
+  add_megatron_flags(*cmd, args->megatron);
+  add_sweep_merge(*cmd, result);
+  cmd->callback([args, cmd, &result] {
+    if (cmd->got_subcommand("merge")) return;
+    if (args->topology.empty()) throw UsageError("sweep: --topology is required");
+    result.exit_code = args->megatron.given() ? run_gpt_sweep_command(*args, *cmd) : run_profile_sweep(*args);
+  });
 }
 
 }  // namespace baton::cli

@@ -37,7 +37,25 @@ void add_megatron_flags(CLI::App& cmd, MegatronArgs& args) {
       ->group(group);
 }
 
-MegatronRun megatron_run(const MegatronArgs& args, const Topology& topology) {
+MegatronAxes pinned_megatron_axes(const MegatronArgs& flags, const CLI::App& cmd) {
+  MegatronAxes axes;
+  auto given = [&](const char* flag) { return cmd.count(flag) > 0; };
+  if (given("--tensor-model-parallel-size")) axes.tensor = flags.tensor;
+  if (given("--pipeline-model-parallel-size")) axes.pipeline = flags.pipeline;
+  if (given("--micro-batch-size")) axes.micro_batch = flags.micro_batch;
+  if (given("--num-layers-per-virtual-pipeline-stage")) axes.layers_per_virtual_stage = flags.layers_per_virtual_stage;
+  if (given("--recompute-granularity"))
+    axes.recompute = flags.recompute == "full" ? Recompute::kFull : Recompute::kSelective;
+  if (given("--sequence-parallel")) axes.sequence_parallel = true;
+  if (given("--use-distributed-optimizer")) axes.distributed_optimizer = true;
+  if (given("--data-parallel-size"))
+    throw UsageError(
+        "plan: --data-parallel-size follows from the GPUs, t and p; pin --tensor-model-parallel-size and "
+        "--pipeline-model-parallel-size instead");
+  return axes;
+}
+
+MegatronRun megatron_flags_unchecked(const MegatronArgs& args) {
   const struct {
     int64_t value;
     const char* flag;
@@ -65,6 +83,12 @@ MegatronRun megatron_run(const MegatronArgs& args, const Topology& topology) {
   layout.distributed_optimizer = args.distributed_optimizer;
   layout.overlap_grad_reduce = args.overlap_grad_reduce;
   layout.data = args.data;
+  return run;
+}
+
+MegatronRun megatron_run(const MegatronArgs& args, const Topology& topology) {
+  MegatronRun run = megatron_flags_unchecked(args);
+  MegatronLayout& layout = run.layout;
   if (layout.data == 0) {
     const int per_replica = std::max(1, args.tensor) * std::max(1, args.pipeline);
     layout.data = std::max(1, topology.num_devices() / per_replica);

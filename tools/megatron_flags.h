@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "planner/megatron_search.h"
 #include "sim/megatron.h"
 #include "sim/megatron_sim.h"
 #include "sim/topology.h"
@@ -41,5 +42,12 @@ struct MegatronRun {
   MegatronLayout layout;
 };
 MegatronRun megatron_run(const MegatronArgs& args, const Topology& topology);
+// The same without the layout's check and with data 0 left as is (sweeps
+// check each point's layout); UsageError for a missing model flag.
+MegatronRun megatron_flags_unchecked(const MegatronArgs& args);
+
+// The layout flags given on `cmd` as pinned search axes (`plan`, `sweep
+// --plan`); UsageError for --data-parallel-size, which the GPUs decide.
+MegatronAxes pinned_megatron_axes(const MegatronArgs& flags, const CLI::App& cmd);
 
 }  // namespace baton::cli

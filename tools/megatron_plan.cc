@@ -11,24 +11,6 @@ namespace baton::cli {
 
 namespace {
 
-MegatronAxes pinned_axes(const MegatronArgs& flags, const CLI::App& cmd) {
-  MegatronAxes axes;
-  auto given = [&](const char* flag) { return cmd.count(flag) > 0; };
-  if (given("--tensor-model-parallel-size")) axes.tensor = flags.tensor;
-  if (given("--pipeline-model-parallel-size")) axes.pipeline = flags.pipeline;
-  if (given("--micro-batch-size")) axes.micro_batch = flags.micro_batch;
-  if (given("--num-layers-per-virtual-pipeline-stage")) axes.layers_per_virtual_stage = flags.layers_per_virtual_stage;
-  if (given("--recompute-granularity"))
-    axes.recompute = flags.recompute == "full" ? Recompute::kFull : Recompute::kSelective;
-  if (given("--sequence-parallel")) axes.sequence_parallel = true;
-  if (given("--use-distributed-optimizer")) axes.distributed_optimizer = true;
-  if (given("--data-parallel-size"))
-    throw UsageError(
-        "plan: --data-parallel-size follows from the GPUs, t and p; pin --tensor-model-parallel-size and "
-        "--pipeline-model-parallel-size instead");
-  return axes;
-}
-
 std::string megatron_flags_of(const GptModel& model, const MegatronLayout& l) {
   std::string text = fmt::format(
       "--num-layers {} --hidden-size {} --num-attention-heads {} --seq-length {} --global-batch-size {} "
@@ -62,8 +44,8 @@ int run_megatron_plan(const MegatronArgs& flags, const MegatronPlanArgs& args, c
   const GptModel& model = model_only.model;
   std::fprintf(stderr, "baton: planning a %.1fB-parameter GPT on %s (%d GPUs)...\n", gpt_parameters(model, 1) / 1e9,
                topology.name.c_str(), topology.num_devices());
-  const MegatronSearchResult found = take(
-      search_megatron_layouts(model, flags.global_batch, flags.bf16, pinned_axes(flags, cmd), topology, args.keep));
+  const MegatronSearchResult found = take(search_megatron_layouts(
+      model, flags.global_batch, flags.bf16, pinned_megatron_axes(flags, cmd), topology, args.keep));
   const MegatronLayout& chosen = found.best.front().layout;
   const MegatronPrediction prediction = take(predict_megatron(model, chosen, topology, false));
   if (args.emit == "megatron") {

@@ -6,6 +6,7 @@
 
 #include "tests/catch_compat.h"
 
+#include "planner/sweep_table.h"
 #include "tests/cli/cli_runner.h"
 
 using namespace baton::testing;
@@ -67,12 +68,11 @@ TEST_CASE("sweep draws a line per schedule and server count, and a legend of eac
   // A line per (schedule, servers) pair with a point that fits; points that do
   // not fit in memory are left out of their line.
   std::set<std::string> drawn;
-  size_t at = run.csv.find('\n');
-  for (size_t end = run.csv.find('\n', at + 1); end != std::string::npos; at = end, end = run.csv.find('\n', at + 1)) {
-    const std::string row = run.csv.substr(at + 1, end - at - 1);
-    const size_t first = row.find(','), second = row.find(',', first + 1), third = row.find(',', second + 1);
-    if (row.find(",yes,\"") != std::string::npos) drawn.insert(row.substr(first + 1, third - first - 1));
-  }
+  const auto table = baton::parse_sweep_csv(run.csv, "sweep.csv");
+  REQUIRE(table.ok());
+  const int schedule = table->column("schedule"), servers = table->column("servers"), fits = table->column("fits");
+  for (const auto& row : table->rows)
+    if (row[fits] == "yes") drawn.insert(row[schedule] + "," + row[servers]);
   CHECK_FALSE(drawn.empty());
   CHECK(count(run.chart, "<path class='series'") == static_cast<int>(drawn.size()));
   CHECK(count(run.chart, "class='legend-entry'") == 3 + 2);

@@ -8,6 +8,7 @@
 
 #include "planner/planner.h"
 #include "planner/sweep.h"
+#include "planner/sweep_chart.h"
 #include "tests/planner/model_support.h"
 
 namespace baton {
@@ -141,7 +142,8 @@ TEST_CASE("sweep: the chart has a line per schedule and other-axis value, colour
   spec.schedules = {Schedule::kPipeDream, Schedule::kDataParallel};
   auto points = sweep(profile, topology, spec);
   points[0].fits = false;  // (1 Gb/s, 1 server, pipedream)
-  const auto series = sweep_chart_series(points, spec);
+  const SweepTable table = profile_sweep_table(points, spec, "tiny", topology, "2 balanced stages");
+  const auto series = *sweep_chart_series(table);
   REQUIRE(series.size() == 2 * 2);
   const std::vector<std::string> names = {"pipedream, servers=1", "dp, servers=1", "pipedream, servers=2",
                                           "dp, servers=2"};
@@ -156,7 +158,8 @@ TEST_CASE("sweep: the chart has a line per schedule and other-axis value, colour
   }
   CHECK(std::isnan(series[0].y[0]));  // left out: does not fit
 
-  const ChartOptions options = sweep_chart_options(spec, "t");
+  const ChartOptions options = sweep_chart_options(table);
+  CHECK(options.title == "tiny on " + topology.name + ": throughput (2 balanced stages)");
   CHECK(options.colour_title == "schedule");
   CHECK(options.dash_title == "servers");
   CHECK(options.x_label == "bandwidth_gbps.1");
@@ -174,13 +177,16 @@ TEST_CASE("sweep: one axis draws solid lines, one per schedule") {
     points[i].fits = true;
     points[i].throughput_samples_per_s = 10.0 * (i + 1);
   }
-  const auto series = sweep_chart_series(points, spec);
+  Topology topology;
+  topology.name = "cluster";
+  const SweepTable table = profile_sweep_table(points, spec, "m", topology, "fixed stages");
+  const auto series = *sweep_chart_series(table);
   REQUIRE(series.size() == 1);
   CHECK(series[0].name == "1f1b");
   CHECK(series[0].dash_key.empty());
   CHECK(series[0].y == std::vector<double>{10, 20});
-  CHECK_FALSE(sweep_chart_options(spec, "t").log_x);
-  CHECK(sweep_chart_options(spec, "t").dash_title.empty());
+  CHECK_FALSE(sweep_chart_options(table).log_x);
+  CHECK(sweep_chart_options(table).dash_title.empty());
 }
 
 }  // namespace

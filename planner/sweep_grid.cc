@@ -1,0 +1,100 @@
+#include "planner/sweep_grid.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+namespace baton {
+
+namespace {
+
+// A whole number >= `least` spelled exactly, or -1.
+int whole(const std::string& text, int least) {
+  if (text.empty() || text.size() > 9 || !std::all_of(text.begin(), text.end(), ::isdigit)) return -1;
+  const int value = std::stoi(text);
+  return value >= least ? value : -1;
+}
+
+Result<Shard> slurm_shard(const std::function<const char*(const char*)>& getenv) {
+  const char* id = getenv("SLURM_ARRAY_TASK_ID");
+  const char* count = getenv("SLURM_ARRAY_TASK_COUNT");
+  const char* min = getenv("SLURM_ARRAY_TASK_MIN");
+  if (id == nullptr || count == nullptr)
+    return Error{
+        "--shard slurm: SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT are not set (run it as a job array: "
+        "sbatch --array=0-N-1)"};
+  const auto k = whole(id, 0), n = whole(count, 1), first = whole(min ? min : "0", 0);
+  if (k < 0 || n < 0 || first < 0 || k < first || k - first >= n)
+    return Error{fmt::format(
+        "--shard slurm: SLURM_ARRAY_TASK_ID={} SLURM_ARRAY_TASK_MIN={} SLURM_ARRAY_TASK_COUNT={} is not a task of "
+        "the array",
+        id, min ? min : "(unset)", count)};
+  return Shard{k - first, n};
+}
+
+}  // namespace
+
+Result<Shard> parse_shard(const std::string& text, const std::function<const char*(const char*)>& getenv) {
+  if (text == "slurm") return slurm_shard(getenv);
+  const auto slash = text.find('/');
+  const auto k = whole(text.substr(0, slash), 1);
+  const int n = slash == std::string::npos ? -1 : whole(text.substr(slash + 1), 1);
+  if (k < 0 || n < 0 || k > n)
+    return Error{
+        fmt::format("--shard: expected K/N with 1 <= K <= N (the K-th of N slices) or slurm, got \"{}\"", text)};
+  return Shard{k - 1, n};
+}
+
+PointRange shard_range(size_t total, const Shard& shard) {
+  // floor(total k / N) without overflow: total = q N + r.
+  const size_t n = static_cast<size_t>(shard.count), q = total / n, r = total % n;
+  const auto at = [&](int k) { return q * k + r * k / n; };
+  return PointRange{at(shard.index), at(shard.index + 1)};
+}
+
+std::vector<size_t> grid_digits(size_t index, const std::vector<size_t>& sizes) {
+  std::vector<size_t> digits(sizes.size(), 0);
+  for (size_t a = sizes.size(); a-- > 0;) {
+    digits[a] = index % sizes[a];
+    index /= sizes[a];
+  }
+  return digits;
+}
+
+void run_points(PointRange range, int threads, const std::function<void(size_t)>& work,
+                const std::function<void(size_t, size_t)>& progress) {
+  const size_t total = range.size();
+  std::atomic<size_t> next{range.begin}, done{0};
+  // The last point wakes the caller at once: a run shorter than the progress
+  // period does not wait out the period.
+  std::mutex mutex;
+  std::condition_variable all_done;
+  const auto worker = [&] {
+    for (size_t i = next++; i < range.end; i = next++) {
+      work(i);
+      if (++done == total) {
+        const std::lock_guard<std::mutex> lock(mutex);
+        all_done.notify_all();
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 0; t < std::max(threads, 1); ++t) pool.emplace_back(worker);
+  std::unique_lock<std::mutex> lock(mutex);
+  while (done.load() < total) {
+    lock.unlock();
+    progress(done.load(), total);
+    lock.lock();
+    all_done.wait_for(lock, std::chrono::milliseconds(100), [&] { return done.load() == total; });
+  }
+  lock.unlock();
+  for (std::thread& thread : pool) thread.join();
+  progress(total, total);
+}
+
+}  // namespace baton
