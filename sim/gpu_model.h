@@ -24,9 +24,10 @@
 // and host_per_kernel were fitted once, for the A100, to the measured
 // iteration times shipped in data/groundtruth/vtrain (all 850 rows together,
 // by the coordinate search of `bench/groundtruth_vtrain --fit`, which says its
-// objective; docs/TRANSFORMERS.md); Korthikanti et al.'s per-layer times
-// (2022, Table 4) were not used in the fit and check it
-// (tests/megatron/megatron_predict_test.cc). The other GPUs take the A100's
+// objective; docs/TRANSFORMERS.md; rerun after the tied word embedding's copy
+// and all-reduce entered sim/megatron_profile.h, it kept every value);
+// Korthikanti et al.'s per-layer times (2022, Table 4) were not used in the
+// fit and check it (tests/megatron/megatron_predict_test.cc). The other GPUs take the A100's
 // fitted fractions unchanged (an assumption, not a measurement).
 //
 // Thread safety: plain values and pure functions.

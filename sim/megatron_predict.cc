@@ -27,6 +27,7 @@ MegatronBreakdown breakdown_of(const MegatronPrediction& p, const MegatronLayout
     b.host = work.host * per_rank_microbatches;
     b.optimizer = work.optimizer;
     if (layout.data > 1) b.data_allreduce = network.allreduce_time(p.plan.stages[rank].devices, work.gradients);
+    b.data_allreduce += work.embedding_allreduce;
     const Seconds busy = b.compute + b.tensor_comm + b.recompute + b.host + b.optimizer + b.data_allreduce;
     if (busy > best_busy) {
       best_busy = busy;
@@ -152,7 +153,8 @@ Result<MegatronProfile> megatron_profile_on(const GptModel& model, const Megatro
   if (auto ok = check_megatron_layout(model, layout, topology.num_devices()); !ok) return ok.error();
   auto known = gpu ? Result<GpuModel>(*gpu) : gpu_model(topology.device.name);
   if (!known) return known.error();
-  return make_megatron_profile(model, layout, *known, tensor_allreduce(topology, layout.tensor));
+  return make_megatron_profile(model, layout, *known, tensor_allreduce(topology, layout.tensor),
+                               embedding_allreduce(topology, layout));
 }
 
 Result<MegatronPrediction> predict_megatron(const GptModel& model, const MegatronLayout& layout,
@@ -168,6 +170,7 @@ Result<MegatronPrediction> predict_megatron(const GptModel& model, const Megatro
   if (layout.overlap_grad_reduce && layout.data > 1) expose_overlapped_reduction(p, layout);
   SimOptions options;
   options.record_trace = record_trace;
+  options.one_replica = true;  // without a trace: one data-parallel replica when they are interchangeable
   auto simulation = simulate_plan(p.plan, p.profile.profile, p.groups, options);
   if (!simulation) return simulation.error();
   p.simulation = std::move(*simulation);

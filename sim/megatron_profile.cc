@@ -95,7 +95,9 @@ MegatronLayerTime embedding_time(const GpuModel& gpu, const Shape& x, const GptM
   return time;
 }
 
-MegatronLayerTime head_time(const GpuModel& gpu, const Shape& x, int64_t vocab, const CollectiveTime& tp_allreduce) {
+// `own_copy`: the head holds its own copy of the word embedding (p > 1).
+MegatronLayerTime head_time(const GpuModel& gpu, const Shape& x, int64_t vocab, bool own_copy,
+                            const CollectiveTime& tp_allreduce) {
   MegatronLayerTime time;
   const double v = static_cast<double>(vocab) / x.t;
   const double logits = x.tokens * v * 4.0;  // fp32 for the cross entropy
@@ -105,7 +107,7 @@ MegatronLayerTime head_time(const GpuModel& gpu, const Shape& x, int64_t vocab, 
   time.backward_compute = time.weight_gradient + gpu.gemm(x.tokens, x.h, v) + gpu.memory_bound(2.0 * logits) +
                           gpu.memory_bound(2.0 * x.local_tokens * x.h * kHalf);
   time.backward_comm = x.t > 1 ? tp_allreduce(x.tokens * x.h * kHalf) : Seconds(0.0);
-  time.parameters = 2.0 * x.h;  // the final LayerNorm; the output layer is the (tied) embedding
+  time.parameters = 2.0 * x.h + (own_copy ? v * x.h : 0.0);  // the final LayerNorm, the embedding's copy
   return time;
 }
 
@@ -121,7 +123,7 @@ Layer to_layer(const std::string& name, const std::string& what, const MegatronL
   layer.backward_weight = weight;
   layer.backward_input = layer.backward - weight;
   const double optimizer_bytes = time.parameters * kOptimizerBytes / (layout.distributed_optimizer ? layout.data : 1);
-  layer.optimizer = gpu.memory_bound(optimizer_bytes);
+  layer.optimizer = time.embedding_allreduce + gpu.memory_bound(optimizer_bytes);
   layer.output_bytes = Bytes(static_cast<int64_t>(output_bytes));
   const double gradient_bytes = layout.bf16 ? 4.0 : 2.0;
   layer.param_bytes = Bytes(static_cast<int64_t>(time.parameters * layout.tensor * gradient_bytes));
@@ -138,17 +140,23 @@ Layer to_layer(const std::string& name, const std::string& what, const MegatronL
 }  // namespace
 
 MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayout& layout, const GpuModel& gpu,
-                                      const CollectiveTime& tp_allreduce) {
+                                      const CollectiveTime& tp_allreduce, const CollectiveTime& embedding_allreduce) {
   const Shape x = shape_of(model, layout);
   const int64_t vocab = padded_vocab(model, layout.tensor);
   const double activation = x.tokens * x.h * kHalf;
+  const bool tied_copies = layout.pipeline > 1;
+  const double gradient_bytes = layout.bf16 ? 4.0 : 2.0;
+  const Seconds embedding_sync = tied_copies && embedding_allreduce
+                                     ? embedding_allreduce(static_cast<double>(vocab) / x.t * x.h * gradient_bytes)
+                                     : Seconds(0.0);
   MegatronProfile out;
   out.profile.model = fmt::format("gpt L{} h{} a{} s{} (t {}, {})", model.layers, model.hidden, model.heads,
                                   model.sequence, layout.tensor, layout.bf16 ? "bf16" : "fp16");
   out.profile.device = gpu.name;
   out.profile.microbatch_size = layout.micro_batch;
 
-  const MegatronLayerTime embedding = embedding_time(gpu, x, model, vocab, tp_allreduce);
+  MegatronLayerTime embedding = embedding_time(gpu, x, model, vocab, tp_allreduce);
+  embedding.embedding_allreduce = embedding_sync;
   out.times.push_back(embedding);
   out.profile.layers.push_back(
       to_layer("embedding",
@@ -163,11 +171,14 @@ MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayou
                              4 * model.hidden, recompute_name(layout.recompute)),
                  block, layout, gpu, activation));
   }
-  const MegatronLayerTime head = head_time(gpu, x, vocab, tp_allreduce);
+  MegatronLayerTime head = head_time(gpu, x, vocab, tied_copies, tp_allreduce);
+  head.embedding_allreduce = embedding_sync;
   out.times.push_back(head);
-  out.profile.layers.push_back(to_layer(
-      "head", fmt::format("final LayerNorm + output layer {} x {} (tied) + cross entropy", model.hidden, vocab), head,
-      layout, gpu, 0.0));
+  out.profile.layers.push_back(
+      to_layer("head",
+               fmt::format("final LayerNorm + output layer {} x {} ({}) + cross entropy", model.hidden, vocab,
+                           tied_copies ? "a copy of the word embedding, kept equal to it" : "the word embedding"),
+               head, layout, gpu, 0.0));
   return out;
 }
 

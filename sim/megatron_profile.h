@@ -29,6 +29,14 @@
 // is split), scatter-add in the backward. Head: final LayerNorm, logits
 // [T x h] x [h x V/t], vocabulary-parallel cross entropy in fp32 (3 passes of
 // T V / t x 4 bytes forward, 2 backward), the input gradient's all-reduce.
+// With p > 1 the head holds its own copy of the word embedding (V / t x h
+// parameters: Megatron's last stage keeps one for the output layer), whose
+// gradient the replicas all-reduce and the optimizer steps like any other;
+// with p = 1 the output layer shares the embedding's. Before the optimizer
+// step, the first and the last stage all-reduce the copies' gradients (V / t
+// x h x the bytes of one reduced gradient, between the two GPUs of each pair:
+// Megatron's embedding group); `embedding_allreduce` gives its time, which
+// the embedding's and the head's step include.
 // Optimizer step per layer: 38 bytes per parameter of the rank (Adam with fp32
 // master weights: read gradient, master weights, two moments; write those
 // three and the half-precision weights; unscale and zero the gradients),
@@ -63,7 +71,11 @@ struct MegatronLayerTime {
   Seconds recompute;         // forward work redone in the backward (with its collectives)
   Seconds weight_gradient;   // the W half of backward_compute
   Seconds host_wait;         // what the host floor adds over the GPU's work
-  double parameters = 0.0;   // of this rank
+  // Per iteration, on the embedding and the head with p > 1: the tied word
+  // embedding's gradient all-reduce between the first and the last pipeline
+  // stage, which runs before the optimizer step (charged in Layer::optimizer).
+  Seconds embedding_allreduce;
+  double parameters = 0.0;  // of this rank
 };
 
 struct MegatronProfile {
@@ -71,7 +83,10 @@ struct MegatronProfile {
   std::vector<MegatronLayerTime> times;  // index = profile layer
 };
 
+// `embedding_allreduce`: the time of the embedding group's all-reduce of
+// `bytes` per GPU (two members); empty: none is charged.
 MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayout& layout, const GpuModel& gpu,
-                                      const CollectiveTime& tp_allreduce);
+                                      const CollectiveTime& tp_allreduce,
+                                      const CollectiveTime& embedding_allreduce = {});
 
 }  // namespace baton

@@ -56,7 +56,8 @@ MegatronRankWork megatron_rank_work(const MegatronProfile& profile, const Plan& 
       work.recompute += t.recompute;
       work.host += t.host_wait;
       work.backward += costed.backward;
-      work.optimizer += costed.optimizer;
+      work.optimizer += costed.optimizer - t.embedding_allreduce;
+      work.embedding_allreduce += t.embedding_allreduce;
       work.gradients = work.gradients + costed.param_bytes;
       work.parameters += t.parameters;
     }
@@ -73,6 +74,13 @@ CollectiveTime tensor_allreduce(const Topology& topology, int tensor) {
   const double fixed = network.allreduce_time(group, Bytes(0)).value;
   const double per_byte = (network.allreduce_time(group, Bytes(static_cast<int64_t>(probe))).value - fixed) / probe;
   return [fixed, per_byte](double bytes) { return Seconds(fixed + per_byte * bytes); };
+}
+
+CollectiveTime embedding_allreduce(const Topology& topology, const MegatronLayout& layout) {
+  if (layout.pipeline < 2) return [](double) { return Seconds(0.0); };
+  const std::vector<int> pair = {0, (layout.pipeline - 1) * layout.tensor * layout.data};
+  const Network network(topology);
+  return [network, pair](double bytes) { return network.allreduce_time(pair, Bytes(static_cast<int64_t>(bytes))); };
 }
 
 double megatron_layer_activation_bytes(const GptModel& model, const MegatronLayout& layout) {
@@ -146,23 +154,26 @@ std::vector<HeldPeak> held_peaks(const Plan& plan) {
     stage.replicas = 1;
     stage.devices = {single.rank_of(static_cast<int>(&stage - single.stages.data()))};
   }
-  const Program program = build_program(single);
+  const Program program = generate_program(single);  // compute actions suffice
   const int last_stage = single.num_stages() - 1;
   std::vector<HeldPeak> peaks;
   for (int rank = 0; rank < single.num_ranks(); ++rank) {
-    const int worker = worker_index(single, stages_of_rank(single, rank).front(), 0);
-    std::vector<int> held(single.num_stages(), 0);
+    const std::vector<int> chunks = stages_of_rank(single, rank);
+    const int worker = worker_index(single, chunks.front(), 0);
+    // Running sums over the rank's chunks: a forward holds its chunk's
+    // blocks for one more microbatch, a backward (B or I) lets them go.
     HeldPeak peak;
+    double blocks = 0.0;
+    int count = 0;
     for (const Action& action : program.actions[worker]) {
-      if (action.kind == ActionKind::kForward) ++held[action.stage];
-      if (action.kind == ActionKind::kBackward || action.kind == ActionKind::kBackwardInput) --held[action.stage];
-      double blocks = 0.0;
-      int count = 0;
-      for (int s : stages_of_rank(single, rank)) {
-        const int in_stage = single.stages[s].layers.size() - (s == 0 ? 1 : 0) - (s == last_stage ? 1 : 0);
-        blocks += held[s] * static_cast<double>(in_stage);
-        count += held[s];
-      }
+      const int s = action.stage;
+      const int sign = action.kind == ActionKind::kForward ? 1
+                       : action.kind == ActionKind::kBackward || action.kind == ActionKind::kBackwardInput ? -1
+                                                                                                          : 0;
+      if (sign == 0) continue;
+      const int in_stage = single.stages[s].layers.size() - (s == 0 ? 1 : 0) - (s == last_stage ? 1 : 0);
+      blocks += sign * static_cast<double>(in_stage);
+      count += sign;
       peak.block_microbatches = std::max(peak.block_microbatches, blocks);
       peak.microbatches = std::max(peak.microbatches, count);
     }

@@ -15,7 +15,8 @@
 // them apart too.
 //
 // Memory per GPU of pipeline rank r (Korthikanti et al. 2022, eqs. 1-6):
-//   weights and optimizer: its parameters x (2 weights + g gradients + 12
+//   weights and optimizer: its parameters (with p > 1 the last rank's
+//     include its copy of the word embedding) x (2 weights + g gradients + 12
 //     fp32 master weights and Adam moments), g = 2 in fp16, 4 in bf16; with
 //     the distributed optimizer the 12 are divided by d;
 //   activations per layer and microbatch (bytes), s b h x
@@ -54,20 +55,27 @@ Plan megatron_plan(const GptModel& model, const MegatronLayout& layout);
 // One pipeline rank's share of a profile, summed over the layers of its
 // stages: what every caller that asks "how much does rank r do" adds up.
 struct MegatronRankWork {
-  Seconds compute;          // per microbatch: GEMMs and memory-bound kernels, forward and backward
-  Seconds tensor_comm;      // per microbatch: exposed tensor-parallel collectives
-  Seconds recompute;        // per microbatch
-  Seconds host;             // per microbatch: waiting for the host
-  Seconds backward;         // per microbatch: the profile layers' backward
-  Seconds optimizer;        // one optimizer step
-  Bytes gradients;          // what the replicas all-reduce
-  double parameters = 0.0;  // of one GPU
+  Seconds compute;              // per microbatch: GEMMs and memory-bound kernels, forward and backward
+  Seconds tensor_comm;          // per microbatch: exposed tensor-parallel collectives
+  Seconds recompute;            // per microbatch
+  Seconds host;                 // per microbatch: waiting for the host
+  Seconds backward;             // per microbatch: the profile layers' backward
+  Seconds optimizer;            // one optimizer step
+  Seconds embedding_allreduce;  // once: the tied word embedding's, before the step (first and last rank, p > 1)
+  Bytes gradients;              // what the replicas all-reduce
+  double parameters = 0.0;      // of one GPU
 };
 MegatronRankWork megatron_rank_work(const MegatronProfile& profile, const Plan& plan, int rank);
 
 // The tensor-parallel all-reduce among the first `tensor` GPUs of `topology`
 // (sim/network.h's ring), as make_megatron_profile takes it.
 CollectiveTime tensor_allreduce(const Topology& topology, int tensor);
+
+// The embedding group's all-reduce (make_megatron_profile): the first
+// pipeline stage's GPU 0 with the last stage's GPU 0, (p - 1) t d GPUs
+// further (sim/network.h's ring of two; every other pair runs on links of its
+// own, one rail each across servers). Zero with p = 1.
+CollectiveTime embedding_allreduce(const Topology& topology, const MegatronLayout& layout);
 
 // Activation bytes one block keeps for one microbatch on one rank (above;
 // with full recomputation the layer's input only).
@@ -110,7 +118,7 @@ struct MegatronBreakdown {
   Seconds tensor_comm;     // exposed tensor-parallel collectives
   Seconds recompute;       // forward work redone
   Seconds host;            // waiting for the host to issue kernels
-  Seconds data_allreduce;  // gradient all-reduce across the d replicas
+  Seconds data_allreduce;  // gradient all-reduces: across the d replicas, and the embedding group's
   Seconds optimizer;
   Seconds bubble;  // the rest: pipeline fill and drain, waiting for transfers
 };

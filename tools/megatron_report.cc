@@ -20,7 +20,7 @@ std::vector<Part> parts(const MegatronBreakdown& b) {
           {"recomputation", "recompute", b.recompute},
           {"host dispatch (GPU waiting for kernels)", "host_dispatch", b.host},
           {"pipeline bubble and transfer waits", "pipeline_bubble", b.bubble},
-          {"data-parallel gradient all-reduce", "data_parallel_allreduce", b.data_allreduce},
+          {"gradient all-reduces (data-parallel, tied embedding)", "data_parallel_allreduce", b.data_allreduce},
           {"optimizer step", "optimizer", b.optimizer}};
 }
 

@@ -59,8 +59,9 @@ TEST_CASE("simulate with Megatron flags says where the time goes and writes the 
       "megatron-text");
   INFO(run.err);
   REQUIRE(run.exit_code == 0);
-  for (const char* part : {"interleaved 1F1B with 4 chunks of 3 layers", "tensor-parallel collectives",
-                           "pipeline bubble", "data-parallel gradient all-reduce", "pipeline rank   3"})
+  for (const char* part :
+       {"interleaved 1F1B with 4 chunks of 3 layers", "tensor-parallel collectives", "pipeline bubble",
+        "gradient all-reduces (data-parallel, tied embedding)", "pipeline rank   3"})
     CHECK(run.out.find(part) != std::string::npos);
   CHECK(fs::file_size(dir / "g.svg") > 1000);
   // The tensor-parallel collectives on a track of their own, and as strips in the chart.

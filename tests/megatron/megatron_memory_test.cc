@@ -73,9 +73,11 @@ TEST_CASE("megatron memory: 16 bytes per parameter in fp16, 18 in bf16, 4 + 12 /
   l.global_batch = 8;
   const GpuModel gpu = *gpu_model("a100");
   const MegatronProfile profile = make_megatron_profile(k22B, l, gpu, [](double) { return Seconds(0.0); });
-  // Rank 1: 24 blocks and the head's final LayerNorm, for one of 8 tensor-parallel ranks.
+  // Rank 1: 24 blocks, the head's final LayerNorm and its copy of the word
+  // embedding (V / t x h: with p > 1 the last stage holds one), for one of 8
+  // tensor-parallel ranks.
   const double h = 6144;
-  const double parameters = 24 * (12 * h * h + 13 * h) / 8 + 2 * h;
+  const double parameters = 24 * (12 * h * h + 13 * h) / 8 + 2 * h + 51200.0 / 8 * h;
   CHECK(double(memory_of(k22B, l).ranks[1].weights_and_optimizer.value) == Approx(16 * parameters));
   l.bf16 = true;
   CHECK(double(memory_of(k22B, l).ranks[1].weights_and_optimizer.value) == Approx(18 * parameters));

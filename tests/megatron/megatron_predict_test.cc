@@ -87,6 +87,37 @@ TEST_CASE("megatron predict: the data-parallel all-reduce of t x the rank's grad
             .epsilon(1e-6));
 }
 
+TEST_CASE("megatron predict: with p > 1 the first and last stages all-reduce the tied embedding's gradients",
+          "[megatron][predict]") {
+  const Topology topology = shipped("a100_vtrain.json");
+  const GpuModel gpu = *gpu_model("a100");
+  const double h = 1024;
+  const double V = 51200;  // 50257 padded to a multiple of 128 t
+  // t 8, p 2: the stages fill two servers; GPU i of one pairs with GPU i of
+  // the other, a ring of two on one 100 Gb/s rail: D / B + 2 x the latency.
+  const auto p = predict_megatron(kSmall, layout(8, 2, 1, 1, 8), topology, false);
+  REQUIRE(p.ok());
+  const double D = V / 8 * h * 2;
+  const double sync = D / (800e9 / 8 / 8) + 2 * 21e-6;
+  const MegatronLayerTime& head = p->profile.times[5];
+  CHECK(p->profile.times[0].embedding_allreduce.value == Approx(sync).epsilon(1e-9));
+  CHECK(head.embedding_allreduce.value == Approx(sync).epsilon(1e-9));
+  CHECK(head.parameters == Approx(2 * h + V / 8 * h));  // the final LayerNorm and the embedding's copy
+  CHECK(p->profile.profile.layers[5].optimizer.value ==
+        Approx(sync + gpu.memory_bound(head.parameters * 38).value).epsilon(1e-9));
+  CHECK(p->breakdown.data_allreduce.value == Approx(sync).epsilon(1e-9));  // d = 1: the embedding's only
+  // t 2, p 2, d 2: one server, NVLink: 2 (2 - 1) / 2 x D / B + 2 x the ring latency.
+  const auto one = predict_megatron(kSmall, layout(2, 2, 2, 1, 8), topology, false);
+  REQUIRE(one.ok());
+  const double D2 = 50432.0 / 2 * h * 2;  // 50257 padded to a multiple of 256
+  CHECK(one->profile.times[0].embedding_allreduce.value == Approx(D2 / 150e9 + 2 * 6e-6).epsilon(1e-9));
+  // p = 1: one copy, nothing to keep equal.
+  const auto single = predict_megatron(kSmall, layout(8, 1, 2, 1, 8), topology, false);
+  REQUIRE(single.ok());
+  CHECK(single->profile.times[0].embedding_allreduce.value == 0.0);
+  CHECK(single->profile.times[5].parameters == Approx(2 * h));
+}
+
 // Korthikanti et al., "Reducing Activation Recomputation in Large Transformer
 // Models" (MLSys 2023), Table 4: one layer of the 22B model (h 6144, 64 heads,
 // s 2048, micro-batch 4) at tensor parallel 8 on A100s of a DGX A100 server,
