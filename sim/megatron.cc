@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "sim/json_fields.h"
+
 namespace baton {
 
 const char* recompute_name(Recompute recompute) {
@@ -89,6 +91,83 @@ Status check_megatron_layout(const GptModel& model, const MegatronLayout& layout
                     "--data-parallel-size {}) and the topology has {}",
                     layout.gpus(), layout.tensor, layout.pipeline, layout.data, devices));
   return ok_status();
+}
+
+nlohmann::json megatron_arguments(const GptModel& model, const MegatronLayout& layout) {
+  return {{"num_layers", model.layers},
+          {"hidden_size", model.hidden},
+          {"num_attention_heads", model.heads},
+          {"seq_length", model.sequence},
+          {"vocab_size", model.vocab},
+          {"tensor_model_parallel_size", layout.tensor},
+          {"pipeline_model_parallel_size", layout.pipeline},
+          {"data_parallel_size", layout.data},
+          {"micro_batch_size", layout.micro_batch},
+          {"global_batch_size", layout.global_batch},
+          {"num_layers_per_virtual_pipeline_stage", layout.layers_per_virtual_stage},
+          {"recompute_granularity", recompute_name(layout.recompute)},
+          {"sequence_parallel", layout.sequence_parallel},
+          {"bf16", layout.bf16},
+          {"use_distributed_optimizer", layout.distributed_optimizer},
+          {"overlap_grad_reduce", layout.overlap_grad_reduce}};
+}
+
+namespace {
+
+Result<bool> read_flag(const nlohmann::json& object, const json_fields::FieldPath& at, const char* name) {
+  const auto it = object.find(name);
+  if (it == object.end()) return at.field(name).error("is missing");
+  if (!it->is_boolean()) return at.field(name).error("must be true or false", *it);
+  return it->get<bool>();
+}
+
+}  // namespace
+
+Result<MegatronSpec> megatron_from_arguments(const nlohmann::json& arguments, const std::string& where) {
+  const json_fields::FieldPath at(where);
+  if (auto ok = json_fields::check_object(arguments, at); !ok) return ok.error();
+  if (auto ok = json_fields::check_known_keys(
+          arguments, at,
+          {"num_layers", "hidden_size", "num_attention_heads", "seq_length", "vocab_size", "tensor_model_parallel_size",
+           "pipeline_model_parallel_size", "data_parallel_size", "micro_batch_size", "global_batch_size",
+           "num_layers_per_virtual_pipeline_stage", "recompute_granularity", "sequence_parallel", "bf16",
+           "use_distributed_optimizer", "overlap_grad_reduce"});
+      !ok)
+    return ok.error();
+  std::vector<int64_t> numbers;
+  for (const char* name : {"num_layers", "hidden_size", "num_attention_heads", "seq_length", "vocab_size",
+                           "tensor_model_parallel_size", "pipeline_model_parallel_size", "data_parallel_size",
+                           "micro_batch_size", "global_batch_size", "num_layers_per_virtual_pipeline_stage"}) {
+    const bool may_be_zero = std::string_view(name) == "num_layers_per_virtual_pipeline_stage";
+    auto value = json_fields::read_integer(arguments, at, name, may_be_zero ? 0 : 1);
+    if (!value) return value.error();
+    if (*value > (int64_t{1} << 30)) return at.field(name).error("is too large", *value);
+    numbers.push_back(*value);
+  }
+  MegatronSpec spec;
+  spec.model = GptModel{numbers[0], numbers[1], numbers[2], numbers[3], numbers[4]};
+  MegatronLayout& l = spec.layout;
+  l.tensor = static_cast<int>(numbers[5]);
+  l.pipeline = static_cast<int>(numbers[6]);
+  l.data = static_cast<int>(numbers[7]);
+  l.micro_batch = static_cast<int>(numbers[8]);
+  l.global_batch = static_cast<int>(numbers[9]);
+  l.layers_per_virtual_stage = static_cast<int>(numbers[10]);
+  auto recompute = json_fields::read_string(arguments, at, "recompute_granularity");
+  if (!recompute) return recompute.error();
+  if (*recompute != "none" && *recompute != "selective" && *recompute != "full")
+    return at.field("recompute_granularity").error("must be none, selective or full", *recompute);
+  l.recompute = *recompute == "full"        ? Recompute::kFull
+                : *recompute == "selective" ? Recompute::kSelective
+                                            : Recompute::kNone;
+  bool* flags[] = {&l.sequence_parallel, &l.bf16, &l.distributed_optimizer, &l.overlap_grad_reduce};
+  const char* names[] = {"sequence_parallel", "bf16", "use_distributed_optimizer", "overlap_grad_reduce"};
+  for (int i = 0; i < 4; ++i) {
+    auto flag = read_flag(arguments, at, names[i]);
+    if (!flag) return flag.error();
+    *flags[i] = *flag;
+  }
+  return spec;
 }
 
 }  // namespace baton

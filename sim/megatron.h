@@ -30,6 +30,8 @@
 #include <cstdint>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "sim/result.h"
 
 namespace baton {
@@ -70,6 +72,22 @@ int64_t padded_vocab(const GptModel& model, int tensor);
 double gpt_parameters(const GptModel& model, int tensor);
 // Model FLOPs of one iteration (above).
 double megatron_model_flops(const GptModel& model, const MegatronLayout& layout);
+
+// A model and its layout as Megatron's arguments (a plan file's "megatron",
+// sim/plan.h): {"num_layers", "hidden_size", "num_attention_heads",
+// "seq_length", "vocab_size", "tensor_model_parallel_size",
+// "pipeline_model_parallel_size", "data_parallel_size", "micro_batch_size",
+// "global_batch_size", "num_layers_per_virtual_pipeline_stage" (0: not
+// interleaved), "recompute_granularity" ("none", "selective", "full"),
+// "sequence_parallel", "bf16", "use_distributed_optimizer",
+// "overlap_grad_reduce"}, every key required and no other.
+struct MegatronSpec {
+  GptModel model;
+  MegatronLayout layout;
+};
+nlohmann::json megatron_arguments(const GptModel& model, const MegatronLayout& layout);
+// `where` names the object in errors ("plan.json: megatron").
+Result<MegatronSpec> megatron_from_arguments(const nlohmann::json& arguments, const std::string& where);
 
 // Checks a layout against its model and the devices there are; the error names
 // the Megatron flag at fault (--tensor-model-parallel-size, ...) and says what

@@ -235,8 +235,24 @@ Status check_stage(const StagePlan& stage, int expected_begin, const Topology& t
 
 }  // namespace
 
+PlanTopology plan_topology_of(const Topology& topology) {
+  return PlanTopology{topology.name, topology.num_devices(), topology.device.name};
+}
+
+Status check_plan_topology(const Plan& plan, const Topology& topology, const std::string& source) {
+  if (!plan.made_for) return ok_status();
+  const PlanTopology& made = *plan.made_for;
+  const PlanTopology here = plan_topology_of(topology);
+  if (made.name == here.name && made.devices == here.devices && made.device == here.device) return ok_status();
+  return Error{
+      fmt::format("{} was made for topology \"{}\" ({} x {}), not \"{}\" ({} x {}): a plan's split and placement hold "
+                  "for the cluster it was planned on; plan again with this topology (baton plan --topology ...)",
+                  source, made.name, made.devices, made.device, here.name, here.devices, here.device)};
+}
+
 Status check_plan(const Plan& plan, const Profile& profile, const Topology& topology, const std::string& source) {
   const FieldPath root(source);
+  if (auto ok = check_plan_topology(plan, topology, source); !ok) return ok;
   if (plan.stages.empty()) return root.field("stages").error("must hold at least one stage");
   if (plan.microbatches < 1) return root.field("microbatches").error("must be >= 1", plan.microbatches);
   if (plan.schedule == Schedule::kDataParallel && plan.num_stages() != 1)
@@ -356,15 +372,32 @@ Result<StagePlan> stage_from_json(const json& value, const FieldPath& at) {
   return stage;
 }
 
+Result<std::optional<PlanTopology>> made_for_from_json(const json& document, const FieldPath& root) {
+  const auto it = document.find("topology");
+  if (it == document.end()) return std::optional<PlanTopology>();
+  const FieldPath at = root.field("topology");
+  if (auto ok = json_fields::check_object(*it, at); !ok) return ok.error();
+  if (auto ok = json_fields::check_known_keys(*it, at, {"name", "devices", "device"}); !ok) return ok.error();
+  auto name = json_fields::read_string(*it, at, "name");
+  auto devices = json_fields::read_integer(*it, at, "devices", 1);
+  auto device = json_fields::read_string(*it, at, "device");
+  if (!name) return name.error();
+  if (!devices) return devices.error();
+  if (!device) return device.error();
+  if (*devices > kMaxWorkers) return at.field("devices").error("is too large", *devices);
+  return std::optional<PlanTopology>(PlanTopology{*name, static_cast<int>(*devices), *device});
+}
+
 }  // namespace
 
 Result<Plan> plan_from_json(const json& document, const std::string& source) {
   const FieldPath root(source);
   if (auto ok = json_fields::check_object(document, root); !ok) return ok.error();
   if (auto ok = json_fields::check_format(document, root, "baton.plan.v1"); !ok) return ok.error();
-  if (auto ok = json_fields::check_known_keys(document, root,
-                                              {"format", "model", "schedule", "microbatch_size", "microbatches",
-                                               "vertical_sync", "virtual_stages", "stages", "prediction"});
+  if (auto ok = json_fields::check_known_keys(
+          document, root,
+          {"format", "model", "schedule", "microbatch_size", "microbatches", "vertical_sync", "virtual_stages",
+           "stages", "prediction", "topology", "megatron"});
       !ok)
     return ok.error();
   Plan plan;
@@ -404,6 +437,14 @@ Result<Plan> plan_from_json(const json& document, const std::string& source) {
     plan.stages.push_back(*stage);
   }
   if (auto it = document.find("prediction"); it != document.end()) plan.prediction = *it;
+  if (auto made_for = made_for_from_json(document, root); !made_for)
+    return made_for.error();
+  else
+    plan.made_for = *made_for;
+  if (auto it = document.find("megatron"); it != document.end()) {
+    if (auto ok = json_fields::check_object(*it, root.field("megatron")); !ok) return ok.error();
+    plan.megatron = *it;
+  }
   return plan;
 }
 
@@ -428,6 +469,10 @@ json plan_to_json(const Plan& plan) {
                    {"stages", stages}};
   if (plan.virtual_stages != 1) document["virtual_stages"] = plan.virtual_stages;
   if (!plan.prediction.is_null()) document["prediction"] = plan.prediction;
+  if (plan.made_for)
+    document["topology"] = {
+        {"name", plan.made_for->name}, {"devices", plan.made_for->devices}, {"device", plan.made_for->device}};
+  if (!plan.megatron.is_null()) document["megatron"] = plan.megatron;
   return document;
 }
 

@@ -10,7 +10,12 @@
 //    "microbatch_size": int >= 1, "microbatches": int >= 1, optional "vertical_sync": bool,
 //    optional "virtual_stages": int >= 1 (chunks per device; default 1),
 //    "stages": [{"layers": [begin, end], "replicas": int >= 1, optional "devices": [int]}],
-//    optional "prediction": {...}  (the planner's own figures, kept verbatim)}
+//    optional "prediction": {...}  (the planner's own figures, kept verbatim),
+//    optional "topology": {"name": str, "devices": int >= 1, "device": str}  (the cluster the
+//        plan was made for: `baton plan -o` writes it; check_plan refuses the plan on a
+//        topology with another name, device count or device),
+//    optional "megatron": {...}  (a GPT layout in Megatron's argument names, sim/megatron.h:
+//        the plan of `baton plan -o` with Megatron's flags; its stages are megatron_plan's)}
 // These are all the keys: the loader refuses any other, naming the object and
 // the key. What `prediction` holds is the planner's and is not checked.
 // Thread safety: plain value.
@@ -55,6 +60,14 @@ bool runs_chunks(Schedule schedule);
 // and stage s >= p on rank 2p - 1 - s (down the devices and back up). All
 // stages of a rank share its replicas and devices; the worker (rank, replica)
 // runs all of them. Other schedules: v = 1, one stage per worker.
+// The cluster a plan was made for, as its file names it.
+struct PlanTopology {
+  std::string name;
+  int devices = 0;
+  std::string device;
+};
+PlanTopology plan_topology_of(const Topology& topology);
+
 struct StagePlan {
   LayerRange layers;
   int replicas = 1;
@@ -73,7 +86,9 @@ struct Plan {
   // Chunks per device (see above); 1 for the schedules that do not run chunks.
   int virtual_stages = 1;
   std::vector<StagePlan> stages;
-  nlohmann::json prediction;  // opaque to the simulator
+  nlohmann::json prediction;             // opaque to the simulator
+  std::optional<PlanTopology> made_for;  // "topology"
+  nlohmann::json megatron;               // null, or a GPT layout (read by sim/megatron.h)
 
   int num_stages() const { return static_cast<int>(stages.size()); }
   int num_workers() const;
@@ -110,7 +125,11 @@ Result<std::vector<StagePlan>> parse_stages(std::string_view text);
 // Gives every stage without devices the next free devices in order.
 // Fails when the plan needs more devices than the topology has.
 Status assign_devices(Plan& plan, const Topology& topology);
-// Checks a plan against a profile and topology: ranges consecutive and
+// Error when the plan names a topology (made_for) other than `topology`: its
+// name, device count or device differ (a plan made for another cluster).
+Status check_plan_topology(const Plan& plan, const Topology& topology, const std::string& source);
+
+// Checks a plan against a profile and topology: check_plan_topology, ranges consecutive and
 // covering every layer, replicas >= 1, one device per replica, device ids in
 // range, no device shared unless the plan lists devices explicitly; for a
 // schedule that runs chunks, what check_chunks checks.

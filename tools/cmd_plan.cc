@@ -61,9 +61,10 @@ PlannerOptions planner_options(const PlanArgs& args) {
   return options;
 }
 
-void write_plan(const PlanArgs& args, const PlannerOutcome& outcome, const Profile& profile) {
+void write_plan(const PlanArgs& args, const PlannerOutcome& outcome, const Profile& profile, const Topology& topology) {
   Plan plan = outcome.best.plan;
   plan.prediction = prediction_json(outcome);
+  plan.made_for = plan_topology_of(topology);
   write_file_atomic(args.output, plan_to_json(plan).dump(2) + "\n");
   bool reordered = false;
   for (size_t i = 0; i < outcome.layer_order.size(); ++i) reordered |= outcome.layer_order[i] != int(i);
@@ -79,11 +80,15 @@ void write_plan(const PlanArgs& args, const PlannerOutcome& outcome, const Profi
 int run_plan(const PlanArgs& args, const CLI::App& cmd) {
   if (args.megatron.given()) {
     if (!args.profile.empty()) throw UsageError("plan: a GPT model given by Megatron's flags replaces --profile");
-    return run_megatron_plan(args.megatron, MegatronPlanArgs{args.topology, args.json, args.emit, args.keep}, cmd);
+    return run_megatron_plan(args.megatron,
+                             MegatronPlanArgs{args.topology, args.json, args.emit, args.keep, args.output}, cmd);
   }
   if (args.profile.empty())
     throw UsageError("plan: give --profile, or a GPT model with Megatron's flags (--num-layers, --hidden-size, ...)");
-  if (!args.emit.empty()) throw UsageError("plan: --emit megatron goes with a GPT model given by Megatron's flags");
+  if (args.emit == "megatron")
+    throw UsageError("plan: --emit megatron goes with a GPT model given by Megatron's flags");
+  if (args.emit == "torchrun" && args.output.empty())
+    throw UsageError("plan: --emit torchrun needs -o plan.json (the line runs `baton run --plan` on that file)");
   const Profile profile = load_profile_file(args.profile);
   const Topology topology = load_topology_file(args.topology);
   const PlannerOptions options = planner_options(args);
@@ -91,7 +96,12 @@ int run_plan(const PlanArgs& args, const CLI::App& cmd) {
                profile.num_layers(), topology.name.c_str(), topology.num_devices());
   auto outcome = make_plan(profile, topology, options);
   if (!outcome) throw UsageError(outcome.error().message);
-  if (!args.output.empty()) write_plan(args, *outcome, profile);
+  if (!args.output.empty()) write_plan(args, *outcome, profile, topology);
+  if (args.emit == "torchrun") {
+    const std::string program = fmt::format("--no-python baton run --plan {} --backend gloo", args.output);
+    std::fputs((torchrun_line(topology, outcome->best.plan.num_workers(), program) + "\n").c_str(), stdout);
+    return 0;
+  }
   const std::string text =
       args.json ? outcome_json(*outcome).dump(2) + "\n" : outcome_text(*outcome, profile, topology, options);
   std::fputs(text.c_str(), stdout);
@@ -123,7 +133,10 @@ void add_plan_command(CLI::App& app, CommandResult& result) {
       "A GPT model in Megatron-LM's flags (no --profile) plans the whole layout: tensor, pipeline and data\n"
       "parallelism, micro-batch, interleaving, recomputation, sequence parallelism, the distributed\n"
       "optimizer; a layout flag given pins its axis. Every reported time is simulated; --emit megatron\n"
-      "prints the chosen layout as Megatron-LM flags. Example:\n"
+      "prints the chosen layout as Megatron-LM flags, --emit torchrun the torchrun line for Megatron-LM's\n"
+      "pretrain_gpt.py, and -o plan.json keeps the plan (model, layout, schedule, the topology it was made\n"
+      "for) for `baton simulate --plan plan.json --topology ...`, which refuses it on another topology.\n"
+      "Example:\n"
       "  baton plan --topology topologies/h100_32x8.json --num-layers 96 --hidden-size 12288 \\\n"
       "      --num-attention-heads 96 --seq-length 2048 --global-batch-size 1536 --bf16");
   cmd->add_option("--profile", args->profile, "layer profile (baton.profile.v1 JSON)");
@@ -148,8 +161,10 @@ void add_plan_command(CLI::App& app, CommandResult& result) {
                   "interleaved-1f1b: chunks per device (default: tries 2, 3 and 4)")
       ->check(CLI::PositiveNumber);
   add_megatron_flags(*cmd, args->megatron);
-  cmd->add_option("--emit", args->emit, "megatron: print the chosen layout as Megatron-LM flags")
-      ->check(CLI::IsMember({"megatron"}));
+  cmd->add_option("--emit", args->emit,
+                  "megatron: the chosen layout as Megatron-LM flags; torchrun: the line that launches it "
+                  "(Megatron-LM's pretrain_gpt.py for a GPT model, `baton run --plan` on -o's file for a profile)")
+      ->check(CLI::IsMember({"megatron", "torchrun"}));
   cmd->add_option("--keep", args->keep, "GPT: how many of the best layouts to report (default 5)")
       ->check(CLI::PositiveNumber);
   cmd->callback([args, cmd, &result] { result.exit_code = run_plan(*args, *cmd); });

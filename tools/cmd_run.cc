@@ -77,6 +77,7 @@ void check_profile_matches(const Profile& profile, const exec::ModelInfo& model,
 // names the plan.
 void check_plan_fits_topology(const Plan& plan, const Topology& topology, const std::string& path,
                               const std::string& source) {
+  take(check_plan_topology(plan, topology, source));
   if (plan.num_workers() > topology.num_devices()) {
     throw UsageError(fmt::format("{}: topology '{}' has {} devices but {} needs {} (stages {}, one device per worker)",
                                  path, topology.name, topology.num_devices(), source, plan.num_workers(),
@@ -139,6 +140,11 @@ std::pair<Plan, exec::ModelInfo> plan_from_stages(const RunArgs& args) {
 // --topology, the plan must fit that cluster.
 std::pair<Plan, exec::ModelInfo> plan_from_file(const RunArgs& args) {
   const Plan plan = load_plan_file(args.plan);
+  if (!plan.megatron.is_null())
+    throw UsageError(fmt::format(
+        "{}: a GPT layout for Megatron-LM; `baton run` executes profile plans on its own models (mlp, vgg-mini, "
+        "gpt-mini). Launch this one with Megatron-LM: `baton plan ... --emit torchrun` prints the line",
+        args.plan));
   if (!args.model.empty() && !plan.model.empty() && plan.model != args.model) {
     throw UsageError(
         fmt::format("{}: the plan is for model '{}' but --model is '{}'", args.plan, plan.model, args.model));

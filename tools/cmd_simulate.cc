@@ -116,31 +116,59 @@ nlohmann::json noise_summary(const SimulateArgs& args, const SimulatedPlan& run,
   return summary;
 }
 
-// A GPT model given by Megatron's flags: predict_megatron (sim/megatron_sim.h).
-int run_megatron_simulate(const SimulateArgs& args) {
-  if (!args.profile.empty() || !args.plan.empty() || !args.stages.empty())
-    throw UsageError("simulate: a GPT model given by Megatron's flags replaces --profile, --stages and --plan");
+// A GPT layout's schedule and batch are its own.
+void refuse_schedule_flags(const SimulateArgs& args) {
   if (!args.schedules.empty() || args.virtual_stages > 0 || args.microbatches > 0 || args.microbatch_size > 0)
     throw UsageError(
         "simulate: with Megatron's flags the schedule is 1F1B, interleaved with "
         "--num-layers-per-virtual-pipeline-stage; the batch is --micro-batch-size and --global-batch-size");
-  const Topology topology = load_topology_file(args.topology);
-  const MegatronRun run = megatron_run(args.megatron, topology);
+}
+
+// A GPT model and layout: predict_megatron (sim/megatron_sim.h), its outputs and report.
+int simulate_megatron(const SimulateArgs& args, const GptModel& model, const MegatronLayout& layout,
+                      const Topology& topology) {
   const bool trace = !args.trace.empty() || !args.gantt.empty() || !args.csv.empty();
-  const MegatronPrediction prediction = take(predict_megatron(run.model, run.layout, topology, trace));
+  const MegatronPrediction prediction = take(predict_megatron(model, layout, topology, trace));
   if (trace)
     write_outputs(args,
                   SimulatedPlan{prediction.plan, topology.name, prediction.plan.microbatches, prediction.simulation},
                   false);
   if (args.json)
-    std::fputs((megatron_json(run.model, run.layout, topology, prediction).dump(2) + "\n").c_str(), stdout);
+    std::fputs((megatron_json(model, layout, topology, prediction).dump(2) + "\n").c_str(), stdout);
   else
-    std::fputs(megatron_text(run.model, run.layout, topology, prediction).c_str(), stdout);
+    std::fputs(megatron_text(model, layout, topology, prediction).c_str(), stdout);
   return 0;
+}
+
+// A GPT model given by Megatron's flags.
+int run_megatron_simulate(const SimulateArgs& args) {
+  if (!args.profile.empty() || !args.plan.empty() || !args.stages.empty())
+    throw UsageError("simulate: a GPT model given by Megatron's flags replaces --profile, --stages and --plan");
+  refuse_schedule_flags(args);
+  const Topology topology = load_topology_file(args.topology);
+  const MegatronRun run = megatron_run(args.megatron, topology);
+  return simulate_megatron(args, run.model, run.layout, topology);
+}
+
+// A plan file of `baton plan -o` with Megatron's flags: its model and layout.
+int run_megatron_plan_file(const SimulateArgs& args, const Plan& plan) {
+  if (!args.profile.empty() || !args.stages.empty())
+    throw UsageError(
+        fmt::format("simulate: {} is a GPT layout (its \"megatron\"); it needs no --profile or --stages", args.plan));
+  refuse_schedule_flags(args);
+  const Topology topology = load_topology_file(args.topology);
+  take(check_plan_topology(plan, topology, args.plan));
+  const MegatronSpec spec = take(megatron_from_arguments(plan.megatron, args.plan + ": megatron"));
+  take(check_megatron_layout(spec.model, spec.layout, topology.num_devices()));
+  return simulate_megatron(args, spec.model, spec.layout, topology);
 }
 
 int run_simulate(const SimulateArgs& args) {
   if (args.megatron.given()) return run_megatron_simulate(args);
+  if (!args.plan.empty()) {
+    const Plan plan = load_plan_file(args.plan);
+    if (!plan.megatron.is_null()) return run_megatron_plan_file(args, plan);
+  }
   if (args.profile.empty())
     throw UsageError(
         "simulate: give --profile with --stages or --plan, or a GPT model with Megatron's flags "

@@ -32,7 +32,30 @@ std::string short_layout(const GptModel& model, const MegatronLayout& l) {
                      l.distributed_optimizer ? " dist-opt" : "");
 }
 
+void write_megatron_plan(const std::string& path, const GptModel& model, const MegatronLayout& layout,
+                         const Topology& topology, const MegatronPrediction& prediction) {
+  Plan plan = prediction.plan;
+  plan.model = fmt::format("GPT {:.1f}B", gpt_parameters(model, 1) / 1e9);
+  plan.made_for = plan_topology_of(topology);
+  plan.megatron = megatron_arguments(model, layout);
+  Bytes peak;
+  for (const MegatronRankMemory& rank : prediction.memory.ranks) peak = max(peak, rank.peak);
+  plan.prediction = {{"iteration_time_s", prediction.iteration_time.value},
+                     {"throughput_samples_per_s", prediction.throughput_samples_per_s},
+                     {"model_tflops_per_gpu", prediction.model_tflops_per_gpu},
+                     {"peak_memory_bytes", peak.value}};
+  write_file_atomic(path, plan_to_json(plan).dump(2) + "\n");
+}
+
 }  // namespace
+
+std::string torchrun_line(const Topology& topology, int gpus, const std::string& program) {
+  const int per_server = std::min(gpus, topology.levels.front().size);
+  const int servers = (gpus + per_server - 1) / per_server;
+  const std::string rendezvous =
+      servers > 1 ? " --node-rank=$NODE_RANK --master-addr=$MASTER_ADDR --master-port=${MASTER_PORT:-29500}" : "";
+  return fmt::format("torchrun --nnodes={} --nproc-per-node={}{} {}", servers, per_server, rendezvous, program);
+}
 
 int run_megatron_plan(const MegatronArgs& flags, const MegatronPlanArgs& args, const CLI::App& cmd) {
   const Topology topology = load_topology_file(args.topology);
@@ -48,8 +71,15 @@ int run_megatron_plan(const MegatronArgs& flags, const MegatronPlanArgs& args, c
       model, flags.global_batch, flags.bf16, pinned_megatron_axes(flags, cmd), topology, args.keep));
   const MegatronLayout& chosen = found.best.front().layout;
   const MegatronPrediction prediction = take(predict_megatron(model, chosen, topology, false));
+  if (!args.output.empty()) write_megatron_plan(args.output, model, chosen, topology, prediction);
   if (args.emit == "megatron") {
     std::fputs((megatron_flags_of(model, chosen) + "\n").c_str(), stdout);
+    return 0;
+  }
+  if (args.emit == "torchrun") {
+    const std::string line =
+        torchrun_line(topology, chosen.gpus(), "pretrain_gpt.py " + megatron_flags_of(model, chosen));
+    std::fputs((line + "\n").c_str(), stdout);
     return 0;
   }
   if (args.json) {

@@ -13,9 +13,14 @@ namespace baton::cli {
 struct MegatronPlanArgs {
   std::string topology;
   bool json = false;
-  std::string emit;  // "", "megatron"
+  std::string emit;  // "", "megatron", "torchrun"
   int keep = 5;
+  std::string output;  // -o: the plan file (baton.plan.v1 with "megatron" and "topology")
 };
+
+// The torchrun line that starts `program` on the servers a job of `gpus`
+// GPUs spans on `topology` (consecutive GPUs, whole servers first).
+std::string torchrun_line(const Topology& topology, int gpus, const std::string& program);
 
 // Plans the layout; `cmd` tells which layout flags were given (those pin their axis).
 int run_megatron_plan(const MegatronArgs& flags, const MegatronPlanArgs& args, const CLI::App& cmd);

@@ -1,0 +1,94 @@
+// `baton plan -o` with Megatron's flags: the plan file names its model, layout,
+// schedule and topology; `simulate --plan` runs it to the planned time on that
+// topology and refuses it on another; `run --plan` refuses it with the way to
+// launch it; `--emit torchrun` prints the launch line.
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/catch_compat.h"
+
+#include "tests/cli/cli_runner.h"
+
+using namespace baton::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kModel =
+    "--num-layers 16 --hidden-size 2048 --num-attention-heads 16 --seq-length 1024 --global-batch-size 64 ";
+
+std::string quoted(const fs::path& path) { return "'" + path.string() + "'"; }
+
+}  // namespace
+
+TEST_CASE("a Megatron plan file names its model, layout and topology and simulates to its planned time",
+          "[cli][megatron]") {
+  const fs::path dir = scratch_dir("megatron-plan-file");
+  const fs::path plan = dir / "plan.json";
+  const CliRun planned =
+      run_baton("plan --topology topologies/a100_4x8.json " + kModel + "-o " + quoted(plan), "megatron-plan-o");
+  INFO(planned.err);
+  REQUIRE(planned.exit_code == 0);
+  const nlohmann::json file = nlohmann::json::parse(slurp(plan));
+  CHECK(file["format"] == "baton.plan.v1");
+  CHECK(file["topology"] == nlohmann::json{{"name", "a100-4x8"}, {"devices", 32}, {"device", "A100-SXM4-80GB"}});
+  const nlohmann::json& m = file["megatron"];
+  CHECK(m["num_layers"] == 16);
+  CHECK(m["hidden_size"] == 2048);
+  const int t = m["tensor_model_parallel_size"], p = m["pipeline_model_parallel_size"], d = m["data_parallel_size"];
+  CHECK(t * p * d == 32);
+  CHECK(file["schedule"] == (m["num_layers_per_virtual_pipeline_stage"] == 0 ? "1f1b" : "interleaved-1f1b"));
+  CHECK(file["microbatch_size"] == m["micro_batch_size"]);
+
+  const CliRun simulated =
+      run_baton("simulate --topology topologies/a100_4x8.json --json --plan " + quoted(plan), "megatron-plan-simulate");
+  INFO(simulated.err);
+  REQUIRE(simulated.exit_code == 0);
+  const nlohmann::json figures = nlohmann::json::parse(simulated.out);
+  CHECK(figures["iteration_time_s"].get<double>() ==
+        Approx(file["prediction"]["iteration_time_s"].get<double>()).epsilon(1e-12));
+  CHECK(figures["layout"]["tensor_model_parallel_size"] == t);
+
+  const CliRun elsewhere =
+      run_baton("simulate --topology topologies/h100_32x8.json --plan " + quoted(plan), "megatron-plan-elsewhere");
+  CHECK(elsewhere.exit_code == 2);
+  CHECK(elsewhere.err.find("was made for topology \"a100-4x8\" (32 x A100-SXM4-80GB), not \"h100-32x8\"") !=
+        std::string::npos);
+
+  const CliRun run = run_baton("run --plan " + quoted(plan), "megatron-plan-run");
+  CHECK(run.exit_code == 2);
+  if (run.err.find("built without LibTorch") == std::string::npos) {  // the executor is there: it says why
+    CHECK(run.err.find("a GPT layout for Megatron-LM") != std::string::npos);
+    CHECK(run.err.find("--emit torchrun") != std::string::npos);
+  }
+}
+
+TEST_CASE("plan --emit torchrun prints the launch line of the chosen layout", "[cli][megatron]") {
+  const CliRun gpt = run_baton("plan --topology topologies/a100_4x8.json " + kModel +
+                                   "--tensor-model-parallel-size 8 --pipeline-model-parallel-size 2 --emit torchrun",
+                               "megatron-emit-torchrun");
+  INFO(gpt.err);
+  REQUIRE(gpt.exit_code == 0);
+  // t 8 x p 2 x d 2 = 32 GPUs: all 4 servers of 8.
+  CHECK(gpt.out.rfind("torchrun --nnodes=4 --nproc-per-node=8 --node-rank=$NODE_RANK", 0) == 0);
+  CHECK(gpt.out.find(" pretrain_gpt.py --num-layers 16 ") != std::string::npos);
+  CHECK(gpt.out.find("--tensor-model-parallel-size 8 --pipeline-model-parallel-size 2") != std::string::npos);
+
+  const fs::path dir = scratch_dir("profile-emit-torchrun");
+  const CliRun profile = run_baton(
+      "plan --profile tests/data/tiny_profile.json --topology tests/data/tiny_topology.json "
+      "--schedule 1f1b --microbatches 8 -o " +
+          quoted(dir / "plan.json") + " --emit torchrun",
+      "profile-emit-torchrun");
+  INFO(profile.err);
+  REQUIRE(profile.exit_code == 0);
+  CHECK(profile.out.rfind("torchrun --nnodes=", 0) == 0);
+  CHECK(profile.out.find("--no-python baton run --plan " + (dir / "plan.json").string() + " --backend gloo") !=
+        std::string::npos);
+  const CliRun without_file =
+      run_baton("plan --profile tests/data/tiny_profile.json --topology tests/data/tiny_topology.json --emit torchrun",
+                "profile-emit-torchrun-bad");
+  CHECK(without_file.exit_code == 2);
+  CHECK(without_file.err.find("--emit torchrun needs -o") != std::string::npos);
+}
