@@ -9,6 +9,8 @@
 //                "schedule", "microbatches"}   (all optional; the same meaning as `baton plan`'s),
 //    "expected": {"time_per_minibatch_s": num, "stages": "0-13x15,13-39x1", optional "schedule": str},
 //    optional "tolerance": {"time_relative": num}}     (default 1e-9)
+// or, for a GPT layout, "gpt": {...} instead of "profile" and "options", and
+// "expected": {"iteration_time_s": num, "layout": str} (tools/check_gpt.h).
 // These are all the keys: a case with any other is refused (exit 2), naming
 // the file, the object and the key. Every case, with its profile and
 // topology, is read before the first is planned, so a refused case leaves
@@ -25,6 +27,7 @@
 
 #include "planner/planner.h"
 #include "sim/json_fields.h"
+#include "tools/check_gpt.h"
 #include "tools/cli_support.h"
 #include "tools/commands.h"
 
@@ -47,9 +50,9 @@ struct CaseOutcome {
 };
 
 struct Expectation {
-  double time_per_minibatch_s = 0.0;
-  std::string stages;
-  std::string schedule;  // empty: any
+  double time_per_minibatch_s = 0.0;  // a GPT case: iteration_time_s
+  std::string stages;                 // a GPT case: its layout
+  std::string schedule;               // empty: any
 };
 
 // One case file, read and checked whole before any case is planned, so that
@@ -61,6 +64,7 @@ struct CheckCase {
   Profile profile;
   Topology topology;
   PlannerOptions options;
+  std::optional<GptCheck> gpt;          // a GPT case (no profile, no options)
   std::optional<Expectation> expected;  // read unless updating
   double tolerance = 1e-9;
 };
@@ -124,6 +128,16 @@ Expectation case_expectation(const json& document, const FieldPath& root) {
   return expectation;
 }
 
+Expectation gpt_expectation(const json& document, const FieldPath& root) {
+  const json* expected = read_section(document, root, "expected", {"iteration_time_s", "layout"});
+  const FieldPath at = root.field("expected");
+  if (expected == nullptr) throw UsageError(at.error("is missing (`baton check --update` writes it)").message);
+  Expectation expectation;
+  expectation.time_per_minibatch_s = take(json_fields::read_number(*expected, at, "iteration_time_s", 0.0, true));
+  expectation.stages = take(json_fields::read_string(*expected, at, "layout"));
+  return expectation;
+}
+
 double case_tolerance(const json& document, const FieldPath& root) {
   const json* tolerance = read_section(document, root, "tolerance", {"time_relative"});
   if (tolerance == nullptr) return 1e-9;
@@ -137,13 +151,22 @@ CheckCase load_case(const fs::path& file, bool update) {
   const FieldPath root(c.source);
   take(json_fields::check_object(c.document, root));
   take(json_fields::check_format(c.document, root, "baton.check.v1"));
-  take(json_fields::check_known_keys(c.document, root,
-                                     {"format", "name", "profile", "topology", "options", "expected", "tolerance"}));
+  take(json_fields::check_known_keys(
+      c.document, root, {"format", "name", "profile", "gpt", "topology", "options", "expected", "tolerance"}));
   c.name = take(json_fields::read_string_or(c.document, root, "name", file.stem().string()));
-  c.profile = load_profile_file(resolve(take(json_fields::read_string(c.document, root, "profile")), file));
   c.topology = load_topology_file(resolve(take(json_fields::read_string(c.document, root, "topology")), file));
-  c.options = case_options(c.document, root);
   c.tolerance = case_tolerance(c.document, root);
+  if (c.document.contains("gpt")) {
+    if (c.document.contains("profile") || c.document.contains("options"))
+      throw UsageError(root.error("has \"gpt\" and \"profile\" or \"options\": a GPT case pins its layout in "
+                                  "gpt.pinned")
+                           .message);
+    c.gpt = read_gpt_check(c.document["gpt"], root.field("gpt"));
+    if (!update) c.expected = gpt_expectation(c.document, root);
+    return c;
+  }
+  c.profile = load_profile_file(resolve(take(json_fields::read_string(c.document, root, "profile")), file));
+  c.options = case_options(c.document, root);
   if (!update) c.expected = case_expectation(c.document, root);
   return c;
 }
@@ -152,15 +175,35 @@ double outcome_time(const PlannerOutcome& outcome) {
   return outcome.pipedream_time ? outcome.pipedream_time->value : outcome.best.estimate.iteration_time.value;
 }
 
-CaseOutcome check_case(CheckCase& c) {
+// The time, split (or layout) and schedule a case gives now; Error when it cannot be planned.
+struct Planned {
+  double time = 0.0;
+  std::string stages;
+  std::string schedule;
+};
+
+Result<Planned> plan_case(const CheckCase& c) {
+  if (c.gpt) {
+    auto found = plan_gpt_check(*c.gpt, c.topology);
+    if (!found) return found.error();
+    return Planned{found->iteration_time_s, found->layout, ""};
+  }
   auto outcome = make_plan(c.profile, c.topology, c.options);
+  if (!outcome) return outcome.error();
+  return Planned{outcome_time(*outcome), stages_to_string(outcome->best.plan.stages),
+                 std::string(schedule_name(outcome->best.plan.schedule))};
+}
+
+CaseOutcome check_case(CheckCase& c) {
+  auto outcome = plan_case(c);
   if (!outcome)
     return CaseOutcome{false, fmt::format("FAIL {}: planning failed: {}\n", c.name, outcome.error().message)};
-  const double time = outcome_time(*outcome);
-  const std::string stages = stages_to_string(outcome->best.plan.stages);
-  const std::string schedule(schedule_name(outcome->best.plan.schedule));
+  const double time = outcome->time;
+  const std::string& stages = outcome->stages;
+  const std::string& schedule = outcome->schedule;
   if (!c.expected) {
-    c.document["expected"] = {{"time_per_minibatch_s", time}, {"stages", stages}, {"schedule", schedule}};
+    c.document["expected"] = c.gpt ? json{{"iteration_time_s", time}, {"layout", stages}}
+                                   : json{{"time_per_minibatch_s", time}, {"stages", stages}, {"schedule", schedule}};
     write_file_atomic(c.source, c.document.dump(2) + "\n");
     return CaseOutcome{true, fmt::format("updated {}\n", c.name)};
   }
@@ -172,10 +215,12 @@ CaseOutcome check_case(CheckCase& c) {
     diff += fmt::format("    time      expected {:.9g} s, got {:.9g} s ({:+.3g}%, tolerance {:.3g}%)\n",
                         want.time_per_minibatch_s, time, 100 * moved, 100 * c.tolerance);
   if (stages != want.stages)
-    diff += fmt::format("    stages    expected {}\n              got      {}\n", want.stages, stages);
+    diff += fmt::format("    {}    expected {}\n              got      {}\n", c.gpt ? "layout" : "stages", want.stages,
+                        stages);
   if (schedule != want_schedule) diff += fmt::format("    schedule  expected {}, got {}\n", want_schedule, schedule);
   if (diff.empty())
-    return CaseOutcome{true, fmt::format("ok   {} ({:.6g} s, {} {})\n", c.name, time, schedule, stages)};
+    return CaseOutcome{
+        true, fmt::format("ok   {} ({:.6g} s, {}{})\n", c.name, time, schedule.empty() ? "" : schedule + " ", stages)};
   return CaseOutcome{false, fmt::format("FAIL {} ({})\n{}", c.name, c.source, diff)};
 }
 

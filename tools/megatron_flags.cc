@@ -22,8 +22,9 @@ void add_megatron_flags(CLI::App& cmd, MegatronArgs& args) {
   cmd.add_option("--num-layers-per-virtual-pipeline-stage", args.layers_per_virtual_stage,
                  "interleaved 1F1B with L / (p x this) chunks per GPU")
       ->group(group);
-  cmd.add_option("--recompute-granularity", args.recompute, "full | selective (default: no recomputation)")
-      ->check(CLI::IsMember({"full", "selective"}))
+  cmd.add_option("--recompute-granularity", args.recompute,
+                 "full | selective (default: no recomputation; `none` says so, and pins it for plan)")
+      ->check(CLI::IsMember({"full", "selective", "none"}))
       ->group(group);
   cmd.add_flag("--sequence-parallel", args.sequence_parallel, "split LayerNorms and dropouts over t (needs t > 1)")
       ->group(group);
@@ -45,7 +46,9 @@ MegatronAxes pinned_megatron_axes(const MegatronArgs& flags, const CLI::App& cmd
   if (given("--micro-batch-size")) axes.micro_batch = flags.micro_batch;
   if (given("--num-layers-per-virtual-pipeline-stage")) axes.layers_per_virtual_stage = flags.layers_per_virtual_stage;
   if (given("--recompute-granularity"))
-    axes.recompute = flags.recompute == "full" ? Recompute::kFull : Recompute::kSelective;
+    axes.recompute = flags.recompute == "full"        ? Recompute::kFull
+                     : flags.recompute == "selective" ? Recompute::kSelective
+                                                      : Recompute::kNone;
   if (given("--sequence-parallel")) axes.sequence_parallel = true;
   if (given("--use-distributed-optimizer")) axes.distributed_optimizer = true;
   if (given("--data-parallel-size"))

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "planner/megatron_search.h"
+#include "tools/check_gpt.h"
 #include "tools/cli_support.h"
 #include "tools/megatron_report.h"
 #include "tools/report.h"
@@ -23,13 +24,6 @@ std::string megatron_flags_of(const GptModel& model, const MegatronLayout& l) {
   if (l.distributed_optimizer) text += " --use-distributed-optimizer";
   text += l.bf16 ? " --bf16" : " --fp16";
   return text;
-}
-
-std::string short_layout(const GptModel& model, const MegatronLayout& l) {
-  return fmt::format("t {} p {} d {} b {}{} recompute {}{}{}", l.tensor, l.pipeline, l.data, l.micro_batch,
-                     l.layers_per_virtual_stage > 0 ? fmt::format(" v {}", l.virtual_stages(model)) : "",
-                     recompute_name(l.recompute), l.sequence_parallel ? " sp" : "",
-                     l.distributed_optimizer ? " dist-opt" : "");
 }
 
 void write_megatron_plan(const std::string& path, const GptModel& model, const MegatronLayout& layout,

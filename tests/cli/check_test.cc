@@ -92,3 +92,44 @@ TEST_CASE("check --update needs no expected, check does", "[cli][check][bad-inpu
   CHECK(update.out == "updated case\n1 passed, 0 failed\n");
   CHECK(run_baton("check '" + dir.string() + "'", "check-no-expected-again").exit_code == 0);
 }
+
+namespace {
+
+void write_gpt_case(const fs::path& dir, const std::string& pinned, const std::string& expected) {
+  std::ofstream(dir / "gpt.json") << R"({"format": "baton.check.v1", "name": "gpt",
+    "gpt": {"num_layers": 16, "hidden_size": 2048, "num_attention_heads": 16, "seq_length": 1024,
+            "global_batch_size": 64, "pinned": )"
+                                  << pinned << R"(},
+    "topology": "topologies/a100_4x8.json", "expected": )"
+                                  << expected << "}";
+}
+
+}  // namespace
+
+TEST_CASE("check re-plans a GPT layout case and reports a moved layout", "[cli][check][megatron]") {
+  const fs::path dir = scratch_dir("check-gpt");
+  write_gpt_case(dir, R"({"tensor_model_parallel_size": 2, "recompute_granularity": "none"})",
+                 R"({"iteration_time_s": 1.0, "layout": "x"})");
+  const CliRun update = run_baton("check --update '" + dir.string() + "'", "check-gpt-update");
+  INFO(update.err);
+  REQUIRE(update.exit_code == 0);
+  const CliRun same = run_baton("check '" + dir.string() + "'", "check-gpt-same");
+  CHECK(same.exit_code == 0);
+  // The pinned axes hold in the layout the search chose.
+  CHECK(same.out.find("ok   gpt (") != std::string::npos);
+  CHECK(same.out.find(", t 2 p ") != std::string::npos);
+  CHECK(same.out.find(" recompute none") != std::string::npos);
+
+  write_gpt_case(dir, R"({"tensor_model_parallel_size": 2, "recompute_granularity": "none"})",
+                 R"({"iteration_time_s": 1.0, "layout": "t 8 p 1 d 4 b 1 recompute full"})");
+  const CliRun moved = run_baton("check '" + dir.string() + "'", "check-gpt-moved");
+  CHECK(moved.exit_code == 1);
+  CHECK(moved.out.find("layout    expected t 8 p 1 d 4 b 1 recompute full") != std::string::npos);
+  CHECK(moved.out.find("time      expected 1 s") != std::string::npos);
+
+  write_gpt_case(dir, R"({"tensor_model_parallel_size": 2, "recompute_granularity": "some"})",
+                 R"({"iteration_time_s": 1.0, "layout": "x"})");
+  const CliRun bad = run_baton("check '" + dir.string() + "'", "check-gpt-bad");
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("gpt.pinned.recompute_granularity must be none, selective or full") != std::string::npos);
+}

@@ -63,3 +63,28 @@ TEST_CASE("megatron search: nothing fits, said so", "[planner][megatron]") {
 
 }  // namespace
 }  // namespace baton
+
+namespace baton {
+namespace {
+
+TEST_CASE("megatron search: at sequence 8192 a 39B model fits 32 A100s only with recomputation",
+          "[planner][megatron]") {
+  // The "must recompute" case of tests/planner_cases: 48 layers, h 8192, 64
+  // heads, s 8192, batch 512. Without recomputation every layout's activations
+  // overflow 80 GB (Korthikanti: s b h (10 + 24/t + 5 a s / (h t)) bytes per
+  // layer, the 5 a s / h = 320 term alone 21 GB per layer at t 1).
+  const Topology topology = testing::shipped_topology("a100_4x8.json");
+  const GptModel model{48, 8192, 64, 8192, 50257};
+  MegatronAxes none;
+  none.recompute = Recompute::kNone;
+  const auto without = search_megatron_layouts(model, 512, false, none, topology, 1);
+  REQUIRE_FALSE(without.ok());
+  CHECK(without.error().message.find("no layout") != std::string::npos);
+  const auto free = search_megatron_layouts(model, 512, false, {}, topology, 1);
+  REQUIRE(free.ok());
+  CHECK(free->best.front().layout.recompute != Recompute::kNone);
+  CHECK(free->best.front().peak_memory <= topology.device.memory);
+}
+
+}  // namespace
+}  // namespace baton

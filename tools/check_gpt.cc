@@ -1,0 +1,78 @@
+#include "tools/check_gpt.h"
+
+#include <fmt/format.h>
+
+#include "tools/cli_support.h"
+
+namespace baton::cli {
+
+namespace {
+
+using json_fields::FieldPath;
+
+void read_pinned(const nlohmann::json& pinned, const FieldPath& at, MegatronAxes& axes) {
+  take(json_fields::check_object(pinned, at));
+  take(json_fields::check_known_keys(pinned, at,
+                                     {"tensor_model_parallel_size", "pipeline_model_parallel_size", "micro_batch_size",
+                                      "num_layers_per_virtual_pipeline_stage", "recompute_granularity",
+                                      "sequence_parallel", "use_distributed_optimizer"}));
+  const auto integer = [&](const char* name, int least, std::optional<int>& into) {
+    if (pinned.contains(name)) into = static_cast<int>(take(json_fields::read_integer(pinned, at, name, least)));
+  };
+  integer("tensor_model_parallel_size", 1, axes.tensor);
+  integer("pipeline_model_parallel_size", 1, axes.pipeline);
+  integer("micro_batch_size", 1, axes.micro_batch);
+  integer("num_layers_per_virtual_pipeline_stage", 0, axes.layers_per_virtual_stage);
+  if (pinned.contains("recompute_granularity")) {
+    const std::string r = take(json_fields::read_string(pinned, at, "recompute_granularity"));
+    if (r != "none" && r != "selective" && r != "full")
+      throw UsageError(at.field("recompute_granularity").error("must be none, selective or full", r).message);
+    axes.recompute = r == "full" ? Recompute::kFull : r == "selective" ? Recompute::kSelective : Recompute::kNone;
+  }
+  for (const char* name : {"sequence_parallel", "use_distributed_optimizer"}) {
+    if (!pinned.contains(name)) continue;
+    if (!pinned[name].is_boolean())
+      throw UsageError(at.field(name).error("must be true or false", pinned[name]).message);
+    (std::string_view(name) == "sequence_parallel" ? axes.sequence_parallel : axes.distributed_optimizer) =
+        pinned[name].get<bool>();
+  }
+}
+
+}  // namespace
+
+GptCheck read_gpt_check(const nlohmann::json& gpt, const FieldPath& at) {
+  take(json_fields::check_object(gpt, at));
+  take(json_fields::check_known_keys(gpt, at,
+                                     {"num_layers", "hidden_size", "num_attention_heads", "seq_length", "vocab_size",
+                                      "global_batch_size", "bf16", "pinned"}));
+  GptCheck check;
+  check.model.layers = take(json_fields::read_integer(gpt, at, "num_layers", 1));
+  check.model.hidden = take(json_fields::read_integer(gpt, at, "hidden_size", 1));
+  check.model.heads = take(json_fields::read_integer(gpt, at, "num_attention_heads", 1));
+  check.model.sequence = take(json_fields::read_integer(gpt, at, "seq_length", 1));
+  check.model.vocab = take(json_fields::read_integer_or(gpt, at, "vocab_size", 1, 50257));
+  check.global_batch = static_cast<int>(take(json_fields::read_integer(gpt, at, "global_batch_size", 1)));
+  if (gpt.contains("bf16")) {
+    if (!gpt["bf16"].is_boolean())
+      throw UsageError(at.field("bf16").error("must be true or false", gpt["bf16"]).message);
+    check.bf16 = gpt["bf16"].get<bool>();
+  }
+  if (gpt.contains("pinned")) read_pinned(gpt["pinned"], at.field("pinned"), check.pinned);
+  return check;
+}
+
+std::string short_layout(const GptModel& model, const MegatronLayout& l) {
+  return fmt::format("t {} p {} d {} b {}{} recompute {}{}{}", l.tensor, l.pipeline, l.data, l.micro_batch,
+                     l.layers_per_virtual_stage > 0 ? fmt::format(" v {}", l.virtual_stages(model)) : "",
+                     recompute_name(l.recompute), l.sequence_parallel ? " sp" : "",
+                     l.distributed_optimizer ? " dist-opt" : "");
+}
+
+Result<GptCheckResult> plan_gpt_check(const GptCheck& check, const Topology& topology) {
+  auto found = search_megatron_layouts(check.model, check.global_batch, check.bf16, check.pinned, topology, 1);
+  if (!found) return found.error();
+  const MegatronCandidate& best = found->best.front();
+  return GptCheckResult{best.iteration_time.value, short_layout(check.model, best.layout)};
+}
+
+}  // namespace baton::cli
