@@ -71,7 +71,10 @@ std::string megatron_text(const GptModel& model, const MegatronLayout& layout, c
           "it fit\n";
     for (const std::string& hint : p.fit_hints) out += fmt::format("  would fit with {}\n", hint);
   }
-  out += fmt::format("\nsimulated {} actions in {:.3f} s\n", p.simulation.metrics.actions,
+  out += fmt::format("\nsimulated {} actions{} in {:.3f} s\n", p.simulation.metrics.actions,
+                     p.simulation.one_replica
+                         ? fmt::format(" (one data-parallel replica: the {} replicas run alike)", layout.data)
+                         : std::string(),
                      p.simulation.metrics.wall_seconds);
   return out;
 }
@@ -126,6 +129,7 @@ nlohmann::json megatron_json(const GptModel& model, const MegatronLayout& layout
       {"fits", p.memory.fits()},
       {"fit_hints", p.fit_hints},
       {"actions", p.simulation.metrics.actions},
+      {"simulated_replicas", p.simulation.one_replica ? 1 : layout.data},
       {"simulator_wall_s", p.simulation.metrics.wall_seconds}};
 }
 
