@@ -12,7 +12,7 @@ namespace baton {
 
 namespace {
 
-enum class AxisKind { kWhole, kWholeOrZero, kRecompute, kYesNo, kTopology, kCluster };
+enum class AxisKind { kWhole, kWholeOrZero, kRecompute, kYesNo, kZeroBubble, kTopology, kCluster };
 
 struct AxisInfo {
   const char* name;
@@ -30,13 +30,15 @@ constexpr AxisInfo kLayoutAxes[] = {
     {"sequence-parallel", "", AxisKind::kYesNo},
     {"use-distributed-optimizer", "", AxisKind::kYesNo},
     {"overlap-grad-reduce", "", AxisKind::kYesNo},
+    {"zero-bubble", "", AxisKind::kZeroBubble},
     {"topology", "", AxisKind::kTopology},
 };
 
 constexpr const char* kAxisList =
     "tensor-model-parallel-size (tp), pipeline-model-parallel-size (pp), micro-batch-size (mbs), "
     "global-batch-size (gbs), num-layers-per-virtual-pipeline-stage (vpp), recompute-granularity, "
-    "sequence-parallel, use-distributed-optimizer, overlap-grad-reduce, topology, servers, devices_per_server, "
+    "sequence-parallel, use-distributed-optimizer, overlap-grad-reduce, zero-bubble, topology, servers, "
+    "devices_per_server, "
     "bandwidth_gbps.L, latency_us.L, memory_gib";
 
 const AxisInfo* find_axis(const std::string& name) {
@@ -67,6 +69,9 @@ Result<std::string> canonical_value(const AxisInfo& info, const std::string& val
     case AxisKind::kRecompute:
       if (value == "none" || value == "selective" || value == "full") return value;
       return bad("none, selective or full");
+    case AxisKind::kZeroBubble:
+      if (value == "1f1b" || value == "zb-h1" || value == "zb-h2") return value;
+      return bad("1f1b, zb-h1 or zb-h2");
     case AxisKind::kYesNo:
       if (value == "yes" || value == "1" || value == "on" || value == "true") return std::string("yes");
       if (value == "no" || value == "0" || value == "off" || value == "false") return std::string("no");
@@ -125,6 +130,7 @@ void apply_layout_axis(const std::string& name, const std::string& value, Megatr
   if (name == "sequence-parallel") pinned.sequence_parallel = layout.sequence_parallel = yes;
   if (name == "use-distributed-optimizer") pinned.distributed_optimizer = layout.distributed_optimizer = yes;
   if (name == "overlap-grad-reduce") layout.overlap_grad_reduce = yes;
+  if (name == "zero-bubble") pinned.zero_bubble = layout.zero_bubble = value == "zb-h1" ? 1 : value == "zb-h2" ? 2 : 0;
 }
 
 }  // namespace
@@ -153,11 +159,11 @@ size_t gpt_sweep_size(const GptSweepSpec& spec) {
 std::vector<std::string> gpt_sweep_header(const GptSweepSpec& spec) {
   std::vector<std::string> header = sweep_lead_columns();
   for (const GptSweepAxis& axis : spec.axes) header.push_back(axis.name);
-  for (const char* column :
-       {"tensor_model_parallel_size", "pipeline_model_parallel_size", "data_parallel_size", "micro_batch_size",
-        "num_layers_per_virtual_pipeline_stage", "recompute_granularity", "sequence_parallel",
-        "use_distributed_optimizer", "gpus", "microbatches", "iteration_time_s", "throughput_samples_per_s",
-        "model_tflops_per_gpu", "peak_memory_bytes", "memory_capacity_bytes", "fits", "error"})
+  for (const char* column : {"tensor_model_parallel_size", "pipeline_model_parallel_size", "data_parallel_size",
+                             "micro_batch_size", "num_layers_per_virtual_pipeline_stage", "recompute_granularity",
+                             "sequence_parallel", "use_distributed_optimizer", "pipeline_schedule", "gpus",
+                             "microbatches", "iteration_time_s", "throughput_samples_per_s", "model_tflops_per_gpu",
+                             "peak_memory_bytes", "memory_capacity_bytes", "fits", "error"})
     header.push_back(column);
   return header;
 }
@@ -235,6 +241,7 @@ std::vector<std::string> point_row(const GptSweepSpec& spec, size_t index, const
        {std::to_string(l.tensor), std::to_string(l.pipeline), r.has_layout ? std::to_string(l.data) : "",
         std::to_string(l.micro_batch), std::to_string(l.layers_per_virtual_stage),
         std::string(recompute_name(l.recompute)), yes_no(l.sequence_parallel), yes_no(l.distributed_optimizer),
+        l.layers_per_virtual_stage > 0 ? std::string("interleaved-1f1b") : std::string(zero_bubble_name(l.zero_bubble)),
         r.has_layout ? std::to_string(l.gpus()) : "",
         r.has_layout && l.micro_batch * l.data > 0 ? std::to_string(l.microbatches()) : ""})
     row.push_back(field);

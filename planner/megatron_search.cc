@@ -41,24 +41,27 @@ std::vector<MegatronLayout> enumerate(const GptModel& model, int global_batch, b
         if (p >= 2 && m % p == 0)
           for (int per : divisors(model.layers / p, model.layers / p / 2)) chunks.push_back(per);
         for (int per : pinned_or(fixed.layers_per_virtual_stage, chunks))
-          for (Recompute r : pinned_or(fixed.recompute, {Recompute::kNone, Recompute::kSelective, Recompute::kFull}))
-            for (bool sp :
-                 pinned_or(fixed.sequence_parallel, t > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false}))
-              for (bool dist : pinned_or(fixed.distributed_optimizer,
-                                         d > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false})) {
-                MegatronLayout l;
-                l.tensor = t;
-                l.pipeline = p;
-                l.data = d;
-                l.micro_batch = b;
-                l.global_batch = global_batch;
-                l.layers_per_virtual_stage = per;
-                l.recompute = r;
-                l.sequence_parallel = sp;
-                l.distributed_optimizer = dist;
-                l.bf16 = bf16;
-                if (check_megatron_layout(model, l, gpus)) out.push_back(l);
-              }
+          for (int zb :
+               pinned_or(fixed.zero_bubble, p >= 2 && per == 0 ? std::vector<int>{0, 1, 2} : std::vector<int>{0}))
+            for (Recompute r : pinned_or(fixed.recompute, {Recompute::kNone, Recompute::kSelective, Recompute::kFull}))
+              for (bool sp : pinned_or(fixed.sequence_parallel,
+                                       t > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false}))
+                for (bool dist : pinned_or(fixed.distributed_optimizer,
+                                           d > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false})) {
+                  MegatronLayout l;
+                  l.tensor = t;
+                  l.pipeline = p;
+                  l.data = d;
+                  l.micro_batch = b;
+                  l.global_batch = global_batch;
+                  l.layers_per_virtual_stage = per;
+                  l.zero_bubble = zb;
+                  l.recompute = r;
+                  l.sequence_parallel = sp;
+                  l.distributed_optimizer = dist;
+                  l.bf16 = bf16;
+                  if (check_megatron_layout(model, l, gpus)) out.push_back(l);
+                }
       }
     }
   }
@@ -85,8 +88,8 @@ Result<MegatronSearchResult> search_megatron_layouts(const GptModel& model, int 
   if (!gpu) return gpu.error();
   MegatronSearchResult result;
   std::vector<MegatronCandidate> fitting;
-  std::map<std::tuple<int, int, int>, std::vector<HeldPeak>> held;  // (p, chunks, microbatches per rank)
-  std::map<int, CollectiveTime> collectives;                        // per t
+  std::map<std::tuple<int, int, int, int, double>, std::vector<HeldPeak>> held;  // (p, chunks, m, zb, share)
+  std::map<int, CollectiveTime> collectives;                                     // per t
   for (const MegatronLayout& layout : enumerate(model, global_batch, bf16, fixed, topology)) {
     ++result.enumerated;
     auto collective = collectives.find(layout.tensor);
@@ -94,9 +97,11 @@ Result<MegatronSearchResult> search_megatron_layouts(const GptModel& model, int 
       collective = collectives.emplace(layout.tensor, tensor_allreduce(topology, layout.tensor)).first;
     const MegatronProfile profile = make_megatron_profile(model, layout, *gpu, collective->second);
     const Plan plan = megatron_plan(model, layout);
-    const auto key = std::make_tuple(layout.pipeline, layout.virtual_stages(model), layout.microbatches());
+    const double share = weight_pass_share(model, layout);
+    const auto key = std::make_tuple(layout.pipeline, layout.virtual_stages(model), layout.microbatches(),
+                                     layout.zero_bubble, share);
     auto found = held.find(key);
-    if (found == held.end()) found = held.emplace(key, held_peaks(plan)).first;
+    if (found == held.end()) found = held.emplace(key, held_peaks(plan, share)).first;
     const MegatronMemory memory = megatron_memory(model, layout, plan, profile, topology.device.memory, &found->second);
     if (!memory.fits()) {
       ++result.not_fitting;

@@ -9,6 +9,7 @@
 //   b: a divisor of B / d up to 16;
 //   interleaving: none, or every layers-per-virtual-stage giving >= 2 chunks
 //      (p >= 2, microbatches a multiple of p);
+//   without interleaving and with p >= 2, the schedule: 1F1B, ZB-H1 or ZB-H2;
 //   recomputation none, selective, full; sequence parallelism (t > 1) or not;
 //   the distributed optimizer (d > 1) or not;
 // a flag given in MegatronSearch::fixed pins that axis. Every layout that
@@ -31,6 +32,7 @@ namespace baton {
 
 struct MegatronAxes {  // a set field pins its axis
   std::optional<int> tensor, pipeline, micro_batch, layers_per_virtual_stage;
+  std::optional<int> zero_bubble;  // MegatronLayout::zero_bubble: 0, 1 (ZB-H1), 2 (ZB-H2)
   std::optional<Recompute> recompute;
   std::optional<bool> sequence_parallel, distributed_optimizer;
 };

@@ -15,6 +15,10 @@ const char* recompute_name(Recompute recompute) {
   return "none";
 }
 
+const char* zero_bubble_name(int zero_bubble) {
+  return zero_bubble == 1 ? "zb-h1" : zero_bubble == 2 ? "zb-h2" : "1f1b";
+}
+
 int MegatronLayout::virtual_stages(const GptModel& model) const {
   if (layers_per_virtual_stage <= 0) return 1;
   return static_cast<int>(model.layers / (static_cast<int64_t>(pipeline) * layers_per_virtual_stage));
@@ -85,6 +89,13 @@ Status check_megatron_layout(const GptModel& model, const MegatronLayout& layout
                     layout.global_batch, layout.microbatches(), layout.pipeline));
   if (layout.sequence_parallel && layout.tensor < 2)
     return bad("--sequence-parallel needs --tensor-model-parallel-size of at least 2");
+  if (layout.zero_bubble < 0 || layout.zero_bubble > 2)
+    return bad("--zero-bubble-max-pending-backward must be p (ZB-H1) or 2p (ZB-H2)");
+  if (layout.zero_bubble > 0 && layout.pipeline < 2)
+    return bad("--enable-zero-bubble needs --pipeline-model-parallel-size of at least 2");
+  if (layout.zero_bubble > 0 && layout.layers_per_virtual_stage > 0)
+    return bad(
+        "--enable-zero-bubble runs one chunk per GPU: drop --num-layers-per-virtual-pipeline-stage (or zero bubble)");
   if (layout.gpus() > devices)
     return bad(
         fmt::format("the layout needs {} GPUs (--tensor-model-parallel-size {} x --pipeline-model-parallel-size {} x "
@@ -109,7 +120,9 @@ nlohmann::json megatron_arguments(const GptModel& model, const MegatronLayout& l
           {"sequence_parallel", layout.sequence_parallel},
           {"bf16", layout.bf16},
           {"use_distributed_optimizer", layout.distributed_optimizer},
-          {"overlap_grad_reduce", layout.overlap_grad_reduce}};
+          {"overlap_grad_reduce", layout.overlap_grad_reduce},
+          {"enable_zero_bubble", layout.zero_bubble > 0},
+          {"zero_bubble_max_pending_backward", layout.zero_bubble * layout.pipeline}};
 }
 
 namespace {
@@ -131,7 +144,8 @@ Result<MegatronSpec> megatron_from_arguments(const nlohmann::json& arguments, co
           {"num_layers", "hidden_size", "num_attention_heads", "seq_length", "vocab_size", "tensor_model_parallel_size",
            "pipeline_model_parallel_size", "data_parallel_size", "micro_batch_size", "global_batch_size",
            "num_layers_per_virtual_pipeline_stage", "recompute_granularity", "sequence_parallel", "bf16",
-           "use_distributed_optimizer", "overlap_grad_reduce"});
+           "use_distributed_optimizer", "overlap_grad_reduce", "enable_zero_bubble",
+           "zero_bubble_max_pending_backward"});
       !ok)
     return ok.error();
   std::vector<int64_t> numbers;
@@ -160,12 +174,22 @@ Result<MegatronSpec> megatron_from_arguments(const nlohmann::json& arguments, co
   l.recompute = *recompute == "full"        ? Recompute::kFull
                 : *recompute == "selective" ? Recompute::kSelective
                                             : Recompute::kNone;
-  bool* flags[] = {&l.sequence_parallel, &l.bf16, &l.distributed_optimizer, &l.overlap_grad_reduce};
-  const char* names[] = {"sequence_parallel", "bf16", "use_distributed_optimizer", "overlap_grad_reduce"};
-  for (int i = 0; i < 4; ++i) {
+  bool zero_bubble = false;
+  bool* flags[] = {&l.sequence_parallel, &l.bf16, &l.distributed_optimizer, &l.overlap_grad_reduce, &zero_bubble};
+  const char* names[] = {"sequence_parallel", "bf16", "use_distributed_optimizer", "overlap_grad_reduce",
+                         "enable_zero_bubble"};
+  for (int i = 0; i < 5; ++i) {
     auto flag = read_flag(arguments, at, names[i]);
     if (!flag) return flag.error();
     *flags[i] = *flag;
+  }
+  auto pending = json_fields::read_integer(arguments, at, "zero_bubble_max_pending_backward", 0);
+  if (!pending) return pending.error();
+  if (zero_bubble) {
+    if (*pending != l.pipeline && *pending != 2 * l.pipeline)
+      return at.field("zero_bubble_max_pending_backward")
+          .error(fmt::format("must be p = {} (ZB-H1) or 2p = {} (ZB-H2)", l.pipeline, 2 * l.pipeline), *pending);
+    l.zero_bubble = *pending == l.pipeline ? 1 : 2;
   }
   return spec;
 }

@@ -46,6 +46,7 @@ struct GptModel {
 
 enum class Recompute { kNone, kSelective, kFull };
 const char* recompute_name(Recompute recompute);  // "none", "selective", "full"
+const char* zero_bubble_name(int zero_bubble);    // "1f1b", "zb-h1", "zb-h2"
 
 struct MegatronLayout {
   int tensor = 1;
@@ -59,6 +60,11 @@ struct MegatronLayout {
   bool bf16 = false;  // else fp16
   bool distributed_optimizer = false;
   bool overlap_grad_reduce = false;
+  // The zero-bubble schedules of Qi et al. (ICLR 2024) instead of 1F1B (one
+  // chunk per GPU, p >= 2): 0 none, 1 ZB-H1, 2 ZB-H2. Flags of the Zero
+  // Bubble authors' Megatron-LM fork: --enable-zero-bubble with
+  // --zero-bubble-max-pending-backward p (ZB-H1) or 2p (ZB-H2).
+  int zero_bubble = 0;
 
   int gpus() const { return tensor * pipeline * data; }
   int microbatches() const { return global_batch / (micro_batch * data); }
@@ -80,7 +86,9 @@ double megatron_model_flops(const GptModel& model, const MegatronLayout& layout)
 // "global_batch_size", "num_layers_per_virtual_pipeline_stage" (0: not
 // interleaved), "recompute_granularity" ("none", "selective", "full"),
 // "sequence_parallel", "bf16", "use_distributed_optimizer",
-// "overlap_grad_reduce"}, every key required and no other.
+// "overlap_grad_reduce", "enable_zero_bubble",
+// "zero_bubble_max_pending_backward" (p for ZB-H1, 2p for ZB-H2, 0 without)},
+// every key required and no other.
 struct MegatronSpec {
   GptModel model;
   MegatronLayout layout;
@@ -94,7 +102,8 @@ Result<MegatronSpec> megatron_from_arguments(const nlohmann::json& arguments, co
 // would be valid: positive sizes, heads divisible by t, layers divisible among
 // the pipeline stages (and their chunks), a micro-batch size that divides the
 // global batch per data-parallel rank, at most `devices` GPUs, sequence
-// parallelism only with t > 1.
+// parallelism only with t > 1, zero-bubble schedules only with p >= 2 and
+// without interleaving.
 Status check_megatron_layout(const GptModel& model, const MegatronLayout& layout, int devices);
 
 }  // namespace baton

@@ -37,6 +37,16 @@ double block_activation_bytes(const GptModel& model, const MegatronLayout& layou
   return 0.0;
 }
 
+// What a block keeps between its I and its W pass (zero-bubble schedules):
+// its weight GEMMs' inputs (QKV 2, projection 2 / t, MLP in 2, MLP out 8 / t
+// of s b h) and output gradients (6 / t, 2, 8 / t, 2): (8 + 24 / t) s b h,
+// 32 / t s b h with sequence parallelism.
+double weight_pass_bytes(const GptModel& model, const MegatronLayout& layout) {
+  const double sbh = static_cast<double>(model.sequence) * layout.micro_batch * static_cast<double>(model.hidden);
+  const double t = layout.tensor;
+  return sbh * (layout.sequence_parallel ? 32.0 / t : 8.0 + 24.0 / t);
+}
+
 double working_set_bytes(const GptModel& model, const MegatronLayout& layout) {
   MegatronLayout none = layout;
   none.recompute = Recompute::kNone;
@@ -124,7 +134,10 @@ Plan megatron_plan(const GptModel& model, const MegatronLayout& layout) {
   Plan plan;
   plan.model = fmt::format("gpt L{} h{}", model.layers, model.hidden);
   const int v = layout.virtual_stages(model);
-  plan.schedule = v > 1 ? Schedule::kInterleaved1F1B : Schedule::kOneFOneB;
+  plan.schedule = v > 1                     ? Schedule::kInterleaved1F1B
+                  : layout.zero_bubble == 1 ? Schedule::kZbH1
+                  : layout.zero_bubble == 2 ? Schedule::kZbH2
+                                            : Schedule::kOneFOneB;
   plan.virtual_stages = v;
   plan.microbatch_size = layout.micro_batch;
   plan.microbatches = layout.microbatches() * layout.data;  // microbatch k runs on replica k mod d
@@ -145,7 +158,11 @@ bool MegatronMemory::fits() const {
   return std::all_of(ranks.begin(), ranks.end(), [&](const MegatronRankMemory& r) { return r.peak <= capacity; });
 }
 
-std::vector<HeldPeak> held_peaks(const Plan& plan) {
+double weight_pass_share(const GptModel& model, const MegatronLayout& layout) {
+  return layout.zero_bubble > 0 ? weight_pass_bytes(model, layout) / block_activation_bytes(model, layout) : 0.0;
+}
+
+std::vector<HeldPeak> held_peaks(const Plan& plan, double weight_share) {
   // One replica: microbatch k runs on replica k mod d, so replica 0 of a
   // d-replica plan runs what the single pipeline of m / d microbatches runs.
   Plan single = plan;
@@ -161,19 +178,30 @@ std::vector<HeldPeak> held_peaks(const Plan& plan) {
     const std::vector<int> chunks = stages_of_rank(single, rank);
     const int worker = worker_index(single, chunks.front(), 0);
     // Running sums over the rank's chunks: a forward holds its chunk's
-    // blocks for one more microbatch, a backward (B or I) lets them go.
+    // blocks for one more microbatch, a backward (B or I) lets them go; an I
+    // leaves what the W pass needs (weight_share of them) until its W.
     HeldPeak peak;
     double blocks = 0.0;
     int count = 0;
     for (const Action& action : program.actions[worker]) {
       const int s = action.stage;
-      const int sign = action.kind == ActionKind::kForward ? 1
-                       : action.kind == ActionKind::kBackward || action.kind == ActionKind::kBackwardInput ? -1
-                                                                                                          : 0;
-      if (sign == 0) continue;
-      const int in_stage = single.stages[s].layers.size() - (s == 0 ? 1 : 0) - (s == last_stage ? 1 : 0);
-      blocks += sign * static_cast<double>(in_stage);
-      count += sign;
+      const double in_stage = single.stages[s].layers.size() - (s == 0 ? 1 : 0) - (s == last_stage ? 1 : 0);
+      switch (action.kind) {
+        case ActionKind::kForward:
+          blocks += in_stage;
+          ++count;
+          break;
+        case ActionKind::kBackward:
+          blocks -= in_stage;
+          --count;
+          break;
+        case ActionKind::kBackwardInput: blocks -= (1.0 - weight_share) * in_stage; break;
+        case ActionKind::kBackwardWeight:
+          blocks -= weight_share * in_stage;
+          --count;
+          break;
+        default: continue;
+      }
       peak.block_microbatches = std::max(peak.block_microbatches, blocks);
       peak.microbatches = std::max(peak.microbatches, count);
     }
@@ -192,7 +220,8 @@ MegatronMemory megatron_memory(const GptModel& model, const MegatronLayout& layo
   const double working = working_set_bytes(model, layout);
   const double logits = static_cast<double>(model.sequence) * layout.micro_batch *
                         static_cast<double>(padded_vocab(model, layout.tensor)) / layout.tensor * 4.0 * 2.0;
-  const std::vector<HeldPeak> computed = held ? std::vector<HeldPeak>{} : held_peaks(plan);
+  const std::vector<HeldPeak> computed =
+      held ? std::vector<HeldPeak>{} : held_peaks(plan, weight_pass_share(model, layout));
   const std::vector<HeldPeak>& peaks = held ? *held : computed;
   const int last_stage = plan.num_stages() - 1;
   for (int rank = 0; rank < layout.pipeline; ++rank) {

@@ -25,8 +25,12 @@
 //     full:      2, the layer's input (2 / t), plus one layer's "none"
 //                working set during its backward;
 //   times the microbatches in flight on the rank at the worst moment, counted
-//   chunk by chunk from the schedule's Program; plus on the last rank the
-//   fp32 logits of one microbatch twice (s b V / t x 4 x 2).
+//   chunk by chunk from the schedule's Program (with ZB-H1 and ZB-H2 a
+//   microbatch whose I pass has run keeps what its W pass needs, (8 + 24 / t)
+//   s b h, until the W runs); plus on the last rank the fp32 logits of one
+//   microbatch twice (s b V / t x 4 x 2).
+// The schedule is 1F1B, Megatron's interleaved 1F1B, or with zero_bubble
+// ZB-H1 or ZB-H2 (sim/schedules.h) on the profile's I and W halves.
 // Thread safety: pure functions.
 #pragma once
 
@@ -99,11 +103,20 @@ struct MegatronMemory {
 // microbatches of activations held (each chunk's microbatches in flight times
 // its blocks) and the most microbatches in flight. It depends only on p, the
 // chunks and the microbatches per rank (one replica's Program is followed).
+// With a zero-bubble schedule a block keeps `weight_share` of its
+// activations from its I pass to its W pass (weight_pass_share), and a
+// microbatch is in flight until its W.
 struct HeldPeak {
   double block_microbatches = 0.0;
   int microbatches = 0;
 };
-std::vector<HeldPeak> held_peaks(const Plan& plan);
+std::vector<HeldPeak> held_peaks(const Plan& plan, double weight_share = 0.0);
+
+// What a block keeps from its I to its W pass over what it keeps from its
+// forward to its backward (0 without a zero-bubble schedule): its weight
+// GEMMs' inputs and output gradients, (8 + 24 / t) s b h bytes (32 / t s b h
+// with sequence parallelism), over its activations (above).
+double weight_pass_share(const GptModel& model, const MegatronLayout& layout);
 
 // Memory per GPU of each pipeline rank (above). Plan from megatron_plan;
 // `held`: held_peaks of it, when the caller has them already.

@@ -63,7 +63,9 @@ GptCheck read_gpt_check(const nlohmann::json& gpt, const FieldPath& at) {
 
 std::string short_layout(const GptModel& model, const MegatronLayout& l) {
   return fmt::format("t {} p {} d {} b {}{} recompute {}{}{}", l.tensor, l.pipeline, l.data, l.micro_batch,
-                     l.layers_per_virtual_stage > 0 ? fmt::format(" v {}", l.virtual_stages(model)) : "",
+                     l.layers_per_virtual_stage > 0 ? fmt::format(" v {}", l.virtual_stages(model))
+                     : l.zero_bubble > 0            ? std::string(" ") + zero_bubble_name(l.zero_bubble)
+                                                    : "",
                      recompute_name(l.recompute), l.sequence_parallel ? " sp" : "",
                      l.distributed_optimizer ? " dist-opt" : "");
 }

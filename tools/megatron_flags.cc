@@ -33,6 +33,13 @@ void add_megatron_flags(CLI::App& cmd, MegatronArgs& args) {
   cmd.add_flag("--use-distributed-optimizer", args.distributed_optimizer,
                "shard the fp32 master weights and Adam moments across the data-parallel ranks")
       ->group(group);
+  cmd.add_flag("--enable-zero-bubble", args.zero_bubble,
+               "the zero-bubble schedules (Qi et al., ICLR 2024; the flags of their Megatron-LM fork): ZB-H1, or "
+               "ZB-H2 with --zero-bubble-max-pending-backward 2p; for plan, --enable-zero-bubble=false pins 1F1B")
+      ->group(group);
+  cmd.add_option("--zero-bubble-max-pending-backward", args.zero_bubble_pending,
+                 "p (ZB-H1, the default) or 2p (ZB-H2): microbatches held before their W passes run")
+      ->group(group);
   cmd.add_flag("--overlap-grad-reduce", args.overlap_grad_reduce,
                "overlap the data-parallel gradient reduction with the backward pass")
       ->group(group);
@@ -51,6 +58,13 @@ MegatronAxes pinned_megatron_axes(const MegatronArgs& flags, const CLI::App& cmd
                                                       : Recompute::kNone;
   if (given("--sequence-parallel")) axes.sequence_parallel = true;
   if (given("--use-distributed-optimizer")) axes.distributed_optimizer = true;
+  if (given("--enable-zero-bubble")) {
+    // The pending limit tells ZB-H1 (p) from ZB-H2 (2p) only against a pinned p.
+    if (flags.zero_bubble_pending != 0 && !given("--pipeline-model-parallel-size"))
+      throw UsageError(
+          "plan: --zero-bubble-max-pending-backward is p or 2p: pin --pipeline-model-parallel-size with it");
+    axes.zero_bubble = !flags.zero_bubble ? 0 : flags.zero_bubble_pending == 2 * flags.pipeline ? 2 : 1;
+  }
   if (given("--data-parallel-size"))
     throw UsageError(
         "plan: --data-parallel-size follows from the GPUs, t and p; pin --tensor-model-parallel-size and "
@@ -86,6 +100,17 @@ MegatronRun megatron_flags_unchecked(const MegatronArgs& args) {
   layout.distributed_optimizer = args.distributed_optimizer;
   layout.overlap_grad_reduce = args.overlap_grad_reduce;
   layout.data = args.data;
+  if (!args.zero_bubble && args.zero_bubble_pending != 0)
+    throw UsageError("--zero-bubble-max-pending-backward goes with --enable-zero-bubble");
+  if (args.zero_bubble) {
+    const int p = std::max(args.pipeline, 1), pending = args.zero_bubble_pending == 0 ? p : args.zero_bubble_pending;
+    if (pending != p && pending != 2 * p)
+      throw UsageError(fmt::format(
+          "--zero-bubble-max-pending-backward {} with --pipeline-model-parallel-size {}: baton runs ZB-H1 (p = {}) "
+          "and ZB-H2 (2p = {}), the handcrafted schedules; other limits need the fork's automatic scheduler",
+          pending, p, p, 2 * p));
+    layout.zero_bubble = pending == p ? 1 : 2;
+  }
   return run;
 }
 

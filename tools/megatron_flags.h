@@ -27,6 +27,8 @@ struct MegatronArgs {
   bool bf16 = false;
   bool distributed_optimizer = false;
   bool overlap_grad_reduce = false;
+  bool zero_bubble = false;     // --enable-zero-bubble
+  int zero_bubble_pending = 0;  // --zero-bubble-max-pending-backward (0: p)
 
   // Whether any model flag was given (--num-layers and its kin).
   bool given() const { return model.layers != 0 || model.hidden != 0 || model.heads != 0 || model.sequence != 0; }

@@ -30,6 +30,8 @@ std::string layout_line(const GptModel& model, const MegatronLayout& layout) {
       layout.pipeline, layout.data, layout.gpus(), layout.micro_batch, layout.microbatches(),
       layout.layers_per_virtual_stage > 0 ? fmt::format("interleaved 1F1B with {} chunks of {} layers",
                                                         layout.virtual_stages(model), layout.layers_per_virtual_stage)
+      : layout.zero_bubble == 1           ? std::string("ZB-H1 (zero bubble)")
+      : layout.zero_bubble == 2           ? std::string("ZB-H2 (zero bubble)")
                                           : std::string("1F1B"));
   text += fmt::format(", recompute {}{}, {}{}{}", recompute_name(layout.recompute),
                       layout.sequence_parallel ? ", sequence parallel" : "", layout.bf16 ? "bf16" : "fp16",
@@ -115,7 +117,11 @@ nlohmann::json megatron_json(const GptModel& model, const MegatronLayout& layout
         {"bf16", layout.bf16},
         {"fp16", !layout.bf16},
         {"use_distributed_optimizer", layout.distributed_optimizer},
-        {"overlap_grad_reduce", layout.overlap_grad_reduce}}},
+        {"overlap_grad_reduce", layout.overlap_grad_reduce},
+        {"enable_zero_bubble", layout.zero_bubble > 0},
+        {"zero_bubble_max_pending_backward",
+         layout.zero_bubble > 0 ? nlohmann::json(layout.zero_bubble * layout.pipeline) : nlohmann::json()}}},
+      {"schedule", std::string(schedule_name(p.plan.schedule))},
       {"topology", topology.name},
       {"device", topology.device.name},
       {"gpus", layout.gpus()},

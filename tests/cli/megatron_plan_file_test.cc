@@ -92,3 +92,30 @@ TEST_CASE("plan --emit torchrun prints the launch line of the chosen layout", "[
   CHECK(without_file.exit_code == 2);
   CHECK(without_file.err.find("--emit torchrun needs -o") != std::string::npos);
 }
+
+TEST_CASE("plan pins the zero-bubble schedule either way and emits the fork's flags", "[cli][megatron]") {
+  const CliRun zb = run_baton("plan --topology topologies/a100_4x8.json " + kModel +
+                                  "--pipeline-model-parallel-size 4 --enable-zero-bubble "
+                                  "--zero-bubble-max-pending-backward 8 --emit megatron",
+                              "megatron-zb-emit");
+  INFO(zb.err);
+  REQUIRE(zb.exit_code == 0);
+  CHECK(zb.out.find("--pipeline-model-parallel-size 4") != std::string::npos);
+  CHECK(zb.out.find(" --enable-zero-bubble --zero-bubble-max-pending-backward 8") != std::string::npos);
+
+  const CliRun off =
+      run_baton("plan --topology topologies/a100_4x8.json " + kModel + "--enable-zero-bubble=false --json --keep 20",
+                "megatron-zb-off");
+  INFO(off.err);
+  REQUIRE(off.exit_code == 0);
+  const nlohmann::json document = nlohmann::json::parse(off.out);
+  CHECK(document["layout"]["enable_zero_bubble"] == false);
+  for (const nlohmann::json& candidate : document["candidates"])
+    CHECK(candidate["layout"].get<std::string>().find("zb-h") == std::string::npos);
+
+  const CliRun unpinned = run_baton("plan --topology topologies/a100_4x8.json " + kModel +
+                                        "--enable-zero-bubble --zero-bubble-max-pending-backward 8",
+                                    "megatron-zb-unpinned");
+  CHECK(unpinned.exit_code == 2);
+  CHECK(unpinned.err.find("--zero-bubble-max-pending-backward") != std::string::npos);
+}

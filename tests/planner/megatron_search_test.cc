@@ -88,3 +88,31 @@ TEST_CASE("megatron search: at sequence 8192 a 39B model fits 32 A100s only with
 
 }  // namespace
 }  // namespace baton
+
+namespace baton {
+namespace {
+
+TEST_CASE("megatron search: the zero-bubble schedules are searched and can be pinned either way",
+          "[planner][megatron]") {
+  const Topology topology = testing::shipped_topology("a100_4x8.json");
+  const auto all = search_megatron_layouts(kModel, 64, false, {}, topology, 1000000);
+  REQUIRE(all.ok());
+  int zero_bubble = 0;
+  for (const MegatronCandidate& c : all->best) {
+    if (c.layout.zero_bubble == 0) continue;
+    ++zero_bubble;
+    CHECK(c.layout.pipeline >= 2);
+    CHECK(c.layout.layers_per_virtual_stage == 0);
+  }
+  CHECK(zero_bubble > 0);
+  for (int pin : {0, 2}) {
+    MegatronAxes fixed;
+    fixed.zero_bubble = pin;
+    const auto pinned = search_megatron_layouts(kModel, 64, false, fixed, topology, 1000000);
+    REQUIRE(pinned.ok());
+    for (const MegatronCandidate& c : pinned->best) CHECK(c.layout.zero_bubble == pin);
+  }
+}
+
+}  // namespace
+}  // namespace baton
