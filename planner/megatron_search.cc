@@ -23,6 +23,47 @@ std::vector<T> pinned_or(const std::optional<T>& pin, std::vector<T> all) {
   return pin ? std::vector<T>{*pin} : all;
 }
 
+// How the blocks are cut into stages and which schedule runs them: chunks of
+// `per` blocks (interleaved) or one chunk per GPU on 1F1B, ZB-H1 or ZB-H2, with
+// an even split or one or two fewer blocks on the first and the last stage.
+struct PipelineShape {
+  int per = 0;
+  int zero_bubble = 0;
+  int first = 0;
+  int last = 0;
+};
+
+// The splits of L blocks on p stages: even when p divides L, and with k_f, k_l
+// in {0, 1, 2} blocks fewer on the first and last stages than the m = (L +
+// k_f + k_l) / p of the others.
+std::vector<std::pair<int, int>> stage_splits(int64_t layers, int p, const MegatronAxes& fixed) {
+  if (fixed.stage_layers) return {*fixed.stage_layers};
+  std::vector<std::pair<int, int>> splits;
+  if (layers % p == 0) splits.emplace_back(0, 0);
+  for (int kf = 0; kf <= 2 && p >= 2; ++kf)
+    for (int kl = 0; kl <= 2; ++kl) {
+      if ((kf == 0 && kl == 0) || (layers + kf + kl) % p != 0) continue;
+      const int m = static_cast<int>((layers + kf + kl) / p);
+      if (m - kf >= 1 && m - kl >= 1) splits.emplace_back(kf > 0 ? m - kf : 0, kl > 0 ? m - kl : 0);
+    }
+  return splits;
+}
+
+std::vector<PipelineShape> pipeline_shapes(const GptModel& model, int p, int m, const MegatronAxes& fixed) {
+  std::vector<PipelineShape> shapes;
+  const std::vector<int> schedules = p >= 2 ? std::vector<int>{0, 1, 2} : std::vector<int>{0};
+  for (int zb : pinned_or(fixed.zero_bubble, schedules))
+    for (const auto& [first, last] : stage_splits(model.layers, p, fixed))
+      if (!fixed.layers_per_virtual_stage || *fixed.layers_per_virtual_stage == 0)
+        shapes.push_back(PipelineShape{0, zb, first, last});
+  if (p < 2 || m % p != 0 || model.layers % p != 0 || (fixed.zero_bubble && *fixed.zero_bubble != 0) ||
+      (fixed.stage_layers && *fixed.stage_layers != std::pair<int, int>{0, 0}))
+    return shapes;
+  for (int per : pinned_or(fixed.layers_per_virtual_stage, divisors(model.layers / p, model.layers / p / 2)))
+    if (per > 0) shapes.push_back(PipelineShape{per, 0, 0, 0});
+  return shapes;
+}
+
 // Every layout the search considers (see megatron_search.h).
 std::vector<MegatronLayout> enumerate(const GptModel& model, int global_batch, bool bf16, const MegatronAxes& fixed,
                                       const Topology& topology) {
@@ -31,38 +72,33 @@ std::vector<MegatronLayout> enumerate(const GptModel& model, int global_batch, b
   std::vector<MegatronLayout> out;
   for (int t : pinned_or(fixed.tensor, divisors(model.heads, inner))) {
     if (inner % t != 0 && !fixed.tensor) continue;
-    for (int p : pinned_or(fixed.pipeline, divisors(model.layers, model.layers))) {
+    for (int p : pinned_or(fixed.pipeline, divisors(gpus / t, model.layers))) {
       if (gpus % (t * p) != 0) continue;
       const int d = gpus / (t * p);
       if (global_batch % d != 0) continue;
-      for (int b : pinned_or(fixed.micro_batch, divisors(global_batch / d, 16))) {
-        const int m = global_batch / (b * d);
-        std::vector<int> chunks = {0};
-        if (p >= 2 && m % p == 0)
-          for (int per : divisors(model.layers / p, model.layers / p / 2)) chunks.push_back(per);
-        for (int per : pinned_or(fixed.layers_per_virtual_stage, chunks))
-          for (int zb :
-               pinned_or(fixed.zero_bubble, p >= 2 && per == 0 ? std::vector<int>{0, 1, 2} : std::vector<int>{0}))
-            for (Recompute r : pinned_or(fixed.recompute, {Recompute::kNone, Recompute::kSelective, Recompute::kFull}))
-              for (bool sp : pinned_or(fixed.sequence_parallel,
-                                       t > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false}))
-                for (bool dist : pinned_or(fixed.distributed_optimizer,
-                                           d > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false})) {
-                  MegatronLayout l;
-                  l.tensor = t;
-                  l.pipeline = p;
-                  l.data = d;
-                  l.micro_batch = b;
-                  l.global_batch = global_batch;
-                  l.layers_per_virtual_stage = per;
-                  l.zero_bubble = zb;
-                  l.recompute = r;
-                  l.sequence_parallel = sp;
-                  l.distributed_optimizer = dist;
-                  l.bf16 = bf16;
-                  if (check_megatron_layout(model, l, gpus)) out.push_back(l);
-                }
-      }
+      for (int b : pinned_or(fixed.micro_batch, divisors(global_batch / d, 16)))
+        for (const PipelineShape& shape : pipeline_shapes(model, p, global_batch / (b * d), fixed))
+          for (Recompute r : pinned_or(fixed.recompute, {Recompute::kNone, Recompute::kSelective, Recompute::kFull}))
+            for (bool sp :
+                 pinned_or(fixed.sequence_parallel, t > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false}))
+              for (bool dist : pinned_or(fixed.distributed_optimizer,
+                                         d > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false})) {
+                MegatronLayout l;
+                l.tensor = t;
+                l.pipeline = p;
+                l.data = d;
+                l.micro_batch = b;
+                l.global_batch = global_batch;
+                l.layers_per_virtual_stage = shape.per;
+                l.zero_bubble = shape.zero_bubble;
+                l.first_stage_layers = shape.first;
+                l.last_stage_layers = shape.last;
+                l.recompute = r;
+                l.sequence_parallel = sp;
+                l.distributed_optimizer = dist;
+                l.bf16 = bf16;
+                if (check_megatron_layout(model, l, gpus)) out.push_back(l);
+              }
     }
   }
   return out;

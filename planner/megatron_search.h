@@ -5,7 +5,10 @@
 // The search is exact over the layouts it enumerates:
 //   t: a divisor of the heads that divides the topology's innermost level
 //      (tensor parallelism inside a server);
-//   p: a divisor of the layers; d = GPUs / (t p), a whole number;
+//   p: a divisor of the GPUs / t up to the layers; d = GPUs / (t p);
+//   the split of the blocks: even (p dividing L), or (without interleaving)
+//      one or two blocks fewer on the first and/or the last stage, the
+//      others an equal share (Megatron-core's uneven pipeline);
 //   b: a divisor of B / d up to 16;
 //   interleaving: none, or every layers-per-virtual-stage giving >= 2 chunks
 //      (p >= 2, microbatches a multiple of p);
@@ -24,6 +27,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim/megatron_sim.h"
@@ -32,7 +36,8 @@ namespace baton {
 
 struct MegatronAxes {  // a set field pins its axis
   std::optional<int> tensor, pipeline, micro_batch, layers_per_virtual_stage;
-  std::optional<int> zero_bubble;  // MegatronLayout::zero_bubble: 0, 1 (ZB-H1), 2 (ZB-H2)
+  std::optional<int> zero_bubble;                   // MegatronLayout::zero_bubble: 0, 1 (ZB-H1), 2 (ZB-H2)
+  std::optional<std::pair<int, int>> stage_layers;  // first and last stage's blocks, (0, 0) even
   std::optional<Recompute> recompute;
   std::optional<bool> sequence_parallel, distributed_optimizer;
 };

@@ -24,6 +24,19 @@ int MegatronLayout::virtual_stages(const GptModel& model) const {
   return static_cast<int>(model.layers / (static_cast<int64_t>(pipeline) * layers_per_virtual_stage));
 }
 
+std::vector<int> MegatronLayout::stage_layers(const GptModel& model) const {
+  const int stages = pipeline * virtual_stages(model);
+  if (first_stage_layers == 0 && last_stage_layers == 0)
+    return std::vector<int>(static_cast<size_t>(stages), static_cast<int>(model.layers / stages));
+  const int others = pipeline - (first_stage_layers > 0) - (last_stage_layers > 0);
+  const int64_t rest = model.layers - first_stage_layers - last_stage_layers;
+  const int share = others > 0 ? static_cast<int>(rest / others) : 0;
+  std::vector<int> layers(static_cast<size_t>(pipeline), share);
+  if (first_stage_layers > 0) layers.front() = first_stage_layers;
+  if (last_stage_layers > 0) layers.back() = last_stage_layers;
+  return layers;
+}
+
 int64_t padded_vocab(const GptModel& model, int tensor) {
   const int64_t multiple = 128 * static_cast<int64_t>(tensor);
   return (model.vocab + multiple - 1) / multiple * multiple;
@@ -45,6 +58,36 @@ double megatron_model_flops(const GptModel& model, const MegatronLayout& layout)
   return 24.0 * k * layout.global_batch * s * l * h * h * (1.0 + s / (6.0 * h) + v / (16.0 * l * h));
 }
 
+namespace {
+
+// The split of the blocks among the pipeline stages, even or uneven.
+Status check_stage_layers(const GptModel& model, const MegatronLayout& layout) {
+  const int first = layout.first_stage_layers, last = layout.last_stage_layers;
+  if (first < 0 || last < 0)
+    return Error{"--decoder-first-pipeline-num-layers and --decoder-last-pipeline-num-layers must be at least 1"};
+  if (first == 0 && last == 0) {
+    if (model.layers % layout.pipeline == 0) return ok_status();
+    return Error{
+        fmt::format("--num-layers {} is not divisible by --pipeline-model-parallel-size {} (an uneven split: "
+                    "--decoder-first-pipeline-num-layers, --decoder-last-pipeline-num-layers)",
+                    model.layers, layout.pipeline)};
+  }
+  if (layout.pipeline < 2)
+    return Error{"--decoder-first/last-pipeline-num-layers need --pipeline-model-parallel-size of at least 2"};
+  if (layout.layers_per_virtual_stage > 0)
+    return Error{"--decoder-first/last-pipeline-num-layers: baton splits interleaved chunks evenly only"};
+  const int others = layout.pipeline - (first > 0) - (last > 0);
+  const int64_t rest = model.layers - first - last;
+  if (others == 0 ? rest != 0 : rest < others || rest % others != 0)
+    return Error{fmt::format(
+        "--decoder-first-pipeline-num-layers {} and --decoder-last-pipeline-num-layers {} leave {} of the {} layers "
+        "to the other {} pipeline stages: not a whole, equal number each",
+        first, last, rest, model.layers, others)};
+  return ok_status();
+}
+
+}  // namespace
+
 Status check_megatron_layout(const GptModel& model, const MegatronLayout& layout, int devices) {
   auto bad = [](std::string message) { return Status(Error{std::move(message)}); };
   if (model.layers < 1) return bad("--num-layers must be at least 1");
@@ -62,9 +105,7 @@ Status check_megatron_layout(const GptModel& model, const MegatronLayout& layout
   if (model.heads % layout.tensor != 0)
     return bad(fmt::format("--num-attention-heads {} is not divisible by --tensor-model-parallel-size {}", model.heads,
                            layout.tensor));
-  if (model.layers % layout.pipeline != 0)
-    return bad(fmt::format("--num-layers {} is not divisible by --pipeline-model-parallel-size {}", model.layers,
-                           layout.pipeline));
+  if (auto ok = check_stage_layers(model, layout); !ok) return ok;
   if (layout.layers_per_virtual_stage < 0) return bad("--num-layers-per-virtual-pipeline-stage must be at least 1");
   if (layout.layers_per_virtual_stage > 0) {
     const int64_t per_stage = model.layers / layout.pipeline;
@@ -122,7 +163,9 @@ nlohmann::json megatron_arguments(const GptModel& model, const MegatronLayout& l
           {"use_distributed_optimizer", layout.distributed_optimizer},
           {"overlap_grad_reduce", layout.overlap_grad_reduce},
           {"enable_zero_bubble", layout.zero_bubble > 0},
-          {"zero_bubble_max_pending_backward", layout.zero_bubble * layout.pipeline}};
+          {"zero_bubble_max_pending_backward", layout.zero_bubble * layout.pipeline},
+          {"decoder_first_pipeline_num_layers", layout.first_stage_layers},
+          {"decoder_last_pipeline_num_layers", layout.last_stage_layers}};
 }
 
 namespace {
@@ -139,20 +182,36 @@ Result<bool> read_flag(const nlohmann::json& object, const json_fields::FieldPat
 Result<MegatronSpec> megatron_from_arguments(const nlohmann::json& arguments, const std::string& where) {
   const json_fields::FieldPath at(where);
   if (auto ok = json_fields::check_object(arguments, at); !ok) return ok.error();
-  if (auto ok = json_fields::check_known_keys(
-          arguments, at,
-          {"num_layers", "hidden_size", "num_attention_heads", "seq_length", "vocab_size", "tensor_model_parallel_size",
-           "pipeline_model_parallel_size", "data_parallel_size", "micro_batch_size", "global_batch_size",
-           "num_layers_per_virtual_pipeline_stage", "recompute_granularity", "sequence_parallel", "bf16",
-           "use_distributed_optimizer", "overlap_grad_reduce", "enable_zero_bubble",
-           "zero_bubble_max_pending_backward"});
+  if (auto ok = json_fields::check_known_keys(arguments, at,
+                                              {"num_layers",
+                                               "hidden_size",
+                                               "num_attention_heads",
+                                               "seq_length",
+                                               "vocab_size",
+                                               "tensor_model_parallel_size",
+                                               "pipeline_model_parallel_size",
+                                               "data_parallel_size",
+                                               "micro_batch_size",
+                                               "global_batch_size",
+                                               "num_layers_per_virtual_pipeline_stage",
+                                               "recompute_granularity",
+                                               "sequence_parallel",
+                                               "bf16",
+                                               "use_distributed_optimizer",
+                                               "overlap_grad_reduce",
+                                               "enable_zero_bubble",
+                                               "zero_bubble_max_pending_backward",
+                                               "decoder_first_pipeline_num_layers",
+                                               "decoder_last_pipeline_num_layers"});
       !ok)
     return ok.error();
   std::vector<int64_t> numbers;
   for (const char* name : {"num_layers", "hidden_size", "num_attention_heads", "seq_length", "vocab_size",
                            "tensor_model_parallel_size", "pipeline_model_parallel_size", "data_parallel_size",
-                           "micro_batch_size", "global_batch_size", "num_layers_per_virtual_pipeline_stage"}) {
-    const bool may_be_zero = std::string_view(name) == "num_layers_per_virtual_pipeline_stage";
+                           "micro_batch_size", "global_batch_size", "num_layers_per_virtual_pipeline_stage",
+                           "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers"}) {
+    const bool may_be_zero = std::string_view(name) == "num_layers_per_virtual_pipeline_stage" ||
+                             std::string_view(name).rfind("decoder_", 0) == 0;
     auto value = json_fields::read_integer(arguments, at, name, may_be_zero ? 0 : 1);
     if (!value) return value.error();
     if (*value > (int64_t{1} << 30)) return at.field(name).error("is too large", *value);
@@ -167,6 +226,8 @@ Result<MegatronSpec> megatron_from_arguments(const nlohmann::json& arguments, co
   l.micro_batch = static_cast<int>(numbers[8]);
   l.global_batch = static_cast<int>(numbers[9]);
   l.layers_per_virtual_stage = static_cast<int>(numbers[10]);
+  l.first_stage_layers = static_cast<int>(numbers[11]);
+  l.last_stage_layers = static_cast<int>(numbers[12]);
   auto recompute = json_fields::read_string(arguments, at, "recompute_granularity");
   if (!recompute) return recompute.error();
   if (*recompute != "none" && *recompute != "selective" && *recompute != "full")

@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -65,11 +66,20 @@ struct MegatronLayout {
   // Bubble authors' Megatron-LM fork: --enable-zero-bubble with
   // --zero-bubble-max-pending-backward p (ZB-H1) or 2p (ZB-H2).
   int zero_bubble = 0;
+  // Uneven splits (Megatron-core's --decoder-first-pipeline-num-layers and
+  // --decoder-last-pipeline-num-layers, not interleaved): the first and the
+  // last pipeline stage's blocks, 0 for an even share; the other stages share
+  // the rest evenly. The first stage also runs the embedding, the last the
+  // output layer, so one block fewer there can balance the pipeline.
+  int first_stage_layers = 0;
+  int last_stage_layers = 0;
 
   int gpus() const { return tensor * pipeline * data; }
   int microbatches() const { return global_batch / (micro_batch * data); }
   // Chunks per device: L / (p x layers per virtual stage), 1 without interleaving.
   int virtual_stages(const GptModel& model) const;
+  // Blocks of each of the p v stages (chunks) in model order; a checked layout.
+  std::vector<int> stage_layers(const GptModel& model) const;
 };
 
 // The vocabulary Megatron pads to: a multiple of 128 t.
@@ -87,7 +97,9 @@ double megatron_model_flops(const GptModel& model, const MegatronLayout& layout)
 // interleaved), "recompute_granularity" ("none", "selective", "full"),
 // "sequence_parallel", "bf16", "use_distributed_optimizer",
 // "overlap_grad_reduce", "enable_zero_bubble",
-// "zero_bubble_max_pending_backward" (p for ZB-H1, 2p for ZB-H2, 0 without)},
+// "zero_bubble_max_pending_backward" (p for ZB-H1, 2p for ZB-H2, 0 without),
+// "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers"
+// (0: an even share)},
 // every key required and no other.
 struct MegatronSpec {
   GptModel model;
@@ -103,7 +115,8 @@ Result<MegatronSpec> megatron_from_arguments(const nlohmann::json& arguments, co
 // the pipeline stages (and their chunks), a micro-batch size that divides the
 // global batch per data-parallel rank, at most `devices` GPUs, sequence
 // parallelism only with t > 1, zero-bubble schedules only with p >= 2 and
-// without interleaving.
+// without interleaving, uneven splits that leave the other stages a whole and
+// equal number of blocks.
 Status check_megatron_layout(const GptModel& model, const MegatronLayout& layout, int devices);
 
 }  // namespace baton

@@ -141,11 +141,14 @@ Plan megatron_plan(const GptModel& model, const MegatronLayout& layout) {
   plan.virtual_stages = v;
   plan.microbatch_size = layout.micro_batch;
   plan.microbatches = layout.microbatches() * layout.data;  // microbatch k runs on replica k mod d
-  const int stages = layout.pipeline * v;
-  const int per = static_cast<int>(model.layers / stages);
+  const std::vector<int> blocks = layout.stage_layers(model);
+  const int stages = static_cast<int>(blocks.size());
+  int begin = 1;  // profile layer 0 is the embedding, L + 1 the output layer
   for (int s = 0; s < stages; ++s) {
     StagePlan stage;
-    stage.layers = LayerRange{s == 0 ? 0 : 1 + s * per, 1 + (s + 1) * per + (s == stages - 1 ? 1 : 0)};
+    const int end = begin + blocks[s];
+    stage.layers = LayerRange{s == 0 ? 0 : begin, end + (s == stages - 1 ? 1 : 0)};
+    begin = end;
     stage.replicas = layout.data;
     const int rank = s % layout.pipeline;
     for (int j = 0; j < layout.data; ++j) stage.devices.push_back(rank * layout.data + j);

@@ -15,7 +15,7 @@ void read_pinned(const nlohmann::json& pinned, const FieldPath& at, MegatronAxes
   take(json_fields::check_known_keys(pinned, at,
                                      {"tensor_model_parallel_size", "pipeline_model_parallel_size", "micro_batch_size",
                                       "num_layers_per_virtual_pipeline_stage", "recompute_granularity",
-                                      "sequence_parallel", "use_distributed_optimizer"}));
+                                      "sequence_parallel", "use_distributed_optimizer", "zero_bubble"}));
   const auto integer = [&](const char* name, int least, std::optional<int>& into) {
     if (pinned.contains(name)) into = static_cast<int>(take(json_fields::read_integer(pinned, at, name, least)));
   };
@@ -28,6 +28,12 @@ void read_pinned(const nlohmann::json& pinned, const FieldPath& at, MegatronAxes
     if (r != "none" && r != "selective" && r != "full")
       throw UsageError(at.field("recompute_granularity").error("must be none, selective or full", r).message);
     axes.recompute = r == "full" ? Recompute::kFull : r == "selective" ? Recompute::kSelective : Recompute::kNone;
+  }
+  if (pinned.contains("zero_bubble")) {
+    const std::string zb = take(json_fields::read_string(pinned, at, "zero_bubble"));
+    if (zb != "1f1b" && zb != "zb-h1" && zb != "zb-h2")
+      throw UsageError(at.field("zero_bubble").error("must be 1f1b, zb-h1 or zb-h2", zb).message);
+    axes.zero_bubble = zb == "zb-h1" ? 1 : zb == "zb-h2" ? 2 : 0;
   }
   for (const char* name : {"sequence_parallel", "use_distributed_optimizer"}) {
     if (!pinned.contains(name)) continue;
@@ -62,7 +68,13 @@ GptCheck read_gpt_check(const nlohmann::json& gpt, const FieldPath& at) {
 }
 
 std::string short_layout(const GptModel& model, const MegatronLayout& l) {
-  return fmt::format("t {} p {} d {} b {}{} recompute {}{}{}", l.tensor, l.pipeline, l.data, l.micro_batch,
+  std::string split;
+  if (l.first_stage_layers > 0 || l.last_stage_layers > 0) {
+    const std::vector<int> blocks = l.stage_layers(model);
+    split =
+        fmt::format(" layers {}/{}/{}", blocks.front(), blocks.size() > 2 ? blocks[1] : blocks.back(), blocks.back());
+  }
+  return fmt::format("t {} p {} d {} b {}{}{} recompute {}{}{}", l.tensor, l.pipeline, l.data, l.micro_batch, split,
                      l.layers_per_virtual_stage > 0 ? fmt::format(" v {}", l.virtual_stages(model))
                      : l.zero_bubble > 0            ? std::string(" ") + zero_bubble_name(l.zero_bubble)
                                                     : "",

@@ -33,6 +33,12 @@ void add_megatron_flags(CLI::App& cmd, MegatronArgs& args) {
   cmd.add_flag("--use-distributed-optimizer", args.distributed_optimizer,
                "shard the fp32 master weights and Adam moments across the data-parallel ranks")
       ->group(group);
+  cmd.add_option("--decoder-first-pipeline-num-layers", args.first_stage_layers,
+                 "blocks of the first pipeline stage (default: an even share; the other stages share the rest)")
+      ->group(group);
+  cmd.add_option("--decoder-last-pipeline-num-layers", args.last_stage_layers,
+                 "blocks of the last pipeline stage (default: an even share)")
+      ->group(group);
   cmd.add_flag("--enable-zero-bubble", args.zero_bubble,
                "the zero-bubble schedules (Qi et al., ICLR 2024; the flags of their Megatron-LM fork): ZB-H1, or "
                "ZB-H2 with --zero-bubble-max-pending-backward 2p; for plan, --enable-zero-bubble=false pins 1F1B")
@@ -58,6 +64,8 @@ MegatronAxes pinned_megatron_axes(const MegatronArgs& flags, const CLI::App& cmd
                                                       : Recompute::kNone;
   if (given("--sequence-parallel")) axes.sequence_parallel = true;
   if (given("--use-distributed-optimizer")) axes.distributed_optimizer = true;
+  if (given("--decoder-first-pipeline-num-layers") || given("--decoder-last-pipeline-num-layers"))
+    axes.stage_layers = std::make_pair(flags.first_stage_layers, flags.last_stage_layers);
   if (given("--enable-zero-bubble")) {
     // The pending limit tells ZB-H1 (p) from ZB-H2 (2p) only against a pinned p.
     if (flags.zero_bubble_pending != 0 && !given("--pipeline-model-parallel-size"))
@@ -100,6 +108,8 @@ MegatronRun megatron_flags_unchecked(const MegatronArgs& args) {
   layout.distributed_optimizer = args.distributed_optimizer;
   layout.overlap_grad_reduce = args.overlap_grad_reduce;
   layout.data = args.data;
+  layout.first_stage_layers = args.first_stage_layers;
+  layout.last_stage_layers = args.last_stage_layers;
   if (!args.zero_bubble && args.zero_bubble_pending != 0)
     throw UsageError("--zero-bubble-max-pending-backward goes with --enable-zero-bubble");
   if (args.zero_bubble) {

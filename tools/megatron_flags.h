@@ -29,6 +29,8 @@ struct MegatronArgs {
   bool overlap_grad_reduce = false;
   bool zero_bubble = false;     // --enable-zero-bubble
   int zero_bubble_pending = 0;  // --zero-bubble-max-pending-backward (0: p)
+  int first_stage_layers = 0;   // --decoder-first-pipeline-num-layers (0: even)
+  int last_stage_layers = 0;    // --decoder-last-pipeline-num-layers
 
   // Whether any model flag was given (--num-layers and its kin).
   bool given() const { return model.layers != 0 || model.hidden != 0 || model.heads != 0 || model.sequence != 0; }

@@ -22,6 +22,8 @@ std::string megatron_flags_of(const GptModel& model, const MegatronLayout& l) {
   if (l.recompute != Recompute::kNone) text += fmt::format(" --recompute-granularity {}", recompute_name(l.recompute));
   if (l.sequence_parallel) text += " --sequence-parallel";
   if (l.distributed_optimizer) text += " --use-distributed-optimizer";
+  if (l.first_stage_layers > 0) text += fmt::format(" --decoder-first-pipeline-num-layers {}", l.first_stage_layers);
+  if (l.last_stage_layers > 0) text += fmt::format(" --decoder-last-pipeline-num-layers {}", l.last_stage_layers);
   if (l.zero_bubble > 0)
     text += fmt::format(" --enable-zero-bubble --zero-bubble-max-pending-backward {}", l.zero_bubble * l.pipeline);
   text += l.bf16 ? " --bf16" : " --fp16";
@@ -61,6 +63,7 @@ int run_megatron_plan(const MegatronArgs& flags, const MegatronPlanArgs& args, c
   checked.data = 1;
   checked.zero_bubble = false;  // a pin for the search (pinned_megatron_axes), which chooses p
   checked.zero_bubble_pending = 0;
+  checked.first_stage_layers = checked.last_stage_layers = 0;  // likewise: the split follows p
   const MegatronRun model_only = megatron_run(checked, topology);
   const GptModel& model = model_only.model;
   std::fprintf(stderr, "baton: planning a %.1fB-parameter GPT on %s (%d GPUs)...\n", gpt_parameters(model, 1) / 1e9,

@@ -1,6 +1,7 @@
 #include "tools/megatron_report.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "tools/report.h"
 
@@ -33,6 +34,8 @@ std::string layout_line(const GptModel& model, const MegatronLayout& layout) {
       : layout.zero_bubble == 1           ? std::string("ZB-H1 (zero bubble)")
       : layout.zero_bubble == 2           ? std::string("ZB-H2 (zero bubble)")
                                           : std::string("1F1B"));
+  if (layout.first_stage_layers > 0 || layout.last_stage_layers > 0)
+    text += fmt::format(", blocks per stage {}", fmt::join(layout.stage_layers(model), "/"));
   text += fmt::format(", recompute {}{}, {}{}{}", recompute_name(layout.recompute),
                       layout.sequence_parallel ? ", sequence parallel" : "", layout.bf16 ? "bf16" : "fp16",
                       layout.distributed_optimizer ? ", distributed optimizer" : "",
@@ -120,7 +123,11 @@ nlohmann::json megatron_json(const GptModel& model, const MegatronLayout& layout
         {"overlap_grad_reduce", layout.overlap_grad_reduce},
         {"enable_zero_bubble", layout.zero_bubble > 0},
         {"zero_bubble_max_pending_backward",
-         layout.zero_bubble > 0 ? nlohmann::json(layout.zero_bubble * layout.pipeline) : nlohmann::json()}}},
+         layout.zero_bubble > 0 ? nlohmann::json(layout.zero_bubble * layout.pipeline) : nlohmann::json()},
+        {"decoder_first_pipeline_num_layers",
+         layout.first_stage_layers > 0 ? nlohmann::json(layout.first_stage_layers) : nlohmann::json()},
+        {"decoder_last_pipeline_num_layers",
+         layout.last_stage_layers > 0 ? nlohmann::json(layout.last_stage_layers) : nlohmann::json()}}},
       {"schedule", std::string(schedule_name(p.plan.schedule))},
       {"topology", topology.name},
       {"device", topology.device.name},

@@ -5,6 +5,7 @@
 #include "tests/megatron/megatron_test_support.h"
 
 #include "sim/megatron.h"
+#include "sim/megatron_sim.h"
 
 namespace baton {
 namespace {
@@ -72,6 +73,51 @@ TEST_CASE("megatron: bad layouts are refused naming the flag", "[megatron]") {
   interleaved.layers_per_virtual_stage = 3;
   refused(interleaved, 1024, {"193 microbatches", "--pipeline-model-parallel-size 16"});
   refused(layout(1, 1, 1, 1, 8), 8, {"--hidden-size 100", "--num-attention-heads 3"}, GptModel{2, 100, 3, 16, 10});
+}
+
+}  // namespace
+}  // namespace baton
+
+namespace baton {
+namespace {
+
+TEST_CASE("megatron layout: an uneven split gives the first and last stage their blocks, the rest an equal share",
+          "[megatron]") {
+  const GptModel model{94, 2048, 16, 2048, 50257};
+  MegatronLayout l;
+  l.pipeline = 8;
+  l.global_batch = 8;
+  CHECK_FALSE(check_megatron_layout(model, l, 64).ok());  // 94 = 8 x 11.75
+  l.first_stage_layers = 11;
+  l.last_stage_layers = 11;
+  REQUIRE(check_megatron_layout(model, l, 64).ok());
+  // 94 - 22 = 72 blocks over the 6 middle stages: 12 each.
+  CHECK(l.stage_layers(model) == std::vector<int>{11, 12, 12, 12, 12, 12, 12, 11});
+  const Plan plan = megatron_plan(model, l);
+  REQUIRE(plan.num_stages() == 8);
+  // Profile layer 0 is the embedding, 1..94 the blocks, 95 the output layer.
+  CHECK(plan.stages.front().layers.begin == 0);
+  CHECK(plan.stages.front().layers.end == 1 + 11);
+  CHECK(plan.stages[1].layers.begin == 12);
+  CHECK(plan.stages.back().layers.begin == 1 + 94 - 11);
+  CHECK(plan.stages.back().layers.end == 96);
+  l.first_stage_layers = 0;  // only the last given: 94 - 10 = 84 over 7 stages
+  l.last_stage_layers = 10;
+  REQUIRE(check_megatron_layout(model, l, 64).ok());
+  CHECK(l.stage_layers(model) == std::vector<int>{12, 12, 12, 12, 12, 12, 12, 10});
+  l.last_stage_layers = 11;  // 83 over 7: refused, naming both flags
+  const auto refused = check_megatron_layout(model, l, 64);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message.find("leave 83 of the 94 layers to the other 7 pipeline stages") != std::string::npos);
+  l.last_stage_layers = 10;
+  // A plan file keeps the split in Megatron-core's argument names.
+  const auto back = megatron_from_arguments(megatron_arguments(model, l), "plan.json: megatron");
+  REQUIRE(back.ok());
+  CHECK(back->layout.first_stage_layers == 0);
+  CHECK(back->layout.last_stage_layers == 10);
+  CHECK(megatron_arguments(model, l)["decoder_last_pipeline_num_layers"] == 10);
+  l.layers_per_virtual_stage = 2;
+  CHECK_FALSE(check_megatron_layout(model, l, 64).ok());
 }
 
 }  // namespace

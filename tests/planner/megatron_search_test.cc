@@ -1,6 +1,9 @@
 // The Megatron layout search (planner/megatron_search.h): exact over what it
 // enumerates, pruning by its lower bound never loses the best, pinned axes
 // stay pinned.
+#include <numeric>
+#include <set>
+
 #include "tests/catch_compat.h"
 
 #include "tests/megatron/megatron_test_support.h"
@@ -112,6 +115,30 @@ TEST_CASE("megatron search: the zero-bubble schedules are searched and can be pi
     REQUIRE(pinned.ok());
     for (const MegatronCandidate& c : pinned->best) CHECK(c.layout.zero_bubble == pin);
   }
+}
+
+}  // namespace
+}  // namespace baton
+
+namespace baton {
+namespace {
+
+TEST_CASE("megatron search: layers that p does not divide are split unevenly, first and last stages lighter",
+          "[planner][megatron]") {
+  // 30 blocks on p 4: (7, 8, 8, 7), (6, 8, 8, 8) or (8, 8, 8, 6): m = (30 + k_f + k_l) / 4 with k_f + k_l = 2.
+  const Topology topology = testing::shipped_topology("a100_4x8.json");
+  const GptModel model{30, 2048, 16, 1024, 50257};
+  MegatronAxes fixed;
+  fixed.pipeline = 4;
+  const auto found = search_megatron_layouts(model, 64, false, fixed, topology, 1000000);
+  REQUIRE(found.ok());
+  std::set<std::vector<int>> splits;
+  for (const MegatronCandidate& c : found->best) {
+    const std::vector<int> blocks = c.layout.stage_layers(model);
+    CHECK(std::accumulate(blocks.begin(), blocks.end(), 0) == 30);
+    splits.insert(blocks);
+  }
+  CHECK(splits == std::set<std::vector<int>>{{7, 8, 8, 7}, {6, 8, 8, 8}, {8, 8, 8, 6}});
 }
 
 }  // namespace
