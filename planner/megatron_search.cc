@@ -115,6 +115,89 @@ Seconds lower_bound(const MegatronProfile& profile, const Plan& plan, const Mega
   return worst;
 }
 
+using FamilyMap = std::map<std::pair<int, int>, MegatronFamily>;
+
+MegatronFamily& family_of(FamilyMap& families, const MegatronLayout& l) {
+  MegatronFamily& family = families[{l.tensor, l.pipeline}];
+  family.tensor = l.tensor;
+  family.pipeline = l.pipeline;
+  return family;
+}
+
+// Every enumerated layout's memory; those that fit, with their lower bounds.
+std::vector<MegatronCandidate> fitting_layouts(const GptModel& model, int global_batch, bool bf16,
+                                               const MegatronAxes& fixed, const Topology& topology, const GpuModel& gpu,
+                                               MegatronSearchResult& result, FamilyMap& families) {
+  std::vector<MegatronCandidate> fitting;
+  std::map<std::tuple<int, int, int, int, double>, std::vector<HeldPeak>> held;  // (p, chunks, m, zb, share)
+  std::map<int, CollectiveTime> collectives;                                     // per t
+  for (const MegatronLayout& layout : enumerate(model, global_batch, bf16, fixed, topology)) {
+    ++result.enumerated;
+    MegatronFamily& family = family_of(families, layout);
+    ++family.enumerated;
+    auto collective = collectives.find(layout.tensor);
+    if (collective == collectives.end())
+      collective = collectives.emplace(layout.tensor, tensor_allreduce(topology, layout.tensor)).first;
+    const MegatronProfile profile = make_megatron_profile(model, layout, gpu, collective->second);
+    const Plan plan = megatron_plan(model, layout);
+    const double share = weight_pass_share(model, layout);
+    const auto key = std::make_tuple(layout.pipeline, layout.virtual_stages(model), layout.microbatches(),
+                                     layout.zero_bubble, share);
+    auto found = held.find(key);
+    if (found == held.end()) found = held.emplace(key, held_peaks(plan, share)).first;
+    const MegatronMemory memory = megatron_memory(model, layout, plan, profile, topology.device.memory, &found->second);
+    Bytes peak;
+    for (const MegatronRankMemory& r : memory.ranks) peak = std::max(peak, r.peak);
+    if (!memory.fits()) {
+      ++result.not_fitting;
+      ++family.not_fitting;
+      if (family.least_peak.value == 0 || peak < family.least_peak) family.least_peak = peak;
+      continue;
+    }
+    MegatronCandidate candidate;
+    candidate.layout = layout;
+    candidate.lower_bound = lower_bound(profile, plan, layout);
+    candidate.peak_memory = peak;
+    if (family.best_bound.value == 0 || candidate.lower_bound < family.best_bound)
+      family.best_bound = candidate.lower_bound;
+    fitting.push_back(candidate);
+  }
+  return fitting;
+}
+
+// Why a family got no simulation (none fit, or no bound could beat the best),
+// and the tensor sizes the search leaves out.
+void close_families(FamilyMap& families, MegatronSearchResult& result, const GptModel& model, const MegatronAxes& fixed,
+                    const Topology& topology) {
+  const Seconds best = result.best.empty() ? Seconds(0.0) : result.best.back().iteration_time;
+  for (auto& [key, family] : families) {
+    if (family.simulated > 0) continue;
+    if (family.not_fitting == family.enumerated)
+      family.reason = fmt::format("does not fit: the least peak is {:.1f} GiB of {:.0f} GiB", family.least_peak.gib(),
+                                  topology.device.memory.gib());
+    else
+      family.reason = fmt::format("its best lower bound, {:.3f} s, cannot beat the kept layouts (up to {:.3f} s)",
+                                  family.best_bound.value, best.value);
+  }
+  const int inner = topology.levels.front().size;
+  if (!fixed.tensor)
+    for (int t : divisors(model.heads, topology.num_devices()))
+      if (inner % t != 0 && topology.num_devices() % t == 0)
+        families[{t, 0}] =
+            MegatronFamily{t,
+                           0,
+                           0,
+                           0,
+                           0,
+                           0,
+                           {},
+                           {},
+                           {},
+                           t > inner ? fmt::format("tensor parallelism across servers ({} GPUs per server)", inner)
+                                     : fmt::format("tensor groups that do not divide a server's {} GPUs", inner)};
+  for (auto& [key, family] : families) result.families.push_back(family);
+}
+
 }  // namespace
 
 Result<MegatronSearchResult> search_megatron_layouts(const GptModel& model, int global_batch, bool bf16,
@@ -123,32 +206,9 @@ Result<MegatronSearchResult> search_megatron_layouts(const GptModel& model, int 
   auto gpu = gpu_model(topology.device.name);
   if (!gpu) return gpu.error();
   MegatronSearchResult result;
-  std::vector<MegatronCandidate> fitting;
-  std::map<std::tuple<int, int, int, int, double>, std::vector<HeldPeak>> held;  // (p, chunks, m, zb, share)
-  std::map<int, CollectiveTime> collectives;                                     // per t
-  for (const MegatronLayout& layout : enumerate(model, global_batch, bf16, fixed, topology)) {
-    ++result.enumerated;
-    auto collective = collectives.find(layout.tensor);
-    if (collective == collectives.end())
-      collective = collectives.emplace(layout.tensor, tensor_allreduce(topology, layout.tensor)).first;
-    const MegatronProfile profile = make_megatron_profile(model, layout, *gpu, collective->second);
-    const Plan plan = megatron_plan(model, layout);
-    const double share = weight_pass_share(model, layout);
-    const auto key = std::make_tuple(layout.pipeline, layout.virtual_stages(model), layout.microbatches(),
-                                     layout.zero_bubble, share);
-    auto found = held.find(key);
-    if (found == held.end()) found = held.emplace(key, held_peaks(plan, share)).first;
-    const MegatronMemory memory = megatron_memory(model, layout, plan, profile, topology.device.memory, &found->second);
-    if (!memory.fits()) {
-      ++result.not_fitting;
-      continue;
-    }
-    MegatronCandidate candidate;
-    candidate.layout = layout;
-    candidate.lower_bound = lower_bound(profile, plan, layout);
-    for (const MegatronRankMemory& r : memory.ranks) candidate.peak_memory = std::max(candidate.peak_memory, r.peak);
-    fitting.push_back(candidate);
-  }
+  FamilyMap families;
+  std::vector<MegatronCandidate> fitting =
+      fitting_layouts(model, global_batch, bf16, fixed, topology, *gpu, result, families);
   if (fitting.empty())
     return Error{fmt::format("no layout of the {} enumerated fits the {:.0f} GiB of a {}", result.enumerated,
                              topology.device.memory.gib(), topology.device.name)};
@@ -156,22 +216,28 @@ Result<MegatronSearchResult> search_megatron_layouts(const GptModel& model, int 
     return a.lower_bound < b.lower_bound;
   });
   for (MegatronCandidate& candidate : fitting) {
+    MegatronFamily& family = family_of(families, candidate.layout);
     // The keep-th best time so far: a bound no better cannot enter the list.
     if (static_cast<int>(result.best.size()) >= keep && candidate.lower_bound >= result.best.back().iteration_time) {
       ++result.pruned;
+      ++family.pruned;
       continue;
     }
     auto prediction = predict_megatron(model, candidate.layout, topology, false, &*gpu);
     if (!prediction) return prediction.error();
     ++result.simulated;
+    ++family.simulated;
     candidate.iteration_time = prediction->iteration_time;
     candidate.model_tflops_per_gpu = prediction->model_tflops_per_gpu;
+    if (family.best_time.value == 0 || candidate.iteration_time < family.best_time)
+      family.best_time = candidate.iteration_time;
     result.best.push_back(candidate);
     std::stable_sort(
         result.best.begin(), result.best.end(),
         [](const MegatronCandidate& a, const MegatronCandidate& b) { return a.iteration_time < b.iteration_time; });
     if (static_cast<int>(result.best.size()) > keep) result.best.pop_back();
   }
+  close_families(families, result, model, fixed, topology);
   result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }

@@ -50,8 +50,24 @@ struct MegatronCandidate {
   Bytes peak_memory;
 };
 
+// What became of the layouts of one tensor x pipeline size (a family): the
+// fastest simulated, or why none was simulated.
+struct MegatronFamily {
+  int tensor = 0;
+  int pipeline = 0;  // 0: every p (a tensor size the search does not enumerate)
+  int enumerated = 0;
+  int not_fitting = 0;
+  int pruned = 0;
+  int simulated = 0;
+  Bytes least_peak;    // the least peak memory among those that do not fit
+  Seconds best_bound;  // the lowest lower bound among those that fit
+  Seconds best_time;   // the fastest simulated (when any was)
+  std::string reason;  // why none was simulated; empty when one was
+};
+
 struct MegatronSearchResult {
-  std::vector<MegatronCandidate> best;  // simulated, fastest first (at most `keep`)
+  std::vector<MegatronCandidate> best;   // simulated, fastest first (at most `keep`)
+  std::vector<MegatronFamily> families;  // by t, then p
   int enumerated = 0;
   int not_fitting = 0;
   int pruned = 0;  // fit, but their bound was no better than the best time

@@ -45,6 +45,19 @@ void write_megatron_plan(const std::string& path, const GptModel& model, const M
   write_file_atomic(path, plan_to_json(plan).dump(2) + "\n");
 }
 
+std::string families_text(const MegatronSearchResult& found) {
+  std::string out;
+  for (const MegatronFamily& f : found.families) {
+    const std::string name =
+        f.pipeline > 0 ? fmt::format("t {} p {}", f.tensor, f.pipeline) : fmt::format("t {} (any p)", f.tensor);
+    out += fmt::format(
+        "  {:<14} {}\n", name,
+        f.simulated > 0 ? fmt::format("{} ({} simulated of {})", human_seconds(f.best_time), f.simulated, f.enumerated)
+                        : f.reason);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string torchrun_line(const Topology& topology, int gpus, const std::string& program) {
@@ -92,6 +105,18 @@ int run_megatron_plan(const MegatronArgs& flags, const MegatronPlanArgs& args, c
                          {"model_tflops_per_gpu", c.model_tflops_per_gpu},
                          {"peak_memory_bytes", c.peak_memory.value}});
     document["candidates"] = runners;
+    nlohmann::json families = nlohmann::json::array();
+    for (const MegatronFamily& f : found.families)
+      families.push_back(
+          {{"tensor_model_parallel_size", f.tensor},
+           {"pipeline_model_parallel_size", f.pipeline > 0 ? nlohmann::json(f.pipeline) : nlohmann::json()},
+           {"enumerated", f.enumerated},
+           {"not_fitting", f.not_fitting},
+           {"pruned_by_bound", f.pruned},
+           {"simulated", f.simulated},
+           {"best_iteration_time_s", f.simulated > 0 ? nlohmann::json(f.best_time.value) : nlohmann::json()},
+           {"why_not_simulated", f.reason}});
+    document["families"] = families;
     document["search"] = {{"enumerated", found.enumerated},
                           {"not_fitting", found.not_fitting},
                           {"pruned_by_bound", found.pruned},
@@ -108,6 +133,7 @@ int run_megatron_plan(const MegatronArgs& flags, const MegatronPlanArgs& args, c
   for (const MegatronCandidate& c : found.best)
     out += fmt::format("  {:<48} {:>12}  {:6.1f} TFLOP/s per GPU  peak {}\n", short_layout(model, c.layout),
                        human_seconds(c.iteration_time), c.model_tflops_per_gpu, human_bytes(c.peak_memory));
+  out += "\ntensor x pipeline families (the fastest simulated, or why none was):\n" + families_text(found);
   out += "\nchosen:\n" + megatron_text(model, chosen, topology, prediction);
   out += "\nas Megatron-LM flags:\n  " + megatron_flags_of(model, chosen) + "\n";
   std::fputs(out.c_str(), stdout);

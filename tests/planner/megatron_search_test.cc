@@ -143,3 +143,48 @@ TEST_CASE("megatron search: layers that p does not divide are split unevenly, fi
 
 }  // namespace
 }  // namespace baton
+
+namespace baton {
+namespace {
+
+TEST_CASE("megatron search: every tensor x pipeline family says its best time or why it has none",
+          "[planner][megatron]") {
+  const Topology topology = testing::shipped_topology("a100_4x8.json");
+  const auto found = search_megatron_layouts(kModel, 64, false, {}, topology, 3);
+  REQUIRE(found.ok());
+  int enumerated = 0, simulated = 0, pruned = 0, not_fitting = 0;
+  bool across_servers = false;
+  for (const MegatronFamily& f : found->families) {
+    INFO("t " << f.tensor << " p " << f.pipeline << ": " << f.reason);
+    enumerated += f.enumerated;
+    simulated += f.simulated;
+    pruned += f.pruned;
+    not_fitting += f.not_fitting;
+    CHECK(f.enumerated == f.not_fitting + f.pruned + f.simulated);
+    if (f.simulated > 0) {
+      CHECK(f.reason.empty());
+      CHECK(f.best_time.value > 0.0);
+    } else {
+      CHECK_FALSE(f.reason.empty());
+    }
+    // 16 heads: t 16 would span two 8-GPU servers.
+    if (f.tensor == 16) {
+      across_servers = true;
+      CHECK(f.pipeline == 0);
+      CHECK(f.reason == "tensor parallelism across servers (8 GPUs per server)");
+    }
+  }
+  CHECK(across_servers);
+  CHECK(enumerated == found->enumerated);
+  CHECK(simulated == found->simulated);
+  CHECK(pruned == found->pruned);
+  CHECK(not_fitting == found->not_fitting);
+  // The chosen layout's family holds its time.
+  const MegatronLayout& best = found->best.front().layout;
+  for (const MegatronFamily& f : found->families)
+    if (f.tensor == best.tensor && f.pipeline == best.pipeline)
+      CHECK(f.best_time == found->best.front().iteration_time);
+}
+
+}  // namespace
+}  // namespace baton
