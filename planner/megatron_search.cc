@@ -209,9 +209,15 @@ Result<MegatronSearchResult> search_megatron_layouts(const GptModel& model, int 
   FamilyMap families;
   std::vector<MegatronCandidate> fitting =
       fitting_layouts(model, global_batch, bf16, fixed, topology, *gpu, result, families);
-  if (fitting.empty())
-    return Error{fmt::format("no layout of the {} enumerated fits the {:.0f} GiB of a {}", result.enumerated,
-                             topology.device.memory.gib(), topology.device.name)};
+  if (fitting.empty()) {
+    Bytes least;
+    for (const auto& [key, family] : families)
+      if (family.not_fitting > 0 && (least.value == 0 || family.least_peak < least)) least = family.least_peak;
+    return Error{fmt::format(
+        "no layout of the {} enumerated fits the {:.0f} GiB of one {}: the least peak of any is {:.1f} GiB, so a "
+        "device of at least that much memory would fit one (or more GPUs, a smaller batch or model)",
+        result.enumerated, topology.device.memory.gib(), topology.device.name, least.gib())};
+  }
   std::stable_sort(fitting.begin(), fitting.end(), [](const MegatronCandidate& a, const MegatronCandidate& b) {
     return a.lower_bound < b.lower_bound;
   });

@@ -61,7 +61,20 @@ TEST_CASE("megatron search: nothing fits, said so", "[planner][megatron]") {
   const Topology topology = shipped("a100_4x8.json");
   const auto found = search_megatron_layouts(GptModel{96, 12288, 96, 2048, 50257}, 32, false, {}, topology);
   REQUIRE_FALSE(found.ok());
-  CHECK(found.error().message.find("fits the 80 GiB") != std::string::npos);
+  const std::string& message = found.error().message;
+  CHECK(message.find("fits the 80 GiB") != std::string::npos);
+  // It names the least memory that would fit a layout: with that much (to the
+  // 0.1 GiB it prints, rounded up) one fits; with 0.2 GiB less none does.
+  const std::string marker = "the least peak of any is ";
+  const size_t at = message.find(marker);
+  REQUIRE(at != std::string::npos);
+  const double least = std::stod(message.substr(at + marker.size()));
+  CHECK(least > 80.0);
+  Topology bigger = topology;
+  bigger.device.memory = Bytes::from_gib(least + 0.05);
+  CHECK(search_megatron_layouts(GptModel{96, 12288, 96, 2048, 50257}, 32, false, {}, bigger).ok());
+  bigger.device.memory = Bytes::from_gib(least - 0.2);
+  CHECK_FALSE(search_megatron_layouts(GptModel{96, 12288, 96, 2048, 50257}, 32, false, {}, bigger).ok());
 }
 
 }  // namespace
