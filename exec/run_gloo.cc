@@ -136,9 +136,10 @@ Status connect(Rank& rank) {
 Status save_checkpoint(Rank& rank, int completed_steps) {
   const WorkerInfo& info = rank.run->program.workers[static_cast<size_t>(rank.env.rank)];
   if (info.replica == 0) {
-    auto state = rank.worker->boundary_state();
-    if (!state) return state.error();
-    if (Status s = write_stage_state(rank.run->plan, rank.options, completed_steps, info.stage, *state); !s) return s;
+    auto states = rank.worker->boundary_states();
+    if (!states) return states.error();
+    for (const auto& [stage, state] : *states)
+      if (Status s = write_stage_state(rank.run->plan, rank.options, completed_steps, stage, state); !s) return s;
   }
   if (Status s = rank.barrier(fmt::format("barrier after writing checkpoint {}", completed_steps)); !s) return s;
   if (rank.env.rank != 0) return ok_status();

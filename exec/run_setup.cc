@@ -64,12 +64,7 @@ std::vector<int> stage0_versions(const Program& program) {
   return versions;
 }
 
-Status check_checkpoint_options(const TrainOptions& options, const Plan& plan) {
-  if ((options.checkpoint_every > 0 || options.resume) && runs_chunks(plan.schedule))
-    return Error{
-        fmt::format("checkpoints of {} are not supported yet: its workers run several stages each, and a "
-                    "checkpoint holds one stage per worker",
-                    schedule_name(plan.schedule))};
+Status check_checkpoint_options(const TrainOptions& options) {
   if (options.checkpoint_every < 0)
     return Error{fmt::format("checkpoint_every is {}; it must be >= 1 (or 0 for none)", options.checkpoint_every)};
   if ((options.checkpoint_every > 0 || options.resume) && options.checkpoint_dir.empty())
@@ -80,7 +75,7 @@ Status check_checkpoint_options(const TrainOptions& options, const Plan& plan) {
 }  // namespace
 
 Result<std::unique_ptr<PreparedRun>> prepare_run(const Plan& plan, const TrainOptions& options) {
-  if (Status s = check_checkpoint_options(options, plan); !s) return s.error();
+  if (Status s = check_checkpoint_options(options); !s) return s.error();
   auto fault = fault_from_environment();
   if (!fault) return fault.error();
   auto model = make_model(options.model);
@@ -172,13 +167,13 @@ Result<int> restore_checkpoint(const PreparedRun& run, const TrainOptions& optio
   if (!options.resume) return 0;
   auto completed = resumable_checkpoint(run.plan, options);
   if (!completed) return completed.error();
-  for (Worker* worker : workers) {
-    const int stage = run.program.workers[static_cast<size_t>(worker->worker())].stage;
-    const StageModel& model = run.stages[static_cast<size_t>(stage)];
-    auto state = read_stage_state(run.plan, options, *completed, stage, model.num_elements());
-    if (!state) return state.error();
-    worker->restore(*state);
-  }
+  for (Worker* worker : workers)
+    for (int stage : stages_of(run.program.workers[static_cast<size_t>(worker->worker())])) {
+      const StageModel& model = run.stages[static_cast<size_t>(stage)];
+      auto state = read_stage_state(run.plan, options, *completed, stage, model.num_elements());
+      if (!state) return state.error();
+      worker->restore(stage, *state);
+    }
   return *completed;
 }
 

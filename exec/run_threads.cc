@@ -90,15 +90,17 @@ Result<StepReport> run_step(ThreadsWorld& world, int step, int intra_op_threads,
   return StepReport{wall, mean_loss(losses)};
 }
 
-// Every stage's replica 0 writes its stage's file, then the manifest is written.
+// Every stage's replica 0 writes its stage's file (a worker that runs chunks,
+// one per chunk), then the manifest is written.
 Status save_checkpoint(const PreparedRun& run, const ThreadsWorld& world, const TrainOptions& options,
                        int completed_steps) {
   for (size_t w = 0; w < world.workers.size(); ++w) {
     const WorkerInfo& info = run.program.workers[w];
     if (info.replica != 0) continue;
-    auto state = world.workers[w]->boundary_state();
-    if (!state) return state.error();
-    if (Status s = write_stage_state(run.plan, options, completed_steps, info.stage, *state); !s) return s;
+    auto states = world.workers[w]->boundary_states();
+    if (!states) return states.error();
+    for (const auto& [stage, state] : *states)
+      if (Status s = write_stage_state(run.plan, options, completed_steps, stage, state); !s) return s;
   }
   return write_manifest(run.plan, options, completed_steps);
 }

@@ -145,30 +145,32 @@ Status Worker::run_iteration(int step, Clock::time_point origin, std::vector<Spa
   return ok_status();
 }
 
-Result<StageState> Worker::boundary_state() const {
-  if (chunks_.size() != 1)
-    return Error{
-        fmt::format("worker {} runs {} chunks: checkpoints hold one stage per worker", setup_.worker, chunks_.size())};
-  const Chunk& chunk = chunks_.front();
-  for (size_t k = 0; k < chunk.inflight.size(); ++k) {
-    const InFlight& mb = chunk.inflight[k];
-    if (mb.received.defined() || mb.input.defined() || mb.output.defined() || mb.version || mb.grad_output.defined() ||
-        mb.grad_input.defined())
-      return Error{fmt::format("worker {}: microbatch {} is in flight at the iteration boundary", setup_.worker, k)};
-  }
+Result<std::vector<std::pair<int, StageState>>> Worker::boundary_states() const {
+  for (const Chunk& chunk : chunks_)
+    for (size_t k = 0; k < chunk.inflight.size(); ++k) {
+      const InFlight& mb = chunk.inflight[k];
+      if (mb.received.defined() || mb.input.defined() || mb.output.defined() || mb.version ||
+          mb.grad_output.defined() || mb.grad_input.defined())
+        return Error{fmt::format("worker {}: microbatch {} of stage {} is in flight at the iteration boundary",
+                                 setup_.worker, k, chunk.setup.stage)};
+    }
   if (!sends_.empty() || !reduces_.empty() || !posted_.empty())
     return Error{fmt::format("worker {}: a transfer is outstanding at the iteration boundary", setup_.worker)};
   if (!kept_.empty()) {
     return Error{fmt::format("worker {}: weight version {} is still kept for vertical sync at the iteration boundary",
                              setup_.worker, kept_.begin()->first)};
   }
-  std::vector<at::Tensor> flat;
-  for (const at::Tensor& p : chunk.live->params) flat.push_back(p.detach().reshape({-1}));
-  return StageState{chunk.live->number, at::cat(flat), chunk.gradient_flat.clone()};
+  std::vector<std::pair<int, StageState>> states;
+  for (const Chunk& chunk : chunks_) {
+    std::vector<at::Tensor> flat;
+    for (const at::Tensor& p : chunk.live->params) flat.push_back(p.detach().reshape({-1}));
+    states.emplace_back(chunk.setup.stage, StageState{chunk.live->number, at::cat(flat), chunk.gradient_flat.clone()});
+  }
+  return states;
 }
 
-void Worker::restore(const StageState& state) {
-  Chunk& chunk = chunks_.front();
+void Worker::restore(int stage, const StageState& state) {
+  Chunk& chunk = chunk_for(stage);
   std::vector<at::Tensor> params;
   for (const at::Tensor& view : chunk.setup.model->views_of(state.weights)) params.push_back(view.clone());
   chunk.live.reset();  // first, so that the version count stays what it was

@@ -106,15 +106,16 @@ class Worker {
   const VersionPtr& live_of_stage(int stage) const;
   int worker() const { return setup_.worker; }
 
-  // Between iterations: the state a checkpoint keeps. An iteration ends with
-  // every B after its F (stashes released), every transfer and all-reduce
-  // drained, and every version kept for vertical sync used, so nothing is in
-  // flight; an Error names what is if that ever fails to hold. One chunk
-  // only (prepare_run refuses checkpoints of schedules that run chunks).
-  Result<StageState> boundary_state() const;
-  // Between iterations: continues from `state` (weights, version number,
-  // gradient buffer) instead of the initial weights.
-  void restore(const StageState& state);
+  // Between iterations: the state a checkpoint keeps, one per stage the
+  // worker runs (its chunks, in increasing order). An iteration ends with
+  // every B (or I and W) after its F (stashes released), every transfer and
+  // all-reduce drained, and every version kept for vertical sync used, so
+  // nothing is in flight; an Error names what is if that ever fails to hold.
+  Result<std::vector<std::pair<int, StageState>>> boundary_states() const;
+  // Between iterations: stage `stage` (one of the worker's) continues from
+  // `state` (weights, version number, gradient buffer) instead of the
+  // initial weights.
+  void restore(int stage, const StageState& state);
 
  private:
   struct InFlight {

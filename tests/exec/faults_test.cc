@@ -150,15 +150,19 @@ TEST_CASE("a threads run resumed from its checkpoint continues exactly where it 
     int microbatches;
     bool vertical_sync;
   };
-  const Case cases[] = {{"0-3,3-6", Schedule::kGPipe, 4, false},
-                        {"0-6x2", Schedule::kDataParallel, 4, false},
-                        {"0-3x2,3-6", Schedule::kPipeDream, 8, false},
-                        {"0-3x2,3-6", Schedule::kPipeDream, 8, true}};
+  // The chunked schedules run two chunks per worker: a checkpoint holds a file
+  // per chunk (stage), written by the worker that runs it.
+  const Case cases[] = {
+      {"0-3,3-6", Schedule::kGPipe, 4, false},       {"0-6x2", Schedule::kDataParallel, 4, false},
+      {"0-3x2,3-6", Schedule::kPipeDream, 8, false}, {"0-3x2,3-6", Schedule::kPipeDream, 8, true},
+      {"0-2,2-4,4-6", Schedule::kZbH2, 6, false},    {"0-2x2,2-3x2,3-5x2,5-6x2", Schedule::kInterleaved1F1B, 8, false},
+      {"0-2,2-3,3-5,5-6", Schedule::kZbV, 4, false}, {"0-2,2-3,3-5,5-6", Schedule::kDualPipeV, 4, false}};
   for (const Case& c : cases) {
     INFO(schedule_name(c.schedule) << " " << c.stages << (c.vertical_sync ? " vertical sync" : ""));
     const fs::path dir = scratch_dir("exec-resume-api");
     Plan plan = exec_plan(c.stages, c.schedule, c.microbatches);
     plan.vertical_sync = c.vertical_sync;
+    if (runs_chunks(c.schedule)) plan.virtual_stages = 2;
     const exec::TrainOptions whole = train_options("mlp", 4);
     auto uninterrupted = exec::run_threads(plan, whole);
     REQUIRE(uninterrupted.ok());
@@ -177,6 +181,7 @@ TEST_CASE("a threads run resumed from its checkpoint continues exactly where it 
     REQUIRE(resumed->steps.size() == 2);
     CHECK(resumed->steps[1].mean_loss == uninterrupted->steps[3].mean_loss);
     CHECK(exec::max_relative_error(resumed->weights, uninterrupted->weights) == 0.0);
+    for (int s = 0; s < plan.num_stages(); ++s) CHECK(fs::exists(dir / "step-000002" / fmt::format("stage-{}.bin", s)));
   }
 }
 
@@ -194,13 +199,17 @@ TEST_CASE("a run killed after a checkpoint and resumed ends with exactly the uni
                         {"pipedream-vsync", Schedule::kPipeDream, true, "threads"},
                         {"gpipe", Schedule::kGPipe, false, "gloo"},
                         {"1f1b", Schedule::kOneFOneB, false, "gloo"},
-                        {"pipedream", Schedule::kPipeDream, false, "gloo"}};
+                        {"pipedream", Schedule::kPipeDream, false, "gloo"},
+                        {"interleaved", Schedule::kInterleaved1F1B, false, "gloo"},
+                        {"dualpipev", Schedule::kDualPipeV, false, "gloo"}};
   for (const Case& c : cases) {
     const std::string name = fmt::format("exec-resume-{}-{}", c.name, c.backend);
     INFO(name);
     const fs::path dir = scratch_dir(name);
-    Plan plan = exec_plan("0-3,3-6", c.schedule, 4);
+    // Two ranks; the chunked schedules run two chunks of the 4-stage split on each.
+    Plan plan = exec_plan(runs_chunks(c.schedule) ? "0-2,2-3,3-5,5-6" : "0-3,3-6", c.schedule, 4);
     plan.vertical_sync = c.vertical_sync;
+    if (runs_chunks(c.schedule)) plan.virtual_stages = 2;
     const std::string base = fmt::format(
         "run --plan '{}' --model mlp --steps 4 --lr 0.1 --seed 7 --backend {} "
         "--timeout {:g}",
