@@ -196,7 +196,7 @@ PointResult simulate_point(const GptSweepSpec& spec, MegatronLayout layout, cons
     }
   }
   out.has_layout = true;
-  auto predicted = predict_megatron(spec.model, layout, topology, false);
+  auto predicted = predict_megatron(spec.model, layout, topology, false, nullptr, false);
   if (!predicted) {
     out.error = predicted.error().message;
     return out;

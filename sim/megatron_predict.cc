@@ -158,7 +158,8 @@ Result<MegatronProfile> megatron_profile_on(const GptModel& model, const Megatro
 }
 
 Result<MegatronPrediction> predict_megatron(const GptModel& model, const MegatronLayout& layout,
-                                            const Topology& topology, bool record_trace, const GpuModel* gpu) {
+                                            const Topology& topology, bool record_trace, const GpuModel* gpu,
+                                            bool with_fit_hints) {
   auto profile = megatron_profile_on(model, layout, topology, gpu);
   if (!profile) return profile.error();
   auto groups = tensor_group_topology(topology, layout.tensor);
@@ -180,7 +181,7 @@ Result<MegatronPrediction> predict_megatron(const GptModel& model, const Megatro
   p.model_tflops_per_gpu = megatron_model_flops(model, layout) / (p.iteration_time.value * layout.gpus()) / 1e12;
   p.breakdown = breakdown_of(p, layout, p.groups);
   p.memory = megatron_memory(model, layout, p.plan, p.profile, topology.device.memory);
-  if (!p.memory.fits()) {
+  if (!p.memory.fits() && with_fit_hints) {
     auto known = gpu ? Result<GpuModel>(*gpu) : gpu_model(topology.device.name);
     if (known) p.fit_hints = fit_hints(model, layout, topology, *known);
   }

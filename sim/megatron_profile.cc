@@ -163,13 +163,16 @@ MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayou
                fmt::format("word embedding {} x {} (split over t) + position embedding, dropout", vocab, model.hidden),
                embedding, layout, gpu, activation));
   const MegatronLayerTime block = block_time(gpu, x, layout.recompute, tp_allreduce);
-  for (int64_t i = 0; i < model.layers; ++i) {
+  const Layer block_layer = to_layer("block",
+                                     fmt::format("transformer block, {} heads, MLP {} -> {}, recompute {}", model.heads,
+                                                 model.hidden, 4 * model.hidden, recompute_name(layout.recompute)),
+                                     block, layout, gpu, activation);
+  out.times.reserve(static_cast<size_t>(model.layers) + 2);
+  out.profile.layers.reserve(static_cast<size_t>(model.layers) + 2);
+  for (int64_t i = 0; i < model.layers; ++i) {  // every block alike
     out.times.push_back(block);
-    out.profile.layers.push_back(
-        to_layer(fmt::format("block.{}", i),
-                 fmt::format("transformer block, {} heads, MLP {} -> {}, recompute {}", model.heads, model.hidden,
-                             4 * model.hidden, recompute_name(layout.recompute)),
-                 block, layout, gpu, activation));
+    out.profile.layers.push_back(block_layer);
+    out.profile.layers.back().name = "block." + std::to_string(i);
   }
   MegatronLayerTime head = head_time(gpu, x, vocab, tied_copies, tp_allreduce);
   head.embedding_allreduce = embedding_sync;

@@ -155,8 +155,11 @@ struct MegatronPrediction {
 // would make it fit.
 // `gpu` replaces the topology's GPU model (bench/groundtruth_vtrain --fit
 // varies its constants); null: gpu_model(topology.device.name).
+// `with_fit_hints` false leaves fit_hints empty (sweeps, which need only
+// whether it fits, skip their six memory models).
 Result<MegatronPrediction> predict_megatron(const GptModel& model, const MegatronLayout& layout,
-                                            const Topology& topology, bool record_trace, const GpuModel* gpu = nullptr);
+                                            const Topology& topology, bool record_trace, const GpuModel* gpu = nullptr,
+                                            bool with_fit_hints = true);
 
 // The same profile predict_megatron simulates (for `baton profile analytic
 // --arch gpt`): the topology gives the GPU and the tensor-parallel links.
