@@ -177,6 +177,62 @@ Result<bool> read_flag(const nlohmann::json& object, const json_fields::FieldPat
   return it->get<bool>();
 }
 
+// The model's and the layout's numbers.
+Status read_sizes(const nlohmann::json& arguments, const json_fields::FieldPath& at, MegatronSpec& spec) {
+  std::vector<int64_t> numbers;
+  for (const char* name : {"num_layers", "hidden_size", "num_attention_heads", "seq_length", "vocab_size",
+                           "tensor_model_parallel_size", "pipeline_model_parallel_size", "data_parallel_size",
+                           "micro_batch_size", "global_batch_size", "num_layers_per_virtual_pipeline_stage",
+                           "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers"}) {
+    const bool may_be_zero = std::string_view(name) == "num_layers_per_virtual_pipeline_stage" ||
+                             std::string_view(name).rfind("decoder_", 0) == 0;
+    auto value = json_fields::read_integer(arguments, at, name, may_be_zero ? 0 : 1);
+    if (!value) return value.error();
+    if (*value > (int64_t{1} << 30)) return at.field(name).error("is too large", *value);
+    numbers.push_back(*value);
+  }
+  spec.model = GptModel{numbers[0], numbers[1], numbers[2], numbers[3], numbers[4]};
+  MegatronLayout& l = spec.layout;
+  l.tensor = static_cast<int>(numbers[5]);
+  l.pipeline = static_cast<int>(numbers[6]);
+  l.data = static_cast<int>(numbers[7]);
+  l.micro_batch = static_cast<int>(numbers[8]);
+  l.global_batch = static_cast<int>(numbers[9]);
+  l.layers_per_virtual_stage = static_cast<int>(numbers[10]);
+  l.first_stage_layers = static_cast<int>(numbers[11]);
+  l.last_stage_layers = static_cast<int>(numbers[12]);
+  return ok_status();
+}
+
+// Recomputation, the flags and the zero-bubble schedule.
+Status read_choices(const nlohmann::json& arguments, const json_fields::FieldPath& at, MegatronLayout& l) {
+  auto recompute = json_fields::read_string(arguments, at, "recompute_granularity");
+  if (!recompute) return recompute.error();
+  if (*recompute != "none" && *recompute != "selective" && *recompute != "full")
+    return at.field("recompute_granularity").error("must be none, selective or full", *recompute);
+  l.recompute = *recompute == "full"        ? Recompute::kFull
+                : *recompute == "selective" ? Recompute::kSelective
+                                            : Recompute::kNone;
+  bool zero_bubble = false;
+  bool* flags[] = {&l.sequence_parallel, &l.bf16, &l.distributed_optimizer, &l.overlap_grad_reduce, &zero_bubble};
+  const char* names[] = {"sequence_parallel", "bf16", "use_distributed_optimizer", "overlap_grad_reduce",
+                         "enable_zero_bubble"};
+  for (int i = 0; i < 5; ++i) {
+    auto flag = read_flag(arguments, at, names[i]);
+    if (!flag) return flag.error();
+    *flags[i] = *flag;
+  }
+  auto pending = json_fields::read_integer(arguments, at, "zero_bubble_max_pending_backward", 0);
+  if (!pending) return pending.error();
+  if (zero_bubble) {
+    if (*pending != l.pipeline && *pending != 2 * l.pipeline)
+      return at.field("zero_bubble_max_pending_backward")
+          .error(fmt::format("must be p = {} (ZB-H1) or 2p = {} (ZB-H2)", l.pipeline, 2 * l.pipeline), *pending);
+    l.zero_bubble = *pending == l.pipeline ? 1 : 2;
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 Result<MegatronSpec> megatron_from_arguments(const nlohmann::json& arguments, const std::string& where) {
@@ -205,53 +261,9 @@ Result<MegatronSpec> megatron_from_arguments(const nlohmann::json& arguments, co
                                                "decoder_last_pipeline_num_layers"});
       !ok)
     return ok.error();
-  std::vector<int64_t> numbers;
-  for (const char* name : {"num_layers", "hidden_size", "num_attention_heads", "seq_length", "vocab_size",
-                           "tensor_model_parallel_size", "pipeline_model_parallel_size", "data_parallel_size",
-                           "micro_batch_size", "global_batch_size", "num_layers_per_virtual_pipeline_stage",
-                           "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers"}) {
-    const bool may_be_zero = std::string_view(name) == "num_layers_per_virtual_pipeline_stage" ||
-                             std::string_view(name).rfind("decoder_", 0) == 0;
-    auto value = json_fields::read_integer(arguments, at, name, may_be_zero ? 0 : 1);
-    if (!value) return value.error();
-    if (*value > (int64_t{1} << 30)) return at.field(name).error("is too large", *value);
-    numbers.push_back(*value);
-  }
   MegatronSpec spec;
-  spec.model = GptModel{numbers[0], numbers[1], numbers[2], numbers[3], numbers[4]};
-  MegatronLayout& l = spec.layout;
-  l.tensor = static_cast<int>(numbers[5]);
-  l.pipeline = static_cast<int>(numbers[6]);
-  l.data = static_cast<int>(numbers[7]);
-  l.micro_batch = static_cast<int>(numbers[8]);
-  l.global_batch = static_cast<int>(numbers[9]);
-  l.layers_per_virtual_stage = static_cast<int>(numbers[10]);
-  l.first_stage_layers = static_cast<int>(numbers[11]);
-  l.last_stage_layers = static_cast<int>(numbers[12]);
-  auto recompute = json_fields::read_string(arguments, at, "recompute_granularity");
-  if (!recompute) return recompute.error();
-  if (*recompute != "none" && *recompute != "selective" && *recompute != "full")
-    return at.field("recompute_granularity").error("must be none, selective or full", *recompute);
-  l.recompute = *recompute == "full"        ? Recompute::kFull
-                : *recompute == "selective" ? Recompute::kSelective
-                                            : Recompute::kNone;
-  bool zero_bubble = false;
-  bool* flags[] = {&l.sequence_parallel, &l.bf16, &l.distributed_optimizer, &l.overlap_grad_reduce, &zero_bubble};
-  const char* names[] = {"sequence_parallel", "bf16", "use_distributed_optimizer", "overlap_grad_reduce",
-                         "enable_zero_bubble"};
-  for (int i = 0; i < 5; ++i) {
-    auto flag = read_flag(arguments, at, names[i]);
-    if (!flag) return flag.error();
-    *flags[i] = *flag;
-  }
-  auto pending = json_fields::read_integer(arguments, at, "zero_bubble_max_pending_backward", 0);
-  if (!pending) return pending.error();
-  if (zero_bubble) {
-    if (*pending != l.pipeline && *pending != 2 * l.pipeline)
-      return at.field("zero_bubble_max_pending_backward")
-          .error(fmt::format("must be p = {} (ZB-H1) or 2p = {} (ZB-H2)", l.pipeline, 2 * l.pipeline), *pending);
-    l.zero_bubble = *pending == l.pipeline ? 1 : 2;
-  }
+  if (auto ok = read_sizes(arguments, at, spec); !ok) return ok.error();
+  if (auto ok = read_choices(arguments, at, spec.layout); !ok) return ok.error();
   return spec;
 }
 

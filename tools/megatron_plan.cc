@@ -58,6 +58,52 @@ std::string families_text(const MegatronSearchResult& found) {
   return out;
 }
 
+nlohmann::json plan_json(const GptModel& model, const MegatronLayout& chosen, const Topology& topology,
+                         const MegatronPrediction& prediction, const MegatronSearchResult& found) {
+  nlohmann::json document = megatron_json(model, chosen, topology, prediction);
+  nlohmann::json runners = nlohmann::json::array();
+  for (const MegatronCandidate& c : found.best)
+    runners.push_back({{"layout", short_layout(model, c.layout)},
+                       {"iteration_time_s", c.iteration_time.value},
+                       {"model_tflops_per_gpu", c.model_tflops_per_gpu},
+                       {"peak_memory_bytes", c.peak_memory.value}});
+  document["candidates"] = runners;
+  nlohmann::json families = nlohmann::json::array();
+  for (const MegatronFamily& f : found.families)
+    families.push_back(
+        {{"tensor_model_parallel_size", f.tensor},
+         {"pipeline_model_parallel_size", f.pipeline > 0 ? nlohmann::json(f.pipeline) : nlohmann::json()},
+         {"enumerated", f.enumerated},
+         {"not_fitting", f.not_fitting},
+         {"pruned_by_bound", f.pruned},
+         {"simulated", f.simulated},
+         {"best_iteration_time_s", f.simulated > 0 ? nlohmann::json(f.best_time.value) : nlohmann::json()},
+         {"why_not_simulated", f.reason}});
+  document["families"] = families;
+  document["search"] = {{"enumerated", found.enumerated},
+                        {"not_fitting", found.not_fitting},
+                        {"pruned_by_bound", found.pruned},
+                        {"simulated", found.simulated},
+                        {"wall_s", found.wall_seconds}};
+  return document;
+}
+
+std::string plan_text(const GptModel& model, const MegatronLayout& chosen, const Topology& topology,
+                      const MegatronPrediction& prediction, const MegatronSearchResult& found) {
+  std::string out = fmt::format(
+      "searched {} layouts in {:.2f} s: {} do not fit the {:.0f} GiB, {} cannot beat the best by their lower "
+      "bound, {} simulated\n\nbest layouts (simulated):\n",
+      found.enumerated, found.wall_seconds, found.not_fitting, topology.device.memory.gib(), found.pruned,
+      found.simulated);
+  for (const MegatronCandidate& c : found.best)
+    out += fmt::format("  {:<48} {:>12}  {:6.1f} TFLOP/s per GPU  peak {}\n", short_layout(model, c.layout),
+                       human_seconds(c.iteration_time), c.model_tflops_per_gpu, human_bytes(c.peak_memory));
+  out += "\ntensor x pipeline families (the fastest simulated, or why none was):\n" + families_text(found);
+  out += "\nchosen:\n" + megatron_text(model, chosen, topology, prediction);
+  out += "\nas Megatron-LM flags:\n  " + megatron_flags_of(model, chosen) + "\n";
+  return out;
+}
+
 }  // namespace
 
 std::string torchrun_line(const Topology& topology, int gpus, const std::string& program) {
@@ -96,46 +142,8 @@ int run_megatron_plan(const MegatronArgs& flags, const MegatronPlanArgs& args, c
     std::fputs((line + "\n").c_str(), stdout);
     return 0;
   }
-  if (args.json) {
-    nlohmann::json document = megatron_json(model, chosen, topology, prediction);
-    nlohmann::json runners = nlohmann::json::array();
-    for (const MegatronCandidate& c : found.best)
-      runners.push_back({{"layout", short_layout(model, c.layout)},
-                         {"iteration_time_s", c.iteration_time.value},
-                         {"model_tflops_per_gpu", c.model_tflops_per_gpu},
-                         {"peak_memory_bytes", c.peak_memory.value}});
-    document["candidates"] = runners;
-    nlohmann::json families = nlohmann::json::array();
-    for (const MegatronFamily& f : found.families)
-      families.push_back(
-          {{"tensor_model_parallel_size", f.tensor},
-           {"pipeline_model_parallel_size", f.pipeline > 0 ? nlohmann::json(f.pipeline) : nlohmann::json()},
-           {"enumerated", f.enumerated},
-           {"not_fitting", f.not_fitting},
-           {"pruned_by_bound", f.pruned},
-           {"simulated", f.simulated},
-           {"best_iteration_time_s", f.simulated > 0 ? nlohmann::json(f.best_time.value) : nlohmann::json()},
-           {"why_not_simulated", f.reason}});
-    document["families"] = families;
-    document["search"] = {{"enumerated", found.enumerated},
-                          {"not_fitting", found.not_fitting},
-                          {"pruned_by_bound", found.pruned},
-                          {"simulated", found.simulated},
-                          {"wall_s", found.wall_seconds}};
-    std::fputs((document.dump(2) + "\n").c_str(), stdout);
-    return 0;
-  }
-  std::string out = fmt::format(
-      "searched {} layouts in {:.2f} s: {} do not fit the {:.0f} GiB, {} cannot beat the best by their lower "
-      "bound, {} simulated\n\nbest layouts (simulated):\n",
-      found.enumerated, found.wall_seconds, found.not_fitting, topology.device.memory.gib(), found.pruned,
-      found.simulated);
-  for (const MegatronCandidate& c : found.best)
-    out += fmt::format("  {:<48} {:>12}  {:6.1f} TFLOP/s per GPU  peak {}\n", short_layout(model, c.layout),
-                       human_seconds(c.iteration_time), c.model_tflops_per_gpu, human_bytes(c.peak_memory));
-  out += "\ntensor x pipeline families (the fastest simulated, or why none was):\n" + families_text(found);
-  out += "\nchosen:\n" + megatron_text(model, chosen, topology, prediction);
-  out += "\nas Megatron-LM flags:\n  " + megatron_flags_of(model, chosen) + "\n";
+  const std::string out = args.json ? plan_json(model, chosen, topology, prediction, found).dump(2) + "\n"
+                                    : plan_text(model, chosen, topology, prediction, found);
   std::fputs(out.c_str(), stdout);
   return 0;
 }
