@@ -12,28 +12,16 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "bench/bench_support.h"
 #include "planner/gpt_sweep.h"
-
-namespace {
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   using namespace baton;
   const std::string root = argc > 1 ? argv[1] : ".";
-  auto topology = parse_topology(slurp(root + "/topologies/h100_32x8.json"), "h100_32x8");
+  auto topology = parse_topology(bench::read_text(root + "/topologies/h100_32x8.json"), "h100_32x8");
   if (!topology) {
     std::fprintf(stderr, "cannot load topologies/h100_32x8.json from %s\n", root.c_str());
     return 2;

@@ -9,29 +9,17 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "bench/bench_support.h"
 #include "planner/sweep.h"
-
-namespace {
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   using namespace baton;
   const std::string root = argc > 1 ? argv[1] : ".";
-  auto profile = parse_profile(slurp(root + "/traces/vgg16_v100_mb32.json"), "vgg16");
-  auto topology = parse_topology(slurp(root + "/topologies/pipedream_a.json"), "pipedream_a");
+  auto profile = parse_profile(bench::read_text(root + "/traces/vgg16_v100_mb32.json"), "vgg16");
+  auto topology = parse_topology(bench::read_text(root + "/topologies/pipedream_a.json"), "pipedream_a");
   if (!profile || !topology) {
     std::fprintf(stderr, "cannot load the shipped VGG-16 profile or cluster A from %s\n", root.c_str());
     return 2;

@@ -1,6 +1,8 @@
 // Megatron layouts on the zero-bubble schedules (MegatronLayout::zero_bubble):
 // ZB-H1 and ZB-H2 run the profile's I and W halves, shorten the 1F1B bubble,
 // hold what they are documented to hold, and are refused where they cannot run.
+#include <vector>
+
 #include "tests/catch_compat.h"
 
 #include "sim/megatron_sim.h"
@@ -15,18 +17,23 @@ using testing::shipped_topology;
 
 const GptModel kModel{24, 2048, 16, 2048, 50257};
 
+// The layout predicted on 1F1B, ZB-H1 and ZB-H2, in that order.
+std::vector<MegatronPrediction> on_each_schedule(MegatronLayout layout, const Topology& topology) {
+  std::vector<MegatronPrediction> out;
+  for (int zero_bubble : {0, 1, 2}) {
+    layout.zero_bubble = zero_bubble;
+    auto predicted = predict_megatron(kModel, layout, topology, false);
+    REQUIRE(predicted.ok());
+    out.push_back(std::move(*predicted));
+  }
+  return out;
+}
+
 TEST_CASE("zero bubble: ZB-H1 and ZB-H2 shorten 1F1B's iteration, same work", "[megatron][zero-bubble]") {
   const Topology topology = shipped_topology("a100_vtrain.json");
   // t 2, p 4, d 1, 8 microbatches: a bubble of (p - 1) / m of the work to shorten.
-  MegatronLayout layout = megatron_layout(2, 4, 1, 1, 8);
-  const auto plain = predict_megatron(kModel, layout, topology, false);
-  layout.zero_bubble = 1;
-  const auto h1 = predict_megatron(kModel, layout, topology, false);
-  layout.zero_bubble = 2;
-  const auto h2 = predict_megatron(kModel, layout, topology, false);
-  REQUIRE(plain.ok());
-  REQUIRE(h1.ok());
-  REQUIRE(h2.ok());
+  const auto each = on_each_schedule(megatron_layout(2, 4, 1, 1, 8), topology);
+  const MegatronPrediction *plain = &each[0], *h1 = &each[1], *h2 = &each[2];
   CHECK(h1->plan.schedule == Schedule::kZbH1);
   CHECK(h2->plan.schedule == Schedule::kZbH2);
   CHECK(h1->iteration_time < plain->iteration_time);
@@ -41,14 +48,9 @@ TEST_CASE("zero bubble: ZB-H1 keeps 1F1B's peak on the first rank, ZB-H2 holds 2
   const Topology topology = shipped_topology("a100_vtrain.json");
   MegatronLayout layout = megatron_layout(2, 4, 1, 1, 16);
   layout.recompute = Recompute::kSelective;
-  const auto plain = predict_megatron(kModel, layout, topology, false);
-  layout.zero_bubble = 1;
-  const auto h1 = predict_megatron(kModel, layout, topology, false);
+  const auto each = on_each_schedule(layout, topology);
+  const MegatronPrediction *plain = &each[0], *h1 = &each[1], *h2 = &each[2];
   layout.zero_bubble = 2;
-  const auto h2 = predict_megatron(kModel, layout, topology, false);
-  REQUIRE(plain.ok());
-  REQUIRE(h1.ok());
-  REQUIRE(h2.ok());
   // Rank 0 holds p = 4 microbatches' blocks at its peak in both (Qi et al.:
   // ZB-H1 keeps 1F1B's peak activation memory).
   CHECK(plain->memory.ranks[0].inflight_microbatches == 4);
