@@ -119,3 +119,24 @@ TEST_CASE("plan pins the zero-bubble schedule either way and emits the fork's fl
   CHECK(unpinned.exit_code == 2);
   CHECK(unpinned.err.find("--zero-bubble-max-pending-backward") != std::string::npos);
 }
+
+TEST_CASE("plan refuses a GPT model that fits no layout, saying what memory would, and writes nothing",
+          "[cli][megatron][bad-input]") {
+  const fs::path dir = scratch_dir("megatron-plan-nofit");
+  // GPT-3 175B on 32 A100s at batch 32.
+  const CliRun run = run_baton(
+      "plan --topology topologies/a100_4x8.json --num-layers 96 --hidden-size 12288 --num-attention-heads 96 "
+      "--seq-length 2048 --global-batch-size 32 -o " +
+          quoted(dir / "plan.json"),
+      "megatron-plan-nofit");
+  CHECK(run.exit_code == 2);
+  CHECK(run.err.find("no layout of the") != std::string::npos);
+  CHECK(run.err.find("fits the 80 GiB of one A100-SXM4-80GB: the least peak of any is") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "plan.json"));
+  const CliRun batch = run_baton(
+      "plan --topology topologies/a100_4x8.json " + kModel + "--micro-batch-size 3 -o " + quoted(dir / "plan.json"),
+      "megatron-plan-batch");
+  CHECK(batch.exit_code == 2);
+  CHECK(batch.err.find("--micro-batch-size 3") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "plan.json"));
+}
