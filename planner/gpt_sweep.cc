@@ -67,10 +67,10 @@ Result<std::string> canonical_value(const AxisInfo& info, const std::string& val
       return std::to_string(std::stoi(value));
     }
     case AxisKind::kRecompute:
-      if (value == "none" || value == "selective" || value == "full") return value;
+      if (parse_recompute(value)) return value;
       return bad("none, selective or full");
     case AxisKind::kZeroBubble:
-      if (value == "1f1b" || value == "zb-h1" || value == "zb-h2") return value;
+      if (parse_zero_bubble(value)) return value;
       return bad("1f1b, zb-h1 or zb-h2");
     case AxisKind::kYesNo:
       if (value == "yes" || value == "1" || value == "on" || value == "true") return std::string("yes");
@@ -123,14 +123,11 @@ void apply_layout_axis(const std::string& name, const std::string& value, Megatr
   if (name == "global-batch-size") layout.global_batch = number;
   if (name == "num-layers-per-virtual-pipeline-stage")
     pinned.layers_per_virtual_stage = layout.layers_per_virtual_stage = number;
-  if (name == "recompute-granularity")
-    pinned.recompute = layout.recompute = value == "full"        ? Recompute::kFull
-                                          : value == "selective" ? Recompute::kSelective
-                                                                 : Recompute::kNone;
+  if (name == "recompute-granularity") pinned.recompute = layout.recompute = *parse_recompute(value);
   if (name == "sequence-parallel") pinned.sequence_parallel = layout.sequence_parallel = yes;
   if (name == "use-distributed-optimizer") pinned.distributed_optimizer = layout.distributed_optimizer = yes;
   if (name == "overlap-grad-reduce") layout.overlap_grad_reduce = yes;
-  if (name == "zero-bubble") pinned.zero_bubble = layout.zero_bubble = value == "zb-h1" ? 1 : value == "zb-h2" ? 2 : 0;
+  if (name == "zero-bubble") pinned.zero_bubble = layout.zero_bubble = *parse_zero_bubble(value);
 }
 
 }  // namespace
@@ -203,7 +200,7 @@ PointResult simulate_point(const GptSweepSpec& spec, MegatronLayout layout, cons
   }
   out.iteration_time = predicted->iteration_time;
   out.tflops = predicted->model_tflops_per_gpu;
-  for (const MegatronRankMemory& rank : predicted->memory.ranks) out.peak = max(out.peak, rank.peak);
+  out.peak = predicted->memory.peak();
   out.fits = predicted->memory.fits();
   return out;
 }

@@ -146,8 +146,7 @@ std::vector<MegatronCandidate> fitting_layouts(const GptModel& model, int global
     auto found = held.find(key);
     if (found == held.end()) found = held.emplace(key, held_peaks(plan, share)).first;
     const MegatronMemory memory = megatron_memory(model, layout, plan, profile, topology.device.memory, &found->second);
-    Bytes peak;
-    for (const MegatronRankMemory& r : memory.ranks) peak = std::max(peak, r.peak);
+    const Bytes peak = memory.peak();
     if (!memory.fits()) {
       ++result.not_fitting;
       ++family.not_fitting;

@@ -15,6 +15,24 @@ const char* recompute_name(Recompute recompute) {
   return "none";
 }
 
+std::optional<Recompute> parse_recompute(std::string_view name) {
+  for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull})
+    if (name == recompute_name(r)) return r;
+  return std::nullopt;
+}
+
+std::optional<int> parse_zero_bubble(std::string_view name) {
+  for (int zero_bubble : {0, 1, 2})
+    if (name == zero_bubble_name(zero_bubble)) return zero_bubble;
+  return std::nullopt;
+}
+
+std::optional<int> zero_bubble_of_pending(int64_t pending, int pipeline) {
+  if (pending == pipeline) return 1;
+  if (pending == 2 * static_cast<int64_t>(pipeline)) return 2;
+  return std::nullopt;
+}
+
 const char* zero_bubble_name(int zero_bubble) {
   return zero_bubble == 1 ? "zb-h1" : zero_bubble == 2 ? "zb-h2" : "1f1b";
 }
@@ -208,11 +226,9 @@ Status read_sizes(const nlohmann::json& arguments, const json_fields::FieldPath&
 Status read_choices(const nlohmann::json& arguments, const json_fields::FieldPath& at, MegatronLayout& l) {
   auto recompute = json_fields::read_string(arguments, at, "recompute_granularity");
   if (!recompute) return recompute.error();
-  if (*recompute != "none" && *recompute != "selective" && *recompute != "full")
-    return at.field("recompute_granularity").error("must be none, selective or full", *recompute);
-  l.recompute = *recompute == "full"        ? Recompute::kFull
-                : *recompute == "selective" ? Recompute::kSelective
-                                            : Recompute::kNone;
+  const std::optional<Recompute> parsed = parse_recompute(*recompute);
+  if (!parsed) return at.field("recompute_granularity").error("must be none, selective or full", *recompute);
+  l.recompute = *parsed;
   bool zero_bubble = false;
   bool* flags[] = {&l.sequence_parallel, &l.bf16, &l.distributed_optimizer, &l.overlap_grad_reduce, &zero_bubble};
   const char* names[] = {"sequence_parallel", "bf16", "use_distributed_optimizer", "overlap_grad_reduce",
@@ -225,10 +241,11 @@ Status read_choices(const nlohmann::json& arguments, const json_fields::FieldPat
   auto pending = json_fields::read_integer(arguments, at, "zero_bubble_max_pending_backward", 0);
   if (!pending) return pending.error();
   if (zero_bubble) {
-    if (*pending != l.pipeline && *pending != 2 * l.pipeline)
+    const std::optional<int> schedule = zero_bubble_of_pending(*pending, l.pipeline);
+    if (!schedule)
       return at.field("zero_bubble_max_pending_backward")
           .error(fmt::format("must be p = {} (ZB-H1) or 2p = {} (ZB-H2)", l.pipeline, 2 * l.pipeline), *pending);
-    l.zero_bubble = *pending == l.pipeline ? 1 : 2;
+    l.zero_bubble = *schedule;
   }
   return ok_status();
 }

@@ -28,7 +28,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -48,6 +50,12 @@ struct GptModel {
 enum class Recompute { kNone, kSelective, kFull };
 const char* recompute_name(Recompute recompute);  // "none", "selective", "full"
 const char* zero_bubble_name(int zero_bubble);    // "1f1b", "zb-h1", "zb-h2"
+// The names back; nothing for any other text.
+std::optional<Recompute> parse_recompute(std::string_view name);
+std::optional<int> parse_zero_bubble(std::string_view name);
+// MegatronLayout::zero_bubble from the fork's --zero-bubble-max-pending-backward:
+// 1 for p (ZB-H1), 2 for 2p (ZB-H2), nothing for any other limit.
+std::optional<int> zero_bubble_of_pending(int64_t pending, int pipeline);
 
 struct MegatronLayout {
   int tensor = 1;

@@ -83,9 +83,7 @@ std::vector<std::string> fit_hints(const GptModel& model, const MegatronLayout& 
         make_megatron_profile(model, variant.layout, gpu, [](double) { return Seconds(0.0); });
     const Plan plan = megatron_plan(model, variant.layout);
     const MegatronMemory memory = megatron_memory(model, variant.layout, plan, profile, topology.device.memory);
-    Bytes worst(0);
-    for (const MegatronRankMemory& r : memory.ranks) worst = std::max(worst, r.peak);
-    if (memory.fits()) hints.push_back(fmt::format("{}: peak {:.1f} GiB", variant.flag, worst.gib()));
+    if (memory.fits()) hints.push_back(fmt::format("{}: peak {:.1f} GiB", variant.flag, memory.peak().gib()));
   }
   return hints;
 }

@@ -157,6 +157,12 @@ Plan megatron_plan(const GptModel& model, const MegatronLayout& layout) {
   return plan;
 }
 
+Bytes MegatronMemory::peak() const {
+  Bytes most;
+  for (const MegatronRankMemory& r : ranks) most = max(most, r.peak);
+  return most;
+}
+
 bool MegatronMemory::fits() const {
   return std::all_of(ranks.begin(), ranks.end(), [&](const MegatronRankMemory& r) { return r.peak <= capacity; });
 }

@@ -97,6 +97,7 @@ struct MegatronMemory {
   std::vector<MegatronRankMemory> ranks;
   Bytes capacity;
   bool fits() const;
+  Bytes peak() const;  // the largest rank's
 };
 
 // The worst moment of each pipeline rank's schedule: the most blocks x

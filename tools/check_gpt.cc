@@ -25,15 +25,14 @@ void read_pinned(const nlohmann::json& pinned, const FieldPath& at, MegatronAxes
   integer("num_layers_per_virtual_pipeline_stage", 0, axes.layers_per_virtual_stage);
   if (pinned.contains("recompute_granularity")) {
     const std::string r = take(json_fields::read_string(pinned, at, "recompute_granularity"));
-    if (r != "none" && r != "selective" && r != "full")
+    axes.recompute = parse_recompute(r);
+    if (!axes.recompute)
       throw UsageError(at.field("recompute_granularity").error("must be none, selective or full", r).message);
-    axes.recompute = r == "full" ? Recompute::kFull : r == "selective" ? Recompute::kSelective : Recompute::kNone;
   }
   if (pinned.contains("zero_bubble")) {
     const std::string zb = take(json_fields::read_string(pinned, at, "zero_bubble"));
-    if (zb != "1f1b" && zb != "zb-h1" && zb != "zb-h2")
-      throw UsageError(at.field("zero_bubble").error("must be 1f1b, zb-h1 or zb-h2", zb).message);
-    axes.zero_bubble = zb == "zb-h1" ? 1 : zb == "zb-h2" ? 2 : 0;
+    axes.zero_bubble = parse_zero_bubble(zb);
+    if (!axes.zero_bubble) throw UsageError(at.field("zero_bubble").error("must be 1f1b, zb-h1 or zb-h2", zb).message);
   }
   for (const char* name : {"sequence_parallel", "use_distributed_optimizer"}) {
     if (!pinned.contains(name)) continue;

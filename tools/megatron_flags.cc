@@ -58,10 +58,7 @@ MegatronAxes pinned_megatron_axes(const MegatronArgs& flags, const CLI::App& cmd
   if (given("--pipeline-model-parallel-size")) axes.pipeline = flags.pipeline;
   if (given("--micro-batch-size")) axes.micro_batch = flags.micro_batch;
   if (given("--num-layers-per-virtual-pipeline-stage")) axes.layers_per_virtual_stage = flags.layers_per_virtual_stage;
-  if (given("--recompute-granularity"))
-    axes.recompute = flags.recompute == "full"        ? Recompute::kFull
-                     : flags.recompute == "selective" ? Recompute::kSelective
-                                                      : Recompute::kNone;
+  if (given("--recompute-granularity")) axes.recompute = parse_recompute(flags.recompute);
   if (given("--sequence-parallel")) axes.sequence_parallel = true;
   if (given("--use-distributed-optimizer")) axes.distributed_optimizer = true;
   if (given("--decoder-first-pipeline-num-layers") || given("--decoder-last-pipeline-num-layers"))
@@ -71,7 +68,8 @@ MegatronAxes pinned_megatron_axes(const MegatronArgs& flags, const CLI::App& cmd
     if (flags.zero_bubble_pending != 0 && !given("--pipeline-model-parallel-size"))
       throw UsageError(
           "plan: --zero-bubble-max-pending-backward is p or 2p: pin --pipeline-model-parallel-size with it");
-    axes.zero_bubble = !flags.zero_bubble ? 0 : flags.zero_bubble_pending == 2 * flags.pipeline ? 2 : 1;
+    const int pending = flags.zero_bubble_pending == 0 ? flags.pipeline : flags.zero_bubble_pending;
+    axes.zero_bubble = flags.zero_bubble ? zero_bubble_of_pending(pending, flags.pipeline).value_or(1) : 0;
   }
   if (given("--data-parallel-size"))
     throw UsageError(
@@ -100,9 +98,7 @@ MegatronRun megatron_flags_unchecked(const MegatronArgs& args) {
   layout.micro_batch = args.micro_batch;
   layout.global_batch = args.global_batch;
   layout.layers_per_virtual_stage = args.layers_per_virtual_stage;
-  layout.recompute = args.recompute == "full"        ? Recompute::kFull
-                     : args.recompute == "selective" ? Recompute::kSelective
-                                                     : Recompute::kNone;
+  layout.recompute = parse_recompute(args.recompute).value_or(Recompute::kNone);  // "": no recomputation
   layout.sequence_parallel = args.sequence_parallel;
   layout.bf16 = args.bf16;
   layout.distributed_optimizer = args.distributed_optimizer;
@@ -114,12 +110,13 @@ MegatronRun megatron_flags_unchecked(const MegatronArgs& args) {
     throw UsageError("--zero-bubble-max-pending-backward goes with --enable-zero-bubble");
   if (args.zero_bubble) {
     const int p = std::max(args.pipeline, 1), pending = args.zero_bubble_pending == 0 ? p : args.zero_bubble_pending;
-    if (pending != p && pending != 2 * p)
+    const std::optional<int> schedule = zero_bubble_of_pending(pending, p);
+    if (!schedule)
       throw UsageError(fmt::format(
           "--zero-bubble-max-pending-backward {} with --pipeline-model-parallel-size {}: baton runs ZB-H1 (p = {}) "
           "and ZB-H2 (2p = {}), the handcrafted schedules; other limits need the fork's automatic scheduler",
           pending, p, p, 2 * p));
-    layout.zero_bubble = pending == p ? 1 : 2;
+    layout.zero_bubble = *schedule;
   }
   return run;
 }

@@ -36,12 +36,10 @@ void write_megatron_plan(const std::string& path, const GptModel& model, const M
   plan.model = fmt::format("GPT {:.1f}B", gpt_parameters(model, 1) / 1e9);
   plan.made_for = plan_topology_of(topology);
   plan.megatron = megatron_arguments(model, layout);
-  Bytes peak;
-  for (const MegatronRankMemory& rank : prediction.memory.ranks) peak = max(peak, rank.peak);
   plan.prediction = {{"iteration_time_s", prediction.iteration_time.value},
                      {"throughput_samples_per_s", prediction.throughput_samples_per_s},
                      {"model_tflops_per_gpu", prediction.model_tflops_per_gpu},
-                     {"peak_memory_bytes", peak.value}};
+                     {"peak_memory_bytes", prediction.memory.peak().value}};
   write_file_atomic(path, plan_to_json(plan).dump(2) + "\n");
 }
 
