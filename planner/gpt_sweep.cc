@@ -38,8 +38,7 @@ constexpr const char* kAxisList =
     "tensor-model-parallel-size (tp), pipeline-model-parallel-size (pp), micro-batch-size (mbs), "
     "global-batch-size (gbs), num-layers-per-virtual-pipeline-stage (vpp), recompute-granularity, "
     "sequence-parallel, use-distributed-optimizer, overlap-grad-reduce, zero-bubble, topology, servers, "
-    "devices_per_server, "
-    "bandwidth_gbps.L, latency_us.L, memory_gib";
+    "devices_per_server, bandwidth_gbps.L, latency_us.L, memory_gib";
 
 const AxisInfo* find_axis(const std::string& name) {
   for (const AxisInfo& info : kLayoutAxes)
@@ -61,10 +60,10 @@ Result<std::string> canonical_value(const AxisInfo& info, const std::string& val
     case AxisKind::kWhole:
     case AxisKind::kWholeOrZero: {
       const int least = info.kind == AxisKind::kWhole ? 1 : 0;
-      if (value.empty() || value.size() > 7 || !std::all_of(value.begin(), value.end(), ::isdigit) ||
-          std::stoi(value) < least)
+      const std::optional<int64_t> number = parse_whole(value, least);
+      if (!number || *number > 9'999'999)
         return bad(least ? "a whole number >= 1" : "a whole number >= 0 (0: not interleaved)");
-      return std::to_string(std::stoi(value));
+      return std::to_string(*number);
     }
     case AxisKind::kRecompute:
       if (parse_recompute(value)) return value;
@@ -92,12 +91,8 @@ Status check_cluster_axis(const GptSweepAxis& axis) {
                                                          : "num-layers-per-virtual-pipeline-stage")};
   if (!cluster_axis(axis.name))
     return Error{fmt::format("--vary: unknown axis \"{}\" for a GPT model (expected {})", axis.name, kAxisList)};
-  for (const std::string& text : axis.values) {
-    char* end = nullptr;
-    const double value = std::strtod(text.c_str(), &end);
-    if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(value))
-      return Error{fmt::format("--vary {}: \"{}\" is not a number", axis.name, text)};
-  }
+  for (const std::string& text : axis.values)
+    if (!parse_number(text)) return Error{fmt::format("--vary {}: \"{}\" is not a number", axis.name, text)};
   return ok_status();
 }
 
@@ -164,10 +159,6 @@ std::vector<std::string> gpt_sweep_header(const GptSweepSpec& spec) {
     header.push_back(column);
   return header;
 }
-
-}  // namespace baton
-
-namespace baton {
 
 namespace {
 

@@ -7,20 +7,15 @@
 
 #include <fmt/format.h>
 
+#include "planner/sweep_grid.h"
+
 namespace baton {
 
 namespace {
 
-bool numeric(const std::string& text, double& value) {
-  char* end = nullptr;
-  value = std::strtod(text.c_str(), &end);
-  return !text.empty() && end == text.c_str() + text.size() && std::isfinite(value);
-}
-
 bool numeric_column(const SweepTable& table, int column) {
-  double unused = 0;
   return std::all_of(table.rows.begin(), table.rows.end(),
-                     [&](const auto& row) { return numeric(row[column], unused); });
+                     [&](const auto& row) { return parse_number(row[column]).has_value(); });
 }
 
 int x_column(const SweepTable& table) {
@@ -36,9 +31,8 @@ std::string field(const SweepTable& table, const std::vector<std::string>& row, 
 
 // The throughput of a row that ran and fits, else NaN.
 double fitting_throughput(const SweepTable& table, const std::vector<std::string>& row) {
-  double value = NAN;
   if (field(table, row, "fits") != "yes" || !field(table, row, "error").empty()) return NAN;
-  return numeric(field(table, row, "throughput_samples_per_s"), value) ? value : NAN;
+  return parse_number(field(table, row, "throughput_samples_per_s")).value_or(NAN);
 }
 
 // "a on b": the model and the topologies of the rows.
@@ -78,9 +72,7 @@ Result<std::vector<ChartSeries>> sweep_chart_series(const SweepTable& table) {
     if (!dash.empty()) name += ", " + dash;
     auto [it, added] = index_of.emplace(name, series.size());
     if (added) series.push_back(ChartSeries{name, {}, {}, colour, dash});
-    double at = 0;
-    (void)numeric(row[x], at);
-    series[it->second].x.push_back(at);
+    series[it->second].x.push_back(*parse_number(row[x]));  // x_column: every row's is a number
     series[it->second].y.push_back(fitting_throughput(table, row));
   }
   return series;
@@ -128,8 +120,7 @@ std::vector<std::string> axis_values(const SweepTable& table, int column) {
 }
 
 double number(const SweepTable& table, const std::vector<std::string>& row, const char* name) {
-  double value = NAN;
-  return numeric(field(table, row, name), value) ? value : NAN;
+  return parse_number(field(table, row, name)).value_or(NAN);
 }
 
 // "d 4, b 1, selective, sp": what a GPT row's layout chose beside t and p.

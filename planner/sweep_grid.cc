@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -11,13 +12,25 @@
 
 namespace baton {
 
+std::optional<double> parse_number(const std::string& text) {
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(value)) return std::nullopt;
+  return value;
+}
+
+std::optional<int64_t> parse_whole(const std::string& text, int64_t least) {
+  if (text.empty() || text.size() > 18 || !std::all_of(text.begin(), text.end(), ::isdigit)) return std::nullopt;
+  const int64_t value = std::stoll(text);
+  return value >= least ? std::optional<int64_t>(value) : std::nullopt;
+}
+
 namespace {
 
-// A whole number >= `least` spelled exactly, or -1.
+// A whole number >= `least` that fits a shard's int, or -1.
 int whole(const std::string& text, int least) {
-  if (text.empty() || text.size() > 9 || !std::all_of(text.begin(), text.end(), ::isdigit)) return -1;
-  const int value = std::stoi(text);
-  return value >= least ? value : -1;
+  const std::optional<int64_t> value = parse_whole(text, least);
+  return value && *value <= (1 << 30) ? static_cast<int>(*value) : -1;
 }
 
 Result<Shard> slurm_shard(const std::function<const char*(const char*)>& getenv) {

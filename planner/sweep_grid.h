@@ -10,13 +10,20 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "sim/result.h"
 
 namespace baton {
+
+// A value's text as a finite number, spelled whole ("10", "0.5", "1e3"), or nothing.
+std::optional<double> parse_number(const std::string& text);
+// A whole number >= `least`, digits only (at most 18), or nothing.
+std::optional<int64_t> parse_whole(const std::string& text, int64_t least);
 
 struct Shard {
   int index = 0;  // 0-based

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "planner/sweep_grid.h"
+
 namespace baton {
 
 int SweepTable::column(std::string_view name) const {
@@ -61,9 +63,9 @@ Result<std::vector<std::string>> read_record(std::string_view text, size_t& at, 
 }
 
 Result<size_t> whole_field(const std::string& text, const std::string& where) {
-  if (text.empty() || text.size() > 18 || !std::all_of(text.begin(), text.end(), ::isdigit))
-    return Error{fmt::format("{}: expected a whole number, got \"{}\"", where, text)};
-  return static_cast<size_t>(std::stoull(text));
+  const std::optional<int64_t> value = parse_whole(text, 0);
+  if (!value) return Error{fmt::format("{}: expected a whole number, got \"{}\"", where, text)};
+  return static_cast<size_t>(*value);
 }
 
 }  // namespace

@@ -46,23 +46,30 @@ struct MergeArgs {
   std::string chart;
 };
 
-SweepAxis parse_axis(const std::string& text) {
+// "NAME=V1,V2,...": the axis' name and its values' texts.
+GptSweepAxis split_axis(const std::string& text) {
   const auto eq = text.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 == text.size())
     throw UsageError(fmt::format("--vary: expected NAME=V1,V2,..., got \"{}\"", text));
-  SweepAxis axis{text.substr(0, eq), {}};
-  std::string rest = text.substr(eq + 1);
-  size_t begin = 0;
-  while (begin <= rest.size()) {
+  GptSweepAxis axis{text.substr(0, eq), {}};
+  const std::string rest = text.substr(eq + 1);
+  for (size_t begin = 0;;) {
     const size_t comma = rest.find(',', begin);
-    const std::string item = rest.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin);
-    char* end = nullptr;
-    const double value = std::strtod(item.c_str(), &end);
-    if (item.empty() || end != item.c_str() + item.size() || !std::isfinite(value))
-      throw UsageError(fmt::format("--vary {}: \"{}\" is not a number", axis.name, item));
-    axis.values.push_back(value);
+    axis.values.push_back(rest.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin));
     if (comma == std::string::npos) break;
     begin = comma + 1;
+  }
+  return axis;
+}
+
+// A profile sweep's axis: numbers only.
+SweepAxis parse_axis(const std::string& text) {
+  const GptSweepAxis split = split_axis(text);
+  SweepAxis axis{split.name, {}};
+  for (const std::string& item : split.values) {
+    const std::optional<double> value = parse_number(item);
+    if (!value) throw UsageError(fmt::format("--vary {}: \"{}\" is not a number", axis.name, item));
+    axis.values.push_back(*value);
   }
   return axis;
 }
@@ -141,12 +148,17 @@ Shard shard_of(const SweepArgs& args) {
   return take(parse_shard(args.shard, [](const char* name) { return std::getenv(name); }));
 }
 
-// Writes the CSV and the chart (the chart first checked, so a chart that
-// cannot be drawn writes nothing) and prints the summary.
+// Writes the CSV and the chart (the chart drawn first, so a chart that
+// cannot be drawn writes nothing).
+void write_table(const std::string& csv_path, const std::string& chart_path, const SweepTable& table) {
+  const std::string chart = chart_path.empty() ? "" : take(sweep_chart_svg(table));
+  if (!csv_path.empty()) write_file_atomic(csv_path, sweep_csv(table));
+  if (!chart_path.empty()) write_file_atomic(chart_path, chart);
+}
+
+// write_table, then the summary of the points.
 void write_outputs(const SweepArgs& args, const SweepTable& table, const std::vector<std::string>& shown) {
-  const std::string chart = args.chart.empty() ? "" : take(sweep_chart_svg(table));
-  if (!args.csv.empty()) write_file_atomic(args.csv, sweep_csv(table));
-  if (!args.chart.empty()) write_file_atomic(args.chart, chart);
+  write_table(args.csv, args.chart, table);
   std::fputs(summary(table, shown, 60).c_str(), stdout);
 }
 
@@ -184,21 +196,6 @@ int run_profile_sweep(const SweepArgs& args) {
   return 0;
 }
 
-GptSweepAxis parse_gpt_axis(const std::string& text) {
-  const auto eq = text.find('=');
-  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size())
-    throw UsageError(fmt::format("--vary: expected NAME=V1,V2,..., got \"{}\"", text));
-  GptSweepAxis axis{text.substr(0, eq), {}};
-  const std::string rest = text.substr(eq + 1);
-  for (size_t begin = 0;;) {
-    const size_t comma = rest.find(',', begin);
-    axis.values.push_back(rest.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin));
-    if (comma == std::string::npos) break;
-    begin = comma + 1;
-  }
-  return axis;
-}
-
 int run_gpt_sweep_command(const SweepArgs& args, const CLI::App& cmd) {
   for (const char* flag : {"--profile", "--schedule", "--microbatches", "--split", "--stages"})
     if (cmd.count(flag) > 0)
@@ -211,7 +208,7 @@ int run_gpt_sweep_command(const SweepArgs& args, const CLI::App& cmd) {
   spec.plan = args.plan;
   if (args.plan) spec.pinned = pinned_megatron_axes(args.megatron, cmd);
   for (const std::string& text : args.vary) {
-    spec.axes.push_back(parse_gpt_axis(text));
+    spec.axes.push_back(split_axis(text));
     if (spec.axes.back().name == "topology")
       for (const std::string& file : spec.axes.back().values)
         if (!file.empty() && spec.topologies.count(file) == 0) spec.topologies.emplace(file, load_topology_file(file));
@@ -235,9 +232,7 @@ int run_sweep_merge(const MergeArgs& args) {
   for (const std::string& file : args.inputs)
     parts.push_back(SweepPart{file, take(parse_sweep_csv(read_file(file), file))});
   const SweepTable merged = take(merge_sweep_tables(parts));
-  const std::string chart = args.chart.empty() ? "" : take(sweep_chart_svg(merged));
-  if (!args.csv.empty()) write_file_atomic(args.csv, sweep_csv(merged));
-  if (!args.chart.empty()) write_file_atomic(args.chart, chart);
+  write_table(args.csv, args.chart, merged);
   std::fprintf(stdout, "merged %zu points from %zu files%s%s\n", merged.rows.size(), parts.size(),
                args.csv.empty() ? "" : (" into " + args.csv).c_str(),
                args.chart.empty() ? "" : (", chart " + args.chart).c_str());
@@ -263,11 +258,11 @@ constexpr const char* kSweepFooter =
     "  global-batch-size (gbs), num-layers-per-virtual-pipeline-stage (vpp; 0 = not interleaved),\n"
     "  recompute-granularity (none,selective,full), sequence-parallel, use-distributed-optimizer,\n"
     "  overlap-grad-reduce (yes,no), zero-bubble (1f1b,zb-h1,zb-h2), and the cluster's: topology (files),\n"
-    "  servers, devices_per_server, bandwidth_gbps.L, latency_us.L, memory_gib. Each point simulates the flags' layout "
-    "with the axes'\n"
-    "  values (data parallel: the GPUs / (t p)), or with --plan gets the best layout `baton plan` finds\n"
-    "  with the varied axes pinned. Varying both tp and pp charts a heatmap of throughput and peak memory\n"
-    "  per (t, p), each cell the fastest of its points that fit; otherwise a line chart.\n\n"
+    "  servers, devices_per_server, bandwidth_gbps.L, latency_us.L, memory_gib. Each point simulates\n"
+    "  the flags' layout with the axes' values (data parallel: the GPUs / (t p)), or with --plan gets\n"
+    "  the best layout `baton plan` finds with the varied axes pinned. Varying both tp and pp charts a\n"
+    "  heatmap of throughput and peak memory per (t, p), each cell the fastest of its points that fit;\n"
+    "  otherwise a line chart.\n\n"
     "Array jobs: --shard K/N computes the K-th of N disjoint slices of the grid (--shard slurm: the slice\n"
     "of SLURM_ARRAY_TASK_ID of SLURM_ARRAY_TASK_COUNT) and writes its CSV; `baton sweep merge a.csv b.csv\n"
     "... --csv all.csv --chart all.svg` joins them into the CSV and chart of the unsharded run (it refuses\n"
