@@ -37,7 +37,10 @@ inline std::filesystem::path scratch_dir(const std::string& name) {
   return dir;
 }
 
-// `arguments` is appended to the binary path as is (quote paths yourself).
+// A path quoted for the shell command run_baton builds.
+inline std::string quoted(const std::filesystem::path& path) { return "'" + path.string() + "'"; }
+
+// `arguments` is appended to the binary path as is (quote paths yourself: quoted).
 inline CliRun run_baton(const std::string& arguments, const std::string& scratch = "cli") {
   const auto dir = scratch_root() / (scratch + "-io");
   std::filesystem::create_directories(dir);

@@ -17,8 +17,6 @@ const std::string kGpt =
     "sweep --topology topologies/a100_4x8.json --num-layers 16 --hidden-size 2048 --num-attention-heads 16 "
     "--seq-length 1024 --global-batch-size 64 --vary tp=1,2,4,8 --vary pp=1,2,4 --vary mbs=1,2 --threads 2 --quiet";
 
-std::string quoted(const fs::path& path) { return "'" + path.string() + "'"; }
-
 }  // namespace
 
 TEST_CASE("gpt sweep: 4 shards merged are the unsharded CSV and chart, byte for byte", "[cli][sweep]") {

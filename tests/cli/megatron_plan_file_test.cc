@@ -18,8 +18,6 @@ namespace {
 const std::string kModel =
     "--num-layers 16 --hidden-size 2048 --num-attention-heads 16 --seq-length 1024 --global-batch-size 64 ";
 
-std::string quoted(const fs::path& path) { return "'" + path.string() + "'"; }
-
 }  // namespace
 
 TEST_CASE("a Megatron plan file names its model, layout and topology and simulates to its planned time",
