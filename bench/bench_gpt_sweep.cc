@@ -8,6 +8,7 @@
 // invalid (layers not divisible among p x v chunks, microbatches not a
 // multiple of p when interleaved) come back at once with their error and are
 // counted apart: "simulated/s" counts only the points the simulator ran.
+// The allocator keeps freed memory, as in the baton CLI (sim/allocator.h).
 // Usage: bench_gpt_sweep REPO_ROOT [threads...]
 #include <chrono>
 #include <cstdio>
@@ -17,9 +18,11 @@
 
 #include "bench/bench_support.h"
 #include "planner/gpt_sweep.h"
+#include "sim/allocator.h"
 
 int main(int argc, char** argv) {
   using namespace baton;
+  keep_freed_memory();  // as the baton CLI runs a sweep
   const std::string root = argc > 1 ? argv[1] : ".";
   auto topology = parse_topology(bench::read_text(root + "/topologies/h100_32x8.json"), "h100_32x8");
   if (!topology) {

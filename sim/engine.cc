@@ -1,8 +1,6 @@
-// The event loop behind simulate_program (see simulator.h for the model).
+// The event loop behind simulate_program (see simulator.h for the model and
+// engine_internal.h for its state).
 //
-// Every worker has at most one pending event: "try to run your next action at
-// time t". Events are processed in (time, worker) order, so links and shared
-// compute streams are granted first come, first served in simulated time.
 // A worker runs non-blocking actions (sends, all-reduce issue) at once and
 // yields after each compute action, on a receive whose data is not there yet,
 // and on a STEP whose all-reduce has not finished.
@@ -11,90 +9,14 @@
 // uniformly from the device's compute_noise; with device all-reduce noise,
 // each all-reduce takes one drawn extra time (never below zero in total).
 #include <algorithm>
-#include <chrono>
-#include <functional>
-#include <queue>
-#include <random>
 
 #include <fmt/format.h>
 
-#include "sim/memory_tracker.h"
-#include "sim/network.h"
-#include "sim/simulator.h"
-#include "sim/simulator_internal.h"
+#include "sim/engine_internal.h"
 
 namespace baton {
 
-namespace {
-
-constexpr double kUnknown = -1.0;
-
-struct Collective {
-  int arrived = 0;
-  Seconds latest_issue;
-  double end = kUnknown;
-  std::vector<std::pair<int, int>> members;  // (worker, action index)
-};
-
-struct WorkerState {
-  int pc = 0;
-  bool blocked = false;  // waiting for data or an all-reduce; woken by its producer
-  double reached = kUnknown;
-  std::vector<std::pair<int, int>> pending;  // (stage, round) of issued all-reduces a STEP has not seen
-};
-
-struct Event {
-  double time;
-  int worker;
-  bool operator>(const Event& other) const { return time != other.time ? time > other.time : worker > other.worker; }
-};
-
-class Engine {
- public:
-  Engine(const Program& program, const std::vector<StageCost>& costs, const Topology& topology,
-         const SimOptions& options);
-  Status run();
-  RawRun take() {
-    raw_.memory = std::move(memory_);
-    return std::move(raw_);
-  }
-
- private:
-  void advance(int worker, Seconds now);
-  bool run_compute(int worker, const Action& action, Seconds now);
-  void run_send(int worker, const Action& action, Seconds now);
-  bool run_recv(int worker, const Action& action, Seconds now);
-  void run_allreduce(int worker, const Action& action, Seconds now);
-  bool step_ready(int worker, const Action& step, Seconds now);
-  Seconds noisy(Seconds cost, int layers);
-  Seconds compute_time(const Action& action) const;
-  void track_memory(int worker, const Action& action, bool starting);
-  void record(int worker, const Action& action, Stream stream, Seconds start, Seconds end, Bytes bytes);
-  void schedule(int worker, Seconds at) { queue_.push(Event{at.value, worker}); }
-  double& arrival(int stage, ActionKind kind, int microbatch);
-
-  const Program& program_;
-  const std::vector<StageCost>& costs_;
-  const SimOptions& options_;
-  Network network_;
-  int microbatches_;
-  bool keep_intervals_;  // only pipedream measures busy time inside a window
-  std::vector<WorkerState> state_;
-  std::vector<Seconds> device_free_;
-  std::vector<double> act_arrival_;  // [receiving stage * M + microbatch] (one worker runs it)
-  std::vector<double> grad_arrival_;
-  std::vector<std::vector<Collective>> collectives_;  // [stage][round]
-  std::vector<std::vector<int>> stage_devices_;       // what each stage's all-reduce spans
-  std::vector<int> stage_members_;                    // the program's workers of each stage
-  std::vector<int> version_used_;                     // [stage * M + microbatch]
-  std::vector<int> stage0_version_;                   // [microbatch], for vertical sync
-  std::vector<MemoryTracker> memory_;
-  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> queue_;
-  const std::vector<double>* noise_factors_ = nullptr;      // set only with a noise seed
-  const std::vector<Seconds>* allreduce_extras_ = nullptr;  // likewise
-  std::mt19937_64 noise_;
-  RawRun raw_;
-};
+namespace engine_detail {
 
 Engine::Engine(const Program& program, const std::vector<StageCost>& costs, const Topology& topology,
                const SimOptions& options)
@@ -136,18 +58,22 @@ Engine::Engine(const Program& program, const std::vector<StageCost>& costs, cons
   raw_.busy.assign(static_cast<size_t>(workers), Seconds(0.0));
   raw_.compute_intervals.resize(static_cast<size_t>(workers));
   raw_.stage0_completion.assign(static_cast<size_t>(microbatches_), Seconds(-1.0));
+  skipping_ = options.skip_repeats && !options.record_trace && noise_factors_ == nullptr &&
+              allreduce_extras_ == nullptr && !keep_intervals_ && !program.vertical_sync && workers > 0;
 }
 
 double& Engine::arrival(int stage, ActionKind kind, int microbatch) {
-  const size_t index = static_cast<size_t>(stage) * microbatches_ + microbatch;
+  const size_t index = slot(stage, microbatch);
   return kind == ActionKind::kSendAct || kind == ActionKind::kRecvAct ? act_arrival_[index] : grad_arrival_[index];
 }
 
 Status Engine::run() {
   for (int w = 0; w < program_.num_workers(); ++w) schedule(w, Seconds(0.0));
   while (!queue_.empty()) {
-    const Event event = queue_.top();
+    Event event = queue_.top();
     queue_.pop();
+    state_[event.worker].next_event = kUnknown;
+    if (skipping_ && event.worker == 0) event.time = skip_repeats(event.time);
     advance(event.worker, Seconds(event.time));
   }
   for (int w = 0; w < program_.num_workers(); ++w) {
@@ -210,7 +136,10 @@ bool Engine::run_compute(int worker, const Action& action, Seconds now) {
   track_memory(worker, action, true);
   if (ends_microbatch(action.kind)) {
     track_memory(worker, action, false);
-    if (action.stage == 0) raw_.stage0_completion[action.microbatch()] = end;
+    if (action.stage == 0) {
+      raw_.stage0_completion[action.microbatch()] = end;
+      if (skipping_) completion_log_.push_back(action.microbatch());
+    }
   }
   raw_.makespan = max(raw_.makespan, end);
   record(worker, action, Stream::kCompute, start, end, Bytes(0));
@@ -220,17 +149,17 @@ bool Engine::run_compute(int worker, const Action& action, Seconds now) {
 
 void Engine::track_memory(int worker, const Action& action, bool starting) {
   MemoryTracker& memory = memory_[worker];
-  const size_t slot = static_cast<size_t>(action.stage) * microbatches_ + action.microbatch();
+  const size_t index = slot(action.stage, action.microbatch());
   if (action.kind == ActionKind::kStep) {
     memory.step();
   } else if (action.kind == ActionKind::kForward) {
     int version = memory.live_version();
     if (program_.vertical_sync && action.stage > 0) version = stage0_version_[action.microbatch()];
     if (action.stage == 0) stage0_version_[action.microbatch()] = version;
-    version_used_[slot] = version;
+    version_used_[index] = version;
     memory.forward(version, costs_[action.stage].stash);
   } else if (!starting) {
-    memory.backward(version_used_[slot], costs_[action.stage].stash);
+    memory.backward(version_used_[index], costs_[action.stage].stash);
   }
 }
 
@@ -270,6 +199,7 @@ void Engine::run_send(int worker, const Action& action, Seconds now) {
   const ActionKind recv_kind = forward ? ActionKind::kRecvAct : ActionKind::kRecvGrad;
   const int recv_stage = forward ? action.stage + 1 : action.stage - 1;
   arrival(recv_stage, recv_kind, action.microbatch()) = times.delivered.value;
+  if (skipping_) sent_.push_back(static_cast<uint32_t>(2 * slot(recv_stage, action.microbatch()) + (forward ? 0 : 1)));
   WorkerState& peer = state_[action.peer];
   if (peer.blocked) {
     const Action& waiting = program_.actions[action.peer][peer.pc];
@@ -283,7 +213,7 @@ void Engine::run_send(int worker, const Action& action, Seconds now) {
 }
 
 bool Engine::run_recv(int worker, const Action& action, Seconds now) {
-  const double arrived = arrival(action.stage, action.kind, action.microbatch());
+  double& arrived = arrival(action.stage, action.kind, action.microbatch());
   if (arrived < 0) {
     state_[worker].blocked = true;
     return false;
@@ -294,6 +224,7 @@ bool Engine::run_recv(int worker, const Action& action, Seconds now) {
   }
   const StageCost& cost = action.kind == ActionKind::kRecvAct ? costs_[action.stage - 1] : costs_[action.stage];
   record(worker, action, Stream::kComm, Seconds(state_[worker].reached), now, cost.activation_out);
+  arrived = kConsumed;
   return true;
 }
 
@@ -339,11 +270,11 @@ void Engine::record(int worker, const Action& action, Stream stream, Seconds sta
   raw_.spans.push_back(Span{worker, state_[worker].pc, action, stream, start, end, bytes});
 }
 
-}  // namespace
+}  // namespace engine_detail
 
 Result<RawRun> run_engine(const Program& program, const std::vector<StageCost>& costs, const Topology& topology,
                           const SimOptions& options) {
-  Engine engine(program, costs, topology, options);
+  engine_detail::Engine engine(program, costs, topology, options);
   if (auto ok = engine.run(); !ok) return ok.error();
   return engine.take();
 }

@@ -169,8 +169,10 @@ Result<MegatronPrediction> predict_megatron(const GptModel& model, const Megatro
   if (layout.overlap_grad_reduce && layout.data > 1) expose_overlapped_reduction(p, layout);
   SimOptions options;
   options.record_trace = record_trace;
-  options.one_replica = true;  // without a trace: one data-parallel replica when they are interchangeable
-  auto simulation = simulate_plan(p.plan, p.profile.profile, p.groups, options);
+  options.one_replica = true;   // without a trace: one data-parallel replica when they are interchangeable
+  options.skip_repeats = true;  // and the steady state's repeats jumped over
+  Program simulated;
+  auto simulation = simulate_plan(p.plan, p.profile.profile, p.groups, options, &simulated);
   if (!simulation) return simulation.error();
   p.simulation = std::move(*simulation);
   if (record_trace) add_tensor_spans(p, layout);
@@ -178,7 +180,8 @@ Result<MegatronPrediction> predict_megatron(const GptModel& model, const Megatro
   p.throughput_samples_per_s = layout.global_batch / p.iteration_time.value;
   p.model_tflops_per_gpu = megatron_model_flops(model, layout) / (p.iteration_time.value * layout.gpus()) / 1e12;
   p.breakdown = breakdown_of(p, layout, p.groups);
-  p.memory = megatron_memory(model, layout, p.plan, p.profile, topology.device.memory);
+  const std::vector<HeldPeak> held = held_peaks(p.plan, simulated, weight_pass_share(model, layout));
+  p.memory = megatron_memory(model, layout, p.plan, p.profile, topology.device.memory, &held);
   if (!p.memory.fits() && with_fit_hints) {
     auto known = gpu ? Result<GpuModel>(*gpu) : gpu_model(topology.device.name);
     if (known) p.fit_hints = fit_hints(model, layout, topology, *known);

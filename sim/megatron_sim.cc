@@ -172,20 +172,21 @@ double weight_pass_share(const GptModel& model, const MegatronLayout& layout) {
 }
 
 std::vector<HeldPeak> held_peaks(const Plan& plan, double weight_share) {
-  // One replica: microbatch k runs on replica k mod d, so replica 0 of a
-  // d-replica plan runs what the single pipeline of m / d microbatches runs.
-  Plan single = plan;
-  single.microbatches = plan.microbatches / std::max(1, plan.stages.front().replicas);
-  for (StagePlan& stage : single.stages) {
-    stage.replicas = 1;
-    stage.devices = {single.rank_of(static_cast<int>(&stage - single.stages.data()))};
-  }
-  const Program program = generate_program(single);  // compute actions suffice
-  const int last_stage = single.num_stages() - 1;
+  return held_peaks(plan, generate_replica0_program(plan), weight_share);  // compute actions suffice
+}
+
+std::vector<HeldPeak> held_peaks(const Plan& plan, const Program& program, double weight_share) {
+  // Replica 0's worker of each rank: microbatch k runs on replica k mod d, so
+  // all replicas run the same sequence of passes.
+  std::vector<int> worker_of_rank(static_cast<size_t>(plan.num_ranks()), -1);
+  for (int w = 0; w < program.num_workers(); ++w)
+    if (program.workers[w].replica == 0) worker_of_rank[plan.rank_of(program.workers[w].stage)] = w;
+  const int last_stage = plan.num_stages() - 1;
+  std::vector<double> blocks_of;  // per stage: its transformer blocks
+  for (int s = 0; s <= last_stage; ++s)
+    blocks_of.push_back(plan.stages[s].layers.size() - (s == 0 ? 1 : 0) - (s == last_stage ? 1 : 0));
   std::vector<HeldPeak> peaks;
-  for (int rank = 0; rank < single.num_ranks(); ++rank) {
-    const std::vector<int> chunks = stages_of_rank(single, rank);
-    const int worker = worker_index(single, chunks.front(), 0);
+  for (const int worker : worker_of_rank) {
     // Running sums over the rank's chunks: a forward holds its chunk's
     // blocks for one more microbatch, a backward (B or I) lets them go; an I
     // leaves what the W pass needs (weight_share of them) until its W.
@@ -193,8 +194,7 @@ std::vector<HeldPeak> held_peaks(const Plan& plan, double weight_share) {
     double blocks = 0.0;
     int count = 0;
     for (const Action& action : program.actions[worker]) {
-      const int s = action.stage;
-      const double in_stage = single.stages[s].layers.size() - (s == 0 ? 1 : 0) - (s == last_stage ? 1 : 0);
+      const double in_stage = blocks_of[action.stage];
       switch (action.kind) {
         case ActionKind::kForward:
           blocks += in_stage;

@@ -103,7 +103,9 @@ struct MegatronMemory {
 // The worst moment of each pipeline rank's schedule: the most blocks x
 // microbatches of activations held (each chunk's microbatches in flight times
 // its blocks) and the most microbatches in flight. It depends only on p, the
-// chunks and the microbatches per rank (one replica's Program is followed).
+// chunks and the microbatches per rank: replica 0's workers of a Program of
+// the plan (whole or one replica's, lowered or not) are followed; without
+// one, one replica's Program is generated.
 // With a zero-bubble schedule a block keeps `weight_share` of its
 // activations from its I pass to its W pass (weight_pass_share), and a
 // microbatch is in flight until its W.
@@ -112,6 +114,7 @@ struct HeldPeak {
   int microbatches = 0;
 };
 std::vector<HeldPeak> held_peaks(const Plan& plan, double weight_share = 0.0);
+std::vector<HeldPeak> held_peaks(const Plan& plan, const Program& program, double weight_share);
 
 // What a block keeps from its I to its W pass over what it keeps from its
 // forward to its backward (0 without a zero-bubble schedule): its weight

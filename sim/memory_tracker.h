@@ -43,6 +43,7 @@ class MemoryTracker {
   // What is held now: weight versions (live one included) and in-flight microbatches.
   int versions_held() const;
   int inflight() const { return inflight_; }
+  Bytes activations() const { return activations_; }
   Bytes peak() const { return peak_; }
   int peak_versions() const { return peak_versions_; }
   Bytes peak_activations() const { return peak_activations_; }

@@ -45,7 +45,8 @@ struct Metrics {
   Seconds window_start;  // the measurement window
   Seconds window_end;
   int64_t actions = 0;
-  double wall_seconds = 0.0;  // the simulator's own run time
+  int64_t actions_skipped = 0;  // of `actions`, jumped over as repeats (SimOptions::skip_repeats)
+  double wall_seconds = 0.0;    // the simulator's own run time
   std::vector<WorkerMetrics> workers;
 };
 

@@ -1,8 +1,6 @@
 #include "sim/network.h"
 
 #include <algorithm>
-#include <map>
-#include <set>
 #include <utility>
 
 namespace baton {
@@ -15,6 +13,22 @@ Network::Network(Topology topology) : topology_(std::move(topology)) {
     total += 2 * children * topology_.levels[level].rails;
   }
   link_free_.assign(static_cast<size_t>(total), Seconds(0.0));
+  routes_.assign(2 * static_cast<size_t>(topology_.num_devices()), Route{});
+}
+
+const Network::Route& Network::route(int src_device, int dst_device) {
+  Route* slots = &routes_[2 * static_cast<size_t>(src_device)];
+  if (slots[0].dst == dst_device) return slots[0];
+  if (slots[1].dst == dst_device) return slots[1];
+  slots[1] = slots[0];  // the older one goes
+  Route& fresh = slots[0];
+  fresh.dst = dst_device;
+  fresh.level = topology_.common_level(src_device, dst_device);
+  if (fresh.level >= 0) {
+    fresh.up = link_index(fresh.level, src_device, false);
+    fresh.down = link_index(fresh.level, dst_device, true);
+  }
+  return fresh;
 }
 
 int Network::link_index(int level, int device, bool down) const {
@@ -24,11 +38,11 @@ int Network::link_index(int level, int device, bool down) const {
 }
 
 TransferTimes Network::transfer(int src_device, int dst_device, Bytes size, Seconds issue) {
-  const int level = topology_.common_level(src_device, dst_device);
-  if (level < 0) return TransferTimes{issue, issue};
-  const Level& spec = topology_.levels[level];
-  Seconds& up = link_free_[link_index(level, src_device, false)];
-  Seconds& down = link_free_[link_index(level, dst_device, true)];
+  const Route& path = route(src_device, dst_device);
+  if (path.level < 0) return TransferTimes{issue, issue};
+  const Level& spec = topology_.levels[path.level];
+  Seconds& up = link_free_[path.up];
+  Seconds& down = link_free_[path.down];
   const Seconds start = max(issue, max(up, down));
   const Seconds wire_end = start + transfer_time(size, spec.rail_bandwidth());
   up = wire_end;
@@ -47,12 +61,19 @@ Seconds Network::allreduce_time(std::span<const int> devices, Bytes size) const 
   const double bytes = static_cast<double>(size.value);
   double members = 1.0;  // of the group in one child unit of the level
   for (int level = 0; level < topology_.num_levels(); ++level) {
-    // Distinct children touched, per unit of this level.
-    std::map<int, std::set<int>> children_of_unit;
+    // Distinct children touched, per unit of this level: the most (unit,
+    // child) pairs of one unit.
+    std::vector<std::pair<int, int>> touched;
+    touched.reserve(devices.size());
     const int unit_size = topology_.devices_per_unit(level);
-    for (int device : devices) children_of_unit[device / unit_size].insert(topology_.child_of(device, level));
+    for (int device : devices) touched.emplace_back(device / unit_size, topology_.child_of(device, level));
+    std::sort(touched.begin(), touched.end());
+    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
     size_t widest = 1;
-    for (const auto& [unit, children] : children_of_unit) widest = std::max(widest, children.size());
+    for (size_t i = 0, run = 0; i < touched.size(); ++i) {
+      run = i > 0 && touched[i].first == touched[i - 1].first ? run + 1 : 1;
+      widest = std::max(widest, run);
+    }
     const double n = static_cast<double>(widest);
     if (widest <= 1) continue;
     const Level& spec = topology_.levels[level];

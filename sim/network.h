@@ -64,11 +64,29 @@ class Network {
   // this network's links), or {-1, -1} inside one device.
   std::pair<int, int> links_of(int src_device, int dst_device) const;
 
+  // The directional links, and when each is next free.
+  int num_links() const { return static_cast<int>(link_free_.size()); }
+  Seconds link_free(int link) const { return link_free_[link]; }
+  // Moves every link's next free time `by` later (a jump in simulated time).
+  void delay(Seconds by) {
+    for (Seconds& free : link_free_) free += by;
+  }
+
  private:
   // The directional link (child unit's rail) `device` uses at `level`.
   int link_index(int level, int device, bool down) const;
 
+  // A transfer's level and links, remembered for the last two destinations
+  // of each source device (a pipeline stage sends to its two neighbours).
+  struct Route {
+    int dst = -1;
+    int level = -1;
+    int up = -1, down = -1;
+  };
+  const Route& route(int src_device, int dst_device);
+
   Topology topology_;
+  std::vector<Route> routes_;       // [2 src + slot]
   std::vector<int> link_offset_;    // first link index of each level
   std::vector<Seconds> link_free_;  // when each directional link is next free
 };

@@ -79,6 +79,12 @@ struct Action {
   bool operator==(const Action&) const = default;
 };
 
+// An action of `kind` on `stage` for microbatch (or round) `number`; `peer`
+// for transfers.
+inline Action make_action(ActionKind kind, int stage, int number, int peer = -1) {
+  return Action{kind, static_cast<int32_t>(stage), static_cast<int32_t>(number), static_cast<int32_t>(peer)};
+}
+
 std::string to_string(const Action& action);
 Result<Action> parse_action(std::string_view text);
 

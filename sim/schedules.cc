@@ -18,10 +18,6 @@ std::vector<int> local_microbatches(const Plan& plan, const WorkerInfo& worker) 
   return local_microbatches(plan.microbatches, plan.stages[worker.stage].replicas, worker.replica);
 }
 
-Action make_action(ActionKind kind, int stage, int number, int peer = -1) {
-  return Action{kind, static_cast<int32_t>(stage), static_cast<int32_t>(number), static_cast<int32_t>(peer)};
-}
-
 // A Program with the plan's placement and an empty action list per worker.
 Program empty_program(const Plan& plan) {
   Program program;
@@ -139,26 +135,44 @@ void append_chunk_updates(std::vector<Action>& out, const std::vector<int>& stag
 // on chunk v - 1 - (i / p) mod v when it runs backward: groups of p
 // microbatches go through chunk 0, then through chunk 1, and so on. Warm-up:
 // 2 (p - d - 1) + (v - 1) p forwards (all of them when m = p), then 1F1B.
+struct InterleavedCursor {
+  int ranks, chunks;
+  int group = 0, chunk = 0, position = 0;  // i = (group v + chunk) p + position
+
+  int microbatch() const { return group * ranks + position; }  // its index in the local list
+  void next() {
+    if (++position < ranks) return;
+    position = 0;
+    if (++chunk < chunks) return;
+    chunk = 0;
+    ++group;
+  }
+};
+
 void append_interleaved(std::vector<Action>& out, int rank, int ranks, int chunks, const std::vector<int>& local,
                         int replicas) {
   const int m = static_cast<int>(local.size());
   const int total = m * chunks;
-  const auto microbatch = [&](int i) { return local[(i / (ranks * chunks)) * ranks + i % ranks]; };
-  const auto chunk = [&](int i) { return (i / ranks) % chunks; };
-  const auto forward = [&](int i) {
-    out.push_back(make_action(ActionKind::kForward, chunk(i) * ranks + rank, microbatch(i)));
+  // Pass i of a direction: microbatch local[(i / (p v)) p + i mod p] through
+  // chunk (i / p) mod v; the two cursors walk i = 0, 1, ... in that order.
+  InterleavedCursor forwards{ranks, chunks}, backwards{ranks, chunks};
+  const auto forward = [&] {
+    out.push_back(make_action(ActionKind::kForward, forwards.chunk * ranks + rank, local[forwards.microbatch()]));
+    forwards.next();
   };
-  const auto backward = [&](int i) {
-    out.push_back(make_action(ActionKind::kBackward, (chunks - 1 - chunk(i)) * ranks + rank, microbatch(i)));
+  const auto backward = [&] {
+    out.push_back(make_action(ActionKind::kBackward, (chunks - 1 - backwards.chunk) * ranks + rank,
+                              local[backwards.microbatch()]));
+    backwards.next();
   };
   const int warmup = m == ranks ? total : std::min(total, 2 * (ranks - rank - 1) + (chunks - 1) * ranks);
   out.reserve(out.size() + 2 * static_cast<size_t>(total) + 2 * static_cast<size_t>(chunks));
-  for (int i = 0; i < warmup; ++i) forward(i);
+  for (int i = 0; i < warmup; ++i) forward();
   for (int i = 0; i < total - warmup; ++i) {
-    forward(warmup + i);
-    backward(i);
+    forward();
+    backward();
   }
-  for (int i = std::max(total - warmup, 0); i < total; ++i) backward(i);
+  for (int i = std::max(total - warmup, 0); i < total; ++i) backward();
   std::vector<int> stages;
   for (int c = 0; c < chunks; ++c) stages.push_back(c * ranks + rank);
   append_chunk_updates(out, stages, replicas);
@@ -424,51 +438,6 @@ Program make_data_parallel(const Plan& plan, const Program* only) {
   return program;
 }
 
-namespace {
-
-// The worker of `stage` that runs microbatch k, or -1 when the stage has none.
-int peer_for(const std::vector<std::vector<int>>& by_stage, int stage, int microbatch) {
-  if (stage < 0 || stage >= static_cast<int>(by_stage.size()) || by_stage[stage].empty()) return -1;
-  const std::vector<int>& replicas = by_stage[stage];
-  return replicas[microbatch % static_cast<int>(replicas.size())];
-}
-
-// Transfers are between the stages an action names; a worker that runs both
-// sides of a cut (a V's turn, or every cut of a one-rank pipeline) hands the
-// tensor over in its own memory, with no transfer.
-void lower_worker(int worker, const std::vector<Action>& input, int num_stages,
-                  const std::vector<std::vector<int>>& by_stage, std::vector<Action>& out) {
-  for (const Action& action : input) {
-    if (is_send(action.kind) || is_recv(action.kind)) continue;
-    const int stage = action.stage;
-    const int k = action.microbatch();
-    const bool forward = action.kind == ActionKind::kForward;
-    const bool backward = action.kind == ActionKind::kBackward || action.kind == ActionKind::kBackwardInput;
-    const int upstream = stage > 0 ? peer_for(by_stage, stage - 1, k) : -1;
-    const int downstream = stage < num_stages - 1 ? peer_for(by_stage, stage + 1, k) : -1;
-    const bool remote_upstream = stage > 0 && upstream != worker;
-    const bool remote_downstream = stage < num_stages - 1 && downstream != worker;
-    if (forward && remote_upstream) out.push_back(make_action(ActionKind::kRecvAct, stage, k, upstream));
-    if (backward && remote_downstream) out.push_back(make_action(ActionKind::kRecvGrad, stage, k, downstream));
-    out.push_back(action);
-    if (forward && remote_downstream) out.push_back(make_action(ActionKind::kSendAct, stage, k, downstream));
-    if (backward && remote_upstream) out.push_back(make_action(ActionKind::kSendGrad, stage, k, upstream));
-  }
-}
-
-}  // namespace
-
-Program lower_communication(Program program) {
-  const std::vector<std::vector<int>> by_stage = workers_by_stage(program);
-  for (int w = 0; w < program.num_workers() && w < static_cast<int>(program.actions.size()); ++w) {
-    std::vector<Action> lowered;
-    lowered.reserve(program.actions[w].size() * 2);
-    lower_worker(w, program.actions[w], program.num_stages, by_stage, lowered);
-    program.actions[w] = std::move(lowered);
-  }
-  return program;
-}
-
 Program generate_program(const Plan& plan, const Program* only) {
   switch (plan.schedule) {
     case Schedule::kGPipe: return make_gpipe(plan, only);
@@ -486,11 +455,12 @@ Program generate_program(const Plan& plan, const Program* only) {
 
 Program build_program(const Plan& plan) { return lower_communication(generate_program(plan)); }
 
-Program build_replica0_program(const Plan& plan) {
+Program generate_replica0_program(const Plan& plan) {
   const Program skeleton = one_replica_program(empty_program(plan));
-  Program program = lower_communication(generate_program(plan, &skeleton));
-  return program;
+  return generate_program(plan, &skeleton);
 }
+
+Program build_replica0_program(const Plan& plan) { return lower_communication(generate_replica0_program(plan)); }
 
 bool sees_upstream(Schedule schedule) { return schedule == Schedule::kZbH1 || schedule == Schedule::kZbH2; }
 

@@ -113,8 +113,10 @@ Program build_program(const Plan& plan);
 // The lowered Program of replica 0 of every stage, with allreduce_devices set
 // to all replicas' devices: the generators run for those workers only, so it
 // equals one_replica_program(build_program(plan)) in a fraction of the time
-// (SimOptions::one_replica).
+// (SimOptions::one_replica). generate_replica0_program: the same before
+// lowering.
 Program build_replica0_program(const Plan& plan);
+Program generate_replica0_program(const Plan& plan);
 
 // Whether a stage's actions depend on the workers before it (the zero-bubble
 // schedules' held-back W's); for the others they depend only on the stage's

@@ -102,6 +102,7 @@ Metrics metrics_of(const Program& program, const RawRun& raw, int microbatch_siz
   Metrics metrics;
   metrics.makespan = raw.makespan;
   metrics.actions = program.num_actions();
+  metrics.actions_skipped = raw.skipped;
   const bool steady = runs_steady_state(program.schedule);
   const Window window = steady ? steady_window(program, raw) : Window{Seconds(0.0), raw.makespan, 1};
   metrics.window_start = window.start;
@@ -189,16 +190,17 @@ int pipedream_minibatches(const Plan& plan) {
 }
 
 Result<Simulation> simulate_plan(const Plan& plan, const Profile& profile, const Topology& topology,
-                                 const SimOptions& options) {
+                                 const SimOptions& options, Program* simulated) {
   if (auto ok = check_plan(plan, profile, topology, "plan"); !ok) return ok.error();
   Plan effective = plan;
   effective.microbatches = simulated_microbatches(plan);
   const bool one = options.one_replica && !options.record_trace && options.noise_seed == 0 &&
                    replicas_interchangeable(effective, topology);
-  const Program program = one ? build_replica0_program(effective) : build_program(effective);
+  Program program = one ? build_replica0_program(effective) : build_program(effective);
   auto simulation =
       simulate_program(program, stage_costs(profile, effective, topology), topology, plan.microbatch_size, options);
   if (simulation) simulation->one_replica = one;
+  if (simulated) *simulated = std::move(program);
   return simulation;
 }
 

@@ -14,6 +14,7 @@ struct RawRun {
   std::vector<std::vector<std::pair<Seconds, Seconds>>> compute_intervals;  // per worker
   std::vector<Seconds> stage0_completion;  // end of each microbatch's backward on stage 0
   Seconds makespan;
+  int64_t skipped = 0;                // actions jumped over as repeats (engine_repeats.cc)
   std::vector<Span> spans;            // unsorted; only with record_trace
   std::vector<MemoryTracker> memory;  // per worker
 };

@@ -1,36 +1,16 @@
 // baton: plan, simulate and execute pipeline-parallel training.
-#include <malloc.h>
-
 #include <cstdio>
 #include <exception>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "sim/allocator.h"
 #include "tools/cli_support.h"
 #include "tools/commands.h"
 
-namespace {
-
-// Freed memory stays in the process. LibTorch's CPU allocator frees and
-// allocates tensors of the same sizes every microbatch; where glibc hands
-// large blocks back to the system (mmap above a threshold that moves, heap
-// tops trimmed), each new one page-faults again, and how often depends on the
-// order of the work: vgg-mini's profiled backward took 1.38 ms per microbatch
-// so and 1.23 ms with memory kept, which is what a one-worker run of the
-// executor measures either way. Profile, calibration and runs are all baton
-// processes, so they all allocate alike.
-void keep_freed_memory() {
-#if defined(__GLIBC__)
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's largest; fixed, not sliding
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
-#endif
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
-  keep_freed_memory();
+  baton::keep_freed_memory();
   CLI::App app{
       "baton: plan, simulate and execute pipeline-parallel training (PipeDream-style).\n"
       "Try: baton simulate --profile traces/vgg16_v100_mb32.json --topology "

@@ -1,0 +1,60 @@
+// Lowering (schedules.h, lower_communication): the sends and receives a
+// generator's compute order needs, between the workers that run each side of
+// a cut.
+#include <vector>
+
+#include "sim/program.h"
+#include "sim/schedules.h"
+
+namespace baton {
+
+namespace {
+
+// The worker of `stage` that runs microbatch k, or -1 when the stage has none.
+inline int peer_for(const std::vector<std::vector<int>>& by_stage, int stage, int microbatch) {
+  if (stage < 0 || stage >= static_cast<int>(by_stage.size()) || by_stage[stage].empty()) return -1;
+  const std::vector<int>& replicas = by_stage[stage];
+  return replicas.size() == 1 ? replicas.front() : replicas[microbatch % static_cast<int>(replicas.size())];
+}
+
+// Transfers are between the stages an action names; a worker that runs both
+// sides of a cut (a V's turn, or every cut of a one-rank pipeline) hands the
+// tensor over in its own memory, with no transfer.
+void lower_worker(int worker, const std::vector<Action>& input, int num_stages,
+                  const std::vector<std::vector<int>>& by_stage, std::vector<Action>& out) {
+  for (const Action& action : input) {
+    if (is_send(action.kind) || is_recv(action.kind)) continue;
+    const bool forward = action.kind == ActionKind::kForward;
+    const bool backward = action.kind == ActionKind::kBackward || action.kind == ActionKind::kBackwardInput;
+    if (!forward && !backward) {  // W, ALLREDUCE and STEP move nothing
+      out.push_back(action);
+      continue;
+    }
+    const int stage = action.stage;
+    const int k = action.microbatch();
+    const int upstream = stage > 0 ? peer_for(by_stage, stage - 1, k) : -1;
+    const int downstream = stage < num_stages - 1 ? peer_for(by_stage, stage + 1, k) : -1;
+    const bool remote_upstream = stage > 0 && upstream != worker;
+    const bool remote_downstream = stage < num_stages - 1 && downstream != worker;
+    if (forward && remote_upstream) out.push_back(make_action(ActionKind::kRecvAct, stage, k, upstream));
+    if (backward && remote_downstream) out.push_back(make_action(ActionKind::kRecvGrad, stage, k, downstream));
+    out.push_back(action);
+    if (forward && remote_downstream) out.push_back(make_action(ActionKind::kSendAct, stage, k, downstream));
+    if (backward && remote_upstream) out.push_back(make_action(ActionKind::kSendGrad, stage, k, upstream));
+  }
+}
+
+}  // namespace
+
+Program lower_communication(Program program) {
+  const std::vector<std::vector<int>> by_stage = workers_by_stage(program);
+  for (int w = 0; w < program.num_workers() && w < static_cast<int>(program.actions.size()); ++w) {
+    std::vector<Action> lowered;
+    lowered.reserve(program.actions[w].size() * 2);
+    lower_worker(w, program.actions[w], program.num_stages, by_stage, lowered);
+    program.actions[w] = std::move(lowered);
+  }
+  return program;
+}
+
+}  // namespace baton
