@@ -50,7 +50,7 @@ Program lower_communication(Program program) {
   const std::vector<std::vector<int>> by_stage = workers_by_stage(program);
   for (int w = 0; w < program.num_workers() && w < static_cast<int>(program.actions.size()); ++w) {
     std::vector<Action> lowered;
-    lowered.reserve(program.actions[w].size() * 2);
+    lowered.reserve(program.actions[w].size() * 3);  // at most a receive and a send per pass
     lower_worker(w, program.actions[w], program.num_stages, by_stage, lowered);
     program.actions[w] = std::move(lowered);
   }
