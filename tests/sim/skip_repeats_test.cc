@@ -1,6 +1,7 @@
 // Skipping the repeats of a run (SimOptions::skip_repeats, sim/engine_repeats.cc):
 // the figures equal those of the full run (1e-9 relative), the closed forms of
 // docs/SIMULATOR.md hold with it, and the repeats are really skipped.
+#include <random>
 #include <string>
 
 #include "tests/catch_compat.h"
@@ -143,4 +144,51 @@ TEST_CASE("skip repeats: a trace, noise or pipedream's steady state simulate eve
   CHECK(with_trace.trace.spans.size() == static_cast<size_t>(with_trace.metrics.actions));
   const Plan pipedream = even_plan(Schedule::kPipeDream, 4, 1, 24, 64, 1, topology);
   CHECK(simulate_ok(pipedream, profile, topology, fast(true)).metrics.actions_skipped == 0);
+}
+
+TEST_CASE("skip repeats: random plans, costs and links give the full run's figures", "[sim][skip-repeats][random]") {
+  // 400 draws (fixed seed): schedule, ranks, chunks, replicas, microbatches,
+  // per-layer times and sizes, bandwidths and latencies. Plans the loader
+  // refuses (a chunk count a schedule cannot run) are drawn again.
+  std::mt19937_64 random(20261124);
+  const auto uniform = [&](double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(random); };
+  const auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(random); };
+  const Schedule schedules[] = {Schedule::kOneFOneB,        Schedule::kGPipe, Schedule::kZbH1,     Schedule::kZbH2,
+                                Schedule::kInterleaved1F1B, Schedule::kZbV,   Schedule::kDualPipeV};
+  int compared = 0, skipping = 0;
+  for (int draw = 0; draw < 400; ++draw) {
+    const Schedule schedule = schedules[pick(0, 6)];
+    const int ranks = pick(2, 5);
+    const int chunks = schedule == Schedule::kInterleaved1F1B                           ? pick(2, 3)
+                       : schedule == Schedule::kZbV || schedule == Schedule::kDualPipeV ? 2
+                                                                                        : 1;
+    const int replicas = pick(1, 3);
+    const int stages = ranks * chunks;
+    const int layers = stages * pick(1, 2);
+    Profile profile = make_uniform_profile(layers, Seconds::from_ms(1.0), Seconds::from_ms(2.0), Bytes(0), Bytes(0));
+    for (Layer& layer : profile.layers) {
+      layer.forward = Seconds::from_ms(uniform(0.3, 3.0));
+      const Seconds input = layer.forward * uniform(0.8, 1.2), weight = layer.forward * uniform(0.5, 1.2);
+      layer.backward_input = input;
+      layer.backward_weight = weight;
+      layer.backward = input + weight;
+      layer.output_bytes = Bytes(static_cast<int64_t>(uniform(1e5, 2e7)));
+      layer.param_bytes = Bytes(static_cast<int64_t>(uniform(1e6, 1e8)));
+    }
+    const Topology topology = two_level(Seconds::from_us(uniform(1.0, 3000.0)));
+    const int microbatches = ranks * pick(2, 12) * replicas;
+    Plan plan = even_plan(schedule, stages, chunks, layers, microbatches, replicas, topology);
+    SimOptions full = fast(false), skipped = fast(true);
+    full.one_replica = skipped.one_replica = pick(0, 1) == 1;
+    auto full_run = simulate_plan(plan, profile, topology, full);
+    if (!full_run) continue;  // refused: drawn again
+    INFO("draw " << draw << ": " << schedule_name(schedule) << " p " << ranks << " v " << chunks << " d " << replicas
+                 << " M " << microbatches);
+    const Simulation skipping_run = simulate_ok(plan, profile, topology, skipped);
+    check_same(skipping_run.metrics, full_run->metrics);
+    ++compared;
+    skipping += skipping_run.metrics.actions_skipped > 0 ? 1 : 0;
+  }
+  CHECK(compared >= 300);
+  CHECK(skipping >= compared / 2);
 }
