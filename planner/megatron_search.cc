@@ -83,12 +83,7 @@ std::vector<MegatronLayout> enumerate(const GptModel& model, int global_batch, b
                  pinned_or(fixed.sequence_parallel, t > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false}))
               for (bool dist : pinned_or(fixed.distributed_optimizer,
                                          d > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false})) {
-                MegatronLayout l;
-                l.tensor = t;
-                l.pipeline = p;
-                l.data = d;
-                l.micro_batch = b;
-                l.global_batch = global_batch;
+                MegatronLayout l = megatron_layout(t, p, d, b, global_batch);
                 l.layers_per_virtual_stage = shape.per;
                 l.zero_bubble = shape.zero_bubble;
                 l.first_stage_layers = shape.first;

@@ -55,6 +55,16 @@ std::vector<int> MegatronLayout::stage_layers(const GptModel& model) const {
   return layers;
 }
 
+MegatronLayout megatron_layout(int t, int p, int d, int b, int global) {
+  MegatronLayout l;
+  l.tensor = t;
+  l.pipeline = p;
+  l.data = d;
+  l.micro_batch = b;
+  l.global_batch = global;
+  return l;
+}
+
 int64_t padded_vocab(const GptModel& model, int tensor) {
   const int64_t multiple = 128 * static_cast<int64_t>(tensor);
   return (model.vocab + multiple - 1) / multiple * multiple;

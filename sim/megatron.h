@@ -90,6 +90,9 @@ struct MegatronLayout {
   std::vector<int> stage_layers(const GptModel& model) const;
 };
 
+// A layout of t x p x d GPUs, micro-batch b, global batch `global`; the rest default.
+MegatronLayout megatron_layout(int t, int p, int d, int b, int global);
+
 // The vocabulary Megatron pads to: a multiple of 128 t.
 int64_t padded_vocab(const GptModel& model, int tensor);
 // Megatron's parameter count (above), with the padded vocabulary.

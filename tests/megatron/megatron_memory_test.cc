@@ -15,10 +15,7 @@ namespace {
 const GptModel k22B{48, 6144, 64, 2048, 51200};
 
 MegatronLayout at(int t, Recompute recompute, bool sequence_parallel, int b = 4) {
-  MegatronLayout l;
-  l.tensor = t;
-  l.micro_batch = b;
-  l.global_batch = b;
+  MegatronLayout l = megatron_layout(t, 1, 1, b, b);
   l.recompute = recompute;
   l.sequence_parallel = sequence_parallel;
   return l;

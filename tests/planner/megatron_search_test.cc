@@ -77,12 +77,6 @@ TEST_CASE("megatron search: nothing fits, said so", "[planner][megatron]") {
   CHECK_FALSE(search_megatron_layouts(GptModel{96, 12288, 96, 2048, 50257}, 32, false, {}, bigger).ok());
 }
 
-}  // namespace
-}  // namespace baton
-
-namespace baton {
-namespace {
-
 TEST_CASE("megatron search: at sequence 8192 a 39B model fits 32 A100s only with recomputation",
           "[planner][megatron]") {
   // The "must recompute" case of tests/planner_cases: 48 layers, h 8192, 64
@@ -101,12 +95,6 @@ TEST_CASE("megatron search: at sequence 8192 a 39B model fits 32 A100s only with
   CHECK(free->best.front().layout.recompute != Recompute::kNone);
   CHECK(free->best.front().peak_memory <= topology.device.memory);
 }
-
-}  // namespace
-}  // namespace baton
-
-namespace baton {
-namespace {
 
 TEST_CASE("megatron search: the zero-bubble schedules are searched and can be pinned either way",
           "[planner][megatron]") {
@@ -130,12 +118,6 @@ TEST_CASE("megatron search: the zero-bubble schedules are searched and can be pi
   }
 }
 
-}  // namespace
-}  // namespace baton
-
-namespace baton {
-namespace {
-
 TEST_CASE("megatron search: layers that p does not divide are split unevenly, first and last stages lighter",
           "[planner][megatron]") {
   // 30 blocks on p 4: (7, 8, 8, 7), (6, 8, 8, 8) or (8, 8, 8, 6): m = (30 + k_f + k_l) / 4 with k_f + k_l = 2.
@@ -153,12 +135,6 @@ TEST_CASE("megatron search: layers that p does not divide are split unevenly, fi
   }
   CHECK(splits == std::set<std::vector<int>>{{7, 8, 8, 7}, {6, 8, 8, 8}, {8, 8, 8, 6}});
 }
-
-}  // namespace
-}  // namespace baton
-
-namespace baton {
-namespace {
 
 TEST_CASE("megatron search: every tensor x pipeline family says its best time or why it has none",
           "[planner][megatron]") {
