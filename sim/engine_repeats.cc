@@ -51,7 +51,8 @@ size_t candidates(size_t workers) { return std::min<size_t>(kRing - 1, workers +
 size_t patience(size_t workers, size_t chunks) { return 8 * (workers + 1) * chunks + 64; }
 
 bool repeats(const Action& later, const Action& earlier, int shift) {
-  return later.kind == earlier.kind && later.stage == earlier.stage && later.peer == earlier.peer &&
+  return later.kind == earlier.kind && later.paired == earlier.paired && later.stage == earlier.stage &&
+         later.peer == earlier.peer &&
          later.kind != ActionKind::kAllReduce && later.kind != ActionKind::kStep &&
          later.number == earlier.number + shift;
 }

@@ -1,6 +1,7 @@
 // Lowering (schedules.h, lower_communication): the sends and receives a
 // generator's compute order needs, between the workers that run each side of
 // a cut.
+#include <optional>
 #include <vector>
 
 #include "sim/program.h"
@@ -17,30 +18,56 @@ inline int peer_for(const std::vector<std::vector<int>>& by_stage, int stage, in
   return replicas.size() == 1 ? replicas.front() : replicas[microbatch % static_cast<int>(replicas.size())];
 }
 
+// The receive a pass waits for and the send it ends with, where the other side
+// of the cut is another worker.
+struct Transfers {
+  std::optional<Action> recv, send;
+};
+
 // Transfers are between the stages an action names; a worker that runs both
 // sides of a cut (a V's turn, or every cut of a one-rank pipeline) hands the
 // tensor over in its own memory, with no transfer.
+Transfers transfers_of(int worker, const Action& action, int num_stages, const std::vector<std::vector<int>>& by_stage) {
+  Transfers t;
+  const bool forward = action.kind == ActionKind::kForward;
+  const bool backward = action.kind == ActionKind::kBackward || action.kind == ActionKind::kBackwardInput;
+  if (!forward && !backward) return t;  // W, ALLREDUCE and STEP move nothing
+  const int stage = action.stage;
+  const int k = action.microbatch();
+  const int upstream = stage > 0 ? peer_for(by_stage, stage - 1, k) : -1;
+  const int downstream = stage < num_stages - 1 ? peer_for(by_stage, stage + 1, k) : -1;
+  const bool remote_upstream = stage > 0 && upstream != worker;
+  const bool remote_downstream = stage < num_stages - 1 && downstream != worker;
+  if (forward && remote_upstream) t.recv = make_action(ActionKind::kRecvAct, stage, k, upstream);
+  if (backward && remote_downstream) t.recv = make_action(ActionKind::kRecvGrad, stage, k, downstream);
+  if (forward && remote_downstream) t.send = make_action(ActionKind::kSendAct, stage, k, downstream);
+  if (backward && remote_upstream) t.send = make_action(ActionKind::kSendGrad, stage, k, upstream);
+  return t;
+}
+
+// A pass: its receive, the pass, its send. An overlapped pair (`paired` and
+// the next compute action): both receives, both passes, both sends.
 void lower_worker(int worker, const std::vector<Action>& input, int num_stages,
                   const std::vector<std::vector<int>>& by_stage, std::vector<Action>& out) {
-  for (const Action& action : input) {
-    if (is_send(action.kind) || is_recv(action.kind)) continue;
-    const bool forward = action.kind == ActionKind::kForward;
-    const bool backward = action.kind == ActionKind::kBackward || action.kind == ActionKind::kBackwardInput;
-    if (!forward && !backward) {  // W, ALLREDUCE and STEP move nothing
-      out.push_back(action);
-      continue;
-    }
-    const int stage = action.stage;
-    const int k = action.microbatch();
-    const int upstream = stage > 0 ? peer_for(by_stage, stage - 1, k) : -1;
-    const int downstream = stage < num_stages - 1 ? peer_for(by_stage, stage + 1, k) : -1;
-    const bool remote_upstream = stage > 0 && upstream != worker;
-    const bool remote_downstream = stage < num_stages - 1 && downstream != worker;
-    if (forward && remote_upstream) out.push_back(make_action(ActionKind::kRecvAct, stage, k, upstream));
-    if (backward && remote_downstream) out.push_back(make_action(ActionKind::kRecvGrad, stage, k, downstream));
-    out.push_back(action);
-    if (forward && remote_downstream) out.push_back(make_action(ActionKind::kSendAct, stage, k, downstream));
-    if (backward && remote_upstream) out.push_back(make_action(ActionKind::kSendGrad, stage, k, upstream));
+  const auto is_pass = [](const Action& a) { return !is_send(a.kind) && !is_recv(a.kind); };
+  for (size_t i = 0; i < input.size(); ++i) {
+    if (!is_pass(input[i])) continue;
+    size_t second = i;  // the pair's second pass, or i itself
+    if (input[i].paired)
+      for (size_t j = i + 1; j < input.size(); ++j)
+        if (is_pass(input[j])) {
+          second = j;
+          break;
+        }
+    const Transfers first = transfers_of(worker, input[i], num_stages, by_stage);
+    const Transfers other = second != i ? transfers_of(worker, input[second], num_stages, by_stage) : Transfers{};
+    if (first.recv) out.push_back(*first.recv);
+    if (other.recv) out.push_back(*other.recv);
+    out.push_back(input[i]);
+    if (second != i) out.push_back(input[second]);
+    if (first.send) out.push_back(*first.send);
+    if (other.send) out.push_back(*other.send);
+    i = second;
   }
 }
 

@@ -81,7 +81,7 @@ namespace {
 std::string short_text(const Action& action) {
   if (is_send(action.kind)) return fmt::format("{}{}>w{}", kind_name(action.kind), action.microbatch(), action.peer);
   if (is_recv(action.kind)) return fmt::format("{}{}<w{}", kind_name(action.kind), action.microbatch(), action.peer);
-  return fmt::format("{}{}", kind_name(action.kind), action.number);
+  return fmt::format("{}{}{}", kind_name(action.kind), action.number, action.paired ? "&" : "");
 }
 
 }  // namespace
@@ -109,6 +109,12 @@ Result<Action> parse_action(std::string_view text) {
     return bad(fmt::format("a {} needs \">w<worker>\" after its number", name));
   if (is_recv(action.kind) && !take_peer(rest, '<', action.peer))
     return bad(fmt::format("a {} needs \"<w<worker>\" after its number", name));
+  if (!rest.empty() && rest[0] == '&') {
+    if (!can_pair(action.kind))
+      return bad(fmt::format("only F, B and I open an overlapped pair (\"&\"), not {}", name));
+    action.paired = true;
+    rest.remove_prefix(1);
+  }
   if (!rest.empty()) return bad(fmt::format("has unexpected trailing text \"{}\"", rest));
   return action;
 }

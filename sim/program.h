@@ -10,6 +10,8 @@
 //   s2:RECV_ACT7<w3  receive microbatch 7's activation from worker 3
 //   s2:SEND_GRAD7>w1 send microbatch 7's gradient (w.r.t. the stage input) to worker 1
 //   s2:RECV_GRAD7<w5 receive microbatch 7's output gradient from worker 5
+//   s1:F4& s2:B2     an overlapped pair (DualPipe's F&B): "&" marks the first of
+//                    two compute actions that run as one unit (below)
 //   s2:ALLREDUCE3    gradient all-reduce number 3 among the replicas of stage 2
 //                    (the n-th ALLREDUCE of each replica of a stage forms one collective)
 //   s2:STEP3         optimizer step producing weight version 3+1 (waits for this
@@ -23,6 +25,12 @@
 // - ALLREDUCE is issued without blocking; it completes when every replica of
 //   the stage has issued its n-th ALLREDUCE and the collective has run;
 // - STEP blocks until the worker's ALLREDUCEs are complete;
+// - an overlapped pair (a compute action marked `paired` and the worker's next
+//   compute action) is one unit: lowering puts both receives before both
+//   passes and both sends after them, so neither pass starts before both
+//   inputs are there and neither output leaves before both passes end; the
+//   unit takes the two passes' time (F&B = F + B: nothing is hidden, there is
+//   no expert all-to-all here to overlap);
 // - weight stashing (pipedream): a microbatch's B uses the weight version its
 //   F used on that stage; with vertical sync, the version stage 0 used.
 // Thread safety: plain values.
@@ -63,10 +71,17 @@ constexpr bool is_recv(ActionKind kind) { return kind == ActionKind::kRecvAct ||
 constexpr bool ends_microbatch(ActionKind kind) {
   return kind == ActionKind::kBackward || kind == ActionKind::kBackwardWeight;
 }
+// The passes an overlapped pair is made of.
+constexpr bool can_pair(ActionKind kind) {
+  return kind == ActionKind::kForward || kind == ActionKind::kBackward || kind == ActionKind::kBackwardInput;
+}
 std::string_view kind_name(ActionKind kind);  // "F", "B", ..., "SEND_ACT", "ALLREDUCE", "STEP"
 
 struct Action {
   ActionKind kind = ActionKind::kForward;
+  // The first of an overlapped pair: it and the worker's next compute action
+  // run as one unit (see the semantics above). Only F, B and I are paired.
+  bool paired = false;
   int32_t stage = 0;
   // The microbatch of F, B, I, W and the transfers, or the round (weight
   // update index) of ALLREDUCE and STEP; read it as microbatch() or round(),
@@ -82,7 +97,13 @@ struct Action {
 // An action of `kind` on `stage` for microbatch (or round) `number`; `peer`
 // for transfers.
 inline Action make_action(ActionKind kind, int stage, int number, int peer = -1) {
-  return Action{kind, static_cast<int32_t>(stage), static_cast<int32_t>(number), static_cast<int32_t>(peer)};
+  return Action{kind, false, static_cast<int32_t>(stage), static_cast<int32_t>(number), static_cast<int32_t>(peer)};
+}
+
+// Marks `action` the first of an overlapped pair with the next compute action.
+inline Action paired(Action action) {
+  action.paired = true;
+  return action;
 }
 
 std::string to_string(const Action& action);

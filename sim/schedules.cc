@@ -214,6 +214,8 @@ struct VCursor {
   void emit(ActionKind kind, int c, int index) {
     out->push_back(make_action(kind, stage[c], (*local)[static_cast<size_t>(index)]));
   }
+  // The action just emitted and the next one are an overlapped pair.
+  void pair_last() { out->back().paired = true; }
 };
 
 // ZB-V (Qi et al., ICLR 2024, section 6), the handcrafted order for equal
@@ -260,14 +262,15 @@ void append_zbv(std::vector<Action>& out, int rank, int ranks, const std::vector
 
 // DualPipeV (DeepSeek; the order of its open-source schedule as
 // torch.distributed.pipelining's ScheduleDualPipeV states it); rank d of p,
-// n >= 2p local microbatches; "F0 B1" is DualPipe's overlapped pair (the
+// n >= 2p local microbatches; "F0&B1" is DualPipe's overlapped pair (the
 // forward of one chunk beside the backward of the other, to hide MoE all-to-all
-// communication), which this model runs one after the other, and B is a whole
-// backward (I and W together):
+// communication; Action::paired: both inputs in before, both outputs out after
+// the pair), and B is a whole backward (I and W together):
 //   1. 2(p - d - 1) x F0          2. d + 1 x (F0 F1)
 //   3. p - d - 1 x (I1 [oldest due W] F1)
-//   4. n - 2p + d + 1 x (F0 B1, F1 B0)
-//   5. p - d - 1 x (B1, F1 B0)
+//   4. n - 2p + d + 1 x (F0&B1, F1&B0); the last rank's first F0 B1 not paired
+//      (DeepSeek's order: its F0 feeds its own F1)
+//   5. p - d - 1 x (B1, F1&B0)
 //   6. d + 1 x (B1 B0), each an I instead from the middle pair on (for rank d
 //      odd from the pair's first, even from its second)
 //   7. p - d - 1 x ([oldest due W] B0 or I0)   8. d + 1 x [oldest due W]
@@ -286,13 +289,16 @@ void append_dualpipev(std::vector<Action>& out, int rank, int ranks, const std::
   }
   for (int i = 0; i < n - 2 * ranks + rank + 1; ++i) {
     v.forward(0);
+    if (i > 0 || rank != ranks - 1) v.pair_last();
     v.full_backward(1);
     v.forward(1);
+    v.pair_last();
     v.full_backward(0);
   }
   for (int i = 0; i < ranks - rank - 1; ++i) {
     v.full_backward(1);
     v.forward(1);
+    v.pair_last();
     v.full_backward(0);
   }
   bool split = false;

@@ -91,10 +91,28 @@ std::string field_problem(const Program& program, int worker, const Action& acti
   return "";
 }
 
+// Why an overlapped pair opened at `step` is malformed, or "": it pairs F, B
+// or I with the worker's next pass (transfers between them are lowering's),
+// which is one of those too and opens no pair itself.
+std::string pair_problem(const Program& program, int worker, int step) {
+  const std::vector<Action>& list = program.actions[worker];
+  if (!list[step].paired) return "";
+  if (!can_pair(list[step].kind)) return "opens an overlapped pair (&), which only F, B and I do";
+  for (size_t next = static_cast<size_t>(step) + 1; next < list.size(); ++next) {
+    const Action& other = list[next];
+    if (is_send(other.kind) || is_recv(other.kind)) continue;
+    if (!can_pair(other.kind) || other.paired)
+      return fmt::format("opens an overlapped pair with {}, which is not an F, B or I that closes it", to_string(other));
+    return "";
+  }
+  return "opens an overlapped pair (&) but no pass follows it";
+}
+
 Status check_fields(const Program& program) {
   for (int w = 0; w < num_rows(program); ++w) {
     for (int step = 0; step < row_length(program, w); ++step) {
-      const std::string problem = field_problem(program, w, program.actions[w][step]);
+      std::string problem = field_problem(program, w, program.actions[w][step]);
+      if (problem.empty()) problem = pair_problem(program, w, step);
       if (!problem.empty()) return fail(program, w, step, fmt::format("{} {}", describe(program, w, step), problem));
     }
   }

@@ -22,18 +22,21 @@ TEST_CASE("kind names are the documented ones", "[text]") {
 
 TEST_CASE("every action kind round-trips through its text form", "[text]") {
   const std::vector<std::pair<std::string, Action>> cases = {
-      {"s2:F7", {ActionKind::kForward, 2, 7, -1}},
-      {"s2:B7", {ActionKind::kBackward, 2, 7, -1}},
-      {"s2:I7", {ActionKind::kBackwardInput, 2, 7, -1}},
-      {"s2:W7", {ActionKind::kBackwardWeight, 2, 7, -1}},
-      {"s2:SEND_ACT7>w5", {ActionKind::kSendAct, 2, 7, 5}},
-      {"s2:RECV_ACT7<w3", {ActionKind::kRecvAct, 2, 7, 3}},
-      {"s2:SEND_GRAD7>w1", {ActionKind::kSendGrad, 2, 7, 1}},
-      {"s2:RECV_GRAD7<w5", {ActionKind::kRecvGrad, 2, 7, 5}},
-      {"s2:ALLREDUCE3", {ActionKind::kAllReduce, 2, 3, -1}},
-      {"s2:STEP3", {ActionKind::kStep, 2, 3, -1}},
-      {"s0:F0", {ActionKind::kForward, 0, 0, -1}},
-      {"s123:RECV_GRAD456789<w1011", {ActionKind::kRecvGrad, 123, 456789, 1011}},
+      {"s2:F7", {ActionKind::kForward, false, 2, 7, -1}},
+      {"s2:B7", {ActionKind::kBackward, false, 2, 7, -1}},
+      {"s2:I7", {ActionKind::kBackwardInput, false, 2, 7, -1}},
+      {"s2:W7", {ActionKind::kBackwardWeight, false, 2, 7, -1}},
+      {"s2:SEND_ACT7>w5", {ActionKind::kSendAct, false, 2, 7, 5}},
+      {"s2:RECV_ACT7<w3", {ActionKind::kRecvAct, false, 2, 7, 3}},
+      {"s2:SEND_GRAD7>w1", {ActionKind::kSendGrad, false, 2, 7, 1}},
+      {"s2:RECV_GRAD7<w5", {ActionKind::kRecvGrad, false, 2, 7, 5}},
+      {"s2:ALLREDUCE3", {ActionKind::kAllReduce, false, 2, 3, -1}},
+      {"s2:STEP3", {ActionKind::kStep, false, 2, 3, -1}},
+      {"s0:F0", {ActionKind::kForward, false, 0, 0, -1}},
+      {"s123:RECV_GRAD456789<w1011", {ActionKind::kRecvGrad, false, 123, 456789, 1011}},
+      {"s1:F4&", {ActionKind::kForward, true, 1, 4, -1}},
+      {"s3:B0&", {ActionKind::kBackward, true, 3, 0, -1}},
+      {"s3:I2&", {ActionKind::kBackwardInput, true, 3, 2, -1}},
   };
   for (const auto& [text, action] : cases) {
     INFO(text);
@@ -63,6 +66,10 @@ TEST_CASE("malformed action text is rejected with a message quoting it", "[text]
       "s2:STEP3 ",         // trailing space
       "s2:F99999999999",   // out of range
       "s-1:F0",            // negative stage
+      "s2:W7&",            // only F, B and I open an overlapped pair
+      "s2:STEP3&",         // likewise
+      "s2:SEND_ACT7>w5&",  // likewise
+      "s2:F7&&",           // one mark
   };
   for (const std::string& text : bad) {
     INFO("\"" << text << "\"");
@@ -71,14 +78,15 @@ TEST_CASE("malformed action text is rejected with a message quoting it", "[text]
     CHECK_THAT(parsed.error().message, Catch::Contains("bad action \"" + text + "\""));
   }
   CHECK_THAT(parse_action("s2:X7").error().message, Catch::Contains("unknown kind \"X\""));
+  CHECK_THAT(parse_action("s2:W7&").error().message, Catch::Contains("only F, B and I open an overlapped pair"));
 }
 
 TEST_CASE("action lists parse with any whitespace and name the bad item", "[text]") {
   auto list = parse_action_list("  s0:F0 s0:F1\ts0:B0\n s0:STEP0 ");
   REQUIRE(list.ok());
   REQUIRE(list->size() == 4);
-  CHECK((*list)[2] == Action{ActionKind::kBackward, 0, 0, -1});
-  CHECK((*list)[3] == Action{ActionKind::kStep, 0, 0, -1});
+  CHECK((*list)[2] == make_action(ActionKind::kBackward, 0, 0));
+  CHECK((*list)[3] == make_action(ActionKind::kStep, 0, 0));
 
   auto empty = parse_action_list("   ");
   REQUIRE(empty.ok());

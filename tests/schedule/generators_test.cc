@@ -183,11 +183,11 @@ TEST_CASE("pipedream follows every backward with its update, rounds counting up"
       size_t next = i + 1;
       if (replicated) {
         REQUIRE(next < list.size());
-        CHECK(list[next] == Action{ActionKind::kAllReduce, list[i].stage, round, -1});
+        CHECK(list[next] == make_action(ActionKind::kAllReduce, list[i].stage, round));
         ++next;
       }
       REQUIRE(next < list.size());
-      CHECK(list[next] == Action{ActionKind::kStep, list[i].stage, round, -1});
+      CHECK(list[next] == make_action(ActionKind::kStep, list[i].stage, round));
       ++round;
     }
     CHECK(round == count_kind(program, w, ActionKind::kBackward));

@@ -49,12 +49,12 @@ TEST_CASE("lowered peers follow round robin over the neighbour's replicas", "[lo
       if (is_recv(a.kind)) {
         REQUIRE(i + 1 < list.size());
         const ActionKind compute = a.kind == ActionKind::kRecvAct ? ActionKind::kForward : ActionKind::kBackward;
-        CHECK(list[i + 1] == Action{compute, s, k, -1});
+        CHECK(list[i + 1] == make_action(compute, s, k));
       }
       if (is_send(a.kind)) {
         REQUIRE(i > 0);
         const ActionKind compute = a.kind == ActionKind::kSendAct ? ActionKind::kForward : ActionKind::kBackward;
-        CHECK(list[i - 1] == Action{compute, s, k, -1});
+        CHECK(list[i - 1] == make_action(compute, s, k));
       }
     }
   }

@@ -179,6 +179,30 @@ TEST_CASE("two workers that each receive first deadlock", "[validate]") {
   CHECK_THAT(message, Catch::Contains("waits for s1:SEND_GRAD0>w0"));
 }
 
+TEST_CASE("an overlapped pair must close on the worker's next pass", "[validate]") {
+  // "&" opens a pair with the next F, B or I (transfers between are allowed).
+  CHECK(validate_program(program_of({0}, {"s0:F0 s0:F1& s0:B0 s0:B1 s0:STEP0"}, 2)).ok());
+  require_rejected(program_of({0}, {"s0:F0 s0:B0& s0:STEP0"}, 1), "not an F, B or I that closes it", "[B0&]");
+  require_rejected(program_of({0}, {"s0:F0& s0:F1& s0:B0 s0:B1 s0:STEP0"}, 2), "not an F, B or I that closes it",
+                   "[F0&]");
+  Program last = program_of({0}, {"s0:F0 s0:B0 s0:STEP0"}, 1);
+  last.actions[0].pop_back();
+  last.actions[0].back().paired = true;
+  require_rejected(last, "no pass follows it", "[B0&]");
+}
+
+TEST_CASE("two pairs that each wait for the other's output deadlock once lowered", "[validate]") {
+  // w0 pairs F1 with B0: lowering receives B0's gradient before F1, and sends
+  // F1's activation only after B0. w1 pairs F1 with B0 too: it receives F1's
+  // activation first and sends B0's gradient last. Neither can begin.
+  const Program unlowered = program_of({0, 1}, {"s0:F0 s0:F1& s0:B0 s0:B1 s0:STEP0", "s1:F0 s1:F1& s1:B0 s1:B1 s1:STEP0"},
+                                       2);
+  CHECK(validate_program(lower_communication(unlowered)).error().message.find("deadlock") != std::string::npos);
+  // Unpaired, the same order runs.
+  const Program plain = program_of({0, 1}, {"s0:F0 s0:F1 s0:B0 s0:B1 s0:STEP0", "s1:F0 s1:F1 s1:B0 s1:B1 s1:STEP0"}, 2);
+  CHECK(validate_program(lower_communication(plain)).ok());
+}
+
 TEST_CASE("a step that waits for an all-reduce a stuck replica never issues deadlocks", "[validate]") {
   // Stage 0: w0 (microbatch 0), w1 (microbatch 1); stage 1: w2. w0 steps
   // before sending, so w2 waits for w0, w1 waits for w2 and w0 for w1's all-reduce.

@@ -106,19 +106,122 @@ TEST_CASE("zbv: no bubble when tF = tI = tW, and 1F1B's activation memory", "[si
   }
 }
 
-TEST_CASE("dualpipev: valid V programs, one more chunk activation held than zbv", "[sim][chunks][dualpipev]") {
-  // DeepSeek's table gives DualPipe PP + 1 activations; the V form on p devices
-  // holds 2p + 1 chunks' (p + 1/2 stages). Its overlapped F&B pairs run one
-  // after the other in this model, so with tF = tI = tW = t the bubble (the
-  // paper's cost, as for zbv) is (p - 1) t, not DeepSeek's overlapped figure.
-  for (int ranks : {2, 4, 8}) {
-    for (int microbatches : {2 * ranks, 3 * ranks + 1}) {
+TEST_CASE("dualpipev: DeepSeek's bubble (PP/2 - 1)(F&B + B - 3W) and PP + 1 chunk activations",
+          "[sim][chunks][dualpipev][closed-form]") {
+  // DeepSeek-V3 technical report (arXiv 2412.19437), table 2, and the DualPipe
+  // repository's table for DualPipeV: on PP/2 devices holding PP chunks, the
+  // bubble is (PP/2 - 1)(F&B + B - 3W) with B a whole backward (I + W) and F&B
+  // an overlapped pair; parameters 2x (two chunks per device); activations of
+  // PP + 1 chunks. Here PP = 2p; a pair runs its two passes one after the
+  // other (F&B = F + B) but as one unit, as DualPipeV's code does: both inputs
+  // received before, both outputs sent after. The schedule is handcrafted for
+  // equal F, I and W (as ZB-V), where the figure is exact: with
+  // tF = tI = tW = t the bubble, the zero-bubble paper's cost (each device's
+  // first-to-last span, less its work), is (p - 1)(3t + 2t - 3t) = 2(p - 1)t.
+  for (int ranks : {2, 3, 4, 8}) {
+    for (int microbatches : {2 * ranks, 3 * ranks + 1, 6 * ranks}) {
       INFO("p = " << ranks << " M = " << microbatches);
-      const Times t{1.0, 1.0, 1.0};
-      const Simulation sim = simulate_chunked(chunked_plan(Schedule::kDualPipeV, ranks, 2, microbatches), t);
-      CHECK(close_rel(longest_stage_span(sim) - 2.0 * microbatches * 3e-3, (ranks - 1) * 1e-3));
-      for (const WorkerMetrics& w : sim.metrics.workers) CHECK(w.peak_inflight_microbatches == 2 * ranks + 1);
+      for (const double t : {1.0, 0.25}) {
+        const Times times{t, t, t};
+        const double f = t, b = 2 * t, w = t, fb = f + b;
+        const Simulation sim = simulate_chunked(chunked_plan(Schedule::kDualPipeV, ranks, 2, microbatches), times);
+        const double work_ms = 2.0 * microbatches * 3 * t;
+        CHECK(close_rel(longest_stage_span(sim) * 1e3 - work_ms, (ranks - 1) * (fb + b - 3 * w)));
+        for (const WorkerMetrics& wm : sim.metrics.workers) CHECK(wm.peak_inflight_microbatches == 2 * ranks + 1);
+      }
     }
+  }
+}
+
+TEST_CASE("dualpipev: two chunks' parameters per device, DeepSeek's 2x of 1F1B on PP stages",
+          "[sim][chunks][dualpipev]") {
+  // DualPipeV on p devices holds PP = 2p chunks, two per device; 1F1B on the
+  // same PP stages holds one per device.
+  for (int ranks : {2, 4}) {
+    const Profile profile = make_uniform_profile(2 * ranks, Seconds::from_ms(1.0), Seconds::from_ms(2.0),
+                                                 Bytes(1000), Bytes(1 << 20));
+    const Topology topology = make_flat_topology(64, 100.0, Seconds(0.0));
+    Plan v = chunked_plan(Schedule::kDualPipeV, ranks, 2, 2 * ranks);
+    Plan flat = chunked_plan(Schedule::kOneFOneB, 2 * ranks, 1, 2 * ranks);
+    REQUIRE(assign_devices(v, topology).ok());
+    REQUIRE(assign_devices(flat, topology).ok());
+    const Simulation on_v = simulate_ok(v, profile, topology);
+    const Simulation on_flat = simulate_ok(flat, profile, topology);
+    for (const WorkerMetrics& w : on_v.metrics.workers)
+      CHECK(w.weight_bytes.value == 2 * on_flat.metrics.workers[0].weight_bytes.value);
+  }
+}
+
+TEST_CASE("dualpipev: with its pairs undone the bubble would be half DeepSeek's",
+          "[sim][chunks][dualpipev]") {
+  // The same programs with every pair undone: the pair's first output leaves
+  // as soon as its pass ends and the second pass waits only for its own input,
+  // and the bubble with tF = tI = tW = t falls to (p - 1)t. That is what
+  // pairing costs and why the executor and the simulator both keep it.
+  for (int ranks : {2, 4, 8}) {
+    Plan plan = chunked_plan(Schedule::kDualPipeV, ranks, 2, 3 * ranks);
+    const Topology topology = make_flat_topology(64, 100.0, Seconds(0.0));
+    REQUIRE(assign_devices(plan, topology).ok());
+    Program program = generate_program(plan);
+    int pairs = 0;
+    for (auto& list : program.actions)
+      for (Action& a : list) pairs += a.paired ? 1 : 0;
+    CHECK(pairs > 0);
+    for (auto& list : program.actions)
+      for (Action& a : list) a.paired = false;
+    const Profile profile = uniform_split(plan.num_stages(), Times{1.0, 1.0, 1.0});
+    const auto sim = simulate_program(lower_communication(program), stage_costs(profile, plan, topology), topology,
+                                      plan.microbatch_size, {.record_trace = true});
+    REQUIRE(sim.ok());
+    CHECK(close_rel(longest_stage_span(*sim) * 1e3 - 2.0 * plan.microbatches * 3.0, (ranks - 1) * 1.0));
+  }
+}
+
+TEST_CASE("dualpipev: the pairs are DeepSeek's, F0&B1 and F1&B0 in the main step", "[sim][chunks][dualpipev]") {
+  // p = 2, M = 5: rank 0 holds chunks 0 and 3, rank 1 chunks 1 and 2. The
+  // last rank's first pair is not overlapped (its F0 feeds its own F1).
+  const Program program = generate_program(chunked_plan(Schedule::kDualPipeV, 2, 2, 5));
+  CHECK(testing::order_of_full(program, 0) ==
+        "s0:F0 s0:F1 s0:F2 s3:F0 s3:I0 s3:W0 s3:F1 s0:F3& s3:B1 s3:F2& s0:B0 s0:F4& s3:B2 s3:F3& s0:B1 "
+        "s3:B3 s3:F4& s0:B2 s3:B4 s0:I3 s0:W3 s0:I4 s0:W4 s0:STEP0 s3:STEP0");
+  CHECK(testing::order_of_full(program, 1) ==
+        "s1:F0 s2:F0 s1:F1 s2:F1 s1:F2 s2:B0 s2:F2& s1:B0 s1:F3& s2:B1 s2:F3& s1:B1 s1:F4& s2:B2 s2:F4& s1:B2 "
+        "s2:B3 s1:B3 s2:I4 s1:I4 s2:W4 s1:W4 s1:STEP0 s2:STEP0");
+}
+
+TEST_CASE("dualpipev lowered: a pair's receives come before both passes, its sends after both",
+          "[sim][chunks][dualpipev]") {
+  for (int ranks : {3, 4}) {
+    const Program lowered = build_program(chunked_plan(Schedule::kDualPipeV, ranks, 2, 3 * ranks));
+    int pairs_with_both = 0;
+    for (const std::vector<Action>& list : lowered.actions) {
+      for (size_t i = 0; i + 1 < list.size(); ++i) {
+        if (!list[i].paired) continue;
+        INFO("p = " << ranks << " pair " << to_string(list[i]) << " " << to_string(list[i + 1]));
+        REQUIRE(is_compute(list[i + 1].kind));
+        bool recv_before = false, send_after = false;
+        for (size_t j = 0; j < list.size(); ++j) {
+          const Action& a = list[j];
+          const auto moves_for = [&](const Action& pass) {
+            const bool act = a.kind == ActionKind::kSendAct || a.kind == ActionKind::kRecvAct;
+            const bool grad = a.kind == ActionKind::kSendGrad || a.kind == ActionKind::kRecvGrad;
+            return a.stage == pass.stage && a.number == pass.number &&
+                   (pass.kind == ActionKind::kForward ? act : grad);
+          };
+          const bool of_pair = moves_for(list[i]) || moves_for(list[i + 1]);
+          if (!of_pair) continue;
+          if (is_recv(a.kind)) {
+            CHECK(j < i);
+            recv_before = recv_before || j < i;
+          } else {
+            CHECK(j > i + 1);
+            send_after = send_after || j > i + 1;
+          }
+        }
+        pairs_with_both += recv_before && send_after ? 1 : 0;
+      }
+    }
+    CHECK(pairs_with_both > 0);
   }
 }
 
