@@ -43,7 +43,7 @@ Plan plan_of(const Config& config) {
   Plan plan;
   plan.model = config.model;
   plan.schedule = config.schedule;
-  plan.microbatches = config.microbatches;
+  plan.batches = config.microbatches;
   plan.microbatch_size = config.microbatch_size;
   auto stages = parse_stages(config.stages);
   if (!stages) std::abort();

@@ -62,7 +62,7 @@ Plan uniform_plan(Schedule schedule, int stages, int microbatches, const Topolog
     plan.virtual_stages = 2;
     stages *= 2;
   }
-  plan.microbatches = microbatches;
+  plan.batches = microbatches;
   plan.microbatch_size = 1;
   for (int s = 0; s < stages; ++s) plan.stages.push_back(StagePlan{LayerRange{s, s + 1}, 1, {}});
   if (!assign_devices(plan, topology)) std::abort();

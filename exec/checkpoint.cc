@@ -41,7 +41,7 @@ nlohmann::json run_identity(const Plan& plan, const TrainOptions& options) {
           {"seed", options.seed},
           {"schedule", std::string(schedule_name(plan.schedule))},
           {"stages", stages_to_string(plan.stages)},
-          {"microbatches", plan.microbatches},
+          {"microbatches", plan.batches},
           {"microbatch_size", plan.microbatch_size},
           {"vertical_sync", plan.vertical_sync}};
 }

@@ -9,9 +9,9 @@ Status check_plan_for_model(const Plan& plan, const ModelInfo& model, const std:
   const int layers = static_cast<int>(model.layer_names.size());
   if (plan.stages.empty()) return Error{fmt::format("{}: the plan has no stages", source)};
   if (Status chunks = check_chunks(plan, source); !chunks) return chunks.error();
-  if (plan.microbatch_size < 1 || plan.microbatches < 1) {
+  if (plan.microbatch_size < 1 || plan.batches < 1) {
     return Error{fmt::format("{}: microbatch_size and microbatches must be >= 1, got {} and {}", source,
-                             plan.microbatch_size, plan.microbatches)};
+                             plan.microbatch_size, plan.batches)};
   }
   int expected_begin = 0;
   for (int s = 0; s < plan.num_stages(); ++s) {
@@ -30,11 +30,11 @@ Status check_plan_for_model(const Plan& plan, const ModelInfo& model, const std:
     }
     if (stage.replicas < 1)
       return Error{fmt::format("{}: stages[{}].replicas must be >= 1, got {}", source, s, stage.replicas)};
-    if (plan.schedule == Schedule::kPipeDream && plan.microbatches % stage.replicas != 0) {
+    if (plan.schedule == Schedule::kPipeDream && plan.batches % stage.replicas != 0) {
       return Error{
           fmt::format("{}: pipedream needs microbatches ({}) to be a multiple of stages[{}].replicas "
                       "({}) so every replica runs as many all-reduces",
-                      source, plan.microbatches, s, stage.replicas)};
+                      source, plan.batches, s, stage.replicas)};
     }
     expected_begin = stage.layers.end;
   }

@@ -57,7 +57,7 @@ Params sgd_step(const Params& params, const std::vector<at::Tensor>& gradient_su
 // gpipe, 1f1b, dp: one forward/backward of the whole minibatch per step.
 ReferenceReport train_flush(const Reference& ref) {
   const ModelDef& model = *ref.model;
-  const int64_t minibatch = int64_t{ref.plan->microbatch_size} * ref.plan->microbatches;
+  const int64_t minibatch = int64_t{ref.plan->microbatch_size} * ref.plan->batches;
   const std::vector<LayerRange> whole{LayerRange{0, model.num_layers()}};
   Params params = initial_params(model, whole[0], ref.options->seed);
   ReferenceReport report;
@@ -75,7 +75,7 @@ ReferenceReport train_flush(const Reference& ref) {
 int pipedream_version(const Plan& plan, int stage, int microbatch) {
   const int replicas = plan.stages[static_cast<size_t>(stage)].replicas;
   const int local_index = microbatch / replicas;
-  const int warmup = warmup_forwards(plan, stage, plan.microbatches / replicas);
+  const int warmup = warmup_forwards(plan, stage, plan.batches / replicas);
   return std::max(0, local_index - warmup);
 }
 
@@ -113,7 +113,7 @@ Result<ReferenceReport> train_pipedream(const Reference& ref) {
     std::vector<int> base;
     for (const StageState& stage : stages) base.push_back(static_cast<int>(stage.versions.size()) - 1);
     double loss_sum = 0.0;
-    for (int k = 0; k < plan.microbatches; ++k) {
+    for (int k = 0; k < plan.batches; ++k) {
       std::vector<const Params*> used;
       Params all;
       for (int s = 0; s < plan.num_stages(); ++s) {
@@ -123,7 +123,7 @@ Result<ReferenceReport> train_pipedream(const Reference& ref) {
         used.push_back(&stages[static_cast<size_t>(s)].versions[static_cast<size_t>(version)]);
         all.insert(all.end(), used.back()->begin(), used.back()->end());
       }
-      const int64_t first = (int64_t{pass} * plan.microbatches + k) * plan.microbatch_size;
+      const int64_t first = (int64_t{pass} * plan.batches + k) * plan.microbatch_size;
       const at::Tensor loss =
           model_loss(model, ranges, used, model.sample(ref.options->seed, first, plan.microbatch_size));
       loss_sum += loss.item<double>();
@@ -135,7 +135,7 @@ Result<ReferenceReport> train_pipedream(const Reference& ref) {
         offset += count;
       }
     }
-    report.mean_loss.push_back(loss_sum / plan.microbatches);
+    report.mean_loss.push_back(loss_sum / plan.batches);
   }
   for (const StageState& stage : stages) {
     for (auto& layer : stage_weights(StageModel(model, stage.layers), stage.versions.back()))

@@ -52,13 +52,13 @@ std::vector<std::map<int, std::vector<int>>> step_divisors(const Program& progra
 }
 
 std::vector<int> stage0_versions(const Program& program) {
-  std::vector<int> versions(static_cast<size_t>(program.microbatches), 0);
+  std::vector<int> versions(static_cast<size_t>(program.batches), 0);
   const std::vector<std::vector<int>> by_stage = workers_by_stage(program);
   for (int w : by_stage[0]) {
     int steps = 0;
     for (const Action& action : program.actions[static_cast<size_t>(w)]) {
       if (action.kind == ActionKind::kStep) ++steps;
-      if (action.kind == ActionKind::kForward) versions[static_cast<size_t>(action.microbatch())] = steps;
+      if (action.kind == ActionKind::kForward) versions[static_cast<size_t>(action.batch())] = steps;
     }
   }
   return versions;

@@ -50,7 +50,7 @@ const VersionPtr& Worker::live_of_stage(int stage) const {
 }
 
 int64_t Worker::sample_index(int microbatch) const {
-  return static_cast<int64_t>(step_) * setup_.program->microbatches + microbatch;
+  return static_cast<int64_t>(step_) * setup_.program->batches + microbatch;
 }
 
 int64_t Worker::sequence(int receiving_stage, int microbatch) const {
@@ -60,14 +60,14 @@ int64_t Worker::sequence(int receiving_stage, int microbatch) const {
 void Worker::begin_iteration(int step) {
   step_ = step;
   pass_base_ = chunks_.front().live->number;
-  for (Chunk& chunk : chunks_) chunk.inflight.assign(static_cast<size_t>(setup_.program->microbatches), InFlight{});
+  for (Chunk& chunk : chunks_) chunk.inflight.assign(static_cast<size_t>(setup_.program->batches), InFlight{});
   losses_.clear();
   kept_.clear();
   uses_left_.clear();
   if (setup_.forward_versions.empty()) return;
   for (const Action& action : setup_.program->actions[static_cast<size_t>(setup_.worker)]) {
     if (action.kind != ActionKind::kForward) continue;
-    ++uses_left_[pass_base_ + setup_.forward_versions[static_cast<size_t>(action.microbatch())]];
+    ++uses_left_[pass_base_ + setup_.forward_versions[static_cast<size_t>(action.batch())]];
   }
   const VersionPtr& live = chunks_.front().live;
   if (uses_left_.count(live->number) > 0) kept_[live->number] = live;
@@ -80,11 +80,11 @@ Status Worker::post_receives() {
     const StageModel& stage = *chunk_for(action.stage).setup.model;
     const bool activation = action.kind == ActionKind::kRecvAct;
     const MessageKey key{action.peer, setup_.worker, activation ? Payload::kActivation : Payload::kGradient,
-                         sequence(action.stage, action.microbatch())};
+                         sequence(action.stage, action.batch())};
     auto posted = activation ? setup_.transport->post_recv(key, stage.input_shape(batch), stage.input_dtype())
                              : setup_.transport->post_recv(key, stage.output_shape(batch), at::kFloat);
     if (!posted) return posted.error();
-    posted_[{action.kind, action.stage, action.microbatch()}] = std::move(*posted);
+    posted_[{action.kind, action.stage, action.batch()}] = std::move(*posted);
   }
   return ok_status();
 }
@@ -190,16 +190,16 @@ const at::Tensor& Worker::output_gradient(InFlight& mb, int microbatch) {
 
 Result<Worker::Timing> Worker::run_action(const Action& action) {
   switch (action.kind) {
-    case ActionKind::kForward: return forward(action.microbatch());
-    case ActionKind::kBackward: return backward(action.microbatch());
+    case ActionKind::kForward: return forward(action.batch());
+    case ActionKind::kBackward: return backward(action.batch());
     case ActionKind::kSendAct:
     case ActionKind::kSendGrad: return send(action);
     case ActionKind::kRecvAct:
     case ActionKind::kRecvGrad: return recv(action);
     case ActionKind::kAllReduce: return allreduce();
     case ActionKind::kStep: return step(action.round());
-    case ActionKind::kBackwardInput: return backward_input(action.microbatch());
-    case ActionKind::kBackwardWeight: return backward_weight(action.microbatch());
+    case ActionKind::kBackwardInput: return backward_input(action.batch());
+    case ActionKind::kBackwardWeight: return backward_weight(action.batch());
   }
   return Error{fmt::format("unknown action kind {}", static_cast<int>(action.kind))};
 }
@@ -322,12 +322,12 @@ Result<Worker::Timing> Worker::backward_weight(int microbatch) {
 }
 
 Result<Worker::Timing> Worker::send(const Action& action) {
-  InFlight& mb = cur_->inflight[static_cast<size_t>(action.microbatch())];
+  InFlight& mb = cur_->inflight[static_cast<size_t>(action.batch())];
   const bool activation = action.kind == ActionKind::kSendAct;
   at::Tensor tensor = activation ? mb.output.detach() : mb.grad_input;
   if (!activation) mb.grad_input = at::Tensor();
   const MessageKey key{setup_.worker, action.peer, activation ? Payload::kActivation : Payload::kGradient,
-                       sequence(action.stage + (activation ? 1 : -1), action.microbatch())};
+                       sequence(action.stage + (activation ? 1 : -1), action.batch())};
   Timing timing{Clock::now(), {}, static_cast<int64_t>(tensor.nbytes())};
   auto pending = setup_.transport->send(key, tensor);
   if (!pending) return pending.error();
@@ -337,9 +337,9 @@ Result<Worker::Timing> Worker::send(const Action& action) {
 }
 
 Result<Worker::Timing> Worker::recv(const Action& action) {
-  InFlight& mb = cur_->inflight[static_cast<size_t>(action.microbatch())];
+  InFlight& mb = cur_->inflight[static_cast<size_t>(action.batch())];
   const bool activation = action.kind == ActionKind::kRecvAct;
-  const auto posted = posted_.find({action.kind, action.stage, action.microbatch()});
+  const auto posted = posted_.find({action.kind, action.stage, action.batch()});
   if (posted == posted_.end()) return Error{fmt::format("{} was not posted", to_string(action))};
   Timing timing{Clock::now(), {}, 0};
   auto tensor = posted->second->wait(setup_.options.timeout);

@@ -73,14 +73,14 @@ PlanEstimate estimate_plan(const Profile& profile, const Topology& topology, con
     return estimate;
   }
   Plan simulated = plan;
-  simulated.microbatches = rating->simulated_minibatches;
+  simulated.batches = rating->simulated_minibatches;
   const Program program = generate_program(simulated);
   const std::vector<StageCost> costs = stage_costs(profile, simulated, topology);
   const Network network(topology);
   const std::vector<int> first = first_workers(program);
   for (int s = 0; s < plan.num_stages(); ++s) {
     StageEstimate e =
-        estimate_stage(plan.stages[s], costs[s], network, worker_demand(program, first[s], s), simulated.microbatches);
+        estimate_stage(plan.stages[s], costs[s], network, worker_demand(program, first[s], s), simulated.batches);
     add_simulated(e, rating->metrics, program, s, first[s]);
     estimate.peak_memory = max(estimate.peak_memory, e.memory);
     estimate.stages.push_back(e);
@@ -90,7 +90,7 @@ PlanEstimate estimate_plan(const Profile& profile, const Topology& topology, con
   estimate.throughput_samples_per_s = rating->throughput_samples_per_s;
   estimate.exact = rating->exact;
   estimate.simulated = rating->metrics;
-  name_bottleneck(estimate, runs_steady_state(plan.schedule) ? 1.0 : double(plan.microbatches));
+  name_bottleneck(estimate, runs_steady_state(plan.schedule) ? 1.0 : double(plan.batches));
   return estimate;
 }
 

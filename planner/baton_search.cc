@@ -274,7 +274,7 @@ Plan Search::rebuild(int ri) const {
   Plan plan;
   plan.model = profile_.model;
   plan.schedule = options_.schedule;
-  plan.microbatches = options_.microbatches;
+  plan.batches = options_.microbatches;
   plan.microbatch_size = options_.microbatch_size;
   int i = 0, u = devices_, device = 0;
   const int none = static_cast<int>(replicas_.size());

@@ -63,7 +63,7 @@ std::vector<Plan> chunked_candidates(const Profile& profile, const Topology& top
       plan.model = profile.model;
       plan.schedule = schedule;
       plan.microbatch_size = profile.microbatch_size;
-      plan.microbatches = microbatches;
+      plan.batches = microbatches;
       plan.virtual_stages = v;
       for (const LayerRange& range : ranges) plan.stages.push_back(StagePlan{range, replicas, {}});
       if (!check_chunks(plan, "candidate")) continue;

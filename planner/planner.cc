@@ -72,7 +72,7 @@ std::optional<PlanChoice> best_for(const Profile& profile, const Topology& topol
   }
   std::vector<Plan> candidates = found.candidates;
   if (runs_steady_state(schedule))
-    for (Plan& plan : candidates) plan.microbatches = kPipeDreamMinibatches;
+    for (Plan& plan : candidates) plan.batches = kPipeDreamMinibatches;
   auto chosen = choose_plan(candidates, profile, topology, options.optimizer);  // the rule the tests check
   if (!chosen) return std::nullopt;
   return PlanChoice{std::move(chosen->plan), std::move(chosen->estimate), std::nullopt};
@@ -121,7 +121,7 @@ Result<PlannerOutcome> plan_with_baton(const Profile& profile, const Topology& t
   if (options.schedule == Schedule::kDataParallel) {
     PlanChoice dp = data_parallel_choice(profile, topology, options.optimizer);
     if (options.microbatches > 0) {
-      dp.plan.microbatches = options.microbatches;
+      dp.plan.batches = options.microbatches;
       dp.estimate = estimate_plan(profile, topology, dp.plan, options.optimizer);
     }
     if (dp.estimate.peak_memory > limit) return no_fit_error(profile, topology, limit, dp.estimate.peak_memory);
@@ -159,7 +159,7 @@ Result<PlannerOutcome> plan_with_pipedream(const Profile& profile, const Topolog
   plan.model = profile.model;
   plan.schedule = Schedule::kPipeDream;
   plan.microbatch_size = profile.microbatch_size;
-  plan.microbatches = kPipeDreamMinibatches;
+  plan.batches = kPipeDreamMinibatches;
   plan.stages = stage_plans(*planned);
   if (auto ok = assign_devices(plan, topology); !ok) return ok.error();
   PlannerOutcome outcome;

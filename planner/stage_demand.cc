@@ -11,7 +11,7 @@ Plan stand_in(Schedule schedule, int microbatches, int replicas, int downstream,
   plan.model = "stand-in";
   plan.schedule = schedule;
   plan.microbatch_size = 1;
-  plan.microbatches = microbatches;
+  plan.batches = microbatches;
   int device = 0;
   const auto add_stage = [&](int begin, int count) {
     StagePlan stage{LayerRange{begin, begin + 1}, count, {}};
@@ -24,7 +24,7 @@ Plan stand_in(Schedule schedule, int microbatches, int replicas, int downstream,
   // A steady state: enough minibatches that each replica runs a warm-up over
   // `downstream` workers and then as many again in step (its weight versions
   // pile up only then), and a multiple of r.
-  if (runs_steady_state(schedule)) plan.microbatches = replicas * (2 * ((downstream + replicas - 1) / replicas) + 4);
+  if (runs_steady_state(schedule)) plan.batches = replicas * (2 * ((downstream + replicas - 1) / replicas) + 4);
   return plan;
 }
 
@@ -36,7 +36,7 @@ const StageDemand& StageDemands::of(int replicas, int downstream, int upstream) 
   if (auto it = memo_.find(key); it != memo_.end()) return it->second;
   const Plan plan = stand_in(schedule_, microbatches_, replicas, downstream, upstream);
   const Program program = generate_program(plan);
-  StageDemand demand{worker_demand(program, upstream), std::max(plan.microbatches, 1), {}};
+  StageDemand demand{worker_demand(program, upstream), std::max(plan.batches, 1), {}};
   for (const MemoryPoint& p : demand.worker.memory)
     demand.memory.push_back({p.versions + 1.0 + optimizer_factor_, double(p.in_flight)});
   return memo_.emplace(key, std::move(demand)).first->second;

@@ -79,7 +79,7 @@ Plan balanced_plan(const Profile& profile, int devices, int stages, Schedule sch
   Plan plan;
   plan.model = profile.model;
   plan.schedule = schedule;
-  plan.microbatches = microbatches;
+  plan.batches = microbatches;
   plan.microbatch_size = profile.microbatch_size;
   int begin = 0, device = 0;
   for (int s = 0; s < stages; ++s) {

@@ -24,7 +24,7 @@ Engine::Engine(const Program& program, const std::vector<StageCost>& costs, cons
       costs_(costs),
       options_(options),
       network_(topology),
-      microbatches_(std::max(program.microbatches, 1)),
+      microbatches_(std::max(program.batches, 1)),
       keep_intervals_(program.schedule == Schedule::kPipeDream),
       noise_(options.noise_seed) {
   if (options.noise_seed != 0 && !topology.device.compute_noise.empty())
@@ -137,8 +137,8 @@ bool Engine::run_compute(int worker, const Action& action, Seconds now) {
   if (ends_microbatch(action.kind)) {
     track_memory(worker, action, false);
     if (action.stage == 0) {
-      raw_.stage0_completion[action.microbatch()] = end;
-      if (skipping_) completion_log_.push_back(action.microbatch());
+      raw_.stage0_completion[action.batch()] = end;
+      if (skipping_) completion_log_.push_back(action.batch());
     }
   }
   raw_.makespan = max(raw_.makespan, end);
@@ -149,13 +149,13 @@ bool Engine::run_compute(int worker, const Action& action, Seconds now) {
 
 void Engine::track_memory(int worker, const Action& action, bool starting) {
   MemoryTracker& memory = memory_[worker];
-  const size_t index = slot(action.stage, action.microbatch());
+  const size_t index = slot(action.stage, action.batch());
   if (action.kind == ActionKind::kStep) {
     memory.step();
   } else if (action.kind == ActionKind::kForward) {
     int version = memory.live_version();
-    if (program_.vertical_sync && action.stage > 0) version = stage0_version_[action.microbatch()];
-    if (action.stage == 0) stage0_version_[action.microbatch()] = version;
+    if (program_.vertical_sync && action.stage > 0) version = stage0_version_[action.batch()];
+    if (action.stage == 0) stage0_version_[action.batch()] = version;
     version_used_[index] = version;
     memory.forward(version, costs_[action.stage].stash);
   } else if (!starting) {
@@ -198,12 +198,12 @@ void Engine::run_send(int worker, const Action& action, Seconds now) {
   const bool forward = action.kind == ActionKind::kSendAct;
   const ActionKind recv_kind = forward ? ActionKind::kRecvAct : ActionKind::kRecvGrad;
   const int recv_stage = forward ? action.stage + 1 : action.stage - 1;
-  arrival(recv_stage, recv_kind, action.microbatch()) = times.delivered.value;
-  if (skipping_) sent_.push_back(static_cast<uint32_t>(2 * slot(recv_stage, action.microbatch()) + (forward ? 0 : 1)));
+  arrival(recv_stage, recv_kind, action.batch()) = times.delivered.value;
+  if (skipping_) sent_.push_back(static_cast<uint32_t>(2 * slot(recv_stage, action.batch()) + (forward ? 0 : 1)));
   WorkerState& peer = state_[action.peer];
   if (peer.blocked) {
     const Action& waiting = program_.actions[action.peer][peer.pc];
-    if (waiting.kind == recv_kind && waiting.microbatch() == action.microbatch() && waiting.stage == recv_stage) {
+    if (waiting.kind == recv_kind && waiting.batch() == action.batch() && waiting.stage == recv_stage) {
       peer.blocked = false;
       schedule(action.peer, times.delivered);
     }
@@ -213,7 +213,7 @@ void Engine::run_send(int worker, const Action& action, Seconds now) {
 }
 
 bool Engine::run_recv(int worker, const Action& action, Seconds now) {
-  double& arrived = arrival(action.stage, action.kind, action.microbatch());
+  double& arrived = arrival(action.stage, action.kind, action.batch());
   if (arrived < 0) {
     state_[worker].blocked = true;
     return false;

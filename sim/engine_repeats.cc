@@ -52,8 +52,7 @@ size_t patience(size_t workers, size_t chunks) { return 8 * (workers + 1) * chun
 
 bool repeats(const Action& later, const Action& earlier, int shift) {
   return later.kind == earlier.kind && later.paired == earlier.paired && later.stage == earlier.stage &&
-         later.peer == earlier.peer &&
-         later.kind != ActionKind::kAllReduce && later.kind != ActionKind::kStep &&
+         later.peer == earlier.peer && later.kind != ActionKind::kAllReduce && later.kind != ActionKind::kStep &&
          later.number == earlier.number + shift;
 }
 
@@ -105,7 +104,7 @@ void Engine::take_snapshot(Snapshot& s, double now, const Action& action) {
   const size_t workers = state_.size();
   s.now = now;
   s.stage = action.stage;
-  s.microbatch = action.microbatch();
+  s.microbatch = action.batch();
   s.pc.resize(workers);
   s.event.resize(workers);
   s.blocked.resize(workers);

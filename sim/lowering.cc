@@ -27,13 +27,14 @@ struct Transfers {
 // Transfers are between the stages an action names; a worker that runs both
 // sides of a cut (a V's turn, or every cut of a one-rank pipeline) hands the
 // tensor over in its own memory, with no transfer.
-Transfers transfers_of(int worker, const Action& action, int num_stages, const std::vector<std::vector<int>>& by_stage) {
+Transfers transfers_of(int worker, const Action& action, int num_stages,
+                       const std::vector<std::vector<int>>& by_stage) {
   Transfers t;
   const bool forward = action.kind == ActionKind::kForward;
   const bool backward = action.kind == ActionKind::kBackward || action.kind == ActionKind::kBackwardInput;
   if (!forward && !backward) return t;  // W, ALLREDUCE and STEP move nothing
   const int stage = action.stage;
-  const int k = action.microbatch();
+  const int k = action.batch();
   const int upstream = stage > 0 ? peer_for(by_stage, stage - 1, k) : -1;
   const int downstream = stage < num_stages - 1 ? peer_for(by_stage, stage + 1, k) : -1;
   const bool remote_upstream = stage > 0 && upstream != worker;

@@ -140,7 +140,7 @@ Plan megatron_plan(const GptModel& model, const MegatronLayout& layout) {
                                             : Schedule::kOneFOneB;
   plan.virtual_stages = v;
   plan.microbatch_size = layout.micro_batch;
-  plan.microbatches = layout.microbatches() * layout.data;  // microbatch k runs on replica k mod d
+  plan.batches = layout.microbatches() * layout.data;  // microbatch k runs on replica k mod d
   const std::vector<int> blocks = layout.stage_layers(model);
   const int stages = static_cast<int>(blocks.size());
   int begin = 1;  // profile layer 0 is the embedding, L + 1 the output layer

@@ -254,7 +254,7 @@ Status check_plan(const Plan& plan, const Profile& profile, const Topology& topo
   const FieldPath root(source);
   if (auto ok = check_plan_topology(plan, topology, source); !ok) return ok;
   if (plan.stages.empty()) return root.field("stages").error("must hold at least one stage");
-  if (plan.microbatches < 1) return root.field("microbatches").error("must be >= 1", plan.microbatches);
+  if (plan.batches < 1) return root.field("microbatches").error("must be >= 1", plan.batches);
   if (plan.schedule == Schedule::kDataParallel && plan.num_stages() != 1)
     return root.field("stages").error("must be a single stage for the dp schedule", stages_to_string(plan.stages));
   if (auto ok = check_chunks(plan, source); !ok) return ok;
@@ -317,20 +317,20 @@ Status check_chunks(const Plan& plan, const std::string& source) {
           stage.devices);
   }
   const int replicas = plan.stages[0].replicas;
-  if (plan.schedule == Schedule::kInterleaved1F1B && plan.microbatches % (p * replicas) != 0) {
+  if (plan.schedule == Schedule::kInterleaved1F1B && plan.batches % (p * replicas) != 0) {
     const int group = p * replicas;
-    const int lower = std::max(group, plan.microbatches / group * group);
+    const int lower = std::max(group, plan.batches / group * group);
     return root.field("microbatches")
         .error(fmt::format("must be a multiple of {} for interleaved-1f1b on {} ranks x {} replicas (microbatches "
                            "advance in groups of p), for example {} or {}",
                            group, p, replicas, lower, lower + group),
-               plan.microbatches);
+               plan.batches);
   }
-  if (v_shaped(plan.schedule) && plan.microbatches < 2 * p * replicas)
+  if (v_shaped(plan.schedule) && plan.batches < 2 * p * replicas)
     return root.field("microbatches")
         .error(fmt::format("must be at least {} for {} on {} ranks x {} replicas (2p per pipeline, to fill the V)",
                            2 * p * replicas, name, p, replicas),
-               plan.microbatches);
+               plan.batches);
   return ok_status();
 }
 
@@ -416,7 +416,7 @@ Result<Plan> plan_from_json(const json& document, const std::string& source) {
   auto count = json_fields::read_integer(document, root, "microbatches", 1);
   if (!count) return count.error();
   if (*count > (1 << 24)) return root.field("microbatches").error("is too large", *count);
-  plan.microbatches = static_cast<int>(*count);
+  plan.batches = static_cast<int>(*count);
   if (auto it = document.find("vertical_sync"); it != document.end()) {
     if (!it->is_boolean()) return root.field("vertical_sync").error("must be true or false", *it);
     plan.vertical_sync = it->get<bool>();
@@ -464,7 +464,7 @@ json plan_to_json(const Plan& plan) {
                    {"model", plan.model},
                    {"schedule", schedule_name(plan.schedule)},
                    {"microbatch_size", plan.microbatch_size},
-                   {"microbatches", plan.microbatches},
+                   {"microbatches", plan.batches},
                    {"vertical_sync", plan.vertical_sync},
                    {"stages", stages}};
   if (plan.virtual_stages != 1) document["virtual_stages"] = plan.virtual_stages;

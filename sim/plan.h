@@ -78,9 +78,11 @@ struct Plan {
   std::string model;
   Schedule schedule = Schedule::kOneFOneB;
   int microbatch_size = 1;
-  // Flush schedules (all but pipedream): microbatches per iteration (minibatch).
-  // pipedream: minibatches pushed through the pipeline in one simulation.
-  int microbatches = 1;
+  // The batches of microbatch_size samples pushed through the pipeline (the
+  // plan file's "microbatches"): for the flush schedules (all but pipedream)
+  // the microbatches of one iteration; for pipedream the minibatches of one
+  // simulation, each with its own weight update.
+  int batches = 1;
   // pipedream only: every stage uses the weight version stage 0 used.
   bool vertical_sync = false;
   // Chunks per device (see above); 1 for the schedules that do not run chunks.

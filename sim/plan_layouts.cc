@@ -18,7 +18,7 @@ Plan data_parallel_plan(const Profile& profile, int workers, int microbatches) {
   plan.model = profile.model;
   plan.schedule = Schedule::kDataParallel;
   plan.microbatch_size = profile.microbatch_size;
-  plan.microbatches = microbatches;
+  plan.batches = microbatches;
   plan.stages = {whole_model_stage(profile.num_layers(), workers)};
   return plan;
 }

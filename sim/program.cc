@@ -79,8 +79,8 @@ namespace {
 
 // The action without its "sK:" prefix: "F7", "SEND_ACT7>w5".
 std::string short_text(const Action& action) {
-  if (is_send(action.kind)) return fmt::format("{}{}>w{}", kind_name(action.kind), action.microbatch(), action.peer);
-  if (is_recv(action.kind)) return fmt::format("{}{}<w{}", kind_name(action.kind), action.microbatch(), action.peer);
+  if (is_send(action.kind)) return fmt::format("{}{}>w{}", kind_name(action.kind), action.batch(), action.peer);
+  if (is_recv(action.kind)) return fmt::format("{}{}<w{}", kind_name(action.kind), action.batch(), action.peer);
   return fmt::format("{}{}{}", kind_name(action.kind), action.number, action.paired ? "&" : "");
 }
 

@@ -16,7 +16,9 @@
 //                    (the n-th ALLREDUCE of each replica of a stage forms one collective)
 //   s2:STEP3         optimizer step producing weight version 3+1 (waits for this
 //                    worker's outstanding ALLREDUCE)
-// For ALLREDUCE and STEP the number is the round (weight update index), not a microbatch.
+// The number is the batch: a microbatch, or under pipedream a minibatch (each
+// its own weight update; Plan::batches). For ALLREDUCE and STEP it is the round
+// (weight update index).
 //
 // Semantics every interpreter follows:
 // - a worker runs its actions strictly in order;
@@ -83,18 +85,19 @@ struct Action {
   // run as one unit (see the semantics above). Only F, B and I are paired.
   bool paired = false;
   int32_t stage = 0;
-  // The microbatch of F, B, I, W and the transfers, or the round (weight
-  // update index) of ALLREDUCE and STEP; read it as microbatch() or round(),
-  // whichever the kind holds.
+  // The batch of F, B, I, W and the transfers (a microbatch; under pipedream
+  // a minibatch, see Plan::batches), or the round (weight update index) of
+  // ALLREDUCE and STEP; read it as batch() or round(), whichever the kind
+  // holds.
   int32_t number = 0;
   int32_t peer = -1;  // the other worker, for sends and receives
 
-  int microbatch() const { return number; }
+  int batch() const { return number; }
   int round() const { return number; }
   bool operator==(const Action&) const = default;
 };
 
-// An action of `kind` on `stage` for microbatch (or round) `number`; `peer`
+// An action of `kind` on `stage` for batch (or round) `number`; `peer`
 // for transfers.
 inline Action make_action(ActionKind kind, int stage, int number, int peer = -1) {
   return Action{kind, false, static_cast<int32_t>(stage), static_cast<int32_t>(number), static_cast<int32_t>(peer)};
@@ -113,7 +116,7 @@ Result<Action> parse_action(std::string_view text);
 struct Program {
   Schedule schedule = Schedule::kOneFOneB;
   int num_stages = 0;
-  int microbatches = 0;
+  int batches = 0;  // Plan::batches: microbatches of an iteration, or pipedream's minibatches
   bool vertical_sync = false;
   std::vector<WorkerInfo> workers;           // index = worker id
   std::vector<std::vector<Action>> actions;  // actions[worker]

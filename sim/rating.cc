@@ -30,7 +30,7 @@ int noam_of(const Plan& plan) {
 
 Result<Simulation> simulate_with(Plan plan, int microbatches, const Profile& profile, const Topology& topology,
                                  Optimizer optimizer) {
-  plan.microbatches = microbatches;
+  plan.batches = microbatches;
   SimOptions options;
   options.optimizer = optimizer;
   options.record_trace = false;
@@ -75,12 +75,12 @@ std::optional<Repeat> find_repeat(const std::vector<Seconds>& completions, int64
 Result<Rating> rate_plan(const Plan& plan, const Profile& profile, const Topology& topology, Optimizer optimizer) {
   Rating rating;
   if (!runs_steady_state(plan.schedule)) {
-    auto simulation = simulate_with(plan, plan.microbatches, profile, topology, optimizer);
+    auto simulation = simulate_with(plan, plan.batches, profile, topology, optimizer);
     if (!simulation) return simulation.error();
     rating.metrics = std::move(simulation->metrics);
     rating.iteration_time = rating.metrics.iteration_time;
-    rating.samples_per_iteration = double(plan.microbatches) * plan.microbatch_size;
-    rating.simulated_minibatches = plan.microbatches;
+    rating.samples_per_iteration = double(plan.batches) * plan.microbatch_size;
+    rating.simulated_minibatches = plan.batches;
   } else {
     const int64_t period = pipedream_period(plan);
     // The drain reaches back NOAM rounds of every replica of stage 0, and a

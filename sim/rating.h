@@ -3,7 +3,7 @@
 // a schedule generator emits is what gets rated; nothing here knows one
 // schedule from another beyond runs_steady_state (sim/schedules.h).
 //
-// - A flush schedule: one iteration of plan.microbatches, simulated once;
+// - A flush schedule: one iteration of plan.batches, simulated once;
 //   the time is its makespan (Metrics::iteration_time).
 // - A schedule that runs a steady state: the time per minibatch of the run
 //   once it repeats. A max-plus system (which the engine is: every action's

@@ -15,7 +15,7 @@ std::vector<int> local_microbatches(int microbatches, int replicas, int replica)
 }
 
 std::vector<int> local_microbatches(const Plan& plan, const WorkerInfo& worker) {
-  return local_microbatches(plan.microbatches, plan.stages[worker.stage].replicas, worker.replica);
+  return local_microbatches(plan.batches, plan.stages[worker.stage].replicas, worker.replica);
 }
 
 // A Program with the plan's placement and an empty action list per worker.
@@ -23,7 +23,7 @@ Program empty_program(const Plan& plan) {
   Program program;
   program.schedule = plan.schedule;
   program.num_stages = plan.num_stages();
-  program.microbatches = plan.microbatches;
+  program.batches = plan.batches;
   program.vertical_sync = plan.vertical_sync;
   program.workers = workers_of(plan);
   program.actions.resize(program.workers.size());
@@ -139,7 +139,7 @@ struct InterleavedCursor {
   int ranks, chunks;
   int group = 0, chunk = 0, position = 0;  // i = (group v + chunk) p + position
 
-  int microbatch() const { return group * ranks + position; }  // its index in the local list
+  int batch() const { return group * ranks + position; }  // its index in the local list
   void next() {
     if (++position < ranks) return;
     position = 0;
@@ -157,12 +157,12 @@ void append_interleaved(std::vector<Action>& out, int rank, int ranks, int chunk
   // chunk (i / p) mod v; the two cursors walk i = 0, 1, ... in that order.
   InterleavedCursor forwards{ranks, chunks}, backwards{ranks, chunks};
   const auto forward = [&] {
-    out.push_back(make_action(ActionKind::kForward, forwards.chunk * ranks + rank, local[forwards.microbatch()]));
+    out.push_back(make_action(ActionKind::kForward, forwards.chunk * ranks + rank, local[forwards.batch()]));
     forwards.next();
   };
   const auto backward = [&] {
-    out.push_back(make_action(ActionKind::kBackward, (chunks - 1 - backwards.chunk) * ranks + rank,
-                              local[backwards.microbatch()]));
+    out.push_back(
+        make_action(ActionKind::kBackward, (chunks - 1 - backwards.chunk) * ranks + rank, local[backwards.batch()]));
     backwards.next();
   };
   const int warmup = m == ranks ? total : std::min(total, 2 * (ranks - rank - 1) + (chunks - 1) * ranks);

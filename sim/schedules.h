@@ -2,7 +2,7 @@
 //
 // Contract shared by every generator:
 // - workers are `workers_of(plan)` (stage by stage, replica by replica);
-// - microbatch k (0 <= k < plan.microbatches) runs at stage s on replica
+// - microbatch k (0 <= k < plan.batches) runs at stage s on replica
 //   k mod r_s, where r_s = plan.stages[s].replicas; a worker's "local"
 //   microbatches are those assigned to it, in increasing order;
 // - the generated Program holds compute, ALLREDUCE and STEP actions only;
@@ -39,7 +39,7 @@ Program make_1f1b(const Plan& plan, const Program* only = nullptr);
 // but after every backward ALLREDUCE(round) if the stage has > 1 replica, then
 // STEP(round), where round counts that worker's backwards from 0.
 // Replicas of a stage run the same number of ALLREDUCEs only when
-// plan.microbatches is a multiple of the stage's replica count; otherwise the
+// plan.batches is a multiple of the stage's replica count; otherwise the
 // program fails `validate_program` (the collective would never complete).
 Program make_pipedream(const Plan& plan, const Program* only = nullptr);
 
@@ -125,7 +125,7 @@ bool sees_upstream(Schedule schedule);
 
 // Whether the schedule runs without a flush: its Program repeats minibatch
 // after minibatch, and what it achieves is the steady state's time per
-// minibatch (pipedream). The others run one iteration of plan.microbatches
+// minibatch (pipedream). The others run one iteration of plan.batches
 // microbatches and end with a flush; their figure is that iteration.
 bool runs_steady_state(Schedule schedule);
 

@@ -40,7 +40,7 @@ int64_t replica_period(const Program& program) {
   int64_t period = 1;
   for (int s = 0; s < program.num_stages; ++s) {
     period = std::lcm(period, static_cast<int64_t>(program.replicas_of(s)));
-    if (period > program.microbatches) return 1;  // no common period fits: use 1
+    if (period > program.batches) return 1;  // no common period fits: use 1
   }
   return period;
 }
@@ -53,7 +53,7 @@ struct Window {
 
 // See simulator.h: the steady-state window of a pipedream run.
 Window steady_window(const Program& program, const RawRun& raw) {
-  const int n = program.microbatches;
+  const int n = program.batches;
   const int noam = noam_of(program);
   const int64_t period = replica_period(program);
   // With replicas (period > 1), the first round of minibatches is start-up
@@ -109,7 +109,7 @@ Metrics metrics_of(const Program& program, const RawRun& raw, int microbatch_siz
   metrics.window_end = window.end;
   const Seconds length = window.end - window.start;
   metrics.iteration_time = length / window.minibatches;
-  const double samples = steady ? microbatch_size : double(program.microbatches) * microbatch_size;
+  const double samples = steady ? microbatch_size : double(program.batches) * microbatch_size;
   metrics.throughput_samples_per_s = metrics.iteration_time.value > 0 ? samples / metrics.iteration_time.value : 0.0;
   Seconds busy_total;
   for (int w = 0; w < program.num_workers(); ++w) {
@@ -180,12 +180,12 @@ int64_t pipedream_period(const Plan& plan) {
 }
 
 int simulated_microbatches(const Plan& plan) {
-  return runs_steady_state(plan.schedule) ? pipedream_minibatches(plan) : plan.microbatches;
+  return runs_steady_state(plan.schedule) ? pipedream_minibatches(plan) : plan.batches;
 }
 
 int pipedream_minibatches(const Plan& plan) {
   const int64_t period = pipedream_period(plan);
-  const int64_t wanted = std::max(plan.microbatches, min_pipedream_minibatches(plan));
+  const int64_t wanted = std::max(plan.batches, min_pipedream_minibatches(plan));
   return static_cast<int>((wanted + period - 1) / period * period);
 }
 
@@ -193,7 +193,7 @@ Result<Simulation> simulate_plan(const Plan& plan, const Profile& profile, const
                                  const SimOptions& options, Program* simulated) {
   if (auto ok = check_plan(plan, profile, topology, "plan"); !ok) return ok.error();
   Plan effective = plan;
-  effective.microbatches = simulated_microbatches(plan);
+  effective.batches = simulated_microbatches(plan);
   const bool one = options.one_replica && !options.record_trace && options.noise_seed == 0 &&
                    replicas_interchangeable(effective, topology);
   Program program = one ? build_replica0_program(effective) : build_program(effective);
@@ -207,7 +207,7 @@ Result<Simulation> simulate_plan(const Plan& plan, const Profile& profile, const
 bool replicas_interchangeable(const Plan& plan, const Topology& topology) {
   if (runs_steady_state(plan.schedule) || plan.stages.empty()) return false;
   const int d = plan.stages.front().replicas;
-  if (d < 2 || plan.microbatches % d != 0) return false;
+  if (d < 2 || plan.batches % d != 0) return false;
   for (const StagePlan& stage : plan.stages)
     if (stage.replicas != d || static_cast<int>(stage.devices.size()) != d) return false;
   const Network network(topology);

@@ -113,7 +113,7 @@ int64_t pipedream_period(const Plan& plan);
 int pipedream_minibatches(const Plan& plan);
 
 // The microbatches a simulation of `plan` runs: pipedream_minibatches under a
-// schedule that runs a steady state (runs_steady_state), else plan.microbatches.
+// schedule that runs a steady state (runs_steady_state), else plan.batches.
 int simulated_microbatches(const Plan& plan);
 
 // Checks the plan, builds its Program (with simulated_microbatches(plan)

@@ -82,11 +82,11 @@ std::string hsl_hex(double hue, Shade shade) { return baton::hsl_hex(hue, shade.
 int palette_index(int microbatch) { return ((microbatch % kPaletteSize) + kPaletteSize) % kPaletteSize; }
 
 std::string compute_fill(const Action& action) {
-  const double hue = kHues[palette_index(action.microbatch())];
+  const double hue = kHues[palette_index(action.batch())];
   switch (action.kind) {
     case ActionKind::kForward: return hsl_hex(hue, kForwardShade);
     case ActionKind::kBackwardInput: return hsl_hex(hue, kInputShade);
-    case ActionKind::kBackwardWeight: return fmt::format("url(#h{})", palette_index(action.microbatch()));
+    case ActionKind::kBackwardWeight: return fmt::format("url(#h{})", palette_index(action.batch()));
     case ActionKind::kStep: return kStepFill;
     default: return hsl_hex(hue, kBackwardShade);
   }
@@ -227,7 +227,7 @@ int chunk_index(const Chart& chart, const Span& span) {
 void put_box_label(std::string& out, const Chart& chart, const Span& span, double x, double width) {
   if (span.action.kind == ActionKind::kStep || chart.compute_px < kComputeRowPx) return;
   const std::string text =
-      fmt::format("{}{}", span.action.microbatch(), std::string(static_cast<size_t>(chunk_index(chart, span)), '\''));
+      fmt::format("{}{}", span.action.batch(), std::string(static_cast<size_t>(chunk_index(chart, span)), '\''));
   if (width < static_cast<double>(text.size()) * kCharPx + 4) return;
   const bool light = span.action.kind == ActionKind::kForward;
   put(out, "<text x=\"{:.2f}\" y=\"{:.2f}\" class=\"{}\">{}</text>\n", x + width / 2,

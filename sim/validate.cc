@@ -47,13 +47,13 @@ Status check_stage_table(const Program& program, const StageTable& table) {
 Status check_shape(const Program& program, const StageTable& table) {
   if (program.num_stages < 1)
     return fail(program, -1, -1, fmt::format("num_stages is {}, must be >= 1", program.num_stages));
-  if (program.microbatches < 0)
-    return fail(program, -1, -1, fmt::format("microbatches is {}, must be >= 0", program.microbatches));
-  if (program.microbatches > program.num_actions())
+  if (program.batches < 0)
+    return fail(program, -1, -1, fmt::format("microbatches is {}, must be >= 0", program.batches));
+  if (program.batches > program.num_actions())
     return fail(program, -1, -1,
                 fmt::format("microbatches is {} but the program has only {} "
                             "actions, so some microbatch never runs",
-                            program.microbatches, program.num_actions()));
+                            program.batches, program.num_actions()));
   if (num_rows(program) != program.num_workers())
     return fail(program, -1, -1,
                 fmt::format("{} action lists for {} workers", num_rows(program), program.num_workers()));
@@ -79,8 +79,8 @@ std::string field_problem(const Program& program, int worker, const Action& acti
   }
   const int stage = action.stage;
   if (is_round(action.kind)) return action.round() < 0 ? "has a negative round" : "";
-  if (action.microbatch() < 0 || action.microbatch() >= program.microbatches)
-    return fmt::format("names microbatch {}, outside [0, {})", action.microbatch(), program.microbatches);
+  if (action.batch() < 0 || action.batch() >= program.batches)
+    return fmt::format("names microbatch {}, outside [0, {})", action.batch(), program.batches);
   const bool transfer = is_send(action.kind) || is_recv(action.kind);
   if (!transfer) return action.peer == -1 ? "" : "has a peer but is not a transfer";
   const int expected = stage + peer_stage_offset(action.kind);
@@ -102,7 +102,8 @@ std::string pair_problem(const Program& program, int worker, int step) {
     const Action& other = list[next];
     if (is_send(other.kind) || is_recv(other.kind)) continue;
     if (!can_pair(other.kind) || other.paired)
-      return fmt::format("opens an overlapped pair with {}, which is not an F, B or I that closes it", to_string(other));
+      return fmt::format("opens an overlapped pair with {}, which is not an F, B or I that closes it",
+                         to_string(other));
     return "";
   }
   return "opens an overlapped pair (&) but no pass follows it";
@@ -213,8 +214,8 @@ Status check_stage_order(const Program& program, const StageTable& table, int wo
   for (int step = 0; step < static_cast<int>(list.size()); ++step) {
     const Action& action = list[step];
     if (is_round(action.kind) || action.stage != stage) continue;
-    Slot& slot = slots[action.microbatch()];
-    if (slot == kEmptySlot) touched.push_back(action.microbatch());
+    Slot& slot = slots[action.batch()];
+    if (slot == kEmptySlot) touched.push_back(action.batch());
     int& seen = slot[static_cast<int>(action.kind)];
     if (seen >= 0) {
       const int first = seen;
@@ -244,12 +245,12 @@ Status check_local_handoffs(const Program& program, const StageTable& table, int
   if (info.chunks.size() < 2) return ok_status();
   std::unordered_map<int64_t, int> forward_at, backward_at;  // stage * M + k -> step
   const std::vector<Action>& list = program.actions[worker];
-  const int64_t m = std::max(program.microbatches, 1);
+  const int64_t m = std::max(program.batches, 1);
   for (int step = 0; step < static_cast<int>(list.size()); ++step) {
     const Action& a = list[step];
-    if (a.kind == ActionKind::kForward) forward_at[a.stage * m + a.microbatch()] = step;
+    if (a.kind == ActionKind::kForward) forward_at[a.stage * m + a.batch()] = step;
     if (a.kind == ActionKind::kBackward || a.kind == ActionKind::kBackwardInput)
-      backward_at[a.stage * m + a.microbatch()] = step;
+      backward_at[a.stage * m + a.batch()] = step;
   }
   for (const auto& [key, step] : forward_at) {
     const int stage = static_cast<int>(key / m);
@@ -271,7 +272,7 @@ Status check_local_handoffs(const Program& program, const StageTable& table, int
 }
 
 Status check_orders(const Program& program, const StageTable& table) {
-  std::vector<Slot> slots(static_cast<size_t>(program.microbatches), kEmptySlot);
+  std::vector<Slot> slots(static_cast<size_t>(program.batches), kEmptySlot);
   for (int w = 0; w < num_rows(program); ++w) {
     for (int stage : stages_of(program.workers[w]))
       if (Status ok = check_stage_order(program, table, w, stage, slots); !ok) return ok;
@@ -289,12 +290,12 @@ Status check_stage_coverage(const Program& program, const std::vector<int>& work
     for (int step = 0; step < row_length(program, w); ++step) {
       const Action& action = program.actions[w][step];
       if (action.kind != ActionKind::kForward || action.stage != stage) continue;
-      int& owner = forwarded_by[action.microbatch()];
+      int& owner = forwarded_by[action.batch()];
       if (owner >= 0)
         return fail(program, w, step,
                     fmt::format("{} runs microbatch {} on stage {} a second "
                                 "time (w{} already runs it)",
-                                describe(program, w, step), action.microbatch(), stage, owner));
+                                describe(program, w, step), action.batch(), stage, owner));
       owner = w;
     }
   }
@@ -305,11 +306,11 @@ Status check_stage_coverage(const Program& program, const std::vector<int>& work
   const int owner = workers[k % static_cast<int>(workers.size())];
   return fail(program, owner, row_length(program, owner),
               fmt::format("stage {} never runs F{} (every stage must forward microbatches 0..{})", stage, k,
-                          program.microbatches - 1));
+                          program.batches - 1));
 }
 
 Status check_coverage(const Program& program, const StageTable& table) {
-  std::vector<int> forwarded_by(static_cast<size_t>(program.microbatches), -1);
+  std::vector<int> forwarded_by(static_cast<size_t>(program.batches), -1);
   for (int s = 0; s < program.num_stages; ++s) {
     if (Status ok = check_stage_coverage(program, table[s], s, forwarded_by); !ok) return ok;
   }
@@ -352,7 +353,7 @@ TransferIndex index_transfers(const Program& program) {
   for (int w = 0; w < num_rows(program); ++w) {
     for (int step = 0; step < row_length(program, w); ++step) {
       const Action& a = program.actions[w][step];
-      if (is_send(a.kind) || is_recv(a.kind)) index.emplace(transfer_key(w, a.kind, a.stage, a.microbatch()), step);
+      if (is_send(a.kind) || is_recv(a.kind)) index.emplace(transfer_key(w, a.kind, a.stage, a.batch()), step);
     }
   }
   return index;
@@ -363,9 +364,9 @@ int find_partner(const Program& program, const TransferIndex& index, int worker,
   const Action& a = program.actions[worker][step];
   const ActionKind other = counterpart(a.kind);
   const int other_stage = a.stage + peer_stage_offset(a.kind);
-  const auto found = index.find(transfer_key(a.peer, other, other_stage, a.microbatch()));
+  const auto found = index.find(transfer_key(a.peer, other, other_stage, a.batch()));
   const std::string expected =
-      fmt::format("s{}:{}{}{}w{}", other_stage, kind_name(other), a.microbatch(), is_send(a.kind) ? "<" : ">", worker);
+      fmt::format("s{}:{}{}{}w{}", other_stage, kind_name(other), a.batch(), is_send(a.kind) ? "<" : ">", worker);
   if (found == index.end()) {
     problem = fmt::format("{} has no matching {} on w{}", describe(program, worker, step), expected, a.peer);
     return -1;

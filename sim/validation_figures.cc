@@ -80,7 +80,7 @@ int steps_to_run(int min_steps, Seconds run_time, Seconds estimate) {
 
 int whole_pipedream_rounds(const Plan& plan) {
   const auto period = static_cast<int>(pipedream_period(plan));
-  return (plan.microbatches + period - 1) / period * period;
+  return (plan.batches + period - 1) / period * period;
 }
 
 }  // namespace baton

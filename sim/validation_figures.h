@@ -69,7 +69,7 @@ StepTimes step_times_after_first(std::vector<Seconds> walls, double q);
 // first step is not measured) so the measured ones take about `run_time`.
 int steps_to_run(int min_steps, Seconds run_time, Seconds estimate);
 
-// plan.microbatches rounded up to a multiple of pipedream_period(plan) (the
+// plan.batches rounded up to a multiple of pipedream_period(plan) (the
 // lcm of the stages' replicas): pipedream's executor runs every replica of a
 // stage the same number of rounds.
 int whole_pipedream_rounds(const Plan& plan);

@@ -46,7 +46,7 @@ WorkerDemand worker_demand(const Program& program, int worker, int stage) {
   MemoryTracker tracker(Bytes(0), Bytes(0), 0.0);
   std::unordered_map<int64_t, int> version_of;  // stage * M + microbatch -> the version its forward used
   add_to_frontier(demand.memory, MemoryPoint{tracker.versions_held(), tracker.inflight()});
-  const int64_t m = std::max(program.microbatches, 1);
+  const int64_t m = std::max(program.batches, 1);
   for (const Action& action : program.actions[static_cast<size_t>(worker)]) {
     if (stage < 0 || action.stage == stage) {
       switch (action.kind) {
@@ -60,7 +60,7 @@ WorkerDemand worker_demand(const Program& program, int worker, int stage) {
       }
     }
     // Memory: the whole worker, every chunk (a chunk's microbatch is (stage, k)).
-    const int64_t key = action.stage * m + action.microbatch();
+    const int64_t key = action.stage * m + action.batch();
     if (action.kind == ActionKind::kForward) {
       version_of[key] = tracker.live_version();
       tracker.forward(tracker.live_version());

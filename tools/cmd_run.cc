@@ -124,7 +124,7 @@ std::pair<Plan, exec::ModelInfo> plan_from_stages(const RunArgs& args) {
   const Topology topology = load_topology_file(args.topology);
   Plan plan;
   plan.stages = take(parse_stages(args.stages));
-  plan.microbatches = 8;
+  plan.batches = 8;
   plan.microbatch_size = profile.microbatch_size;
   // The schedule first: one that runs chunks puts several stages on one device.
   plan = with_schedule_flags(plan, args, profile.num_layers());
@@ -162,7 +162,7 @@ std::pair<Plan, exec::ModelInfo> resolve_plan(const RunArgs& args) {
   plan.model = model.name;
   // dp runs the whole model as one stage on as many workers as the plan has.
   plan = with_schedule_flags(plan, args, static_cast<int>(model.layer_names.size()));
-  if (args.microbatches > 0) plan.microbatches = args.microbatches;
+  if (args.microbatches > 0) plan.batches = args.microbatches;
   if (args.microbatch_size > 0) plan.microbatch_size = args.microbatch_size;
   if (args.vertical_sync) plan.vertical_sync = true;
   take(exec::check_plan_for_model(plan, model, args.plan.empty() ? "--stages" : args.plan));
@@ -190,7 +190,7 @@ exec::TrainOptions train_options(const RunArgs& args, const std::string& model) 
 std::string report_text(const exec::RunReport& report, const Plan& plan, const std::string& backend) {
   std::string out = fmt::format("run: {} with {} on {} worker(s), stages {}, {} microbatches of {}, backend {}\n",
                                 plan.model, schedule_name(plan.schedule), plan.num_workers(),
-                                stages_to_string(plan.stages), plan.microbatches, plan.microbatch_size, backend);
+                                stages_to_string(plan.stages), plan.batches, plan.microbatch_size, backend);
   std::vector<std::vector<std::string>> steps{{"step", "wall time", "mean loss"}};
   for (size_t s = 0; s < report.steps.size(); ++s) {
     steps.push_back({std::to_string(report.first_step + static_cast<int>(s)), human_seconds(report.steps[s].wall),
@@ -233,7 +233,7 @@ void write_outputs(const RunArgs& args, const exec::RunReport& report, const Pla
   if (!args.gantt.empty()) {
     GanttOptions gantt;
     gantt.title = fmt::format("{}: {} ({} stages, {} microbatches), measured", plan.model, schedule_name(plan.schedule),
-                              plan.num_stages(), plan.microbatches);
+                              plan.num_stages(), plan.batches);
     write_file_atomic(args.gantt, trace_to_svg(report.trace, gantt));
   }
   if (!args.save_weights.empty())

@@ -49,12 +49,12 @@ Plan base_plan(const SimulateArgs& args, const Profile& profile) {
     plan = load_plan_file(args.plan);
   } else {
     plan.stages = take(parse_stages(args.stages));
-    plan.microbatches = 64;
+    plan.batches = 64;
   }
   plan.model = profile.model;
   if (plan.microbatch_size < 1 || args.plan.empty()) plan.microbatch_size = profile.microbatch_size;
   if (args.microbatch_size > 0) plan.microbatch_size = args.microbatch_size;
-  if (args.microbatches > 0) plan.microbatches = args.microbatches;
+  if (args.microbatches > 0) plan.batches = args.microbatches;
   if (args.vertical_sync) plan.vertical_sync = true;
   return plan;
 }
@@ -130,8 +130,7 @@ int simulate_megatron(const SimulateArgs& args, const GptModel& model, const Meg
   const bool trace = !args.trace.empty() || !args.gantt.empty() || !args.csv.empty();
   const MegatronPrediction prediction = take(predict_megatron(model, layout, topology, trace));
   if (trace)
-    write_outputs(args,
-                  SimulatedPlan{prediction.plan, topology.name, prediction.plan.microbatches, prediction.simulation},
+    write_outputs(args, SimulatedPlan{prediction.plan, topology.name, prediction.plan.batches, prediction.simulation},
                   false);
   if (args.json)
     std::fputs((megatron_json(model, layout, topology, prediction).dump(2) + "\n").c_str(), stdout);
@@ -196,13 +195,13 @@ int run_simulate(const SimulateArgs& args) {
     if (schedule == Schedule::kInterleaved1F1B && args.virtual_stages > 0) plan.virtual_stages = args.virtual_stages;
     take(assign_devices(plan, topology));
     take(check_plan(plan, profile, topology, plan_source));
-    if (schedule == Schedule::kPipeDream) plan.microbatches = pipedream_minibatches(plan);
+    if (schedule == Schedule::kPipeDream) plan.batches = pipedream_minibatches(plan);
     const Program program = build_program(plan);
     take(validate_program(program));
     auto simulation =
         simulate_program(program, stage_costs(profile, plan, topology), topology, plan.microbatch_size, options);
     if (!simulation) throw UsageError(simulation.error().message);
-    runs.push_back(SimulatedPlan{plan, topology.name, plan.microbatches, std::move(*simulation)});
+    runs.push_back(SimulatedPlan{plan, topology.name, plan.batches, std::move(*simulation)});
   }
   std::vector<nlohmann::json> noise;
   for (const SimulatedPlan& run : runs) {

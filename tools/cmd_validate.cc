@@ -235,9 +235,9 @@ Plan plan_for(Schedule schedule, const ValidateArgs& args, const Profile& profil
   plan.schedule = schedule;
   plan.model = profile.model;
   plan.microbatch_size = profile.microbatch_size;
-  plan.microbatches = args.microbatches;
+  plan.batches = args.microbatches;
   if (schedule == Schedule::kPipeDream) {
-    plan.microbatches = whole_pipedream_rounds(plan);  // what the executor runs
+    plan.batches = whole_pipedream_rounds(plan);  // what the executor runs
   }
   take(assign_devices(plan, topology));
   take(check_plan(plan, profile, topology, "the plan"));
@@ -279,7 +279,7 @@ void run_case(ValidationCase& c, const ValidateArgs& args, const Profile& profil
   const Seconds estimate = take(simulate_iteration(c.plan, profile, topology)).metrics.makespan;
   c.steps = steps_to_run(args.steps, Seconds(args.run_seconds), estimate);
   progress(fmt::format("{}: stages {}, {} microbatches: running {} steps on {} ranks", name,
-                       stages_to_string(c.plan.stages), c.plan.microbatches, c.steps, c.plan.num_workers()));
+                       stages_to_string(c.plan.stages), c.plan.batches, c.steps, c.plan.num_workers()));
   const std::string measured_path = path_in(dir, "measured.json");
   const std::string report_path = path_in(dir, "run.json");
   launch_logged({"run", "--plan", plan_path, "--model", c.plan.model, "--backend", "gloo", "--steps",

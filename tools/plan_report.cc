@@ -10,8 +10,7 @@ namespace baton::cli {
 namespace {
 
 double samples_per_iteration(const Plan& plan) {
-  return plan.schedule == Schedule::kPipeDream ? plan.microbatch_size
-                                               : double(plan.microbatches) * plan.microbatch_size;
+  return plan.schedule == Schedule::kPipeDream ? plan.microbatch_size : double(plan.batches) * plan.microbatch_size;
 }
 
 double simulated_throughput(const PlanChoice& choice) {
@@ -22,7 +21,7 @@ double simulated_throughput(const PlanChoice& choice) {
 std::string describe(const PlanChoice& choice) {
   const Plan& plan = choice.plan;
   std::string text = std::string(schedule_name(plan.schedule));
-  if (plan.schedule != Schedule::kPipeDream) text += fmt::format(" M={}", plan.microbatches);
+  if (plan.schedule != Schedule::kPipeDream) text += fmt::format(" M={}", plan.batches);
   return text + " " + stages_to_string(plan.stages);
 }
 
@@ -36,7 +35,7 @@ nlohmann::json stages_json(const Plan& plan) {
 
 nlohmann::json choice_json(const PlanChoice& choice) {
   nlohmann::json entry = {{"schedule", schedule_name(choice.plan.schedule)},
-                          {"microbatches", choice.plan.microbatches},
+                          {"microbatches", choice.plan.batches},
                           {"stages", stages_json(choice.plan)},
                           {"predicted_iteration_time_s", choice.estimate.iteration_time.value},
                           {"predicted_throughput_samples_per_s", choice.estimate.throughput_samples_per_s},
@@ -74,7 +73,7 @@ std::string headline(const PlanChoice& choice) {
   const Plan& plan = choice.plan;
   std::string unit = plan.schedule == Schedule::kPipeDream
                          ? fmt::format("per minibatch of {} samples (steady state)", plan.microbatch_size)
-                         : fmt::format("per iteration of {} x {} samples", plan.microbatches, plan.microbatch_size);
+                         : fmt::format("per iteration of {} x {} samples", plan.batches, plan.microbatch_size);
   std::string text = fmt::format("predicted   {} {}: {:.1f} samples/s\n", human_seconds(choice.estimate.iteration_time),
                                  unit, choice.estimate.throughput_samples_per_s);
   if (choice.simulated && runs_steady_state(plan.schedule)) {
@@ -102,7 +101,7 @@ nlohmann::json outcome_json(const PlannerOutcome& outcome) {
   nlohmann::json result = {{"time_per_minibatch_s", outcome.pipedream_time ? outcome.pipedream_time->value
                                                                            : best.estimate.iteration_time.value},
                            {"schedule", schedule_name(best.plan.schedule)},
-                           {"microbatches", best.plan.microbatches},
+                           {"microbatches", best.plan.batches},
                            {"microbatch_size", best.plan.microbatch_size},
                            {"stages", stages_json(best.plan)},
                            {"predicted", choice_json(best)},

@@ -42,8 +42,7 @@ std::vector<const WorkerMetrics*> stage_peaks(const Metrics& metrics, const Plan
 std::string window_note(const SimulatedPlan& run) {
   const Metrics& m = run.simulation.metrics;
   if (run.plan.schedule != Schedule::kPipeDream)
-    return fmt::format("one iteration of {} microbatches x {} samples", run.plan.microbatches,
-                       run.plan.microbatch_size);
+    return fmt::format("one iteration of {} microbatches x {} samples", run.plan.batches, run.plan.microbatch_size);
   return fmt::format("steady state per minibatch of {} samples, measured from {} to {} of {} minibatches",
                      run.plan.microbatch_size, human_seconds(m.window_start), human_seconds(m.window_end),
                      run.simulated_microbatches);
@@ -96,7 +95,7 @@ std::string side_by_side_text(const std::vector<SimulatedPlan>& runs, const Prof
   add_row("time per iteration",
           [](const SimulatedPlan& r) { return human_seconds(r.simulation.metrics.iteration_time); });
   add_row("samples per iteration", [](const SimulatedPlan& r) {
-    const int per = r.plan.schedule == Schedule::kPipeDream ? 1 : r.plan.microbatches;
+    const int per = r.plan.schedule == Schedule::kPipeDream ? 1 : r.plan.batches;
     return std::to_string(per * r.plan.microbatch_size);
   });
   add_row("bubble fraction", [](const SimulatedPlan& r) { return percent(r.simulation.metrics.bubble_fraction); });

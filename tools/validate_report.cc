@@ -75,7 +75,7 @@ std::vector<std::vector<std::string>> validation_summary_rows(const std::vector<
                                               fmt::format("within {:g}%", 100.0 * tolerance)}};
   for (const ValidationCase& c : cases) {
     rows.push_back({std::string(schedule_name(c.schedule)), stages_to_string(c.plan.stages),
-                    std::to_string(c.plan.num_workers()), std::to_string(c.plan.microbatches),
+                    std::to_string(c.plan.num_workers()), std::to_string(c.plan.batches),
                     fmt::format("{:.3f}", c.relative_speed), std::to_string(c.steps), human_seconds(c.predicted),
                     human_seconds(c.measured), human_seconds(c.measured_median),
                     human_seconds(c.measured_min) + " - " + human_seconds(c.measured_max), signed_percent(c.error()),
@@ -107,7 +107,7 @@ std::string validation_markdown(const ValidateArgs& args, const Profile& profile
     out += fmt::format(
         "\n## {}\n\nStages {} on {} workers, {} microbatches of {}. Spans: {} paired, {} only "
         "predicted, {} only measured (the measured trace is the last step).\n\n",
-        name, stages_to_string(c.plan.stages), c.plan.num_workers(), c.plan.microbatches, c.plan.microbatch_size,
+        name, stages_to_string(c.plan.stages), c.plan.num_workers(), c.plan.batches, c.plan.microbatch_size,
         c.comparison.paired, c.comparison.only_predicted, c.comparison.only_measured);
     out += comparison_tables(c.comparison, true);
     out += fmt::format("\n![{0}: predicted and measured]({0}/compare.svg)\n", name);
@@ -121,7 +121,7 @@ nlohmann::json validation_json(const std::vector<ValidationCase>& cases, double 
     out["cases"].push_back({{"schedule", schedule_name(c.schedule)},
                             {"stages", stages_to_string(c.plan.stages)},
                             {"workers", c.plan.num_workers()},
-                            {"microbatches", c.plan.microbatches},
+                            {"microbatches", c.plan.batches},
                             {"steps", c.steps},
                             {"predicted_s", c.predicted.value},
                             {"predicted_without_noise_s", c.predicted_plain.value},

@@ -17,7 +17,7 @@ inline Plan exec_plan(const std::string& stages, Schedule schedule, int microbat
   Plan plan;
   plan.model = model;
   plan.schedule = schedule;
-  plan.microbatches = microbatches;
+  plan.batches = microbatches;
   plan.microbatch_size = microbatch_size;
   auto parsed = parse_stages(stages);
   REQUIRE(parsed.ok());

@@ -149,7 +149,7 @@ TEST_CASE("pipedream holds warm-up + 1 weight versions per worker, flush schedul
   auto run = exec::run_threads(plan, train_options("mlp", 1));
   REQUIRE(run.ok());
   for (int s = 0; s < plan.num_stages(); ++s) {
-    const int warmup = warmup_forwards(plan, s, plan.microbatches);
+    const int warmup = warmup_forwards(plan, s, plan.batches);
     INFO("stage " << s << " warm-up " << warmup);
     CHECK(run->workers[static_cast<size_t>(s)].peak_weight_versions == warmup + 1);
   }

@@ -51,7 +51,7 @@ inline Plan placed_plan(const std::string& stages, Schedule schedule, int microb
 }
 
 inline Metrics simulated_metrics(Plan plan, const Profile& profile, const Topology& topology, int minibatches) {
-  plan.microbatches = minibatches;
+  plan.batches = minibatches;
   SimOptions options;
   options.record_trace = false;
   auto simulation = simulate_plan(plan, profile, topology, options);

@@ -32,7 +32,7 @@ TEST_CASE("stage demand: the stand-in counts what a real pipeline's first worker
       int total = 0;
       for (int r : replicas) total += r;
       Plan plan = testing::make_plan(schedule, replicas, 12);
-      plan.microbatches = simulated_microbatches(plan);  // a steady state: what the simulator runs
+      plan.batches = simulated_microbatches(plan);  // a steady state: what the simulator runs
       const Program program = build_program(plan);
       StageDemands demands(schedule, 12, 2.0);
       int upstream = 0;
@@ -44,10 +44,10 @@ TEST_CASE("stage demand: the stand-in counts what a real pipeline's first worker
         CHECK(stand_in.worker.peak_in_flight() == real.peak_in_flight());
         CHECK(stand_in.worker.peak_versions() == real.peak_versions());
         // Work per microbatch of the run: the counts scale with the run's length.
-        CHECK(stand_in.forwards_per_microbatch() == Approx(double(real.forwards) / plan.microbatches));
-        CHECK(stand_in.allreduces_per_microbatch() == Approx(double(real.allreduces) / plan.microbatches));
+        CHECK(stand_in.forwards_per_microbatch() == Approx(double(real.forwards) / plan.batches));
+        CHECK(stand_in.allreduces_per_microbatch() == Approx(double(real.allreduces) / plan.batches));
         CHECK(double(stand_in.worker.input_passes) / stand_in.microbatches ==
-              Approx(double(real.input_passes) / plan.microbatches));
+              Approx(double(real.input_passes) / plan.batches));
         // The search's memory equals the simulator's accounting for any sizes (Adam: factor 2).
         CHECK(stand_in.peak_bytes(4096.0, 100.0) ==
               Approx(double(real.peak_bytes(Bytes(4096), Bytes(100), 2.0).value)));

@@ -49,7 +49,7 @@ TEST_CASE("generators copy the plan's placement into the program", "[generators]
   const Program program = make_pipedream(plan);
   CHECK(program.schedule == Schedule::kPipeDream);
   CHECK(program.num_stages == 3);
-  CHECK(program.microbatches == 6);
+  CHECK(program.batches == 6);
   CHECK(program.vertical_sync);
   REQUIRE(program.num_workers() == 2 + 1 + 3);
   REQUIRE(program.actions.size() == 6u);
@@ -239,9 +239,9 @@ int peak_held(const Program& program, int worker) {
 void check_split_backward(const Program& program, int worker) {
   std::map<int, std::string> passes;
   for (const Action& a : program.actions[worker]) {
-    if (a.kind == ActionKind::kForward) passes[a.microbatch()] += 'F';
-    if (a.kind == ActionKind::kBackwardInput) passes[a.microbatch()] += 'I';
-    if (a.kind == ActionKind::kBackwardWeight) passes[a.microbatch()] += 'W';
+    if (a.kind == ActionKind::kForward) passes[a.batch()] += 'F';
+    if (a.kind == ActionKind::kBackwardInput) passes[a.batch()] += 'I';
+    if (a.kind == ActionKind::kBackwardWeight) passes[a.batch()] += 'W';
   }
   for (const auto& [k, order] : passes) {
     INFO("worker " << worker << " microbatch " << k);

@@ -37,7 +37,7 @@ TEST_CASE("lowered peers follow round robin over the neighbour's replicas", "[lo
       const Action& a = list[i];
       INFO("w" << w << " action " << i << " " << to_string(a));
       CHECK(a.stage == s);
-      const int k = a.microbatch();
+      const int k = a.batch();
       switch (a.kind) {
         case ActionKind::kRecvAct: CHECK(a.peer == worker_of(s - 1, k)); break;
         case ActionKind::kSendAct: CHECK(a.peer == worker_of(s + 1, k)); break;

@@ -15,7 +15,7 @@ using testing::make_plan;
 Program program_of(const std::vector<std::string>& lists, int microbatches) {
   Program program;
   program.num_stages = static_cast<int>(lists.size());
-  program.microbatches = microbatches;
+  program.batches = microbatches;
   for (size_t w = 0; w < lists.size(); ++w) {
     program.workers.push_back(WorkerInfo{static_cast<int>(w), 0, static_cast<int>(w), {}});
     auto actions = parse_action_list(lists[w]);

@@ -15,7 +15,7 @@ namespace baton::testing {
 inline Plan make_plan(Schedule schedule, const std::vector<int>& replicas, int microbatches) {
   Plan plan;
   plan.schedule = schedule;
-  plan.microbatches = microbatches;
+  plan.batches = microbatches;
   int device = 0;
   for (size_t s = 0; s < replicas.size(); ++s) {
     StagePlan stage;

@@ -16,7 +16,7 @@ using testing::make_plan;
 // replicas numbered in order of appearance.
 Program program_of(const std::vector<int>& stages, const std::vector<std::string>& lists, int microbatches) {
   Program program;
-  program.microbatches = microbatches;
+  program.batches = microbatches;
   std::vector<int> replicas;
   for (size_t w = 0; w < lists.size(); ++w) {
     const int s = stages[w];
@@ -145,7 +145,7 @@ TEST_CASE("an unmatched send is rejected", "[validate]") {
   REQUIRE(validate_program(program).ok());
   // w0 sends microbatch 0's activation to w2, which expects microbatch 1 only.
   for (Action& a : program.actions[0]) {
-    if (a.kind == ActionKind::kSendAct && a.microbatch() == 0) a.peer = 2;
+    if (a.kind == ActionKind::kSendAct && a.batch() == 0) a.peer = 2;
   }
   require_rejected(program, "has no matching s1:RECV_ACT0<w0 on w2", "[SEND_ACT0>w2]");
 }
@@ -154,7 +154,7 @@ TEST_CASE("a receive with no send is rejected", "[validate]") {
   Program program = build_program(make_plan(Schedule::kGPipe, {1, 2}, 2));
   // w0 waits for microbatch 0's gradient from w2, but w1 ran microbatch 0.
   for (Action& a : program.actions[0]) {
-    if (a.kind == ActionKind::kRecvGrad && a.microbatch() == 0) a.peer = 2;
+    if (a.kind == ActionKind::kRecvGrad && a.batch() == 0) a.peer = 2;
   }
   require_rejected(program, "has no matching s1:SEND_GRAD0>w0 on w2", "[RECV_GRAD0<w2]");
 }
@@ -163,7 +163,7 @@ TEST_CASE("a send whose receiver expects another sender is rejected", "[validate
   Program program = build_program(make_plan(Schedule::kGPipe, {2, 1}, 2));
   // w2 claims microbatch 0's activation comes from w1; w0 sends it.
   for (Action& a : program.actions[2]) {
-    if (a.kind == ActionKind::kRecvAct && a.microbatch() == 0) a.peer = 1;
+    if (a.kind == ActionKind::kRecvAct && a.batch() == 0) a.peer = 1;
   }
   require_rejected(program, "but w2 has s1:RECV_ACT0<w1", "[SEND_ACT0>w2]");
 }
@@ -195,8 +195,8 @@ TEST_CASE("two pairs that each wait for the other's output deadlock once lowered
   // w0 pairs F1 with B0: lowering receives B0's gradient before F1, and sends
   // F1's activation only after B0. w1 pairs F1 with B0 too: it receives F1's
   // activation first and sends B0's gradient last. Neither can begin.
-  const Program unlowered = program_of({0, 1}, {"s0:F0 s0:F1& s0:B0 s0:B1 s0:STEP0", "s1:F0 s1:F1& s1:B0 s1:B1 s1:STEP0"},
-                                       2);
+  const Program unlowered =
+      program_of({0, 1}, {"s0:F0 s0:F1& s0:B0 s0:B1 s0:STEP0", "s1:F0 s1:F1& s1:B0 s1:B1 s1:STEP0"}, 2);
   CHECK(validate_program(lower_communication(unlowered)).error().message.find("deadlock") != std::string::npos);
   // Unpaired, the same order runs.
   const Program plain = program_of({0, 1}, {"s0:F0 s0:F1 s0:B0 s0:B1 s0:STEP0", "s1:F0 s1:F1 s1:B0 s1:B1 s1:STEP0"}, 2);

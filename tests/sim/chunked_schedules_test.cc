@@ -37,7 +37,7 @@ Plan chunked_plan(Schedule schedule, int ranks, int chunks, int microbatches, in
   Plan plan;
   plan.schedule = schedule;
   plan.virtual_stages = chunks;
-  plan.microbatches = microbatches;
+  plan.batches = microbatches;
   for (int s = 0; s < ranks * chunks; ++s) plan.stages.push_back(StagePlan{LayerRange{s, s + 1}, replicas, {}});
   return plan;
 }
@@ -138,8 +138,8 @@ TEST_CASE("dualpipev: two chunks' parameters per device, DeepSeek's 2x of 1F1B o
   // DualPipeV on p devices holds PP = 2p chunks, two per device; 1F1B on the
   // same PP stages holds one per device.
   for (int ranks : {2, 4}) {
-    const Profile profile = make_uniform_profile(2 * ranks, Seconds::from_ms(1.0), Seconds::from_ms(2.0),
-                                                 Bytes(1000), Bytes(1 << 20));
+    const Profile profile =
+        make_uniform_profile(2 * ranks, Seconds::from_ms(1.0), Seconds::from_ms(2.0), Bytes(1000), Bytes(1 << 20));
     const Topology topology = make_flat_topology(64, 100.0, Seconds(0.0));
     Plan v = chunked_plan(Schedule::kDualPipeV, ranks, 2, 2 * ranks);
     Plan flat = chunked_plan(Schedule::kOneFOneB, 2 * ranks, 1, 2 * ranks);
@@ -152,8 +152,7 @@ TEST_CASE("dualpipev: two chunks' parameters per device, DeepSeek's 2x of 1F1B o
   }
 }
 
-TEST_CASE("dualpipev: with its pairs undone the bubble would be half DeepSeek's",
-          "[sim][chunks][dualpipev]") {
+TEST_CASE("dualpipev: with its pairs undone the bubble would be half DeepSeek's", "[sim][chunks][dualpipev]") {
   // The same programs with every pair undone: the pair's first output leaves
   // as soon as its pass ends and the second pass waits only for its own input,
   // and the bubble with tF = tI = tW = t falls to (p - 1)t. That is what
@@ -173,7 +172,7 @@ TEST_CASE("dualpipev: with its pairs undone the bubble would be half DeepSeek's"
     const auto sim = simulate_program(lower_communication(program), stage_costs(profile, plan, topology), topology,
                                       plan.microbatch_size, {.record_trace = true});
     REQUIRE(sim.ok());
-    CHECK(close_rel(longest_stage_span(*sim) * 1e3 - 2.0 * plan.microbatches * 3.0, (ranks - 1) * 1.0));
+    CHECK(close_rel(longest_stage_span(*sim) * 1e3 - 2.0 * plan.batches * 3.0, (ranks - 1) * 1.0));
   }
 }
 
@@ -205,8 +204,7 @@ TEST_CASE("dualpipev lowered: a pair's receives come before both passes, its sen
           const auto moves_for = [&](const Action& pass) {
             const bool act = a.kind == ActionKind::kSendAct || a.kind == ActionKind::kRecvAct;
             const bool grad = a.kind == ActionKind::kSendGrad || a.kind == ActionKind::kRecvGrad;
-            return a.stage == pass.stage && a.number == pass.number &&
-                   (pass.kind == ActionKind::kForward ? act : grad);
+            return a.stage == pass.stage && a.number == pass.number && (pass.kind == ActionKind::kForward ? act : grad);
           };
           const bool of_pair = moves_for(list[i]) || moves_for(list[i + 1]);
           if (!of_pair) continue;

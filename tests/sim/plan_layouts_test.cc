@@ -24,7 +24,7 @@ Plan two_stage_plan() {
   plan.model = "five";
   plan.schedule = Schedule::kOneFOneB;
   plan.microbatch_size = 8;
-  plan.microbatches = 12;
+  plan.batches = 12;
   plan.vertical_sync = true;
   plan.stages = {StagePlan{LayerRange{0, 2}, 2, {4, 5}}, StagePlan{LayerRange{2, kLayers}, 1, {7}}};
   plan.prediction = {{"iteration_s", 1.5}};
@@ -38,7 +38,7 @@ TEST_CASE("data_parallel_plan: every layer on one stage of W replicas, devices 0
   CHECK(plan.model == "five");
   CHECK(plan.schedule == Schedule::kDataParallel);
   CHECK(plan.microbatch_size == 16);  // the profile's
-  CHECK(plan.microbatches == 9);
+  CHECK(plan.batches == 9);
   CHECK_FALSE(plan.vertical_sync);
   REQUIRE(plan.num_stages() == 1);
   CHECK(plan.stages[0].layers == LayerRange{0, kLayers});
@@ -53,7 +53,7 @@ TEST_CASE("data_parallel_plan: one worker is one replica on device 0", "[sim][pl
   REQUIRE(plan.num_stages() == 1);
   CHECK(plan.stages[0].replicas == 1);
   CHECK(plan.stages[0].devices == std::vector<int>{0});
-  CHECK(plan.microbatches == 3);
+  CHECK(plan.batches == 3);
 }
 
 TEST_CASE("plan_with_schedule: dp folds several stages into one on as many workers", "[sim][plan-layouts]") {
@@ -68,7 +68,7 @@ TEST_CASE("plan_with_schedule: dp folds several stages into one on as many worke
   // Every other field is the base plan's.
   CHECK(dp.model == base.model);
   CHECK(dp.microbatch_size == 8);
-  CHECK(dp.microbatches == 12);
+  CHECK(dp.batches == 12);
   CHECK(dp.vertical_sync);
   CHECK(dp.prediction == base.prediction);
 }
@@ -92,6 +92,6 @@ TEST_CASE("plan_with_schedule: other schedules keep the stages and only change t
     REQUIRE(plan.num_stages() == 2);
     CHECK(plan.stages[0].devices == std::vector<int>{4, 5});
     CHECK(plan.stages[1].devices == std::vector<int>{7});
-    CHECK(plan.microbatches == 12);
+    CHECK(plan.batches == 12);
   }
 }

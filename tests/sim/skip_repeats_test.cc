@@ -53,7 +53,7 @@ Plan even_plan(Schedule schedule, int stages, int chunks, int layers, int microb
   Plan plan;
   plan.schedule = schedule;
   plan.virtual_stages = chunks;
-  plan.microbatches = microbatches;
+  plan.batches = microbatches;
   const int per = layers / stages;
   for (int s = 0; s < stages; ++s) plan.stages.push_back(StagePlan{LayerRange{s * per, (s + 1) * per}, replicas, {}});
   REQUIRE(assign_devices(plan, topology).ok());

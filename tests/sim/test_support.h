@@ -24,7 +24,7 @@ inline bool close_rel(double actual, double expected, double tolerance = 1e-9) {
 inline Plan make_plan(const std::string& stages, Schedule schedule, int microbatches, const Topology& topology) {
   Plan plan;
   plan.schedule = schedule;
-  plan.microbatches = microbatches;
+  plan.batches = microbatches;
   auto parsed = parse_stages(stages);
   REQUIRE(parsed.ok());
   plan.stages = *parsed;

@@ -120,11 +120,11 @@ TEST_CASE("validation: pipedream microbatches round up to the lcm of the replica
   Plan plan;
   plan.schedule = Schedule::kPipeDream;
   plan.stages = {StagePlan{LayerRange{0, 1}, 2, {0, 1}}, StagePlan{LayerRange{1, 2}, 3, {2, 3, 4}}};
-  plan.microbatches = 8;
+  plan.batches = 8;
   CHECK(whole_pipedream_rounds(plan) == 12);  // lcm(2, 3) = 6; ceil(8 / 6) x 6
-  plan.microbatches = 12;
+  plan.batches = 12;
   CHECK(whole_pipedream_rounds(plan) == 12);
   plan.stages = {StagePlan{LayerRange{0, 2}, 1, {0}}};
-  plan.microbatches = 7;
+  plan.batches = 7;
   CHECK(whole_pipedream_rounds(plan) == 7);  // period 1
 }

@@ -46,7 +46,7 @@ TEST_CASE("chrome json: one complete event per span, times in microseconds") {
     CHECK(event.at("name") == span_name(span.action));
     CHECK(event.at("cat") == std::string(kind_name(span.action.kind)));
     const nlohmann::json& args = event.at("args");
-    CHECK(args.at("microbatch") == span.action.microbatch());
+    CHECK(args.at("microbatch") == span.action.batch());
     CHECK(args.at("stage") == span.action.stage);
     CHECK(args.at("action_index") == span.action_index);
     CHECK(args.at("bytes") == span.bytes.value);
@@ -134,7 +134,7 @@ TEST_CASE("csv: a header and one row per span with the span's fields") {
     CHECK(std::stoi(fields[4]) == span.action_index);
     CHECK(fields[5] == to_string(span.action));
     CHECK(fields[6] == kind_name(span.action.kind));
-    CHECK(std::stoi(fields[7]) == span.action.microbatch());
+    CHECK(std::stoi(fields[7]) == span.action.batch());
     CHECK(fields[8] == (span.stream == Stream::kComm ? "comm" : "compute"));
     CHECK(std::stod(fields[9]) == Approx(span.start.value).margin(0.5e-9));
     CHECK(std::stod(fields[10]) == Approx(span.end.value).margin(0.5e-9));
