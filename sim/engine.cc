@@ -70,11 +70,13 @@ double& Engine::arrival(int stage, ActionKind kind, int microbatch) {
 Status Engine::run() {
   for (int w = 0; w < program_.num_workers(); ++w) schedule(w, Seconds(0.0));
   while (!queue_.empty()) {
-    Event event = queue_.top();
+    const Event event = queue_.top();
     queue_.pop();
-    state_[event.worker].next_event = kUnknown;
-    if (skipping_ && event.worker == 0) event.time = skip_repeats(event.time);
-    advance(event.worker, Seconds(event.time));
+    const int worker = event.worker();
+    double time = event.time();
+    state_[worker].next_event = kUnknown;
+    if (skipping_ && worker == 0) time = skip_repeats(time);
+    advance(worker, Seconds(time));
   }
   for (int w = 0; w < program_.num_workers(); ++w) {
     const auto& list = program_.actions[w];

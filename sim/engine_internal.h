@@ -6,6 +6,7 @@
 // compute streams are granted first come, first served in simulated time.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <functional>
 #include <queue>
@@ -38,10 +39,22 @@ struct WorkerState {
   std::vector<std::pair<int, int>> pending;  // (stage, round) of issued all-reduces a STEP has not seen
 };
 
-struct Event {
-  double time;
-  int worker;
-  bool operator>(const Event& other) const { return time != other.time ? time > other.time : worker > other.worker; }
+// An event, kept as one unsigned number (time's bits, then the worker) so
+// that the queue compares without branches: events often tie in time (an
+// overlapped pair's two inputs, a pipeline in lockstep), and a branch on the
+// tie mispredicts. A non-negative double's bits order as the double does
+// (+ 0.0 turns a -0.0 into +0.0).
+class Event {
+ public:
+  __extension__ using Key = unsigned __int128;
+  Event(double time, int worker)
+      : key_((Key{std::bit_cast<uint64_t>(time + 0.0)} << 32) | Key{static_cast<uint32_t>(worker)}) {}
+  double time() const { return std::bit_cast<double>(static_cast<uint64_t>(key_ >> 32)); }
+  int worker() const { return static_cast<int>(static_cast<uint32_t>(key_)); }
+  bool operator>(const Event& other) const { return key_ > other.key_; }
+
+ private:
+  Key key_;
 };
 
 // What decides the run's future at one instant, relative to that instant
