@@ -48,6 +48,12 @@ Simulation simulate_chunked(Plan plan, const Times& t) {
   return simulate_ok(plan, uniform_split(plan.num_stages(), t), topology);
 }
 
+// Each worker's compute order, sends and receives left out.
+void check_orders(const Program& program, const std::vector<std::string>& orders) {
+  REQUIRE(program.num_workers() == static_cast<int>(orders.size()));
+  for (size_t w = 0; w < orders.size(); ++w) CHECK(testing::order_of_full(program, static_cast<int>(w)) == orders[w]);
+}
+
 std::string refusal(const Plan& plan) {
   const Status ok = check_chunks(plan, "plan.json");
   return ok ? "(accepted)" : ok.error().message;
@@ -62,12 +68,10 @@ TEST_CASE("interleaved 1f1b: Megatron's order, groups of p microbatches through 
   REQUIRE(program.num_workers() == 2);
   CHECK(program.workers[0].chunks == std::vector<int>{0, 2});
   CHECK(program.workers[1].chunks == std::vector<int>{1, 3});
-  CHECK(testing::order_of_full(program, 0) ==
-        "s0:F0 s0:F1 s2:F0 s2:F1 s0:F2 s2:B0 s0:F3 s2:B1 s2:F2 s0:B0 s2:F3 s0:B1 s2:B2 s2:B3 s0:B2 s0:B3 "
-        "s0:STEP0 s2:STEP0");
-  CHECK(testing::order_of_full(program, 1) ==
-        "s1:F0 s1:F1 s3:F0 s3:B0 s3:F1 s3:B1 s1:F2 s1:B0 s1:F3 s1:B1 s3:F2 s3:B2 s3:F3 s3:B3 s1:B2 s1:B3 "
-        "s1:STEP0 s3:STEP0");
+  check_orders(program, {"s0:F0 s0:F1 s2:F0 s2:F1 s0:F2 s2:B0 s0:F3 s2:B1 s2:F2 s0:B0 s2:F3 s0:B1 s2:B2 s2:B3 "
+                         "s0:B2 s0:B3 s0:STEP0 s2:STEP0",
+                         "s1:F0 s1:F1 s3:F0 s3:B0 s3:F1 s3:B1 s1:F2 s1:B0 s1:F3 s1:B1 s3:F2 s3:B2 s3:F3 s3:B3 "
+                         "s1:B2 s1:B3 s1:STEP0 s3:STEP0"});
 }
 
 TEST_CASE("interleaved 1f1b: makespan (M v + p - 1)(tF + tB), a bubble of (p - 1) / (v M) of the work",
@@ -180,12 +184,10 @@ TEST_CASE("dualpipev: the pairs are DeepSeek's, F0&B1 and F1&B0 in the main step
   // p = 2, M = 5: rank 0 holds chunks 0 and 3, rank 1 chunks 1 and 2. The
   // last rank's first pair is not overlapped (its F0 feeds its own F1).
   const Program program = generate_program(chunked_plan(Schedule::kDualPipeV, 2, 2, 5));
-  CHECK(testing::order_of_full(program, 0) ==
-        "s0:F0 s0:F1 s0:F2 s3:F0 s3:I0 s3:W0 s3:F1 s0:F3& s3:B1 s3:F2& s0:B0 s0:F4& s3:B2 s3:F3& s0:B1 "
-        "s3:B3 s3:F4& s0:B2 s3:B4 s0:I3 s0:W3 s0:I4 s0:W4 s0:STEP0 s3:STEP0");
-  CHECK(testing::order_of_full(program, 1) ==
-        "s1:F0 s2:F0 s1:F1 s2:F1 s1:F2 s2:B0 s2:F2& s1:B0 s1:F3& s2:B1 s2:F3& s1:B1 s1:F4& s2:B2 s2:F4& s1:B2 "
-        "s2:B3 s1:B3 s2:I4 s1:I4 s2:W4 s1:W4 s1:STEP0 s2:STEP0");
+  check_orders(program, {"s0:F0 s0:F1 s0:F2 s3:F0 s3:I0 s3:W0 s3:F1 s0:F3& s3:B1 s3:F2& s0:B0 s0:F4& s3:B2 s3:F3& "
+                         "s0:B1 s3:B3 s3:F4& s0:B2 s3:B4 s0:I3 s0:W3 s0:I4 s0:W4 s0:STEP0 s3:STEP0",
+                         "s1:F0 s2:F0 s1:F1 s2:F1 s1:F2 s2:B0 s2:F2& s1:B0 s1:F3& s2:B1 s2:F3& s1:B1 s1:F4& s2:B2 "
+                         "s2:F4& s1:B2 s2:B3 s1:B3 s2:I4 s1:I4 s2:W4 s1:W4 s1:STEP0 s2:STEP0"});
 }
 
 TEST_CASE("dualpipev lowered: a pair's receives come before both passes, its sends after both",
