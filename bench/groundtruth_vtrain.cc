@@ -150,6 +150,7 @@ Knobs fit(std::vector<Row>& rows, Knobs knobs) {
     double limit;  // largest value (fractions of a peak: 1)
   };
   std::vector<Knob> list = {{"gemm_efficiency", &knobs.gpu.gemm_efficiency, 1.0},
+                            {"half_tile_efficiency", &knobs.gpu.half_tile_efficiency, 1.0},
                             {"memory_efficiency", &knobs.gpu.memory_efficiency, 1.0},
                             {"kernel_floor_s", &knobs.gpu.kernel_floor.value, 1.0},
                             {"host_per_kernel_s", &knobs.gpu.host_per_kernel.value, 1.0}};

@@ -3,14 +3,17 @@
 //
 // The model, stated once (every constant below is a field of GpuModel):
 // - A GEMM [m x k] x [k x n] (or `count` of them batched) is cut into output
-//   tiles of tile_m x tile_n; the tiles run in waves of `sms` (one tile per
+//   tiles of tm x tn; the tiles run in waves of `sms` (one tile per
 //   streaming multiprocessor at a time), and one tile of depth k takes
-//   2 tile_m tile_n k / (peak / sms x gemm_efficiency) seconds. So
-//     gemm time = ceil(count ceil(m / tile_m) ceil(n / tile_n) / sms) x tile time
-//   which is peak x gemm_efficiency for large shapes and loses what its last,
-//   partly filled wave wastes for the others (wave quantization). A GEMM that
-//   moves more bytes than it computes takes its bytes at memory speed instead
-//   (roofline: max of the two).
+//   2 tm tn k / (peak / sms x gemm_efficiency x e) seconds. So
+//     time(tile) = ceil(count ceil(m / tm) ceil(n / tn) / sms) x tile time
+//   which is peak x gemm_efficiency x e for large shapes and loses what its
+//   last, partly filled wave wastes for the others (wave quantization). As a
+//   GEMM library picks its kernel per shape, the GEMM takes the least time of
+//   five tiles: tile_m x tile_n, twice as tall, twice as wide (e = 1), and half
+//   as tall or half as wide (e = half_tile_efficiency: a smaller tile reuses
+//   each operand it loads less). A GEMM that moves more bytes than it computes
+//   takes its bytes at memory speed instead (roofline: max of the two).
 // - A memory-bound kernel (normalization, softmax, dropout, GeLU, residual
 //   add, optimizer update) takes bytes / (hbm x memory_efficiency).
 // - Every kernel takes at least kernel_floor (launch and tail of a tiny kernel).
@@ -20,14 +23,14 @@
 //
 // Sources: SM counts, tensor-core peaks (dense) and HBM bandwidths are NVIDIA's
 // datasheet figures; the tile of 128 x 128 is CUTLASS's and cuBLAS's common
-// tile for half precision. gemm_efficiency, memory_efficiency, kernel_floor
-// and host_per_kernel were fitted once, for the A100, to the measured
-// iteration times shipped in data/groundtruth/vtrain (all 850 rows together,
-// by the coordinate search of `bench/groundtruth_vtrain --fit`, which says its
-// objective; docs/TRANSFORMERS.md; rerun after the tied word embedding's copy
-// and all-reduce entered sim/megatron_profile.h, it kept every value);
-// Korthikanti et al.'s per-layer times (2022, Table 4) were not used in the
-// fit and check it (tests/megatron/megatron_predict_test.cc). The other GPUs take the A100's
+// tile for half precision. gemm_efficiency, half_tile_efficiency,
+// memory_efficiency, kernel_floor and host_per_kernel were fitted once, for
+// the A100, to the measured iteration times shipped in data/groundtruth/vtrain
+// (all 850 rows together, by the coordinate search of `bench/groundtruth_vtrain
+// --fit`, which says its objective; docs/TRANSFORMERS.md), with the ring-step
+// latencies of topologies/a100_vtrain.json; Korthikanti et al.'s per-layer
+// times (2022, Table 4) were not used in the fit and check it
+// (tests/megatron/megatron_predict_test.cc). The other GPUs take the A100's
 // fitted fractions unchanged (an assumption, not a measurement).
 //
 // Thread safety: plain values and pure functions.
@@ -49,7 +52,9 @@ struct GpuModel {
   double memory_gib = 0.0;
   int tile_m = 128;
   int tile_n = 128;
-  double gemm_efficiency = 0.0;    // fraction of peak a full wave reaches
+  double gemm_efficiency = 0.0;  // fraction of peak a full wave reaches
+  // A half tile's (tile_m x tile_n / 2) fraction of gemm_efficiency.
+  double half_tile_efficiency = 1.0;
   double memory_efficiency = 0.0;  // fraction of hbm a streaming kernel reaches
   Seconds kernel_floor;            // shortest kernel
   Seconds host_per_kernel;         // host dispatch per kernel

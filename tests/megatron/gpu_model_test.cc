@@ -1,5 +1,7 @@
 // The GPU kernel model (sim/gpu_model.h): wave-quantized GEMM tiles, memory-bound
 // kernels at HBM speed, the kernel floor.
+#include <algorithm>
+
 #include "tests/catch_compat.h"
 
 #include "sim/gpu_model.h"
@@ -28,14 +30,27 @@ TEST_CASE("gpu_model: a full wave of 128 x 128 tiles runs at peak x gemm_efficie
   CHECK(close_rel(flops / gpu.gemm(12 * 128, 9 * 128, k).value, 312e12 * gpu.gemm_efficiency));
 }
 
-TEST_CASE("gpu_model: one tile more than a wave costs a second wave", "[megatron][gpu]") {
+TEST_CASE("gpu_model: one tile more than a wave costs a second wave, unless another tile fits the SMs better",
+          "[megatron][gpu]") {
   const GpuModel gpu = a100();
   const double one_wave = gpu.gemm(12 * 128, 9 * 128, 4096).value;
-  // 12 x 9 tiles and one row of tiles more: 117 tiles, 2 waves.
-  CHECK(close_rel(gpu.gemm(13 * 128, 9 * 128, 4096).value, 2 * one_wave));
+  const double half = gpu.half_tile_efficiency;
+  REQUIRE(half > 0.5);
+  REQUIRE(half < 1.0);
+  // 13 x 9 = 117 tiles of 128 x 128 on 108 SMs: 2 waves. 256 x 128 tiles:
+  // 7 x 9 = 63, one wave of twice the work: 2 too. 128 x 64 tiles: 13 x 18 =
+  // 234, 3 waves of half the work at `half` the efficiency: 1.5 / half, the
+  // least of them.
+  CHECK(close_rel(gpu.gemm(13 * 128, 9 * 128, 4096).value, std::min(2.0, 1.5 / half) * one_wave));
+  // 24 x 9 = 216 tiles are two full waves whatever the tile: 2 waves.
+  CHECK(close_rel(gpu.gemm(24 * 128, 9 * 128, 4096).value, 2 * one_wave));
+  // 25 x 9 = 225: 3 waves of 128 x 128; 13 x 9 = 117 tiles of 256 x 128, 2
+  // waves of twice the work (4); 25 x 18 = 450 half tiles, 5 waves of half
+  // the work (2.5 / half): 3 when half > 5/6.
+  CHECK(close_rel(gpu.gemm(25 * 128, 9 * 128, 4096).value, std::min(3.0, 2.5 / half) * one_wave));
   // A partial tile counts as a whole one.
   CHECK(close_rel(gpu.gemm(12 * 128 - 5, 9 * 128 - 7, 4096).value, one_wave));
-  // Batched: 27 products of 4 x 4 tiles each are 432 tiles, 4 waves.
+  // Batched: 27 products of 4 x 4 tiles each are 432 tiles, 4 full waves.
   CHECK(close_rel(gpu.gemm(512, 512, 4096, 27).value, 4 * one_wave));
 }
 

@@ -14,6 +14,10 @@ namespace {
 
 Topology shipped(const std::string& name) { return testing::shipped_topology(name); }
 
+// The fitted ring-step latencies of a100_vtrain.json's two levels.
+double nvlink_ring_step(const Topology& topology) { return topology.levels[0].allreduce_latency->value; }
+double infiniband_ring_step(const Topology& topology) { return topology.levels[1].allreduce_latency->value; }
+
 const GptModel k22B{48, 6144, 64, 2048, 51200};  // Korthikanti et al., Table 3
 const GptModel kSmall{4, 1024, 16, 1024, 50257};
 
@@ -42,7 +46,7 @@ TEST_CASE("megatron predict: a block's forward carries two ring all-reduces of b
   REQUIRE(profile.ok());
   // Inside one server: 2 (t - 1) / t x D / B + 2 (t - 1) x the ring latency.
   const double D = 2.0 * 1024 * 1024 * 2;
-  const double ring = 2.0 * 3 / 4 * D / (1200e9 / 8) + 2 * 3 * 6e-6;
+  const double ring = 2.0 * 3 / 4 * D / (1200e9 / 8) + 2 * 3 * nvlink_ring_step(topology);
   CHECK(profile->times[1].forward_comm.value == Approx(2 * ring).epsilon(1e-9));
   CHECK(profile->profile.layers[1].forward.value ==
         Approx((profile->times[1].forward_compute + profile->times[1].forward_comm).value).epsilon(1e-12));
@@ -80,7 +84,8 @@ TEST_CASE("megatron predict: the data-parallel all-reduce of t x the rank's grad
   for (const Layer& layer : p->profile.profile.layers) gradients = gradients + layer.param_bytes;
   // Four servers, one group each: a ring over the servers' 800 Gb/s links.
   const double D = double(gradients.value);
-  CHECK(p->breakdown.data_allreduce.value == Approx(2.0 * 3 / 4 * D / 100e9 + 2 * 3 * 21e-6).epsilon(1e-9));
+  CHECK(p->breakdown.data_allreduce.value ==
+        Approx(2.0 * 3 / 4 * D / 100e9 + 2 * 3 * infiniband_ring_step(topology)).epsilon(1e-9));
   CHECK(D ==
         Approx(8 * 2 *
                (p->profile.times[0].parameters + 4 * p->profile.times[1].parameters + p->profile.times[5].parameters))
@@ -98,7 +103,7 @@ TEST_CASE("megatron predict: with p > 1 the first and last stages all-reduce the
   const auto p = predict_megatron(kSmall, layout(8, 2, 1, 1, 8), topology, false);
   REQUIRE(p.ok());
   const double D = V / 8 * h * 2;
-  const double sync = D / (800e9 / 8 / 8) + 2 * 21e-6;
+  const double sync = D / (800e9 / 8 / 8) + 2 * infiniband_ring_step(topology);
   const MegatronLayerTime& head = p->profile.times[5];
   CHECK(p->profile.times[0].embedding_allreduce.value == Approx(sync).epsilon(1e-9));
   CHECK(head.embedding_allreduce.value == Approx(sync).epsilon(1e-9));
@@ -110,7 +115,8 @@ TEST_CASE("megatron predict: with p > 1 the first and last stages all-reduce the
   const auto one = predict_megatron(kSmall, layout(2, 2, 2, 1, 8), topology, false);
   REQUIRE(one.ok());
   const double D2 = 50432.0 / 2 * h * 2;  // 50257 padded to a multiple of 256
-  CHECK(one->profile.times[0].embedding_allreduce.value == Approx(D2 / 150e9 + 2 * 6e-6).epsilon(1e-9));
+  CHECK(one->profile.times[0].embedding_allreduce.value ==
+        Approx(D2 / 150e9 + 2 * nvlink_ring_step(topology)).epsilon(1e-9));
   // p = 1: one copy, nothing to keep equal.
   const auto single = predict_megatron(kSmall, layout(8, 1, 2, 1, 8), topology, false);
   REQUIRE(single.ok());
