@@ -53,13 +53,8 @@ void lower_worker(int worker, const std::vector<Action>& input, int num_stages,
   const auto is_pass = [](const Action& a) { return !is_send(a.kind) && !is_recv(a.kind); };
   for (size_t i = 0; i < input.size(); ++i) {
     if (!is_pass(input[i])) continue;
-    size_t second = i;  // the pair's second pass, or i itself
-    if (input[i].paired)
-      for (size_t j = i + 1; j < input.size(); ++j)
-        if (is_pass(input[j])) {
-          second = j;
-          break;
-        }
+    size_t second = input[i].paired ? next_pass(input, i) : i;  // the pair's second pass, or i itself
+    if (second >= input.size()) second = i;
     const Transfers first = transfers_of(worker, input[i], num_stages, by_stage);
     const Transfers other = second != i ? transfers_of(worker, input[second], num_stages, by_stage) : Transfers{};
     if (first.recv) out.push_back(*first.recv);

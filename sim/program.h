@@ -103,10 +103,12 @@ inline Action make_action(ActionKind kind, int stage, int number, int peer = -1)
   return Action{kind, false, static_cast<int32_t>(stage), static_cast<int32_t>(number), static_cast<int32_t>(peer)};
 }
 
-// Marks `action` the first of an overlapped pair with the next compute action.
-inline Action paired(Action action) {
-  action.paired = true;
-  return action;
+// The index of the first pass (an action that is not a send or a receive)
+// after `after` in `list`, or list.size(): an overlapped pair's second half.
+inline size_t next_pass(const std::vector<Action>& list, size_t after) {
+  size_t next = after + 1;
+  while (next < list.size() && (is_send(list[next].kind) || is_recv(list[next].kind))) ++next;
+  return next;
 }
 
 std::string to_string(const Action& action);

@@ -98,15 +98,12 @@ std::string pair_problem(const Program& program, int worker, int step) {
   const std::vector<Action>& list = program.actions[worker];
   if (!list[step].paired) return "";
   if (!can_pair(list[step].kind)) return "opens an overlapped pair (&), which only F, B and I do";
-  for (size_t next = static_cast<size_t>(step) + 1; next < list.size(); ++next) {
-    const Action& other = list[next];
-    if (is_send(other.kind) || is_recv(other.kind)) continue;
-    if (!can_pair(other.kind) || other.paired)
-      return fmt::format("opens an overlapped pair with {}, which is not an F, B or I that closes it",
-                         to_string(other));
-    return "";
-  }
-  return "opens an overlapped pair (&) but no pass follows it";
+  const size_t next = next_pass(list, static_cast<size_t>(step));
+  if (next >= list.size()) return "opens an overlapped pair (&) but no pass follows it";
+  const Action& other = list[next];
+  if (!can_pair(other.kind) || other.paired)
+    return fmt::format("opens an overlapped pair with {}, which is not an F, B or I that closes it", to_string(other));
+  return "";
 }
 
 Status check_fields(const Program& program) {
