@@ -10,9 +10,11 @@
 // comes out negative; even the 0.1 quantile, the 2nd-3rd fastest of 15, was
 // seen disturbed so, once in many runs). Tags: 2 * size index (there) and 2 * size index + 1 (back); every
 // round trip waits for the previous one, so equal tags never overlap.
-// All-reduce: every rank joins, a barrier before each size, each all-reduce
-// timed from issue to completion on rank 0; all of them are kept (on the
-// 2-core machines half or more of them wait 2-4 ms longer than the rest).
+// All-reduce: every rank joins, over a group built as a replicated stage's
+// (connect_subgroup: the executor's all-reduces run on such a group, whose I/O
+// thread runs at the lowest priority), a barrier before each size, each
+// all-reduce timed from issue to completion on rank 0; all of them are kept
+// (on the 2-core machines a part of them wait 2-4 ms longer than the rest).
 #include <algorithm>
 #include <chrono>
 
@@ -38,6 +40,7 @@ at::Tensor message(int64_t bytes) {
 
 struct Link {
   c10::intrusive_ptr<compat::GlooGroup> world;
+  c10::intrusive_ptr<compat::GlooGroup> reduce;  // all ranks, as a replicated stage's group
   Seconds timeout;
   int rank = 0;
 
@@ -53,7 +56,7 @@ struct Link {
   }
   Status allreduce(at::Tensor& tensor) {
     std::vector<at::Tensor> buffers{tensor};
-    return wait_work(world->allreduce(buffers), timeout, "all-reduce", "one of the other ranks");
+    return wait_work(reduce->allreduce(buffers), timeout, "all-reduce", "one of the other ranks");
   }
   Status barrier() {
     return wait_work(world->barrier(), timeout, fmt::format("rank {}: barrier", rank), "one of the other ranks");
@@ -105,7 +108,9 @@ Result<LinkMeasurement> measure_link_rank(const RankEnv& env, const LinkOptions&
   try {
     auto groups = connect_world(env, options.timeout);
     if (!groups) return groups.error();
-    Link link{groups->world, options.timeout, env.rank};
+    auto reduce = connect_subgroup(*groups, 0, env.rank, env.world_size, options.timeout, env.master_addr);
+    if (!reduce) return reduce.error();
+    Link link{groups->world, *reduce, options.timeout, env.rank};
     LinkMeasurement out;
     out.ranks = env.world_size;
     for (size_t i = 0; i < options.sizes_bytes.size(); ++i) {

@@ -12,6 +12,20 @@
 // kFirstControlTag up are for the end-of-run gathers.
 // Gloo's device: loopback when the master address is loopback; otherwise the
 // interface named by GLOO_SOCKET_IFNAME, else the one the hostname resolves to.
+// Each group has its own device and so its own I/O thread (Gloo's event loop,
+// which reads every message). The world group's (point-to-point transfers)
+// runs at normal priority; a replicated stage's group's (all-reduces) at nice
+// 19. Why: Gloo's loop spins when a pair's lock is held by the thread posting a
+// send or receive (it retries at once, the socket still readable). When the
+// loop wakes it can preempt that thread on its core and spin there until the
+// scheduler's next tick: on the 2-core machine, a woken thread waited 3.5-4.3
+// ms for a core while a rank's own thread ran for 3-4 ms (perf sched), and an
+// all-reduce took 3-4 ms instead of 0.1-0.4. At nice 19 the loop no longer
+// preempts a normal thread on waking: calibration's stalled all-reduces (over
+// the 0.1 quantile + 1 ms) fell from 134-157 to 20-56 of 360, and dp's step
+// by 3-16% (10 of 10 alternated runs; bench/RESULTS.md). The world group's
+// loop stays normal: at nice 19 it answers a peer's receive-ready note late
+// while its rank computes, and pipedream's step grew.
 // Thread safety: one worker thread per process uses these.
 #pragma once
 
