@@ -22,8 +22,8 @@ schedules=${BATON_SCHEDULES:-pipedream,1f1b,gpipe,dp}
 pattern=${schedules//,/|}
 stages=${BATON_STAGES:-0-3,3-6}
 
-echo "| model | schedule | stages | workers | microbatches | speed | steps | predicted | measured | median | range | error | within 10% |"
-echo "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+echo "| model | schedule | stages | workers | microbatches | speed | run compute | attempts | steps | predicted | measured | median | range | error | within 10% |"
+echo "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
 for entry in "${models[@]}"; do
   read -r model size <<<"$entry"
   "$baton" validate --model "$model" --nproc "$nproc" --microbatch-size "$size" --stages "$stages" \

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <utility>
 
 #include "sim/schedules.h"
@@ -66,6 +67,21 @@ Result<IterationPrediction> predict_iteration(const Plan& plan, const Profile& p
   if (!noisy) return noisy.error();
   prediction.at_quantile = Seconds(quantile_s(*noisy, q));
   return prediction;
+}
+
+Result<Seconds> expected_compute_per_step(const Plan& plan, const Profile& profile, const Topology& topology,
+                                          const LoadedSlice& slice) {
+  Topology at_slice = topology;
+  at_slice.device.relative_speed = slice.speed;
+  const auto iteration = simulate_iteration(plan, profile, at_slice);
+  if (!iteration) return iteration.error();
+  Seconds compute(0);
+  for (const Span& span : iteration->trace.spans)
+    if (is_compute(span.action.kind)) compute += span.end - span.start;
+  double mean_noise = 1.0;
+  if (!slice.noise.empty())
+    mean_noise = std::accumulate(slice.noise.begin(), slice.noise.end(), 0.0) / double(slice.noise.size());
+  return compute * mean_noise;
 }
 
 StepTimes step_times_after_first(std::vector<Seconds> walls, double q) {

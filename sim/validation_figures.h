@@ -12,6 +12,8 @@
 //   topology's noise, of which the q-quantile is the figure;
 // - the measurement: quantiles of the run's step wall times after the first
 //   (step 0 pays allocations and first connections);
+// - whether the device ran during a run at the speed its slice measured just
+//   before: the run's compute per step against what the slice expects;
 // - how long to run: at least a number of steps, and enough for a wall time by
 //   the prediction; pipedream microbatches rounded to whole rounds.
 // Thread safety: pure functions.
@@ -54,6 +56,14 @@ struct IterationPrediction {
 // iteration (seeds 1 .. samples), beside the deterministic one.
 Result<IterationPrediction> predict_iteration(const Plan& plan, const Profile& profile, const Topology& topology,
                                               double q, int samples);
+
+// The compute time a run's workers are expected to spend per step (summed over
+// workers) at a slice's speed and noise: the compute actions (F, B, I, W and
+// STEP) of simulate_iteration on `topology` with the slice's relative_speed,
+// times the mean of the slice's noise factors (a noisy draw's expected value;
+// 1 without noise).
+Result<Seconds> expected_compute_per_step(const Plan& plan, const Profile& profile, const Topology& topology,
+                                          const LoadedSlice& slice);
 
 struct StepTimes {
   Seconds at_quantile;  // the q-quantile

@@ -1,11 +1,13 @@
 // `baton validate`: the whole loop on this machine's hardware. Calibrate the
 // link between ranks (`baton calibrate`: point-to-point fit, ring all-reduce
 // fit and all-reduce noise), measure the model's profile, and per schedule:
-// measure a slice of the device's speed and noise under the run's conditions
-// (every rank profiling at once, a sleep before each layer), plan, and run it
-// (`baton run --backend gloo`). Then pool the slices into the topology
-// (relative_speed the median of alone / so, compute_noise all samples),
-// simulate each schedule's exact Program, and compare. Writes a Markdown report with the
+// plan, measure a slice of the device's speed and noise under the run's
+// conditions (every rank profiling at once, a sleep before each stage's work),
+// and run it (`baton run --backend gloo`), again while the run's compute
+// disagrees with its slice (run_with_slice). Then pool the slices' noise into
+// the topology (compute_noise all samples; relative_speed their median, for
+// the record), simulate each schedule's exact Program at its own slice's
+// speed, and compare. Writes a Markdown report with the
 // figures and, per schedule, both Gantt charts in one SVG; exits 1 when an
 // iteration-time error exceeds --tolerance.
 //
@@ -293,15 +295,60 @@ void run_case(ValidationCase& c, const ValidateArgs& args, const Profile& profil
                        args.quantile, c.steps - 1, human_seconds(c.measured_median)));
 }
 
-// The prediction of a case that ran, on the topology with the pooled device
-// speed and noise, and its comparison with the run.
+// The compute time per step of a run (every worker's, over all its steps),
+// from its report.
+Seconds measured_compute_per_step(const std::string& path) {
+  const nlohmann::json report = nlohmann::json::parse(read_file(path));
+  double compute = 0.0;
+  for (const auto& worker : report.at("workers")) compute += worker.at("compute_s").get<double>();
+  return Seconds(compute / double(report.at("steps").size()));
+}
+
+// Moves an attempt's slice and run files from `dir` to dir/attempt-<n>/.
+void set_aside(const fs::path& dir, int attempt) {
+  const fs::path aside = dir / fmt::format("attempt-{}", attempt);
+  fs::create_directories(aside);
+  for (const char* name : {"profile-loaded.json", "profile-loaded.log", "run.json", "run.log", "measured.json"})
+    if (fs::exists(dir / name)) fs::rename(dir / name, aside / name);
+}
+
+// Measures a case's slice and runs it; again (a new slice, a new run) while
+// the run's compute per step is off the slice's expectation by more than
+// --drift, at most --attempts times. Such a run met the machine at another
+// speed than its slice did, so it does not test the prediction; the decision
+// looks at compute alone, never at the iteration time. The last attempt is
+// kept (earlier ones' files go to S/attempt-<n>/); returns its slice.
+LoadedSlice run_with_slice(ValidationCase& c, const ValidateArgs& args, const Profile& profile,
+                           const Topology& topology, const fs::path& out) {
+  const std::string name(schedule_name(c.schedule));
+  const fs::path dir = out / name;
+  LoadedSlice slice;
+  for (c.attempts = 1;; ++c.attempts) {
+    slice = measure_loaded_slice(args, profile, c.plan, dir);
+    run_case(c, args, profile, topology, out);
+    const Seconds expected = take(expected_compute_per_step(c.plan, profile, topology, slice));
+    c.run_compute = measured_compute_per_step(path_in(dir, "run.json")) / expected;
+    c.relative_speed = slice.speed;
+    if (std::abs(c.run_compute - 1.0) <= args.drift || c.attempts >= args.attempts) return slice;
+    progress(
+        fmt::format("{}: the run's compute per step was {} off its slice's: the machine changed speed; "
+                    "measuring again (attempt {} of {})",
+                    name, signed_percent(c.run_compute - 1.0), c.attempts + 1, args.attempts));
+    set_aside(dir, c.attempts);
+  }
+}
+
+// The prediction of a case that ran, at its slice's speed (the topology's
+// where it has none) with the pooled noise, and its comparison with the run.
 void predict_case(ValidationCase& c, const ValidateArgs& args, const Profile& profile, const Topology& topology,
                   const fs::path& out) {
   const std::string name(schedule_name(c.schedule));
   const fs::path dir = out / name;
-  c.relative_speed = topology.device.relative_speed;
+  if (c.run_compute == 0.0) c.relative_speed = topology.device.relative_speed;  // no slice of its own
+  Topology at_speed = topology;
+  at_speed.device.relative_speed = c.relative_speed;
   const IterationPrediction prediction =
-      take(predict_iteration(c.plan, profile, topology, args.quantile, kNoiseSamples));
+      take(predict_iteration(c.plan, profile, at_speed, args.quantile, kNoiseSamples));
   const Trace& predicted = prediction.deterministic.trace;
   c.predicted_plain = prediction.deterministic.metrics.makespan;
   c.predicted = prediction.at_quantile;
@@ -337,15 +384,15 @@ int run_validate(const ValidateArgs& args) {
     const bool loaded = args.profile.empty() && args.topology.empty() && args.gap_us >= 0.0;
     if (!profile) profile = obtain_profile(args, model, out);
     // The device's speed under load is measured in slices, one just before
-    // each schedule's run, and pooled: a shared machine's slow phases come
-    // and go over seconds, and one slice can meet one. So every schedule runs
-    // first and is predicted after the last slice.
+    // each schedule's run (run_with_slice); their noise is pooled, so every
+    // schedule runs first and is predicted after the last slice.
     std::vector<LoadedSlice> slices;
     for (Schedule schedule : schedules) {
       ValidationCase c = plan_case(schedule, args, *profile, *topology, out);
       if (loaded)
-        slices.push_back(measure_loaded_slice(args, *profile, c.plan, out / std::string(schedule_name(schedule))));
-      run_case(c, args, *profile, *topology, out);
+        slices.push_back(run_with_slice(c, args, *profile, *topology, out));
+      else
+        run_case(c, args, *profile, *topology, out);
       cases.push_back(std::move(c));
     }
     if (loaded) *topology = pooled_topology(args, *topology, slices, out);
@@ -380,10 +427,12 @@ void add_validate_command(CLI::App& app, CommandResult& result) {
   CLI::App* cmd = app.add_subcommand("validate", "Measure, calibrate, plan, simulate, run and compare, in one go");
   cmd->footer(
       "The loop on this machine: calibrate the link between --nproc gloo ranks (calibrate), measure the\n"
-      "model's profile (profile measure), then per schedule measure a slice of the device's speed and noise\n"
-      "(--gap-us), plan it and run it (run --backend gloo); pool the slices, simulate each Program the\n"
-      "executor ran (the --quantile of 200 noisy simulations) and compare predicted and measured iteration\n"
-      "time. Writes DIR/report.md (figures, calibration, profile, per-stage and per-action errors) and\n"
+      "model's profile (profile measure), then per schedule plan it, measure a slice of the device's speed\n"
+      "and noise (--gap-us) and run it (run --backend gloo), again (--attempts) while the run's compute per\n"
+      "step is off what the slice expects by more than --drift; pool the slices' noise, simulate each\n"
+      "Program the executor ran at its slice's speed (the --quantile of 200 noisy simulations) and compare\n"
+      "predicted and measured iteration time. Writes DIR/report.md (figures, calibration, profile, per-stage and "
+      "per-action errors) and\n"
       "DIR/<schedule>/compare.svg (both Gantt charts); exits 1 when an iteration-time error exceeds\n"
       "--tolerance.\n\n"
       "Examples:\n"
@@ -414,14 +463,22 @@ void add_validate_command(CLI::App& app, CommandResult& result) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--gap-us", args->gap_us,
                   "before each schedule's run, profile again on every rank at once with this sleep before each\n"
-                  "stage's forward and backward (profile measure --gap-at); the topology's relative_speed is the\n"
-                  "median over those slices of alone / so, its compute_noise their samples' spread (default 300;\n"
-                  "< 0: skip, and predict without compute noise)");
+                  "stage's forward and backward (profile measure --gap-at); a schedule is predicted at its slice's\n"
+                  "speed (alone / so), with the noise of all the slices' samples (default 300; < 0: skip, and\n"
+                  "predict at the topology's speed without compute noise)");
   cmd->add_option("--quantile", args->quantile,
                   "order statistic compared: of the profile's steps per layer, of the noisy simulations and of\n"
                   "the run's steps (default 0.5: the median)")
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--tolerance", args->tolerance, "largest |iteration-time error| accepted (default 0.10)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--attempts", args->attempts,
+                  "slice-and-run attempts per schedule (default 3): another while the run's compute per step is\n"
+                  "off its slice's expectation by more than --drift (the machine changed speed); the last is kept")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--drift", args->drift,
+                  "largest |run compute / slice's expectation - 1| of a run kept before the last attempt (default "
+                  "0.05)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--out", args->out, "directory for the report and its files (default out/validate)");
   cmd->add_option("--profile", args->profile, "use this profile instead of measuring one");

@@ -70,16 +70,17 @@ std::string profile_markdown(const Profile& profile) {
 
 std::vector<std::vector<std::string>> validation_summary_rows(const std::vector<ValidationCase>& cases,
                                                               double tolerance) {
-  std::vector<std::vector<std::string>> rows{{"schedule", "stages", "workers", "microbatches", "speed", "steps",
-                                              "predicted", "measured", "median", "range", "error",
+  std::vector<std::vector<std::string>> rows{{"schedule", "stages", "workers", "microbatches", "speed", "run compute",
+                                              "attempts", "steps", "predicted", "measured", "median", "range", "error",
                                               fmt::format("within {:g}%", 100.0 * tolerance)}};
   for (const ValidationCase& c : cases) {
-    rows.push_back({std::string(schedule_name(c.schedule)), stages_to_string(c.plan.stages),
-                    std::to_string(c.plan.num_workers()), std::to_string(c.plan.batches),
-                    fmt::format("{:.3f}", c.relative_speed), std::to_string(c.steps), human_seconds(c.predicted),
-                    human_seconds(c.measured), human_seconds(c.measured_median),
-                    human_seconds(c.measured_min) + " - " + human_seconds(c.measured_max), signed_percent(c.error()),
-                    std::abs(c.error()) <= tolerance ? "yes" : "NO"});
+    rows.push_back(
+        {std::string(schedule_name(c.schedule)), stages_to_string(c.plan.stages), std::to_string(c.plan.num_workers()),
+         std::to_string(c.plan.batches), fmt::format("{:.3f}", c.relative_speed),
+         c.run_compute > 0.0 ? signed_percent(c.run_compute - 1.0) : std::string("-"), std::to_string(c.attempts),
+         std::to_string(c.steps), human_seconds(c.predicted), human_seconds(c.measured),
+         human_seconds(c.measured_median), human_seconds(c.measured_min) + " - " + human_seconds(c.measured_max),
+         signed_percent(c.error()), std::abs(c.error()) <= tolerance ? "yes" : "NO"});
   }
   return rows;
 }
@@ -95,9 +96,14 @@ std::string validation_markdown(const ValidateArgs& args, const Profile& profile
       "{0:g} quantile of the wall times of steps after the first of `baton run` (barrier to barrier; at least {1} "
       "steps, and {5:g} s by the prediction); the median is beside it (see `baton validate --help`). Error = "
       "(measured - predicted) / predicted; tolerance {2:g}%. Microbatch size {3}, SGD, {4} LibTorch thread(s) per "
-      "rank.\n\n",
+      "rank.\n\n"
+      "Speed: each schedule is predicted at the speed of its own slice, measured just before its run (every rank "
+      "profiling at once). Run compute: the run's compute time per step against what that slice expects of it; "
+      "beyond {7:g}% the machine changed speed between the slice and the run, and the schedule was measured again "
+      "(a new slice, a new run), at most {8} attempts, the last kept. Attempts only follow the compute, never the "
+      "iteration time.\n\n",
       args.quantile, args.steps, 100.0 * args.tolerance, profile.microbatch_size, args.threads, args.run_seconds,
-      kNoiseSamples);
+      kNoiseSamples, 100.0 * args.drift, args.attempts);
   out += "## Summary\n\n" + render_markdown_table(validation_summary_rows(cases, args.tolerance));
   out += "\n## Link calibration and device\n\n" + calibration_markdown(calibration, topology) + "\n" +
          device_markdown(topology);
@@ -126,6 +132,8 @@ nlohmann::json validation_json(const std::vector<ValidationCase>& cases, double 
                             {"predicted_s", c.predicted.value},
                             {"predicted_without_noise_s", c.predicted_plain.value},
                             {"relative_speed", c.relative_speed},
+                            {"run_compute", c.run_compute},
+                            {"attempts", c.attempts},
                             {"measured_s", c.measured.value},
                             {"measured_median_s", c.measured_median.value},
                             {"measured_min_s", c.measured_min.value},

@@ -22,8 +22,12 @@ struct ValidationCase {
   Seconds predicted;            // the --quantile of the noisy simulations (deterministic without noise)
   Seconds predicted_plain;      // the deterministic simulation
   double relative_speed = 1.0;  // of the topology the case was predicted on
-  Trace measured_trace;         // the run's last step
-  Seconds measured;             // the --quantile of steps 1..K-1
+  // The run's compute per step over its slice's expectation
+  // (expected_compute_per_step); 0 where no slice was measured.
+  double run_compute = 0.0;
+  int attempts = 1;      // slice-and-run attempts made; the last is the one kept
+  Trace measured_trace;  // the run's last step
+  Seconds measured;      // the --quantile of steps 1..K-1
   Seconds measured_median;
   int steps = 0;  // run
   Seconds measured_min;
@@ -48,6 +52,8 @@ struct ValidateArgs {
   double quantile = 0.5;
   double gap_us = 300.0;
   double tolerance = 0.10;
+  int attempts = 3;
+  double drift = 0.05;
   std::string out = "out/validate";
   std::string profile;
   std::string topology;

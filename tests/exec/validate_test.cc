@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -120,8 +121,9 @@ TEST_CASE("validate's prediction is the noisy simulation of its plan and its mea
       total += layer.at("forward_ms").get<double>() + layer.at("backward_ms").get<double>();
     return total;
   };
-  // It is measured in slices, one just before each schedule's run, and pooled:
-  // the median of the two slices' speeds (their mean), and all their noise
+  // It is measured in slices, one just before each schedule's run, and pooled
+  // into topology.json: the median of the two slices' speeds (their mean, for
+  // the record: a schedule is predicted at its own slice's), and all their noise
   // samples (200 quantiles each of sample / the layer's median, so the
   // pooled sample's middle is 1).
   const nlohmann::json device = read_json(dir / "topology.json").at("device");
@@ -149,14 +151,32 @@ TEST_CASE("validate's prediction is the noisy simulation of its plan and its mea
     INFO(schedule);
     CHECK(c.at("stages") == (schedule == "dp" ? "0-6x2" : "0-3x1,3-6x1"));
     CHECK(c.at("workers") == 2);
+    // Each schedule is predicted at the speed of its own slice (the kept
+    // attempt's, whose files are the ones in S/), with the pooled noise.
+    const double speed = alone / compute(read_json(dir / schedule / "profile-loaded.json"));
+    CHECK(c.at("relative_speed").get<double>() == Approx(speed).epsilon(1e-9));
+    // Another attempt follows only a run whose compute per step was more than
+    // --drift (0.05) off its slice's expectation; earlier attempts' files are
+    // set aside.
+    const int attempts = c.at("attempts");
+    CHECK(attempts >= 1);
+    CHECK(attempts <= 3);
+    CHECK(c.at("run_compute").get<double>() > 0.0);
+    if (attempts < 3) CHECK(std::abs(c.at("run_compute").get<double>() - 1.0) <= 0.05);
+    for (int a = 1; a < attempts; ++a) CHECK(fs::exists(dir / schedule / fmt::format("attempt-{}", a) / "run.json"));
+    CHECK_FALSE(fs::exists(dir / schedule / fmt::format("attempt-{}", attempts)));
     // predicted = the median of the simulator's iteration time over 200 noisy
-    // simulations of the same plan, profile and topology (seeds 1..200); the
-    // deterministic one beside it.
-    const CliRun sim = run_baton(fmt::format("simulate --profile '{}' --topology '{}' --plan '{}' --json "
-                                             "--optimizer sgd --noise-samples 200",
-                                             (dir / "profile.json").string(), (dir / "topology.json").string(),
-                                             (dir / schedule / "plan.json").string()),
-                                 "validate-sim");
+    // simulations of the same plan and profile on the topology at that speed
+    // (seeds 1..200); the deterministic one beside it.
+    nlohmann::json at_speed = read_json(dir / "topology.json");
+    at_speed["device"]["relative_speed"] = c.at("relative_speed");
+    const fs::path topology = dir / (schedule + "-topology.json");
+    std::ofstream(topology) << at_speed.dump();
+    const CliRun sim = run_baton(
+        fmt::format("simulate --profile '{}' --topology '{}' --plan '{}' --json "
+                    "--optimizer sgd --noise-samples 200",
+                    (dir / "profile.json").string(), topology.string(), (dir / schedule / "plan.json").string()),
+        "validate-sim");
     REQUIRE(sim.exit_code == 0);
     const nlohmann::json simulated = nlohmann::json::parse(sim.out);
     const double predicted = simulated.at("noise").at("median_s");

@@ -128,3 +128,29 @@ TEST_CASE("validation: pipedream microbatches round up to the lcm of the replica
   plan.batches = 7;
   CHECK(whole_pipedream_rounds(plan) == 7);  // period 1
 }
+
+TEST_CASE("validation: a run's expected compute per step is its compute actions at the slice's speed and mean noise",
+          "[sim][validation]") {
+  // Two one-layer stages under gpipe, M = 4, SGD: each worker runs 4 F, 4 B
+  // and one STEP of its layer's optimizer time. At speed s every compute
+  // takes its time / s, and a noise of factors {1.0, 1.5} draws 1.25 on
+  // average: 2 (4 (tF + tB) + tO) / s x 1.25.
+  const Topology topology = make_flat_topology(2, 100.0, Seconds(0.0));
+  const Plan plan = make_plan("0-1,1-2", Schedule::kGPipe, 4, topology);
+  Profile profile = make_uniform_profile(2, kForward, kBackward, Bytes(0), Bytes(0));
+  const Seconds optimizer = Seconds::from_ms(1.0);
+  for (Layer& layer : profile.layers) layer.optimizer = optimizer;
+  const double per_worker = 4 * (kForward + kBackward).value + optimizer.value;
+  auto plain = expected_compute_per_step(plan, profile, topology, LoadedSlice{1.0, {}});
+  REQUIRE(plain.ok());
+  CHECK(close_rel(plain->value, 2 * per_worker));
+  auto slow_noisy = expected_compute_per_step(plan, profile, topology, LoadedSlice{0.5, {1.0, 1.5}});
+  REQUIRE(slow_noisy.ok());
+  CHECK(close_rel(slow_noisy->value, 2 * per_worker / 0.5 * 1.25));
+  // The topology's own speed is replaced by the slice's, not compounded.
+  Topology fast = topology;
+  fast.device.relative_speed = 4.0;
+  auto replaced = expected_compute_per_step(plan, profile, fast, LoadedSlice{0.5, {1.0, 1.5}});
+  REQUIRE(replaced.ok());
+  CHECK(close_rel(replaced->value, slow_noisy->value));
+}
