@@ -11,8 +11,8 @@
 // seen disturbed so, once in many runs). Tags: 2 * size index (there) and 2 * size index + 1 (back); every
 // round trip waits for the previous one, so equal tags never overlap.
 // All-reduce: every rank joins, over a group built as a replicated stage's
-// (connect_subgroup: the executor's all-reduces run on such a group, whose I/O
-// thread runs at the lowest priority), a barrier before each size, each
+// (connect_subgroup: the executor's all-reduces run on such a group, with its
+// own Gloo device and I/O thread), a barrier before each size, each
 // all-reduce timed from issue to completion on rank 0; all of them are kept
 // (on the 2-core machines a part of them wait 2-4 ms longer than the rest).
 #include <algorithm>

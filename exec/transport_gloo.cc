@@ -29,14 +29,11 @@ std::shared_ptr<::gloo::transport::Device> make_device(const std::string& master
   return compat::GlooGroup::createDefaultDevice();
 }
 
-// How the group's Gloo I/O thread (the device's event loop) is scheduled.
-enum class LoopPriority { normal, lowest };
-
 // Gloo's loop thread is created with its device and inherits the creating
-// thread's nice value, so a `lowest` device is created on a helper thread at
-// nice 19 (nice is per thread on Linux; the caller's stays as it was).
-std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& master_addr, LoopPriority priority) {
-  if (priority == LoopPriority::normal) return make_device(master_addr);
+// thread's nice value, so the device is created on a helper thread at nice 19
+// (nice is per thread on Linux; the caller's stays as it was). Why:
+// transport_gloo.h.
+std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& master_addr) {
   std::shared_ptr<::gloo::transport::Device> device;
   std::exception_ptr failure;
   std::thread creator([&] {
@@ -53,10 +50,9 @@ std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& master
 }
 
 c10::intrusive_ptr<compat::GlooGroup> make_group(const c10::intrusive_ptr<::c10d::Store>& store,
-                                                 const std::string& master_addr, int rank, int size, Seconds timeout,
-                                                 LoopPriority priority) {
+                                                 const std::string& master_addr, int rank, int size, Seconds timeout) {
   auto options = compat::GlooGroup::Options::create(to_ms(timeout));
-  options->devices.push_back(gloo_device(master_addr, priority));
+  options->devices.push_back(gloo_device(master_addr));
   options->threads = 1;
   return c10::make_intrusive<compat::GlooGroup>(store, rank, size, options);
 }
@@ -114,7 +110,7 @@ Result<GlooGroups> connect_world(const RankEnv& env, Seconds timeout) {
     groups.store = compat::make_tcp_store(env.master_addr, static_cast<uint16_t>(env.master_port), env.world_size,
                                           env.rank == 0, to_ms(timeout));
     auto prefixed = c10::make_intrusive<::c10d::PrefixStore>("world", groups.store);
-    groups.world = make_group(prefixed, env.master_addr, env.rank, env.world_size, timeout, LoopPriority::normal);
+    groups.world = make_group(prefixed, env.master_addr, env.rank, env.world_size, timeout);
     return groups;
   } catch (const std::exception& e) {
     return Error{
@@ -127,7 +123,7 @@ Result<c10::intrusive_ptr<compat::GlooGroup>> connect_subgroup(const GlooGroups&
                                                                const std::string& master_addr) {
   try {
     auto prefixed = c10::make_intrusive<::c10d::PrefixStore>(fmt::format("stage{}", stage), groups.store);
-    return make_group(prefixed, master_addr, member, members, timeout, LoopPriority::lowest);
+    return make_group(prefixed, master_addr, member, members, timeout);
   } catch (const std::exception& e) {
     return Error{fmt::format("stage {} replica group: rendezvous failed: {}", stage, e.what())};
   }

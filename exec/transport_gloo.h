@@ -13,19 +13,22 @@
 // Gloo's device: loopback when the master address is loopback; otherwise the
 // interface named by GLOO_SOCKET_IFNAME, else the one the hostname resolves to.
 // Each group has its own device and so its own I/O thread (Gloo's event loop,
-// which reads every message). The world group's (point-to-point transfers)
-// runs at normal priority; a replicated stage's group's (all-reduces) at nice
-// 19. Why: Gloo's loop spins when a pair's lock is held by the thread posting a
-// send or receive (it retries at once, the socket still readable). When the
-// loop wakes it can preempt that thread on its core and spin there until the
-// scheduler's next tick: on the 2-core machine, a woken thread waited 3.5-4.3
-// ms for a core while a rank's own thread ran for 3-4 ms (perf sched), and an
-// all-reduce took 3-4 ms instead of 0.1-0.4. At nice 19 the loop no longer
-// preempts a normal thread on waking: calibration's stalled all-reduces (over
-// the 0.1 quantile + 1 ms) fell from 134-157 to 20-56 of 360, and dp's step
-// by 3-16% (10 of 10 alternated runs; bench/RESULTS.md). The world group's
-// loop stays normal: at nice 19 it answers a peer's receive-ready note late
-// while its rank computes, and pipedream's step grew.
+// which reads every message), run at nice 19. Why: when a message arrives
+// while this rank's thread is inside a Gloo send or receive, the loop finds
+// the pair's lock taken and retries at once (the socket stays readable): it
+// spins. Woken, it preempts threads on its core, the lock's holder among them
+// (or the other rank's, which spins in turn on the other core), and the spin
+// lasts until the scheduler's next tick. Measured on the 2-core machine with
+// uprobes on Gloo (mlp, pipedream, micro-batch 32, 60 steps): 69-75 thousand
+// failed lock attempts per loop, 99% of them while a send or receive was in
+// progress; those calls took 23 us at the median and 3.6 ms at the 0.99
+// quantile. An all-reduce took 3-4 ms instead of 0.1-0.4. At nice 19 a woken
+// loop does not preempt a normal thread: failed attempts fell 4x (808 to 183
+// thousand over 200 steps), that run's step from 11.1 to 8.3 ms, pipedream's
+// at micro-batch 64 by 8-19% (4 alternated pairs), stalled all-reduces in
+// calibration from 134-157 to 20-56 of 360 and dp's step by 3-16% (10 of 10
+// pairs); larger messages (mlp at 256, vgg-mini at 32) showed no change
+// beyond the noise (0.75-1.07 over 20 pairs).
 // Thread safety: one worker thread per process uses these.
 #pragma once
 
