@@ -4,9 +4,10 @@
 // - the device under load, in slices: a slice's speed is the compute of a
 //   profile measured alone / that of one measured with every rank profiling
 //   at once, its noise that loaded profile's compute_noise; the slices pooled
-//   give the device's relative_speed (their median: one slice that met a slow
-//   phase of a shared machine moves it little) and compute_noise (all their
-//   samples);
+//   give the device's compute_noise (all their samples) and relative_speed
+//   (their median: one slice that met a slow phase of a shared machine moves
+//   it little; validate records it, and predicts each schedule at its own
+//   slice's speed, having checked that its run agreed with that slice);
 // - the prediction: one iteration of the plan's Program as the executor runs
 //   it (SGD), simulated once without noise and `samples` times with the
 //   topology's noise, of which the q-quantile is the figure;

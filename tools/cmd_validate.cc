@@ -35,7 +35,8 @@
 // report.json (the summary figures in seconds), and per schedule S:
 // S/profile-loaded.json and its log (the slice), S/plan.json,
 // S/predicted.json, S/measured.json, S/run.json, S/run.log (what the ranks
-// printed), S/compare.svg.
+// printed), S/compare.svg; an attempt not kept leaves its slice and run files
+// in S/attempt-<n>/.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -171,8 +172,8 @@ LoadedSlice measure_loaded_slice(const ValidateArgs& args, const Profile& alone,
 }
 
 // The slices pooled into the calibrated topology, saved as DIR/topology.json:
-// relative_speed the median of the slices' speeds (one slice that met a slow
-// phase of the machine moves it little), compute_noise all their samples.
+// compute_noise all their samples, relative_speed the median of the slices'
+// speeds (for the record: each schedule is predicted at its own slice's).
 Topology pooled_topology(const ValidateArgs& args, const Topology& base, const std::vector<LoadedSlice>& slices,
                          const fs::path& dir) {
   Topology topology = base;
