@@ -339,13 +339,13 @@ LoadedSlice run_with_slice(ValidationCase& c, const ValidateArgs& args, const Pr
   }
 }
 
-// The prediction of a case that ran, at its slice's speed (the topology's
-// where it has none) with the pooled noise, and its comparison with the run.
+// The prediction of a case that ran, at its speed (c.relative_speed: its
+// slice's, or the given topology's) with the topology's noise, and its
+// comparison with the run.
 void predict_case(ValidationCase& c, const ValidateArgs& args, const Profile& profile, const Topology& topology,
                   const fs::path& out) {
   const std::string name(schedule_name(c.schedule));
   const fs::path dir = out / name;
-  if (c.run_compute == 0.0) c.relative_speed = topology.device.relative_speed;  // no slice of its own
   Topology at_speed = topology;
   at_speed.device.relative_speed = c.relative_speed;
   const IterationPrediction prediction =
@@ -390,10 +390,12 @@ int run_validate(const ValidateArgs& args) {
     std::vector<LoadedSlice> slices;
     for (Schedule schedule : schedules) {
       ValidationCase c = plan_case(schedule, args, *profile, *topology, out);
-      if (loaded)
+      if (loaded) {
         slices.push_back(run_with_slice(c, args, *profile, *topology, out));
-      else
+      } else {
+        c.relative_speed = topology->device.relative_speed;
         run_case(c, args, *profile, *topology, out);
+      }
       cases.push_back(std::move(c));
     }
     if (loaded) *topology = pooled_topology(args, *topology, slices, out);
@@ -432,10 +434,9 @@ void add_validate_command(CLI::App& app, CommandResult& result) {
       "and noise (--gap-us) and run it (run --backend gloo), again (--attempts) while the run's compute per\n"
       "step is off what the slice expects by more than --drift; pool the slices' noise, simulate each\n"
       "Program the executor ran at its slice's speed (the --quantile of 200 noisy simulations) and compare\n"
-      "predicted and measured iteration time. Writes DIR/report.md (figures, calibration, profile, per-stage and "
-      "per-action errors) and\n"
-      "DIR/<schedule>/compare.svg (both Gantt charts); exits 1 when an iteration-time error exceeds\n"
-      "--tolerance.\n\n"
+      "predicted and measured iteration time. Writes DIR/report.md (figures, calibration, profile,\n"
+      "per-stage and per-action errors) and DIR/<schedule>/compare.svg (both Gantt charts); exits 1 when an\n"
+      "iteration-time error exceeds --tolerance.\n\n"
       "Examples:\n"
       "  baton validate --model mlp --nproc 2 --microbatch-size 256 --out out/validate-mlp\n"
       "  baton validate --model gpt-mini --nproc 2 --schedule 1f1b,gpipe --stages 0-3,3-6 --tolerance 0.1\n"
