@@ -255,7 +255,20 @@ struct LinkOptions {
   std::vector<int64_t> sizes_bytes{4, 1 << 10, 16 << 10, 128 << 10, 1 << 20, 4 << 20};
   int warmup = 5;    // round trips (all-reduces) thrown away per size
   int repeats = 25;  // measured per size; the median is kept
+  // Rounds of the loaded exchange between ranks 0 and 1 (0: skip it; it needs
+  // the ranks on one machine, whose steady clocks agree).
+  int loaded_rounds = 0;
   Seconds timeout = Seconds(30);
+};
+
+// One message of the loaded exchange, as rank 0 received it, on the machine's
+// steady clock: when rank 1 sent it, when rank 0 began to wait for it and when
+// the wait ended.
+struct LoadedTransfer {
+  Bytes size;
+  Seconds sent;
+  Seconds waited;
+  Seconds completed;
 };
 
 struct LinkMeasurement {
@@ -267,6 +280,9 @@ struct LinkMeasurement {
   std::vector<TransferSample> allreduce;
   // Every all-reduce of each size (as `allreduce`), in the order they ran.
   std::vector<std::vector<Seconds>> allreduce_samples;
+  // Messages of the loaded exchange (empty without one): both ranks compute,
+  // send and wait as pipeline stages do, so messages meet ranks at work.
+  std::vector<LoadedTransfer> loaded;
 };
 
 // One rank of the link calibration, over c10d Gloo like run_gloo_rank (same

@@ -7,7 +7,12 @@
 // With a noise seed and device compute noise, each compute action's time is
 // its cost times the mean of one factor per layer of its stage, drawn
 // uniformly from the device's compute_noise; with device all-reduce noise,
-// each all-reduce takes one drawn extra time (never below zero in total).
+// each all-reduce takes one drawn extra time (never below zero in total);
+// with device transfer noise, each receive completes one drawn extra time
+// after the later of its data's modelled arrival and the worker reaching it,
+// drawn from transfer_noise when the worker waited for the data and from
+// transfer_noise_ready when they were there (never before the worker reached
+// it, nor before its data were sent).
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -31,12 +36,21 @@ Engine::Engine(const Program& program, const std::vector<StageCost>& costs, cons
     noise_factors_ = &topology.device.compute_noise;
   if (options.noise_seed != 0 && !topology.device.allreduce_noise.empty())
     allreduce_extras_ = &topology.device.allreduce_noise;
+  if (options.noise_seed != 0 && !topology.device.transfer_noise.empty())
+    late_extras_ = &topology.device.transfer_noise;
+  if (options.noise_seed != 0 && !topology.device.transfer_noise_ready.empty())
+    ready_extras_ = &topology.device.transfer_noise_ready;
+  transfer_noise_ = late_extras_ != nullptr || ready_extras_ != nullptr;
   const int workers = program.num_workers();
   const size_t cells = static_cast<size_t>(program.num_stages) * static_cast<size_t>(microbatches_);
   state_.resize(static_cast<size_t>(workers));
   device_free_.assign(static_cast<size_t>(topology.num_devices()), Seconds(0.0));
   act_arrival_.assign(cells, kUnknown);
   grad_arrival_.assign(cells, kUnknown);
+  if (transfer_noise_) {
+    act_extra_.assign(cells, {0.0, 0.0});
+    grad_extra_.assign(cells, {0.0, 0.0});
+  }
   collectives_.resize(static_cast<size_t>(program.num_stages));
   stage_devices_.resize(static_cast<size_t>(program.num_stages));
   stage_members_.assign(static_cast<size_t>(program.num_stages), 0);
@@ -59,7 +73,8 @@ Engine::Engine(const Program& program, const std::vector<StageCost>& costs, cons
   raw_.compute_intervals.resize(static_cast<size_t>(workers));
   raw_.stage0_completion.assign(static_cast<size_t>(microbatches_), Seconds(-1.0));
   skipping_ = options.skip_repeats && !options.record_trace && noise_factors_ == nullptr &&
-              allreduce_extras_ == nullptr && !keep_intervals_ && !program.vertical_sync && workers > 0;
+              allreduce_extras_ == nullptr && !transfer_noise_ && !keep_intervals_ && !program.vertical_sync &&
+              workers > 0;
 }
 
 double& Engine::arrival(int stage, ActionKind kind, int microbatch) {
@@ -201,17 +216,38 @@ void Engine::run_send(int worker, const Action& action, Seconds now) {
   const ActionKind recv_kind = forward ? ActionKind::kRecvAct : ActionKind::kRecvGrad;
   const int recv_stage = forward ? action.stage + 1 : action.stage - 1;
   arrival(recv_stage, recv_kind, action.batch()) = times.delivered.value;
+  if (transfer_noise_) {
+    // Never before the data left: an extra below minus the transfer's time is that.
+    const auto draw = [&](const std::vector<Seconds>* sample) {
+      if (sample == nullptr) return 0.0;
+      const size_t pick = std::uniform_int_distribution<size_t>(0, sample->size() - 1)(noise_);
+      return std::max((*sample)[pick].value, (now - times.delivered).value);
+    };
+    const double late = draw(late_extras_);
+    (forward ? act_extra_ : grad_extra_)[slot(recv_stage, action.batch())] = {late, draw(ready_extras_)};
+  }
   if (skipping_) sent_.push_back(static_cast<uint32_t>(2 * slot(recv_stage, action.batch()) + (forward ? 0 : 1)));
   WorkerState& peer = state_[action.peer];
   if (peer.blocked) {
     const Action& waiting = program_.actions[action.peer][peer.pc];
     if (waiting.kind == recv_kind && waiting.batch() == action.batch() && waiting.stage == recv_stage) {
       peer.blocked = false;
-      schedule(action.peer, times.delivered);
+      schedule(action.peer, Seconds(receive_ready(action.peer, waiting)));
     }
   }
   raw_.makespan = max(raw_.makespan, times.delivered);
   record(worker, action, Stream::kComm, times.wire_start, times.delivered, size);
+}
+
+double Engine::receive_ready(int worker, const Action& action) {
+  const double arrived = arrival(action.stage, action.kind, action.batch());
+  if (!transfer_noise_) return arrived;
+  const double reached = state_[worker].reached;
+  const auto& extras =
+      (action.kind == ActionKind::kRecvAct ? act_extra_ : grad_extra_)[slot(action.stage, action.batch())];
+  // A receive that waited for its data: from the modelled arrival, never before
+  // the worker got there; one whose data were there: from the worker's arrival.
+  return reached < arrived ? std::max(arrived + extras[0], reached) : reached + std::max(extras[1], 0.0);
 }
 
 bool Engine::run_recv(int worker, const Action& action, Seconds now) {
@@ -220,8 +256,9 @@ bool Engine::run_recv(int worker, const Action& action, Seconds now) {
     state_[worker].blocked = true;
     return false;
   }
-  if (arrived > now.value) {
-    schedule(worker, Seconds(arrived));
+  const double ready = receive_ready(worker, action);
+  if (ready > now.value) {
+    schedule(worker, Seconds(ready));
     return false;
   }
   const StageCost& cost = action.kind == ActionKind::kRecvAct ? costs_[action.stage - 1] : costs_[action.stage];

@@ -6,6 +6,7 @@
 // compute streams are granted first come, first served in simulated time.
 #pragma once
 
+#include <array>
 #include <bit>
 #include <cstdint>
 #include <functional>
@@ -89,6 +90,8 @@ class Engine {
   bool run_compute(int worker, const Action& action, Seconds now);
   void run_send(int worker, const Action& action, Seconds now);
   bool run_recv(int worker, const Action& action, Seconds now);
+  // When a receive whose data's arrival is known may complete (its drawn extra included).
+  double receive_ready(int worker, const Action& action);
   void run_allreduce(int worker, const Action& action, Seconds now);
   bool step_ready(int worker, const Action& step, Seconds now);
   Seconds noisy(Seconds cost, int layers);
@@ -130,6 +133,12 @@ class Engine {
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> queue_;
   const std::vector<double>* noise_factors_ = nullptr;      // set only with a noise seed
   const std::vector<Seconds>* allreduce_extras_ = nullptr;  // likewise
+  // Transfer noise (likewise): receives that wait for their data, receives whose data are there.
+  const std::vector<Seconds>* late_extras_ = nullptr;
+  const std::vector<Seconds>* ready_extras_ = nullptr;
+  bool transfer_noise_ = false;
+  std::vector<std::array<double, 2>> act_extra_;  // [as act_arrival_]: the receive's drawn extras, late and ready
+  std::vector<std::array<double, 2>> grad_extra_;
   std::mt19937_64 noise_;
   RawRun raw_;
   // Skipping repeats (SimOptions::skip_repeats), until one jump is made.

@@ -1,5 +1,7 @@
 #include "sim/topology.h"
 
+#include <limits>
+
 #include <fmt/format.h>
 
 #include "sim/json_fields.h"
@@ -34,8 +36,9 @@ Result<DeviceType> read_device(const json& document, const FieldPath& root) {
   const FieldPath at = root.field("device");
   if (it == document.end()) return at.error("is missing");
   if (auto ok = json_fields::check_object(*it, at); !ok) return ok.error();
-  if (auto ok = json_fields::check_known_keys(
-          *it, at, {"name", "memory_gib", "relative_speed", "compute_noise", "allreduce_noise_us"});
+  if (auto ok = json_fields::check_known_keys(*it, at,
+                                              {"name", "memory_gib", "relative_speed", "compute_noise",
+                                               "allreduce_noise_us", "transfer_noise_us", "transfer_noise_ready_us"});
       !ok)
     return ok.error();
   DeviceType device;
@@ -55,11 +58,13 @@ Result<DeviceType> read_device(const json& document, const FieldPath& root) {
     if (!noise) return noise.error();
     device.compute_noise = std::move(*noise);
   }
-  if (it->contains("allreduce_noise_us")) {
-    auto noise = json_fields::read_number_list((*it)["allreduce_noise_us"], at.field("allreduce_noise_us"),
-                                               /*positive=*/false);
+  for (auto [key, list] : {std::pair{"allreduce_noise_us", &device.allreduce_noise},
+                           std::pair{"transfer_noise_us", &device.transfer_noise},
+                           std::pair{"transfer_noise_ready_us", &device.transfer_noise_ready}}) {
+    if (!it->contains(key)) continue;
+    auto noise = json_fields::read_number_list((*it)[key], at.field(key), /*positive=*/false);
     if (!noise) return noise.error();
-    for (double us : *noise) device.allreduce_noise.push_back(Seconds::from_us(us));
+    for (double us : *noise) list->push_back(Seconds::from_us(us));
   }
   return device;
 }
@@ -83,12 +88,32 @@ Status check_samples(const json& value, const FieldPath& at) {
 // numbers are checked like the rest of the file.
 Status check_calibration(const json& value, const FieldPath& at) {
   if (auto ok = json_fields::check_object(value, at); !ok) return ok;
-  if (auto ok = json_fields::check_known_keys(
-          value, at,
-          {"point_to_point", "allreduce", "allreduce_undisturbed", "allreduce_model", "allreduce_every_seconds",
-           "latency_us", "bandwidth_gbps", "max_relative_residual", "allreduce_max_relative_residual"});
+  if (auto ok =
+          json_fields::check_known_keys(value, at,
+                                        {"point_to_point", "allreduce", "allreduce_undisturbed", "allreduce_model",
+                                         "allreduce_every_seconds", "loaded_exchange", "latency_us", "bandwidth_gbps",
+                                         "max_relative_residual", "allreduce_max_relative_residual"});
       !ok)
     return ok;
+  if (auto loaded = value.find("loaded_exchange"); loaded != value.end()) {
+    const FieldPath here = at.field("loaded_exchange");
+    if (!loaded->is_array())
+      return here.error("must be an array of {\"bytes\", \"sent_s\", \"waited_s\", \"completed_s\"}", *loaded);
+    for (size_t i = 0; i < loaded->size(); ++i) {
+      const json& message = (*loaded)[i];
+      if (auto ok = json_fields::check_object(message, here.index(i)); !ok) return ok;
+      if (auto ok =
+              json_fields::check_known_keys(message, here.index(i), {"bytes", "sent_s", "waited_s", "completed_s"});
+          !ok)
+        return ok;
+      if (auto bytes = json_fields::read_integer(message, here.index(i), "bytes", 0); !bytes) return bytes.error();
+      for (const char* time : {"sent_s", "waited_s", "completed_s"})
+        if (auto t =
+                json_fields::read_number(message, here.index(i), time, std::numeric_limits<double>::lowest(), false);
+            !t)
+          return t.error();
+    }
+  }
   for (const char* samples : {"point_to_point", "allreduce", "allreduce_undisturbed", "allreduce_model"}) {
     if (!value.contains(samples)) continue;
     if (auto ok = check_samples(value[samples], at.field(samples)); !ok) return ok;
@@ -216,10 +241,13 @@ json topology_to_json(const Topology& topology) {
                      {"relative_speed", topology.device.relative_speed}}},
                    {"levels", levels}};
   if (!topology.device.compute_noise.empty()) document["device"]["compute_noise"] = topology.device.compute_noise;
-  if (!topology.device.allreduce_noise.empty()) {
+  for (auto [key, list] : {std::pair{"allreduce_noise_us", &topology.device.allreduce_noise},
+                           std::pair{"transfer_noise_us", &topology.device.transfer_noise},
+                           std::pair{"transfer_noise_ready_us", &topology.device.transfer_noise_ready}}) {
+    if (list->empty()) continue;
     json extra = json::array();
-    for (Seconds t : topology.device.allreduce_noise) extra.push_back(t.us());
-    document["device"]["allreduce_noise_us"] = extra;
+    for (Seconds t : *list) extra.push_back(t.us());
+    document["device"][key] = extra;
   }
   if (!topology.source.empty()) document["source"] = topology.source;
   return document;
@@ -228,7 +256,7 @@ json topology_to_json(const Topology& topology) {
 Topology make_flat_topology(int devices, double bandwidth_gbps, Seconds latency, Bytes memory) {
   Topology topology;
   topology.name = "flat";
-  topology.device = DeviceType{"synthetic", memory, 1.0, {}, {}};
+  topology.device = DeviceType{"synthetic", memory, 1.0, {}, {}, {}, {}};
   topology.levels.push_back(Level{"switch", devices, bandwidth_gbps, latency, {}, {}});
   return topology;
 }

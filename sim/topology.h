@@ -15,7 +15,9 @@
 //   {"format": "baton.topology.v1", "name": str, optional "source": str,
 //    "device": {"name": str, "memory_gib": num > 0, optional "relative_speed": num > 0,
 //               optional "compute_noise": [num > 0, ...],
-//               optional "allreduce_noise_us": [num, ...]},
+//               optional "allreduce_noise_us": [num, ...],
+//               optional "transfer_noise_us": [num, ...],
+//               optional "transfer_noise_ready_us": [num, ...]},
 //    "levels": [{"name": str, "size": int >= 1, "bandwidth_gbps": num > 0,
 //                "latency_us": num >= 0, optional "rails": int >= 1,
 //                optional "allreduce_bandwidth_gbps": num > 0,
@@ -49,7 +51,13 @@
 // profiled time (1 = as profiled), as `baton validate` measures it with
 // every rank profiling at once. `allreduce_noise_us` is a sample of the time
 // one all-reduce takes beyond the level's ring model (which then describes an
-// undisturbed all-reduce), as `baton calibrate` measures it. Only simulations
+// undisturbed all-reduce), as `baton calibrate` measures it. `transfer_noise_us`
+// and `transfer_noise_ready_us` are samples of the time a point-to-point
+// message's receiver waits beyond the link model while both ends compute (from
+// the later of the modelled arrival and the receive's wait to its end), as
+// `baton calibrate` measures them in a loaded exchange: the first of receives
+// that waited for their data (reached before the modelled arrival), the second
+// of receives whose data were there. Only simulations
 // given a noise seed (SimOptions::noise_seed) draw from them.
 // `calibration` holds the raw measurements `baton calibrate` fitted the level
 // to (message sizes and times), which `baton validate` sets beside the model
@@ -72,10 +80,15 @@ struct DeviceType {
   std::string name;
   Bytes memory;
   double relative_speed = 1.0;
-  std::vector<double> compute_noise;     // empty: none
-  std::vector<Seconds> allreduce_noise;  // empty: none
+  std::vector<double> compute_noise;          // empty: none
+  std::vector<Seconds> allreduce_noise;       // empty: none
+  std::vector<Seconds> transfer_noise;        // receives that waited for their data; empty: none
+  std::vector<Seconds> transfer_noise_ready;  // receives whose data were there; empty: none
 
-  bool noisy() const { return !compute_noise.empty() || !allreduce_noise.empty(); }
+  bool noisy() const {
+    return !compute_noise.empty() || !allreduce_noise.empty() || !transfer_noise.empty() ||
+           !transfer_noise_ready.empty();
+  }
 };
 
 struct Level {

@@ -40,6 +40,7 @@ struct CalibrateArgs {
   std::string output;
   double memory_gib = 0.0;
   int repeats = 40;
+  int loaded_rounds = 400;
   double timeout_s = 30.0;
 };
 
@@ -84,6 +85,25 @@ std::vector<Seconds> allreduce_noise(const exec::LinkMeasurement& m, const LinkF
   return out;
 }
 
+// What the messages of the loaded exchange made their receiver wait beyond the
+// link model: from the later of the wait's start and the modelled arrival
+// (sent + fit) to the wait's end, as kNoiseQuantiles quantiles, of the
+// messages whose receiver began to wait before that arrival (`late`: the
+// device's transfer_noise) or after it (transfer_noise_ready); empty without
+// such messages.
+std::vector<Seconds> transfer_noise(const exec::LinkMeasurement& m, const LinkFit& fit, bool late) {
+  std::vector<double> extra;
+  for (const exec::LoadedTransfer& t : m.loaded) {
+    const Seconds arrival = t.sent + fit.predict(t.size);
+    if ((t.waited < arrival) == late) extra.push_back((t.completed - max(t.waited, arrival)).value);
+  }
+  std::vector<Seconds> out;
+  if (extra.empty()) return out;
+  for (int q = 0; q < exec::kNoiseQuantiles; ++q)
+    out.push_back(Seconds(quantile(extra, (q + 0.5) / exec::kNoiseQuantiles)));
+  return out;
+}
+
 nlohmann::json calibrated_topology(const exec::LinkMeasurement& m, const LinkFit& fit, const LinkFit& ring,
                                    const CalibrateArgs& args) {
   Topology topology;
@@ -93,9 +113,11 @@ nlohmann::json calibrated_topology(const exec::LinkMeasurement& m, const LinkFit
       "bandwidth fitted to one-way times of {} message sizes (the fastest of {} round trips / 2), worst relative "
       "residual {:.1f}%. One device per rank; relative_speed 1: compute as profiled.",
       m.ranks, m.point_to_point.size(), args.repeats, 100.0 * fit.max_relative_residual);
-  topology.device = DeviceType{
-      "executor-rank", Bytes(static_cast<int64_t>(memory_per_rank_gib(args, m.ranks) * double(1 << 30))), 1.0, {}, {}};
+  topology.device.name = "executor-rank";
+  topology.device.memory = Bytes(static_cast<int64_t>(memory_per_rank_gib(args, m.ranks) * double(1 << 30)));
   topology.device.allreduce_noise = allreduce_noise(m, ring);
+  topology.device.transfer_noise = transfer_noise(m, fit, /*late=*/true);
+  topology.device.transfer_noise_ready = transfer_noise(m, fit, /*late=*/false);
   topology.levels = {Level{"gloo", m.ranks, fit.bandwidth_gbps, fit.latency, ring.bandwidth_gbps, ring.latency}};
   nlohmann::json model = nlohmann::json::array();
   for (const TransferSample& s : m.allreduce) {
@@ -107,12 +129,21 @@ nlohmann::json calibrated_topology(const exec::LinkMeasurement& m, const LinkFit
     for (Seconds t : times) row.push_back(t.value);
     every.push_back(std::move(row));
   }
+  nlohmann::json loaded = nlohmann::json::array();
+  for (const exec::LoadedTransfer& t : m.loaded) {
+    const Seconds origin = m.loaded.front().sent;  // the steady clock's own origin is arbitrary
+    loaded.push_back({{"bytes", t.size.value},
+                      {"sent_s", (t.sent - origin).value},
+                      {"waited_s", (t.waited - origin).value},
+                      {"completed_s", (t.completed - origin).value}});
+  }
   nlohmann::json out = topology_to_json(topology);
   out["calibration"] = {{"point_to_point", samples_json(m.point_to_point)},
                         {"allreduce", samples_json(m.allreduce)},
                         {"allreduce_undisturbed", samples_json(undisturbed_allreduce(m))},
                         {"allreduce_model", model},
                         {"allreduce_every_seconds", every},
+                        {"loaded_exchange", loaded},
                         {"latency_us", fit.latency.value * 1e6},
                         {"bandwidth_gbps", fit.bandwidth_gbps},
                         {"max_relative_residual", fit.max_relative_residual},
@@ -140,6 +171,9 @@ int run_rank(const CalibrateArgs& args, const exec::RankEnv& env) {
   exec::LinkOptions options;
   options.repeats = args.repeats;
   options.timeout = Seconds(args.timeout_s);
+  // The loaded exchange compares steady clocks of two ranks: only on one machine.
+  const bool one_machine = env.master_addr == "127.0.0.1" || env.master_addr == "localhost" || env.master_addr == "::1";
+  options.loaded_rounds = one_machine ? args.loaded_rounds : 0;
   auto measured = exec::measure_link_rank(env, options);
   if (!measured) {
     std::fprintf(stderr, "baton: calibrate: rank %d: %s\n", env.rank, measured.error().message.c_str());
@@ -193,7 +227,11 @@ void add_calibrate_command(CLI::App& app, CommandResult& result) {
       "between rank 0 and rank 1 and all-reduces over all ranks, fit latency + size / bandwidth to the\n"
       "one-way times and the ring model to each size's undisturbed all-reduce (0.1 quantile), and write\n"
       "a one-level topology with one device per rank; what the all-reduces took beyond the ring model is\n"
-      "its device's allreduce_noise_us (noisy simulations draw from it: simulate --noise-samples). The\n"
+      "its device's allreduce_noise_us (noisy simulations draw from it: simulate --noise-samples). Then\n"
+      "ranks 0 and 1 compute and exchange messages as pipeline stages do (--loaded-rounds): how long each\n"
+      "receive waited beyond the link model is its device's transfer_noise_us (receives that waited for\n"
+      "their data) and transfer_noise_ready_us (data already there), added to each receive of a noisy\n"
+      "simulation. The\n"
       "raw samples and the all-reduce times beside the ring model are kept under \"calibration\".\n\n"
       "Example:\n"
       "  baton calibrate --nproc 2 -o out/link.json\n"
@@ -204,6 +242,9 @@ void add_calibrate_command(CLI::App& app, CommandResult& result) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--repeats", args->repeats, "round trips (all-reduces) timed per size (default 40)")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--loaded-rounds", args->loaded_rounds,
+                  "messages each way of the loaded exchange (default 400; 0: none; ranks on one machine only)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--timeout", args->timeout_s, "seconds any single wait may take (default 30)")
       ->check(CLI::PositiveNumber);
   cmd->callback([args, &result] { result.exit_code = run_calibrate(*args); });

@@ -275,9 +275,9 @@ void add_simulate_command(CLI::App& app, CommandResult& result) {
   cmd->add_flag("--json", args->json, "print the metrics as JSON instead of text");
   cmd->add_option("--noise-samples", args->noise_samples,
                   "also simulate this many iterations on a noisy machine (the topology's device\n"
-                  "compute_noise and allreduce_noise_us, seeds 1..N) and print the distribution of the iteration time "
-                  "(with --json:\n"
-                  "\"noise\": samples, q10_s, median_s, mean_s, q90_s)")
+                  "compute_noise, allreduce_noise_us and transfer_noise_us, seeds 1..N) and print the\n"
+                  "distribution of the iteration time (with --json: \"noise\": samples, q10_s, median_s,\n"
+                  "mean_s, q90_s)")
       ->check(CLI::NonNegativeNumber);
   add_megatron_flags(*cmd, args->megatron);
   cmd->callback([args, &result] { result.exit_code = run_simulate(*args); });

@@ -54,6 +54,13 @@ std::string device_markdown(const Topology& topology) {
                        human_seconds(at(device.allreduce_noise, 0.1)), human_seconds(at(device.allreduce_noise, 0.5)),
                        human_seconds(at(device.allreduce_noise, 0.9)));
   }
+  for (const auto& [sample, what] : {std::pair{&device.transfer_noise, "waiting for its data"},
+                                     std::pair{&device.transfer_noise_ready, "its data there"}}) {
+    if (sample->empty()) continue;
+    out +=
+        fmt::format("; receive noise ({}: wait beyond the link model) 0.5 / 0.9 / 0.99 quantiles {} / {} / {}", what,
+                    human_seconds(at(*sample, 0.5)), human_seconds(at(*sample, 0.9)), human_seconds(at(*sample, 0.99)));
+  }
   return out + ".\n";
 }
 
@@ -91,7 +98,9 @@ std::string validation_markdown(const ValidateArgs& args, const Profile& profile
   out += fmt::format(
       "Predicted: the {0:g} quantile of the iteration time over {6} simulations of the Program each plan runs, "
       "on a noisy machine (compute times drawn from the topology's compute_noise, all-reduce times from its "
-      "allreduce_noise_us; the deterministic simulation "
+      "allreduce_noise_us, each receive's wait beyond the link model from its transfer_noise_us or "
+      "transfer_noise_ready_us; the deterministic "
+      "simulation "
       "is in report.json), from a profile that keeps the {0:g} quantile of its steps per layer. Measured: the "
       "{0:g} quantile of the wall times of steps after the first of `baton run` (barrier to barrier; at least {1} "
       "steps, and {5:g} s by the prediction); the median is beside it (see `baton validate --help`). Error = "

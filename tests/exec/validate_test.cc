@@ -33,7 +33,8 @@ TEST_CASE("calibrate writes a topology whose link is the fit of its own samples"
   const fs::path dir = scratch_dir("calibrate");
   const std::string topology_path = (dir / "link.json").string();
   const CliRun run =
-      run_baton(fmt::format("calibrate --nproc 3 --repeats 15 --timeout 20 -o '{}'", topology_path), "calibrate");
+      run_baton(fmt::format("calibrate --nproc 3 --repeats 15 --loaded-rounds 40 --timeout 20 -o '{}'", topology_path),
+                "calibrate");
   INFO(run.err);
   REQUIRE(run.exit_code == 0);
   CHECK(run.out.find("latency") != std::string::npos);
@@ -93,6 +94,44 @@ TEST_CASE("calibrate writes a topology whose link is the fit of its own samples"
   CHECK(noise.front().value <= extra[1] + 1e-12);
   CHECK(noise.back().value >= extra[88] - 1e-12);
   CHECK(noise.back().value <= extra[89] + 1e-12);
+  // The loaded exchange: 5 iterations of 8 microbatches (40 rounds), each
+  // rank's 40 received messages (rank 0's first), iteration i's of the i-th of
+  // the default sizes of 1 KiB .. 1 MiB, each received after it was sent (one
+  // steady clock) and after its wait began. The device's transfer noise: 200
+  // quantiles of completed - max(waited, sent + the link's model of its size),
+  // of the messages waited for before that modelled arrival (transfer_noise)
+  // and of the others (transfer_noise_ready).
+  const nlohmann::json loaded = calibration.at("loaded_exchange");
+  REQUIRE(loaded.size() == 80);
+  const std::vector<int64_t> sizes{1 << 10, 16 << 10, 128 << 10, 1 << 20};
+  std::vector<double> late;
+  std::vector<double> ready;
+  for (size_t k = 0; k < loaded.size(); ++k) {
+    const nlohmann::json& m = loaded[k];
+    CHECK(m.at("bytes").get<int64_t>() == sizes[(k % 40) / 8 % sizes.size()]);
+    const double sent = m.at("sent_s").get<double>();
+    const double waited = m.at("waited_s").get<double>();
+    const double completed = m.at("completed_s").get<double>();
+    CHECK(completed >= sent);
+    CHECK(completed >= waited);
+    const double arrival = sent + fit->predict(Bytes(m.at("bytes").get<int64_t>())).value;
+    (waited < arrival ? late : ready).push_back(completed - std::max(waited, arrival));
+  }
+  for (const auto& [measured, drawn] : {std::pair{&late, &topology->device.transfer_noise},
+                                        std::pair{&ready, &topology->device.transfer_noise_ready}}) {
+    INFO(measured->size() << " messages");
+    if (measured->size() < 2) {
+      CHECK(drawn->size() == measured->size() * 200);
+      continue;
+    }
+    std::sort(measured->begin(), measured->end());
+    REQUIRE(drawn->size() == 200);
+    CHECK(std::is_sorted(drawn->begin(), drawn->end(), [](Seconds a, Seconds b) { return a.value < b.value; }));
+    CHECK(drawn->front().value >= (*measured)[0] - 1e-9);
+    CHECK(drawn->front().value <= (*measured)[1] + 1e-9);
+    CHECK(drawn->back().value >= (*measured)[measured->size() - 2] - 1e-9);
+    CHECK(drawn->back().value <= measured->back() + 1e-9);
+  }
 }
 
 TEST_CASE("validate's prediction is the noisy simulation of its plan and its measurement the run's median step",

@@ -15,7 +15,7 @@ namespace {
 Topology two_level() {
   Topology t;
   t.name = "2x4";
-  t.device = DeviceType{"gpu", Bytes::from_gib(16), 1.0, {}, {}};
+  t.device = DeviceType{"gpu", Bytes::from_gib(16), 1.0, {}, {}, {}, {}};
   t.levels = {Level{"pcie", 4, 80.0, Seconds::from_us(2), {}, {}}, Level{"eth", 2, 8.0, Seconds::from_us(50), {}, {}}};
   return t;
 }

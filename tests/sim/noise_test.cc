@@ -169,3 +169,61 @@ TEST_CASE("allreduce_noise_us round-trips through the topology format, negative 
   CHECK_FALSE(topology_to_json(linked({}))["device"].contains("allreduce_noise_us"));
   check_refused(topology, "allreduce_noise_us", {"[]", "[\"x\"]", "[1, null]", "{}"});
 }
+
+TEST_CASE("a receive completes one drawn extra time after the later of its data and its worker", "[sim][noise]") {
+  // GPipe on 2 stages, M = 4 microbatches, forward 3 ms and backward 5 ms per
+  // layer. The first receive of each stage (activation 0 on stage 1, gradient
+  // 0 on stage 0) waits for its data: it draws from transfer_noise. Once an
+  // extra e > 0 has held one up, every later receive of that stage finds its
+  // data there (its stage runs e behind the sender) and draws from
+  // transfer_noise_ready. Each drawn e is on the critical path, so
+  // makespan = deterministic + 2 e (late only), + (2 M - 2) e (ready only),
+  // + 2 M e (both).
+  const int microbatches = 4;
+  const Profile profile = make_uniform_profile(2, kForward, kBackward, Bytes(1 << 20), Bytes(0));
+  Topology topology = linked({});
+  const Plan plan = make_plan("0-1,1-2", Schedule::kGPipe, microbatches, topology);
+  const Simulation plain = simulate_ok(plan, profile, topology);
+  const Seconds extra = Seconds::from_us(700);
+  const auto check_makespans = [&](double extras) {
+    for (Seconds makespan : samples_of(plan, profile, topology, 3))
+      CHECK(close_rel(makespan.value, (plain.metrics.makespan + extra * extras).value, 1e-12));
+  };
+  topology.device.transfer_noise = {extra};
+  check_makespans(2.0);
+  topology.device.transfer_noise_ready = {extra};
+  check_makespans(2.0 * microbatches);
+  topology.device.transfer_noise = {};
+  check_makespans(2.0 * microbatches - 2.0);
+  topology.device.transfer_noise_ready = {};
+  topology.device.transfer_noise = {extra};
+  // An extra below minus the transfer's time makes the data usable when they
+  // were sent, never earlier: only the two transfers on the deterministic
+  // critical path (the first activation, the first gradient) leave it.
+  Seconds transfer;
+  for (const Span& span : plain.trace.spans)
+    if (span.action.kind == ActionKind::kSendAct) transfer = span.end - span.start;
+  REQUIRE(transfer.value > 0.0);
+  topology.device.transfer_noise = {Seconds(-10.0)};
+  for (Seconds makespan : samples_of(plan, profile, topology, 3))
+    CHECK(close_rel(makespan.value, (plain.metrics.makespan - transfer * 2.0).value, 1e-12));
+  // Transfer noise leaves a simulation without a noise seed alone.
+  CHECK(close_rel(simulate_ok(plan, profile, topology).metrics.makespan.value, plain.metrics.makespan.value, 1e-12));
+}
+
+TEST_CASE("transfer_noise_us and transfer_noise_ready_us round-trip through the topology format", "[sim][noise]") {
+  Topology topology = linked({});
+  topology.device.transfer_noise = {Seconds::from_us(-20.0), Seconds(0.0), Seconds::from_us(1900.0)};
+  topology.device.transfer_noise_ready = {Seconds::from_us(3.0), Seconds::from_us(250.0)};
+  auto back = topology_from_json(topology_to_json(topology), "t.json");
+  REQUIRE(back.ok());
+  REQUIRE(back->device.transfer_noise.size() == 3);
+  for (size_t i = 0; i < 3; ++i)
+    CHECK(close_rel(back->device.transfer_noise[i].value, topology.device.transfer_noise[i].value, 1e-12));
+  REQUIRE(back->device.transfer_noise_ready.size() == 2);
+  CHECK(close_rel(back->device.transfer_noise_ready[1].value, 250e-6, 1e-12));
+  CHECK_FALSE(topology_to_json(linked({}))["device"].contains("transfer_noise_us"));
+  CHECK_FALSE(topology_to_json(linked({}))["device"].contains("transfer_noise_ready_us"));
+  for (const char* field : {"transfer_noise_us", "transfer_noise_ready_us"})
+    check_refused(topology, field, {"[]", "[\"x\"]", "[1, null]", "{}"});
+}

@@ -25,6 +25,8 @@ Topology full_topology() {
   topology.device.relative_speed = 0.8;
   topology.device.compute_noise = {0.9, 1.0, 1.5};
   topology.device.allreduce_noise = {Seconds::from_us(-20.0), Seconds::from_us(300.0)};
+  topology.device.transfer_noise = {Seconds::from_us(-5.0), Seconds::from_us(1800.0)};
+  topology.device.transfer_noise_ready = {Seconds::from_us(2.0), Seconds::from_us(90.0)};
   topology.levels.push_back(Level{"ethernet", 2, 10.0, Seconds::from_us(50.0), 8.0, Seconds::from_us(70.0)});
   return topology;
 }
@@ -37,6 +39,8 @@ json calibration() {
           {"allreduce_undisturbed", samples},
           {"allreduce_model", samples},
           {"allreduce_every_seconds", json::array({json::array({1e-5, 3e-3}), json::array({2e-5})})},
+          {"loaded_exchange",
+           json::array({{{"bytes", 1024}, {"sent_s", 0.0}, {"waited_s", -2e-4}, {"completed_s", 6e-5}}})},
           {"latency_us", 9.5},
           {"bandwidth_gbps", 2.5},
           {"max_relative_residual", 0.04},
@@ -113,6 +117,10 @@ TEST_CASE("topology: the calibration object's keys and numbers are checked", "[l
   time["calibration"]["allreduce_every_seconds"][0][1] = "slow";
   CHECK(refusal(topology_from_json(time, "t.json")) ==
         R"(t.json: calibration.allreduce_every_seconds[0][1] must be a number, got "slow")");
+  json message = document;
+  message["calibration"]["loaded_exchange"][0]["waited_s"] = "late";
+  CHECK(refusal(topology_from_json(message, "t.json")) ==
+        R"(t.json: calibration.loaded_exchange[0].waited_s must be a number, got "late")");
   json not_object = document;
   not_object["calibration"] = json::array();
   CHECK(refusal(topology_from_json(not_object, "t.json")) == "t.json: calibration must be a JSON object, got []");
@@ -129,12 +137,16 @@ TEST_CASE("topology: what the writers write loads again, noise and calibration i
   CHECK(loaded->device.compute_noise == std::vector<double>{0.9, 1.0, 1.5});
   REQUIRE(loaded->device.allreduce_noise.size() == 2);
   CHECK(loaded->device.allreduce_noise[1].us() == 300.0);
+  REQUIRE(loaded->device.transfer_noise.size() == 2);
+  CHECK(loaded->device.transfer_noise[1].us() == 1800.0);
+  REQUIRE(loaded->device.transfer_noise_ready.size() == 2);
+  CHECK(loaded->device.transfer_noise_ready[1].us() == Approx(90.0).epsilon(1e-12));
   REQUIRE(loaded->levels.size() == 2);
   CHECK(loaded->levels[1].allreduce_bandwidth_gbps == std::optional<double>(8.0));
   // Times pass through seconds and back to microseconds, so the numbers may
   // move in their last bit; the keys stay and the document loads again.
-  const json again = topology_to_json(*loaded);
-  CHECK(again["device"].size() == 5);
+  const json again = topology_to_json(*loaded);  // name, memory, speed and the four noises
+  CHECK(again["device"].size() == 7);
   CHECK(again["levels"][1].size() == 6);
   CHECK(topology_from_json(again, "again.json").ok());
 }
