@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
@@ -137,6 +138,16 @@ Result<int> free_local_port() {
   return static_cast<int>(ntohs(address.sin_port));
 }
 
+std::vector<std::vector<int>> rank_cpus(const std::vector<int>& allowed, int nproc) {
+  if (nproc < 1 || static_cast<int>(allowed.size()) < nproc) return {};
+  const size_t share = allowed.size() / static_cast<size_t>(nproc);
+  std::vector<std::vector<int>> out(static_cast<size_t>(nproc));
+  for (size_t r = 0; r < out.size(); ++r)
+    out[r].assign(allowed.begin() + static_cast<std::ptrdiff_t>(r * share),
+                  allowed.begin() + static_cast<std::ptrdiff_t>((r + 1) * share));
+  return out;
+}
+
 Result<LaunchOutcome> launch_local_ranks(const LaunchSpec& spec) {
   if (spec.nproc < 1) return Error{fmt::format("--nproc must be >= 1, got {}", spec.nproc)};
   LaunchOutcome outcome;
@@ -148,8 +159,25 @@ Result<LaunchOutcome> launch_local_ranks(const LaunchSpec& spec) {
   }
   std::vector<pid_t> pids;
   outcome.exit_codes.assign(static_cast<size_t>(spec.nproc), -1);
+  // A spawned process inherits the calling thread's affinity: set it per rank, then restore it.
+  cpu_set_t own;
+  const bool pinning = spec.pin && sched_getaffinity(0, sizeof own, &own) == 0;
+  std::vector<std::vector<int>> cpus;
+  if (pinning) {
+    std::vector<int> allowed;
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+      if (CPU_ISSET(cpu, &own)) allowed.push_back(cpu);
+    cpus = rank_cpus(allowed, spec.nproc);
+  }
   for (int rank = 0; rank < spec.nproc; ++rank) {
+    if (!cpus.empty()) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      for (int cpu : cpus[static_cast<size_t>(rank)]) CPU_SET(cpu, &set);
+      sched_setaffinity(0, sizeof set, &set);
+    }
     auto pid = spawn_rank(spec, outcome.master_port, rank);
+    if (!cpus.empty()) sched_setaffinity(0, sizeof own, &own);
     if (!pid) {
       for (pid_t started : pids) {
         kill(started, SIGKILL);

@@ -12,6 +12,14 @@
 // wait timeout, so `grace` only lets them print why they stop; a rank still
 // running after it is hung (and killing it closes its connections, which
 // wakes any rank still waiting on it).
+// CPUs: with `pin` (the default) and at least one CPU of the launcher's own
+// affinity per rank, rank r is started on its own share of them (rank_cpus),
+// which its threads inherit. Why: Gloo's I/O threads run only on otherwise
+// idle cores (exec/transport_gloo.h); on a machine with as many cores as
+// ranks a woken I/O thread was often placed on a core busy with the other
+// rank's compute and waited 1-4 ms there for a message its own idle core
+// could have read at once. Pinned, it runs on its rank's core as soon as that
+// rank waits.
 // Thread safety: call from one thread; it waits for its own children only.
 #pragma once
 
@@ -31,7 +39,13 @@ struct LaunchSpec {
   int master_port = 0;             // 0: pick a free loopback port
   Seconds timeout = Seconds(300);  // for the whole run
   Seconds grace = Seconds(5);      // after the first failure
+  bool pin = true;                 // each rank on its own share of the CPUs (see above)
 };
+
+// The CPUs of each of `nproc` ranks, from `allowed` (in order): rank r gets
+// the r-th run of allowed.size() / nproc of them (the rest unused); none
+// (an empty list) when there are fewer CPUs than ranks.
+std::vector<std::vector<int>> rank_cpus(const std::vector<int>& allowed, int nproc);
 
 struct LaunchOutcome {
   int master_port = 0;

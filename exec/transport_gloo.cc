@@ -5,6 +5,7 @@
 #include <exception>
 #include <thread>
 
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -30,14 +31,16 @@ std::shared_ptr<::gloo::transport::Device> make_device(const std::string& master
 }
 
 // Gloo's loop thread is created with its device and inherits the creating
-// thread's nice value, so the device is created on a helper thread at nice 19
-// (nice is per thread on Linux; the caller's stays as it was). Why:
-// transport_gloo.h.
+// thread's scheduling policy, so the device is created on a helper thread
+// under SCHED_IDLE (nice 19 where that is refused; both are per thread on
+// Linux, the caller's stay as they were). Why: transport_gloo.h.
 std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& master_addr) {
   std::shared_ptr<::gloo::transport::Device> device;
   std::exception_ptr failure;
   std::thread creator([&] {
-    setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19);
+    const sched_param none{};
+    if (sched_setscheduler(0, SCHED_IDLE, &none) != 0)
+      setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19);
     try {
       device = make_device(master_addr);
     } catch (...) {

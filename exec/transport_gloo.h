@@ -13,22 +13,30 @@
 // Gloo's device: loopback when the master address is loopback; otherwise the
 // interface named by GLOO_SOCKET_IFNAME, else the one the hostname resolves to.
 // Each group has its own device and so its own I/O thread (Gloo's event loop,
-// which reads every message), run at nice 19. Why: when a message arrives
-// while this rank's thread is inside a Gloo send or receive, the loop finds
-// the pair's lock taken and retries at once (the socket stays readable): it
-// spins. Woken, it preempts threads on its core, the lock's holder among them
-// (or the other rank's, which spins in turn on the other core), and the spin
-// lasts until the scheduler's next tick. Measured on the 2-core machine with
-// uprobes on Gloo (mlp, pipedream, micro-batch 32, 60 steps): 69-75 thousand
-// failed lock attempts per loop, 99% of them while a send or receive was in
-// progress; those calls took 23 us at the median and 3.6 ms at the 0.99
-// quantile. An all-reduce took 3-4 ms instead of 0.1-0.4. At nice 19 a woken
-// loop does not preempt a normal thread: failed attempts fell 4x (808 to 183
-// thousand over 200 steps), that run's step from 11.1 to 8.3 ms, pipedream's
-// at micro-batch 64 by 8-19% (4 alternated pairs), stalled all-reduces in
-// calibration from 134-157 to 20-56 of 360 and dp's step by 3-16% (10 of 10
-// pairs); larger messages (mlp at 256, vgg-mini at 32) showed no change
-// beyond the noise (0.75-1.07 over 20 pairs).
+// which reads every message), run under SCHED_IDLE: it runs only when its
+// core has nothing else to run, and never takes the core from the rank's own
+// thread. Why, in three steps measured on the 2-core machine:
+// - At nice 0, when a message arrives while this rank's thread is inside a
+//   Gloo send or receive, the loop finds the pair's lock taken and retries at
+//   once (the socket stays readable): it spins. Woken, it preempts threads on
+//   its core, the lock's holder among them, and the spin lasts until the
+//   scheduler's next tick. Uprobes on Gloo (mlp, pipedream, micro-batch 32,
+//   60 steps): 69-75 thousand failed lock attempts per loop, 99% of them while
+//   a send or receive was in progress; those calls took 23 us at the median
+//   and 3.6 ms at the 0.99 quantile; an all-reduce took 3-4 ms instead of
+//   0.1-0.4.
+// - At nice 19 the loop no longer preempted a normal thread (failed attempts
+//   808 to 183 thousand over 200 steps, that run's step 11.1 to 8.3 ms, dp's
+//   step 3-16% shorter), but a woken loop placed on a core busy with the other
+//   rank's compute waited there 1-4 ms (perf sched: over 1 ms 24-74 times per
+//   loop in one calibration) although its own rank's core was idle: the local
+//   launcher starts each rank on its own share of the CPUs (exec/launcher.h).
+// - Pinned, a nice-19 loop still got its rank's core now and then, for up to a
+//   tick, spinning while its rank's thread, preempted inside a Gloo send,
+//   held the lock: sends of mlp's pipedream at micro-batch 32 blocked 1.5-3.2
+//   ms and its step took 10.5 ms against 5.7 predicted. Under SCHED_IDLE: 5.6
+//   ms (3 alternated pairs); vgg-mini's gpipe and 1f1b, mlp's dp and pipedream
+//   at 256 unchanged within the noise.
 // Thread safety: one worker thread per process uses these.
 #pragma once
 

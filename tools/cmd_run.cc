@@ -268,7 +268,8 @@ void add_run_command(CLI::App& app, CommandResult& result) {
       "      --schedule 1f1b --model mlp --backend gloo --nproc 2\n"
       "With --backend gloo and RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT set (torchrun, Slurm, mpirun),\n"
       "the process runs as that one rank. A rank that dies or goes silent ends the run within --timeout,\n"
-      "with a message naming it.\n"
+      "with a message naming it. Ranks started here (--nproc) each run on their own share of this\n"
+      "machine's CPUs when every rank can have one (BATON_PIN_RANKS=0: left to the scheduler).\n"
       "Checkpoints: add --checkpoint-dir out/ckpt --checkpoint-every 2 to save every stage's state every 2\n"
       "steps; after a failure, the same command with --resume continues from the latest complete one and\n"
       "ends with the weights of an uninterrupted run.");

@@ -52,6 +52,8 @@ Status launch_self_ranks(const std::vector<std::string>& arguments, int nproc, S
   spec.arguments = arguments;
   spec.nproc = nproc;
   spec.timeout = timeout;
+  const char* pin = std::getenv("BATON_PIN_RANKS");  // "0": leave the ranks' CPUs to the scheduler
+  spec.pin = pin == nullptr || std::string(pin) != "0";
   auto outcome = exec::launch_local_ranks(spec);
   if (!outcome) return outcome.error();
   if (outcome->ok()) return ok_status();
