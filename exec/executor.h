@@ -261,9 +261,9 @@ struct LinkOptions {
   Seconds timeout = Seconds(30);
 };
 
-// One message of the loaded exchange, as rank 0 received it, on the machine's
-// steady clock: when rank 1 sent it, when rank 0 began to wait for it and when
-// the wait ended.
+// One message of the loaded exchange, as its receiver (rank 0 or 1) saw it,
+// on the machine's steady clock: when its sender sent it, when the receiver
+// began to wait for it and when the wait ended.
 struct LoadedTransfer {
   Bytes size;
   Seconds sent;
