@@ -90,6 +90,16 @@ bool is_timeout(const std::string& reason) { return mentions(reason, "imed out")
 // c10's exceptions append a backtrace to their message: keep the message.
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
+// "<what> failed: ...", naming `peer` when the connection to it is gone (the
+// same words whether Gloo reports it to a wait or to the call that issues an
+// operation, which throws once Gloo's I/O thread has seen the peer go).
+Error failure(const std::string& what, const std::string& peer, const std::exception& e) {
+  const std::string reason = first_line(e.what());
+  if (is_lost_connection(reason))
+    return Error{fmt::format("{} failed: connection closed by {} ({})", what, peer, reason)};
+  return Error{fmt::format("{} failed: {}", what, reason)};
+}
+
 }  // namespace
 
 Status wait_work(const c10::intrusive_ptr<::c10d::Work>& work, Seconds timeout, const std::string& what,
@@ -98,11 +108,8 @@ Status wait_work(const c10::intrusive_ptr<::c10d::Work>& work, Seconds timeout, 
   try {
     if (!work->wait(to_ms(timeout))) return Error{silent};
   } catch (const std::exception& e) {
-    const std::string reason = first_line(e.what());
-    if (is_timeout(reason)) return Error{silent};
-    if (is_lost_connection(reason))
-      return Error{fmt::format("{} failed: connection closed by {} ({})", what, peer, reason)};
-    return Error{fmt::format("{} failed: {}", what, reason)};
+    if (is_timeout(first_line(e.what()))) return Error{silent};
+    return failure(what, peer, e);
   }
   return ok_status();
 }
@@ -139,7 +146,7 @@ Result<PendingPtr> GlooTransport::send(const MessageKey& key, const at::Tensor& 
     return PendingPtr(std::make_unique<WorkPending>(
         std::move(work), buffers[0], fmt::format("send to rank {}", key.dst), fmt::format("rank {}", key.dst)));
   } catch (const std::exception& e) {
-    return Error{fmt::format("send to rank {} failed: {}", key.dst, e.what())};
+    return failure(fmt::format("send to rank {}", key.dst), fmt::format("rank {}", key.dst), e);
   }
 }
 
@@ -177,7 +184,7 @@ Result<PostedRecvPtr> GlooTransport::post_recv(const MessageKey& key, const std:
     auto work = world_->recv(buffers, key.src, tag_of(key));
     return PostedRecvPtr(std::make_unique<GlooPostedRecv>(std::move(work), buffers[0], key.src));
   } catch (const std::exception& e) {
-    return Error{fmt::format("receive from rank {} failed: {}", key.src, e.what())};
+    return failure(fmt::format("receive from rank {}", key.src), fmt::format("rank {}", key.src), e);
   }
 }
 

@@ -37,6 +37,11 @@
 //   ms and its step took 10.5 ms against 5.7 predicted. Under SCHED_IDLE: 5.6
 //   ms (3 alternated pairs); vgg-mini's gpipe and 1f1b, mlp's dp and pipedream
 //   at 256 unchanged within the noise.
+// The price: where other processes keep a rank's cores busy, its I/O thread
+// gets little time, and messages wait for it (a slower run, not a wrong one;
+// the fault tests pass with both cores spinning in other processes). An error
+// Gloo raises when an operation is issued, after its I/O thread has seen the
+// peer go, is worded as one a wait reports ("connection closed by rank N").
 // Thread safety: one worker thread per process uses these.
 #pragma once
 
