@@ -145,6 +145,11 @@ TEST_CASE("validate's prediction is the noisy simulation of its plan and its mea
           dir.string()),
       "validate");
   INFO(run.err);
+  // A failed step's log is in the scratch directory, which is gone by the time anyone looks.
+  std::string logs;
+  for (const char* log : {"calibrate.log", "profile.log"})
+    if (run.exit_code != 0 && fs::exists(dir / log)) logs += fmt::format("{}:\n{}\n", log, slurp(dir / log));
+  INFO(logs);
   REQUIRE(run.exit_code == 0);
   CHECK(run.out.find("report.md") != std::string::npos);
   const std::string report = slurp(dir / "report.md");
