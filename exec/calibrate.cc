@@ -185,12 +185,10 @@ Status gather_records(Link& link, std::vector<LoadedTransfer>& records) {
 
 // One iteration of the loaded exchange; appends the messages this rank received.
 Status loaded_iteration(Link& link, int iteration, int64_t bytes, Seconds forward, Seconds backward,
-                        std::vector<LoadedTransfer>& records) {
+                        const at::Tensor& a, const at::Tensor& b, std::vector<LoadedTransfer>& records) {
   const int peer = 1 - link.rank;
   const int tag0 = 1000 + 2 * kLoadedBlock * iteration;
   const auto tag = [&](int from, int k) { return tag0 + 2 * k + from; };
-  const at::Tensor a = at::rand({64, 64});
-  const at::Tensor b = at::rand({64, 64});
   std::vector<at::Tensor> inboxes;
   std::vector<c10::intrusive_ptr<::c10d::Work>> receives, sends;
   for (int k = 0; k < kLoadedBlock; ++k) {
@@ -234,13 +232,15 @@ Result<std::vector<LoadedTransfer>> loaded_exchange(Link& link, const LinkOption
   std::mt19937_64 draw(17);  // the same draws on both ranks
   std::uniform_real_distribution<double> forward_ms(0.3, 1.5);
   std::uniform_real_distribution<double> backward_ratio(1.0, 2.0);
+  const at::Tensor a = at::rand({64, 64});  // the compute's operands
+  const at::Tensor b = at::rand({64, 64});
   std::vector<LoadedTransfer> records;
   const int iterations = (options.loaded_rounds + kLoadedBlock - 1) / kLoadedBlock;
   for (int i = 0; i < iterations; ++i) {
     const Seconds forward = Seconds::from_ms(forward_ms(draw));
     const Seconds backward = forward * backward_ratio(draw);
     const int64_t bytes = sizes[static_cast<size_t>(i) % sizes.size()];
-    if (Status st = loaded_iteration(link, i, bytes, forward, backward, records); !st) return st.error();
+    if (Status st = loaded_iteration(link, i, bytes, forward, backward, a, b, records); !st) return st.error();
   }
   if (Status st = gather_records(link, records); !st) return st.error();
   return records;

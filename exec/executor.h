@@ -152,6 +152,9 @@ Result<RunReport> run_threads(const Plan& plan, const TrainOptions& options);
 // so a launcher can refuse before starting any rank.
 Result<int> resumable_checkpoint(const Plan& plan, const TrainOptions& options);
 
+// Whether `address` is this machine's loopback (localhost, 127.x.x.x, ::1).
+bool is_loopback(const std::string& address);
+
 // Where a rank finds its peers (torchrun-style environment variables).
 struct RankEnv {
   std::string master_addr = "127.0.0.1";

@@ -19,10 +19,6 @@ namespace {
 
 std::chrono::milliseconds to_ms(Seconds s) { return std::chrono::milliseconds(static_cast<int64_t>(s.value * 1e3)); }
 
-bool is_loopback(const std::string& address) {
-  return address == "localhost" || address.rfind("127.", 0) == 0 || address == "::1";
-}
-
 std::shared_ptr<::gloo::transport::Device> make_device(const std::string& master_addr) {
   if (is_loopback(master_addr)) return compat::GlooGroup::createDeviceForHostname("127.0.0.1");
   if (const char* interface = std::getenv("GLOO_SOCKET_IFNAME"); interface != nullptr && *interface)
@@ -101,6 +97,10 @@ Error failure(const std::string& what, const std::string& peer, const std::excep
 }
 
 }  // namespace
+
+bool is_loopback(const std::string& address) {
+  return address == "localhost" || address.rfind("127.", 0) == 0 || address == "::1";
+}
 
 Status wait_work(const c10::intrusive_ptr<::c10d::Work>& work, Seconds timeout, const std::string& what,
                  const std::string& peer) {

@@ -223,8 +223,8 @@ void Engine::run_send(int worker, const Action& action, Seconds now) {
       const size_t pick = std::uniform_int_distribution<size_t>(0, sample->size() - 1)(noise_);
       return std::max((*sample)[pick].value, (now - times.delivered).value);
     };
-    const double late = draw(late_extras_);
-    (forward ? act_extra_ : grad_extra_)[slot(recv_stage, action.batch())] = {late, draw(ready_extras_)};
+    // A braced list evaluates left to right: the late draw first, as the seed fixes.
+    (forward ? act_extra_ : grad_extra_)[slot(recv_stage, action.batch())] = {draw(late_extras_), draw(ready_extras_)};
   }
   if (skipping_) sent_.push_back(static_cast<uint32_t>(2 * slot(recv_stage, action.batch()) + (forward ? 0 : 1)));
   WorkerState& peer = state_[action.peer];

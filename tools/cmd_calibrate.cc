@@ -71,6 +71,15 @@ std::vector<TransferSample> undisturbed_allreduce(const exec::LinkMeasurement& m
   return out;
 }
 
+// kNoiseQuantiles quantiles ((q + 0.5) / kNoiseQuantiles) of `extra`; empty when it is.
+std::vector<Seconds> noise_quantiles(const std::vector<double>& extra) {
+  std::vector<Seconds> out;
+  if (extra.empty()) return out;
+  for (int q = 0; q < exec::kNoiseQuantiles; ++q)
+    out.push_back(Seconds(quantile(extra, (q + 0.5) / exec::kNoiseQuantiles)));
+  return out;
+}
+
 // What every all-reduce took beyond the ring model, pooled over the sizes, as
 // kNoiseQuantiles quantiles: the device's allreduce_noise.
 std::vector<Seconds> allreduce_noise(const exec::LinkMeasurement& m, const LinkFit& ring) {
@@ -79,10 +88,7 @@ std::vector<Seconds> allreduce_noise(const exec::LinkMeasurement& m, const LinkF
     const Seconds model = ring_allreduce_time(m.ranks, m.allreduce[i].size, ring);
     for (Seconds t : m.allreduce_samples[i]) extra.push_back((t - model).value);
   }
-  std::vector<Seconds> out;
-  for (int q = 0; q < exec::kNoiseQuantiles; ++q)
-    out.push_back(Seconds(quantile(extra, (q + 0.5) / exec::kNoiseQuantiles)));
-  return out;
+  return noise_quantiles(extra);
 }
 
 // What the messages of the loaded exchange made their receiver wait beyond the
@@ -97,11 +103,7 @@ std::vector<Seconds> transfer_noise(const exec::LinkMeasurement& m, const LinkFi
     const Seconds arrival = t.sent + fit.predict(t.size);
     if ((t.waited < arrival) == late) extra.push_back((t.completed - max(t.waited, arrival)).value);
   }
-  std::vector<Seconds> out;
-  if (extra.empty()) return out;
-  for (int q = 0; q < exec::kNoiseQuantiles; ++q)
-    out.push_back(Seconds(quantile(extra, (q + 0.5) / exec::kNoiseQuantiles)));
-  return out;
+  return noise_quantiles(extra);
 }
 
 nlohmann::json calibrated_topology(const exec::LinkMeasurement& m, const LinkFit& fit, const LinkFit& ring,
@@ -130,8 +132,8 @@ nlohmann::json calibrated_topology(const exec::LinkMeasurement& m, const LinkFit
     every.push_back(std::move(row));
   }
   nlohmann::json loaded = nlohmann::json::array();
+  const Seconds origin = m.loaded.empty() ? Seconds() : m.loaded.front().sent;  // the steady clock's is arbitrary
   for (const exec::LoadedTransfer& t : m.loaded) {
-    const Seconds origin = m.loaded.front().sent;  // the steady clock's own origin is arbitrary
     loaded.push_back({{"bytes", t.size.value},
                       {"sent_s", (t.sent - origin).value},
                       {"waited_s", (t.waited - origin).value},
@@ -172,8 +174,7 @@ int run_rank(const CalibrateArgs& args, const exec::RankEnv& env) {
   options.repeats = args.repeats;
   options.timeout = Seconds(args.timeout_s);
   // The loaded exchange compares steady clocks of two ranks: only on one machine.
-  const bool one_machine = env.master_addr == "127.0.0.1" || env.master_addr == "localhost" || env.master_addr == "::1";
-  options.loaded_rounds = one_machine ? args.loaded_rounds : 0;
+  options.loaded_rounds = exec::is_loopback(env.master_addr) ? args.loaded_rounds : 0;
   auto measured = exec::measure_link_rank(env, options);
   if (!measured) {
     std::fprintf(stderr, "baton: calibrate: rank %d: %s\n", env.rank, measured.error().message.c_str());
