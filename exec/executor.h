@@ -85,6 +85,10 @@ struct TrainOptions {
   int steps = 1;                // times the whole Program runs (iterations)
   double learning_rate = 0.05;  // SGD, fixed
   uint64_t seed = 1;            // weights and data
+  // Where the workers compute: "cpu", or "cuda" / "cuda:N" (threads backend:
+  // every worker on that GPU, each on its own CUDA stream; exec/device.h).
+  // Actions are timed on the device (CUDA events on a GPU).
+  std::string device = "cpu";
   // pipedream only: false makes a B use the live weights (its forward is
   // recomputed from the stashed input with them), the inconsistency weight
   // stashing exists to avoid. For tests and studies.
@@ -138,6 +142,7 @@ struct RunReport {
   std::vector<StepReport> steps;
   Weights weights;  // replica 0 of every stage, after the last step
   std::vector<WorkerStats> workers;
+  std::string device = "cpu";  // where the workers computed ("cuda:0 (<GPU name>)" on a GPU)
 };
 
 // All workers in this process, one thread each, talking through in-process
@@ -151,6 +156,10 @@ Result<RunReport> run_threads(const Plan& plan, const TrainOptions& options);
 // it already holds options.steps steps. Reads only manifests (no torch work),
 // so a launcher can refuse before starting any rank.
 Result<int> resumable_checkpoint(const Plan& plan, const TrainOptions& options);
+
+// GPUs the executor can run on (TrainOptions::device "cuda:N", N below it):
+// 0 when this build's LibTorch has no CUDA or no GPU is visible.
+int cuda_device_count();
 
 // Whether `address` is this machine's loopback (localhost, 127.x.x.x, ::1).
 bool is_loopback(const std::string& address);
@@ -287,6 +296,22 @@ struct LinkMeasurement {
   // send and wait as pipeline stages do, so messages meet ranks at work.
   std::vector<LoadedTransfer> loaded;
 };
+
+// The link of the threads backend between `workers` (>= 2) workers on `device`
+// ("cuda", "cuda:N"; "cpu" works but its hand-overs move no data): the same
+// sizes, warm-up and repeats; one-way times are worker 0 to worker 1's
+// receive of data already there (the fastest repeat), all-reduces over all
+// workers (median, and every sample); `loaded` stays empty.
+// exec/calibrate_threads.cc says how each is timed.
+Result<LinkMeasurement> measure_link_threads(const std::string& device, int workers, const LinkOptions& options);
+
+// What `device` ("cpu", "cuda", "cuda:N") is: "cuda:0 (NVIDIA H100 80GB HBM3)",
+// and its memory in bytes (0 for the CPU: not the executor's to say).
+struct DeviceInfo {
+  std::string description;
+  int64_t memory_bytes = 0;
+};
+Result<DeviceInfo> device_info(const std::string& device);
 
 // One rank of the link calibration, over c10d Gloo like run_gloo_rank (same
 // rendezvous and environment). Needs WORLD_SIZE >= 2. Rank 0 returns the

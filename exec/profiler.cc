@@ -19,7 +19,10 @@
 //   optimizer l: what the executor's STEP does to the layer's parameters
 //                (exec/worker.cc): w - lr * g out of place into new leaves,
 //                and the gradient buffer zeroed
-// On CUDA the device is synchronised around every timed region.
+// Every timed region starts with the device idle and is timed by the device
+// (exec/device.h): the host clock on the CPU; on a GPU, CUDA events on the
+// profiler's own stream, from an event recorded once the GPU was idle to one
+// recorded after the region's last kernel.
 // The options.quantile of the measured steps is kept (default the median);
 // the spread of the samples around each layer's median is the compute noise.
 #include <algorithm>
@@ -27,8 +30,8 @@
 #include <thread>
 
 #include <fmt/format.h>
-#include <torch/cuda.h>
 
+#include "exec/device.h"
 #include "exec/executor.h"
 #include "exec/model.h"
 #include "exec/stage.h"
@@ -38,8 +41,6 @@
 namespace baton::exec {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 struct LayerTimes {
   std::vector<double> forward_s;
@@ -51,6 +52,7 @@ struct LayerTimes {
 
 struct Profiler {
   const ModelDef* model;
+  WorkerDevice* clock;  // bound to the profiling thread
   at::Device device;
   std::vector<std::vector<at::Tensor>> params;  // [layer]
   uint64_t seed = 1;
@@ -65,18 +67,15 @@ struct Profiler {
     return gap_before(gap_at, static_cast<int>(params.size()), static_cast<int>(l), false);
   }
 
-  void sync() const {
-    if (device.is_cuda()) torch::cuda::synchronize();
-  }
   // Times `body`, after `gap` of sleep when `pause`.
   template <typename F>
   double timed(F&& body, bool pause) const {
     if (pause && gap.value > 0.0) std::this_thread::sleep_for(std::chrono::duration<double>(gap.value));
-    sync();
-    const Clock::time_point start = Clock::now();
+    clock->begin(clock->origin());
     body();
-    sync();
-    return std::chrono::duration<double>(Clock::now() - start).count();
+    const int end = clock->mark();
+    if (Status settled = clock->settle(); !settled) throw std::runtime_error(settled.error().message);
+    return clock->seconds(end).value;
   }
   // One forward and backward; appends the times of every layer.
   void measure_step(std::vector<LayerTimes>& times, std::vector<int64_t>& output_bytes) const;
@@ -141,20 +140,11 @@ void Profiler::measure_step(std::vector<LayerTimes>& times, std::vector<int64_t>
   }
 }
 
-Result<at::Device> parse_device(const std::string& name) {
-  if (name == "cpu") return at::Device(at::kCPU);
-  if (name == "cuda") {
-    if (!torch::cuda::is_available()) return Error{"--device cuda: this LibTorch has no usable CUDA device"};
-    return at::Device(at::kCUDA, 0);
-  }
-  return Error{fmt::format("unknown device '{}' (cpu or cuda)", name)};
-}
-
-Profile to_profile(const ModelDef& model, const ProfileOptions& options, int microbatch_size,
+Profile to_profile(const ModelDef& model, const ProfileOptions& options, const std::string& device, int microbatch_size,
                    const std::vector<LayerTimes>& times, const std::vector<int64_t>& output_bytes) {
   Profile profile;
   profile.model = model.name;
-  profile.device = options.device == "cpu" ? fmt::format("cpu ({} threads)", options.intra_op_threads) : options.device;
+  profile.device = options.device == "cpu" ? fmt::format("cpu ({} threads)", options.intra_op_threads) : device;
   profile.microbatch_size = microbatch_size;
   for (size_t l = 0; l < times.size(); ++l) {
     const LayerDef& def = model.layers[l];
@@ -217,14 +207,21 @@ Result<MeasuredProfile> measure_profile(std::string_view model_name, int microba
   if (!model) return model.error();
   if (microbatch_size < 1) return Error{fmt::format("microbatch size must be >= 1, got {}", microbatch_size)};
   if (options.steps < 1 || options.warmup < 0) return Error{"profile: steps must be >= 1 and warmup >= 0"};
-  auto device = parse_device(options.device);
-  if (!device) return device.error();
+  auto clock = make_worker_device(options.device);
+  if (!clock) return clock.error();
+  WorkerDevice& device = **clock;
   at::set_num_threads(std::max(1, options.intra_op_threads));
+  device.bind_thread();
+  struct Unbind {
+    WorkerDevice& device;
+    ~Unbind() { device.unbind_thread(); }
+  } unbind{device};
   try {
-    Profiler profiler{&*model, *device, {}, options.seed, microbatch_size, options.gap, options.gap_at};
+    Profiler profiler{&*model,      &device,         device.device(), {},
+                      options.seed, microbatch_size, options.gap,     options.gap_at};
     for (int l = 0; l < model->num_layers(); ++l) {
       std::vector<at::Tensor> params;
-      for (const at::Tensor& p : init_layer_params(*model, l, options.seed)) params.push_back(p.to(*device));
+      for (const at::Tensor& p : init_layer_params(*model, l, options.seed)) params.push_back(p.to(device.device()));
       profiler.params.push_back(as_leaves(std::move(params)));
     }
     std::vector<LayerTimes> times(static_cast<size_t>(model->num_layers()));
@@ -243,7 +240,7 @@ Result<MeasuredProfile> measure_profile(std::string_view model_name, int microba
                                      step < options.steps ? "" : fmt::format(" ({:.1f} s)", elapsed())));
       }
     }
-    return MeasuredProfile{to_profile(*model, options, microbatch_size, times, output_bytes),
+    return MeasuredProfile{to_profile(*model, options, device.describe(), microbatch_size, times, output_bytes),
                            compute_noise_of(times, options.quantile)};
   } catch (const std::exception& e) {
     return Error{fmt::format("profiling {}: {}", model_name, e.what())};

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "exec/device.h"
 #include "exec/executor.h"
 #include "exec/model.h"
 #include "exec/run_setup.h"
@@ -21,14 +22,20 @@ struct Reference {
   const ModelDef* model;
   const Plan* plan;
   const TrainOptions* options;
+  at::Device device;  // options->device's
 };
 
-Params initial_params(const ModelDef& model, LayerRange layers, uint64_t seed) {
+Params initial_params(const ModelDef& model, LayerRange layers, uint64_t seed, at::Device device) {
   Params params;
   for (int l = layers.begin; l < layers.end; ++l) {
-    for (at::Tensor& p : init_layer_params(model, l, seed)) params.push_back(p);
+    for (at::Tensor& p : init_layer_params(model, l, seed)) params.push_back(p.to(device));
   }
   return as_leaves(std::move(params));
+}
+
+Sample sample_on(const Reference& ref, int64_t first, int64_t batch) {
+  const Sample sample = ref.model->sample(ref.options->seed, first, batch);
+  return Sample{sample.input.to(ref.device), sample.target.to(ref.device)};
 }
 
 // The whole model on `input`, stage s using parameter list `params[s]` of
@@ -59,10 +66,10 @@ ReferenceReport train_flush(const Reference& ref) {
   const ModelDef& model = *ref.model;
   const int64_t minibatch = int64_t{ref.plan->microbatch_size} * ref.plan->batches;
   const std::vector<LayerRange> whole{LayerRange{0, model.num_layers()}};
-  Params params = initial_params(model, whole[0], ref.options->seed);
+  Params params = initial_params(model, whole[0], ref.options->seed, ref.device);
   ReferenceReport report;
   for (int step = 0; step < ref.options->steps; ++step) {
-    const Sample sample = model.sample(ref.options->seed, step * minibatch, minibatch);
+    const Sample sample = sample_on(ref, step * minibatch, minibatch);
     const at::Tensor loss = model_loss(model, whole, {&params}, sample);
     report.mean_loss.push_back(loss.item<double>());
     params = sgd_step(params, torch::autograd::grad({loss}, params), ref.options->learning_rate);
@@ -105,7 +112,8 @@ Result<ReferenceReport> train_pipedream(const Reference& ref) {
   std::vector<StageState> stages;
   std::vector<LayerRange> ranges;
   for (const StagePlan& s : plan.stages) {
-    stages.push_back(StageState{s.layers, s.replicas, {initial_params(model, s.layers, ref.options->seed)}, {}, 0});
+    stages.push_back(
+        StageState{s.layers, s.replicas, {initial_params(model, s.layers, ref.options->seed, ref.device)}, {}, 0});
     ranges.push_back(s.layers);
   }
   ReferenceReport report;
@@ -124,8 +132,7 @@ Result<ReferenceReport> train_pipedream(const Reference& ref) {
         all.insert(all.end(), used.back()->begin(), used.back()->end());
       }
       const int64_t first = (int64_t{pass} * plan.batches + k) * plan.microbatch_size;
-      const at::Tensor loss =
-          model_loss(model, ranges, used, model.sample(ref.options->seed, first, plan.microbatch_size));
+      const at::Tensor loss = model_loss(model, ranges, used, sample_on(ref, first, plan.microbatch_size));
       loss_sum += loss.item<double>();
       const std::vector<at::Tensor> grads = torch::autograd::grad({loss}, all);
       size_t offset = 0;
@@ -153,7 +160,9 @@ Result<ReferenceReport> train_reference(const Plan& plan, const TrainOptions& op
   if (!info) return info.error();
   if (Status s = check_plan_for_model(plan, *info, "plan"); !s) return s.error();
   at::set_num_threads(std::max(1, options.intra_op_threads));
-  const Reference ref{&*model, &plan, &options};
+  auto device = make_worker_device(options.device);
+  if (!device) return device.error();
+  const Reference ref{&*model, &plan, &options, (*device)->device()};
   try {
     if (plan.schedule == Schedule::kPipeDream) return train_pipedream(ref);
     return train_flush(ref);

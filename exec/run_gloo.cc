@@ -91,6 +91,7 @@ struct Rank {
   std::unique_ptr<GlooTransport> transport;
   std::vector<std::unique_ptr<GlooReducer>> reducers;  // one per stage the rank runs, null when not replicated
   std::unique_ptr<Worker> worker;
+  WorkerDevicePtr device;  // the CPU
 
   // `what` names the barrier ("barrier before step 3").
   Status barrier(const std::string& what) {
@@ -127,8 +128,8 @@ Status connect(Rank& rank) {
     reducers.push_back(rank.reducers.back().get());
   }
   rank.transport = std::make_unique<GlooTransport>(rank.groups.world, rank.options.timeout);
-  rank.worker =
-      std::make_unique<Worker>(worker_setup(*rank.run, rank.env.rank, rank.options, rank.transport.get(), reducers));
+  rank.worker = std::make_unique<Worker>(
+      worker_setup(*rank.run, rank.env.rank, rank.options, rank.transport.get(), rank.device.get(), reducers));
   return ok_status();
 }
 
@@ -154,11 +155,11 @@ Status run_steps(Rank& rank, int first_step, std::vector<Span>& spans, Losses& l
     // step finds its receive posted.
     if (Status s = rank.worker->prepare_iteration(step); !s) return s;
     if (Status s = rank.barrier(fmt::format("barrier before step {}", step)); !s) return s;
-    const Clock::time_point origin = Clock::now();
+    const Origin origin = rank.device->origin();
     const bool last = step + 1 == rank.options.steps;
     if (Status s = rank.worker->run_iteration(step, origin, last ? &spans : nullptr); !s) return s;
     if (Status s = rank.barrier(fmt::format("barrier after step {}", step)); !s) return s;
-    walls.emplace_back(std::chrono::duration<double>(Clock::now() - origin).count());
+    walls.emplace_back(std::chrono::duration<double>(Clock::now() - origin.host).count());
     for (const auto& [microbatch, loss] : rank.worker->losses()) losses.emplace_back(step, microbatch, loss);
     if (!checkpoint_due(rank.options, step + 1)) continue;
     if (Status s = save_checkpoint(rank, step + 1); !s) return s;
@@ -242,13 +243,21 @@ Status check_env(const RankEnv& env, const Program& program) {
 }  // namespace
 
 Result<RunReport> run_gloo_rank(const Plan& plan, const TrainOptions& options, const RankEnv& env) {
+  if (options.device != "cpu") {
+    return Error{
+        fmt::format("the gloo backend computes on the CPU, not on '{}': on a GPU, run with the threads "
+                    "backend (every worker on that GPU)",
+                    options.device)};
+  }
   auto prepared = prepare_run(plan, options);
   if (!prepared) return prepared.error();
   if (Status s = check_env(env, (*prepared)->program); !s) return s.error();
   at::set_num_threads(std::max(1, options.intra_op_threads));
   signal(SIGPIPE, SIG_IGN);  // see exec/executor.h
   try {
-    Rank rank{prepared->get(), env, options, {}, nullptr, {}, nullptr};
+    auto device = make_worker_device("cpu");
+    if (!device) return device.error();
+    Rank rank{prepared->get(), env, options, {}, nullptr, {}, nullptr, std::move(*device)};
     if (Status s = connect(rank); !s) return s.error();
     auto first_step = restore_checkpoint(**prepared, options, {rank.worker.get()});
     if (!first_step) return first_step.error();

@@ -102,7 +102,7 @@ Result<std::unique_ptr<PreparedRun>> prepare_run(const Plan& plan, const TrainOp
 }
 
 WorkerSetup worker_setup(const PreparedRun& run, int worker, const TrainOptions& options, Transport* transport,
-                         const std::vector<Reducer*>& reducers) {
+                         WorkerDevice* device, const std::vector<Reducer*>& reducers) {
   const WorkerInfo& info = run.program.workers[static_cast<size_t>(worker)];
   WorkerSetup setup;
   setup.program = &run.program;
@@ -117,6 +117,7 @@ WorkerSetup worker_setup(const PreparedRun& run, int worker, const TrainOptions&
   setup.microbatch_size = run.plan.microbatch_size;
   setup.options = options;
   setup.transport = transport;
+  setup.device = device;
   setup.forward_versions = run.stage0_versions;
   setup.fault = run.fault;
   return setup;

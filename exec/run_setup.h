@@ -46,7 +46,7 @@ Result<std::unique_ptr<PreparedRun>> prepare_run(const Plan& plan, const TrainOp
 // `reducers`: one per stage the worker runs (stages_of order), null where the
 // stage has no replicas.
 WorkerSetup worker_setup(const PreparedRun& run, int worker, const TrainOptions& options, Transport* transport,
-                         const std::vector<Reducer*>& reducers);
+                         WorkerDevice* device, const std::vector<Reducer*>& reducers);
 
 // The spans of one step, sorted by (start, worker, action_index), as a measured Trace.
 Trace measured_trace(const Program& program, std::vector<Span> spans);

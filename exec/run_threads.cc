@@ -4,6 +4,9 @@
 // if one fails, the mailbox and reduce groups are aborted so the others stop
 // waiting, and the first error is returned. Checkpoints are taken between
 // steps, when every worker thread has been joined.
+// On a GPU (TrainOptions::device) every worker has its own stream on it
+// (exec/device.h); a worker's tensors are made on its stream, by the thread
+// that builds the worker with the worker's device bound.
 #include <algorithm>
 #include <mutex>
 #include <thread>
@@ -20,6 +23,7 @@ namespace baton::exec {
 namespace {
 
 struct ThreadsWorld {
+  std::vector<WorkerDevicePtr> devices;  // [worker]
   std::unique_ptr<Mailbox> mailbox;
   std::vector<std::unique_ptr<ThreadsReduceGroup>> groups;    // [stage], null when not replicated
   std::vector<std::unique_ptr<ThreadsTransport>> transports;  // [worker]
@@ -34,8 +38,13 @@ struct ThreadsWorld {
   }
 };
 
-ThreadsWorld make_world(const PreparedRun& run, const TrainOptions& options) {
+Result<ThreadsWorld> make_world(const PreparedRun& run, const TrainOptions& options) {
   ThreadsWorld world;
+  for (int w = 0; w < run.program.num_workers(); ++w) {
+    auto device = make_worker_device(options.device);
+    if (!device) return device.error();
+    world.devices.push_back(std::move(*device));
+  }
   world.mailbox = std::make_unique<Mailbox>(run.program.num_workers(), options.timeout);
   for (const StagePlan& stage : run.plan.stages) {
     world.groups.push_back(stage.replicas > 1 ? std::make_unique<ThreadsReduceGroup>(stage.replicas, options.timeout)
@@ -43,15 +52,18 @@ ThreadsWorld make_world(const PreparedRun& run, const TrainOptions& options) {
   }
   for (int w = 0; w < run.program.num_workers(); ++w) {
     const WorkerInfo& info = run.program.workers[static_cast<size_t>(w)];
-    world.transports.push_back(std::make_unique<ThreadsTransport>(*world.mailbox));
+    WorkerDevice& device = *world.devices[static_cast<size_t>(w)];
+    world.transports.push_back(std::make_unique<ThreadsTransport>(*world.mailbox, device));
     std::vector<Reducer*> reducers;
     for (int s : stages_of(info)) {
       ThreadsReduceGroup* group = world.groups[static_cast<size_t>(s)].get();
-      world.reducers.push_back(group ? std::make_unique<ThreadsReducer>(*group, info.replica) : nullptr);
+      world.reducers.push_back(group ? std::make_unique<ThreadsReducer>(*group, info.replica, device) : nullptr);
       reducers.push_back(world.reducers.back().get());
     }
+    device.bind_thread();
     world.workers.push_back(
-        std::make_unique<Worker>(worker_setup(run, w, options, world.transports.back().get(), reducers)));
+        std::make_unique<Worker>(worker_setup(run, w, options, world.transports.back().get(), &device, reducers)));
+    device.unbind_thread();
   }
   return world;
 }
@@ -62,19 +74,21 @@ Result<StepReport> run_step(ThreadsWorld& world, int step, int intra_op_threads,
   const size_t count = world.workers.size();
   std::vector<Status> results(count, ok_status());
   std::mutex first_error;
-  const Clock::time_point origin = Clock::now();
+  const Origin origin = world.devices.front()->origin();
   {
     std::vector<std::jthread> threads;
     for (size_t w = 0; w < count; ++w) {
       threads.emplace_back([&, w] {
         // OpenMP's thread count is per calling thread: set it in every worker.
         at::set_num_threads(intra_op_threads);
+        world.devices[w]->bind_thread();
         results[w] = world.workers[w]->run_iteration(step, origin, spans ? &(*spans)[w] : nullptr);
+        world.devices[w]->unbind_thread();
         if (!results[w]) world.abort();
       });
     }
   }
-  const Seconds wall(std::chrono::duration<double>(Clock::now() - origin).count());
+  const Seconds wall(std::chrono::duration<double>(Clock::now() - origin.host).count());
   // Report the root cause: a worker's own failure rather than a peer's "abandoned".
   for (const Status& result : results) {
     if (!result && result.error().message.find("abandoned") == std::string::npos) return result.error();
@@ -135,7 +149,9 @@ Result<RunReport> run_threads(const Plan& plan, const TrainOptions& options) {
                              kFaultVariable)};
   at::set_num_threads(std::max(1, options.intra_op_threads));
   try {
-    ThreadsWorld world = make_world(run, options);
+    auto made = make_world(run, options);
+    if (!made) return made.error();
+    ThreadsWorld& world = *made;
     auto first_step = restore_checkpoint(run, options, all_workers(world));
     if (!first_step) return first_step.error();
     RunReport report;
@@ -153,6 +169,7 @@ Result<RunReport> run_threads(const Plan& plan, const TrainOptions& options) {
     for (auto& list : spans) all.insert(all.end(), list.begin(), list.end());
     report.trace = measured_trace(run.program, std::move(all));
     report.weights = final_weights(run, world);
+    report.device = world.devices.front()->describe();
     for (const auto& worker : world.workers) report.workers.push_back(worker->stats());
     return report;
   } catch (const std::exception& e) {

@@ -26,16 +26,16 @@ Mailbox::Mailbox(int workers, Seconds timeout) : timeout_(timeout) {
 
 Mailbox::Key Mailbox::key_of(const MessageKey& key) { return {key.src, static_cast<int>(key.payload), key.sequence}; }
 
-void Mailbox::put(const MessageKey& key, at::Tensor tensor) {
+void Mailbox::put(const MessageKey& key, Message message) {
   Slot& slot = slot_of(key);
   {
     std::lock_guard lock(slot.mutex);
-    slot.messages[key_of(key)] = std::move(tensor);
+    slot.messages[key_of(key)] = std::move(message);
   }
   slot.arrived.notify_one();
 }
 
-Result<at::Tensor> Mailbox::take(const MessageKey& key) {
+Result<Mailbox::Message> Mailbox::take(const MessageKey& key) {
   Slot& slot = slot_of(key);
   const Key wanted = key_of(key);
   std::unique_lock lock(slot.mutex);
@@ -46,9 +46,9 @@ Result<at::Tensor> Mailbox::take(const MessageKey& key) {
     return Error{fmt::format("timed out after {:.0f} s waiting for the {}", timeout_.value, describe(key))};
   }
   auto it = slot.messages.find(wanted);
-  at::Tensor tensor = std::move(it->second);
+  Message message = std::move(it->second);
   slot.messages.erase(it);
-  return tensor;
+  return message;
 }
 
 void Mailbox::abort() {
@@ -62,41 +62,47 @@ void Mailbox::abort() {
 }
 
 Result<PendingPtr> ThreadsTransport::send(const MessageKey& key, const at::Tensor& tensor) {
-  mailbox_->put(key, tensor);
+  mailbox_->put(key, Mailbox::Message{tensor, device_->ready()});
   return PendingPtr{};
 }
 
 Result<at::Tensor> ThreadsTransport::recv(const MessageKey& key, const std::vector<int64_t>& shape,
                                           at::ScalarType dtype) {
-  auto tensor = mailbox_->take(key);
-  if (!tensor) return tensor;
-  if (tensor->sizes() != at::IntArrayRef(shape) || tensor->scalar_type() != dtype) {
+  auto message = mailbox_->take(key);
+  if (!message) return message.error();
+  if (message->tensor.sizes() != at::IntArrayRef(shape) || message->tensor.scalar_type() != dtype) {
     return Error{fmt::format("the {} has an unexpected shape or type", describe(key))};
   }
-  return tensor;
+  return device_->accept(message->tensor, message->ready);
 }
 
 // The Pending of one member's n-th allreduce.
 class ThreadsReduceGroup::Ticket final : public Pending {
  public:
-  Ticket(ThreadsReduceGroup& group, int64_t round) : group_(&group), round_(round) {}
+  Ticket(ThreadsReduceGroup& group, int64_t round, WorkerDevice& device)
+      : group_(&group), round_(round), device_(&device) {}
   bool done() override { return group_->is_done(round_); }
-  Status wait(Seconds timeout) override { return group_->wait_done(round_, timeout); }
+  Status wait(Seconds timeout) override { return group_->wait_done(round_, timeout, *device_); }
 
  private:
   ThreadsReduceGroup* group_;
   int64_t round_;
+  WorkerDevice* device_;
 };
 
-Result<PendingPtr> ThreadsReduceGroup::contribute(int member, const at::Tensor& flat) {
+Result<PendingPtr> ThreadsReduceGroup::contribute(int member, const at::Tensor& flat, WorkerDevice& device) {
   std::unique_lock lock(mutex_);
   if (calls_.empty()) calls_.assign(static_cast<size_t>(members_), 0);
   const int64_t round = calls_[static_cast<size_t>(member)]++;
   Collective& collective = collectives_[round];
-  if (collective.parts.empty()) collective.parts.resize(static_cast<size_t>(members_));
+  if (collective.parts.empty()) {
+    collective.parts.resize(static_cast<size_t>(members_));
+    collective.ready.resize(static_cast<size_t>(members_));
+  }
   collective.parts[static_cast<size_t>(member)] = flat;
+  collective.ready[static_cast<size_t>(member)] = device.ready();
   if (++collective.arrived == members_) {
-    reduce(collective);
+    reduce(collective, device);
     lock.unlock();
     finished_.notify_all();
     lock.lock();
@@ -105,15 +111,19 @@ Result<PendingPtr> ThreadsReduceGroup::contribute(int member, const at::Tensor& 
   // rounds below min(calls) - 1 have no waiter left.
   const int64_t oldest_needed = *std::min_element(calls_.begin(), calls_.end()) - 1;
   std::erase_if(collectives_, [&](const auto& entry) { return entry.first < oldest_needed; });
-  return PendingPtr(std::make_unique<Ticket>(*this, round));
+  return PendingPtr(std::make_unique<Ticket>(*this, round, device));
 }
 
-void ThreadsReduceGroup::reduce(Collective& collective) {
+// On the thread (and stream) of the member that arrived last.
+void ThreadsReduceGroup::reduce(Collective& collective, WorkerDevice& device) {
+  for (const EventPtr& ready : collective.ready) device.await(ready);
   at::NoGradGuard no_grad;
   at::Tensor sum = collective.parts[0].clone();
   for (size_t m = 1; m < collective.parts.size(); ++m) sum.add_(collective.parts[m]);
   for (at::Tensor& part : collective.parts) part.copy_(sum);
+  collective.summed = device.ready();
   collective.parts.clear();
+  collective.ready.clear();
   collective.done = true;
 }
 
@@ -123,7 +133,7 @@ bool ThreadsReduceGroup::is_done(int64_t round) {
   return it == collectives_.end() || it->second.done;
 }
 
-Status ThreadsReduceGroup::wait_done(int64_t round, Seconds timeout) {
+Status ThreadsReduceGroup::wait_done(int64_t round, Seconds timeout, WorkerDevice& device) {
   std::unique_lock lock(mutex_);
   const bool ready = finished_.wait_for(lock, to_duration(timeout), [&] {
     auto it = collectives_.find(round);
@@ -131,6 +141,8 @@ Status ThreadsReduceGroup::wait_done(int64_t round, Seconds timeout) {
   });
   if (aborted_) return Error{fmt::format("all-reduce {} abandoned: a peer failed", round)};
   if (!ready) return Error{fmt::format("timed out after {:.0f} s in all-reduce {}", timeout.value, round)};
+  auto it = collectives_.find(round);
+  if (it != collectives_.end()) device.await(it->second.summed);
   return ok_status();
 }
 

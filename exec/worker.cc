@@ -10,10 +10,6 @@ namespace baton::exec {
 
 namespace {
 
-Seconds since(Clock::time_point origin, Clock::time_point t) {
-  return Seconds(std::chrono::duration<double>(t - origin).count());
-}
-
 Stream stream_of(ActionKind kind) { return is_compute(kind) ? Stream::kCompute : Stream::kComm; }
 
 // CPU time consumed by the calling thread.
@@ -23,14 +19,21 @@ Seconds thread_cpu_time() {
   return Seconds(static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec));
 }
 
+// Leaves on `device` (copies of `tensors`).
+std::vector<at::Tensor> leaves_on(std::vector<at::Tensor> tensors, at::Device device) {
+  for (at::Tensor& t : tensors) t = t.to(device);
+  return as_leaves(std::move(tensors));
+}
+
 }  // namespace
 
 Worker::Worker(WorkerSetup setup) : setup_(std::move(setup)) {
+  const at::Device device = setup_.device->device();
   for (const ChunkSetup& chunk : setup_.chunks) {
     Chunk state;
     state.setup = chunk;
-    state.live = counter_.make(0, chunk.model->initial_params(setup_.options.seed));
-    state.gradient_flat = at::zeros({chunk.model->num_elements()});
+    state.live = counter_.make(0, leaves_on(chunk.model->initial_params(setup_.options.seed), device));
+    state.gradient_flat = at::zeros({chunk.model->num_elements()}, at::TensorOptions().device(device));
     state.gradient_views = chunk.model->views_of(state.gradient_flat);
     chunks_.push_back(std::move(state));
   }
@@ -62,6 +65,8 @@ void Worker::begin_iteration(int step) {
   pass_base_ = chunks_.front().live->number;
   for (Chunk& chunk : chunks_) chunk.inflight.assign(static_cast<size_t>(setup_.program->batches), InFlight{});
   losses_.clear();
+  loss_tensors_.clear();
+  records_.clear();
   kept_.clear();
   uses_left_.clear();
   if (setup_.forward_versions.empty()) return;
@@ -97,17 +102,17 @@ Status Worker::prepare_iteration(int step) {
   return ok_status();
 }
 
-Status Worker::run_iteration(int step, Clock::time_point origin, std::vector<Span>* spans) {
+Status Worker::run_iteration(int step, const Origin& origin, std::vector<Span>* spans) {
   if (setup_.fault && setup_.fault->rank == setup_.worker && setup_.fault->step == step) inject_fault(*setup_.fault);
   if (prepared_step_ != step) {
     if (Status prepared = prepare_iteration(step); !prepared) return prepared;
   }
   prepared_step_ = -1;
-  origin_ = origin;
-  spans_ = spans;
+  WorkerDevice& device = *setup_.device;
+  device.begin(origin);
   const std::vector<Action>& actions = setup_.program->actions[static_cast<size_t>(setup_.worker)];
   const Seconds loop_cpu_start = thread_cpu_time();
-  const Clock::time_point loop_start = Clock::now();
+  const int loop_start = device.mark();
   for (size_t i = 0; i < actions.size(); ++i) {
     const Action& action = actions[i];
     const size_t sends_before = sends_.size();
@@ -122,27 +127,44 @@ Status Worker::run_iteration(int step, Clock::time_point origin, std::vector<Spa
     }
     if (is_compute(action.kind)) stats_.compute_cpu += thread_cpu_time() - cpu_start;
     if (!timing) {
-      spans_ = nullptr;
       return Error{fmt::format("worker {}, action {} ({}), step {}: {}", setup_.worker, i, to_string(action), step,
                                timing.error().message)};
     }
-    const int span_index = spans != nullptr ? static_cast<int>(spans->size()) : -1;
-    if (spans != nullptr) {
-      spans->push_back(Span{setup_.worker, static_cast<int32_t>(i), action, stream_of(action.kind),
-                            since(origin, timing->start), since(origin, timing->end), Bytes(timing->bytes)});
-    }
-    if (sends_.size() > sends_before) sends_.back().span = span_index;
-    if (reduces_.size() > reduces_before) reduces_.back().span = span_index;
+    records_.push_back(Record{static_cast<int32_t>(i), action, *timing});
+    const int record = static_cast<int>(records_.size()) - 1;
+    if (sends_.size() > sends_before) sends_.back().record = record;
+    if (reduces_.size() > reduces_before) reduces_.back().record = record;
     poll_outstanding(sends_);
   }
   const Status drained = drain(sends_);
-  spans_ = nullptr;
-  stats_.loop += since(loop_start, Clock::now());
+  const int loop_end = device.mark();
   stats_.loop_cpu += thread_cpu_time() - loop_cpu_start;
   stats_.actions += static_cast<int64_t>(actions.size());
   stats_.peak_weight_versions = counter_.peak();
   if (!drained) return Error{fmt::format("worker {}: {}", setup_.worker, drained.error().message)};
+  if (Status settled = device.settle(); !settled)
+    return Error{fmt::format("worker {}, step {}: {}", setup_.worker, step, settled.error().message)};
+  account(loop_start, loop_end, spans);
   return ok_status();
+}
+
+void Worker::account(int loop_start, int loop_end, std::vector<Span>* spans) {
+  const WorkerDevice& device = *setup_.device;
+  stats_.loop += device.seconds(loop_end) - device.seconds(loop_start);
+  for (const Record& record : records_) {
+    const ActionKind kind = record.action.kind;
+    const Seconds start = device.seconds(record.timing.start);
+    const Seconds end = device.seconds(record.timing.end);
+    if (is_compute(kind)) stats_.compute += end - start;
+    if (is_recv(kind)) stats_.waiting += end - start;
+    if (record.timing.wait_start >= 0) stats_.waiting += start - device.seconds(record.timing.wait_start);
+    if (spans != nullptr) {
+      spans->push_back(
+          Span{setup_.worker, record.index, record.action, stream_of(kind), start, end, Bytes(record.timing.bytes)});
+    }
+  }
+  for (const auto& [microbatch, loss] : loss_tensors_) losses_.emplace_back(microbatch, loss.item<double>());
+  loss_tensors_.clear();
 }
 
 Result<std::vector<std::pair<int, StageState>>> Worker::boundary_states() const {
@@ -164,7 +186,9 @@ Result<std::vector<std::pair<int, StageState>>> Worker::boundary_states() const 
   for (const Chunk& chunk : chunks_) {
     std::vector<at::Tensor> flat;
     for (const at::Tensor& p : chunk.live->params) flat.push_back(p.detach().reshape({-1}));
-    states.emplace_back(chunk.setup.stage, StageState{chunk.live->number, at::cat(flat), chunk.gradient_flat.clone()});
+    states.emplace_back(chunk.setup.stage, StageState{chunk.live->number, at::cat(flat).to(at::kCPU),
+                                                      chunk.gradient_flat.to(at::kCPU, /*non_blocking=*/false,
+                                                                             /*copy=*/true)});
   }
   return states;
 }
@@ -174,7 +198,7 @@ void Worker::restore(int stage, const StageState& state) {
   std::vector<at::Tensor> params;
   for (const at::Tensor& view : chunk.setup.model->views_of(state.weights)) params.push_back(view.clone());
   chunk.live.reset();  // first, so that the version count stays what it was
-  chunk.live = counter_.make(state.weight_version, as_leaves(std::move(params)));
+  chunk.live = counter_.make(state.weight_version, leaves_on(std::move(params), setup_.device->device()));
   chunk.gradient_flat.copy_(state.gradient);
 }
 
@@ -221,9 +245,9 @@ Result<Worker::Timing> Worker::forward(int microbatch) {
   const StageModel& stage = *cur_->setup.model;
   const ModelDef& model = stage.model();
   const int64_t batch = setup_.microbatch_size;
-  Timing timing{Clock::now(), {}, 0};
+  Timing timing{setup_.device->mark()};
   if (stage.is_first()) {
-    mb.input = model.sample(setup_.options.seed, sample_index(microbatch) * batch, batch).input;
+    mb.input = model.sample(setup_.options.seed, sample_index(microbatch) * batch, batch).input.to(device());
   } else {
     // No RECV_ACT: the worker runs the previous stage too, which ran F k first.
     const at::Tensor& source = mb.received.defined()
@@ -234,13 +258,13 @@ Result<Worker::Timing> Worker::forward(int microbatch) {
   }
   mb.output = stage.forward(mb.input, (*version)->params);
   if (stage.is_last()) {
-    mb.output =
-        model.loss(mb.output, model.sample(setup_.options.seed, sample_index(microbatch) * batch, batch).target);
-    losses_.emplace_back(microbatch, mb.output.item<double>());
+    const at::Tensor target =
+        model.sample(setup_.options.seed, sample_index(microbatch) * batch, batch).target.to(device());
+    mb.output = model.loss(mb.output, target);
+    loss_tensors_.emplace_back(microbatch, mb.output.detach());
   }
   mb.version = std::move(*version);
-  timing.end = Clock::now();
-  stats_.compute += since(timing.start, timing.end);
+  timing.end = setup_.device->mark();
   return timing;
 }
 
@@ -253,13 +277,13 @@ at::Tensor Worker::recompute_with_live(InFlight& mb, int microbatch) {
   if (!stage.is_last()) return out;
   const int64_t batch = setup_.microbatch_size;
   const Sample sample = stage.model().sample(setup_.options.seed, sample_index(microbatch) * batch, batch);
-  return stage.model().loss(out, sample.target);
+  return stage.model().loss(out, sample.target.to(device()));
 }
 
 Result<Worker::Timing> Worker::backward(int microbatch) {
   InFlight& mb = cur_->inflight[static_cast<size_t>(microbatch)];
   const StageModel& stage = *cur_->setup.model;
-  Timing timing{Clock::now(), {}, 0};
+  Timing timing{setup_.device->mark()};
   const VersionPtr& used = setup_.options.weight_stashing ? mb.version : cur_->live;
   if (used != mb.version) mb.output = recompute_with_live(mb, microbatch);
   const bool input_grad = !stage.is_first();
@@ -275,15 +299,14 @@ Result<Worker::Timing> Worker::backward(int microbatch) {
   }
   mb.input = mb.output = mb.grad_output = at::Tensor();
   mb.version.reset();
-  timing.end = Clock::now();
-  stats_.compute += since(timing.start, timing.end);
+  timing.end = setup_.device->mark();
   return timing;
 }
 
 Result<Worker::Timing> Worker::backward_input(int microbatch) {
   InFlight& mb = cur_->inflight[static_cast<size_t>(microbatch)];
   const StageModel& stage = *cur_->setup.model;
-  Timing timing{Clock::now(), {}, 0};
+  Timing timing{setup_.device->mark()};
   if (!mb.output.defined() || !mb.version)
     return Error{fmt::format("I{0} runs before F{0} or after its stash was released", microbatch)};
   {  // scoped so that freeing the gradients counts as the pass's work
@@ -303,21 +326,19 @@ Result<Worker::Timing> Worker::backward_input(int microbatch) {
     if (!stage.is_first()) mb.grad_input = grads.back();
   }
   mb.output = mb.grad_output = at::Tensor();  // the graph is gone; the store holds what W needs
-  timing.end = Clock::now();
-  stats_.compute += since(timing.start, timing.end);
+  timing.end = setup_.device->mark();
   return timing;
 }
 
 Result<Worker::Timing> Worker::backward_weight(int microbatch) {
   InFlight& mb = cur_->inflight[static_cast<size_t>(microbatch)];
-  Timing timing{Clock::now(), {}, 0};
+  Timing timing{setup_.device->mark()};
   if (!mb.version) return Error{fmt::format("W{0} runs before F{0} or after its stash was released", microbatch)};
   if (!mb.deferred.apply(mb.version->params, cur_->gradient_views))
     return Error{fmt::format("W{}: a deferred weight gradient belongs to no parameter of the stage", microbatch)};
   mb.input = at::Tensor();
   mb.version.reset();
-  timing.end = Clock::now();
-  stats_.compute += since(timing.start, timing.end);
+  timing.end = setup_.device->mark();
   return timing;
 }
 
@@ -328,10 +349,10 @@ Result<Worker::Timing> Worker::send(const Action& action) {
   if (!activation) mb.grad_input = at::Tensor();
   const MessageKey key{setup_.worker, action.peer, activation ? Payload::kActivation : Payload::kGradient,
                        sequence(action.stage + (activation ? 1 : -1), action.batch())};
-  Timing timing{Clock::now(), {}, static_cast<int64_t>(tensor.nbytes())};
+  Timing timing{setup_.device->mark(), -1, static_cast<int64_t>(tensor.nbytes())};
   auto pending = setup_.transport->send(key, tensor);
   if (!pending) return pending.error();
-  timing.end = Clock::now();
+  timing.end = setup_.device->mark();
   if (*pending) sends_.push_back(Outstanding{-1, std::move(*pending)});
   return timing;
 }
@@ -341,36 +362,35 @@ Result<Worker::Timing> Worker::recv(const Action& action) {
   const bool activation = action.kind == ActionKind::kRecvAct;
   const auto posted = posted_.find({action.kind, action.stage, action.batch()});
   if (posted == posted_.end()) return Error{fmt::format("{} was not posted", to_string(action))};
-  Timing timing{Clock::now(), {}, 0};
+  Timing timing{setup_.device->mark()};
   auto tensor = posted->second->wait(setup_.options.timeout);
   posted_.erase(posted);
   if (!tensor) return tensor.error();
-  timing.end = Clock::now();
+  timing.end = setup_.device->mark();
   timing.bytes = static_cast<int64_t>(tensor->nbytes());
   (activation ? mb.received : mb.grad_output) = std::move(*tensor);
-  stats_.waiting += since(timing.start, timing.end);
   return timing;
 }
 
 Result<Worker::Timing> Worker::allreduce() {
   if (cur_->setup.reducer == nullptr) return Error{"ALLREDUCE on a stage without replicas"};
-  Timing timing{Clock::now(), {}, static_cast<int64_t>(cur_->gradient_flat.nbytes())};
+  Timing timing{setup_.device->mark(), -1, static_cast<int64_t>(cur_->gradient_flat.nbytes())};
   auto pending = cur_->setup.reducer->allreduce(cur_->gradient_flat);
   if (!pending) return pending.error();
-  timing.end = Clock::now();
+  timing.end = setup_.device->mark();
   reduces_.push_back(Outstanding{-1, std::move(*pending)});
   return timing;
 }
 
 Result<Worker::Timing> Worker::step(int round) {
-  const Clock::time_point wait_start = Clock::now();
+  const int wait_start = setup_.device->mark();
   const Status reduced = drain(reduces_);
   if (!reduced) return reduced.error();
   const std::vector<int>& divisors = cur_->setup.step_divisors;
   if (round < 0 || round >= static_cast<int>(divisors.size()) || divisors[static_cast<size_t>(round)] < 1)
     return Error{fmt::format("STEP {} has no gradients to apply", round)};
-  Timing timing{Clock::now(), {}, 0};
-  stats_.waiting += since(wait_start, timing.start);
+  Timing timing{setup_.device->mark()};
+  timing.wait_start = wait_start;
   const double scale = setup_.options.learning_rate / divisors[static_cast<size_t>(round)];
   VersionPtr previous = std::move(cur_->live);
   std::vector<at::Tensor> next;
@@ -385,8 +405,7 @@ Result<Worker::Timing> Worker::step(int round) {
   previous.reset();  // freed here unless a stash or a future forward holds it
   cur_->live = counter_.make(number, as_leaves(std::move(next)));
   if (uses_left_.count(cur_->live->number) > 0) kept_[cur_->live->number] = cur_->live;
-  timing.end = Clock::now();
-  stats_.compute += since(timing.start, timing.end);
+  timing.end = setup_.device->mark();
   return timing;
 }
 
@@ -394,7 +413,7 @@ void Worker::poll_outstanding(std::vector<Outstanding>& list) {
   if (list.empty()) return;
   std::erase_if(list, [&](Outstanding& item) {
     if (!item.pending->done()) return false;
-    mark_end(item.span, Clock::now());
+    mark_end(item.record);
     return true;
   });
 }
@@ -403,14 +422,14 @@ Status Worker::drain(std::vector<Outstanding>& list) {
   for (Outstanding& item : list) {
     const Status status = item.pending->wait(setup_.options.timeout);
     if (!status) return status;
-    mark_end(item.span, Clock::now());
+    mark_end(item.record);
   }
   list.clear();
   return ok_status();
 }
 
-void Worker::mark_end(int span, Clock::time_point t) {
-  if (spans_ != nullptr && span >= 0) (*spans_)[static_cast<size_t>(span)].end = since(origin_, t);
+void Worker::mark_end(int record) {
+  if (record >= 0) records_[static_cast<size_t>(record)].timing.end = setup_.device->mark();
 }
 
 }  // namespace baton::exec

@@ -55,6 +55,7 @@
 #include <vector>
 
 #include "exec/checkpoint.h"
+#include "exec/device.h"
 #include "exec/executor.h"
 #include "exec/fault.h"
 #include "exec/stage.h"
@@ -64,8 +65,6 @@
 #include "sim/trace.h"
 
 namespace baton::exec {
-
-using Clock = std::chrono::steady_clock;
 
 // One stage the worker runs (a chunk, when the schedule runs several per worker).
 struct ChunkSetup {
@@ -82,6 +81,7 @@ struct WorkerSetup {
   int microbatch_size = 1;
   TrainOptions options;
   Transport* transport = nullptr;
+  WorkerDevice* device = nullptr;      // where it computes and how its actions are timed
   std::vector<int> forward_versions;   // [microbatch], vertical sync only; else empty
   std::optional<InjectedFault> fault;  // carried out at the start of its step if it names this worker
 };
@@ -90,9 +90,11 @@ class Worker {
  public:
   explicit Worker(WorkerSetup setup);
 
-  // Runs the whole action list once as iteration `step`. Appends one span per
-  // action to `spans` when it is not null.
-  Status run_iteration(int step, Clock::time_point origin, std::vector<Span>* spans);
+  // Runs the whole action list once as iteration `step`, its times measured
+  // from `origin` (on the worker's device: exec/device.h), and waits until the
+  // device has done the work. Appends one span per action to `spans` when it
+  // is not null.
+  Status run_iteration(int step, const Origin& origin, std::vector<Span>* spans);
   // Starts iteration `step` ahead of run_iteration: resets the per-iteration
   // state and posts every receive of the iteration. run_iteration does it
   // itself unless it was done for that step.
@@ -127,13 +129,20 @@ class Worker {
     at::Tensor grad_input;     // for SEND_GRAD
     WeightGradStore deferred;  // split backward: the weight products I left for W
   };
+  // Marks of the worker's device (WorkerDevice::mark), read once it settled.
   struct Timing {
-    Clock::time_point start;
-    Clock::time_point end;
+    int start = -1;
+    int end = -1;
     int64_t bytes = 0;
+    int wait_start = -1;  // STEP: where it began to wait for its ALLREDUCE
+  };
+  struct Record {
+    int32_t index = 0;  // in the action list
+    Action action;
+    Timing timing;
   };
   struct Outstanding {
-    int span = -1;  // index into the iteration's spans, -1 when not recorded
+    int record = -1;  // index into records_, -1 when not recorded
     PendingPtr pending;
   };
 
@@ -145,6 +154,7 @@ class Worker {
     std::vector<InFlight> inflight;  // [microbatch], this iteration
   };
 
+  at::Device device() const { return setup_.device->device(); }
   Chunk& chunk_for(int stage);
   // The output gradient of microbatch k on the current chunk: received, or
   // handed over by the worker's own next stage.
@@ -165,7 +175,9 @@ class Worker {
   // Ends the spans of the finished transfers (poll) or of all of them (drain).
   void poll_outstanding(std::vector<Outstanding>& list);
   Status drain(std::vector<Outstanding>& list);
-  void mark_end(int span, Clock::time_point t);
+  void mark_end(int record);
+  // After the device settled: the iteration's spans, accounting and losses.
+  void account(int loop_start, int loop_end, std::vector<Span>* spans);
   // Message number of microbatch k's transfer to `receiving_stage` (unique per
   // run, payload and receiver): (step M + k) S + receiving_stage.
   int64_t sequence(int receiving_stage, int microbatch) const;
@@ -182,12 +194,12 @@ class Worker {
   std::vector<Outstanding> reduces_;
   std::map<std::tuple<ActionKind, int, int>, PostedRecvPtr> posted_;  // (RECV kind, stage, microbatch)
   std::vector<std::pair<int, double>> losses_;
+  std::vector<std::pair<int, at::Tensor>> loss_tensors_;  // read once the device settled
+  std::vector<Record> records_;                           // this iteration's actions
   WorkerStats stats_;
   int step_ = 0;
-  int pass_base_ = 0;                   // live version number when the iteration began
-  Clock::time_point origin_;            // this iteration's time zero
-  std::vector<Span>* spans_ = nullptr;  // this iteration's spans, when recorded
-  int prepared_step_ = -1;              // the step prepare_iteration ran for, -1 when none
+  int pass_base_ = 0;       // live version number when the iteration began
+  int prepared_step_ = -1;  // the step prepare_iteration ran for, -1 when none
 };
 
 }  // namespace baton::exec

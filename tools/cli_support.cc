@@ -66,4 +66,12 @@ std::vector<Schedule> parse_schedule_list(const std::string& text) {
 
 Plan load_plan_file(const std::string& path) { return take(parse_plan(read_file(path), path)); }
 
+std::string check_device_name(const std::string& name) {
+  if (name == "cpu" || name == "cuda") return "";
+  if (name.starts_with("cuda:") && name.size() > 5 && name.size() < 9 &&
+      name.find_first_not_of("0123456789", 5) == std::string::npos)
+    return "";
+  return fmt::format("'{}' is not a device: cpu, cuda or cuda:N (N a GPU number)", name);
+}
+
 }  // namespace baton::cli

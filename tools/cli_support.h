@@ -44,4 +44,8 @@ Plan load_plan_file(const std::string& path);
 // "pipedream,1f1b" -> schedules; an unknown name is a UsageError.
 std::vector<Schedule> parse_schedule_list(const std::string& text);
 
+// A --device value: "cpu", "cuda" or "cuda:N". Empty when it is one, else why
+// not (CLI11's check() form).
+std::string check_device_name(const std::string& name);
+
 }  // namespace baton::cli

@@ -98,7 +98,7 @@ void add_profile_measure_command(CLI::App& profile, CommandResult& result) {
   cmd->add_option("--microbatch-size", args->microbatch_size, "samples per microbatch")
       ->required()
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--device", args->device, "cpu (default) | cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--device", args->device, "cpu (default), cuda or cuda:N")->check(check_device_name);
   cmd->add_option("--warmup", args->warmup, "steps thrown away first (default 3)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--steps", args->steps, "steps measured; the median is kept (default 10)")
       ->check(CLI::PositiveNumber);

@@ -36,6 +36,7 @@ struct RunArgs {
   std::string schedule;
   std::string model;
   std::string backend = "threads";
+  std::string device = "cpu";
   int nproc = 0;
   int steps = 3;
   int microbatches = 0;
@@ -176,6 +177,7 @@ exec::TrainOptions train_options(const RunArgs& args, const std::string& model) 
   options.steps = args.steps;
   options.learning_rate = args.learning_rate;
   options.seed = args.seed;
+  options.device = args.device;
   options.weight_stashing = !args.no_stashing;
   options.intra_op_threads = args.threads;
   options.timeout = Seconds(args.timeout_s);
@@ -188,9 +190,10 @@ exec::TrainOptions train_options(const RunArgs& args, const std::string& model) 
 }
 
 std::string report_text(const exec::RunReport& report, const Plan& plan, const std::string& backend) {
-  std::string out = fmt::format("run: {} with {} on {} worker(s), stages {}, {} microbatches of {}, backend {}\n",
-                                plan.model, schedule_name(plan.schedule), plan.num_workers(),
-                                stages_to_string(plan.stages), plan.batches, plan.microbatch_size, backend);
+  std::string out =
+      fmt::format("run: {} with {} on {} worker(s), stages {}, {} microbatches of {}, backend {} on {}\n", plan.model,
+                  schedule_name(plan.schedule), plan.num_workers(), stages_to_string(plan.stages), plan.batches,
+                  plan.microbatch_size, backend, report.device);
   std::vector<std::vector<std::string>> steps{{"step", "wall time", "mean loss"}};
   for (size_t s = 0; s < report.steps.size(); ++s) {
     steps.push_back({std::to_string(report.first_step + static_cast<int>(s)), human_seconds(report.steps[s].wall),
@@ -225,7 +228,7 @@ nlohmann::json report_json(const exec::RunReport& report, const Plan& plan) {
                        {"overhead_cpu_s", st.overhead_cpu().value},
                        {"peak_weight_versions", st.peak_weight_versions}});
   }
-  return {{"plan", plan_to_json(plan)}, {"steps", steps}, {"workers", workers}};
+  return {{"plan", plan_to_json(plan)}, {"device", report.device}, {"steps", steps}, {"workers", workers}};
 }
 
 void write_outputs(const RunArgs& args, const exec::RunReport& report, const Plan& plan) {
@@ -284,6 +287,10 @@ void add_run_command(CLI::App& app, CommandResult& result) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--model", args->model, "mlp | vgg-mini | gpt-mini (default: the plan's)");
   cmd->add_option("--backend", args->backend, "threads (default) | gloo")->check(CLI::IsMember({"threads", "gloo"}));
+  cmd->add_option("--device", args->device,
+                  "threads backend: cpu (default), or cuda / cuda:N: every worker on that GPU, each on its own CUDA "
+                  "stream, actions timed with CUDA events (needs a build against a LibTorch with CUDA)")
+      ->check(check_device_name);
   cmd->add_option("--nproc", args->nproc, "gloo: ranks to start here (default and only value: the plan's workers)");
   cmd->add_option("--steps", args->steps, "iterations: times the whole Program runs (default 3)");
   cmd->add_option("--microbatches", args->microbatches, "microbatches per iteration (default: the plan's, else 8)")
@@ -339,6 +346,12 @@ int launch(const RunArgs& args, const Plan& plan, const exec::TrainOptions& opti
 int run_command(const RunArgs& args) {
   const auto [plan, model] = resolve_plan(args);
   const exec::TrainOptions options = train_options(args, model.name);
+  if (args.device != "cpu" && args.backend != "threads") {
+    throw UsageError(
+        fmt::format("run: --device {} needs --backend threads (every worker on that GPU); the gloo "
+                    "backend computes on the CPU",
+                    args.device));
+  }
   if (args.backend == "threads") {
     auto report = exec::run_threads(plan, options);
     if (!report) return fail("run: " + report.error().message);

@@ -131,6 +131,20 @@ TEST_CASE("a plan that does not fit the model or the ranks is refused before any
     CHECK(run.err.find("hold 3 stages, which interleaved-1f1b with 2 chunks per device cannot place") !=
           std::string::npos);
   }
+  SECTION("a GPU asked of the gloo backend, or of a build or machine without one") {
+    const std::string plan = write_plan(dir, "gpu", exec_plan("0-3,3-6", Schedule::kOneFOneB, 4));
+    const CliRun gloo = run_baton(run_arguments(plan, options) + " --backend gloo --device cuda", "exec-refused");
+    CHECK(gloo.exit_code == 2);
+    CHECK(gloo.err.find("--device cuda needs --backend threads") != std::string::npos);
+    const CliRun name = run_baton(run_arguments(plan, options) + " --device gpu", "exec-refused");
+    CHECK(name.exit_code == 2);
+    CHECK(name.err.find("'gpu' is not a device: cpu, cuda or cuda:N") != std::string::npos);
+    if (exec::cuda_device_count() == 0) {
+      const CliRun threads = run_baton(run_arguments(plan, options) + " --device cuda:0", "exec-refused");
+      CHECK(threads.exit_code == 1);
+      CHECK(threads.err.find("device cuda:0: ") != std::string::npos);
+    }
+  }
   SECTION("more ranks than workers") {
     const CliRun run =
         run_baton(run_arguments(write_plan(dir, "ranks", exec_plan("0-3,3-6", Schedule::kOneFOneB, 4)), options) +
