@@ -42,6 +42,7 @@ struct CalibrateArgs {
   int repeats = 40;
   int loaded_rounds = 400;
   double timeout_s = 30.0;
+  std::string device = "cpu";  // else the threads backend's link on that GPU
 };
 
 #if BATON_HAVE_EXEC
@@ -52,11 +53,30 @@ nlohmann::json samples_json(const std::vector<TransferSample>& samples) {
   return out;
 }
 
-// Physical memory shared by the ranks, or --memory-gib.
-double memory_per_rank_gib(const CalibrateArgs& args, int ranks) {
+// What was measured: the Gloo ranks of this machine, or the threads
+// backend's workers on one GPU.
+struct Measured {
+  std::string name;     // of the topology
+  std::string what;     // its first sentence
+  std::string level;    // the level's name
+  std::string device;   // the device's name
+  double memory_bytes;  // shared by the ranks (workers)
+  std::string one_way;  // how a one-way time is measured
+};
+
+Measured gloo_measured(int ranks, int repeats) {
+  return Measured{fmt::format("calibrated-gloo-{}ranks", ranks),
+                  fmt::format("{} executor ranks on one machine over c10d Gloo (TCP)", ranks),
+                  "gloo",
+                  "executor-rank",
+                  static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE)),
+                  fmt::format("the fastest of {} round trips / 2", repeats)};
+}
+
+// Memory per device: --memory-gib, or the measured machine's (GPU's) shared.
+double memory_per_rank_gib(const CalibrateArgs& args, const Measured& measured, int ranks) {
   if (args.memory_gib > 0.0) return args.memory_gib;
-  const double bytes = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
-  return bytes / double(1 << 30) / ranks;
+  return measured.memory_bytes / double(1 << 30) / ranks;
 }
 
 // Per size, the 0.1 quantile of its all-reduces: the all-reduce undisturbed,
@@ -107,20 +127,20 @@ std::vector<Seconds> transfer_noise(const exec::LinkMeasurement& m, const LinkFi
 }
 
 nlohmann::json calibrated_topology(const exec::LinkMeasurement& m, const LinkFit& fit, const LinkFit& ring,
-                                   const CalibrateArgs& args) {
+                                   const CalibrateArgs& args, const Measured& measured) {
   Topology topology;
-  topology.name = fmt::format("calibrated-gloo-{}ranks", m.ranks);
+  topology.name = measured.name;
   topology.source = fmt::format(
-      "Measured by `baton calibrate`: {} executor ranks on one machine over c10d Gloo (TCP). Latency and "
-      "bandwidth fitted to one-way times of {} message sizes (the fastest of {} round trips / 2), worst relative "
-      "residual {:.1f}%. One device per rank; relative_speed 1: compute as profiled.",
-      m.ranks, m.point_to_point.size(), args.repeats, 100.0 * fit.max_relative_residual);
-  topology.device.name = "executor-rank";
-  topology.device.memory = Bytes(static_cast<int64_t>(memory_per_rank_gib(args, m.ranks) * double(1 << 30)));
+      "Measured by `baton calibrate`: {}. Latency and bandwidth fitted to one-way times of {} message sizes "
+      "({}), worst relative residual {:.1f}%. One device per rank; relative_speed 1: compute as profiled.",
+      measured.what, m.point_to_point.size(), measured.one_way, 100.0 * fit.max_relative_residual);
+  topology.device.name = measured.device;
+  topology.device.memory = Bytes(static_cast<int64_t>(memory_per_rank_gib(args, measured, m.ranks) * double(1 << 30)));
   topology.device.allreduce_noise = allreduce_noise(m, ring);
   topology.device.transfer_noise = transfer_noise(m, fit, /*late=*/true);
   topology.device.transfer_noise_ready = transfer_noise(m, fit, /*late=*/false);
-  topology.levels = {Level{"gloo", m.ranks, fit.bandwidth_gbps, fit.latency, ring.bandwidth_gbps, ring.latency}};
+  topology.levels = {
+      Level{measured.level, m.ranks, fit.bandwidth_gbps, fit.latency, ring.bandwidth_gbps, ring.latency}};
   nlohmann::json model = nlohmann::json::array();
   for (const TransferSample& s : m.allreduce) {
     model.push_back({{"bytes", s.size.value}, {"seconds", ring_allreduce_time(m.ranks, s.size, ring).value}});
@@ -153,7 +173,8 @@ nlohmann::json calibrated_topology(const exec::LinkMeasurement& m, const LinkFit
   return out;
 }
 
-std::string calibration_text(const exec::LinkMeasurement& m, const LinkFit& fit, const LinkFit& ring) {
+std::string calibration_text(const exec::LinkMeasurement& m, const LinkFit& fit, const LinkFit& ring,
+                             const Measured& measured) {
   std::vector<std::vector<std::string>> rows{{"bytes", "one-way", "fitted", "all-reduce", "model"}};
   for (size_t i = 0; i < m.point_to_point.size(); ++i) {
     const TransferSample& p = m.point_to_point[i];
@@ -162,11 +183,31 @@ std::string calibration_text(const exec::LinkMeasurement& m, const LinkFit& fit,
                     human_seconds(a.time), human_seconds(ring_allreduce_time(m.ranks, a.size, ring))});
   }
   return fmt::format(
-             "calibrate: {} ranks over gloo: latency {}, bandwidth {:.2f} Gb/s (worst residual {:.1f}%); "
+             "calibrate: {}: latency {}, bandwidth {:.2f} Gb/s (worst residual {:.1f}%); "
              "ring all-reduce: latency {}, bandwidth {:.2f} Gb/s (worst residual {:.1f}%)\n\n",
-             m.ranks, human_seconds(fit.latency), fit.bandwidth_gbps, 100.0 * fit.max_relative_residual,
+             measured.what, human_seconds(fit.latency), fit.bandwidth_gbps, 100.0 * fit.max_relative_residual,
              human_seconds(ring.latency), ring.bandwidth_gbps, 100.0 * ring.max_relative_residual) +
          render_table(rows);
+}
+
+// Fits the measurement and writes the topology (rank 0, or the one process).
+int write_calibration(const CalibrateArgs& args, const exec::LinkMeasurement& m, const Measured& what) {
+  auto fit = fit_link(m.point_to_point);
+  auto ring = fit_ring(undisturbed_allreduce(m), m.ranks);
+  if (!fit || !ring) {
+    std::fprintf(stderr, "baton: calibrate: %s (is the machine busy? retry, or raise --repeats)\n",
+                 (!fit ? fit : ring).error().message.c_str());
+    return 1;
+  }
+  const std::string text = calibrated_topology(m, *fit, *ring, args, what).dump(2) + "\n";
+  if (args.output.empty() || args.output == "-") {
+    std::fputs(text.c_str(), stdout);
+    std::fputs(calibration_text(m, *fit, *ring, what).c_str(), stderr);
+  } else {
+    write_file_atomic(args.output, text);
+    std::fputs(calibration_text(m, *fit, *ring, what).c_str(), stdout);
+  }
+  return 0;
 }
 
 int run_rank(const CalibrateArgs& args, const exec::RankEnv& env) {
@@ -181,27 +222,41 @@ int run_rank(const CalibrateArgs& args, const exec::RankEnv& env) {
     return 1;
   }
   if (env.rank != 0) return 0;
-  auto fit = fit_link(measured->point_to_point);
-  auto ring = fit_ring(undisturbed_allreduce(*measured), measured->ranks);
-  if (!fit || !ring) {
-    std::fprintf(stderr, "baton: calibrate: %s (is the machine busy? retry, or raise --repeats)\n",
-                 (!fit ? fit : ring).error().message.c_str());
+  return write_calibration(args, *measured, gloo_measured(measured->ranks, args.repeats));
+}
+
+// --device cuda: the threads backend's workers on that GPU, in this process.
+int run_on_device(const CalibrateArgs& args) {
+  auto info = exec::device_info(args.device);
+  if (!info) {
+    std::fprintf(stderr, "baton: calibrate: %s\n", info.error().message.c_str());
     return 1;
   }
-  const std::string text = calibrated_topology(*measured, *fit, *ring, args).dump(2) + "\n";
-  if (args.output.empty() || args.output == "-") {
-    std::fputs(text.c_str(), stdout);
-    std::fputs(calibration_text(*measured, *fit, *ring).c_str(), stderr);
-  } else {
-    write_file_atomic(args.output, text);
-    std::fputs(calibration_text(*measured, *fit, *ring).c_str(), stdout);
+  exec::LinkOptions options;
+  options.repeats = args.repeats;
+  options.timeout = Seconds(args.timeout_s);
+  auto measured = exec::measure_link_threads(args.device, args.nproc, options);
+  if (!measured) {
+    std::fprintf(stderr, "baton: calibrate: %s\n", measured.error().message.c_str());
+    return 1;
   }
-  return 0;
+  const Measured what{
+      fmt::format("calibrated-{}-threads-{}workers", args.device, args.nproc),
+      fmt::format("{} workers of the threads backend on {}, each on its own CUDA stream (a hand-over is an event "
+                  "wait and a device-to-device copy; an all-reduce sums on the last contributor's stream), timed "
+                  "with CUDA events",
+                  args.nproc, info->description),
+      "cuda-streams",
+      info->description,
+      static_cast<double>(info->memory_bytes),
+      fmt::format("the fastest of {} receives of data already there", args.repeats)};
+  return write_calibration(args, *measured, what);
 }
 
 int run_calibrate(const CalibrateArgs& args) {
-  if (const auto env = rank_env_from_environment()) return run_rank(args, *env);
   if (args.nproc < 2) throw UsageError(fmt::format("calibrate: --nproc must be >= 2, got {}", args.nproc));
+  if (args.device != "cpu") return run_on_device(args);
+  if (const auto env = rank_env_from_environment()) return run_rank(args, *env);
   const Status launched = launch_self_ranks(own_arguments(), args.nproc, Seconds(4 * args.timeout_s + 60.0));
   if (!launched) {
     std::fprintf(stderr, "baton: calibrate: %s\n", launched.error().message.c_str());
@@ -248,6 +303,10 @@ void add_calibrate_command(CLI::App& app, CommandResult& result) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--timeout", args->timeout_s, "seconds any single wait may take (default 30)")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--device", args->device,
+                  "cpu (default: Gloo ranks), or cuda / cuda:N: the threads backend's --nproc workers on that GPU "
+                  "(run --device cuda), in this process")
+      ->check(check_device_name);
   cmd->callback([args, &result] { result.exit_code = run_calibrate(*args); });
 }
 

@@ -10,6 +10,12 @@
 // speed, and compare. Writes a Markdown report with the
 // figures and, per schedule, both Gantt charts in one SVG; exits 1 when an
 // iteration-time error exceeds --tolerance.
+// With --device cuda the workers are --nproc threads of one process on that
+// GPU (run --backend threads --device cuda), each on its own CUDA stream and
+// timed with CUDA events; the profile is measured there, the link is the
+// threads backend's hand-overs on the GPU (calibrate --device cuda), and no
+// loaded slices are taken (the workers share no CPU cores: relative_speed 1,
+// no compute noise).
 //
 // What is compared (per schedule):
 // - predicted: the --quantile q (default 0.5, the median) of the iteration
@@ -37,8 +43,6 @@
 // S/predicted.json, S/measured.json, S/run.json, S/run.log (what the ranks
 // printed), S/compare.svg; an attempt not kept leaves its slice and run files
 // in S/attempt-<n>/.
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -65,6 +69,7 @@
 #include "tools/compare_report.h"
 #include "tools/rank_launch.h"
 #include "tools/report.h"
+#include "tools/validate_inputs.h"
 #endif
 
 namespace baton::cli {
@@ -74,145 +79,6 @@ namespace {
 #if BATON_HAVE_EXEC
 
 namespace fs = std::filesystem;
-
-// A step of the loop that ran and failed (ranks that died, a calibration that
-// could not be fitted): exit 1, unlike bad input (UsageError, exit 2).
-struct RunFailure : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-void progress(const std::string& line) { std::fprintf(stderr, "validate: %s\n", line.c_str()); }
-
-std::string path_in(const fs::path& dir, const std::string& name) { return (dir / name).string(); }
-
-Profile obtain_profile(const ValidateArgs& args, const exec::ModelInfo& model, const fs::path& dir) {
-  Profile profile;
-  if (!args.profile.empty()) {
-    profile = load_profile_file(args.profile);
-  } else {
-    progress(fmt::format("measuring the profile of {} (microbatch size {})", model.name, args.microbatch_size));
-    exec::ProfileOptions options;
-    options.intra_op_threads = args.threads;
-    options.steps = 20;
-    options.min_time = Seconds(args.profile_seconds);
-    options.quantile = args.quantile;
-    profile = take(exec::measure_profile(model.name, args.microbatch_size, options)).profile;
-  }
-  std::vector<std::string> names;
-  for (const Layer& layer : profile.layers) names.push_back(layer.name);
-  if (names != model.layer_names) {
-    throw UsageError(fmt::format("{}: the profile's layers are not those of model '{}' ({} layers: {} ...)",
-                                 args.profile, model.name, model.layer_names.size(), model.layer_names.front()));
-  }
-  write_file_atomic(path_in(dir, "profile.json"), profile_to_json(profile).dump(2) + "\n");
-  return profile;
-}
-
-// Runs `baton <arguments>` as `nproc` local ranks with this process's standard
-// output and error sent to `log` (the ranks inherit them), so what the ranks
-// print lands there.
-void launch_logged(const std::vector<std::string>& arguments, int nproc, Seconds timeout, const std::string& log,
-                   const std::string& what) {
-  std::fflush(stdout);
-  std::fflush(stderr);
-  const int saved_out = dup(STDOUT_FILENO);
-  const int saved_err = dup(STDERR_FILENO);
-  const int file = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (saved_out < 0 || saved_err < 0 || file < 0) throw UsageError(fmt::format("validate: cannot write {}", log));
-  dup2(file, STDOUT_FILENO);
-  dup2(file, STDERR_FILENO);
-  close(file);
-  const Status launched = launch_self_ranks(arguments, nproc, timeout);
-  dup2(saved_out, STDOUT_FILENO);
-  dup2(saved_err, STDERR_FILENO);
-  close(saved_out);
-  close(saved_err);
-  if (!launched) throw RunFailure(fmt::format("{}: {} (see {})", what, launched.error().message, log));
-}
-
-// One slice of the device's speed and noise under the run's conditions
-// (sim/validation_figures.h), measured in `dir` just before a schedule's run:
-// every rank profiles the model at once, each stage's forward and backward
-// after --gap-us of sleep (a stage's work follows a wait in a run once per
-// stage, not per layer).
-LoadedSlice measure_loaded_slice(const ValidateArgs& args, const Profile& alone, const Plan& plan,
-                                 const fs::path& dir) {
-  std::vector<std::string> starts;
-  for (const StagePlan& stage : plan.stages) starts.push_back(std::to_string(stage.layers.begin));
-  progress(fmt::format("measuring {} on {} ranks at once, {} us of sleep before each stage's work (stages {})",
-                       alone.model, args.nproc, args.gap_us, stages_to_string(plan.stages)));
-  const std::string path = path_in(dir, "profile-loaded.json");
-  launch_logged({"profile",
-                 "measure",
-                 "--model",
-                 alone.model,
-                 "--microbatch-size",
-                 std::to_string(alone.microbatch_size),
-                 "--steps",
-                 "20",
-                 "--min-time",
-                 fmt::format("{}", args.profile_seconds),
-                 "--quantile",
-                 fmt::format("{}", args.quantile),
-                 "--gap-us",
-                 fmt::format("{}", args.gap_us),
-                 "--gap-at",
-                 fmt::format("{}", fmt::join(starts, ",")),
-                 "--threads",
-                 std::to_string(args.threads),
-                 "-o",
-                 path},
-                args.nproc, Seconds(4 * args.profile_seconds + 120.0), path_in(dir, "profile-loaded.log"),
-                "loaded profile");
-  LoadedSlice slice;
-  slice.speed = loaded_speed(alone, load_profile_file(path));
-  const nlohmann::json document = nlohmann::json::parse(read_file(path));
-  if (document.contains("compute_noise")) slice.noise = document["compute_noise"].get<std::vector<double>>();
-  return slice;
-}
-
-// The slices pooled into the calibrated topology, saved as DIR/topology.json:
-// compute_noise all their samples, relative_speed the median of the slices'
-// speeds (for the record: each schedule is predicted at its own slice's).
-Topology pooled_topology(const ValidateArgs& args, const Topology& base, const std::vector<LoadedSlice>& slices,
-                         const fs::path& dir) {
-  Topology topology = base;
-  topology.device = pooled_device(base.device, slices);
-  nlohmann::json document = nlohmann::json::parse(read_file(path_in(dir, "topology.json")));
-  document["device"]["relative_speed"] = topology.device.relative_speed;
-  if (!topology.device.compute_noise.empty()) document["device"]["compute_noise"] = topology.device.compute_noise;
-  std::string source = document.value("source", "");
-  const std::string unmeasured = "relative_speed 1: compute as profiled.";
-  if (const size_t at = source.find(unmeasured); at != std::string::npos) source.erase(at, unmeasured.size());
-  document["source"] = source + fmt::format(
-                                    "relative_speed {:.3f}, measured by `baton validate`: the median over {} "
-                                    "slices, one just before each schedule's run, of compute of a profile "
-                                    "alone / compute with every rank profiling at once between {} us "
-                                    "sleeps; compute_noise all the slices' samples.",
-                                    topology.device.relative_speed, slices.size(), args.gap_us);
-  write_file_atomic(path_in(dir, "topology.json"), document.dump(2) + "\n");
-  return topology;
-}
-
-Topology obtain_topology(const ValidateArgs& args, const fs::path& dir, nlohmann::json& calibration) {
-  const std::string path = path_in(dir, "topology.json");
-  if (!args.topology.empty()) {
-    write_file_atomic(path, read_file(args.topology));
-  } else {
-    progress(fmt::format("calibrating the link between {} gloo ranks", args.nproc));
-    launch_logged({"calibrate", "--nproc", std::to_string(args.nproc), "-o", path, "--timeout",
-                   fmt::format("{}", args.timeout_s)},
-                  args.nproc, Seconds(4 * args.timeout_s + 60.0), path_in(dir, "calibrate.log"), "calibration");
-  }
-  const nlohmann::json document = nlohmann::json::parse(read_file(path), nullptr, false);
-  if (document.is_object() && document.contains("calibration")) calibration = document["calibration"];
-  Topology topology = load_topology_file(path);
-  if (topology.num_devices() < args.nproc) {
-    throw UsageError(fmt::format("{}: topology '{}' has {} devices but --nproc is {}", args.topology, topology.name,
-                                 topology.num_devices(), args.nproc));
-  }
-  return topology;
-}
 
 // The plan of one schedule: --stages as given, dp as the whole model on every
 // rank, otherwise the planner's choice (baton cost model, SGD) for that schedule.
@@ -285,11 +151,27 @@ void run_case(ValidationCase& c, const ValidateArgs& args, const Profile& profil
                        stages_to_string(c.plan.stages), c.plan.batches, c.steps, c.plan.num_workers()));
   const std::string measured_path = path_in(dir, "measured.json");
   const std::string report_path = path_in(dir, "run.json");
-  launch_logged({"run", "--plan", plan_path, "--model", c.plan.model, "--backend", "gloo", "--steps",
-                 std::to_string(c.steps), "--threads", std::to_string(args.threads), "--timeout",
-                 fmt::format("{}", args.timeout_s), "--trace", measured_path, "--report", report_path},
-                c.plan.num_workers(), Seconds(args.timeout_s * (c.steps + 2)), path_in(dir, "run.log"),
-                fmt::format("{} run", name));
+  std::vector<std::string> arguments{"run",
+                                     "--plan",
+                                     plan_path,
+                                     "--model",
+                                     c.plan.model,
+                                     "--steps",
+                                     std::to_string(c.steps),
+                                     "--threads",
+                                     std::to_string(args.threads),
+                                     "--timeout",
+                                     fmt::format("{}", args.timeout_s),
+                                     "--trace",
+                                     measured_path,
+                                     "--report",
+                                     report_path};
+  const std::vector<std::string> backend =
+      on_gpu(args) ? std::vector<std::string>{"--backend", "threads", "--device", args.device}
+                   : std::vector<std::string>{"--backend", "gloo"};
+  arguments.insert(arguments.end(), backend.begin(), backend.end());
+  launch_logged(arguments, on_gpu(args) ? 1 : c.plan.num_workers(), Seconds(args.timeout_s * (c.steps + 2)),
+                path_in(dir, "run.log"), fmt::format("{} run", name));
   read_step_times(report_path, args.quantile, c);
   c.measured_trace = take(parse_chrome_trace(read_file(measured_path), measured_path));
   progress(fmt::format("{}: measured {} (quantile {:g} of steps 1..{}; median {})", name, human_seconds(c.measured),
@@ -370,6 +252,12 @@ int run_validate(const ValidateArgs& args) {
   }
   if (args.nproc < 2) throw UsageError(fmt::format("validate: --nproc must be >= 2, got {}", args.nproc));
   if (args.steps < 2) throw UsageError("validate: --steps must be >= 2 (step 0 is not measured)");
+  if (on_gpu(args)) {
+    if (auto info = exec::device_info(args.device); !info) {
+      std::fprintf(stderr, "baton: validate: %s\n", info.error().message.c_str());
+      return 1;
+    }
+  }
   const std::vector<Schedule> schedules = parse_schedule_list(args.schedules);
   const exec::ModelInfo model = take(exec::model_info(args.model));
   const fs::path out(args.out);
@@ -382,7 +270,8 @@ int run_validate(const ValidateArgs& args) {
     // Given files are checked before anything is measured.
     if (!args.profile.empty()) profile = obtain_profile(args, model, out);
     topology = obtain_topology(args, out, calibration);
-    const bool loaded = args.profile.empty() && args.topology.empty() && args.gap_us >= 0.0;
+    // On a GPU the workers share one device and no CPU cores: no slices.
+    const bool loaded = args.profile.empty() && args.topology.empty() && args.gap_us >= 0.0 && !on_gpu(args);
     if (!profile) profile = obtain_profile(args, model, out);
     // The device's speed under load is measured in slices, one just before
     // each schedule's run (run_with_slice); their noise is pooled, so every
@@ -436,14 +325,22 @@ void add_validate_command(CLI::App& app, CommandResult& result) {
       "Program the executor ran at its slice's speed (the --quantile of 200 noisy simulations) and compare\n"
       "predicted and measured iteration time. Writes DIR/report.md (figures, calibration, profile,\n"
       "per-stage and per-action errors) and DIR/<schedule>/compare.svg (both Gantt charts); exits 1 when an\n"
-      "iteration-time error exceeds --tolerance.\n\n"
+      "iteration-time error exceeds --tolerance. With --device cuda the workers are threads on that GPU\n"
+      "(run --backend threads --device cuda), measured and calibrated there, without slices.\n\n"
       "Examples:\n"
       "  baton validate --model mlp --nproc 2 --microbatch-size 256 --out out/validate-mlp\n"
       "  baton validate --model gpt-mini --nproc 2 --schedule 1f1b,gpipe --stages 0-3,3-6 --tolerance 0.1\n"
+      "  baton validate --model vgg-mini --device cuda --nproc 4 --schedule 1f1b,zb-h1 --tolerance 0.05\n"
       "Give --profile and --topology to skip measuring and calibrating.");
   cmd->add_option("--model", args->model, "mlp | vgg-mini | gpt-mini")->required();
   cmd->add_option("--backend", args->backend, "gloo (CPU processes over c10d Gloo)")->check(CLI::IsMember({"gloo"}));
-  cmd->add_option("--nproc", args->nproc, "ranks on this machine, >= 2 (default 2)");
+  cmd->add_option("--nproc", args->nproc,
+                  "ranks on this machine (with --device cuda: workers on the GPU), >= 2 (default 2)");
+  cmd->add_option("--device", args->device,
+                  "cpu (default: gloo ranks), or cuda / cuda:N: --nproc workers of the threads backend on that GPU, "
+                  "each on its own CUDA stream, timed with CUDA events; the profile and the link (calibrate "
+                  "--device) are measured there, without the loaded slices of the CPU")
+      ->check(check_device_name);
   cmd->add_option("--schedule", args->schedules,
                   fmt::format("comma list of {} (default: pipedream,1f1b,gpipe,dp)", schedule_names()));
   cmd->add_option("--stages", args->stages, "use these stages instead of the planner's (not for dp)");

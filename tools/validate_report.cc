@@ -94,7 +94,10 @@ std::vector<std::vector<std::string>> validation_summary_rows(const std::vector<
 
 std::string validation_markdown(const ValidateArgs& args, const Profile& profile, const Topology& topology,
                                 const nlohmann::json& calibration, const std::vector<ValidationCase>& cases) {
-  std::string out = fmt::format("# Validation: {} on {} gloo ranks\n\n", profile.model, args.nproc);
+  std::string out = args.device == "cpu"
+                        ? fmt::format("# Validation: {} on {} gloo ranks\n\n", profile.model, args.nproc)
+                        : fmt::format("# Validation: {} on {} workers of the threads backend on {}\n\n", profile.model,
+                                      args.nproc, profile.device);
   out += fmt::format(
       "Predicted: the {0:g} quantile of the iteration time over {6} simulations of the Program each plan runs, "
       "on a noisy machine (compute times drawn from the topology's compute_noise, all-reduce times from its "

@@ -41,6 +41,7 @@ struct ValidationCase {
 struct ValidateArgs {
   std::string model;
   std::string backend = "gloo";
+  std::string device = "cpu";  // else: the threads backend's --nproc workers on that GPU
   int nproc = 2;
   std::string schedules = "pipedream,1f1b,gpipe,dp";
   std::string stages;
