@@ -35,14 +35,17 @@ void note_allocation(int64_t size) {
 
 }  // namespace
 
-void* operator new(std::size_t size) {
+// Not inlined: inlined into the containers' code, GCC 14 takes the header
+// arithmetic for an access outside the caller's object (-Warray-bounds,
+// -Wmismatched-new-delete).
+[[gnu::noinline]] void* operator new(std::size_t size) {
   auto* block = static_cast<int64_t*>(std::malloc(size + 16));
   if (block == nullptr) throw std::bad_alloc();
   block[0] = static_cast<int64_t>(size);
   note_allocation(static_cast<int64_t>(size));
   return block + 2;
 }
-void operator delete(void* pointer) noexcept {
+[[gnu::noinline]] void operator delete(void* pointer) noexcept {
   if (pointer == nullptr) return;
   auto* block = static_cast<int64_t*>(pointer) - 2;
   g_live_bytes.fetch_sub(block[0]);
