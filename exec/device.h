@@ -16,8 +16,8 @@
 //   (a device-to-device copy), with the source kept alive for that stream by
 //   the caching allocator (record_stream).
 // An iteration's marks are seconds from its Origin: on CUDA an event recorded
-// after the device went idle, so the marks of every worker on that GPU share
-// one time axis.
+// once the worker's stream went idle, so the marks of every worker on that GPU
+// share one time axis.
 // Thread safety: a WorkerDevice is used by its worker's thread (and by the
 // thread that builds the worker, before it runs); origin() by one thread while
 // no worker runs.
@@ -45,7 +45,7 @@ using EventPtr = std::shared_ptr<DeviceEvent>;
 // Time zero of one iteration.
 struct Origin {
   Clock::time_point host;
-  EventPtr device;  // CUDA: recorded when the device was idle; null on CPU
+  EventPtr device;  // CUDA: recorded when the stream was idle; null on CPU
 };
 
 class WorkerDevice {
@@ -62,7 +62,9 @@ class WorkerDevice {
   virtual void bind_thread() = 0;
   virtual void unbind_thread() = 0;
 
-  // Waits until the device is idle and returns a new time zero.
+  // Waits until this worker's work is done and returns a new time zero (the
+  // other workers of a step call begin with it: their streams must be idle
+  // too, as they are between iterations).
   virtual Origin origin() = 0;
   // Starts an iteration's marks (numbered from 0) at `origin`.
   virtual void begin(const Origin& origin) = 0;

@@ -185,6 +185,13 @@ struct RankEnv {
 // at a barrier, then rank 0 writes the manifest. Sets SIGPIPE to be ignored
 // for the whole process: a write to a peer that died must become an error
 // naming that peer, not end this rank without a word.
+// With options.device "cuda" (run --backend nccl) the rank computes on GPU
+// LOCAL_RANK, its spans are CUDA events from an event recorded after the
+// barrier, and activations, gradients and all-reduces move over NCCL, one
+// communicator per direction between two ranks and one per replicated stage
+// (exec/cuda/nccl_links.h); a wait that runs out of time aborts its
+// communicator and names the peer as above. The rendezvous, barriers and
+// gathers stay on Gloo. Needs a build against a LibTorch with CUDA and NCCL.
 Result<RunReport> run_gloo_rank(const Plan& plan, const TrainOptions& options, const RankEnv& env);
 
 // --- Single-process references (what the distributed runs must equal) ----------

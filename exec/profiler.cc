@@ -19,9 +19,9 @@
 //   optimizer l: what the executor's STEP does to the layer's parameters
 //                (exec/worker.cc): w - lr * g out of place into new leaves,
 //                and the gradient buffer zeroed
-// Every timed region starts with the device idle and is timed by the device
+// Every timed region starts with the profiler's work done and is timed by the device
 // (exec/device.h): the host clock on the CPU; on a GPU, CUDA events on the
-// profiler's own stream, from an event recorded once the GPU was idle to one
+// profiler's own stream, from an event recorded once that stream was idle to one
 // recorded after the region's last kernel.
 // The options.quantile of the measured steps is kept (default the median);
 // the spread of the samples around each layer's median is the compute noise.

@@ -13,6 +13,10 @@
 // Checkpoints: after the end-of-step barrier each stage's replica 0 writes its
 // stage file; a second barrier ensures all are in place before rank 0 writes
 // the manifest, which makes the checkpoint complete.
+// On GPUs (TrainOptions::device "cuda", run --backend nccl) rank r computes on
+// GPU LOCAL_RANK and its activations, gradients and all-reduces move over NCCL
+// (exec/cuda/nccl_links.h); barriers, the rendezvous and the end-of-run
+// gathers stay on Gloo, with the tensors copied to the host.
 #include <signal.h>
 
 #include <algorithm>
@@ -20,6 +24,7 @@
 #include <fmt/format.h>
 
 #include "exec/checkpoint.h"
+#include "exec/cuda/nccl_links.h"
 #include "exec/executor.h"
 #include "exec/run_setup.h"
 #include "exec/transport_gloo.h"
@@ -76,10 +81,11 @@ void decode_report(const std::vector<double>& in, const Program& program, int wo
   stats.peak_weight_versions = static_cast<int>(next());
 }
 
+// On the host, for Gloo.
 at::Tensor flat_params(const std::vector<at::Tensor>& params) {
   std::vector<at::Tensor> flat;
   for (const at::Tensor& p : params) flat.push_back(p.detach().reshape({-1}));
-  return at::cat(flat);
+  return at::cat(flat).to(at::kCPU);
 }
 
 // The ranks' shared state while running.
@@ -88,10 +94,10 @@ struct Rank {
   RankEnv env;
   TrainOptions options;
   GlooGroups groups;
-  std::unique_ptr<GlooTransport> transport;
-  std::vector<std::unique_ptr<GlooReducer>> reducers;  // one per stage the rank runs, null when not replicated
+  std::unique_ptr<Transport> transport;
+  std::vector<std::unique_ptr<Reducer>> reducers;  // one per stage the rank runs, null when not replicated
   std::unique_ptr<Worker> worker;
-  WorkerDevicePtr device;  // the CPU
+  WorkerDevicePtr device;  // the CPU, or GPU LOCAL_RANK (bound to this thread)
 
   // `what` names the barrier ("barrier before step 3").
   Status barrier(const std::string& what) {
@@ -110,12 +116,29 @@ struct Rank {
   }
 };
 
+// Activations, gradients and all-reduces over NCCL (GPUs).
+Status connect_nccl_links(Rank& rank) {
+  auto links =
+      cuda::connect_nccl(*rank.groups.store, rank.run->program, rank.env.rank, *rank.device, rank.options.timeout);
+  if (!links) return links.error();
+  rank.transport = std::move(links->transport);
+  rank.reducers = std::move(links->reducers);
+  return ok_status();
+}
+
 Status connect(Rank& rank) {
   auto groups = connect_world(rank.env, rank.options.timeout);
   if (!groups) return groups.error();
   rank.groups = std::move(*groups);
   const WorkerInfo& info = rank.run->program.workers[static_cast<size_t>(rank.env.rank)];
   std::vector<Reducer*> reducers;
+  if (rank.options.device != "cpu") {
+    if (Status s = connect_nccl_links(rank); !s) return s;
+    for (const auto& reducer : rank.reducers) reducers.push_back(reducer.get());
+    rank.worker = std::make_unique<Worker>(
+        worker_setup(*rank.run, rank.env.rank, rank.options, rank.transport.get(), rank.device.get(), reducers));
+    return ok_status();
+  }
   for (int s : stages_of(info)) {
     const int replicas = rank.run->plan.stages[static_cast<size_t>(s)].replicas;
     rank.reducers.push_back(nullptr);
@@ -190,6 +213,7 @@ Result<RunReport> gather_at_root(Rank& rank, int first_step, std::vector<Span> s
   const PreparedRun& run = *rank.run;
   RunReport report;
   report.first_step = first_step;
+  report.device = rank.device->describe();  // rank 0's
   report.workers.push_back(rank.worker->stats());
   for (int r = 1; r < rank.env.world_size; ++r) {
     auto size = rank.recv(r, {1}, at::kLong, kReportSizeTag);
@@ -243,11 +267,8 @@ Status check_env(const RankEnv& env, const Program& program) {
 }  // namespace
 
 Result<RunReport> run_gloo_rank(const Plan& plan, const TrainOptions& options, const RankEnv& env) {
-  if (options.device != "cpu") {
-    return Error{
-        fmt::format("the gloo backend computes on the CPU, not on '{}': on a GPU, run with the threads "
-                    "backend (every worker on that GPU)",
-                    options.device)};
+  if (options.device != "cpu" && options.device != "cuda") {
+    return Error{fmt::format("device '{}': a rank computes on the CPU, or (cuda) on GPU LOCAL_RANK", options.device)};
   }
   auto prepared = prepare_run(plan, options);
   if (!prepared) return prepared.error();
@@ -255,8 +276,9 @@ Result<RunReport> run_gloo_rank(const Plan& plan, const TrainOptions& options, c
   at::set_num_threads(std::max(1, options.intra_op_threads));
   signal(SIGPIPE, SIG_IGN);  // see exec/executor.h
   try {
-    auto device = make_worker_device("cpu");
+    auto device = make_worker_device(options.device == "cpu" ? "cpu" : fmt::format("cuda:{}", env.local_rank));
     if (!device) return device.error();
+    (*device)->bind_thread();  // for the whole run: this thread is the rank's worker
     Rank rank{prepared->get(), env, options, {}, nullptr, {}, nullptr, std::move(*device)};
     if (Status s = connect(rank); !s) return s.error();
     auto first_step = restore_checkpoint(**prepared, options, {rank.worker.get()});

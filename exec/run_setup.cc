@@ -119,6 +119,7 @@ WorkerSetup worker_setup(const PreparedRun& run, int worker, const TrainOptions&
   setup.transport = transport;
   setup.device = device;
   setup.forward_versions = run.stage0_versions;
+  setup.receive_order = receive_order(run.program, worker);
   setup.fault = run.fault;
   return setup;
 }
@@ -138,7 +139,7 @@ Trace measured_trace(const Program& program, std::vector<Span> spans) {
 }
 
 std::vector<float> to_floats(const at::Tensor& tensor) {
-  const at::Tensor flat = tensor.detach().to(at::kFloat).contiguous().reshape({-1});
+  const at::Tensor flat = tensor.detach().to(at::kCPU, at::kFloat).contiguous().reshape({-1});
   const float* data = flat.data_ptr<float>();
   return std::vector<float>(data, data + flat.numel());
 }

@@ -54,6 +54,7 @@ Trace measured_trace(const Program& program, std::vector<Span> spans);
 // Layer by layer copies of a stage's parameters (for Weights).
 std::vector<std::vector<std::vector<float>>> stage_weights(const StageModel& stage,
                                                            const std::vector<at::Tensor>& params);
+// A tensor of any device and type as float32 values on the host.
 std::vector<float> to_floats(const at::Tensor& tensor);
 
 // Mean of the step's per-microbatch losses.

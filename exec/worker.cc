@@ -80,8 +80,9 @@ void Worker::begin_iteration(int step) {
 
 Status Worker::post_receives() {
   const int64_t batch = setup_.microbatch_size;
-  for (const Action& action : setup_.program->actions[static_cast<size_t>(setup_.worker)]) {
-    if (!is_recv(action.kind)) continue;
+  const std::vector<Action>& actions = setup_.program->actions[static_cast<size_t>(setup_.worker)];
+  for (const int index : setup_.receive_order) {
+    const Action& action = actions[static_cast<size_t>(index)];
     const StageModel& stage = *chunk_for(action.stage).setup.model;
     const bool activation = action.kind == ActionKind::kRecvAct;
     const MessageKey key{action.peer, setup_.worker, activation ? Payload::kActivation : Payload::kGradient,

@@ -24,7 +24,9 @@
 //   RECV_* k   blocks until the activation (or output gradient) is there. Every
 //              receive of an iteration is posted to the Transport when the
 //              iteration begins (Transport::post_recv), so data moves as soon
-//              as its sender sends, whatever the transport's protocol.
+//              as its sender sends, whatever the transport's protocol; per
+//              peer in the order the peer sends (receive_order), which a
+//              transport that matches messages in order needs.
 //   ALLREDUCE  issues the sum of the gradient buffer over the stage's
 //              replicas; does not block.
 //   STEP n     waits for this worker's ALLREDUCE, then makes the next weight
@@ -83,6 +85,7 @@ struct WorkerSetup {
   Transport* transport = nullptr;
   WorkerDevice* device = nullptr;      // where it computes and how its actions are timed
   std::vector<int> forward_versions;   // [microbatch], vertical sync only; else empty
+  std::vector<int> receive_order;      // its RECV actions in the order they are posted (sim/program.h)
   std::optional<InjectedFault> fault;  // carried out at the start of its step if it names this worker
 };
 

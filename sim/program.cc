@@ -5,6 +5,8 @@
 #include <cctype>
 #include <charconv>
 #include <limits>
+#include <map>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -167,6 +169,40 @@ Program one_replica_program(const Program& program) {
     for (Action& action : list)
       if (action.peer >= 0) action.peer = renumbered[action.peer];
   return single;
+}
+
+std::vector<int> receive_order(const Program& program, int worker) {
+  using SendKey = std::tuple<ActionKind, int, int>;  // (kind, stage, microbatch)
+  std::map<int, std::map<SendKey, int>> sends;       // peer -> its sends to `worker` -> index
+  const auto sends_of = [&](int peer) -> const std::map<SendKey, int>& {
+    auto [it, fresh] = sends.try_emplace(peer);
+    if (fresh) {
+      const std::vector<Action>& list = program.actions[static_cast<size_t>(peer)];
+      for (size_t j = 0; j < list.size(); ++j)
+        if (is_send(list[j].kind) && list[j].peer == worker)
+          it->second[{list[j].kind, list[j].stage, list[j].batch()}] = static_cast<int>(j);
+    }
+    return it->second;
+  };
+  std::vector<std::tuple<int, int, int>> keyed;  // (peer, index of the send, index of the receive)
+  const std::vector<Action>& mine = program.actions[static_cast<size_t>(worker)];
+  for (size_t i = 0; i < mine.size(); ++i) {
+    const Action& a = mine[i];
+    if (!is_recv(a.kind)) continue;
+    const bool activation = a.kind == ActionKind::kRecvAct;
+    int send_index = std::numeric_limits<int>::max();
+    if (a.peer >= 0 && a.peer < program.num_workers()) {
+      const std::map<SendKey, int>& peer_sends = sends_of(a.peer);
+      const auto it = peer_sends.find({activation ? ActionKind::kSendAct : ActionKind::kSendGrad,
+                                       activation ? a.stage - 1 : a.stage + 1, a.batch()});
+      if (it != peer_sends.end()) send_index = it->second;
+    }
+    keyed.emplace_back(a.peer, send_index, static_cast<int>(i));
+  }
+  std::sort(keyed.begin(), keyed.end());
+  std::vector<int> order;
+  for (const auto& entry : keyed) order.push_back(std::get<2>(entry));
+  return order;
 }
 
 std::vector<std::vector<int>> workers_by_stage(const Program& program) {

@@ -138,6 +138,16 @@ struct Program {
 // position (1-based) and text of the first bad action.
 Result<std::vector<Action>> parse_action_list(std::string_view text);
 
+// The receives of `worker` (indices into its action list) in the order their
+// senders issue the matching sends: grouped by peer (increasing), then by where
+// the matching SEND stands in the peer's list (RECV_ACT at stage s matches the
+// peer's SEND_ACT at stage s - 1 of the same microbatch, RECV_GRAD at s its
+// SEND_GRAD at s + 1); a receive without a matching send (a Program that fails
+// validation) comes last. A transport that matches the messages between two
+// workers in the order they are sent (NCCL's point-to-point, one stream per
+// direction) posts the receives in this order.
+std::vector<int> receive_order(const Program& program, int worker);
+
 // workers_by_stage(p)[s][r] = id of the worker that is replica r of stage s.
 // Every stage in [0, p.num_stages) has an entry (empty if no worker has it).
 std::vector<std::vector<int>> workers_by_stage(const Program& program);

@@ -1,7 +1,9 @@
 // `baton run`: execute a plan's Program with the LibTorch executor and measure it.
 //
-// Backends: `threads` (every worker on a thread of this process) and `gloo`
-// (one process per worker through c10d Gloo). With `gloo`, a process that
+// Backends: `threads` (every worker on a thread of this process; on the CPU
+// or, --device cuda, on one GPU), `gloo` (one process per worker through c10d
+// Gloo, on the CPU) and `nccl` (one process per worker on GPU LOCAL_RANK, data
+// over NCCL, control over Gloo). With `gloo` or `nccl`, a process that
 // finds RANK and WORLD_SIZE in its environment is one rank (as started by
 // torchrun, Slurm or mpirun, or by this command); otherwise it is the local
 // launcher: it checks the plan, then starts --nproc copies of itself on
@@ -286,12 +288,16 @@ void add_run_command(CLI::App& app, CommandResult& result) {
                   "interleaved-1f1b: chunks (listed stages) per worker, >= 2 (default: the plan's, else 2)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--model", args->model, "mlp | vgg-mini | gpt-mini (default: the plan's)");
-  cmd->add_option("--backend", args->backend, "threads (default) | gloo")->check(CLI::IsMember({"threads", "gloo"}));
+  cmd->add_option("--backend", args->backend,
+                  "threads (default) | gloo (a CPU process per worker) | nccl (a process per worker on GPU "
+                  "LOCAL_RANK, activations, gradients and all-reduces over NCCL)")
+      ->check(CLI::IsMember({"threads", "gloo", "nccl"}));
   cmd->add_option("--device", args->device,
                   "threads backend: cpu (default), or cuda / cuda:N: every worker on that GPU, each on its own CUDA "
-                  "stream, actions timed with CUDA events (needs a build against a LibTorch with CUDA)")
+                  "stream; on a GPU actions are timed with CUDA events (a build against a LibTorch with CUDA)")
       ->check(check_device_name);
-  cmd->add_option("--nproc", args->nproc, "gloo: ranks to start here (default and only value: the plan's workers)");
+  cmd->add_option("--nproc", args->nproc,
+                  "gloo, nccl: ranks to start here (default and only value: the plan's workers)");
   cmd->add_option("--steps", args->steps, "iterations: times the whole Program runs (default 3)");
   cmd->add_option("--microbatches", args->microbatches, "microbatches per iteration (default: the plan's, else 8)")
       ->check(CLI::PositiveNumber);
@@ -331,9 +337,9 @@ int launch(const RunArgs& args, const Plan& plan, const exec::TrainOptions& opti
   const int nproc = args.nproc > 0 ? args.nproc : plan.num_workers();
   if (nproc != plan.num_workers()) {
     throw UsageError(
-        fmt::format("run: --nproc {} but the plan has {} workers; the gloo backend runs one rank "
+        fmt::format("run: --nproc {} but the plan has {} workers; the {} backend runs one rank "
                     "per worker",
-                    nproc, plan.num_workers()));
+                    nproc, plan.num_workers(), args.backend));
   }
   if (options.resume) {
     if (auto checkpoint = exec::resumable_checkpoint(plan, options); !checkpoint)
@@ -345,12 +351,17 @@ int launch(const RunArgs& args, const Plan& plan, const exec::TrainOptions& opti
 
 int run_command(const RunArgs& args) {
   const auto [plan, model] = resolve_plan(args);
-  const exec::TrainOptions options = train_options(args, model.name);
-  if (args.device != "cpu" && args.backend != "threads") {
-    throw UsageError(
-        fmt::format("run: --device {} needs --backend threads (every worker on that GPU); the gloo "
-                    "backend computes on the CPU",
-                    args.device));
+  exec::TrainOptions options = train_options(args, model.name);
+  if (args.backend == "gloo" && args.device != "cpu") {
+    throw UsageError(fmt::format(
+        "run: --device {}: the gloo backend computes on the CPU; GPUs run with --backend threads (every worker "
+        "on one GPU) or nccl (a GPU per rank)",
+        args.device));
+  }
+  if (args.backend == "nccl") {
+    if (args.device != "cpu" && args.device != "cuda")
+      throw UsageError(fmt::format("run: --device {}: with --backend nccl rank r runs on GPU LOCAL_RANK", args.device));
+    options.device = "cuda";
   }
   if (args.backend == "threads") {
     auto report = exec::run_threads(plan, options);
@@ -362,9 +373,9 @@ int run_command(const RunArgs& args) {
   if (!env) return launch(args, plan, options);
   if (env->world_size != plan.num_workers()) {
     throw UsageError(
-        fmt::format("run: WORLD_SIZE is {} but the plan has {} workers; the gloo backend runs one "
+        fmt::format("run: WORLD_SIZE is {} but the plan has {} workers; the {} backend runs one "
                     "rank per worker",
-                    env->world_size, plan.num_workers()));
+                    env->world_size, plan.num_workers(), args.backend));
   }
   auto report = exec::run_gloo_rank(plan, options, *env);
   if (!report) return fail(fmt::format("run: rank {}: {}", env->rank, report.error().message));

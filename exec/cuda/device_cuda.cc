@@ -13,17 +13,12 @@
 
 #include <fmt/format.h>
 
+#include "exec/cuda/cuda_event.h"
 #include "exec/cuda/device_cuda.h"
 
 namespace baton::exec::cuda {
 
 namespace {
-
-class CudaEvent final : public DeviceEvent {
- public:
-  explicit CudaEvent(unsigned int flags) : event(flags) {}
-  at::cuda::CUDAEvent event;
-};
 
 cudaDeviceProp properties_of(int index) {
   cudaDeviceProp properties{};
@@ -51,8 +46,10 @@ class CudaDevice final : public WorkerDevice {
   }
 
   Origin origin() override {
-    const c10::cuda::CUDAGuard guard(index_);
-    c10::cuda::device_synchronize();
+    // This worker's stream only: a device-wide synchronisation would also wait
+    // for receives already posted on NCCL's streams (exec/cuda/nccl_links.h),
+    // whose data come only once every rank has passed this point.
+    stream_.synchronize();
     auto event = std::make_shared<CudaEvent>(cudaEventDefault);
     event->event.record(stream_);
     return Origin{Clock::now(), std::move(event)};

@@ -135,14 +135,22 @@ TEST_CASE("a plan that does not fit the model or the ranks is refused before any
     const std::string plan = write_plan(dir, "gpu", exec_plan("0-3,3-6", Schedule::kOneFOneB, 4));
     const CliRun gloo = run_baton(run_arguments(plan, options) + " --backend gloo --device cuda", "exec-refused");
     CHECK(gloo.exit_code == 2);
-    CHECK(gloo.err.find("--device cuda needs --backend threads") != std::string::npos);
+    CHECK(gloo.err.find("--device cuda: the gloo backend computes on the CPU") != std::string::npos);
     const CliRun name = run_baton(run_arguments(plan, options) + " --device gpu", "exec-refused");
     CHECK(name.exit_code == 2);
     CHECK(name.err.find("'gpu' is not a device: cpu, cuda or cuda:N") != std::string::npos);
+    const CliRun nccl_device =
+        run_baton(run_arguments(plan, options) + " --backend nccl --device cuda:1", "exec-refused");
+    CHECK(nccl_device.exit_code == 2);
+    CHECK(nccl_device.err.find("with --backend nccl rank r runs on GPU LOCAL_RANK") != std::string::npos);
     if (exec::cuda_device_count() == 0) {
       const CliRun threads = run_baton(run_arguments(plan, options) + " --device cuda:0", "exec-refused");
       CHECK(threads.exit_code == 1);
       CHECK(threads.err.find("device cuda:0: ") != std::string::npos);
+      // Each rank finds no GPU and says so; the launcher reports the first.
+      const CliRun nccl = run_baton(run_arguments(plan, options) + " --backend nccl --nproc 2", "exec-refused");
+      CHECK(nccl.exit_code == 1);
+      CHECK(nccl.err.find("device cuda:") != std::string::npos);
     }
   }
   SECTION("more ranks than workers") {
