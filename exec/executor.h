@@ -272,6 +272,13 @@ bool gap_before(const std::vector<int>& gap_at, int layers, int layer, bool forw
 struct LinkOptions {
   // Message sizes of the point-to-point and all-reduce measurements.
   std::vector<int64_t> sizes_bytes{4, 1 << 10, 16 << 10, 128 << 10, 1 << 20, 4 << 20};
+  // On a GPU a hand-over is a device-to-device copy: at an H100's ~1.5 TB/s
+  // 4 MiB take 3 us against an 8 us latency, too little for the fit to see
+  // the bandwidth (on an H100 the one-way time did not grow with the size in
+  // 6 of 9 calibrations up to 4 MiB); up to 256 MiB it does (~170 us).
+  static std::vector<int64_t> gpu_sizes_bytes() {
+    return {4, 64 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20};
+  }
   int warmup = 5;    // round trips (all-reduces) thrown away per size
   int repeats = 25;  // measured per size; the median is kept
   // Rounds of the loaded exchange between ranks 0 and 1 (0: skip it; it needs

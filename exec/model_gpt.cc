@@ -49,7 +49,7 @@ at::Tensor attention(const at::Tensor& h, const at::Tensor& w_qkv, const at::Ten
   };
   at::Tensor scores =
       at::matmul(heads(qkv[0]), heads(qkv[1]).transpose(-2, -1)) / std::sqrt(static_cast<double>(head_dim));
-  const at::Tensor future = at::ones({kContext, kContext}, at::kBool).triu(1);
+  const at::Tensor future = at::ones({kContext, kContext}, scores.options().dtype(at::kBool)).triu(1);
   at::Tensor weights = at::softmax(scores.masked_fill(future, -INFINITY), -1);
   at::Tensor y = at::matmul(weights, heads(qkv[2])).transpose(1, 2).reshape({batch, kContext, kWidth});
   return linear(y, w_proj, b_proj);

@@ -34,6 +34,7 @@
 #include "exec/device.h"
 #include "exec/executor.h"
 #include "exec/model.h"
+#include "exec/sample_loader.h"
 #include "exec/stage.h"
 #include "exec/weight_grad.h"
 #include "sim/stats.h"
@@ -59,6 +60,9 @@ struct Profiler {
   int64_t batch = 1;
   Seconds gap;
   std::vector<int> gap_at;  // see ProfileOptions::gap_at
+  // Sample 0's input and target, read as a run's forwards read them
+  // (exec/sample_loader.h: on a GPU made ahead and only copied in the forward).
+  SampleLoader* samples = nullptr;
 
   bool pause_forward(size_t l) const {
     return gap_before(gap_at, static_cast<int>(params.size()), static_cast<int>(l), true);
@@ -90,11 +94,11 @@ void Profiler::measure_step(std::vector<LayerTimes>& times, std::vector<int64_t>
     if (l > 0) inputs[l] = x.detach().requires_grad_(true);
     times[l].forward_s.push_back(timed(
         [&] {
-          if (l == 0) inputs[l] = model->sample(seed, 0, batch).input.to(device);
+          if (l == 0) inputs[l] = samples->input(0);
           outputs[l] = model->layers[l].forward(inputs[l], params[l]);
           output_bytes[l] = static_cast<int64_t>(outputs[l].nbytes());
           x = outputs[l];
-          if (l + 1 == layers) outputs[l] = model->loss(outputs[l], model->sample(seed, 0, batch).target.to(device));
+          if (l + 1 == layers) outputs[l] = model->loss(outputs[l], samples->target(0));
         },
         pause_forward(l)));
   }
@@ -219,6 +223,10 @@ Result<MeasuredProfile> measure_profile(std::string_view model_name, int microba
   try {
     Profiler profiler{&*model,      &device,         device.device(), {},
                       options.seed, microbatch_size, options.gap,     options.gap_at};
+    SampleLoader samples(*model, options.seed, microbatch_size, /*batches=*/1, device.device(),
+                         SampleLoader::made_ahead_on(device.device()));
+    samples.begin_iteration(0);
+    profiler.samples = &samples;
     for (int l = 0; l < model->num_layers(); ++l) {
       std::vector<at::Tensor> params;
       for (const at::Tensor& p : init_layer_params(*model, l, options.seed)) params.push_back(p.to(device.device()));

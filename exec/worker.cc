@@ -38,6 +38,11 @@ Worker::Worker(WorkerSetup setup) : setup_(std::move(setup)) {
     chunks_.push_back(std::move(state));
   }
   cur_ = &chunks_.front();
+  bool reads_samples = false;
+  for (const Chunk& chunk : chunks_) reads_samples |= chunk.setup.model->is_first() || chunk.setup.model->is_last();
+  samples_ = std::make_unique<SampleLoader>(chunks_.front().setup.model->model(), setup_.options.seed,
+                                            setup_.microbatch_size, setup_.program->batches, device,
+                                            reads_samples && SampleLoader::made_ahead_on(device));
 }
 
 Worker::Chunk& Worker::chunk_for(int stage) {
@@ -62,6 +67,7 @@ int64_t Worker::sequence(int receiving_stage, int microbatch) const {
 
 void Worker::begin_iteration(int step) {
   step_ = step;
+  samples_->begin_iteration(step);
   pass_base_ = chunks_.front().live->number;
   for (Chunk& chunk : chunks_) chunk.inflight.assign(static_cast<size_t>(setup_.program->batches), InFlight{});
   losses_.clear();
@@ -245,10 +251,9 @@ Result<Worker::Timing> Worker::forward(int microbatch) {
   if (!version) return version.error();
   const StageModel& stage = *cur_->setup.model;
   const ModelDef& model = stage.model();
-  const int64_t batch = setup_.microbatch_size;
   Timing timing{setup_.device->mark()};
   if (stage.is_first()) {
-    mb.input = model.sample(setup_.options.seed, sample_index(microbatch) * batch, batch).input.to(device());
+    mb.input = samples_->input(microbatch);
   } else {
     // No RECV_ACT: the worker runs the previous stage too, which ran F k first.
     const at::Tensor& source = mb.received.defined()
@@ -259,9 +264,7 @@ Result<Worker::Timing> Worker::forward(int microbatch) {
   }
   mb.output = stage.forward(mb.input, (*version)->params);
   if (stage.is_last()) {
-    const at::Tensor target =
-        model.sample(setup_.options.seed, sample_index(microbatch) * batch, batch).target.to(device());
-    mb.output = model.loss(mb.output, target);
+    mb.output = model.loss(mb.output, samples_->target(microbatch));
     loss_tensors_.emplace_back(microbatch, mb.output.detach());
   }
   mb.version = std::move(*version);
@@ -276,9 +279,7 @@ at::Tensor Worker::recompute_with_live(InFlight& mb, int microbatch) {
   if (!stage.is_first()) mb.input = mb.input.detach().requires_grad_(true);
   at::Tensor out = stage.forward(mb.input, cur_->live->params);
   if (!stage.is_last()) return out;
-  const int64_t batch = setup_.microbatch_size;
-  const Sample sample = stage.model().sample(setup_.options.seed, sample_index(microbatch) * batch, batch);
-  return stage.model().loss(out, sample.target.to(device()));
+  return stage.model().loss(out, samples_->target(microbatch));
 }
 
 Result<Worker::Timing> Worker::backward(int microbatch) {

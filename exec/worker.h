@@ -60,6 +60,7 @@
 #include "exec/device.h"
 #include "exec/executor.h"
 #include "exec/fault.h"
+#include "exec/sample_loader.h"
 #include "exec/stage.h"
 #include "exec/transport.h"
 #include "exec/weight_grad.h"
@@ -190,6 +191,7 @@ class Worker {
   WorkerSetup setup_;
   VersionCounter counter_;          // declared before every VersionPtr holder
   std::vector<Chunk> chunks_;       // one per ChunkSetup
+  std::unique_ptr<SampleLoader> samples_;  // the first stage's inputs, the last stage's targets
   Chunk* cur_ = nullptr;            // the chunk of the action being run
   std::map<int, VersionPtr> kept_;  // vertical sync: versions future forwards need
   std::map<int, int> uses_left_;    // vertical sync: forwards left per version number

@@ -233,6 +233,7 @@ int run_on_device(const CalibrateArgs& args) {
     return 1;
   }
   exec::LinkOptions options;
+  options.sizes_bytes = exec::LinkOptions::gpu_sizes_bytes();
   options.repeats = args.repeats;
   options.timeout = Seconds(args.timeout_s);
   auto measured = exec::measure_link_threads(args.device, args.nproc, options);
