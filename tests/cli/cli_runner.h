@@ -1,6 +1,7 @@
 // Runs the built `baton` binary and captures what it printed and its exit code.
 #pragma once
 
+#include <ftw.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <array>
@@ -30,9 +31,19 @@ inline std::filesystem::path scratch_root() {
   return std::filesystem::path(BATON_BINARY_DIR) / "test-scratch" / std::to_string(::getpid());
 }
 
+// Removes `path` and everything under it, if it exists. Not
+// std::filesystem::remove_all: PyTorch's pip wheels export their own copy of
+// it from libtorch.so, which test binaries linked with such a LibTorch bind
+// to, and it crashed there (a null function pointer, PyTorch 2.11 on an H100
+// machine); POSIX's nftw is the C library's alone.
+inline void remove_tree(const std::filesystem::path& path) {
+  const auto remove_entry = [](const char* entry, const struct stat*, int, struct FTW*) { return ::remove(entry); };
+  ::nftw(path.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 inline std::filesystem::path scratch_dir(const std::string& name) {
   const auto dir = scratch_root() / name;
-  std::filesystem::remove_all(dir);
+  remove_tree(dir);
   std::filesystem::create_directories(dir);
   return dir;
 }
@@ -61,10 +72,7 @@ inline CliRun run_baton(const std::string& arguments, const std::string& scratch
 namespace baton::testing {
 // Removes this process's scratch folder when the test process ends.
 struct ScratchCleaner {
-  ~ScratchCleaner() {
-    std::error_code ignored;
-    std::filesystem::remove_all(scratch_root(), ignored);
-  }
+  ~ScratchCleaner() { remove_tree(scratch_root()); }
 };
 inline const ScratchCleaner kScratchCleaner;
 }  // namespace baton::testing
