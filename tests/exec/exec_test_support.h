@@ -38,4 +38,31 @@ inline exec::TrainOptions train_options(const std::string& model, int steps, dou
 // Relative weight error tolerated between a distributed run and its reference (fp32).
 constexpr double kWeightTolerance = 1e-5;
 
+// A threads run of `whole.steps` (4) steps, and the same run stopped after a
+// checkpoint at step 2 in `checkpoint_dir` and resumed from it.
+struct ResumedRun {
+  exec::RunReport uninterrupted;
+  exec::RunReport resumed;
+};
+inline ResumedRun run_and_resume_at_two(const Plan& plan, const exec::TrainOptions& whole,
+                                        const std::string& checkpoint_dir) {
+  auto uninterrupted = exec::run_threads(plan, whole);
+  INFO((uninterrupted ? std::string() : uninterrupted.error().message));
+  REQUIRE(uninterrupted.ok());
+  exec::TrainOptions first_half = whole;
+  first_half.steps = 2;
+  first_half.checkpoint_dir = checkpoint_dir;
+  first_half.checkpoint_every = 2;
+  REQUIRE(exec::run_threads(plan, first_half).ok());
+  exec::TrainOptions second_half = whole;
+  second_half.checkpoint_dir = checkpoint_dir;
+  second_half.resume = true;
+  auto resumed = exec::run_threads(plan, second_half);
+  INFO((resumed ? std::string() : resumed.error().message));
+  REQUIRE(resumed.ok());
+  CHECK(resumed->first_step == 2);
+  REQUIRE(resumed->steps.size() == 2);
+  return ResumedRun{std::move(*uninterrupted), std::move(*resumed)};
+}
+
 }  // namespace baton::testing

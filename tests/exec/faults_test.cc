@@ -163,24 +163,9 @@ TEST_CASE("a threads run resumed from its checkpoint continues exactly where it 
     Plan plan = exec_plan(c.stages, c.schedule, c.microbatches);
     plan.vertical_sync = c.vertical_sync;
     if (runs_chunks(c.schedule)) plan.virtual_stages = 2;
-    const exec::TrainOptions whole = train_options("mlp", 4);
-    auto uninterrupted = exec::run_threads(plan, whole);
-    REQUIRE(uninterrupted.ok());
-    exec::TrainOptions first_half = whole;
-    first_half.steps = 2;
-    first_half.checkpoint_dir = dir.string();
-    first_half.checkpoint_every = 2;
-    REQUIRE(exec::run_threads(plan, first_half).ok());
-    exec::TrainOptions second_half = whole;
-    second_half.checkpoint_dir = dir.string();
-    second_half.resume = true;
-    auto resumed = exec::run_threads(plan, second_half);
-    INFO((resumed ? std::string() : resumed.error().message));
-    REQUIRE(resumed.ok());
-    CHECK(resumed->first_step == 2);
-    REQUIRE(resumed->steps.size() == 2);
-    CHECK(resumed->steps[1].mean_loss == uninterrupted->steps[3].mean_loss);
-    CHECK(exec::max_relative_error(resumed->weights, uninterrupted->weights) == 0.0);
+    const auto [uninterrupted, resumed] = run_and_resume_at_two(plan, train_options("mlp", 4), dir.string());
+    CHECK(resumed.steps[1].mean_loss == uninterrupted.steps[3].mean_loss);
+    CHECK(exec::max_relative_error(resumed.weights, uninterrupted.weights) == 0.0);
     for (int s = 0; s < plan.num_stages(); ++s) CHECK(fs::exists(dir / "step-000002" / fmt::format("stage-{}.bin", s)));
   }
 }

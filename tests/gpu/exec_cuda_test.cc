@@ -75,24 +75,9 @@ TEST_CASE("every schedule on one GPU equals the single-process reference on that
 TEST_CASE("a GPU run resumed from its checkpoint continues where it stopped", "[gpu]") {
   const std::filesystem::path dir = scratch_dir("gpu-resume");
   const Plan plan = exec_plan("0-3,3-6", Schedule::kOneFOneB, 4);
-  const exec::TrainOptions whole = cuda_options("mlp", 4);
-  auto uninterrupted = exec::run_threads(plan, whole);
-  REQUIRE(uninterrupted.ok());
-  exec::TrainOptions first_half = whole;
-  first_half.steps = 2;
-  first_half.checkpoint_dir = dir.string();
-  first_half.checkpoint_every = 2;
-  REQUIRE(exec::run_threads(plan, first_half).ok());
-  exec::TrainOptions second_half = whole;
-  second_half.checkpoint_dir = dir.string();
-  second_half.resume = true;
-  auto resumed = exec::run_threads(plan, second_half);
-  INFO((resumed ? std::string() : resumed.error().message));
-  REQUIRE(resumed.ok());
-  CHECK(resumed->first_step == 2);
-  REQUIRE(resumed->steps.size() == 2);
-  CHECK(resumed->steps[1].mean_loss == Approx(uninterrupted->steps[3].mean_loss).epsilon(1e-5));
-  CHECK(exec::max_relative_error(resumed->weights, uninterrupted->weights) <= kWeightTolerance);
+  const auto [uninterrupted, resumed] = run_and_resume_at_two(plan, cuda_options("mlp", 4), dir.string());
+  CHECK(resumed.steps[1].mean_loss == Approx(uninterrupted.steps[3].mean_loss).epsilon(1e-5));
+  CHECK(exec::max_relative_error(resumed.weights, uninterrupted.weights) <= kWeightTolerance);
 }
 
 TEST_CASE("CUDA events time every action on one axis, each worker's compute in stream order", "[gpu]") {
