@@ -10,11 +10,11 @@
 // does: a loader thread makes the next iteration's samples in pinned host
 // memory while this iteration runs, and a forward only issues their
 // asynchronous copy on the worker's stream. Made inline, they kept the GPU
-// idle inside the forwards: on an H100, vgg-mini's first layer took 1.68 ms
+// idle inside the forwards: on an H100, vgg-mini's first layer took 2.03 ms
 // per forward of 64 samples (their 196,608 normal numbers drawn on one core)
-// and its last layer 1.63 ms (the whole sample drawn again for its labels),
-// against 0.07-0.13 ms for the other layers (tools/gpu-check, report in
-// bench/RESULTS.md).
+// and its last layer 1.97 ms (the whole sample drawn again for its labels),
+// against 0.07-0.13 ms for the other layers; made ahead, 0.17 and 0.13 ms
+// (profile measure in tools/gpu-check; bench/RESULTS.md).
 //
 // Thread safety: one worker thread calls every method; the loader thread
 // only runs ModelDef::sample, which shares nothing.
