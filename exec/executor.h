@@ -51,6 +51,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sim/kernels_file.h"
 #include "sim/link_fit.h"
 #include "sim/plan.h"
 #include "sim/profile.h"
@@ -262,6 +263,24 @@ struct MeasuredProfile {
   std::vector<double> compute_noise;
 };
 Result<MeasuredProfile> measure_profile(std::string_view model, int microbatch_size, const ProfileOptions& options);
+
+// --- Kernel timing (baton kernels measure) ----------------------------------------
+
+// Times single kernels on one device (sim/kernels_file.h): each GEMM shape
+// (at::mm, or at::bmm when count > 1, into a preallocated result), a copy of
+// each stream size, and a one-element add; on a GPU with CUDA events around
+// each call, on the CPU with the host clock. Each time is the median of
+// `repeats` calls after `warmup` more.
+struct KernelOptions {
+  std::string device = "cpu";  // "cpu", "cuda" or "cuda:N"
+  std::string dtype = "bf16";  // "bf16", "fp16" or "fp32"
+  std::vector<GemmShape> gemms;
+  std::vector<int64_t> stream_bytes;  // read + written
+  int warmup = 3;
+  int repeats = 10;
+  std::function<void(const std::string&)> progress;  // one line per shape
+};
+Result<MeasuredKernels> measure_kernels(const KernelOptions& options);
 
 // Whether the profiler sleeps options.gap before `layer`'s forward (backward)
 // in a model of `layers` layers, given options.gap_at.

@@ -27,5 +27,7 @@ void add_compare_command(CLI::App& app, CommandResult& result);
 // calibrate, plan, simulate, run, compare) need the executor too.
 void add_calibrate_command(CLI::App& app, CommandResult& result);
 void add_validate_command(CLI::App& app, CommandResult& result);
+// `kernels measure` (needs the executor) and `kernels check` (sim/ only).
+void add_kernels_command(CLI::App& app, CommandResult& result);
 
 }  // namespace baton::cli

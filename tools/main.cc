@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   baton::cli::add_compare_command(app, result);
   baton::cli::add_calibrate_command(app, result);
   baton::cli::add_validate_command(app, result);
+  baton::cli::add_kernels_command(app, result);
   if (argc <= 1) {
     // As git does: a bare `baton` shows what it can do, and is still a usage error.
     std::fputs(app.help().c_str(), stdout);
