@@ -18,6 +18,14 @@ std::string read_file(const std::string& path) {
   return text.str();
 }
 
+void write_output(const std::string& path, const std::string& contents) {
+  if (path.empty() || path == "-") {
+    std::fputs(contents.c_str(), stdout);
+  } else {
+    write_file_atomic(path, contents);
+  }
+}
+
 void write_file_atomic(const std::string& path, const std::string& contents) {
   namespace fs = std::filesystem;
   const fs::path target(path);

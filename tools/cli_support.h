@@ -36,6 +36,8 @@ inline void take(const Status& status) {
 
 std::string read_file(const std::string& path);
 void write_file_atomic(const std::string& path, const std::string& contents);
+// `contents` to standard output when `path` is empty or "-", else to the file (write_file_atomic).
+void write_output(const std::string& path, const std::string& contents);
 
 Profile load_profile_file(const std::string& path);
 Topology load_topology_file(const std::string& path);

@@ -87,11 +87,7 @@ int run_kernels_measure(const KernelArgs& args) {
   const MeasuredKernels measured =
       measure(args, std::move(gemms), args.stream_bytes.empty() ? stream_sizes_bytes() : args.stream_bytes);
   const std::string text = kernels_to_json(measured).dump(2) + "\n";
-  if (args.output.empty() || args.output == "-") {
-    std::fputs(text.c_str(), stdout);
-  } else {
-    write_file_atomic(args.output, text);
-  }
+  write_output(args.output, text);
   return 0;
 }
 
@@ -99,11 +95,7 @@ int run_kernels_check(const KernelArgs& args) {
   const MeasuredKernels measured = take(parse_kernels(read_file(args.input), args.input));
   const GpuModel model = take(gpu_model(args.gpu));
   const std::string text = kernel_check_markdown(check_kernels(model, measured), model, measured);
-  if (args.output.empty() || args.output == "-") {
-    std::fputs(text.c_str(), stdout);
-  } else {
-    write_file_atomic(args.output, text);
-  }
+  write_output(args.output, text);
   return 0;
 }
 

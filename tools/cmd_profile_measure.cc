@@ -58,11 +58,7 @@ int run_measure(const MeasureArgs& args) {
   // Started as one of several ranks (RANK set, e.g. by validate): the other
   // ranks only load the machine as a run would; rank 0 reports.
   if (const char* rank = std::getenv("RANK"); rank != nullptr && std::string(rank) != "0") return 0;
-  if (args.output.empty() || args.output == "-") {
-    std::fputs(text.c_str(), stdout);
-  } else {
-    write_file_atomic(args.output, text);
-  }
+  write_output(args.output, text);
   for (const Layer& layer : profile.layers) {
     std::fprintf(stderr, "  %-8s forward %s  backward %s  optimizer %s  output %s  params %s\n", layer.name.c_str(),
                  human_seconds(layer.forward).c_str(), human_seconds(layer.backward).c_str(),
