@@ -5,7 +5,7 @@
 #pragma once
 
 // BATON_CATCH2_MAJOR is the version CMake found and links (tests/CMakeLists.txt):
-// a machine can hold Catch2 3's headers in /usr/include beside a Catch2 2
+// a machine can hold Catch2 3's headers on its include path beside a Catch2 2
 // given on the prefix path, and the headers must match the library.
 #if defined(BATON_CATCH2_MAJOR) ? BATON_CATCH2_MAJOR >= 3 : __has_include(<catch2/catch_all.hpp>)
 #include <catch2/catch_all.hpp>
