@@ -40,6 +40,9 @@ Seconds median_time(WorkerDevice& device, int warmup, int repeats, F&& call) {
 Result<MeasuredKernels> measure_kernels(const KernelOptions& options) {
   if (options.warmup < 0 || options.repeats < 1) return Error{"kernels: warmup must be >= 0 and repeats >= 1"};
   if (options.gemms.empty() || options.stream_bytes.empty()) return Error{"kernels: no GEMM shape or stream size"};
+  for (const GemmShape& s : options.gemms)
+    if (s.m < 1 || s.n < 1 || s.k < 1 || s.count < 1)
+      return Error{fmt::format("kernels: GEMM {}x{}x{}x{} has a dimension below 1", s.m, s.n, s.k, s.count)};
   auto type = scalar_type(options.dtype);
   if (!type) return type.error();
   auto made = make_worker_device(options.device);
@@ -56,8 +59,6 @@ Result<MeasuredKernels> measure_kernels(const KernelOptions& options) {
   out.dtype = options.dtype;
   try {
     for (const GemmShape& s : options.gemms) {
-      if (s.m < 1 || s.n < 1 || s.k < 1 || s.count < 1)
-        return Error{fmt::format("kernels: GEMM {}x{}x{}x{} has a dimension below 1", s.m, s.n, s.k, s.count)};
       const bool batched = s.count > 1;
       const at::Tensor a = batched ? at::randn({s.count, s.m, s.k}, tensor) : at::randn({s.m, s.k}, tensor);
       const at::Tensor b = batched ? at::randn({s.count, s.k, s.n}, tensor) : at::randn({s.k, s.n}, tensor);
@@ -80,7 +81,8 @@ Result<MeasuredKernels> measure_kernels(const KernelOptions& options) {
       at::Tensor target = at::empty({elements}, tensor);
       const Seconds time = median_time(device, options.warmup, options.repeats, [&] { target.copy_(source); });
       out.streams.push_back({2 * elements * element, time});
-      if (options.progress) options.progress(fmt::format("copy of {} bytes: {:.1f} us", 2 * elements * element, time.value * 1e6));
+      if (options.progress)
+        options.progress(fmt::format("copy of {} bytes: {:.1f} us", 2 * elements * element, time.value * 1e6));
     }
     at::Tensor one = at::zeros({1}, tensor);
     out.tiny_kernel = median_time(device, options.warmup, options.repeats, [&] { one.add_(1); });

@@ -20,12 +20,16 @@ SampleLoader::~SampleLoader() {
   if (next_.valid()) next_.wait();
 }
 
+Sample SampleLoader::make(int step, int microbatch) const {
+  return model_->sample(seed_, (static_cast<int64_t>(step) * batches_ + microbatch) * microbatch_size_,
+                        microbatch_size_);
+}
+
 std::vector<Sample> SampleLoader::make_step(int step) const {
   std::vector<Sample> samples;
   samples.reserve(static_cast<size_t>(batches_));
   for (int k = 0; k < batches_; ++k) {
-    const int64_t first = (static_cast<int64_t>(step) * batches_ + k) * microbatch_size_;
-    Sample sample = model_->sample(seed_, first, microbatch_size_);
+    const Sample sample = make(step, k);
     samples.push_back(Sample{sample.input.pin_memory(), sample.target.pin_memory()});
   }
   return samples;
@@ -51,18 +55,12 @@ const Sample& SampleLoader::sample(int microbatch) {
 }
 
 at::Tensor SampleLoader::input(int microbatch) {
-  if (!ahead_) {
-    const int64_t first = (static_cast<int64_t>(step_) * batches_ + microbatch) * microbatch_size_;
-    return model_->sample(seed_, first, microbatch_size_).input.to(device_);
-  }
+  if (!ahead_) return make(step_, microbatch).input.to(device_);
   return sample(microbatch).input.to(device_, /*non_blocking=*/true);
 }
 
 at::Tensor SampleLoader::target(int microbatch) {
-  if (!ahead_) {
-    const int64_t first = (static_cast<int64_t>(step_) * batches_ + microbatch) * microbatch_size_;
-    return model_->sample(seed_, first, microbatch_size_).target.to(device_);
-  }
+  if (!ahead_) return make(step_, microbatch).target.to(device_);
   return sample(microbatch).target.to(device_, /*non_blocking=*/true);
 }
 

@@ -54,6 +54,8 @@ class SampleLoader {
   static bool made_ahead_on(at::Device device) { return device.is_cuda(); }
 
  private:
+  // Microbatch k of iteration `step`, made now on the host.
+  Sample make(int step, int microbatch) const;
   std::vector<Sample> make_step(int step) const;
   const Sample& sample(int microbatch);
 

@@ -59,7 +59,6 @@ std::vector<int64_t> stream_sizes_bytes() {
 
 KernelCheck check_kernels(const GpuModel& model, const MeasuredKernels& measured) {
   KernelCheck check;
-  check.gpu = model.name;
   const int element = bytes_per_element(measured.dtype);
   std::vector<double> large_gemms;
   for (const MeasuredGemm& gemm : measured.gemms) {

@@ -40,7 +40,6 @@ struct KernelCheckRow {
 };
 
 struct KernelCheck {
-  std::string gpu;  // the model's name
   std::vector<KernelCheckRow> gemms;
   std::vector<KernelCheckRow> streams;
   double gemm_mape = 0.0;    // mean |error| over the GEMMs
