@@ -39,13 +39,17 @@ const char* zero_bubble_name(int zero_bubble) {
 
 int MegatronLayout::virtual_stages(const GptModel& model) const {
   if (layers_per_virtual_stage <= 0) return 1;
-  return static_cast<int>(model.layers / (static_cast<int64_t>(pipeline) * layers_per_virtual_stage));
+  return static_cast<int>(split_layers(model) / (static_cast<int64_t>(pipeline) * layers_per_virtual_stage));
 }
 
 std::vector<int> MegatronLayout::stage_layers(const GptModel& model) const {
   const int stages = pipeline * virtual_stages(model);
-  if (first_stage_layers == 0 && last_stage_layers == 0)
-    return std::vector<int>(static_cast<size_t>(stages), static_cast<int>(model.layers / stages));
+  if (first_stage_layers == 0 && last_stage_layers == 0) {
+    std::vector<int> layers(static_cast<size_t>(stages), static_cast<int>(split_layers(model) / stages));
+    if (embedding_in_split) layers.front() -= 1;
+    if (loss_in_split) layers.back() -= 1;
+    return layers;
+  }
   const int others = pipeline - (first_stage_layers > 0) - (last_stage_layers > 0);
   const int64_t rest = model.layers - first_stage_layers - last_stage_layers;
   const int share = others > 0 ? static_cast<int>(rest / others) : 0;
@@ -93,6 +97,23 @@ Status check_stage_layers(const GptModel& model, const MegatronLayout& layout) {
   const int first = layout.first_stage_layers, last = layout.last_stage_layers;
   if (first < 0 || last < 0)
     return Error{"--decoder-first-pipeline-num-layers and --decoder-last-pipeline-num-layers must be at least 1"};
+  const bool accounted = layout.embedding_in_split || layout.loss_in_split;
+  if (accounted && (first > 0 || last > 0))
+    return Error{
+        "--account-for-embedding/loss-in-pipeline-split and --decoder-first/last-pipeline-num-layers both set the "
+        "first and last stages' blocks: give one of them"};
+  if (accounted) {
+    const char* flag = layout.embedding_in_split ? "--account-for-embedding-in-pipeline-split"
+                                                 : "--account-for-loss-in-pipeline-split";
+    if (layout.pipeline < 2) return Error{fmt::format("{} needs --pipeline-model-parallel-size of at least 2", flag)};
+    if (layout.split_layers(model) % layout.pipeline == 0) return ok_status();
+    return Error{fmt::format(
+        "--num-layers {} with {} counts {} layers, not divisible by --pipeline-model-parallel-size {}", model.layers,
+        layout.embedding_in_split && layout.loss_in_split
+            ? "--account-for-embedding-in-pipeline-split and --account-for-loss-in-pipeline-split"
+            : flag,
+        layout.split_layers(model), layout.pipeline)};
+  }
   if (first == 0 && last == 0) {
     if (model.layers % layout.pipeline == 0) return ok_status();
     return Error{
@@ -136,7 +157,7 @@ Status check_megatron_layout(const GptModel& model, const MegatronLayout& layout
   if (auto ok = check_stage_layers(model, layout); !ok) return ok;
   if (layout.layers_per_virtual_stage < 0) return bad("--num-layers-per-virtual-pipeline-stage must be at least 1");
   if (layout.layers_per_virtual_stage > 0) {
-    const int64_t per_stage = model.layers / layout.pipeline;
+    const int64_t per_stage = layout.split_layers(model) / layout.pipeline;
     if (layout.pipeline < 2)
       return bad("--num-layers-per-virtual-pipeline-stage needs --pipeline-model-parallel-size of at least 2");
     if (per_stage % layout.layers_per_virtual_stage != 0 || per_stage == layout.layers_per_virtual_stage)
@@ -193,7 +214,9 @@ nlohmann::json megatron_arguments(const GptModel& model, const MegatronLayout& l
           {"enable_zero_bubble", layout.zero_bubble > 0},
           {"zero_bubble_max_pending_backward", layout.zero_bubble * layout.pipeline},
           {"decoder_first_pipeline_num_layers", layout.first_stage_layers},
-          {"decoder_last_pipeline_num_layers", layout.last_stage_layers}};
+          {"decoder_last_pipeline_num_layers", layout.last_stage_layers},
+          {"account_for_embedding_in_pipeline_split", layout.embedding_in_split},
+          {"account_for_loss_in_pipeline_split", layout.loss_in_split}};
 }
 
 namespace {
@@ -248,6 +271,15 @@ Status read_choices(const nlohmann::json& arguments, const json_fields::FieldPat
     if (!flag) return flag.error();
     *flags[i] = *flag;
   }
+  // Optional: plans written before baton knew them leave them out.
+  bool* accounts[] = {&l.embedding_in_split, &l.loss_in_split};
+  const char* account_names[] = {"account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split"};
+  for (int i = 0; i < 2; ++i) {
+    if (!arguments.contains(account_names[i])) continue;
+    auto flag = read_flag(arguments, at, account_names[i]);
+    if (!flag) return flag.error();
+    *accounts[i] = *flag;
+  }
   auto pending = json_fields::read_integer(arguments, at, "zero_bubble_max_pending_backward", 0);
   if (!pending) return pending.error();
   if (zero_bubble) {
@@ -285,7 +317,9 @@ Result<MegatronSpec> megatron_from_arguments(const nlohmann::json& arguments, co
                                                "enable_zero_bubble",
                                                "zero_bubble_max_pending_backward",
                                                "decoder_first_pipeline_num_layers",
-                                               "decoder_last_pipeline_num_layers"});
+                                               "decoder_last_pipeline_num_layers",
+                                               "account_for_embedding_in_pipeline_split",
+                                               "account_for_loss_in_pipeline_split"});
       !ok)
     return ok.error();
   MegatronSpec spec;

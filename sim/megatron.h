@@ -81,10 +81,22 @@ struct MegatronLayout {
   // output layer, so one block fewer there can balance the pipeline.
   int first_stage_layers = 0;
   int last_stage_layers = 0;
+  // Megatron-core's --account-for-embedding-in-pipeline-split and
+  // --account-for-loss-in-pipeline-split: the embedding (the output layer and
+  // loss) counts as one more layer when the L (+1, +2) layers are cut into p
+  // stages (and each stage into chunks of --num-layers-per-virtual-pipeline-
+  // stage), so the first (last) chunk holds one block fewer, none when chunks
+  // are one layer. Not with the decoder-first/last counts above.
+  bool embedding_in_split = false;
+  bool loss_in_split = false;
 
   int gpus() const { return tensor * pipeline * data; }
   int microbatches() const { return global_batch / (micro_batch * data); }
-  // Chunks per device: L / (p x layers per virtual stage), 1 without interleaving.
+  // The layers the pipeline split counts: L, plus one for each account flag.
+  int64_t split_layers(const GptModel& model) const {
+    return model.layers + (embedding_in_split ? 1 : 0) + (loss_in_split ? 1 : 0);
+  }
+  // Chunks per device: split_layers / (p x layers per virtual stage), 1 without interleaving.
   int virtual_stages(const GptModel& model) const;
   // Blocks of each of the p v stages (chunks) in model order; a checked layout.
   std::vector<int> stage_layers(const GptModel& model) const;
@@ -110,8 +122,9 @@ double megatron_model_flops(const GptModel& model, const MegatronLayout& layout)
 // "overlap_grad_reduce", "enable_zero_bubble",
 // "zero_bubble_max_pending_backward" (p for ZB-H1, 2p for ZB-H2, 0 without),
 // "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers"
-// (0: an even share)},
-// every key required and no other.
+// (0: an even share), "account_for_embedding_in_pipeline_split",
+// "account_for_loss_in_pipeline_split"}, every key required (the two account
+// flags may be left out: false) and no other.
 struct MegatronSpec {
   GptModel model;
   MegatronLayout layout;
@@ -127,7 +140,8 @@ Result<MegatronSpec> megatron_from_arguments(const nlohmann::json& arguments, co
 // global batch per data-parallel rank, at most `devices` GPUs, sequence
 // parallelism only with t > 1, zero-bubble schedules only with p >= 2 and
 // without interleaving, uneven splits that leave the other stages a whole and
-// equal number of blocks.
+// equal number of blocks (the account flags: L plus the counted layers
+// divisible by p, and by p x layers per virtual stage when interleaved).
 Status check_megatron_layout(const GptModel& model, const MegatronLayout& layout, int devices);
 
 }  // namespace baton

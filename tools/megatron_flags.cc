@@ -39,6 +39,12 @@ void add_megatron_flags(CLI::App& cmd, MegatronArgs& args) {
   cmd.add_option("--decoder-last-pipeline-num-layers", args.last_stage_layers,
                  "blocks of the last pipeline stage (default: an even share)")
       ->group(group);
+  cmd.add_flag("--account-for-embedding-in-pipeline-split", args.embedding_in_split,
+               "count the embedding as a layer when splitting into stages (and chunks): the first holds a block fewer")
+      ->group(group);
+  cmd.add_flag("--account-for-loss-in-pipeline-split", args.loss_in_split,
+               "count the output layer and loss as a layer likewise: the last stage (chunk) holds a block fewer")
+      ->group(group);
   cmd.add_flag("--enable-zero-bubble", args.zero_bubble,
                "the zero-bubble schedules (Qi et al., ICLR 2024; the flags of their Megatron-LM fork): ZB-H1, or "
                "ZB-H2 with --zero-bubble-max-pending-backward 2p; for plan, --enable-zero-bubble=false pins 1F1B")
@@ -71,6 +77,10 @@ MegatronAxes pinned_megatron_axes(const MegatronArgs& flags, const CLI::App& cmd
     const int pending = flags.zero_bubble_pending == 0 ? flags.pipeline : flags.zero_bubble_pending;
     axes.zero_bubble = flags.zero_bubble ? zero_bubble_of_pending(pending, flags.pipeline).value_or(1) : 0;
   }
+  if (given("--account-for-embedding-in-pipeline-split") || given("--account-for-loss-in-pipeline-split"))
+    throw UsageError(
+        "plan: the search chooses the first and last stages' blocks itself (one or two fewer included); "
+        "--account-for-embedding/loss-in-pipeline-split are for simulate");
   if (given("--data-parallel-size"))
     throw UsageError(
         "plan: --data-parallel-size follows from the GPUs, t and p; pin --tensor-model-parallel-size and "
@@ -106,6 +116,8 @@ MegatronRun megatron_flags_unchecked(const MegatronArgs& args) {
   layout.data = args.data;
   layout.first_stage_layers = args.first_stage_layers;
   layout.last_stage_layers = args.last_stage_layers;
+  layout.embedding_in_split = args.embedding_in_split;
+  layout.loss_in_split = args.loss_in_split;
   if (!args.zero_bubble && args.zero_bubble_pending != 0)
     throw UsageError("--zero-bubble-max-pending-backward goes with --enable-zero-bubble");
   if (args.zero_bubble) {

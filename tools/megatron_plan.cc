@@ -24,6 +24,8 @@ std::string megatron_flags_of(const GptModel& model, const MegatronLayout& l) {
   if (l.distributed_optimizer) text += " --use-distributed-optimizer";
   if (l.first_stage_layers > 0) text += fmt::format(" --decoder-first-pipeline-num-layers {}", l.first_stage_layers);
   if (l.last_stage_layers > 0) text += fmt::format(" --decoder-last-pipeline-num-layers {}", l.last_stage_layers);
+  if (l.embedding_in_split) text += " --account-for-embedding-in-pipeline-split";
+  if (l.loss_in_split) text += " --account-for-loss-in-pipeline-split";
   if (l.zero_bubble > 0)
     text += fmt::format(" --enable-zero-bubble --zero-bubble-max-pending-backward {}", l.zero_bubble * l.pipeline);
   text += l.bf16 ? " --bf16" : " --fp16";
@@ -121,6 +123,7 @@ int run_megatron_plan(const MegatronArgs& flags, const MegatronPlanArgs& args, c
   checked.zero_bubble = false;  // a pin for the search (pinned_megatron_axes), which chooses p
   checked.zero_bubble_pending = 0;
   checked.first_stage_layers = checked.last_stage_layers = 0;  // likewise: the split follows p
+  checked.embedding_in_split = checked.loss_in_split = false;  // refused below (pinned_megatron_axes)
   const MegatronRun model_only = megatron_run(checked, topology);
   const GptModel& model = model_only.model;
   std::fprintf(stderr, "baton: planning a %.1fB-parameter GPT on %s (%d GPUs)...\n", gpt_parameters(model, 1) / 1e9,

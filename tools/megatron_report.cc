@@ -34,8 +34,10 @@ std::string layout_line(const GptModel& model, const MegatronLayout& layout) {
       : layout.zero_bubble == 1           ? std::string("ZB-H1 (zero bubble)")
       : layout.zero_bubble == 2           ? std::string("ZB-H2 (zero bubble)")
                                           : std::string("1F1B"));
-  if (layout.first_stage_layers > 0 || layout.last_stage_layers > 0)
-    text += fmt::format(", blocks per stage {}", fmt::join(layout.stage_layers(model), "/"));
+  if (layout.first_stage_layers > 0 || layout.last_stage_layers > 0 || layout.embedding_in_split ||
+      layout.loss_in_split)
+    text += fmt::format(", blocks per {} {}", layout.layers_per_virtual_stage > 0 ? "chunk" : "stage",
+                        fmt::join(layout.stage_layers(model), "/"));
   text += fmt::format(", recompute {}{}, {}{}{}", recompute_name(layout.recompute),
                       layout.sequence_parallel ? ", sequence parallel" : "", layout.bf16 ? "bf16" : "fp16",
                       layout.distributed_optimizer ? ", distributed optimizer" : "",
@@ -127,7 +129,9 @@ nlohmann::json megatron_json(const GptModel& model, const MegatronLayout& layout
         {"decoder_first_pipeline_num_layers",
          layout.first_stage_layers > 0 ? nlohmann::json(layout.first_stage_layers) : nlohmann::json()},
         {"decoder_last_pipeline_num_layers",
-         layout.last_stage_layers > 0 ? nlohmann::json(layout.last_stage_layers) : nlohmann::json()}}},
+         layout.last_stage_layers > 0 ? nlohmann::json(layout.last_stage_layers) : nlohmann::json()},
+        {"account_for_embedding_in_pipeline_split", layout.embedding_in_split},
+        {"account_for_loss_in_pipeline_split", layout.loss_in_split}}},
       {"schedule", std::string(schedule_name(p.plan.schedule))},
       {"topology", topology.name},
       {"device", topology.device.name},

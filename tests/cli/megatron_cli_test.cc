@@ -92,6 +92,41 @@ TEST_CASE("simulate refuses a bad Megatron layout naming the flag", "[cli][megat
   refused("--tensor-model-parallel-size 8 --pipeline-model-parallel-size 8 --data-parallel-size 16",
           {"needs 1024 GPUs", "has 512"});
   refused("--tensor-model-parallel-size 8 --profile traces/gpt-13b_a100_mb1.json", {"replaces --profile"});
+  // 48 + 1 counted layers on 5 stages; and both ways of setting the end stages' blocks.
+  refused("--tensor-model-parallel-size 8 --pipeline-model-parallel-size 5 --account-for-embedding-in-pipeline-split",
+          {"--account-for-embedding-in-pipeline-split counts 49 layers", "--pipeline-model-parallel-size 5"});
+  refused(
+      "--tensor-model-parallel-size 8 --pipeline-model-parallel-size 2 --account-for-loss-in-pipeline-split "
+      "--decoder-last-pipeline-num-layers 23",
+      {"give one of them"});
+}
+
+TEST_CASE("simulate counts the embedding and the loss as layers of the split when told", "[cli][megatron]") {
+  // The Zero Bubble paper's 1.5B model (Qi et al., ICLR 2024, Table 3): 22
+  // blocks + 2 counted layers = 3 per stage on p = 8; interleaved with one
+  // counted layer per chunk, v = 24 / 8 = 3 chunks per GPU.
+  const std::string zb =
+      "simulate --topology topologies/a100_4x8.json --num-layers 22 --hidden-size 2304 --num-attention-heads 24 "
+      "--seq-length 1024 --global-batch-size 144 --micro-batch-size 6 --pipeline-model-parallel-size 8 "
+      "--data-parallel-size 1 --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split";
+  const CliRun text = run_baton(zb, "megatron-account-text");
+  INFO(text.err);
+  REQUIRE(text.exit_code == 0);
+  CHECK(text.out.find("blocks per stage 2/3/3/3/3/3/3/2") != std::string::npos);
+  const CliRun chunks = run_baton(zb + " --num-layers-per-virtual-pipeline-stage 1 --json", "megatron-account-json");
+  INFO(chunks.err);
+  REQUIRE(chunks.exit_code == 0);
+  const nlohmann::json j = nlohmann::json::parse(chunks.out);
+  CHECK(j["layout"]["account_for_embedding_in_pipeline_split"] == true);
+  CHECK(j["layout"]["account_for_loss_in_pipeline_split"] == true);
+  CHECK(j["schedule"] == "interleaved-1f1b");
+  CHECK(j["memory"].size() == 8);
+  const CliRun plan = run_baton(
+      "plan --topology topologies/a100_4x8.json --num-layers 22 --hidden-size 2304 --num-attention-heads 24 "
+      "--seq-length 1024 --global-batch-size 144 --account-for-loss-in-pipeline-split",
+      "megatron-account-plan");
+  CHECK(plan.exit_code == 2);
+  CHECK(plan.err.find("are for simulate") != std::string::npos);
 }
 
 }  // namespace

@@ -120,5 +120,60 @@ TEST_CASE("megatron layout: an uneven split gives the first and last stage their
   CHECK_FALSE(check_megatron_layout(model, l, 64).ok());
 }
 
+TEST_CASE("megatron layout: the account flags count the embedding and the loss as layers of the split", "[megatron]") {
+  // Qi et al., ICLR 2024, Table 3: the 1.5B model, 22 layers on p = 8, "the
+  // first and last stage hold one transformer layer fewer" = (22 + 2) / 8 = 3
+  // counted layers per stage.
+  const GptModel model{22, 2304, 24, 1024, 50257};
+  MegatronLayout l;
+  l.pipeline = 8;
+  l.micro_batch = 6;
+  l.global_batch = 6 * 24;
+  CHECK_FALSE(check_megatron_layout(model, l, 8).ok());  // 22 = 8 x 2.75
+  l.embedding_in_split = true;
+  const auto one = check_megatron_layout(model, l, 8);  // 23 counted: still not divisible
+  REQUIRE_FALSE(one.ok());
+  CHECK(one.error().message.find("--account-for-embedding-in-pipeline-split counts 23 layers") != std::string::npos);
+  l.loss_in_split = true;
+  REQUIRE(check_megatron_layout(model, l, 8).ok());
+  CHECK(l.split_layers(model) == 24);
+  CHECK(l.stage_layers(model) == std::vector<int>{2, 3, 3, 3, 3, 3, 3, 2});
+  // Interleaved with one counted layer per chunk: 24 chunks, v = 3; the first
+  // chunk is the embedding alone and the last the output layer alone.
+  l.layers_per_virtual_stage = 1;
+  REQUIRE(check_megatron_layout(model, l, 8).ok());
+  CHECK(l.virtual_stages(model) == 3);
+  std::vector<int> chunks(24, 1);
+  chunks.front() = chunks.back() = 0;
+  CHECK(l.stage_layers(model) == chunks);
+  const Plan plan = megatron_plan(model, l);
+  REQUIRE(plan.num_stages() == 24);
+  CHECK(plan.stages.front().layers.begin == 0);  // profile layer 0: the embedding
+  CHECK(plan.stages.front().layers.end == 1);
+  CHECK(plan.stages[1].layers.begin == 1);
+  CHECK(plan.stages[1].layers.end == 2);
+  CHECK(plan.stages.back().layers.begin == 23);  // 23: the output layer
+  CHECK(plan.stages.back().layers.end == 24);
+  // A plan file keeps the flags; one written without them reads as false.
+  nlohmann::json arguments = megatron_arguments(model, l);
+  CHECK(arguments["account_for_embedding_in_pipeline_split"] == true);
+  const auto back = megatron_from_arguments(arguments, "plan.json: megatron");
+  REQUIRE(back.ok());
+  CHECK(back->layout.embedding_in_split);
+  CHECK(back->layout.loss_in_split);
+  arguments.erase("account_for_embedding_in_pipeline_split");
+  arguments.erase("account_for_loss_in_pipeline_split");
+  const auto older = megatron_from_arguments(arguments, "plan.json: megatron");
+  REQUIRE(older.ok());
+  CHECK_FALSE(older->layout.embedding_in_split);
+  CHECK_FALSE(older->layout.loss_in_split);
+  // Not with the decoder-first/last counts, which set the same blocks.
+  l.layers_per_virtual_stage = 0;
+  l.first_stage_layers = 2;
+  const auto both = check_megatron_layout(model, l, 8);
+  REQUIRE_FALSE(both.ok());
+  CHECK(both.error().message.find("give one of them") != std::string::npos);
+}
+
 }  // namespace
 }  // namespace baton

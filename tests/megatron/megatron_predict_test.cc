@@ -153,6 +153,58 @@ TEST_CASE("megatron predict: per-layer times of the 22B model at t 8 within 10% 
   }
 }
 
+// Qi, Wan, Huang, Lin, "Zero Bubble Pipeline Parallelism" (ICLR 2024):
+// Megatron-LM on A100-SXM4-80GB, pipeline parallelism only, sequence 1024, the
+// first and last stage one block fewer (the embedding and the loss counted as
+// layers of the split). Table 3: the models; Table 6: a stage's measured
+// T_F + T_B + T_W in ms (m 24 or 48); Table 4: samples per GPU per second of
+// 1F1B and of 1F1B-I (interleaved, one layer per chunk), iteration time
+// m b / (value x p). bench/groundtruth_zero_bubble prints every row.
+TEST_CASE("megatron predict: Zero Bubble paper's stage times (Table 6) and iteration times (Table 4) within 10%",
+          "[megatron][predict]") {
+  const Topology topology = shipped("a100_4x8.json");
+  struct Model {
+    GptModel model;
+    int p, b;
+    double stage_ms;  // Table 6: T_F + T_B + T_W
+  };
+  const Model models[] = {{GptModel{22, 2304, 24, 1024, 50257}, 8, 6, 18.522 + 18.086 + 9.337},    // 1.5B
+                          {GptModel{30, 4096, 32, 1024, 50257}, 8, 3, 29.718 + 29.444 + 19.927},   // 6.2B
+                          {GptModel{46, 5120, 40, 1024, 50257}, 16, 1, 11.347 + 11.248 + 8.132},   // 14.6B
+                          {GptModel{62, 6144, 48, 1024, 50257}, 32, 1, 10.419 + 10.207 + 7.715}};  // 28.3B
+  for (const Model& m : models) {
+    MegatronLayout l = layout(1, m.p, 1, m.b, 24 * m.b);
+    l.embedding_in_split = l.loss_in_split = true;
+    const auto profile = megatron_profile_on(m.model, l, topology);
+    REQUIRE(profile.ok());
+    const Layer& block = profile->profile.layers[1];
+    const double blocks = static_cast<double>((m.model.layers + 2) / m.p);  // a middle stage's
+    const double stage_ms = blocks * (block.forward + block.backward).ms();
+    INFO("L " << m.model.layers << ": a middle stage's F + B + W " << stage_ms << " ms, measured " << m.stage_ms);
+    CHECK(std::abs(stage_ms / m.stage_ms - 1) <= 0.10);
+  }
+  struct Run {
+    int model;  // index into models
+    int microbatches;
+    bool interleaved;
+    double samples_per_gpu_s;
+  };
+  const Run runs[] = {{0, 24, false, 11.8}, {0, 24, true, 13.1}, {0, 64, false, 13.6}, {0, 64, true, 13.9},
+                      {1, 24, false, 3.50}, {1, 24, true, 4.01}, {1, 64, false, 4.03}, {1, 64, true, 4.19}};
+  for (const Run& r : runs) {
+    const Model& m = models[r.model];
+    MegatronLayout l = layout(1, m.p, 1, m.b, r.microbatches * m.b);
+    l.embedding_in_split = l.loss_in_split = true;
+    l.layers_per_virtual_stage = r.interleaved ? 1 : 0;
+    const auto p = predict_megatron(m.model, l, topology, false);
+    REQUIRE(p.ok());
+    const double measured_s = r.microbatches * m.b / (r.samples_per_gpu_s * m.p);
+    INFO("L " << m.model.layers << ", m " << r.microbatches << (r.interleaved ? ", 1F1B-I" : ", 1F1B") << ": "
+              << p->iteration_time.value << " s predicted, " << measured_s << " s measured");
+    CHECK(std::abs(p->iteration_time.value / measured_s - 1) <= 0.10);
+  }
+}
+
 TEST_CASE("megatron predict: a layout that does not fit is simulated, reported, and told what would fit",
           "[megatron][predict]") {
   const Topology topology = shipped("a100_vtrain.json");

@@ -1,0 +1,301 @@
+// Predicts the measured figures of the Zero Bubble paper (Qi et al., ICLR
+// 2024; data/groundtruth/zero_bubble) with the transformer model of
+// sim/megatron_sim.h and prints, in Markdown for bench/RESULTS.md:
+// - Table 6: the per-stage times T_F, T_B (input gradient), T_W (weight
+//   gradient) and T_comm of a middle stage, against the GPU kernel model's
+//   (the profile of `baton profile analytic --arch gpt`);
+// - Table 4: the iteration time (from samples per GPU per second) and the
+//   peak memory of every schedule, against `simulate`'s prediction of the
+//   same layout in Megatron's flags.
+//
+// Every row is run as the paper states it: pipeline parallelism only (t 1,
+// d 1, GPUs = p), sequence 1024, GPT-2's vocabulary, no recomputation, fp16,
+// the embedding and the loss counted as layers of the split (the first and
+// last stage hold one block fewer: --account-for-embedding-in-pipeline-split
+// --account-for-loss-in-pipeline-split). The schedules: 1F1B and 1F1B-I
+// (Megatron's interleaved 1F1B, one layer per chunk) are baton's own; ZB-1p
+// and ZB-2p are the authors' automatically searched schedules under a memory
+// limit of p and 2p microbatches, with the optimizer step's synchronization
+// bypassed, which baton does not model: they are held against its
+// handcrafted ZB-H1 and ZB-H2 (the same memory limits, synchronous step) and
+// reported apart.
+//
+// Usage: groundtruth_zero_bubble [FILE [TOPOLOGY]]
+//   (defaults: data/groundtruth/zero_bubble/zero_bubble.md and
+//   topologies/a100_4x8.json, from the repository root). The tables are found
+//   by their column names, so a file of the same form with more rows will do.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "bench/bench_support.h"
+#include "sim/megatron_sim.h"
+
+namespace {
+
+using baton::GptModel;
+using baton::MegatronLayout;
+
+struct Table {
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+
+  // The column's index; exits 2 naming the column when there is none.
+  size_t column(const std::string& name) const {
+    const auto it = std::find(header.begin(), header.end(), name);
+    if (it == header.end()) {
+      std::fprintf(stderr, "groundtruth_zero_bubble: a table has no column '%s'\n", name.c_str());
+      std::exit(2);
+    }
+    return static_cast<size_t>(it - header.begin());
+  }
+  bool has(const std::string& name) const { return std::find(header.begin(), header.end(), name) != header.end(); }
+};
+
+std::string trim(const std::string& s) {
+  const size_t begin = s.find_first_not_of(" \t\r");
+  if (begin == std::string::npos) return "";
+  return s.substr(begin, s.find_last_not_of(" \t\r") - begin + 1);
+}
+
+std::vector<std::string> cells(const std::string& line) {
+  std::vector<std::string> out;
+  size_t at = line.find('|');
+  while (at != std::string::npos) {
+    const size_t next = line.find('|', at + 1);
+    if (next == std::string::npos) break;
+    out.push_back(trim(line.substr(at + 1, next - at - 1)));
+    at = next;
+  }
+  return out;
+}
+
+// Every Markdown table of the text: a header line, a |---| line, rows.
+std::vector<Table> markdown_tables(const std::string& text) {
+  std::vector<std::string> lines;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t end = text.find('\n', start);
+    lines.push_back(text.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  std::vector<Table> tables;
+  for (size_t i = 0; i + 1 < lines.size(); ++i) {
+    const std::string head = trim(lines[i]);
+    if (head.empty() || head[0] != '|' || trim(lines[i + 1]).rfind("|---", 0) != 0) continue;
+    Table table;
+    table.header = cells(head);
+    size_t j = i + 2;
+    for (; j < lines.size() && !trim(lines[j]).empty() && trim(lines[j])[0] == '|'; ++j)
+      table.rows.push_back(cells(trim(lines[j])));
+    tables.push_back(table);
+    i = j;
+  }
+  return tables;
+}
+
+const Table& table_with(const std::vector<Table>& tables, const std::vector<std::string>& columns, const char* what) {
+  for (const Table& t : tables)
+    if (std::all_of(columns.begin(), columns.end(), [&](const std::string& c) { return t.has(c); })) return t;
+  std::fprintf(stderr, "groundtruth_zero_bubble: no table of %s (columns %s ...)\n", what, columns.front().c_str());
+  std::exit(2);
+}
+
+double number(const std::string& cell) {
+  try {
+    return std::stod(cell);
+  } catch (const std::exception&) {
+    std::fprintf(stderr, "groundtruth_zero_bubble: '%s' is not a number\n", cell.c_str());
+    std::exit(2);
+  }
+}
+
+// Table 3: a model and the p and micro-batch size it ran with.
+struct Setup {
+  GptModel model;
+  int pipeline = 0;
+  int micro_batch = 0;
+};
+
+std::map<std::string, Setup> read_setups(const Table& t) {
+  std::map<std::string, Setup> out;
+  for (const auto& r : t.rows) {
+    Setup s;
+    s.model = GptModel{
+        static_cast<int64_t>(number(r[t.column("layers")])), static_cast<int64_t>(number(r[t.column("hidden")])),
+        static_cast<int64_t>(number(r[t.column("heads")])), static_cast<int64_t>(number(r[t.column("seq")])), 50257};
+    s.pipeline = static_cast<int>(number(r[t.column("p")]));
+    s.micro_batch = static_cast<int>(number(r[t.column("microbatch size")]));
+    out[r[t.column("model")]] = s;
+  }
+  return out;
+}
+
+const Setup& setup_of(const std::map<std::string, Setup>& setups, const std::string& name) {
+  const auto it = setups.find(name);
+  if (it == setups.end()) {
+    std::fprintf(stderr, "groundtruth_zero_bubble: model '%s' is not in Table 3\n", name.c_str());
+    std::exit(2);
+  }
+  return it->second;
+}
+
+// The layout as the paper ran it; `schedule` a Table 4 column name.
+MegatronLayout layout_of(const Setup& s, int microbatches, const std::string& schedule) {
+  MegatronLayout l = baton::megatron_layout(1, s.pipeline, 1, s.micro_batch, microbatches * s.micro_batch);
+  l.embedding_in_split = true;
+  l.loss_in_split = true;
+  if (schedule == "1F1B-I") l.layers_per_virtual_stage = 1;
+  if (schedule == "ZB-1p" || schedule == "ZB-H1") l.zero_bubble = 1;
+  if (schedule == "ZB-2p" || schedule == "ZB-H2") l.zero_bubble = 2;
+  return l;
+}
+
+double percent(double predicted, double measured) { return 100.0 * (predicted - measured) / measured; }
+
+double mean_abs(const std::vector<double>& errors) {
+  double sum = 0.0;
+  for (double e : errors) sum += std::abs(e);
+  return errors.empty() ? 0.0 : sum / static_cast<double>(errors.size());
+}
+
+template <typename T>
+T take(baton::Result<T> result, const std::string& what) {
+  if (!result) {
+    std::fprintf(stderr, "groundtruth_zero_bubble: %s: %s\n", what.c_str(), result.error().message.c_str());
+    std::exit(1);
+  }
+  return std::move(*result);
+}
+
+// Table 6 against the kernel model: a middle stage's blocks.
+void per_stage_times(const Table& t, const std::map<std::string, Setup>& setups, const baton::Topology& topology) {
+  std::printf(
+      "| model | p | m | blocks | T_F measured | baton | T_B measured | baton | T_W measured | baton | "
+      "F+B+W measured | baton | T_comm measured | baton "
+      "|\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::vector<double> f_errors, b_errors, w_errors, sum_errors;
+  for (const auto& r : t.rows) {
+    const Setup& s = setup_of(setups, r[t.column("model")]);
+    const int m = static_cast<int>(number(r[t.column("m")]));
+    const MegatronLayout layout = layout_of(s, m, "1F1B");
+    const std::string name = fmt::format("{} m {}", r[t.column("model")], m);
+    if (auto ok = baton::check_megatron_layout(s.model, layout, topology.num_devices()); !ok) {
+      std::fprintf(stderr, "groundtruth_zero_bubble: %s: %s\n", name.c_str(), ok.error().message.c_str());
+      std::exit(1);
+    }
+    const baton::MegatronProfile profile = take(baton::megatron_profile_on(s.model, layout, topology), name);
+    const baton::Layer& block = profile.profile.layers[1];
+    const double blocks = static_cast<double>(layout.split_layers(s.model) / layout.pipeline);
+    const double f = blocks * block.forward.value * 1e3;
+    const double b = blocks * block.backward_input.value_or(block.backward).value * 1e3;
+    const double w = blocks * block.backward_weight.value_or(baton::Seconds(0.0)).value * 1e3;
+    // One activation between neighbours inside a server (b s h fp16 values).
+    const baton::Level& inner = topology.levels.front();
+    const baton::Bytes activation(static_cast<int64_t>(block.output_bytes.value));
+    const double comm = (inner.latency + baton::transfer_time(activation, inner.bandwidth())).value * 1e3;
+    const double mf = number(r[t.column("T_F")]), mb = number(r[t.column("T_B")]), mw = number(r[t.column("T_W")]),
+                 mc = number(r[t.column("T_comm")]);
+    f_errors.push_back(percent(f, mf));
+    b_errors.push_back(percent(b, mb));
+    w_errors.push_back(percent(w, mw));
+    sum_errors.push_back(percent(f + b + w, mf + mb + mw));
+    std::printf(
+        "| %s | %d | %d | %.0f | %.3f | %.3f (%+.1f%%) | %.3f | %.3f (%+.1f%%) | %.3f | %.3f (%+.1f%%) | %.3f | %.3f "
+        "(%+.1f%%) | %.3f | %.3f |\n",
+        r[t.column("model")].c_str(), s.pipeline, m, blocks, mf, f, f_errors.back(), mb, b, b_errors.back(), mw, w,
+        w_errors.back(), mf + mb + mw, f + b + w, sum_errors.back(), mc, comm);
+  }
+  std::printf("\nmean absolute error over %zu rows: T_F %.1f%%, T_B %.1f%%, T_W %.1f%%, F+B+W %.1f%%\n\n",
+              sum_errors.size(), mean_abs(f_errors), mean_abs(b_errors), mean_abs(w_errors), mean_abs(sum_errors));
+}
+
+// Table 4 against simulate: every schedule column it has.
+void iteration_times(const Table& t, const std::map<std::string, Setup>& setups, const baton::Topology& topology) {
+  std::printf(
+      "| model | m | schedule (paper) | baton | measured ms | predicted ms | error | memory measured GB | predicted "
+      "GiB | error |\n|---|---|---|---|---|---|---|---|---|---|\n");
+  std::map<std::string, std::vector<double>> time_errors, memory_errors;
+  for (const auto& r : t.rows) {
+    const std::string model = r[t.column("model")];
+    const Setup& s = setup_of(setups, model);
+    const int m = static_cast<int>(number(r[t.column("m")]));
+    for (const char* schedule : {"1F1B", "1F1B-I", "ZB-1p", "ZB-2p", "ZB-H1", "ZB-H2"}) {
+      if (!t.has(schedule)) continue;
+      const MegatronLayout layout = layout_of(s, m, schedule);
+      const std::string name = fmt::format("{} m {} {}", model, m, schedule);
+      const baton::MegatronPrediction p =
+          take(baton::predict_megatron(s.model, layout, topology, false, nullptr, false), name);
+      // Samples per GPU per second: the iteration's m b samples on p GPUs.
+      const double measured_ms = 1e3 * m * s.micro_batch / (number(r[t.column(schedule)]) * s.pipeline);
+      const double predicted_ms = p.iteration_time.value * 1e3;
+      const std::string same = layout.zero_bubble == 1   ? "ZB-H1"
+                               : layout.zero_bubble == 2 ? "ZB-H2"
+                               : layout.layers_per_virtual_stage > 0
+                                   ? fmt::format("interleaved, v {}", layout.virtual_stages(s.model))
+                                   : "1F1B";
+      const bool nearest = std::string(schedule).rfind("ZB-", 0) == 0 && std::string(schedule).back() == 'p';
+      const std::string group = nearest ? "zero bubble (ZB-1p/2p against ZB-H1/H2)" : "same schedule";
+      time_errors[group].push_back(percent(predicted_ms, measured_ms));
+      std::string memory = "| - | - | - |";
+      const std::string mem_column = std::string("mem ") + schedule;
+      if (t.has(mem_column)) {
+        const double measured_gb = number(r[t.column(mem_column)]);
+        const double predicted_gib = p.memory.peak().value / double(1 << 30);
+        memory_errors[group].push_back(percent(predicted_gib, measured_gb));
+        memory = fmt::format("| {:.0f} | {:.1f} | {:+.1f}% |", measured_gb, predicted_gib, memory_errors[group].back());
+      }
+      std::printf("| %s | %d | %s | %s | %.1f | %.1f | %+.1f%% %s\n", model.c_str(), m, schedule, same.c_str(),
+                  measured_ms, predicted_ms, time_errors[group].back(), memory.c_str());
+    }
+  }
+  std::printf("\n| rows | count | iteration time MAPE | worst | peak memory MAPE |\n|---|---|---|---|---|\n");
+  for (const auto& [group, errors] : time_errors) {
+    double worst = 0.0;
+    for (double e : errors) worst = std::max(worst, std::abs(e));
+    std::printf("| %s | %zu | %.1f%% | %.1f%% | %.1f%% |\n", group.c_str(), errors.size(), mean_abs(errors), worst,
+                mean_abs(memory_errors[group]));
+  }
+  std::printf("\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> positional;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::puts(
+          "usage: groundtruth_zero_bubble [FILE [TOPOLOGY]]\n"
+          "  FILE: the paper's tables in Markdown (default data/groundtruth/zero_bubble/zero_bubble.md)\n"
+          "  TOPOLOGY: the cluster (default topologies/a100_4x8.json)");
+      return 0;
+    }
+    positional.push_back(arg);
+  }
+  const std::string path = positional.size() > 0 ? positional[0] : "data/groundtruth/zero_bubble/zero_bubble.md";
+  const std::string topology_path = positional.size() > 1 ? positional[1] : "topologies/a100_4x8.json";
+  const std::string text = baton::bench::read_text(path);
+  if (text.empty()) {
+    std::fprintf(stderr, "groundtruth_zero_bubble: cannot read %s\n", path.c_str());
+    return 2;
+  }
+  const baton::Topology topology =
+      take(baton::parse_topology(baton::bench::read_text(topology_path), topology_path), topology_path);
+  const std::vector<Table> tables = markdown_tables(text);
+  const auto setups = read_setups(table_with(tables, {"model", "layers", "heads", "hidden", "p"}, "models (Table 3)"));
+  std::printf("Per-stage times of a middle stage, ms (Table 6; baton: the GPU kernel model on %s)\n\n",
+              topology.device.name.c_str());
+  per_stage_times(table_with(tables, {"model", "T_F", "T_B", "T_W"}, "per-stage times (Table 6)"), setups, topology);
+  std::printf("Iteration time and peak memory (Table 4; baton: simulate on %s)\n\n", topology.name.c_str());
+  iteration_times(table_with(tables, {"model", "m", "1F1B", "mem 1F1B"}, "throughput (Table 4)"), setups, topology);
+  return 0;
+}
