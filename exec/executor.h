@@ -130,6 +130,9 @@ struct WorkerStats {
   Seconds loop_cpu;              // thread CPU time inside the action loop
   Seconds compute_cpu;           // thread CPU time of the F, B and STEP bodies
   int peak_weight_versions = 0;  // weight versions alive at once (live + stashed)
+  // Threads that ran its steps: 1 in every backend (LibTorch's caches per
+  // thread, cuDNN's execution plans among them, then last the whole run).
+  int threads = 0;
   // What the executor itself cost: loop - compute - waiting (wall clock), and
   // loop_cpu - compute_cpu (CPU time: scheduling, bookkeeping, stashing,
   // transfers' CPU side, waking up).

@@ -9,7 +9,7 @@
 //   report = [n_spans, n_spans x (action_index, start_s, end_s, bytes),
 //             n_losses, n_losses x (step, microbatch, loss),
 //             actions, loop_s, compute_s, waiting_s, loop_cpu_s, compute_cpu_s,
-//             peak_weight_versions]
+//             peak_weight_versions, threads]
 // Checkpoints: after the end-of-step barrier each stage's replica 0 writes its
 // stage file; a second barrier ensures all are in place before rank 0 writes
 // the manifest, which makes the checkpoint complete.
@@ -47,9 +47,9 @@ std::vector<double> encode_report(const std::vector<Span>& spans, const Losses& 
   }
   out.push_back(static_cast<double>(losses.size()));
   for (const auto& [step, microbatch, loss] : losses) out.insert(out.end(), {double(step), double(microbatch), loss});
-  out.insert(out.end(),
-             {static_cast<double>(stats.actions), stats.loop.value, stats.compute.value, stats.waiting.value,
-              stats.loop_cpu.value, stats.compute_cpu.value, static_cast<double>(stats.peak_weight_versions)});
+  out.insert(out.end(), {static_cast<double>(stats.actions), stats.loop.value, stats.compute.value, stats.waiting.value,
+                         stats.loop_cpu.value, stats.compute_cpu.value, static_cast<double>(stats.peak_weight_versions),
+                         static_cast<double>(stats.threads)});
   return out;
 }
 
@@ -79,6 +79,7 @@ void decode_report(const std::vector<double>& in, const Program& program, int wo
   stats.loop_cpu = Seconds(next());
   stats.compute_cpu = Seconds(next());
   stats.peak_weight_versions = static_cast<int>(next());
+  stats.threads = static_cast<int>(next());
 }
 
 // On the host, for Gloo.

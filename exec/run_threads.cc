@@ -8,6 +8,8 @@
 // (exec/device.h); a worker's tensors are made on its stream, by the thread
 // that builds the worker with the worker's device bound.
 #include <algorithm>
+#include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -68,26 +70,86 @@ Result<ThreadsWorld> make_world(const PreparedRun& run, const TrainOptions& opti
   return world;
 }
 
-// Runs one step on all threads; spans of every worker go to `spans` when not null.
-Result<StepReport> run_step(ThreadsWorld& world, int step, int intra_op_threads,
-                            std::vector<std::vector<Span>>* spans) {
-  const size_t count = world.workers.size();
-  std::vector<Status> results(count, ok_status());
-  std::mutex first_error;
-  const Origin origin = world.devices.front()->origin();
-  {
-    std::vector<std::jthread> threads;
+// One long-lived thread per worker. run() hands every thread the same job
+// (its worker's index) and returns when all have finished it; the threads
+// wait between jobs and are joined when the crew is destroyed.
+class StepCrew {
+ public:
+  StepCrew(size_t count, int intra_op_threads) {
     for (size_t w = 0; w < count; ++w) {
-      threads.emplace_back([&, w] {
+      threads_.emplace_back([this, w, intra_op_threads] {
         // OpenMP's thread count is per calling thread: set it in every worker.
         at::set_num_threads(intra_op_threads);
-        world.devices[w]->bind_thread();
-        results[w] = world.workers[w]->run_iteration(step, origin, spans ? &(*spans)[w] : nullptr);
-        world.devices[w]->unbind_thread();
-        if (!results[w]) world.abort();
+        loop(w);
       });
     }
   }
+  ~StepCrew() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+  }  // the jthreads join here
+  StepCrew(const StepCrew&) = delete;
+  StepCrew& operator=(const StepCrew&) = delete;
+
+  void run(const std::function<void(size_t)>& job) {
+    std::unique_lock lock(mutex_);
+    job_ = &job;
+    pending_ = threads_.size();
+    ++generation_;
+    wake_.notify_all();
+    done_.wait(lock, [&] { return pending_ == 0; });
+    job_ = nullptr;
+  }
+
+ private:
+  void loop(size_t w) {
+    uint64_t seen = 0;
+    for (;;) {
+      const std::function<void(size_t)>* job = nullptr;
+      {
+        std::unique_lock lock(mutex_);
+        wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+        if (stopping_) return;
+        seen = generation_;
+        job = job_;
+      }
+      (*job)(w);
+      {
+        std::lock_guard lock(mutex_);
+        --pending_;
+      }
+      done_.notify_one();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::condition_variable done_;
+  const std::function<void(size_t)>* job_ = nullptr;
+  size_t pending_ = 0;
+  uint64_t generation_ = 0;
+  bool stopping_ = false;
+  std::vector<std::jthread> threads_;  // last: joined before the rest is destroyed
+};
+
+// Runs one step on the crew's threads; spans of every worker go to `spans` when not null.
+Result<StepReport> run_step(ThreadsWorld& world, StepCrew& crew, int step, std::vector<std::vector<Span>>* spans) {
+  const size_t count = world.workers.size();
+  std::vector<Status> results(count, ok_status());
+  const Origin origin = world.devices.front()->origin();
+  crew.run([&](size_t w) {
+    world.devices[w]->bind_thread();
+    try {
+      results[w] = world.workers[w]->run_iteration(step, origin, spans ? &(*spans)[w] : nullptr);
+    } catch (const std::exception& e) {
+      results[w] = Error{fmt::format("worker {}, step {}: {}", w, step, e.what())};
+    }
+    world.devices[w]->unbind_thread();
+    if (!results[w]) world.abort();
+  });
   const Seconds wall(std::chrono::duration<double>(Clock::now() - origin.host).count());
   // Report the root cause: a worker's own failure rather than a peer's "abandoned".
   for (const Status& result : results) {
@@ -157,9 +219,10 @@ Result<RunReport> run_threads(const Plan& plan, const TrainOptions& options) {
     RunReport report;
     report.first_step = *first_step;
     std::vector<std::vector<Span>> spans(world.workers.size());
+    StepCrew crew(world.workers.size(), std::max(1, options.intra_op_threads));
     for (int step = *first_step; step < options.steps; ++step) {
       const bool last = step + 1 == options.steps;
-      auto result = run_step(world, step, std::max(1, options.intra_op_threads), last ? &spans : nullptr);
+      auto result = run_step(world, crew, step, last ? &spans : nullptr);
       if (!result) return result.error();
       report.steps.push_back(*result);
       if (!checkpoint_due(options, step + 1)) continue;

@@ -2,6 +2,8 @@
 
 #include <time.h>
 
+#include <algorithm>
+#include <atomic>
 #include <exception>
 
 #include <fmt/format.h>
@@ -11,6 +13,14 @@ namespace baton::exec {
 namespace {
 
 Stream stream_of(ActionKind kind) { return is_compute(kind) ? Stream::kCompute : Stream::kComm; }
+
+// A number of its own for every thread that asks (std::thread::id values are
+// reused once a thread has been joined; these are not).
+uint64_t thread_tag() {
+  static std::atomic<uint64_t> next{1};
+  thread_local const uint64_t tag = next++;
+  return tag;
+}
 
 // CPU time consumed by the calling thread.
 Seconds thread_cpu_time() {
@@ -110,6 +120,10 @@ Status Worker::prepare_iteration(int step) {
 }
 
 Status Worker::run_iteration(int step, const Origin& origin, std::vector<Span>* spans) {
+  if (std::find(thread_tags_.begin(), thread_tags_.end(), thread_tag()) == thread_tags_.end()) {
+    thread_tags_.push_back(thread_tag());
+    stats_.threads = static_cast<int>(thread_tags_.size());
+  }
   if (setup_.fault && setup_.fault->rank == setup_.worker && setup_.fault->step == step) inject_fault(*setup_.fault);
   if (prepared_step_ != step) {
     if (Status prepared = prepare_iteration(step); !prepared) return prepared;

@@ -189,12 +189,12 @@ class Worker {
   int64_t sample_index(int microbatch) const;
 
   WorkerSetup setup_;
-  VersionCounter counter_;          // declared before every VersionPtr holder
-  std::vector<Chunk> chunks_;       // one per ChunkSetup
+  VersionCounter counter_;                 // declared before every VersionPtr holder
+  std::vector<Chunk> chunks_;              // one per ChunkSetup
   std::unique_ptr<SampleLoader> samples_;  // the first stage's inputs, the last stage's targets
-  Chunk* cur_ = nullptr;            // the chunk of the action being run
-  std::map<int, VersionPtr> kept_;  // vertical sync: versions future forwards need
-  std::map<int, int> uses_left_;    // vertical sync: forwards left per version number
+  Chunk* cur_ = nullptr;                   // the chunk of the action being run
+  std::map<int, VersionPtr> kept_;         // vertical sync: versions future forwards need
+  std::map<int, int> uses_left_;           // vertical sync: forwards left per version number
   std::vector<Outstanding> sends_;
   std::vector<Outstanding> reduces_;
   std::map<std::tuple<ActionKind, int, int>, PostedRecvPtr> posted_;  // (RECV kind, stage, microbatch)
@@ -202,6 +202,7 @@ class Worker {
   std::vector<std::pair<int, at::Tensor>> loss_tensors_;  // read once the device settled
   std::vector<Record> records_;                           // this iteration's actions
   WorkerStats stats_;
+  std::vector<uint64_t> thread_tags_;  // the threads that ran its iterations (thread_tag())
   int step_ = 0;
   int pass_base_ = 0;       // live version number when the iteration began
   int prepared_step_ = -1;  // the step prepare_iteration ran for, -1 when none

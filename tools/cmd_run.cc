@@ -228,7 +228,8 @@ nlohmann::json report_json(const exec::RunReport& report, const Plan& plan) {
                        {"loop_cpu_s", st.loop_cpu.value},
                        {"compute_cpu_s", st.compute_cpu.value},
                        {"overhead_cpu_s", st.overhead_cpu().value},
-                       {"peak_weight_versions", st.peak_weight_versions}});
+                       {"peak_weight_versions", st.peak_weight_versions},
+                       {"threads", st.threads}});
   }
   return {{"plan", plan_to_json(plan)}, {"device", report.device}, {"steps", steps}, {"workers", workers}};
 }

@@ -61,6 +61,9 @@ TEST_CASE("flush schedules on threads equal single-process SGD on the same minib
     REQUIRE(outcome.run.steps.size() == 3);
     for (size_t s = 0; s < 3; ++s)
       CHECK(outcome.run.steps[s].mean_loss == Approx(outcome.reference.mean_loss[s]).epsilon(1e-5));
+    // Each worker ran its 3 steps on one thread: LibTorch's per-thread caches
+    // (cuDNN's execution plans on a GPU) outlive a step (exec/run_threads.cc).
+    for (const exec::WorkerStats& worker : outcome.run.workers) CHECK(worker.threads == 1);
   }
 }
 
