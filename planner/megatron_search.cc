@@ -25,12 +25,16 @@ std::vector<T> pinned_or(const std::optional<T>& pin, std::vector<T> all) {
 
 // How the blocks are cut into stages and which schedule runs them: chunks of
 // `per` blocks (interleaved) or one chunk per GPU on 1F1B, ZB-H1 or ZB-H2, with
-// an even split or one or two fewer blocks on the first and the last stage.
+// an even split or one or two fewer blocks on the first and the last stage;
+// `accounted`: interleaved chunks of `per` counted layers, the embedding and
+// the loss counted as layers of the split (--account-for-embedding/loss-in-
+// pipeline-split), so the first and last chunk hold a block fewer.
 struct PipelineShape {
   int per = 0;
   int zero_bubble = 0;
   int first = 0;
   int last = 0;
+  bool accounted = false;
 };
 
 // The splits of L blocks on p stages: even when p divides L, and with k_f, k_l
@@ -56,11 +60,16 @@ std::vector<PipelineShape> pipeline_shapes(const GptModel& model, int p, int m, 
     for (const auto& [first, last] : stage_splits(model.layers, p, fixed))
       if (!fixed.layers_per_virtual_stage || *fixed.layers_per_virtual_stage == 0)
         shapes.push_back(PipelineShape{0, zb, first, last});
-  if (p < 2 || m % p != 0 || model.layers % p != 0 || (fixed.zero_bubble && *fixed.zero_bubble != 0) ||
+  if (p < 2 || m % p != 0 || (fixed.zero_bubble && *fixed.zero_bubble != 0) ||
       (fixed.stage_layers && *fixed.stage_layers != std::pair<int, int>{0, 0}))
     return shapes;
-  for (int per : pinned_or(fixed.layers_per_virtual_stage, divisors(model.layers / p, model.layers / p / 2)))
-    if (per > 0) shapes.push_back(PipelineShape{per, 0, 0, 0});
+  // Interleaved chunks over the L blocks, or over L + 2 counted layers.
+  for (const bool accounted : {false, true}) {
+    const int64_t layers = model.layers + (accounted ? 2 : 0);
+    if (layers % p != 0) continue;
+    for (int per : pinned_or(fixed.layers_per_virtual_stage, divisors(layers / p, layers / p / 2)))
+      if (per > 0) shapes.push_back(PipelineShape{per, 0, 0, 0, accounted});
+  }
   return shapes;
 }
 
@@ -88,6 +97,7 @@ std::vector<MegatronLayout> enumerate(const GptModel& model, int global_batch, b
                 l.zero_bubble = shape.zero_bubble;
                 l.first_stage_layers = shape.first;
                 l.last_stage_layers = shape.last;
+                l.embedding_in_split = l.loss_in_split = shape.accounted;
                 l.recompute = r;
                 l.sequence_parallel = sp;
                 l.distributed_optimizer = dist;
@@ -124,8 +134,9 @@ std::vector<MegatronCandidate> fitting_layouts(const GptModel& model, int global
                                                const MegatronAxes& fixed, const Topology& topology, const GpuModel& gpu,
                                                MegatronSearchResult& result, FamilyMap& families) {
   std::vector<MegatronCandidate> fitting;
-  std::map<std::tuple<int, int, int, int, double>, std::vector<HeldPeak>> held;  // (p, chunks, m, zb, share)
-  std::map<int, CollectiveTime> collectives;                                     // per t
+  // (p, chunks, m, zb, share, blocks of each chunk)
+  std::map<std::tuple<int, int, int, int, double, std::vector<int>>, std::vector<HeldPeak>> held;
+  std::map<int, CollectiveTime> collectives;  // per t
   for (const MegatronLayout& layout : enumerate(model, global_batch, bf16, fixed, topology)) {
     ++result.enumerated;
     MegatronFamily& family = family_of(families, layout);
@@ -136,8 +147,9 @@ std::vector<MegatronCandidate> fitting_layouts(const GptModel& model, int global
     const MegatronProfile profile = make_megatron_profile(model, layout, gpu, collective->second);
     const Plan plan = megatron_plan(model, layout);
     const double share = weight_pass_share(model, layout);
+    // The held activations count each chunk's blocks: the split is part of the key.
     const auto key = std::make_tuple(layout.pipeline, layout.virtual_stages(model), layout.microbatches(),
-                                     layout.zero_bubble, share);
+                                     layout.zero_bubble, share, layout.stage_layers(model));
     auto found = held.find(key);
     if (found == held.end()) found = held.emplace(key, held_peaks(plan, share)).first;
     const MegatronMemory memory = megatron_memory(model, layout, plan, profile, topology.device.memory, &found->second);

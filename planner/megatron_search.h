@@ -11,7 +11,11 @@
 //      others an equal share (Megatron-core's uneven pipeline);
 //   b: a divisor of B / d up to 16;
 //   interleaving: none, or every layers-per-virtual-stage giving >= 2 chunks
-//      (p >= 2, microbatches a multiple of p);
+//      (p >= 2, microbatches a multiple of p), over the L blocks (p dividing
+//      L) or over L + 2 layers with the embedding and the loss counted as
+//      layers of the split (p dividing L + 2; the first and last chunk one
+//      block fewer: Megatron-core's --account-for-embedding-in-pipeline-split
+//      and --account-for-loss-in-pipeline-split);
 //   without interleaving and with p >= 2, the schedule: 1F1B, ZB-H1 or ZB-H2;
 //   recomputation none, selective, full; sequence parallelism (t > 1) or not;
 //   the distributed optimizer (d > 1) or not;

@@ -68,7 +68,7 @@ GptCheck read_gpt_check(const nlohmann::json& gpt, const FieldPath& at) {
 
 std::string short_layout(const GptModel& model, const MegatronLayout& l) {
   std::string split;
-  if (l.first_stage_layers > 0 || l.last_stage_layers > 0) {
+  if (l.first_stage_layers > 0 || l.last_stage_layers > 0 || l.embedding_in_split || l.loss_in_split) {
     const std::vector<int> blocks = l.stage_layers(model);
     split =
         fmt::format(" layers {}/{}/{}", blocks.front(), blocks.size() > 2 ? blocks[1] : blocks.back(), blocks.back());

@@ -127,13 +127,25 @@ TEST_CASE("megatron search: layers that p does not divide are split unevenly, fi
   fixed.pipeline = 4;
   const auto found = search_megatron_layouts(model, 64, false, fixed, topology, 1000000);
   REQUIRE(found.ok());
-  std::set<std::vector<int>> splits;
+  std::set<std::vector<int>> splits, chunks;
   for (const MegatronCandidate& c : found->best) {
     const std::vector<int> blocks = c.layout.stage_layers(model);
     CHECK(std::accumulate(blocks.begin(), blocks.end(), 0) == 30);
-    splits.insert(blocks);
+    (c.layout.layers_per_virtual_stage > 0 ? chunks : splits).insert(blocks);
+    // Interleaving needs p to divide the layers it cuts: 30 + 2 counted (the
+    // embedding and the loss), never the 30 blocks alone.
+    if (c.layout.layers_per_virtual_stage > 0) CHECK((c.layout.embedding_in_split && c.layout.loss_in_split));
   }
   CHECK(splits == std::set<std::vector<int>>{{7, 8, 8, 7}, {6, 8, 8, 8}, {8, 8, 8, 6}});
+  // 32 counted layers on p 4 are 8 per GPU: chunks of 4, 2 or 1 counted layers
+  // (v = 2, 4, 8), the first and last chunk a block fewer.
+  const auto accounted = [](int per, int v) {
+    std::vector<int> blocks(static_cast<size_t>(4 * v), per);
+    blocks.front() -= 1;
+    blocks.back() -= 1;
+    return blocks;
+  };
+  CHECK(chunks == std::set<std::vector<int>>{accounted(4, 2), accounted(2, 4), accounted(1, 8)});
 }
 
 TEST_CASE("megatron search: every tensor x pipeline family says its best time or why it has none",
