@@ -261,9 +261,21 @@ struct ProfileOptions {
 // divided by its layer's value in the profile (options.quantile of its
 // samples), the sample DeviceType::compute_noise holds.
 constexpr int kNoiseQuantiles = 200;
+// The host's side of a layer's pass: the wall time of the call that issues
+// it, which on a GPU returns once its kernels are queued (a backward once
+// LibTorch's autograd engine thread for that GPU has queued them). Where it
+// exceeds the device's time the GPU waits for the host; it is what workers
+// sharing one GPU and one engine thread queue on (bench/RESULTS.md). On the
+// CPU it is the pass itself. Medians of the measured steps.
+struct HostTimes {
+  Seconds forward;
+  Seconds backward;
+};
+
 struct MeasuredProfile {
   Profile profile;
   std::vector<double> compute_noise;
+  std::vector<HostTimes> host;  // per layer
 };
 Result<MeasuredProfile> measure_profile(std::string_view model, int microbatch_size, const ProfileOptions& options);
 

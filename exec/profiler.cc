@@ -46,6 +46,8 @@ namespace {
 struct LayerTimes {
   std::vector<double> forward_s;
   std::vector<double> backward_s;
+  std::vector<double> forward_host_s;  // the issuing call's wall time (HostTimes)
+  std::vector<double> backward_host_s;
   std::vector<double> input_s;   // I alone
   std::vector<double> weight_s;  // W alone
   std::vector<double> optimizer_s;
@@ -71,12 +73,15 @@ struct Profiler {
     return gap_before(gap_at, static_cast<int>(params.size()), static_cast<int>(l), false);
   }
 
-  // Times `body`, after `gap` of sleep when `pause`.
+  // Times `body`, after `gap` of sleep when `pause`; the wall time of the
+  // call itself goes to `host` when given.
   template <typename F>
-  double timed(F&& body, bool pause) const {
+  double timed(F&& body, bool pause, std::vector<double>* host = nullptr) const {
     if (pause && gap.value > 0.0) std::this_thread::sleep_for(std::chrono::duration<double>(gap.value));
     clock->begin(clock->origin());
+    const Clock::time_point issued = Clock::now();
     body();
+    if (host) host->push_back(std::chrono::duration<double>(Clock::now() - issued).count());
     const int end = clock->mark();
     if (Status settled = clock->settle(); !settled) throw std::runtime_error(settled.error().message);
     return clock->seconds(end).value;
@@ -100,7 +105,7 @@ void Profiler::measure_step(std::vector<LayerTimes>& times, std::vector<int64_t>
           x = outputs[l];
           if (l + 1 == layers) outputs[l] = model->loss(outputs[l], samples->target(0));
         },
-        pause_forward(l)));
+        pause_forward(l), &times[l].forward_host_s));
   }
   at::Tensor grad_output;
   std::vector<at::Tensor> grads;
@@ -117,7 +122,7 @@ void Profiler::measure_step(std::vector<LayerTimes>& times, std::vector<int64_t>
           if (l > 0) wrt.push_back(inputs[l]);
           grads = torch::autograd::grad({outputs[l]}, wrt, seeds, /*retain_graph=*/true);
         },
-        pause_backward(l)));
+        pause_backward(l), &times[l].backward_host_s));
     WeightGradStore deferred;
     times[l].input_s.push_back(timed(
         [&] {
@@ -248,8 +253,12 @@ Result<MeasuredProfile> measure_profile(std::string_view model_name, int microba
                                      step < options.steps ? "" : fmt::format(" ({:.1f} s)", elapsed())));
       }
     }
+    std::vector<HostTimes> host;
+    for (const LayerTimes& layer : times)
+      host.push_back(
+          HostTimes{Seconds(quantile(layer.forward_host_s, 0.5)), Seconds(quantile(layer.backward_host_s, 0.5))});
     return MeasuredProfile{to_profile(*model, options, device.describe(), microbatch_size, times, output_bytes),
-                           compute_noise_of(times, options.quantile)};
+                           compute_noise_of(times, options.quantile), std::move(host)};
   } catch (const std::exception& e) {
     return Error{fmt::format("profiling {}: {}", model_name, e.what())};
   }

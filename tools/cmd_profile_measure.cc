@@ -59,11 +59,17 @@ int run_measure(const MeasureArgs& args) {
   // ranks only load the machine as a run would; rank 0 reports.
   if (const char* rank = std::getenv("RANK"); rank != nullptr && std::string(rank) != "0") return 0;
   write_output(args.output, text);
-  for (const Layer& layer : profile.layers) {
-    std::fprintf(stderr, "  %-8s forward %s  backward %s  optimizer %s  output %s  params %s\n", layer.name.c_str(),
+  for (size_t l = 0; l < profile.layers.size(); ++l) {
+    const Layer& layer = profile.layers[l];
+    std::string host;
+    // On a GPU, the host's side beside the device's (exec::HostTimes).
+    if (args.device != "cpu" && l < measured.host.size())
+      host = fmt::format("  host: forward {}  backward {}", human_seconds(measured.host[l].forward),
+                         human_seconds(measured.host[l].backward));
+    std::fprintf(stderr, "  %-8s forward %s  backward %s  optimizer %s  output %s  params %s%s\n", layer.name.c_str(),
                  human_seconds(layer.forward).c_str(), human_seconds(layer.backward).c_str(),
                  human_seconds(layer.optimizer).c_str(), human_bytes(layer.output_bytes).c_str(),
-                 human_bytes(layer.param_bytes).c_str());
+                 human_bytes(layer.param_bytes).c_str(), host.c_str());
   }
   return 0;
 }
@@ -87,6 +93,8 @@ void add_profile_measure_command(CLI::App& profile, CommandResult& result) {
       "the output bytes and the parameter bytes, as a baton.profile.v1 file, plus \"compute_noise\": 200\n"
       "quantiles of every sample over its layer's value (how noisy the machine is; the simulator does\n"
       "not read it from a profile, `baton validate` puts it in the topology). Progress goes to stderr.\n"
+      "On a GPU the per-layer lines also give the host's side: the wall time of the call that issues a\n"
+      "forward or backward (its kernels queued, not run), which workers sharing the GPU queue on.\n"
       "Started as several ranks (RANK set), only rank 0 writes: the others measure alongside it, so that\n"
       "with --gap-us the profile sees the machine as a run uses it.\n"
       "Example: baton profile measure --model gpt-mini --microbatch-size 8 -o out/gpt-mini.json");
