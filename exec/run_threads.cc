@@ -76,21 +76,21 @@ Result<ThreadsWorld> make_world(const PreparedRun& run, const TrainOptions& opti
 class StepCrew {
  public:
   StepCrew(size_t count, int intra_op_threads) {
-    for (size_t w = 0; w < count; ++w) {
-      threads_.emplace_back([this, w, intra_op_threads] {
-        // OpenMP's thread count is per calling thread: set it in every worker.
-        at::set_num_threads(intra_op_threads);
-        loop(w);
-      });
+    try {
+      for (size_t w = 0; w < count; ++w) {
+        threads_.emplace_back([this, w, intra_op_threads] {
+          // OpenMP's thread count is per calling thread: set it in every worker.
+          at::set_num_threads(intra_op_threads);
+          loop(w);
+        });
+      }
+    } catch (...) {
+      stop();  // the threads already made end before their jthreads join
+      throw;
     }
   }
-  ~StepCrew() {
-    {
-      std::lock_guard lock(mutex_);
-      stopping_ = true;
-    }
-    wake_.notify_all();
-  }  // the jthreads join here
+  ~StepCrew() { stop(); }  // the jthreads join after this
+
   StepCrew(const StepCrew&) = delete;
   StepCrew& operator=(const StepCrew&) = delete;
 
@@ -105,6 +105,14 @@ class StepCrew {
   }
 
  private:
+  void stop() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+  }
+
   void loop(size_t w) {
     uint64_t seen = 0;
     for (;;) {
