@@ -4,6 +4,9 @@
 // - Table 6: the per-stage times T_F, T_B (input gradient), T_W (weight
 //   gradient) and T_comm of a middle stage, against the GPU kernel model's
 //   (the profile of `baton profile analytic --arch gpt`);
+// - Table 5: the bubble rates the authors computed from Table 6's times,
+//   against the simulator's schedules run on those same times (p equal
+//   stages, each transfer T_comm): a check of the schedules alone;
 // - Table 4: the iteration time (from samples per GPU per second) and the
 //   peak memory of every schedule, against `simulate`'s prediction of the
 //   same layout in Megatron's flags.
@@ -36,6 +39,7 @@
 
 #include "bench/bench_support.h"
 #include "sim/megatron_sim.h"
+#include "sim/simulator.h"
 
 namespace {
 
@@ -217,6 +221,75 @@ void per_stage_times(const Table& t, const std::map<std::string, Setup>& setups,
               sum_errors.size(), mean_abs(f_errors), mean_abs(b_errors), mean_abs(w_errors), mean_abs(sum_errors));
 }
 
+// Table 5 against the schedules on Table 6's times: p stages of one layer,
+// each F = T_F and a backward of T_B + T_W split into I and W, every
+// transfer T_comm (a link's latency). Bubble rate = (cost - m (T_F + T_B +
+// T_W)) / cost, cost = the longest, over stages, from a stage's first compute
+// to its last (the optimizer step left out).
+void bubble_rates(const Table& rates, const Table& stages) {
+  std::printf("| model | p | m | schedule | paper | baton | difference |\n|---|---|---|---|---|---|---|\n");
+  std::vector<double> differences;
+  for (const auto& r : rates.rows) {
+    const std::string model = r[rates.column("model")];
+    const int p = static_cast<int>(number(r[rates.column("p")]));
+    const int m = static_cast<int>(number(r[rates.column("m")]));
+    const std::vector<std::string>* times = nullptr;
+    for (const auto& row : stages.rows)
+      if (row[stages.column("model")] == model && static_cast<int>(number(row[stages.column("m")])) == m &&
+          static_cast<int>(number(row[stages.column("p")])) == p)
+        times = &row;
+    if (!times) {
+      std::fprintf(stderr, "groundtruth_zero_bubble: Table 5's %s p %d m %d has no Table 6 row\n", model.c_str(), p, m);
+      std::exit(2);
+    }
+    const double f = number((*times)[stages.column("T_F")]), b = number((*times)[stages.column("T_B")]),
+                 w = number((*times)[stages.column("T_W")]), comm = number((*times)[stages.column("T_comm")]);
+    baton::Profile profile = baton::make_uniform_profile(p, baton::Seconds::from_ms(f), baton::Seconds::from_ms(b + w),
+                                                         baton::Bytes(0), baton::Bytes(0));
+    for (baton::Layer& layer : profile.layers) {
+      layer.backward_input = baton::Seconds::from_ms(b);
+      layer.backward_weight = baton::Seconds::from_ms(w);
+    }
+    const baton::Topology topology = baton::make_flat_topology(p, 100.0, baton::Seconds::from_ms(comm));
+    std::string split;
+    for (int s = 0; s < p; ++s) split += (s ? "," : "") + std::to_string(s) + "-" + std::to_string(s + 1);
+    for (const auto& [column, schedule] :
+         {std::pair{"1F1B", baton::Schedule::kOneFOneB}, std::pair{"ZB-H1", baton::Schedule::kZbH1},
+          std::pair{"ZB-H2", baton::Schedule::kZbH2}}) {
+      if (!rates.has(column)) continue;
+      baton::Plan plan;
+      plan.schedule = schedule;
+      plan.batches = m;
+      plan.stages = take(baton::parse_stages(split), "stages");
+      if (auto ok = baton::assign_devices(plan, topology); !ok) {
+        std::fprintf(stderr, "groundtruth_zero_bubble: %s\n", ok.error().message.c_str());
+        std::exit(1);
+      }
+      const baton::Simulation sim =
+          take(baton::simulate_plan(plan, profile, topology, baton::SimOptions{}), model + " " + column);
+      std::map<int, std::pair<double, double>> span;  // worker -> (first start, last end)
+      for (const baton::Span& x : sim.trace.spans) {
+        if (x.stream != baton::Stream::kCompute || x.action.kind == baton::ActionKind::kStep) continue;
+        auto [it, fresh] = span.try_emplace(x.worker, x.start.value, x.end.value);
+        if (!fresh) {
+          it->second.first = std::min(it->second.first, x.start.value);
+          it->second.second = std::max(it->second.second, x.end.value);
+        }
+      }
+      double cost = 0.0;
+      for (const auto& [worker, se] : span) cost = std::max(cost, se.second - se.first);
+      const double rate = (cost - m * (f + b + w) * 1e-3) / cost;
+      const double paper = number(r[rates.column(column)]);
+      differences.push_back(rate - paper);
+      std::printf("| %s | %d | %d | %s | %.4f | %.4f | %+.4f |\n", model.c_str(), p, m, column, paper, rate,
+                  rate - paper);
+    }
+  }
+  double worst = 0.0;
+  for (double d : differences) worst = std::max(worst, std::abs(d));
+  std::printf("\n%zu bubble rates, the largest difference %.5f\n\n", differences.size(), worst);
+}
+
 // Table 4 against simulate: every schedule column it has.
 void iteration_times(const Table& t, const std::map<std::string, Setup>& setups, const baton::Topology& topology) {
   std::printf(
@@ -295,6 +368,9 @@ int main(int argc, char** argv) {
   std::printf("Per-stage times of a middle stage, ms (Table 6; baton: the GPU kernel model on %s)\n\n",
               topology.device.name.c_str());
   per_stage_times(table_with(tables, {"model", "T_F", "T_B", "T_W"}, "per-stage times (Table 6)"), setups, topology);
+  std::printf("Bubble rates from the measured stage times (Table 5; baton: its schedules on those times)\n\n");
+  bubble_rates(table_with(tables, {"model", "p", "m", "1F1B", "ZB-H1"}, "bubble rates (Table 5)"),
+               table_with(tables, {"model", "T_F", "T_B", "T_W"}, "per-stage times (Table 6)"));
   std::printf("Iteration time and peak memory (Table 4; baton: simulate on %s)\n\n", topology.name.c_str());
   iteration_times(table_with(tables, {"model", "m", "1F1B", "mem 1F1B"}, "throughput (Table 4)"), setups, topology);
   return 0;
