@@ -203,8 +203,7 @@ void per_stage_times(const Table& t, const std::map<std::string, Setup>& setups,
     const double w = blocks * block.backward_weight.value_or(baton::Seconds(0.0)).value * 1e3;
     // One activation between neighbours inside a server (b s h fp16 values).
     const baton::Level& inner = topology.levels.front();
-    const baton::Bytes activation(static_cast<int64_t>(block.output_bytes.value));
-    const double comm = (inner.latency + baton::transfer_time(activation, inner.bandwidth())).value * 1e3;
+    const double comm = (inner.latency + baton::transfer_time(block.output_bytes, inner.bandwidth())).value * 1e3;
     const double mf = number(r[t.column("T_F")]), mb = number(r[t.column("T_B")]), mw = number(r[t.column("T_W")]),
                  mc = number(r[t.column("T_comm")]);
     f_errors.push_back(percent(f, mf));
@@ -267,17 +266,7 @@ void bubble_rates(const Table& rates, const Table& stages) {
       }
       const baton::Simulation sim =
           take(baton::simulate_plan(plan, profile, topology, baton::SimOptions{}), model + " " + column);
-      std::map<int, std::pair<double, double>> span;  // worker -> (first start, last end)
-      for (const baton::Span& x : sim.trace.spans) {
-        if (x.stream != baton::Stream::kCompute || x.action.kind == baton::ActionKind::kStep) continue;
-        auto [it, fresh] = span.try_emplace(x.worker, x.start.value, x.end.value);
-        if (!fresh) {
-          it->second.first = std::min(it->second.first, x.start.value);
-          it->second.second = std::max(it->second.second, x.end.value);
-        }
-      }
-      double cost = 0.0;
-      for (const auto& [worker, se] : span) cost = std::max(cost, se.second - se.first);
+      const double cost = baton::longest_compute_span(sim.trace).value;
       const double rate = (cost - m * (f + b + w) * 1e-3) / cost;
       const double paper = number(r[rates.column(column)]);
       differences.push_back(rate - paper);

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim/program.h"
@@ -64,6 +65,24 @@ inline TraceExtent trace_extent(const Trace& trace) {
     last = std::max(last, span.end.value);
   }
   return {first, last - first};
+}
+
+// The zero-bubble paper's cost (Qi et al., ICLR 2024): the longest, over
+// workers, of the time from a worker's first compute action's start to its
+// last one's end (STEPs left out); 0 without compute spans.
+inline Seconds longest_compute_span(const Trace& trace) {
+  std::vector<std::pair<double, double>> span;  // [worker]: (first start, last end); start < 0 when none
+  for (const Span& s : trace.spans) {
+    if (s.stream != Stream::kCompute || s.action.kind == ActionKind::kStep) continue;
+    if (static_cast<size_t>(s.worker) >= span.size()) span.resize(static_cast<size_t>(s.worker) + 1, {-1.0, 0.0});
+    auto& [first, last] = span[static_cast<size_t>(s.worker)];
+    first = first < 0.0 ? s.start.value : std::min(first, s.start.value);
+    last = std::max(last, s.end.value);
+  }
+  double longest = 0.0;
+  for (const auto& [first, last] : span)
+    if (first >= 0.0) longest = std::max(longest, last - first);
+  return Seconds(longest);
 }
 
 }  // namespace baton

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <algorithm>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -46,22 +45,7 @@ inline Simulation simulate_ok(const Plan& plan, const Profile& profile, const To
   return std::move(result).value();
 }
 
-// The zero-bubble paper's cost (Qi et al., ICLR 2024): the longest, over
-// workers, of the time from a worker's first compute action's start to its
-// last one's end (STEPs left out).
-inline double longest_stage_span(const Simulation& sim) {
-  std::map<int, std::pair<double, double>> span;  // worker -> (first start, last end)
-  for (const Span& s : sim.trace.spans) {
-    if (s.stream != Stream::kCompute || s.action.kind == ActionKind::kStep) continue;
-    auto [it, fresh] = span.try_emplace(s.worker, s.start.value, s.end.value);
-    if (!fresh) {
-      it->second.first = std::min(it->second.first, s.start.value);
-      it->second.second = std::max(it->second.second, s.end.value);
-    }
-  }
-  double longest = 0.0;
-  for (const auto& [worker, se] : span) longest = std::max(longest, se.second - se.first);
-  return longest;
-}
+// The zero-bubble paper's cost in seconds (sim/trace.h: longest_compute_span).
+inline double longest_stage_span(const Simulation& sim) { return longest_compute_span(sim.trace).value; }
 
 }  // namespace baton::testing
