@@ -14,9 +14,9 @@ namespace {
 // Fitted once on the A100 rows (see gpu_model.h); shared by every GPU.
 constexpr double kGemmEfficiency = 0.7366;
 constexpr double kHalfTileEfficiency = 0.9107;
-constexpr double kMemoryEfficiency = 0.6441;
-constexpr double kKernelFloorSeconds = 54.02e-6;
-constexpr double kHostPerKernelSeconds = 50e-6;
+constexpr double kMemoryEfficiency = 0.6746;
+constexpr double kKernelFloorSeconds = 51.19e-6;
+constexpr double kHostPerKernelSeconds = 52.5e-6;
 
 GpuModel make(std::string name, int sms, double peak, double hbm, double memory_gib, std::string datasheet) {
   GpuModel model;

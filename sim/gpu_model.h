@@ -19,12 +19,14 @@
 // - Every kernel takes at least kernel_floor (launch and tail of a tiny kernel).
 // - The host issues kernels one after another: a pass over a layer takes at
 //   least (its kernels) x host_per_kernel, the framework's eager dispatch cost
-//   (the GPU idles when the layer's kernels are shorter than their dispatch).
+//   (the GPU idles when the layer's kernels and collectives are shorter than
+//   their dispatch).
 //
 // Sources: SM counts, tensor-core peaks (dense) and HBM bandwidths are NVIDIA's
 // datasheet figures; the tile of 128 x 128 is CUTLASS's and cuBLAS's common
-// tile for half precision. gemm_efficiency, half_tile_efficiency,
-// memory_efficiency, kernel_floor and host_per_kernel were fitted once, for
+// tile for half precision. gemm_efficiency, half_tile_efficiency (held since
+// at the value of an earlier fit), memory_efficiency, kernel_floor and
+// host_per_kernel were fitted once, for
 // the A100, to the measured iteration times shipped in data/groundtruth/vtrain
 // (all 850 rows together, by the coordinate search of `bench/groundtruth_vtrain
 // --fit`, which says its objective; docs/TRANSFORMERS.md), with the ring-step

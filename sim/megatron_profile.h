@@ -11,6 +11,12 @@
 //     scale-mask-softmax and dropout over b a s^2 / t scores (3 passes), two
 //     bias-dropout-adds (3 T h) and GeLU (2 T 4h / t), at 2 bytes per value;
 //     with sequence parallelism the LayerNorms and dropouts run on T / t tokens;
+//     where Megatron's fused softmax does not take the scores
+//     (fused_softmax_available: b a / t not a multiple of 4, for one), the
+//     softmax runs as PyTorch's five kernels in fp32 (Megatron's default
+//     query-key layer scaling makes it fp32): cast, scale, masked fill,
+//     softmax, cast back, moving 37 bytes per score where the fused kernel
+//     moves 4, and five kernels again in the backward (36 bytes against 6);
 //   tensor-parallel collectives: two all-reduces of T h x 2 bytes in the
 //     forward pass (with sequence parallelism an all-gather and a
 //     reduce-scatter in place of each, the same time on a ring), two in the
@@ -23,8 +29,13 @@
 //   recomputation: full runs the block's forward (with its collectives) again
 //     before its backward; selective runs the attention core (scores,
 //     softmax, dropout, weights x V) again;
-//   the host floor: a forward pass takes at least 16 x host_per_kernel and a
-//     backward 34 x (plus 16 with full recomputation).
+//   the host floor: the host dispatches a forward pass's 16 kernels (20
+//     with the unfused softmax) and a backward's 34 (38; plus the forward's
+//     again with full recomputation) at host_per_kernel each, while the GPU
+//     runs what it was given: a pass takes the longer of the host's dispatch
+//     and the GPU's work with its collectives (a collective runs while the
+//     host dispatches the kernels after it, so it hides behind the host as
+//     compute does; host_wait is what the host adds over the GPU).
 // Embedding: gather 2 T h x 2 bytes, its all-reduce across t (the vocabulary
 // is split), scatter-add in the backward. Head: final LayerNorm, logits
 // [T x h] x [h x V/t], vocabulary-parallel cross entropy in fp32 (3 passes of
@@ -82,6 +93,14 @@ struct MegatronProfile {
   Profile profile;                       // layers: embedding, blocks, head
   std::vector<MegatronLayerTime> times;  // index = profile layer
 };
+
+// Whether Megatron's fused scale-mask-softmax kernel takes the causal
+// attention scores of `micro_batch` x `heads_per_rank` heads of `sequence`^2
+// (FusedScaleMaskSoftmax.is_kernel_available): 16 < s <= 16384, s a multiple
+// of 4, and b x heads a multiple of 4 and of the kernel's rows per block
+// (blocks of 128 threads in warps of min(next_pow2(s), 32), each warp one row,
+// or two up to s = 128). Otherwise the block's softmax runs unfused (above).
+bool fused_softmax_available(int64_t micro_batch, int64_t heads_per_rank, int64_t sequence);
 
 // `embedding_allreduce`: the time of the embedding group's all-reduce of
 // `bytes` per GPU (two members); empty: none is charged.

@@ -52,6 +52,65 @@ TEST_CASE("megatron predict: a block's forward carries two ring all-reduces of b
         Approx((profile->times[1].forward_compute + profile->times[1].forward_comm).value).epsilon(1e-12));
 }
 
+// The block's time per microbatch with full recomputation, and the host's
+// dispatch of `kernels` = {forward, backward with the recomputed forward}.
+struct HostCase {
+  int t, b;
+  int forward_kernels, backward_kernels;
+};
+
+TEST_CASE("megatron predict: a pass takes the longer of the host's dispatch and the GPU's work with its collectives",
+          "[megatron][predict]") {
+  // Megatron's fused softmax takes the scores only when b a / t (a = 16 here)
+  // is a multiple of 4; otherwise five kernels run where it is one, forward and
+  // backward: 16 + 4 kernels a forward, 34 + 4 a backward (plus the forward's
+  // again with full recomputation).
+  const Topology topology = shipped("a100_vtrain.json");
+  const GpuModel gpu = *gpu_model("A100-SXM4-80GB");
+  int host_bound = 0;
+  for (const HostCase& c : {HostCase{8, 1, 20, 58}, HostCase{8, 2, 16, 50}, HostCase{4, 1, 16, 50},
+                            HostCase{2, 1, 16, 50}, HostCase{8, 3, 20, 58}}) {
+    CAPTURE(c.t, c.b);
+    MegatronLayout l = layout(c.t, 1, 1, c.b, c.b);
+    l.recompute = Recompute::kFull;
+    const auto profile = megatron_profile_on(kSmall, l, topology);
+    REQUIRE(profile.ok());
+    const MegatronLayerTime& x = profile->times[1];
+    const double host_forward = c.forward_kernels * gpu.host_per_kernel.value;
+    const double host_backward = c.backward_kernels * gpu.host_per_kernel.value;
+    const double gpu_forward = (x.forward_compute + x.forward_comm).value;
+    const double gpu_backward = (x.backward_compute + x.backward_comm + x.recompute).value;
+    if (host_forward > gpu_forward || host_backward > gpu_backward) ++host_bound;
+    const Layer& block = profile->profile.layers[1];
+    CHECK((block.forward + block.backward).value ==
+          Approx(std::max(host_forward, gpu_forward) + std::max(host_backward, gpu_backward)).epsilon(1e-9));
+    CHECK(x.host_wait.value == Approx(std::max(0.0, host_forward - gpu_forward) +
+                                      std::max(0.0, host_backward - gpu_backward))
+                                   .margin(1e-12));
+  }
+  CHECK(host_bound >= 3);  // the premise: most of these small layers wait for the host somewhere
+}
+
+TEST_CASE("megatron predict: the fused softmax's rule: 16 < s <= 16384, s % 4 == 0, b a / t a multiple of its block",
+          "[megatron][predict]") {
+  // Batches per block: 4 warps of one row each for s > 128 (so 4), and two
+  // rows per warp of next_pow2(s) threads, 128 / that warps, up to s = 128.
+  CHECK(fused_softmax_available(1, 4, 1024));
+  CHECK(fused_softmax_available(2, 2, 1024));
+  CHECK_FALSE(fused_softmax_available(1, 2, 1024));
+  CHECK_FALSE(fused_softmax_available(3, 2, 1024));
+  CHECK(fused_softmax_available(1, 12, 2048));
+  CHECK_FALSE(fused_softmax_available(1, 6, 2048));
+  CHECK(fused_softmax_available(1, 8, 16384));
+  CHECK_FALSE(fused_softmax_available(1, 8, 16388));
+  CHECK_FALSE(fused_softmax_available(1, 8, 1026));  // s % 4 != 0
+  CHECK_FALSE(fused_softmax_available(1, 8, 16));
+  CHECK(fused_softmax_available(1, 8, 64));  // 64 threads a warp... 32, 4 warps x 2 rows = 8
+  CHECK_FALSE(fused_softmax_available(1, 4, 64));
+  CHECK(fused_softmax_available(1, 8, 20));  // next_pow2 32: 4 warps x 2 rows
+  CHECK(fused_softmax_available(1, 4, 256));
+}
+
 TEST_CASE("megatron predict: tensor-parallel groups as devices: their links are the GPUs' links together",
           "[megatron][predict]") {
   const Topology gpus = shipped("a100_vtrain.json");
