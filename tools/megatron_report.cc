@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "sim/megatron_profile.h"
 #include "tools/report.h"
 
 namespace baton::cli {
@@ -63,6 +64,13 @@ std::string megatron_text(const GptModel& model, const MegatronLayout& layout, c
   for (const Part& part : parts(p.breakdown))
     out += fmt::format("  {:<42} {:>12}  {:5.1f}%\n", part.name, human_seconds(part.time),
                        100.0 * part.time.value / p.iteration_time.value);
+  const int64_t heads_per_rank = model.heads / layout.tensor;
+  if (!fused_softmax_available(layout.micro_batch, heads_per_rank, model.sequence))
+    out += fmt::format(
+        "note: Megatron's fused softmax does not take these scores (micro-batch {} x {} heads per rank = {}, sequence "
+        "{};\n      it needs a multiple of 4, and 16 < s <= 16384 with s a multiple of 4): the softmax runs unfused "
+        "in fp32,\n      five kernels each way, and is counted so above\n",
+        layout.micro_batch, heads_per_rank, layout.micro_batch * heads_per_rank, model.sequence);
   out += fmt::format("\nmemory per GPU (capacity {}):\n", human_bytes(p.memory.capacity));
   for (const MegatronRankMemory& r : p.memory.ranks)
     out += fmt::format(
@@ -137,6 +145,7 @@ nlohmann::json megatron_json(const GptModel& model, const MegatronLayout& layout
       {"device", topology.device.name},
       {"gpus", layout.gpus()},
       {"microbatches_per_data_parallel_rank", layout.microbatches()},
+      {"fused_softmax", fused_softmax_available(layout.micro_batch, model.heads / layout.tensor, model.sequence)},
       {"iteration_time_s", p.iteration_time.value},
       {"throughput_samples_per_s", p.throughput_samples_per_s},
       {"model_tflops_per_gpu", p.model_tflops_per_gpu},

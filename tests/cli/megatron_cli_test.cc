@@ -71,6 +71,28 @@ TEST_CASE("simulate with Megatron flags says where the time goes and writes the 
   CHECK(slurp(dir / "g.svg").find("tensor-parallel collectives of") != std::string::npos);
 }
 
+TEST_CASE("simulate with Megatron flags says when the fused softmax does not apply", "[cli][megatron]") {
+  // 16 heads on t 8: 2 heads per rank; Megatron's fused softmax needs
+  // micro-batch x 2 to be a multiple of 4.
+  const std::string small =
+      "simulate --topology topologies/a100_vtrain.json --num-layers 24 --hidden-size 1024 --num-attention-heads 16 "
+      "--seq-length 1024 --global-batch-size 48 --recompute-granularity full --tensor-model-parallel-size 8 "
+      "--data-parallel-size 1 ";
+  const CliRun one = run_baton(small + "--micro-batch-size 1", "megatron-softmax");
+  INFO(one.err);
+  REQUIRE(one.exit_code == 0);
+  CHECK(one.out.find("micro-batch 1 x 2 heads per rank = 2") != std::string::npos);
+  CHECK(one.out.find("runs unfused in fp32") != std::string::npos);
+  const CliRun two = run_baton(small + "--micro-batch-size 2", "megatron-softmax");
+  REQUIRE(two.exit_code == 0);
+  CHECK(two.out.find("fused softmax does not take") == std::string::npos);
+  for (const auto& [b, fused] : {std::pair{1, false}, std::pair{2, true}, std::pair{3, false}, std::pair{4, true}}) {
+    const CliRun json = run_baton(small + "--json --micro-batch-size " + std::to_string(b), "megatron-softmax");
+    REQUIRE(json.exit_code == 0);
+    CHECK(nlohmann::json::parse(json.out)["fused_softmax"] == fused);
+  }
+}
+
 void refused(const std::string& flags, const std::vector<std::string>& parts) {
   const fs::path dir = scratch_dir("megatron-bad");
   const fs::path trace = dir / "trace.json";
