@@ -338,6 +338,23 @@ Program make_chunked(const Plan& plan, const Program* only) {
 
 }  // namespace
 
+Program make_zb_heuristic(const Plan& plan, const ZbHeuristicOrder& order, const Program* only) {
+  Program program = only ? *only : empty_program(plan);
+  for (int w = 0; w < program.num_workers(); ++w) {
+    const WorkerInfo& worker = program.workers[w];
+    const std::vector<int> local = local_microbatches(plan, worker);
+    std::vector<Action>& out = program.actions[w];
+    for (const ZbStep& step : order.stages[static_cast<size_t>(worker.stage)]) {
+      const ActionKind kind = step.pass == ZbPass::kF   ? ActionKind::kForward
+                              : step.pass == ZbPass::kI ? ActionKind::kBackwardInput
+                                                        : ActionKind::kBackwardWeight;
+      out.push_back(make_action(kind, worker.stage, local[static_cast<size_t>(step.microbatch)]));
+    }
+    append_update(out, worker.stage, plan.stages[worker.stage].replicas, 0);
+  }
+  return program;
+}
+
 int warmup_forwards(const Plan& plan, int stage, int local_microbatches) {
   return std::min(uncapped_warmup(plan, stage), local_microbatches);
 }

@@ -23,6 +23,7 @@
 
 #include "sim/plan.h"
 #include "sim/program.h"
+#include "sim/zb_heuristic.h"
 
 namespace baton {
 
@@ -70,6 +71,15 @@ Program make_data_parallel(const Plan& plan, const Program* only = nullptr);
 // order of F and I alone is 1F1B's with a longer warm-up, so no program deadlocks.
 Program make_zb_h1(const Plan& plan, const Program* only = nullptr);
 Program make_zb_h2(const Plan& plan, const Program* only = nullptr);
+
+// ZB-H1 and ZB-H2 replaced by the Zero Bubble authors' greedy order for the
+// plan's stage times (sim/zb_heuristic.h): stage s's workers run the order's
+// stage s, its microbatch i being the worker's i-th local microbatch, then
+// ALLREDUCE(0) if the stage has > 1 replica and STEP(0). The Program keeps the
+// plan's schedule (zb-h1 or zb-h2, whose memory limit the order was made
+// under). Precondition: the order has the plan's stages, and each replica
+// runs as many microbatches as each of the order's stages.
+Program make_zb_heuristic(const Plan& plan, const ZbHeuristicOrder& order, const Program* only = nullptr);
 
 // The schedules that run several chunks per worker (plan.h: runs_chunks;
 // the plan must pass check_chunks). Workers are (rank, replica); a worker's
