@@ -181,6 +181,8 @@ Status check_megatron_layout(const GptModel& model, const MegatronLayout& layout
     return bad("--sequence-parallel needs --tensor-model-parallel-size of at least 2");
   if (layout.zero_bubble < 0 || layout.zero_bubble > 2)
     return bad("--zero-bubble-max-pending-backward must be p (ZB-H1) or 2p (ZB-H2)");
+  if (layout.zero_bubble_heuristic && layout.zero_bubble == 0)
+    return bad("--zero-bubble-heuristic goes with --enable-zero-bubble (and --zero-bubble-max-pending-backward)");
   if (layout.zero_bubble > 0 && layout.pipeline < 2)
     return bad("--enable-zero-bubble needs --pipeline-model-parallel-size of at least 2");
   if (layout.zero_bubble > 0 && layout.layers_per_virtual_stage > 0)
@@ -216,7 +218,8 @@ nlohmann::json megatron_arguments(const GptModel& model, const MegatronLayout& l
           {"decoder_first_pipeline_num_layers", layout.first_stage_layers},
           {"decoder_last_pipeline_num_layers", layout.last_stage_layers},
           {"account_for_embedding_in_pipeline_split", layout.embedding_in_split},
-          {"account_for_loss_in_pipeline_split", layout.loss_in_split}};
+          {"account_for_loss_in_pipeline_split", layout.loss_in_split},
+          {"zero_bubble_heuristic", layout.zero_bubble_heuristic}};
 }
 
 namespace {
@@ -272,9 +275,10 @@ Status read_choices(const nlohmann::json& arguments, const json_fields::FieldPat
     *flags[i] = *flag;
   }
   // Optional: plans written before baton knew them leave them out.
-  bool* accounts[] = {&l.embedding_in_split, &l.loss_in_split};
-  const char* account_names[] = {"account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split"};
-  for (int i = 0; i < 2; ++i) {
+  bool* accounts[] = {&l.embedding_in_split, &l.loss_in_split, &l.zero_bubble_heuristic};
+  const char* account_names[] = {"account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
+                                 "zero_bubble_heuristic"};
+  for (int i = 0; i < 3; ++i) {
     if (!arguments.contains(account_names[i])) continue;
     auto flag = read_flag(arguments, at, account_names[i]);
     if (!flag) return flag.error();
@@ -319,7 +323,8 @@ Result<MegatronSpec> megatron_from_arguments(const nlohmann::json& arguments, co
                                                "decoder_first_pipeline_num_layers",
                                                "decoder_last_pipeline_num_layers",
                                                "account_for_embedding_in_pipeline_split",
-                                               "account_for_loss_in_pipeline_split"});
+                                               "account_for_loss_in_pipeline_split",
+                                               "zero_bubble_heuristic"});
       !ok)
     return ok.error();
   MegatronSpec spec;

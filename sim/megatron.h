@@ -74,6 +74,12 @@ struct MegatronLayout {
   // Bubble authors' Megatron-LM fork: --enable-zero-bubble with
   // --zero-bubble-max-pending-backward p (ZB-H1) or 2p (ZB-H2).
   int zero_bubble = 0;
+  // With zero_bubble: instead of baton's handcrafted ZB-H1 / ZB-H2 orders,
+  // the Zero Bubble authors' greedy scheduler (sim/zb_heuristic.h) on the
+  // profile's stage times under the same memory limit (p or 2p microbatches'
+  // activations): their fork's ZB-1p / ZB-2p without its ILP refinement.
+  // baton's flag --zero-bubble-heuristic.
+  bool zero_bubble_heuristic = false;
   // Uneven splits (Megatron-core's --decoder-first-pipeline-num-layers and
   // --decoder-last-pipeline-num-layers, not interleaved): the first and the
   // last pipeline stage's blocks, 0 for an even share; the other stages share
@@ -123,8 +129,9 @@ double megatron_model_flops(const GptModel& model, const MegatronLayout& layout)
 // "zero_bubble_max_pending_backward" (p for ZB-H1, 2p for ZB-H2, 0 without),
 // "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers"
 // (0: an even share), "account_for_embedding_in_pipeline_split",
-// "account_for_loss_in_pipeline_split"}, every key required (the two account
-// flags may be left out: false) and no other.
+// "account_for_loss_in_pipeline_split", "zero_bubble_heuristic"}, every key
+// required (the two account flags and the heuristic may be left out: false)
+// and no other.
 struct MegatronSpec {
   GptModel model;
   MegatronLayout layout;

@@ -6,10 +6,52 @@
 #include "sim/gpu_model.h"
 #include "sim/megatron_sim.h"
 #include "sim/network.h"
+#include "sim/schedules.h"
+#include "sim/stage_costs.h"
+#include "sim/zb_heuristic.h"
 
 namespace baton {
 
 namespace {
+
+// ZB-1p / ZB-2p: the Zero Bubble authors' greedy order (sim/zb_heuristic.h)
+// on the stages' times, under p or 2p microbatches' activations per stage
+// (an F takes one, its I releases all but the W's share, its W the rest);
+// the transfer between stages is the longest of the plan's.
+Result<Simulation> simulate_zb_heuristic(const MegatronPrediction& p, double weight_share, int factor,
+                                         const SimOptions& options, Program* simulated) {
+  if (auto ok = check_plan(p.plan, p.profile.profile, p.groups, "plan"); !ok) return ok.error();
+  const std::vector<StageCost> costs = stage_costs(p.profile.profile, p.plan, p.groups);
+  const int stages = p.plan.num_stages();
+  ZbHeuristicInput in;
+  in.microbatches = p.plan.batches / p.plan.stages.front().replicas;
+  Network network(p.groups);
+  for (int s = 0; s < stages; ++s) {
+    const StageCost& c = costs[static_cast<size_t>(s)];
+    in.forward.push_back(c.forward.value);
+    in.input.push_back(c.backward_input.value);
+    in.weight.push_back(c.backward_weight.value);
+    in.mem_forward.push_back(1.0);
+    in.mem_input.push_back(-(1.0 - weight_share));
+    in.mem_weight.push_back(-weight_share);
+    in.limit.push_back(static_cast<double>(factor * stages));
+    if (s + 1 < stages) {
+      const TransferTimes moved = network.transfer(p.plan.stages[s].devices.front(),
+                                                   p.plan.stages[s + 1].devices.front(), c.activation_out, Seconds(0));
+      in.comm = std::max(in.comm, moved.delivered.value);
+    }
+  }
+  auto order = zb_heuristic_order(in);
+  if (!order) return order.error();
+  const bool one = options.one_replica && !options.record_trace && options.noise_seed == 0 &&
+                   replicas_interchangeable(p.plan, p.groups);
+  const Program whole = make_zb_heuristic(p.plan, *order);
+  Program program = lower_communication(one ? one_replica_program(whole) : whole);
+  auto simulation = simulate_program(program, costs, p.groups, p.plan.microbatch_size, options);
+  if (simulation) simulation->one_replica = one;
+  *simulated = std::move(program);
+  return simulation;
+}
 
 MegatronBreakdown breakdown_of(const MegatronPrediction& p, const MegatronLayout& layout, const Topology& groups) {
   // The busiest pipeline rank: the most compute per iteration.
@@ -172,7 +214,10 @@ Result<MegatronPrediction> predict_megatron(const GptModel& model, const Megatro
   options.one_replica = true;   // without a trace: one data-parallel replica when they are interchangeable
   options.skip_repeats = true;  // and the steady state's repeats jumped over
   Program simulated;
-  auto simulation = simulate_plan(p.plan, p.profile.profile, p.groups, options, &simulated);
+  auto simulation =
+      layout.zero_bubble_heuristic
+          ? simulate_zb_heuristic(p, weight_pass_share(model, layout), layout.zero_bubble, options, &simulated)
+          : simulate_plan(p.plan, p.profile.profile, p.groups, options, &simulated);
   if (!simulation) return simulation.error();
   p.simulation = std::move(*simulation);
   if (record_trace) add_tensor_spans(p, layout);

@@ -52,6 +52,10 @@ void add_megatron_flags(CLI::App& cmd, MegatronArgs& args) {
   cmd.add_option("--zero-bubble-max-pending-backward", args.zero_bubble_pending,
                  "p (ZB-H1, the default) or 2p (ZB-H2): microbatches held before their W passes run")
       ->group(group);
+  cmd.add_flag("--zero-bubble-heuristic", args.zero_bubble_heuristic,
+               "with --enable-zero-bubble: the Zero Bubble authors' greedy scheduler on the stages' times (their "
+               "ZB-1p / ZB-2p without the ILP refinement) in place of baton's handcrafted ZB-H1 / ZB-H2")
+      ->group(group);
   cmd.add_flag("--overlap-grad-reduce", args.overlap_grad_reduce,
                "overlap the data-parallel gradient reduction with the backward pass")
       ->group(group);
@@ -77,6 +81,8 @@ MegatronAxes pinned_megatron_axes(const MegatronArgs& flags, const CLI::App& cmd
     const int pending = flags.zero_bubble_pending == 0 ? flags.pipeline : flags.zero_bubble_pending;
     axes.zero_bubble = flags.zero_bubble ? zero_bubble_of_pending(pending, flags.pipeline).value_or(1) : 0;
   }
+  if (given("--zero-bubble-heuristic"))
+    throw UsageError("plan: the search runs baton's ZB-H1 and ZB-H2; --zero-bubble-heuristic is for simulate");
   if (given("--account-for-embedding-in-pipeline-split") || given("--account-for-loss-in-pipeline-split"))
     throw UsageError(
         "plan: the search chooses the first and last stages' blocks itself (one or two fewer included); "
@@ -120,6 +126,9 @@ MegatronRun megatron_flags_unchecked(const MegatronArgs& args) {
   layout.loss_in_split = args.loss_in_split;
   if (!args.zero_bubble && args.zero_bubble_pending != 0)
     throw UsageError("--zero-bubble-max-pending-backward goes with --enable-zero-bubble");
+  if (!args.zero_bubble && args.zero_bubble_heuristic)
+    throw UsageError("--zero-bubble-heuristic goes with --enable-zero-bubble");
+  layout.zero_bubble_heuristic = args.zero_bubble_heuristic;
   if (args.zero_bubble) {
     const int p = std::max(args.pipeline, 1), pending = args.zero_bubble_pending == 0 ? p : args.zero_bubble_pending;
     const std::optional<int> schedule = zero_bubble_of_pending(pending, p);

@@ -29,6 +29,7 @@ struct MegatronArgs {
   bool overlap_grad_reduce = false;
   bool zero_bubble = false;         // --enable-zero-bubble
   int zero_bubble_pending = 0;      // --zero-bubble-max-pending-backward (0: p)
+  bool zero_bubble_heuristic = false;  // --zero-bubble-heuristic
   int first_stage_layers = 0;       // --decoder-first-pipeline-num-layers (0: even)
   int last_stage_layers = 0;        // --decoder-last-pipeline-num-layers
   bool embedding_in_split = false;  // --account-for-embedding-in-pipeline-split

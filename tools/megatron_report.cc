@@ -32,8 +32,10 @@ std::string layout_line(const GptModel& model, const MegatronLayout& layout) {
       layout.pipeline, layout.data, layout.gpus(), layout.micro_batch, layout.microbatches(),
       layout.layers_per_virtual_stage > 0 ? fmt::format("interleaved 1F1B with {} chunks of {} layers",
                                                         layout.virtual_stages(model), layout.layers_per_virtual_stage)
-      : layout.zero_bubble == 1           ? std::string("ZB-H1 (zero bubble)")
-      : layout.zero_bubble == 2           ? std::string("ZB-H2 (zero bubble)")
+      : layout.zero_bubble > 0 && layout.zero_bubble_heuristic
+          ? fmt::format("ZB-{}p (zero bubble, the authors' greedy scheduler)", layout.zero_bubble)
+      : layout.zero_bubble == 1 ? std::string("ZB-H1 (zero bubble)")
+      : layout.zero_bubble == 2 ? std::string("ZB-H2 (zero bubble)")
                                           : std::string("1F1B"));
   if (layout.first_stage_layers > 0 || layout.last_stage_layers > 0 || layout.embedding_in_split ||
       layout.loss_in_split)
@@ -132,6 +134,7 @@ nlohmann::json megatron_json(const GptModel& model, const MegatronLayout& layout
         {"use_distributed_optimizer", layout.distributed_optimizer},
         {"overlap_grad_reduce", layout.overlap_grad_reduce},
         {"enable_zero_bubble", layout.zero_bubble > 0},
+        {"zero_bubble_heuristic", layout.zero_bubble_heuristic},
         {"zero_bubble_max_pending_backward",
          layout.zero_bubble > 0 ? nlohmann::json(layout.zero_bubble * layout.pipeline) : nlohmann::json()},
         {"decoder_first_pipeline_num_layers",

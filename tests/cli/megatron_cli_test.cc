@@ -71,6 +71,27 @@ TEST_CASE("simulate with Megatron flags says where the time goes and writes the 
   CHECK(slurp(dir / "g.svg").find("tensor-parallel collectives of") != std::string::npos);
 }
 
+TEST_CASE("simulate --zero-bubble-heuristic: the authors' greedy ZB-1p / ZB-2p, only with --enable-zero-bubble",
+          "[cli][megatron]") {
+  const std::string zb =
+      "simulate --topology topologies/a100_4x8.json --num-layers 22 --hidden-size 2304 --num-attention-heads 24 "
+      "--seq-length 1024 --micro-batch-size 6 --global-batch-size 144 --pipeline-model-parallel-size 8 "
+      "--data-parallel-size 1 --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split ";
+  const CliRun text = run_baton(zb + "--enable-zero-bubble --zero-bubble-max-pending-backward 16 --zero-bubble-heuristic",
+                                "megatron-zb-heuristic");
+  INFO(text.err);
+  REQUIRE(text.exit_code == 0);
+  CHECK(text.out.find("ZB-2p (zero bubble, the authors' greedy scheduler)") != std::string::npos);
+  const CliRun json = run_baton(zb + "--enable-zero-bubble --zero-bubble-heuristic --json", "megatron-zb-heuristic");
+  REQUIRE(json.exit_code == 0);
+  const nlohmann::json j = nlohmann::json::parse(json.out);
+  CHECK(j["layout"]["zero_bubble_heuristic"] == true);
+  CHECK(j["layout"]["zero_bubble_max_pending_backward"] == 8);
+  const CliRun alone = run_baton(zb + "--zero-bubble-heuristic", "megatron-zb-heuristic");
+  CHECK(alone.exit_code == 2);
+  CHECK(alone.err.find("--zero-bubble-heuristic goes with --enable-zero-bubble") != std::string::npos);
+}
+
 TEST_CASE("simulate with Megatron flags says when the fused softmax does not apply", "[cli][megatron]") {
   // 16 heads on t 8: 2 heads per rank; Megatron's fused softmax needs
   // micro-batch x 2 to be a multiple of 4.
