@@ -113,6 +113,32 @@ TEST_CASE("zb heuristic: measured stage times with a transfer cost give valid ti
   }
 }
 
+TEST_CASE("zb heuristic: on the paper's 1.5B stage times its ZB-1p is ZB-H1's bubble, its ZB-2p under half ZB-H2's",
+          "[schedule][zero-bubble]") {
+  // Qi et al., ICLR 2024: Table 6's stage times of the 1.5B model (p 8) and
+  // Table 5's bubble rates of the handcrafted ZB-H1 and ZB-H2 on them (baton's
+  // schedules reproduce those to four decimals: bench/groundtruth_zero_bubble).
+  // Bubble rate = (span - m (T_F + T_B + T_W)) / span. 0.3 of a microbatch's
+  // activations wait for its W (about 32 / (34 + 5 a s / h) at h 2304, a 24,
+  // s 1024).
+  struct Row {
+    int m;
+    double f, b, w, comm, zb_h1, zb_h2;
+  };
+  for (const Row& r : {Row{24, 18.522, 18.086, 9.337, 0.601, 0.1585, 0.1083},
+                       Row{32, 18.513, 18.086, 9.331, 0.626, 0.1242, 0.0837},
+                       Row{64, 18.546, 18.097, 9.321, 0.762, 0.0674, 0.0444}}) {
+    CAPTURE(r.m);
+    const double work = r.m * (r.f + r.b + r.w);
+    const auto one = zb_heuristic_order(equal_stages(8, r.m, r.f, r.b, r.w, r.comm, 8, 0.37));
+    const auto two = zb_heuristic_order(equal_stages(8, r.m, r.f, r.b, r.w, r.comm, 16, 0.37));
+    REQUIRE(one.ok());
+    REQUIRE(two.ok());
+    CHECK((one->span - work) / one->span <= r.zb_h1 + 5e-4);
+    CHECK((two->span - work) / two->span < r.zb_h2 / 2);
+  }
+}
+
 TEST_CASE("zb heuristic: stages of different times, and a limit below one forward refused",
           "[schedule][zero-bubble]") {
   ZbHeuristicInput in = equal_stages(4, 10, 1.0, 1.0, 0.5, 0.1, 4.0);
