@@ -303,16 +303,7 @@ void greedy_bubble_rates(const Table& rates, const Table& stages, const std::map
       const Setup& setup = setup_of(setups, model);
       const double share = baton::weight_pass_share(setup.model, layout_of(setup, m, "ZB-1p"));
       for (int factor : {1, 2}) {
-        baton::ZbHeuristicInput in;
-        in.microbatches = m;
-        in.forward.assign(p, f);
-        in.input.assign(p, b);
-        in.weight.assign(p, w);
-        in.comm = comm;
-        in.mem_forward.assign(p, 1.0);
-        in.mem_input.assign(p, share - 1.0);
-        in.mem_weight.assign(p, -share);
-        in.limit.assign(p, factor * p);
+        const baton::ZbHeuristicInput in = baton::zb_equal_stages(p, m, f, b, w, comm, factor * p, share);
         const baton::ZbHeuristicOrder order = take(baton::zb_heuristic_order(in), model + " greedy");
         const double rate = (order.span - m * (f + b + w)) / order.span;
         const std::string column = fmt::format("ZB-{}p", factor);

@@ -196,6 +196,22 @@ class Layout {
 
 }  // namespace
 
+ZbHeuristicInput zb_equal_stages(int stages, int microbatches, double forward, double input, double weight,
+                                 double comm, double limit, double weight_share) {
+  const size_t n = static_cast<size_t>(std::max(stages, 0));
+  ZbHeuristicInput in;
+  in.microbatches = microbatches;
+  in.forward.assign(n, forward);
+  in.input.assign(n, input);
+  in.weight.assign(n, weight);
+  in.comm = comm;
+  in.mem_forward.assign(n, 1.0);
+  in.mem_input.assign(n, weight_share - 1.0);
+  in.mem_weight.assign(n, -weight_share);
+  in.limit.assign(n, limit);
+  return in;
+}
+
 Result<ZbHeuristicOrder> zb_heuristic_order(const ZbHeuristicInput& in) {
   const size_t stages = in.forward.size();
   if (stages == 0 || in.microbatches < 1) return Error{"the zero-bubble heuristic needs stages and microbatches"};

@@ -50,6 +50,12 @@ struct ZbHeuristicInput {
   std::vector<double> mem_forward, mem_input, mem_weight, limit;
 };
 
+// `stages` equal stages: each F, I and W of the given times, an F taking one
+// unit of memory, its I releasing all but `weight_share` of it and its W the
+// rest, `limit` units per stage.
+ZbHeuristicInput zb_equal_stages(int stages, int microbatches, double forward, double input, double weight,
+                                 double comm, double limit, double weight_share);
+
 enum class ZbPass : char { kF = 'F', kI = 'I', kW = 'W' };
 
 struct ZbStep {

@@ -15,17 +15,7 @@ namespace {
 
 ZbHeuristicInput equal_stages(int p, int m, double f, double i, double w, double comm, double limit,
                               double weight_share = 0.5) {
-  ZbHeuristicInput in;
-  in.microbatches = m;
-  in.forward.assign(p, f);
-  in.input.assign(p, i);
-  in.weight.assign(p, w);
-  in.comm = comm;
-  in.mem_forward.assign(p, 1.0);
-  in.mem_input.assign(p, -(1.0 - weight_share));
-  in.mem_weight.assign(p, -weight_share);
-  in.limit.assign(p, limit);
-  return in;
+  return zb_equal_stages(p, m, f, i, w, comm, limit, weight_share);
 }
 
 // Every pass once, each where its inputs allow, one at a time per stage,
