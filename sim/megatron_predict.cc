@@ -23,18 +23,15 @@ Result<Simulation> simulate_zb_heuristic(const MegatronPrediction& p, double wei
   if (auto ok = check_plan(p.plan, p.profile.profile, p.groups, "plan"); !ok) return ok.error();
   const std::vector<StageCost> costs = stage_costs(p.profile.profile, p.plan, p.groups);
   const int stages = p.plan.num_stages();
-  ZbHeuristicInput in;
-  in.microbatches = p.plan.batches / p.plan.stages.front().replicas;
+  ZbHeuristicInput in = zb_equal_stages(stages, p.plan.batches / p.plan.stages.front().replicas, 0.0, 0.0, 0.0, 0.0,
+                                        static_cast<double>(factor * stages), weight_share);
   Network network(p.groups);
   for (int s = 0; s < stages; ++s) {
-    const StageCost& c = costs[static_cast<size_t>(s)];
-    in.forward.push_back(c.forward.value);
-    in.input.push_back(c.backward_input.value);
-    in.weight.push_back(c.backward_weight.value);
-    in.mem_forward.push_back(1.0);
-    in.mem_input.push_back(-(1.0 - weight_share));
-    in.mem_weight.push_back(-weight_share);
-    in.limit.push_back(static_cast<double>(factor * stages));
+    const size_t i = static_cast<size_t>(s);
+    const StageCost& c = costs[i];
+    in.forward[i] = c.forward.value;
+    in.input[i] = c.backward_input.value;
+    in.weight[i] = c.backward_weight.value;
     if (s + 1 < stages) {
       const TransferTimes moved = network.transfer(p.plan.stages[s].devices.front(),
                                                    p.plan.stages[s + 1].devices.front(), c.activation_out, Seconds(0));
@@ -43,8 +40,7 @@ Result<Simulation> simulate_zb_heuristic(const MegatronPrediction& p, double wei
   }
   auto order = zb_heuristic_order(in);
   if (!order) return order.error();
-  const bool one = options.one_replica && !options.record_trace && options.noise_seed == 0 &&
-                   replicas_interchangeable(p.plan, p.groups);
+  const bool one = simulates_one_replica(p.plan, p.groups, options);
   const Program whole = make_zb_heuristic(p.plan, *order);
   Program program = lower_communication(one ? one_replica_program(whole) : whole);
   auto simulation = simulate_program(program, costs, p.groups, p.plan.microbatch_size, options);

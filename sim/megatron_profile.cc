@@ -85,8 +85,9 @@ MegatronLayerTime block_time(const GpuModel& gpu, const Shape& x, Recompute reco
   const Seconds projection = gpu.gemm(T, h, h / t);
   const Seconds up = gpu.gemm(T, 4 * h / t, h);
   const Seconds down = gpu.gemm(T, h, 4 * h / t);
-  const Seconds core = attention_core(gpu, x) + unfused_softmax(gpu, x, kUnfusedForwardBytes);
-  const Seconds core_backward = attention_core(gpu, x) * 2.0 + unfused_softmax(gpu, x, kUnfusedBackwardBytes);
+  const Seconds fused_core = attention_core(gpu, x);
+  const Seconds core = fused_core + unfused_softmax(gpu, x, kUnfusedForwardBytes);
+  const Seconds core_backward = fused_core * 2.0 + unfused_softmax(gpu, x, kUnfusedBackwardBytes);
   const int unfused_kernels = fused_softmax(x) ? 0 : kUnfusedSoftmaxKernels;
   const Seconds elementwise = block_memory_bound(gpu, x);
   const Seconds allreduce = t > 1 ? tp_allreduce(T * h * kHalf) : Seconds(0.0);

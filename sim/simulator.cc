@@ -194,14 +194,18 @@ Result<Simulation> simulate_plan(const Plan& plan, const Profile& profile, const
   if (auto ok = check_plan(plan, profile, topology, "plan"); !ok) return ok.error();
   Plan effective = plan;
   effective.batches = simulated_microbatches(plan);
-  const bool one = options.one_replica && !options.record_trace && options.noise_seed == 0 &&
-                   replicas_interchangeable(effective, topology);
+  const bool one = simulates_one_replica(effective, topology, options);
   Program program = one ? build_replica0_program(effective) : build_program(effective);
   auto simulation =
       simulate_program(program, stage_costs(profile, effective, topology), topology, plan.microbatch_size, options);
   if (simulation) simulation->one_replica = one;
   if (simulated) *simulated = std::move(program);
   return simulation;
+}
+
+bool simulates_one_replica(const Plan& plan, const Topology& topology, const SimOptions& options) {
+  return options.one_replica && !options.record_trace && options.noise_seed == 0 &&
+         replicas_interchangeable(plan, topology);
 }
 
 bool replicas_interchangeable(const Plan& plan, const Topology& topology) {

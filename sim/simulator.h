@@ -85,11 +85,14 @@ struct Simulation {
   bool one_replica = false;  // one replica stood for all (SimOptions::one_replica)
 };
 
-// Simulates `program`; `costs[s]` describes stage s; workers sit on the
-// devices given in program.workers. Fails (as a value) on a deadlock.
 // Whether the plan's replicas are interchangeable on `topology` (SimOptions::one_replica).
 bool replicas_interchangeable(const Plan& plan, const Topology& topology);
+// Whether a simulation with `options` runs one replica for all: asked for,
+// without a trace or noise, and the replicas interchangeable.
+bool simulates_one_replica(const Plan& plan, const Topology& topology, const SimOptions& options);
 
+// Simulates `program`; `costs[s]` describes stage s; workers sit on the
+// devices given in program.workers. Fails (as a value) on a deadlock.
 Result<Simulation> simulate_program(const Program& program, const std::vector<StageCost>& costs,
                                     const Topology& topology, int microbatch_size, const SimOptions& options);
 
