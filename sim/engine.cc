@@ -44,7 +44,9 @@ Engine::Engine(const Program& program, const std::vector<StageCost>& costs, cons
   const int workers = program.num_workers();
   const size_t cells = static_cast<size_t>(program.num_stages) * static_cast<size_t>(microbatches_);
   state_.resize(static_cast<size_t>(workers));
-  device_free_.assign(static_cast<size_t>(topology.num_devices()), Seconds(0.0));
+  device_free_.assign(static_cast<size_t>(topology.num_compute_units()), Seconds(0.0));
+  compute_unit_.reserve(program.workers.size());
+  for (const WorkerInfo& info : program.workers) compute_unit_.push_back(topology.compute_unit(info.device));
   act_arrival_.assign(cells, kUnknown);
   grad_arrival_.assign(cells, kUnknown);
   if (transfer_noise_) {
@@ -144,10 +146,10 @@ Seconds Engine::compute_time(const Action& action) const {
 
 bool Engine::run_compute(int worker, const Action& action, Seconds now) {
   if (action.kind == ActionKind::kStep && !step_ready(worker, action, now)) return false;
-  const int device = program_.workers[worker].device;
-  const Seconds start = max(now, device_free_[device]);
+  Seconds& free = device_free_[compute_unit_[worker]];
+  const Seconds start = max(now, free);
   const Seconds end = start + noisy(compute_time(action), costs_[action.stage].layers);
-  device_free_[device] = end;
+  free = end;
   raw_.busy[worker] += end - start;
   if (keep_intervals_) raw_.compute_intervals[worker].emplace_back(start, end);
   track_memory(worker, action, true);

@@ -121,7 +121,8 @@ class Engine {
   int microbatches_;
   bool keep_intervals_;  // only pipedream measures busy time inside a window
   std::vector<WorkerState> state_;
-  std::vector<Seconds> device_free_;
+  std::vector<Seconds> device_free_;  // [compute unit] (Topology::compute_unit)
+  std::vector<int> compute_unit_;     // [worker]
   std::vector<double> act_arrival_;  // [receiving stage * M + microbatch] (one worker runs it)
   std::vector<double> grad_arrival_;
   std::vector<std::vector<Collective>> collectives_;  // [stage][round]

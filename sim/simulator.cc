@@ -210,6 +210,7 @@ bool simulates_one_replica(const Plan& plan, const Topology& topology, const Sim
 
 bool replicas_interchangeable(const Plan& plan, const Topology& topology) {
   if (runs_steady_state(plan.schedule) || plan.stages.empty()) return false;
+  if (topology.levels.front().shared_compute) return false;  // replicas may take turns on one device
   const int d = plan.stages.front().replicas;
   if (d < 2 || plan.batches % d != 0) return false;
   for (const StagePlan& stage : plan.stages)

@@ -4,6 +4,8 @@
 // Model (see docs/SIMULATOR.md, "Devices and compute" and "Communication"):
 // - every device has one compute stream; the workers placed on one device
 //   share it, first come first served in simulated time (ties: lower worker);
+//   so do the workers on the devices of one unit of a level 0 marked
+//   shared_compute (streams of one GPU, sim/topology.h);
 // - communication runs beside compute: SEND is issued without blocking the
 //   worker, transfers cross the topology as `Network` states, RECV blocks the
 //   worker until the data is there;

@@ -139,7 +139,8 @@ Result<Level> read_level(const json& value, const FieldPath& at) {
   if (auto ok = json_fields::check_object(value, at); !ok) return ok.error();
   if (auto ok = json_fields::check_known_keys(value, at,
                                               {"name", "size", "bandwidth_gbps", "latency_us", "rails",
-                                               "allreduce_bandwidth_gbps", "allreduce_latency_us"});
+                                               "shared_compute", "allreduce_bandwidth_gbps",
+                                               "allreduce_latency_us"});
       !ok)
     return ok.error();
   Level level;
@@ -161,6 +162,11 @@ Result<Level> read_level(const json& value, const FieldPath& at) {
     if (!rails) return rails.error();
     if (*rails > (1 << 20)) return at.field("rails").error("must be <= 1048576", value["rails"]);
     level.rails = static_cast<int>(*rails);
+  }
+  if (value.contains("shared_compute")) {
+    if (!value["shared_compute"].is_boolean())
+      return at.field("shared_compute").error("must be true or false", value["shared_compute"]);
+    level.shared_compute = value["shared_compute"].get<bool>();
   }
   if (value.contains("allreduce_bandwidth_gbps")) {
     auto ring = json_fields::read_number(value, at, "allreduce_bandwidth_gbps", 0.0, /*strict=*/true);
@@ -204,6 +210,9 @@ Result<Topology> topology_from_json(const json& document, const std::string& sou
   for (size_t i = 0; i < (*levels)->size(); ++i) {
     auto level = read_level((**levels)[i], root.field("levels").index(i));
     if (!level) return level.error();
+    if (level->shared_compute && i > 0)
+      return root.field("levels").index(i).field("shared_compute").error(
+          "is for level 0 only (the streams of one device)", (**levels)[i]["shared_compute"]);
     if (level->rails > devices)
       return root.field("levels").index(i).field("rails").error(
           fmt::format("must be at most the {} devices under one child of the level (one rail per device)", devices),
@@ -229,6 +238,7 @@ json topology_to_json(const Topology& topology) {
                   {"bandwidth_gbps", level.bandwidth_gbps},
                   {"latency_us", level.latency.us()}};
     if (level.rails != 1) entry["rails"] = level.rails;
+    if (level.shared_compute) entry["shared_compute"] = true;
     if (level.allreduce_bandwidth_gbps) entry["allreduce_bandwidth_gbps"] = *level.allreduce_bandwidth_gbps;
     if (level.allreduce_latency) entry["allreduce_latency_us"] = level.allreduce_latency->us();
     levels.push_back(std::move(entry));

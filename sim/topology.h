@@ -20,6 +20,7 @@
 //               optional "transfer_noise_ready_us": [num, ...]},
 //    "levels": [{"name": str, "size": int >= 1, "bandwidth_gbps": num > 0,
 //                "latency_us": num >= 0, optional "rails": int >= 1,
+//                optional "shared_compute": bool (level 0 only),
 //                optional "allreduce_bandwidth_gbps": num > 0,
 //                optional "allreduce_latency_us": num >= 0}],
 //    optional "calibration": {optional "point_to_point", "allreduce",
@@ -33,13 +34,23 @@
 // without bandwidth). The noise fields and `calibration` joined v1 after its
 // first files without a new format string: they change no figure of a
 // deterministic simulation, and a file without them means what it meant.
-// Because readers refuse unknown keys, a later field that changes what a file
-// means comes with a new format string.
+// `rails` and `shared_compute` joined v1 later too, and they do change
+// figures, but only those of a file that uses them: a file without them means
+// what it meant, and a reader older than them refuses a file with them (an
+// unknown key) rather than misreading it. A field that would change what an
+// existing file means comes with a new format string.
 // `rails` (default 1) says the level's uplink is that many parallel links
 // (a server's NICs, one per GPU), bandwidth_gbps / rails each: a device
 // sends and receives on its own rail (rail_of), so one transfer between two
 // devices gets one rail, while a collective whose members fill the unit uses
 // all of them (sim/network.h).
+// `shared_compute` (level 0 only; default false) says the devices of one
+// unit of level 0 are not devices of their own but streams of one physical
+// device, as the workers of the threads backend sharing one GPU are: their
+// compute takes turns on that device's one compute stream (the simulator
+// grants it first come, first served; Topology::compute_unit), while their
+// transfers and all-reduces still cross the level's links (the hand-overs
+// between streams that `baton calibrate --device cuda` measures).
 // The optional allreduce_* fields are the effective link parameters of the
 // ring all-reduce on that level where they differ from point-to-point ones
 // (a collective library's own protocol, threads and reduction cost), as
@@ -101,6 +112,9 @@ struct Level {
   // Parallel links (NICs, "rails") the unit's uplink of bandwidth_gbps is made
   // of, each rails-th of it; 1: one link.
   int rails = 1;
+  // Level 0 only: the unit's devices are streams of one physical device that
+  // share its compute (see the file format above).
+  bool shared_compute = false;
 
   Bandwidth bandwidth() const { return Bandwidth::from_gbps(bandwidth_gbps); }
   // What one point-to-point transfer gets: one rail.
@@ -117,6 +131,15 @@ struct Topology {
 
   int num_levels() const { return static_cast<int>(levels.size()); }
   int num_devices() const;
+  // The compute stream `device` computes on: the device itself, or with
+  // levels[0].shared_compute the unit of level 0 that holds it; and how many
+  // there are.
+  int compute_unit(int device) const {
+    return levels.front().shared_compute ? device / levels.front().size : device;
+  }
+  int num_compute_units() const {
+    return levels.front().shared_compute ? num_devices() / levels.front().size : num_devices();
+  }
   // Devices in one unit of level `level` (level -1: a single device).
   int devices_per_unit(int level) const;
   // Innermost level whose unit contains both devices; -1 when a == b.

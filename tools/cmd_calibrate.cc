@@ -10,7 +10,9 @@
 // fit_ring); what each all-reduce took beyond that model becomes the device's
 // allreduce_noise_us (on the 2-core machines half or more of the all-reduces
 // wait 2-4 ms longer, whatever their size). It writes a one-level
-// baton.topology.v1 with one device per rank, and keeps the raw samples and
+// baton.topology.v1 with one device per rank (with --device cuda: one stream
+// per worker, level 0 marked shared_compute: the workers take turns on the
+// GPU's compute, as one device's streams do), and keeps the raw samples and
 // the all-reduce times beside the model's in a "calibration" object (part of
 // the format, sim/topology.h; the simulator does not read it).
 #include <cstdio>
@@ -62,6 +64,9 @@ struct Measured {
   std::string device;   // the device's name
   double memory_bytes;  // shared by the ranks (workers)
   std::string one_way;  // how a one-way time is measured
+  // The workers are streams of one device that take turns on its compute
+  // (Level::shared_compute), not devices of their own.
+  bool shared_compute = false;
 };
 
 Measured gloo_measured(int ranks, int repeats) {
@@ -132,8 +137,11 @@ nlohmann::json calibrated_topology(const exec::LinkMeasurement& m, const LinkFit
   topology.name = measured.name;
   topology.source = fmt::format(
       "Measured by `baton calibrate`: {}. Latency and bandwidth fitted to one-way times of {} message sizes "
-      "({}), worst relative residual {:.1f}%. One device per rank; relative_speed 1: compute as profiled.",
-      measured.what, m.point_to_point.size(), measured.one_way, 100.0 * fit.max_relative_residual);
+      "({}), worst relative residual {:.1f}%. {}; relative_speed 1: compute as profiled.",
+      measured.what, m.point_to_point.size(), measured.one_way, 100.0 * fit.max_relative_residual,
+      measured.shared_compute ? "One stream per worker, all on one device whose compute they take turns on "
+                                "(shared_compute)"
+                              : "One device per rank");
   topology.device.name = measured.device;
   topology.device.memory = Bytes(static_cast<int64_t>(memory_per_rank_gib(args, measured, m.ranks) * double(1 << 30)));
   topology.device.allreduce_noise = allreduce_noise(m, ring);
@@ -141,6 +149,7 @@ nlohmann::json calibrated_topology(const exec::LinkMeasurement& m, const LinkFit
   topology.device.transfer_noise_ready = transfer_noise(m, fit, /*late=*/false);
   topology.levels = {
       Level{measured.level, m.ranks, fit.bandwidth_gbps, fit.latency, ring.bandwidth_gbps, ring.latency}};
+  topology.levels.front().shared_compute = measured.shared_compute;
   nlohmann::json model = nlohmann::json::array();
   for (const TransferSample& s : m.allreduce) {
     model.push_back({{"bytes", s.size.value}, {"seconds", ring_allreduce_time(m.ranks, s.size, ring).value}});
@@ -250,7 +259,8 @@ int run_on_device(const CalibrateArgs& args) {
       "cuda-streams",
       info->description,
       static_cast<double>(info->memory_bytes),
-      fmt::format("the fastest of {} receives of data already there", args.repeats)};
+      fmt::format("the fastest of {} receives of data already there", args.repeats),
+      /*shared_compute=*/true};
   return write_calibration(args, *measured, what);
 }
 
@@ -306,7 +316,8 @@ void add_calibrate_command(CLI::App& app, CommandResult& result) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--device", args->device,
                   "cpu (default: Gloo ranks), or cuda / cuda:N: the threads backend's --nproc workers on that GPU "
-                  "(run --device cuda), in this process")
+                  "(run --device cuda), in this process; its topology marks them shared_compute: streams of one "
+                  "GPU that take turns on its compute")
       ->check(check_device_name);
   cmd->callback([args, &result] { result.exit_code = run_calibrate(*args); });
 }

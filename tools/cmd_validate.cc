@@ -13,9 +13,10 @@
 // With --device cuda the workers are --nproc threads of one process on that
 // GPU (run --backend threads --device cuda), each on its own CUDA stream and
 // timed with CUDA events; the profile is measured there, the link is the
-// threads backend's hand-overs on the GPU (calibrate --device cuda), and no
-// loaded slices are taken (the workers share no CPU cores: relative_speed 1,
-// no compute noise).
+// threads backend's hand-overs on the GPU (calibrate --device cuda, whose
+// topology marks the workers shared_compute: they take turns on the GPU's
+// compute), and no loaded slices are taken (relative_speed 1, no compute
+// noise).
 //
 // What is compared (per schedule):
 // - predicted: the --quantile q (default 0.5, the median) of the iteration
@@ -326,7 +327,8 @@ void add_validate_command(CLI::App& app, CommandResult& result) {
       "predicted and measured iteration time. Writes DIR/report.md (figures, calibration, profile,\n"
       "per-stage and per-action errors) and DIR/<schedule>/compare.svg (both Gantt charts); exits 1 when an\n"
       "iteration-time error exceeds --tolerance. With --device cuda the workers are threads on that GPU\n"
-      "(run --backend threads --device cuda), measured and calibrated there, without slices.\n\n"
+      "(run --backend threads --device cuda), measured and calibrated there, without slices; they are\n"
+      "predicted taking turns on the GPU's compute (the calibrated topology's shared_compute).\n\n"
       "Examples:\n"
       "  baton validate --model mlp --nproc 2 --microbatch-size 256 --out out/validate-mlp\n"
       "  baton validate --model gpt-mini --nproc 2 --schedule 1f1b,gpipe --stages 0-3,3-6 --tolerance 0.1\n"
