@@ -126,7 +126,7 @@ struct WorkerStats {
   int64_t actions = 0;
   Seconds loop;                  // wall time inside its action loop
   Seconds compute;               // wall time of the F, B and STEP bodies
-  Seconds waiting;               // blocked in RECV or in STEP waiting for ALLREDUCE
+  Seconds waiting;               // in RECV, in STEP waiting for ALLREDUCE, or issuing an ALLREDUCE
   Seconds loop_cpu;              // thread CPU time inside the action loop
   Seconds compute_cpu;           // thread CPU time of the F, B and STEP bodies
   int peak_weight_versions = 0;  // weight versions alive at once (live + stashed)

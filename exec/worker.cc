@@ -179,6 +179,7 @@ void Worker::account(int loop_start, int loop_end, std::vector<Span>* spans) {
     if (is_compute(kind)) stats_.compute += end - start;
     if (is_recv(kind)) stats_.waiting += end - start;
     if (record.timing.wait_start >= 0) stats_.waiting += start - device.seconds(record.timing.wait_start);
+    if (record.timing.issued >= 0) stats_.waiting += device.seconds(record.timing.issued) - start;
     if (spans != nullptr) {
       spans->push_back(
           Span{setup_.worker, record.index, record.action, stream_of(kind), start, end, Bytes(record.timing.bytes)});
@@ -394,6 +395,7 @@ Result<Worker::Timing> Worker::allreduce() {
   auto pending = cur_->setup.reducer->allreduce(cur_->gradient_flat);
   if (!pending) return pending.error();
   timing.end = setup_.device->mark();
+  timing.issued = timing.end;
   reduces_.push_back(Outstanding{-1, std::move(*pending)});
   return timing;
 }

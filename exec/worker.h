@@ -139,6 +139,11 @@ class Worker {
     int end = -1;
     int64_t bytes = 0;
     int wait_start = -1;  // STEP: where it began to wait for its ALLREDUCE
+    // ALLREDUCE: where its issue returned (`end` moves on to its completion).
+    // On one GPU the threads backend's last contributor sums the replicas'
+    // gradients on its own stream inside the issue: communication, not the
+    // executor's overhead.
+    int issued = -1;
   };
   struct Record {
     int32_t index = 0;  // in the action list

@@ -64,6 +64,10 @@ TEST_CASE("flush schedules on threads equal single-process SGD on the same minib
     // Each worker ran its 3 steps on one thread: LibTorch's per-thread caches
     // (cuDNN's execution plans on a GPU) outlive a step (exec/run_threads.cc).
     for (const exec::WorkerStats& worker : outcome.run.workers) CHECK(worker.threads == 1);
+    // Compute and waiting (RECV, STEP's wait for its ALLREDUCE, an ALLREDUCE's
+    // issue) are disjoint parts of the action loop: what is left, the
+    // executor's overhead, is never negative (1 us for the clock's rounding).
+    for (const exec::WorkerStats& worker : outcome.run.workers) CHECK(worker.overhead().value >= -1e-6);
   }
 }
 
