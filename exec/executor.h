@@ -249,6 +249,9 @@ struct ProfileOptions {
   std::vector<int> gap_at;
   int intra_op_threads = 1;
   uint64_t seed = 1;
+  // Also time the whole model's forward, backward and optimizer step as one
+  // call each, after every step's layers (MeasuredProfile::whole_pass).
+  bool whole_pass = false;
   std::function<void(const std::string&)> progress;  // optional, one line per event
 };
 
@@ -272,10 +275,27 @@ struct HostTimes {
   Seconds backward;
 };
 
+// The whole model's pass as one call each, as a stage holding every layer
+// runs it (one forward call, one autograd call, one optimizer step), against
+// the profile's layers one call each: what a call costs beyond its layers'
+// work is (sum of the layers - whole) / (layers - 1) per pass. On a GPU each
+// layer timed alone starts from an idle stream and pays the host's hand-over
+// before its first kernel; a stage pays it once (bench/RESULTS.md). Not part
+// of the profile file: the simulator does not use it yet.
+struct WholePass {
+  Seconds forward;
+  Seconds backward;
+  Seconds optimizer;
+};
+// Per call beyond the layers' work, for `pass` of `profile`'s layers ((sum -
+// whole) / (layers - 1); 0 for a one-layer model).
+WholePass per_call_cost(const Profile& profile, const WholePass& pass);
+
 struct MeasuredProfile {
   Profile profile;
   std::vector<double> compute_noise;
   std::vector<HostTimes> host;  // per layer
+  std::optional<WholePass> whole_pass;  // with ProfileOptions::whole_pass
 };
 Result<MeasuredProfile> measure_profile(std::string_view model, int microbatch_size, const ProfileOptions& options);
 

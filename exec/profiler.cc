@@ -19,6 +19,9 @@
 //   optimizer l: what the executor's STEP does to the layer's parameters
 //                (exec/worker.cc): w - lr * g out of place into new leaves,
 //                and the gradient buffer zeroed
+// With ProfileOptions::whole_pass each step then times the whole model's
+// forward (input, every layer, the loss), backward (one autograd call for
+// every parameter) and optimizer step as one call each.
 // Every timed region starts with the profiler's work done and is timed by the device
 // (exec/device.h): the host clock on the CPU; on a GPU, CUDA events on the
 // profiler's own stream, from an event recorded once that stream was idle to one
@@ -50,6 +53,13 @@ struct LayerTimes {
   std::vector<double> backward_host_s;
   std::vector<double> input_s;   // I alone
   std::vector<double> weight_s;  // W alone
+  std::vector<double> optimizer_s;
+};
+
+// The whole model's pass, one call each (ProfileOptions::whole_pass).
+struct PassTimes {
+  std::vector<double> forward_s;
+  std::vector<double> backward_s;
   std::vector<double> optimizer_s;
 };
 
@@ -88,7 +98,34 @@ struct Profiler {
   }
   // One forward and backward; appends the times of every layer.
   void measure_step(std::vector<LayerTimes>& times, std::vector<int64_t>& output_bytes) const;
+  // One forward, backward and optimizer step of the whole model, one call
+  // each; appends their times.
+  void measure_whole_pass(PassTimes& times) const;
 };
+
+void Profiler::measure_whole_pass(PassTimes& times) const {
+  at::Tensor loss;
+  times.forward_s.push_back(timed(
+      [&] {
+        at::Tensor x = samples->input(0);
+        for (size_t l = 0; l < params.size(); ++l) x = model->layers[l].forward(x, params[l]);
+        loss = model->loss(x, samples->target(0));
+      },
+      gap_at.empty()));
+  std::vector<at::Tensor> all;
+  for (const std::vector<at::Tensor>& layer : params) all.insert(all.end(), layer.begin(), layer.end());
+  std::vector<at::Tensor> grads;
+  times.backward_s.push_back(timed([&] { grads = torch::autograd::grad({loss}, all); }, gap_at.empty()));
+  times.optimizer_s.push_back(timed(
+      [&] {
+        at::NoGradGuard no_grad;
+        std::vector<at::Tensor> next;
+        for (size_t p = 0; p < all.size(); ++p) next.push_back(all[p] - grads[p] * 0.05);
+        for (size_t p = 0; p < all.size(); ++p) grads[p].zero_();
+        next = as_leaves(std::move(next));
+      },
+      gap_at.empty()));
+}
 
 void Profiler::measure_step(std::vector<LayerTimes>& times, std::vector<int64_t>& output_bytes) const {
   const size_t layers = params.size();
@@ -204,6 +241,19 @@ std::vector<double> compute_noise_of(const std::vector<LayerTimes>& times, doubl
 
 }  // namespace
 
+WholePass per_call_cost(const Profile& profile, const WholePass& pass) {
+  const int calls = profile.num_layers() - 1;
+  if (calls < 1) return WholePass{};
+  Seconds forward, backward, optimizer;
+  for (const Layer& layer : profile.layers) {
+    forward += layer.forward;
+    backward += layer.backward;
+    optimizer += layer.optimizer;
+  }
+  return WholePass{(forward - pass.forward) / calls, (backward - pass.backward) / calls,
+                   (optimizer - pass.optimizer) / calls};
+}
+
 bool gap_before(const std::vector<int>& gap_at, int layers, int layer, bool forward) {
   if (gap_at.empty()) return true;
   const auto listed = [&](int l) { return std::find(gap_at.begin(), gap_at.end(), l) != gap_at.end(); };
@@ -239,15 +289,19 @@ Result<MeasuredProfile> measure_profile(std::string_view model_name, int microba
     }
     std::vector<LayerTimes> times(static_cast<size_t>(model->num_layers()));
     std::vector<int64_t> output_bytes(times.size(), 0);
+    PassTimes whole;
     for (int step = 0; step < options.warmup; ++step) {
       profiler.measure_step(times, output_bytes);
+      if (options.whole_pass) profiler.measure_whole_pass(whole);
       if (options.progress) options.progress(fmt::format("warm-up step {}/{}", step + 1, options.warmup));
     }
     times.assign(times.size(), LayerTimes{});
+    whole = PassTimes{};
     const Clock::time_point start = Clock::now();
     const auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
     for (int step = 0; step < options.steps || elapsed() < options.min_time.value; ++step) {
       profiler.measure_step(times, output_bytes);
+      if (options.whole_pass) profiler.measure_whole_pass(whole);
       if (options.progress && (step < options.steps || step % 50 == 0)) {
         options.progress(fmt::format("measured step {}/{}{}", step + 1, options.steps,
                                      step < options.steps ? "" : fmt::format(" ({:.1f} s)", elapsed())));
@@ -257,8 +311,14 @@ Result<MeasuredProfile> measure_profile(std::string_view model_name, int microba
     for (const LayerTimes& layer : times)
       host.push_back(
           HostTimes{Seconds(quantile(layer.forward_host_s, 0.5)), Seconds(quantile(layer.backward_host_s, 0.5))});
-    return MeasuredProfile{to_profile(*model, options, device.describe(), microbatch_size, times, output_bytes),
-                           compute_noise_of(times, options.quantile), std::move(host)};
+    MeasuredProfile measured{to_profile(*model, options, device.describe(), microbatch_size, times, output_bytes),
+                             compute_noise_of(times, options.quantile), std::move(host), std::nullopt};
+    if (options.whole_pass) {
+      measured.whole_pass = WholePass{Seconds(quantile(whole.forward_s, options.quantile)),
+                                      Seconds(quantile(whole.backward_s, options.quantile)),
+                                      Seconds(quantile(whole.optimizer_s, options.quantile))};
+    }
+    return measured;
   } catch (const std::exception& e) {
     return Error{fmt::format("profiling {}: {}", model_name, e.what())};
   }

@@ -29,6 +29,7 @@ struct MeasureArgs {
   double gap_us = 0.0;
   std::vector<int> gap_at;
   int threads = 1;
+  bool whole_pass = false;
   std::string output;
 };
 
@@ -44,6 +45,7 @@ int run_measure(const MeasureArgs& args) {
   options.gap = Seconds::from_us(args.gap_us);
   options.gap_at = args.gap_at;
   options.intra_op_threads = args.threads;
+  options.whole_pass = args.whole_pass;
   options.progress = [&args](const std::string& line) {
     std::fprintf(stderr, "profile %s: %s\n", args.model.c_str(), line.c_str());
   };
@@ -71,6 +73,16 @@ int run_measure(const MeasureArgs& args) {
                  human_seconds(layer.optimizer).c_str(), human_bytes(layer.output_bytes).c_str(),
                  human_bytes(layer.param_bytes).c_str(), host.c_str());
   }
+  if (measured.whole_pass) {
+    const exec::WholePass& whole = *measured.whole_pass;
+    const exec::WholePass per_call = exec::per_call_cost(profile, whole);
+    std::fprintf(stderr,
+                 "  whole model, one call each: forward %s  backward %s  optimizer %s  "
+                 "per call beyond the layers' work: forward %s  backward %s  optimizer %s\n",
+                 human_seconds(whole.forward).c_str(), human_seconds(whole.backward).c_str(),
+                 human_seconds(whole.optimizer).c_str(), human_seconds(per_call.forward).c_str(),
+                 human_seconds(per_call.backward).c_str(), human_seconds(per_call.optimizer).c_str());
+  }
   return 0;
 }
 
@@ -95,6 +107,9 @@ void add_profile_measure_command(CLI::App& profile, CommandResult& result) {
       "not read it from a profile, `baton validate` puts it in the topology). Progress goes to stderr.\n"
       "On a GPU the per-layer lines also give the host's side: the wall time of the call that issues a\n"
       "forward or backward (its kernels queued, not run), which workers sharing the GPU queue on.\n"
+      "With --whole-pass each step also times the whole model's forward, backward and optimizer step as\n"
+      "one call each, as a stage of every layer runs them, and prints them after the layers with what a\n"
+      "call costs beyond its layers' work: (sum of the layers - whole) / (layers - 1).\n"
       "Started as several ranks (RANK set), only rank 0 writes: the others measure alongside it, so that\n"
       "with --gap-us the profile sees the machine as a run uses it.\n"
       "Example: baton profile measure --model gpt-mini --microbatch-size 8 -o out/gpt-mini.json");
@@ -122,6 +137,8 @@ void add_profile_measure_command(CLI::App& profile, CommandResult& result) {
       ->delimiter(',')
       ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--threads", args->threads, "LibTorch intra-op threads (default 1)")->check(CLI::PositiveNumber);
+  cmd->add_flag("--whole-pass", args->whole_pass,
+                "also time the whole model's passes as one call each and print the cost per call");
   cmd->add_option("-o,--output", args->output, "write the profile here (default: standard output)");
   cmd->callback([args, &result] { result.exit_code = run_measure(*args); });
 }

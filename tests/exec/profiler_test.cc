@@ -30,5 +30,41 @@ TEST_CASE("profile measure: every layer's host time is the issuing call's, withi
   }
 }
 
+TEST_CASE("profile measure --whole-pass: the whole model's passes, one call each, and the cost per call",
+          "[exec][profile]") {
+  exec::ProfileOptions options;
+  options.warmup = 1;
+  options.steps = 5;
+  const auto plain = exec::measure_profile("mlp", 8, options);
+  REQUIRE(plain.ok());
+  CHECK_FALSE(plain->whole_pass.has_value());  // only when asked: it lengthens every step
+  options.whole_pass = true;
+  const auto measured = exec::measure_profile("gpt-mini", 4, options);
+  INFO((measured ? std::string() : measured.error().message));
+  REQUIRE(measured.ok());
+  REQUIRE(measured->whole_pass.has_value());
+  const exec::WholePass& whole = *measured->whole_pass;
+  CHECK(whole.forward.value > 0.0);
+  CHECK(whole.backward.value > 0.0);
+  CHECK(whole.optimizer.value > 0.0);
+  // (sum of the layers - whole) / (layers - 1), per pass.
+  const Profile& profile = measured->profile;
+  double forward = 0.0, backward = 0.0, optimizer = 0.0;
+  for (const Layer& layer : profile.layers) {
+    forward += layer.forward.value;
+    backward += layer.backward.value;
+    optimizer += layer.optimizer.value;
+  }
+  const double calls = profile.num_layers() - 1;
+  const exec::WholePass per_call = exec::per_call_cost(profile, whole);
+  CHECK(per_call.forward.value == Approx((forward - whole.forward.value) / calls));
+  CHECK(per_call.backward.value == Approx((backward - whole.backward.value) / calls));
+  CHECK(per_call.optimizer.value == Approx((optimizer - whole.optimizer.value) / calls));
+  // One layer: no second call to compare with.
+  Profile one = profile;
+  one.layers.resize(1);
+  CHECK(exec::per_call_cost(one, whole).forward.value == 0.0);
+}
+
 }  // namespace
 }  // namespace baton::testing
