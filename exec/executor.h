@@ -250,7 +250,8 @@ struct ProfileOptions {
   int intra_op_threads = 1;
   uint64_t seed = 1;
   // Also time the whole model's forward, backward and optimizer step as one
-  // call each, after every step's layers (MeasuredProfile::whole_pass).
+  // call each, after every step's layers (MeasuredProfile::whole_pass), and
+  // set the profile's call_cost from them.
   bool whole_pass = false;
   std::function<void(const std::string&)> progress;  // optional, one line per event
 };
@@ -280,8 +281,8 @@ struct HostTimes {
 // the profile's layers one call each: what a call costs beyond its layers'
 // work is (sum of the layers - whole) / (layers - 1) per pass. On a GPU each
 // layer timed alone starts from an idle stream and pays the host's hand-over
-// before its first kernel; a stage pays it once (bench/RESULTS.md). Not part
-// of the profile file: the simulator does not use it yet.
+// before its first kernel; a stage pays it once (bench/RESULTS.md). The
+// profile's call_cost is that, never below zero (sim/profile.h).
 struct WholePass {
   Seconds forward;
   Seconds backward;

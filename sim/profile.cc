@@ -187,7 +187,8 @@ Result<Profile> profile_from_json(const json& document, const std::string& sourc
   if (auto ok = json_fields::check_object(document, root); !ok) return ok.error();
   if (auto ok = json_fields::check_format(document, root, "baton.profile.v1"); !ok) return ok.error();
   if (auto ok = json_fields::check_known_keys(
-          document, root, {"format", "model", "device", "microbatch_size", "layers", "derivation", "compute_noise"});
+          document, root,
+          {"format", "model", "device", "microbatch_size", "layers", "derivation", "compute_noise", "call_cost_ms"});
       !ok)
     return ok.error();
   if (auto ok = check_annotations(document, root); !ok) return ok.error();
@@ -212,6 +213,19 @@ Result<Profile> profile_from_json(const json& document, const std::string& sourc
     if (!layer) return layer.error();
     index_of.emplace(layer->name, static_cast<int>(i));
     profile.layers.push_back(std::move(*layer));
+  }
+  if (auto it = document.find("call_cost_ms"); it != document.end()) {
+    const FieldPath at = root.field("call_cost_ms");
+    if (auto ok = json_fields::check_object(*it, at); !ok) return ok.error();
+    if (auto ok = json_fields::check_known_keys(*it, at, {"forward", "backward", "optimizer"}); !ok)
+      return ok.error();
+    for (auto [key, into] : {std::pair{"forward", &profile.call_cost.forward},
+                             std::pair{"backward", &profile.call_cost.backward},
+                             std::pair{"optimizer", &profile.call_cost.optimizer}}) {
+      auto ms = json_fields::read_number(*it, at, key, 0.0, false);
+      if (!ms) return ms.error();
+      *into = Seconds::from_ms(*ms);
+    }
   }
   return profile;
 }
@@ -246,11 +260,17 @@ nlohmann::json profile_to_json(const Profile& profile) {
     }
     layers.push_back(std::move(entry));
   }
-  return json{{"format", "baton.profile.v1"},
-              {"model", profile.model},
-              {"device", profile.device},
-              {"microbatch_size", profile.microbatch_size},
-              {"layers", layers}};
+  json document{{"format", "baton.profile.v1"},
+                {"model", profile.model},
+                {"device", profile.device},
+                {"microbatch_size", profile.microbatch_size},
+                {"layers", layers}};
+  if (profile.call_cost != CallCost{}) {
+    document["call_cost_ms"] = {{"forward", profile.call_cost.forward.ms()},
+                                {"backward", profile.call_cost.backward.ms()},
+                                {"optimizer", profile.call_cost.optimizer.ms()}};
+  }
+  return document;
 }
 
 Profile make_uniform_profile(int num_layers, Seconds forward, Seconds backward, Bytes output, Bytes params,

@@ -25,11 +25,21 @@
 //      sample of the factor by which one layer's time differed from its profiled
 //      value, as `baton profile measure` writes it; `baton validate` moves it into
 //      the topology's device.compute_noise, sim/topology.h. The simulator does not
-//      read it from a profile.)}
+//      read it from a profile.),
+//    optional "call_cost_ms": {"forward": num >= 0, "backward": num >= 0,
+//      "optimizer": num >= 0} (what one call of a pass costs beyond its layers'
+//      work: a stage of n layers runs its forward, backward and optimizer step as
+//      one call each, while the layers were timed one call each, so the stage's
+//      time is its layers' sum less (n - 1) times this (never below zero);
+//      `profile measure --whole-pass` measures it as (sum of the layers - the
+//      whole model as one call) / (layers - 1), a negative result written as 0;
+//      default 0: a stage is its layers' sum)}
 // These are all the keys: the loader refuses any other, naming the object and
 // the key (a misspelled `forwrd_ms` is an error, not a layer without forward
 // time). `derivation` and `compute_noise` joined v1 without a new format
-// string: they change no figure computed from the profile.
+// string: they change no figure computed from the profile. `call_cost_ms`
+// joined later: it changes the figures of a profile that has it, and a file
+// without it means what it meant.
 //
 // Invariants after loading: at least one layer; names unique; every time and
 // size >= 0; `inputs` refer to earlier layers only (so the graph is acyclic).
@@ -60,11 +70,20 @@ struct Layer {
   std::vector<int> inputs;  // producer layer indices (< own index)
 };
 
+// What one call of each pass costs beyond its layers' work ("call_cost_ms").
+struct CallCost {
+  Seconds forward;
+  Seconds backward;
+  Seconds optimizer;
+  bool operator==(const CallCost&) const = default;
+};
+
 struct Profile {
   std::string model;
   std::string device;
   int microbatch_size = 1;
   std::vector<Layer> layers;
+  CallCost call_cost;  // zero: a stage takes its layers' sum
 
   int num_layers() const { return static_cast<int>(layers.size()); }
 };

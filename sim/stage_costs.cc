@@ -14,6 +14,17 @@ StageCost cost_of_range(const Profile& profile, LayerRange range, double speed) 
     cost.backward_weight += layer.backward_weight.value_or(layer.backward * 0.5) / speed;
     cost.step += layer.optimizer / speed;
   }
+  // One call per pass for the stage where the profile timed one per layer
+  // (Profile::call_cost): n - 1 calls fewer, I and W each one call of the
+  // backward's split.
+  const double fewer = range.end - range.begin - 1;
+  const CallCost& call = profile.call_cost;
+  const auto less = [&](Seconds& time, Seconds per_call) { time = max(Seconds(0.0), time - per_call * fewer / speed); };
+  less(cost.forward, call.forward);
+  less(cost.backward, call.backward);
+  less(cost.backward_input, call.backward * 0.5);
+  less(cost.backward_weight, call.backward * 0.5);
+  less(cost.step, call.optimizer);
   cost.activation_out = output_bytes(profile, range);
   cost.stash = stashed_activation_bytes(profile, range);
   cost.params = param_bytes(profile, range);

@@ -109,7 +109,9 @@ void add_profile_measure_command(CLI::App& profile, CommandResult& result) {
       "forward or backward (its kernels queued, not run), which workers sharing the GPU queue on.\n"
       "With --whole-pass each step also times the whole model's forward, backward and optimizer step as\n"
       "one call each, as a stage of every layer runs them, and prints them after the layers with what a\n"
-      "call costs beyond its layers' work: (sum of the layers - whole) / (layers - 1).\n"
+      "call costs beyond its layers' work: (sum of the layers - whole) / (layers - 1). The profile keeps\n"
+      "it as call_cost_ms (never below zero): a stage of n layers then costs its layers' sum less n - 1\n"
+      "calls' (on a GPU a layer timed alone starts from an idle stream; on a CPU it is near zero).\n"
       "Started as several ranks (RANK set), only rank 0 writes: the others measure alongside it, so that\n"
       "with --gap-us the profile sees the machine as a run uses it.\n"
       "Example: baton profile measure --model gpt-mini --microbatch-size 8 -o out/gpt-mini.json");
@@ -138,7 +140,7 @@ void add_profile_measure_command(CLI::App& profile, CommandResult& result) {
       ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--threads", args->threads, "LibTorch intra-op threads (default 1)")->check(CLI::PositiveNumber);
   cmd->add_flag("--whole-pass", args->whole_pass,
-                "also time the whole model's passes as one call each and print the cost per call");
+                "also time the whole model's passes as one call each: the profile's call_cost_ms");
   cmd->add_option("-o,--output", args->output, "write the profile here (default: standard output)");
   cmd->callback([args, &result] { result.exit_code = run_measure(*args); });
 }

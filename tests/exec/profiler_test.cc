@@ -1,5 +1,7 @@
 // exec::measure_profile on the CPU: the device's times and the host's side
 // (exec::HostTimes) of every layer.
+#include <algorithm>
+
 #include "tests/catch_compat.h"
 
 #include "exec/executor.h"
@@ -60,6 +62,11 @@ TEST_CASE("profile measure --whole-pass: the whole model's passes, one call each
   CHECK(per_call.forward.value == Approx((forward - whole.forward.value) / calls));
   CHECK(per_call.backward.value == Approx((backward - whole.backward.value) / calls));
   CHECK(per_call.optimizer.value == Approx((optimizer - whole.optimizer.value) / calls));
+  // The profile keeps it, never below zero.
+  CHECK(profile.call_cost.forward.value == std::max(0.0, per_call.forward.value));
+  CHECK(profile.call_cost.backward.value == std::max(0.0, per_call.backward.value));
+  CHECK(profile.call_cost.optimizer.value == std::max(0.0, per_call.optimizer.value));
+  CHECK(plain->profile.call_cost == CallCost{});
   // One layer: no second call to compare with.
   Profile one = profile;
   one.layers.resize(1);
