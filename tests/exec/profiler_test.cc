@@ -9,12 +9,17 @@
 namespace baton::testing {
 namespace {
 
-TEST_CASE("profile measure: every layer's host time is the issuing call's, within its timed region",
-          "[exec][profile]") {
+// A short measurement: one warm-up step, five measured.
+exec::ProfileOptions short_run() {
   exec::ProfileOptions options;
   options.warmup = 1;
   options.steps = 5;
-  const auto measured = exec::measure_profile("mlp", 8, options);
+  return options;
+}
+
+TEST_CASE("profile measure: every layer's host time is the issuing call's, within its timed region",
+          "[exec][profile]") {
+  const auto measured = exec::measure_profile("mlp", 8, short_run());
   INFO((measured ? std::string() : measured.error().message));
   REQUIRE(measured.ok());
   REQUIRE(measured->host.size() == measured->profile.layers.size());
@@ -34,9 +39,7 @@ TEST_CASE("profile measure: every layer's host time is the issuing call's, withi
 
 TEST_CASE("profile measure --whole-pass: the whole model's passes, one call each, and the cost per call",
           "[exec][profile]") {
-  exec::ProfileOptions options;
-  options.warmup = 1;
-  options.steps = 5;
+  exec::ProfileOptions options = short_run();
   const auto plain = exec::measure_profile("mlp", 8, options);
   REQUIRE(plain.ok());
   CHECK_FALSE(plain->whole_pass.has_value());  // only when asked: it lengthens every step
