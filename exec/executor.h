@@ -289,8 +289,9 @@ struct WholePass {
   Seconds optimizer;
 };
 // Per call beyond the layers' work, for `pass` of `profile`'s layers ((sum -
-// whole) / (layers - 1); 0 for a one-layer model).
-WholePass per_call_cost(const Profile& profile, const WholePass& pass);
+// whole) / (layers - 1), negative where the whole pass took longer; 0 for a
+// one-layer model).
+CallCost per_call_cost(const Profile& profile, const WholePass& pass);
 
 struct MeasuredProfile {
   Profile profile;

@@ -56,6 +56,16 @@ struct LayerTimes {
   std::vector<double> optimizer_s;
 };
 
+// What the executor's STEP does to parameters (exec/worker.cc): w - lr * g
+// out of place into new leaves (discarded here), the gradients zeroed.
+void optimizer_step(const std::vector<at::Tensor>& params, std::vector<at::Tensor>& grads) {
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> next;
+  for (size_t p = 0; p < params.size(); ++p) next.push_back(params[p] - grads[p] * 0.05);
+  for (size_t p = 0; p < params.size(); ++p) grads[p].zero_();
+  next = as_leaves(std::move(next));
+}
+
 // The whole model's pass, one call each (ProfileOptions::whole_pass).
 struct PassTimes {
   std::vector<double> forward_s;
@@ -116,15 +126,7 @@ void Profiler::measure_whole_pass(PassTimes& times) const {
   for (const std::vector<at::Tensor>& layer : params) all.insert(all.end(), layer.begin(), layer.end());
   std::vector<at::Tensor> grads;
   times.backward_s.push_back(timed([&] { grads = torch::autograd::grad({loss}, all); }, gap_at.empty()));
-  times.optimizer_s.push_back(timed(
-      [&] {
-        at::NoGradGuard no_grad;
-        std::vector<at::Tensor> next;
-        for (size_t p = 0; p < all.size(); ++p) next.push_back(all[p] - grads[p] * 0.05);
-        for (size_t p = 0; p < all.size(); ++p) grads[p].zero_();
-        next = as_leaves(std::move(next));
-      },
-      gap_at.empty()));
+  times.optimizer_s.push_back(timed([&] { optimizer_step(all, grads); }, gap_at.empty()));
 }
 
 void Profiler::measure_step(std::vector<LayerTimes>& times, std::vector<int64_t>& output_bytes) const {
@@ -174,15 +176,7 @@ void Profiler::measure_step(std::vector<LayerTimes>& times, std::vector<int64_t>
     for (const at::Tensor& p : params[l]) scratch.push_back(at::zeros_like(p));
     times[l].weight_s.push_back(timed([&] { deferred.apply(params[l], scratch); }, false));
     if (l > 0) grad_output = grads.back();
-    times[l].optimizer_s.push_back(timed(
-        [&] {
-          at::NoGradGuard no_grad;
-          std::vector<at::Tensor> next;
-          for (size_t p = 0; p < params[l].size(); ++p) next.push_back(params[l][p] - grads[p] * 0.05);
-          for (size_t p = 0; p < params[l].size(); ++p) grads[p].zero_();
-          next = as_leaves(std::move(next));
-        },
-        gap_at.empty()));
+    times[l].optimizer_s.push_back(timed([&] { optimizer_step(params[l], grads); }, gap_at.empty()));
   }
 }
 
@@ -241,17 +235,17 @@ std::vector<double> compute_noise_of(const std::vector<LayerTimes>& times, doubl
 
 }  // namespace
 
-WholePass per_call_cost(const Profile& profile, const WholePass& pass) {
+CallCost per_call_cost(const Profile& profile, const WholePass& pass) {
   const int calls = profile.num_layers() - 1;
-  if (calls < 1) return WholePass{};
+  if (calls < 1) return CallCost{};
   Seconds forward, backward, optimizer;
   for (const Layer& layer : profile.layers) {
     forward += layer.forward;
     backward += layer.backward;
     optimizer += layer.optimizer;
   }
-  return WholePass{(forward - pass.forward) / calls, (backward - pass.backward) / calls,
-                   (optimizer - pass.optimizer) / calls};
+  return CallCost{(forward - pass.forward) / calls, (backward - pass.backward) / calls,
+                  (optimizer - pass.optimizer) / calls};
 }
 
 bool gap_before(const std::vector<int>& gap_at, int layers, int layer, bool forward) {
@@ -319,7 +313,7 @@ Result<MeasuredProfile> measure_profile(std::string_view model_name, int microba
                                       Seconds(quantile(whole.optimizer_s, options.quantile))};
       // The profile's call_cost: never negative (a whole pass slower than its
       // layers, as noise can make it, leaves a stage its layers' sum).
-      const WholePass per_call = per_call_cost(measured.profile, *measured.whole_pass);
+      const CallCost per_call = per_call_cost(measured.profile, *measured.whole_pass);
       measured.profile.call_cost = CallCost{max(per_call.forward, Seconds(0.0)), max(per_call.backward, Seconds(0.0)),
                                             max(per_call.optimizer, Seconds(0.0))};
     }

@@ -75,7 +75,7 @@ int run_measure(const MeasureArgs& args) {
   }
   if (measured.whole_pass) {
     const exec::WholePass& whole = *measured.whole_pass;
-    const exec::WholePass per_call = exec::per_call_cost(profile, whole);
+    const CallCost per_call = exec::per_call_cost(profile, whole);
     std::fprintf(stderr,
                  "  whole model, one call each: forward %s  backward %s  optimizer %s  "
                  "per call beyond the layers' work: forward %s  backward %s  optimizer %s\n",

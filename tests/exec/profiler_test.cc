@@ -61,7 +61,7 @@ TEST_CASE("profile measure --whole-pass: the whole model's passes, one call each
     optimizer += layer.optimizer.value;
   }
   const double calls = profile.num_layers() - 1;
-  const exec::WholePass per_call = exec::per_call_cost(profile, whole);
+  const CallCost per_call = exec::per_call_cost(profile, whole);
   CHECK(per_call.forward.value == Approx((forward - whole.forward.value) / calls));
   CHECK(per_call.backward.value == Approx((backward - whole.backward.value) / calls));
   CHECK(per_call.optimizer.value == Approx((optimizer - whole.optimizer.value) / calls));
