@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <map>
 #include <numeric>
 #include <optional>
 
 #include "planner/stage_demand.h"
 #include "sim/network.h"
 #include "sim/schedules.h"
+#include "sim/stage_costs.h"
 
 namespace baton {
 
@@ -19,7 +19,15 @@ constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
 // Per-range quantities of the profile, O(1) to read.
 struct RangeTables {
-  std::vector<double> compute_prefix;  // seconds, forward + backward, / relative speed
+  // Seconds / relative speed. A stage's pass is one call (sim/stage_costs.h:
+  // one_call): with a call cost, forward and backward apart (each never below
+  // zero); without, their sum (the same figure, summed as it always was, so
+  // that ties between splits break as they did).
+  std::vector<double> compute_prefix;  // forward + backward
+  std::vector<double> forward_prefix;
+  std::vector<double> backward_prefix;
+  double forward_call = 0.0;
+  double backward_call = 0.0;
   std::vector<int64_t> params_prefix;
   std::vector<std::vector<int64_t>> out;    // out[i][j]: bytes stage [i, j) sends on
   std::vector<std::vector<int64_t>> stash;  // stash[i][j]: bytes per in-flight microbatch
@@ -36,10 +44,16 @@ RangeTables range_tables(const Profile& profile, double speed) {
   const int n = profile.num_layers();
   RangeTables t;
   t.compute_prefix.assign(n + 1, 0.0);
+  t.forward_prefix.assign(n + 1, 0.0);
+  t.backward_prefix.assign(n + 1, 0.0);
+  t.forward_call = profile.call_cost.forward.value / speed;
+  t.backward_call = profile.call_cost.backward.value / speed;
   t.params_prefix.assign(n + 1, 0);
   for (int i = 0; i < n; ++i) {
     const Layer& layer = profile.layers[i];
     t.compute_prefix[i + 1] = t.compute_prefix[i] + (layer.forward + layer.backward).value / speed;
+    t.forward_prefix[i + 1] = t.forward_prefix[i] + layer.forward.value / speed;
+    t.backward_prefix[i + 1] = t.backward_prefix[i] + layer.backward.value / speed;
     t.params_prefix[i + 1] = t.params_prefix[i] + layer.param_bytes.value;
   }
   const std::vector<int> last = last_use(profile);
@@ -135,7 +149,19 @@ class Search {
                   std::numeric_limits<double>::quiet_NaN()),
         allreduce_memo_(static_cast<size_t>(topology.num_devices()) * replicas.size()),
         demands_(options.schedule, options.microbatches, optimizer_state_factor(options.optimizer)),
-        demand_table_(static_cast<size_t>(topology.num_devices() + 1) * replicas.size(), nullptr) {}
+        demand_table_(static_cast<size_t>(topology.num_devices() + 1) * replicas.size(), nullptr) {
+    size_t slots = 0;
+    for (int level = 0; level < topology.num_levels(); ++level) {
+      const size_t links = static_cast<size_t>(topology.num_devices() / topology.devices_per_unit(level - 1)) *
+                           static_cast<size_t>(topology.levels[level].rails);
+      for (int direction = 0; direction < 2; ++direction) {
+        link_offset_.push_back(slots);
+        slots += links;
+      }
+    }
+    link_load_.assign(slots, 0.0);
+    cut_alignment_ = topology.devices_per_unit(topology.num_levels() - 2);
+  }
 
   void run(int devices, std::vector<std::pair<double, Plan>>& found);
 
@@ -148,6 +174,7 @@ class Search {
   // all-reduce time over devices [start, start + r) = per_byte x bytes + fixed.
   std::pair<double, double> allreduce_coefficients(int start, int ri) const;
   Plan rebuild(int ri) const;
+  double shared_bottleneck(int ri);
 
   const Profile& profile_;
   const Topology& topology_;
@@ -166,6 +193,18 @@ class Search {
     return (static_cast<size_t>(start) * replicas_.size() + ri) * replicas_.size() + next_ri;
   }
   std::vector<double> cut_memo_;
+  // One slot per (level, direction, child unit, rail): link_offset_[2 level +
+  // direction] + child x rails + rail; the loads of one cut, zero between cuts.
+  size_t link_index(int level, int device, int direction) const {
+    const int per_child = topology_.devices_per_unit(level - 1);
+    const int rails = topology_.levels[level].rails;
+    return link_offset_[static_cast<size_t>(2 * level + direction)] + static_cast<size_t>(device / per_child) * rails +
+           topology_.rail_of(device, level);
+  }
+  int cut_alignment_ = 1;  // devices of a unit of the level below the top
+  std::vector<size_t> link_offset_;
+  std::vector<double> link_load_;
+  std::vector<size_t> touched_;
   mutable std::vector<std::optional<std::pair<double, double>>> allreduce_memo_;
   StageDemands demands_;
   // [downstream x replica index], filled on use; a schedule that sees the
@@ -198,19 +237,30 @@ double Search::stage_term(int i, int j, int start, int ri, const StageDemand& de
   *memory = demand.peak_bytes(double(params.value), double(tables_.stash[i][j]));
   const auto [per_byte, fixed] = allreduce_coefficients(start, ri);
   const double allreduce = r > 1 ? per_byte * double(params.value) + fixed : 0.0;
-  const double compute = tables_.compute_prefix[j] - tables_.compute_prefix[i];
+  const auto pass = [&](const std::vector<double>& prefix, double per_call) {
+    return one_call(Seconds(prefix[j] - prefix[i]), j - i, Seconds(per_call)).value;
+  };
+  const double compute =
+      tables_.forward_call == 0.0 && tables_.backward_call == 0.0
+          ? tables_.compute_prefix[j] - tables_.compute_prefix[i]
+          : pass(tables_.forward_prefix, tables_.forward_call) + pass(tables_.backward_prefix, tables_.backward_call);
   return compute * demand.forwards_per_microbatch() + allreduce * demand.allreduces_per_microbatch();
 }
 
 double Search::cut_seconds_per_byte(int start, int ri, int next_ri) {
+  // Moved by a whole unit of the level below the top, the devices keep which
+  // level each pair meets at and which rail each uses (Topology::common_level,
+  // rail_of), and the loads only move to other children: the same cut.
+  start %= cut_alignment_;
   double& memo = cut_memo_[cut_index(start, ri, next_ri)];
   if (!std::isnan(memo)) return memo;
   const int r = replicas_[ri];
   const int next = replicas_[next_ri];
   const int64_t period = std::lcm(int64_t{r}, int64_t{next});
   // (level, child, rail, direction) -> s per byte; every device sends and
-  // receives on its own rail of its child unit's link (sim/network.h).
-  std::map<std::tuple<int, int, int, int>, double> load;
+  // receives on its own rail of its child unit's link (sim/network.h). Summed
+  // in k's order into link_load_ (Search::link_index), which is left zero.
+  touched_.clear();
   for (int64_t k = 0; k < period; ++k) {
     const int from = start + static_cast<int>(k % r);
     const int to = start + r + static_cast<int>(k % next);
@@ -218,12 +268,17 @@ double Search::cut_seconds_per_byte(int start, int ri, int next_ri) {
     if (level < 0) continue;
     const double share = 1.0 / topology_.levels[level].rail_bandwidth().bytes_per_s / double(period);
     for (auto [a, b] : {std::pair{from, to}, std::pair{to, from}}) {  // activation, gradient
-      load[{level, topology_.child_of(a, level), topology_.rail_of(a, level), 0}] += share;
-      load[{level, topology_.child_of(b, level), topology_.rail_of(b, level), 1}] += share;
+      for (const size_t link : {link_index(level, a, 0), link_index(level, b, 1)}) {
+        if (link_load_[link] == 0.0) touched_.push_back(link);
+        link_load_[link] += share;
+      }
     }
   }
   double busiest = 0.0;
-  for (const auto& [link, value] : load) busiest = std::max(busiest, value);
+  for (const size_t link : touched_) {
+    busiest = std::max(busiest, link_load_[link]);
+    link_load_[link] = 0.0;
+  }
   return memo = busiest;
 }
 
@@ -238,23 +293,33 @@ void Search::run(int devices, std::vector<std::pair<double, Plan>>& found) {
   next_ri_.assign(cells, -1);
   best_[index(layers, 0, none)] = 0.0;
   const double limit = double(options_.memory_limit.value);
+  // A stage's term and memory depend on (i, j, its devices), not on the
+  // stage after it: computed once per (j, u, ri) for every i, then combined
+  // with each tail. Each cell still sees its candidates (j, nri) in the same
+  // order, so ties break as they always did.
+  std::vector<double> terms(static_cast<size_t>(layers)), memories(static_cast<size_t>(layers));
   for (int j = layers; j >= 1; --j) {
     for (int u = 0; u < devices; ++u) {
-      for (int nri = 0; nri <= none; ++nri) {
-        const double tail = best_[index(j, u, nri)];
-        if (tail == kInfinity || (nri == none) != (u == 0)) continue;
-        for (int ri = 0; ri < none; ++ri) {
-          const int r = replicas_[ri];
-          if (u + r > devices) break;
-          const int start = devices - u - r;
+      for (int ri = 0; ri < none; ++ri) {
+        const int r = replicas_[ri];
+        if (u + r > devices) break;
+        const int start = devices - u - r;
+        bool computed = false;
+        for (int nri = 0; nri <= none; ++nri) {
+          const double tail = best_[index(j, u, nri)];
+          if (tail == kInfinity || (nri == none) != (u == 0)) continue;
+          if (!computed) {
+            const StageDemand& demand = this->demand(ri, u + r);
+            for (int i = j - 1; i >= 0; --i) terms[i] = stage_term(i, j, start, ri, demand, &memories[i]);
+            computed = true;
+          }
           const double per_byte = nri == none ? 0.0 : cut_seconds_per_byte(start, ri, nri);
-          const StageDemand& demand = this->demand(ri, u + r);
           for (int i = j - 1; i >= 0; --i) {
-            double memory = 0.0;
-            const double term = stage_term(i, j, start, ri, demand, &memory);
-            if (!minimize_memory_ && memory > limit) continue;
+            const double memory = memories[i];
+            // A stage grows (its parameters and stash) as i falls: none further fits.
+            if (!minimize_memory_ && memory > limit) break;
             const double cut = per_byte * double(tables_.out[i][j]);
-            const double value = minimize_memory_ ? std::max(tail, memory) : std::max({tail, term, cut});
+            const double value = minimize_memory_ ? std::max(tail, memory) : std::max({tail, terms[i], cut});
             double& cell = best_[index(i, u + r, ri)];
             if (value < cell) {
               cell = value;
@@ -266,8 +331,39 @@ void Search::run(int devices, std::vector<std::pair<double, Plan>>& found) {
       }
     }
   }
-  for (int ri = 0; ri < none; ++ri)
-    if (best_[index(0, devices, ri)] < kInfinity) found.emplace_back(best_[index(0, devices, ri)], rebuild(ri));
+  const bool shared = topology_.levels.front().shared_compute;
+  for (int ri = 0; ri < none; ++ri) {
+    const double value = best_[index(0, devices, ri)];
+    if (value < kInfinity) found.emplace_back(shared && !minimize_memory_ ? shared_bottleneck(ri) : value, rebuild(ri));
+  }
+}
+
+// Where level 0's devices are streams of one device (Level::shared_compute),
+// the stages on one compute unit take turns on its compute: the split the
+// program found (the best under its max over stages) is valued by its busiest
+// unit, the sum of the per-microbatch demands of the workers on it, or its
+// busiest cut. So one worker per unit, with no hand-over and one call per
+// pass, ranks first where it fits, as the simulator would rank it.
+double Search::shared_bottleneck(int ri) {
+  std::vector<double> load(static_cast<size_t>(topology_.num_compute_units()), 0.0);
+  double worst = 0.0;
+  int i = 0, u = devices_;
+  const int none = static_cast<int>(replicas_.size());
+  while (ri != none && i < profile_.num_layers()) {
+    const int j = next_j_[index(i, u, ri)];
+    const int next = next_ri_[index(i, u, ri)];
+    const int r = replicas_[ri];
+    const int start = devices_ - u;
+    double memory = 0.0;
+    const double term = stage_term(i, j, start, ri, demand(ri, u), &memory);
+    for (int d = start; d < start + r; ++d) load[static_cast<size_t>(topology_.compute_unit(d))] += term;
+    if (next != none) worst = std::max(worst, cut_seconds_per_byte(start, ri, next) * double(tables_.out[i][j]));
+    u -= r;
+    i = j;
+    ri = next;
+  }
+  for (double value : load) worst = std::max(worst, value);
+  return worst;
 }
 
 Plan Search::rebuild(int ri) const {

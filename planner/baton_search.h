@@ -14,7 +14,8 @@
 //                          period(stage [i, j) with r replicas at D - u - r),
 //                          cut(j, its devices, the next stage's devices) )
 // subject to the stage fitting in memory. `period` is the stage's device time
-// per microbatch (planner/stage_demand.h) and `cut` the busiest link's wire
+// per microbatch (planner/stage_demand.h), each pass of the stage one call as
+// the simulator prices it (sim/stage_costs.h: one_call), and `cut` the busiest link's wire
 // time per microbatch across the cut; the search returns a few candidates
 // (different device counts D and first-stage replications), which the caller
 // rates by simulating them (planner/baton_model.h).

@@ -10,6 +10,7 @@
 #include "planner/pipedream_dp.h"
 #include "sim/plan_layouts.h"
 #include "sim/schedules.h"
+#include "sim/stage_costs.h"
 
 namespace baton {
 
@@ -114,9 +115,15 @@ Result<PlannerOutcome> plan_with_baton(const Profile& profile, const Topology& t
   PlannerOutcome outcome;
   Bytes smallest;
   std::vector<PlanChoice> choices;
-  for (const auto& [schedule, microbatches] : combinations(options)) {
+  const auto all = combinations(options);
+  for (size_t k = 0; k < all.size(); ++k) {
+    const auto& [schedule, microbatches] = all[k];
     auto best = best_for(profile, topology, options, schedule, microbatches, limit, &smallest);
     if (best) choices.push_back(std::move(*best));
+    if (options.progress)
+      options.progress(runs_steady_state(schedule) ? std::string(schedule_name(schedule))
+                                                   : fmt::format("{} M={}", schedule_name(schedule), microbatches),
+                       static_cast<int>(k + 1), static_cast<int>(all.size()));
   }
   if (options.schedule == Schedule::kDataParallel) {
     PlanChoice dp = data_parallel_choice(profile, topology, options.optimizer);
@@ -180,9 +187,9 @@ Result<PlannerOutcome> make_plan(const Profile& profile, const Topology& topolog
                                                              : plan_with_baton(effective, topology, options, limit);
   if (!outcome) return outcome;
   outcome->memory_limit = limit;
-  Seconds total;
-  for (const Layer& layer : profile.layers) total += layer.forward + layer.backward;
-  outcome->single_device_per_sample = total / topology.device.relative_speed / double(profile.microbatch_size);
+  // The whole model as one stage, priced as the simulator prices a stage.
+  const StageCost whole = stage_cost(profile, LayerRange{0, profile.num_layers()}, topology.device.relative_speed);
+  outcome->single_device_per_sample = (whole.forward + whole.backward) / double(profile.microbatch_size);
   if (!options.straight && topology.num_devices() > 1)
     outcome->data_parallel = data_parallel_choice(effective, topology, options.optimizer);
   if (outcome->layer_order.empty())

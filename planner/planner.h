@@ -14,8 +14,10 @@
 // Thread safety: pure; simulations run on the calling thread.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "planner/baton_model.h"
@@ -43,6 +45,9 @@ struct PlannerOptions {
   int microbatches = 0;              // 0: auto (flush schedules)
   int virtual_stages = 0;            // interleaved-1f1b's chunks per device; 0: 2, 3 and 4
   Optimizer optimizer = Optimizer::kAdam;
+  // Called after each (schedule, microbatch count) the baton cost model has
+  // searched and rated: what it was, how many are done of how many.
+  std::function<void(std::string_view searched, int done, int total)> progress;
 };
 
 struct PlanChoice {
@@ -55,7 +60,7 @@ struct PlanChoice {
 struct PlannerOutcome {
   PlanChoice best;
   std::vector<PlanChoice> runners_up;       // other schedules / microbatch counts, best first
-  Seconds single_device_per_sample;         // forward + backward of the whole model / microbatch size
+  Seconds single_device_per_sample;         // the whole model as one stage (sim/stage_costs.h), per sample
   std::optional<PlanChoice> data_parallel;  // every device replicating the whole model
   // pipedream cost model: the reference objective T and the layer order its
   // stages refer to (identity for chains).

@@ -2,9 +2,7 @@
 
 namespace baton {
 
-namespace {
-
-StageCost cost_of_range(const Profile& profile, LayerRange range, double speed) {
+StageCost stage_cost(const Profile& profile, LayerRange range, double speed) {
   StageCost cost;
   for (int i = range.begin; i < range.end; ++i) {
     const Layer& layer = profile.layers[i];
@@ -15,30 +13,32 @@ StageCost cost_of_range(const Profile& profile, LayerRange range, double speed) 
     cost.step += layer.optimizer / speed;
   }
   // One call per pass for the stage where the profile timed one per layer
-  // (Profile::call_cost): n - 1 calls fewer, I and W each one call of the
-  // backward's split.
-  const double fewer = range.end - range.begin - 1;
+  // (Profile::call_cost): n - 1 calls fewer. I and W share what the backward
+  // saves in proportion to their times, so that I + W stays B (a W of a few
+  // microseconds cannot give up half of the calls).
+  const int n = range.end - range.begin;
   const CallCost& call = profile.call_cost;
-  const auto less = [&](Seconds& time, Seconds per_call) { time = max(Seconds(0.0), time - per_call * fewer / speed); };
-  less(cost.forward, call.forward);
-  less(cost.backward, call.backward);
-  less(cost.backward_input, call.backward * 0.5);
-  less(cost.backward_weight, call.backward * 0.5);
-  less(cost.step, call.optimizer);
+  const Seconds backward_sum = cost.backward;
+  cost.forward = one_call(cost.forward, n, call.forward / speed);
+  cost.backward = one_call(cost.backward, n, call.backward / speed);
+  cost.step = one_call(cost.step, n, call.optimizer / speed);
+  if (const Seconds split = cost.backward_input + cost.backward_weight; split.value > 0) {
+    const Seconds saved = backward_sum - cost.backward;
+    cost.backward_input = max(Seconds(0.0), cost.backward_input - saved * (cost.backward_input / split));
+    cost.backward_weight = max(Seconds(0.0), cost.backward_weight - saved * (cost.backward_weight / split));
+  }
   cost.activation_out = output_bytes(profile, range);
   cost.stash = stashed_activation_bytes(profile, range);
   cost.params = param_bytes(profile, range);
-  cost.layers = range.end - range.begin;
+  cost.layers = n;
   return cost;
 }
-
-}  // namespace
 
 std::vector<StageCost> stage_costs(const Profile& profile, const Plan& plan, const Topology& topology) {
   std::vector<StageCost> costs;
   costs.reserve(plan.stages.size());
   for (const StagePlan& stage : plan.stages)
-    costs.push_back(cost_of_range(profile, stage.layers, topology.device.relative_speed));
+    costs.push_back(stage_cost(profile, stage.layers, topology.device.relative_speed));
   return costs;
 }
 

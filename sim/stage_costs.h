@@ -37,4 +37,15 @@ struct StageCost {
 
 std::vector<StageCost> stage_costs(const Profile& profile, const Plan& plan, const Topology& topology);
 
+// One stage's costs: the layers of `range` on a device of `relative_speed`.
+StageCost stage_cost(const Profile& profile, LayerRange range, double relative_speed);
+
+// A pass over `layers` layers called once, where the profile timed one call
+// per layer (Profile::call_cost): the layers' sum less the layers - 1 calls it
+// saves, never below zero. The search (planner/baton_search.cc) and the
+// simulator both price a stage by it.
+constexpr Seconds one_call(Seconds layers_sum, int layers, Seconds per_call) {
+  return max(Seconds(0.0), layers_sum - per_call * double(layers - 1));
+}
+
 }  // namespace baton

@@ -1,4 +1,5 @@
 // `baton plan`: choose the split, replication, schedule and microbatch count.
+#include <chrono>
 #include <cmath>
 #include <memory>
 
@@ -91,9 +92,17 @@ int run_plan(const PlanArgs& args, const CLI::App& cmd) {
     throw UsageError("plan: --emit torchrun needs -o plan.json (the line runs `baton run --plan` on that file)");
   const Profile profile = load_profile_file(args.profile);
   const Topology topology = load_topology_file(args.topology);
-  const PlannerOptions options = planner_options(args);
+  PlannerOptions options = planner_options(args);
   std::fprintf(stderr, "baton: planning %s (%d layers) on %s (%d devices)...\n", profile.model.c_str(),
                profile.num_layers(), topology.name.c_str(), topology.num_devices());
+  // A line per schedule and microbatch count once planning has taken a second.
+  const auto started = std::chrono::steady_clock::now();
+  options.progress = [started](std::string_view searched, int done, int total) {
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (elapsed >= 1.0)
+      std::fprintf(stderr, "baton: plan: %.*s searched and rated (%d of %d), %.1f s\n",
+                   static_cast<int>(searched.size()), searched.data(), done, total, elapsed);
+  };
   auto outcome = make_plan(profile, topology, options);
   if (!outcome) throw UsageError(outcome.error().message);
   if (!args.output.empty()) write_plan(args, *outcome, profile, topology);
@@ -122,7 +131,10 @@ void add_plan_command(CLI::App& app, CommandResult& result) {
       "interleaved-1f1b, zbv and dualpipev (several chunks per device) are laid out apart: p devices\n"
       "per pipeline times r whole-pipeline replicas on all devices, v chunks per device (interleaved:\n"
       "2, 3, 4 or --virtual-stages; V shapes: 2), the layers split into p v chunks of balanced compute,\n"
-      "every layout rated by simulating it.\n\n"
+      "every layout rated by simulating it. A stage's pass is priced as the simulator prices it: one call\n"
+      "(the profile's call_cost_ms); on a topology whose devices share one GPU (shared_compute) the\n"
+      "workers on it take turns. Once planning has run a second, a line per schedule and microbatch\n"
+      "count searched goes to standard error.\n\n"
       "Cost models:\n"
       "  baton      (default) placement-aware search rated with baton's model and the simulator\n"
       "  pipedream  PipeDream's hierarchical optimizer, same objective as its reference code\n\n"

@@ -1,4 +1,7 @@
-// The baton search's candidates under the pipedream schedule. One period of
+// The baton search's candidates: under the pipedream schedule, a stage priced
+// as one call per pass, and devices that share one compute stream.
+//
+// Under the pipedream schedule: one period of
 // the pipedream schedule is R = lcm of the stages' replica counts minibatches;
 // the simulator measures a steady state over periods up to
 // kMaxSteadyStatePeriod, so a candidate with a larger R could only be ranked
@@ -16,8 +19,10 @@
 
 #include "planner/baton_model.h"
 #include "planner/baton_search.h"
+#include "planner/planner.h"
 #include "sim/profile.h"
 #include "sim/simulator.h"
+#include "sim/stage_costs.h"
 #include "sim/topology.h"
 #include "tests/planner/model_support.h"
 
@@ -27,6 +32,7 @@ namespace {
 namespace fs = std::filesystem;
 using model_testing::json_files;
 using model_testing::read_text;
+using testing::close_rel;
 
 int64_t period_of(const Plan& plan) {
   int64_t period = 1;
@@ -52,6 +58,111 @@ TEST_CASE("pipedream search: every candidate's period is one the model can rate"
       }
     }
   }
+}
+
+// Layers of forward = backward = t / 2 ms, free links, `devices` devices.
+Profile halves_profile(const std::vector<double>& ms, CallCost call) {
+  std::vector<model_testing::LayerSpec> specs;
+  for (double t : ms) specs.push_back({t / 2, t / 2, 0, 0});
+  Profile profile = model_testing::chain_profile(specs);
+  profile.call_cost = call;
+  return profile;
+}
+
+SearchOptions straight_1f1b(const Topology& topology) {
+  SearchOptions options;
+  options.schedule = Schedule::kOneFOneB;
+  options.microbatches = 8;
+  options.straight = true;
+  options.memory_limit = topology.device.memory;
+  return options;
+}
+
+std::string stages_of(const Plan& plan) {
+  std::string text;
+  for (const StagePlan& stage : plan.stages)
+    text += (text.empty() ? "" : ",") + std::to_string(stage.layers.begin) + "-" + std::to_string(stage.layers.end) +
+            "x" + std::to_string(stage.replicas);
+  return text;
+}
+
+TEST_CASE("baton search: a stage's passes are one call each (the profile's call_cost)") {
+  // Layers of 2, 2, 2 and 3 ms (forward and backward half each) on 2 devices.
+  // Summed per layer, the best split is 2|2: max(4, 5) = 5 ms against 3|1's
+  // max(6, 3) = 6. With a call costing 0.5 ms forward and 1 ms backward, a
+  // stage of n layers saves (n - 1) 1.5 ms: 2|2 gives max(2.5, 3.5) = 3.5 ms,
+  // 3|1 max(3, 3) = 3 ms, and one device 9 - 4.5 = 4.5 ms, so 3|1 ranks first.
+  const Topology topology = make_flat_topology(2, 1e6, Seconds(0.0));
+  const std::vector<double> layers{2, 2, 2, 3};
+  const SearchResult summed = search_plans(halves_profile(layers, CallCost{}), topology, straight_1f1b(topology));
+  REQUIRE_FALSE(summed.candidates.empty());
+  CHECK(stages_of(summed.candidates.front()) == "0-2x1,2-4x1");
+  const CallCost call{Seconds::from_ms(0.5), Seconds::from_ms(1.0), Seconds(0.0)};
+  const SearchResult calls = search_plans(halves_profile(layers, call), topology, straight_1f1b(topology));
+  REQUIRE_FALSE(calls.candidates.empty());
+  CHECK(stages_of(calls.candidates.front()) == "0-3x1,3-4x1");
+}
+
+TEST_CASE("baton planner: one device is the whole model as one stage, one call per pass") {
+  const CallCost call{Seconds::from_ms(0.5), Seconds::from_ms(1.0), Seconds(0.0)};
+  const Profile profile = halves_profile({2, 2, 2, 3}, call);
+  const Topology topology = make_flat_topology(2, 1e6, Seconds(0.0));
+  PlannerOptions options;
+  options.schedule = Schedule::kOneFOneB;
+  options.microbatches = 8;
+  auto outcome = make_plan(profile, topology, options);
+  REQUIRE(outcome.ok());
+  // 9 ms of layers less 3 calls of 1.5 ms, per sample of the profile's microbatch.
+  CHECK(close_rel(outcome->single_device_per_sample.ms(), (9.0 - 3 * 1.5) / profile.microbatch_size));
+}
+
+TEST_CASE("baton search: devices that are streams of one GPU take turns (shared_compute)") {
+  // Four streams of one device: any split of the 4 layers (3 ms each) asks
+  // the one compute stream for all of them, 12 ms per microbatch less the
+  // calls each stage saves, so the whole model on one worker (12 - 3 x 1.5 =
+  // 7.5 ms) ranks first; four stages of one layer (3 ms each on devices of
+  // their own) would rank first if each stream were a device.
+  const CallCost call{Seconds::from_ms(0.5), Seconds::from_ms(1.0), Seconds(0.0)};
+  const Profile profile = halves_profile({3, 3, 3, 3}, call);
+  Topology separate = make_flat_topology(4, 1e6, Seconds(0.0));
+  CHECK(stages_of(search_plans(profile, separate, straight_1f1b(separate)).candidates.front()) ==
+        "0-1x1,1-2x1,2-3x1,3-4x1");
+  Topology shared = separate;
+  shared.levels.front().shared_compute = true;
+  const SearchResult found = search_plans(profile, shared, straight_1f1b(shared));
+  REQUIRE_FALSE(found.candidates.empty());
+  CHECK(stages_of(found.candidates.front()) == "0-4x1");
+  // The planner agrees once every candidate is simulated: one worker, no
+  // slower than any other candidate.
+  PlannerOptions options;
+  options.schedule = Schedule::kOneFOneB;
+  options.microbatches = 8;
+  auto outcome = make_plan(profile, shared, options);
+  REQUIRE(outcome.ok());
+  CHECK(stages_of(outcome->best.plan) == "0-4x1");
+  for (const PlanChoice& other : outcome->runners_up)
+    CHECK(other.time_per_sample_s() >= outcome->best.time_per_sample_s());
+}
+
+TEST_CASE("baton planner: progress after each schedule and microbatch count it searched") {
+  // --schedule auto: pipedream once, the seven others at 8, 16, 32 and 64
+  // microbatches: 1 + 7 x 4 = 29 searches, reported in order.
+  const Profile profile = halves_profile({2, 2, 2, 3}, CallCost{});
+  const Topology topology = make_flat_topology(2, 1e6, Seconds(0.0));
+  PlannerOptions options;
+  std::vector<std::string> searched;
+  int last = 0;
+  options.progress = [&](std::string_view what, int done, int total) {
+    searched.emplace_back(what);
+    CHECK(done == last + 1);
+    CHECK(total == 29);
+    last = done;
+  };
+  REQUIRE(make_plan(profile, topology, options).ok());
+  REQUIRE(searched.size() == 29);
+  CHECK(searched.front() == "pipedream");
+  CHECK(searched[1] == "1f1b M=8");
+  CHECK(searched.back() == "dualpipev M=64");
 }
 
 }  // namespace

@@ -40,7 +40,8 @@ TEST_CASE("call_cost: a stage of n layers costs its layers' sum less n - 1 calls
     INFO("stage " << s << ", " << n << " layers");
     CHECK(close_rel(costs[s].forward.value, n * kForward.value - (n - 1) * call.forward.value));
     CHECK(close_rel(costs[s].backward.value, n * kBackward.value - (n - 1) * call.backward.value));
-    // I and W: one call each of the backward's split, half its cost each.
+    // I and W (half of B each, unprofiled): the backward's saving shared in
+    // proportion, half each.
     CHECK(close_rel(costs[s].backward_input.value, n * kBackward.value / 2 - (n - 1) * call.backward.value / 2));
     CHECK(close_rel((costs[s].backward_input + costs[s].backward_weight).value, costs[s].backward.value));
     CHECK(close_rel(costs[s].step.value, n * kStep.value - (n - 1) * call.optimizer.value));
@@ -50,6 +51,16 @@ TEST_CASE("call_cost: a stage of n layers costs its layers' sum less n - 1 calls
   faster.device.relative_speed = 2.0;
   CHECK(close_rel(stage_costs(profile, plan, faster)[2].forward.value,
                   (3 * kForward.value - 2 * call.forward.value) / 2));
+  // A profiled split shares the saving in proportion: W = B / 100 gives up a
+  // hundredth of it, and I + W stays the one-call backward.
+  Profile split = profile;
+  for (Layer& layer : split.layers) {
+    layer.backward_input = kBackward * 0.99;
+    layer.backward_weight = kBackward * 0.01;
+  }
+  const StageCost three = stage_costs(split, plan, topology)[2];
+  CHECK(close_rel(three.backward_weight.value, 0.01 * (3 * kBackward.value - 2 * call.backward.value)));
+  CHECK(close_rel((three.backward_input + three.backward_weight).value, three.backward.value));
   // Never below zero.
   const Profile absurd = with_call_cost(6, CallCost{Seconds::from_ms(10.0), Seconds(0.0), Seconds(0.0)});
   CHECK(stage_costs(absurd, plan, topology)[2].forward.value == 0.0);
