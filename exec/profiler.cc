@@ -235,19 +235,6 @@ std::vector<double> compute_noise_of(const std::vector<LayerTimes>& times, doubl
 
 }  // namespace
 
-CallCost per_call_cost(const Profile& profile, const WholePass& pass) {
-  const int calls = profile.num_layers() - 1;
-  if (calls < 1) return CallCost{};
-  Seconds forward, backward, optimizer;
-  for (const Layer& layer : profile.layers) {
-    forward += layer.forward;
-    backward += layer.backward;
-    optimizer += layer.optimizer;
-  }
-  return CallCost{(forward - pass.forward) / calls, (backward - pass.backward) / calls,
-                  (optimizer - pass.optimizer) / calls};
-}
-
 bool gap_before(const std::vector<int>& gap_at, int layers, int layer, bool forward) {
   if (gap_at.empty()) return true;
   const auto listed = [&](int l) { return std::find(gap_at.begin(), gap_at.end(), l) != gap_at.end(); };

@@ -13,6 +13,19 @@ namespace baton {
 using json_fields::FieldPath;
 using nlohmann::json;
 
+CallCost per_call_cost(const Profile& profile, const WholePass& pass) {
+  const int calls = profile.num_layers() - 1;
+  if (calls < 1) return CallCost{};
+  Seconds forward, backward, optimizer;
+  for (const Layer& layer : profile.layers) {
+    forward += layer.forward;
+    backward += layer.backward;
+    optimizer += layer.optimizer;
+  }
+  return CallCost{(forward - pass.forward) / calls, (backward - pass.backward) / calls,
+                  (optimizer - pass.optimizer) / calls};
+}
+
 Seconds forward_time(const Profile& profile, LayerRange range) {
   Seconds total;
   for (int i = range.begin; i < range.end; ++i) total += profile.layers[i].forward;
@@ -217,11 +230,10 @@ Result<Profile> profile_from_json(const json& document, const std::string& sourc
   if (auto it = document.find("call_cost_ms"); it != document.end()) {
     const FieldPath at = root.field("call_cost_ms");
     if (auto ok = json_fields::check_object(*it, at); !ok) return ok.error();
-    if (auto ok = json_fields::check_known_keys(*it, at, {"forward", "backward", "optimizer"}); !ok)
-      return ok.error();
-    for (auto [key, into] : {std::pair{"forward", &profile.call_cost.forward},
-                             std::pair{"backward", &profile.call_cost.backward},
-                             std::pair{"optimizer", &profile.call_cost.optimizer}}) {
+    if (auto ok = json_fields::check_known_keys(*it, at, {"forward", "backward", "optimizer"}); !ok) return ok.error();
+    for (auto [key, into] :
+         {std::pair{"forward", &profile.call_cost.forward}, std::pair{"backward", &profile.call_cost.backward},
+          std::pair{"optimizer", &profile.call_cost.optimizer}}) {
       auto ms = json_fields::read_number(*it, at, key, 0.0, false);
       if (!ms) return ms.error();
       *into = Seconds::from_ms(*ms);

@@ -88,6 +88,24 @@ struct Profile {
   int num_layers() const { return static_cast<int>(layers.size()); }
 };
 
+// The whole model's pass as one call each, as a stage holding every layer
+// runs it (one forward call, one autograd call, one optimizer step), against
+// the profile's layers one call each: what a call costs beyond its layers'
+// work is (sum of the layers - whole) / (layers - 1) per pass. On a GPU each
+// layer timed alone starts from an idle stream and pays the host's hand-over
+// before its first kernel; a stage pays it once (bench/RESULTS.md). The
+// profile's call_cost is that, never below zero (`profile measure
+// --whole-pass`).
+struct WholePass {
+  Seconds forward;
+  Seconds backward;
+  Seconds optimizer;
+};
+// Per call beyond the layers' work, for `pass` of `profile`'s layers ((sum -
+// whole) / (layers - 1), negative where the whole pass took longer; 0 for a
+// one-layer model).
+CallCost per_call_cost(const Profile& profile, const WholePass& pass);
+
 // A half-open range of layers [begin, end) in profile order.
 struct LayerRange {
   int begin = 0;

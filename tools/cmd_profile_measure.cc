@@ -74,8 +74,8 @@ int run_measure(const MeasureArgs& args) {
                  human_bytes(layer.param_bytes).c_str(), host.c_str());
   }
   if (measured.whole_pass) {
-    const exec::WholePass& whole = *measured.whole_pass;
-    const CallCost per_call = exec::per_call_cost(profile, whole);
+    const WholePass& whole = *measured.whole_pass;
+    const CallCost per_call = per_call_cost(profile, whole);
     std::fprintf(stderr,
                  "  whole model, one call each: forward %s  backward %s  optimizer %s  "
                  "per call beyond the layers' work: forward %s  backward %s  optimizer %s\n",

@@ -48,7 +48,7 @@ TEST_CASE("profile measure --whole-pass: the whole model's passes, one call each
   INFO((measured ? std::string() : measured.error().message));
   REQUIRE(measured.ok());
   REQUIRE(measured->whole_pass.has_value());
-  const exec::WholePass& whole = *measured->whole_pass;
+  const WholePass& whole = *measured->whole_pass;
   CHECK(whole.forward.value > 0.0);
   CHECK(whole.backward.value > 0.0);
   CHECK(whole.optimizer.value > 0.0);
@@ -61,7 +61,7 @@ TEST_CASE("profile measure --whole-pass: the whole model's passes, one call each
     optimizer += layer.optimizer.value;
   }
   const double calls = profile.num_layers() - 1;
-  const CallCost per_call = exec::per_call_cost(profile, whole);
+  const CallCost per_call = per_call_cost(profile, whole);
   CHECK(per_call.forward.value == Approx((forward - whole.forward.value) / calls));
   CHECK(per_call.backward.value == Approx((backward - whole.backward.value) / calls));
   CHECK(per_call.optimizer.value == Approx((optimizer - whole.optimizer.value) / calls));
@@ -73,7 +73,7 @@ TEST_CASE("profile measure --whole-pass: the whole model's passes, one call each
   // One layer: no second call to compare with.
   Profile one = profile;
   one.layers.resize(1);
-  CHECK(exec::per_call_cost(one, whole).forward.value == 0.0);
+  CHECK(per_call_cost(one, whole).forward.value == 0.0);
 }
 
 }  // namespace
