@@ -1,0 +1,104 @@
+// Replays the executor's runs recorded on an H100 (data/measured/h100-sxm5):
+// every schedule `baton validate --device cuda` ran there, predicted again by
+// the current simulator from the run's own profile, calibrated topology and
+// plan, as validate predicts it, against the run's measured iteration
+// (sim/replay.h).
+//
+// Each run is predicted twice:
+// - "recorded": the profile as validate measured it (one call per layer);
+// - "one call per pass": the same profile with the call_cost (sim/profile.h)
+//   of its model and micro-batch measured from a run of one worker holding the
+//   whole model (one-worker/<model>-<microbatch>: the profile measured in the
+//   same session and the trace of that run's last step): per_call_cost with
+//   the step's mean F, mean B and its STEP as the whole passes, never below
+//   zero, as `profile measure --whole-pass` computes it from its own passes.
+//
+// Usage: gpu_replay [DIR] [--table]
+//   DIR      the recorded data (default data/measured/h100-sxm5, from the
+//            repository root)
+//   --table  every run's row; without it, the summary only
+// Prints Markdown for bench/RESULTS.md. Exit 2 when a file cannot be read.
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "bench/bench_support.h"
+#include "sim/replay.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace baton;
+
+template <typename T>
+T must(Result<T> result) {
+  if (!result) {
+    std::fprintf(stderr, "gpu_replay: %s\n", result.error().message.c_str());
+    std::exit(2);
+  }
+  return std::move(*result);
+}
+
+std::string stages_text(const Plan& plan) {
+  std::string text;
+  for (const StagePlan& stage : plan.stages)
+    text += fmt::format("{}{}-{}x{}", text.empty() ? "" : ",", stage.layers.begin, stage.layers.end, stage.replicas);
+  return text;
+}
+
+void summary_row(const char* label, const std::vector<ReplayedRun>& runs) {
+  const ReplaySummary s = summarize(runs);
+  std::printf("| %s | %d | %.1f%% | %d | %d | %+.1f%% .. %+.1f%% |\n", label, s.runs, s.mean_abs_error_pct, s.within_5,
+              s.within_10, s.lowest_pct, s.highest_pct);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  fs::path root = "data/measured/h100-sxm5";
+  bool table = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--table") == 0)
+      table = true;
+    else
+      root = argv[i];
+  }
+  ReplayOptions with_calls;
+  if (fs::is_directory(root / "one-worker"))
+    for (const auto& entry : fs::directory_iterator(root / "one-worker")) {
+      if (!entry.is_directory()) continue;
+      const fs::path profile_path = entry.path() / "profile.json";
+      const Profile profile = must(parse_profile(bench::read_text(profile_path), profile_path.string()));
+      with_calls.call_costs[fmt::format("{}-{}", profile.model, profile.microbatch_size)] =
+          must(call_cost_of_run(profile, entry.path() / "trace.json"));
+    }
+  const std::vector<ReplayedRun> recorded = must(replay_validations(root / "validate", ReplayOptions{}));
+  const std::vector<ReplayedRun> one_call = must(replay_validations(root / "validate", with_calls));
+
+  std::printf("Per call beyond the layers' work, from the one-worker runs:\n\n");
+  std::printf("| model-microbatch | forward | backward | optimizer step |\n|---|---|---|---|\n");
+  for (const auto& [name, call] : with_calls.call_costs)
+    std::printf("| %s | %.3f ms | %.3f ms | %.3f ms |\n", name.c_str(), call.forward.ms(), call.backward.ms(),
+                call.optimizer.ms());
+  if (table) {
+    std::printf("\n| set | schedule | stages | measured | recorded profile | error | one call per pass | error |\n");
+    std::printf("|---|---|---|---|---|---|---|---|\n");
+    for (size_t i = 0; i < recorded.size(); ++i) {
+      const ReplayedRun& a = recorded[i];
+      const ReplayedRun& b = one_call[i];
+      std::printf("| %s | %s | %s | %.3f ms | %.3f ms | %+.1f%% | %.3f ms | %+.1f%% |\n", a.set.c_str(),
+                  std::string(schedule_name(a.plan.schedule)).c_str(), stages_text(a.plan).c_str(), a.measured.ms(),
+                  a.predicted.ms(), a.error_pct(), b.predicted.ms(), b.error_pct());
+    }
+  }
+  std::printf("\nError = (measured - predicted) / predicted.\n\n");
+  std::printf(
+      "| prediction | runs | mean abs. error | within 5%% | within 10%% | range |\n|---|---|---|---|---|---|\n");
+  summary_row("the profiles as recorded", recorded);
+  summary_row("one call per pass (call cost of the one-worker runs)", one_call);
+  return 0;
+}

@@ -1,0 +1,131 @@
+#include "sim/replay.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "sim/topology.h"
+#include "sim/trace_reader.h"
+#include "sim/validation_figures.h"
+
+namespace baton {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+Result<std::string> read_text(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) return Error{fmt::format("{}: cannot be read", path.string())};
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::vector<fs::path> subfolders(const fs::path& dir) {
+  std::vector<fs::path> found;
+  for (const auto& entry : fs::directory_iterator(dir))
+    if (entry.is_directory()) found.push_back(entry.path());
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+Result<Seconds> measured_iteration(const fs::path& run) {
+  auto text = read_text(run);
+  if (!text) return text.error();
+  std::vector<Seconds> walls;
+  try {
+    const nlohmann::json report = nlohmann::json::parse(*text);
+    for (const auto& step : report.at("steps")) walls.emplace_back(step.at("wall_s").get<double>());
+  } catch (const nlohmann::json::exception& e) {
+    return Error{fmt::format("{}: not a run report with steps[].wall_s ({})", run.string(), e.what())};
+  }
+  if (walls.empty()) return Error{fmt::format("{}: no steps", run.string())};
+  return step_times_after_first(std::move(walls), 0.5).median;
+}
+
+}  // namespace
+
+Result<std::vector<ReplayedRun>> replay_validations(const fs::path& root, const ReplayOptions& options) {
+  if (!fs::is_directory(root)) return Error{fmt::format("{}: not a folder", root.string())};
+  std::vector<ReplayedRun> runs;
+  for (const fs::path& set : subfolders(root)) {
+    if (!fs::exists(set / "profile.json")) continue;
+    auto profile_text = read_text(set / "profile.json");
+    if (!profile_text) return profile_text.error();
+    auto profile = parse_profile(*profile_text, (set / "profile.json").string());
+    if (!profile) return profile.error();
+    if (auto it = options.call_costs.find(fmt::format("{}-{}", profile->model, profile->microbatch_size));
+        it != options.call_costs.end())
+      profile->call_cost = it->second;
+    auto topology_text = read_text(set / "topology.json");
+    if (!topology_text) return topology_text.error();
+    auto topology = parse_topology(*topology_text, (set / "topology.json").string());
+    if (!topology) return topology.error();
+    for (const fs::path& dir : subfolders(set)) {
+      auto plan_text = read_text(dir / "plan.json");
+      if (!plan_text) return plan_text.error();
+      auto plan = parse_plan(*plan_text, (dir / "plan.json").string());
+      if (!plan) return plan.error();
+      auto measured = measured_iteration(dir / "run.json");
+      if (!measured) return measured.error();
+      auto predicted = predict_iteration(*plan, *profile, *topology, 0.5, options.noise_samples);
+      if (!predicted) return Error{fmt::format("{}: {}", dir.string(), predicted.error().message)};
+      runs.push_back(ReplayedRun{set.filename().string(), std::move(*plan), *measured, predicted->at_quantile});
+    }
+  }
+  return runs;
+}
+
+Result<CallCost> call_cost_of_run(const Profile& profile, const fs::path& trace_path) {
+  auto text = read_text(trace_path);
+  if (!text) return text.error();
+  auto trace = parse_chrome_trace(*text, trace_path.string());
+  if (!trace) return trace.error();
+  Seconds forward, backward, step;
+  int forwards = 0, backwards = 0;
+  for (const Span& span : trace->spans) {
+    const Seconds length = span.end - span.start;
+    if (span.action.kind == ActionKind::kForward) {
+      forward += length;
+      ++forwards;
+    } else if (span.action.kind == ActionKind::kBackward) {
+      backward += length;
+      ++backwards;
+    } else if (span.action.kind == ActionKind::kStep) {
+      step += length;
+    }
+  }
+  if (forwards == 0 || backwards == 0)
+    return Error{fmt::format("{}: no forward or no backward to time the whole passes by", trace_path.string())};
+  if (trace->num_stages != 1)
+    return Error{fmt::format("{}: {} stages; the whole passes need one stage holding every layer", trace_path.string(),
+                             trace->num_stages)};
+  const CallCost per_call = per_call_cost(profile, WholePass{forward / forwards, backward / backwards, step});
+  return CallCost{max(per_call.forward, Seconds(0.0)), max(per_call.backward, Seconds(0.0)),
+                  max(per_call.optimizer, Seconds(0.0))};
+}
+
+ReplaySummary summarize(const std::vector<ReplayedRun>& runs) {
+  ReplaySummary summary;
+  if (runs.empty()) return summary;
+  summary.runs = static_cast<int>(runs.size());
+  summary.lowest_pct = summary.highest_pct = runs.front().error_pct();
+  double sum = 0.0;
+  for (const ReplayedRun& run : runs) {
+    const double error = run.error_pct();
+    sum += std::abs(error);
+    summary.within_5 += std::abs(error) <= 5.0;
+    summary.within_10 += std::abs(error) <= 10.0;
+    summary.lowest_pct = std::min(summary.lowest_pct, error);
+    summary.highest_pct = std::max(summary.highest_pct, error);
+  }
+  summary.mean_abs_error_pct = sum / summary.runs;
+  return summary;
+}
+
+}  // namespace baton

@@ -1,0 +1,65 @@
+// Recorded runs of the executor predicted again: the folders `baton validate`
+// writes (OUT/profile.json and topology.json, then OUT/<schedule>/plan.json
+// and run.json per schedule) read back and each schedule predicted by the
+// current simulator as validate predicts it (sim/validation_figures.h:
+// predict_iteration's median of noisy simulations), against the run's
+// measured iteration (the median of its step wall times after the first).
+// So a change of the model can be held against measurements made on a machine
+// that is no longer there (data/measured/ keeps the H100's).
+//
+// call_cost_of_run: a profile's per-call cost (sim/profile.h) measured from a
+// run of one worker holding the whole model, as `profile measure --whole-pass`
+// measures it from its own passes: per_call_cost with the run's mean forward,
+// mean backward and its optimizer step (the trace of one step) as the whole
+// passes, never below zero.
+// Errors name the file. Thread safety: pure functions (they read files).
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "sim/plan.h"
+#include "sim/profile.h"
+#include "sim/result.h"
+#include "sim/units.h"
+
+namespace baton {
+
+struct ReplayedRun {
+  std::string set;  // the validate folder's name
+  Plan plan;
+  Seconds measured;   // median step wall time after the first
+  Seconds predicted;  // median of the noisy simulations
+
+  // (measured - predicted) / predicted, in percent, validate's sign.
+  double error_pct() const { return (measured / predicted - 1.0) * 100.0; }
+};
+
+struct ReplayOptions {
+  int noise_samples = 200;  // validate's
+  // Where present for "<model>-<microbatch size>", the profile's call_cost is
+  // replaced by it before predicting.
+  std::map<std::string, CallCost> call_costs;
+};
+
+// Every schedule of every validate folder under `root` (folders of `root` that
+// hold a profile.json), in name order.
+Result<std::vector<ReplayedRun>> replay_validations(const std::filesystem::path& root, const ReplayOptions& options);
+
+// The call cost of `profile`'s model from the Chrome trace of one step of one
+// worker running all its layers as one stage.
+Result<CallCost> call_cost_of_run(const Profile& profile, const std::filesystem::path& trace);
+
+struct ReplaySummary {
+  int runs = 0;
+  double mean_abs_error_pct = 0.0;
+  int within_5 = 0;
+  int within_10 = 0;
+  double lowest_pct = 0.0;
+  double highest_pct = 0.0;
+};
+ReplaySummary summarize(const std::vector<ReplayedRun>& runs);
+
+}  // namespace baton
