@@ -294,6 +294,14 @@ Result<MeasuredProfile> measure_profile(std::string_view model_name, int microba
           HostTimes{Seconds(quantile(layer.forward_host_s, 0.5)), Seconds(quantile(layer.backward_host_s, 0.5))});
     MeasuredProfile measured{to_profile(*model, options, device.describe(), microbatch_size, times, output_bytes),
                              compute_noise_of(times, options.quantile), std::move(host), std::nullopt};
+    // On a GPU the host's side of each pass rides along in the profile
+    // (sim/profile.h: host_forward_ms, host_backward_ms); on the CPU the host
+    // is the device.
+    if (options.device != "cpu")
+      for (size_t l = 0; l < measured.profile.layers.size(); ++l) {
+        measured.profile.layers[l].host_forward = measured.host[l].forward;
+        measured.profile.layers[l].host_backward = measured.host[l].backward;
+      }
     if (options.whole_pass) {
       measured.whole_pass = WholePass{Seconds(quantile(whole.forward_s, options.quantile)),
                                       Seconds(quantile(whole.backward_s, options.quantile)),

@@ -130,7 +130,7 @@ Result<Layer> read_layer(const json& value, const FieldPath& at, int index,
   if (auto ok = json_fields::check_known_keys(
           value, at,
           {"name", "description", "forward_ms", "backward_ms", "backward_input_ms", "backward_weight_ms",
-           "optimizer_ms", "output_bytes", "param_bytes", "inputs"});
+           "optimizer_ms", "output_bytes", "param_bytes", "inputs", "host_forward_ms", "host_backward_ms"});
       !ok)
     return ok.error();
   Layer layer;
@@ -168,6 +168,13 @@ Result<Layer> read_layer(const json& value, const FieldPath& at, int index,
     auto optimizer = json_fields::read_number(value, at, "optimizer_ms", 0.0, false);
     if (!optimizer) return optimizer.error();
     layer.optimizer = Seconds::from_ms(*optimizer);
+  }
+  for (auto [key, into] :
+       {std::pair{"host_forward_ms", &layer.host_forward}, std::pair{"host_backward_ms", &layer.host_backward}}) {
+    if (!value.contains(key)) continue;
+    auto host = json_fields::read_number(value, at, key, 0.0, false);
+    if (!host) return host.error();
+    *into = Seconds::from_ms(*host);
   }
   auto out = json_fields::read_integer(value, at, "output_bytes", 0);
   if (!out) return out.error();
@@ -263,6 +270,8 @@ nlohmann::json profile_to_json(const Profile& profile) {
       entry["backward_input_ms"] = layer.backward_input->ms();
       entry["backward_weight_ms"] = layer.backward_weight->ms();
     }
+    if (layer.host_forward) entry["host_forward_ms"] = layer.host_forward->ms();
+    if (layer.host_backward) entry["host_backward_ms"] = layer.host_backward->ms();
     const bool default_inputs =
         (i == 0 && layer.inputs.empty()) || (i > 0 && layer.inputs == std::vector<int>{static_cast<int>(i) - 1});
     if (!default_inputs) {

@@ -18,7 +18,13 @@
 //                "output_bytes": int, "param_bytes": int,
 //                optional "optimizer_ms": num (one optimizer step over the layer's
 //                  parameters; default 0),
-//                optional "description": str, optional "inputs": [layer names]}],
+//                optional "description": str, optional "inputs": [layer names],
+//                optional "host_forward_ms", "host_backward_ms": num >= 0 (on a GPU,
+//                  the host's own time issuing the pass, as `profile measure
+//                  --device cuda` writes it beside the device's: a pass the host
+//                  issues faster than the GPU runs it lets the host run ahead.
+//                  Kept for a model of the host issuing and the GPU running; no
+//                  figure reads them yet)}],
 //    optional "derivation": str (how the numbers were derived, for people: analytic
 //      profiles say which formulas and device figures they used),
 //    optional "compute_noise": [num > 0, ...] (how noisy the measuring machine was: a
@@ -64,7 +70,10 @@ struct Layer {
   Seconds backward;                       // full backward (input + weight gradients)
   std::optional<Seconds> backward_input;  // zero-bubble split, when profiled
   std::optional<Seconds> backward_weight;
-  Seconds optimizer;   // one optimizer step over its parameters (STEP)
+  Seconds optimizer;  // one optimizer step over its parameters (STEP)
+  // On a GPU: the host's time issuing the pass (see the file format above).
+  std::optional<Seconds> host_forward;
+  std::optional<Seconds> host_backward;
   Bytes output_bytes;  // activation this layer hands to its consumers
   Bytes param_bytes;
   std::vector<int> inputs;  // producer layer indices (< own index)

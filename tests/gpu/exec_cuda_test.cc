@@ -120,6 +120,11 @@ TEST_CASE("profile measure on the GPU times every layer with CUDA events", "[gpu
     INFO(layer.name);
     CHECK(layer.forward.value > 0.0);
     CHECK(layer.backward.value > 0.0);
+    // The host's side rides along: each pass's issuing call, timed on the host.
+    REQUIRE(layer.host_forward.has_value());
+    REQUIRE(layer.host_backward.has_value());
+    CHECK(layer.host_forward->value > 0.0);
+    CHECK(layer.host_backward->value > 0.0);
   }
 }
 

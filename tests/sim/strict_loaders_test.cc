@@ -55,6 +55,8 @@ Profile full_profile() {
   profile.layers[1].backward_weight = Seconds::from_ms(0.5);
   profile.layers[1].optimizer = Seconds::from_ms(0.25);
   profile.layers[2].inputs = {0, 1};
+  profile.layers[2].host_forward = Seconds::from_ms(0.5);  // a GPU profile's host side
+  profile.layers[2].host_backward = Seconds::from_ms(1.25);
   return profile;
 }
 
@@ -196,7 +198,13 @@ TEST_CASE("profile: what the writers write loads again, derivation and compute_n
   CHECK(loaded->layers[0].description == "Linear(8, 8)");
   CHECK(loaded->layers[1].optimizer.ms() == 0.25);
   CHECK(loaded->layers[2].inputs == std::vector<int>{0, 1});
+  CHECK(loaded->layers[2].host_forward == std::optional<Seconds>(Seconds::from_ms(0.5)));
+  CHECK(loaded->layers[2].host_backward == std::optional<Seconds>(Seconds::from_ms(1.25)));
+  CHECK_FALSE(loaded->layers[1].host_forward.has_value());
   CHECK(profile_to_json(*loaded) == profile_to_json(profile));
+  json negative = document;
+  negative["layers"][2]["host_backward_ms"] = -1.0;
+  CHECK(refusal(profile_from_json(negative, "p.json")).find("host_backward_ms") != std::string::npos);
 }
 
 TEST_CASE("plan: an unknown key is refused in the document and in a stage", "[loaders][plan]") {
