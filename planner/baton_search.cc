@@ -173,6 +173,10 @@ class Search {
   double cut_seconds_per_byte(int start, int ri, int next_ri);
   // all-reduce time over devices [start, start + r) = per_byte x bytes + fixed.
   std::pair<double, double> allreduce_coefficients(int start, int ri) const;
+  // Calls visit(i, j, ri, next_ri, start) for each stage [i, j) of the split
+  // whose first stage has replica index ri, in order (next_ri: none at the last).
+  template <typename Visit>
+  void walk(int ri, Visit&& visit) const;
   Plan rebuild(int ri) const;
   double shared_bottleneck(int ri);
 
@@ -347,23 +351,30 @@ void Search::run(int devices, std::vector<std::pair<double, Plan>>& found) {
 double Search::shared_bottleneck(int ri) {
   std::vector<double> load(static_cast<size_t>(topology_.num_compute_units()), 0.0);
   double worst = 0.0;
+  const int none = static_cast<int>(replicas_.size());
+  walk(ri, [&](int i, int j, int stage_ri, int next, int start) {
+    double memory = 0.0;
+    const double term = stage_term(i, j, start, stage_ri, demand(stage_ri, devices_ - start), &memory);
+    for (int d = start; d < start + replicas_[stage_ri]; ++d)
+      load[static_cast<size_t>(topology_.compute_unit(d))] += term;
+    if (next != none) worst = std::max(worst, cut_seconds_per_byte(start, stage_ri, next) * double(tables_.out[i][j]));
+  });
+  for (double value : load) worst = std::max(worst, value);
+  return worst;
+}
+
+template <typename Visit>
+void Search::walk(int ri, Visit&& visit) const {
   int i = 0, u = devices_;
   const int none = static_cast<int>(replicas_.size());
   while (ri != none && i < profile_.num_layers()) {
     const int j = next_j_[index(i, u, ri)];
     const int next = next_ri_[index(i, u, ri)];
-    const int r = replicas_[ri];
-    const int start = devices_ - u;
-    double memory = 0.0;
-    const double term = stage_term(i, j, start, ri, demand(ri, u), &memory);
-    for (int d = start; d < start + r; ++d) load[static_cast<size_t>(topology_.compute_unit(d))] += term;
-    if (next != none) worst = std::max(worst, cut_seconds_per_byte(start, ri, next) * double(tables_.out[i][j]));
-    u -= r;
+    visit(i, j, ri, next, devices_ - u);
+    u -= replicas_[ri];
     i = j;
     ri = next;
   }
-  for (double value : load) worst = std::max(worst, value);
-  return worst;
 }
 
 Plan Search::rebuild(int ri) const {
@@ -372,19 +383,11 @@ Plan Search::rebuild(int ri) const {
   plan.schedule = options_.schedule;
   plan.batches = options_.microbatches;
   plan.microbatch_size = options_.microbatch_size;
-  int i = 0, u = devices_, device = 0;
-  const int none = static_cast<int>(replicas_.size());
-  while (ri != none && i < profile_.num_layers()) {
-    const int j = next_j_[index(i, u, ri)];
-    const int r = replicas_[ri];
-    StagePlan stage{LayerRange{i, j}, r, {}};
-    for (int k = 0; k < r; ++k) stage.devices.push_back(device++);
-    plan.stages.push_back(stage);
-    const int next = next_ri_[index(i, u, ri)];
-    u -= r;
-    i = j;
-    ri = next;
-  }
+  walk(ri, [&](int i, int j, int stage_ri, int, int start) {
+    StagePlan stage{LayerRange{i, j}, replicas_[stage_ri], {}};
+    for (int k = 0; k < stage.replicas; ++k) stage.devices.push_back(start + k);
+    plan.stages.push_back(std::move(stage));
+  });
   return plan;
 }
 
