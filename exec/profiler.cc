@@ -306,11 +306,7 @@ Result<MeasuredProfile> measure_profile(std::string_view model_name, int microba
       measured.whole_pass = WholePass{Seconds(quantile(whole.forward_s, options.quantile)),
                                       Seconds(quantile(whole.backward_s, options.quantile)),
                                       Seconds(quantile(whole.optimizer_s, options.quantile))};
-      // The profile's call_cost: never negative (a whole pass slower than its
-      // layers, as noise can make it, leaves a stage its layers' sum).
-      const CallCost per_call = per_call_cost(measured.profile, *measured.whole_pass);
-      measured.profile.call_cost = CallCost{max(per_call.forward, Seconds(0.0)), max(per_call.backward, Seconds(0.0)),
-                                            max(per_call.optimizer, Seconds(0.0))};
+      measured.profile.call_cost = call_cost_from(measured.profile, *measured.whole_pass);
     }
     return measured;
   } catch (const std::exception& e) {

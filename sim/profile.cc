@@ -26,6 +26,12 @@ CallCost per_call_cost(const Profile& profile, const WholePass& pass) {
                   (optimizer - pass.optimizer) / calls};
 }
 
+CallCost call_cost_from(const Profile& profile, const WholePass& pass) {
+  const CallCost per_call = per_call_cost(profile, pass);
+  return CallCost{max(per_call.forward, Seconds(0.0)), max(per_call.backward, Seconds(0.0)),
+                  max(per_call.optimizer, Seconds(0.0))};
+}
+
 Seconds forward_time(const Profile& profile, LayerRange range) {
   Seconds total;
   for (int i = range.begin; i < range.end; ++i) total += profile.layers[i].forward;

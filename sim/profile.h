@@ -114,6 +114,10 @@ struct WholePass {
 // whole) / (layers - 1), negative where the whole pass took longer; 0 for a
 // one-layer model).
 CallCost per_call_cost(const Profile& profile, const WholePass& pass);
+// The profile's call_cost from those passes: per_call_cost, never below zero
+// (a whole pass slower than its layers, as noise can make it, leaves a stage
+// its layers' sum).
+CallCost call_cost_from(const Profile& profile, const WholePass& pass);
 
 // A half-open range of layers [begin, end) in profile order.
 struct LayerRange {

@@ -105,9 +105,7 @@ Result<CallCost> call_cost_of_run(const Profile& profile, const fs::path& trace_
   if (trace->num_stages != 1)
     return Error{fmt::format("{}: {} stages; the whole passes need one stage holding every layer", trace_path.string(),
                              trace->num_stages)};
-  const CallCost per_call = per_call_cost(profile, WholePass{forward / forwards, backward / backwards, step});
-  return CallCost{max(per_call.forward, Seconds(0.0)), max(per_call.backward, Seconds(0.0)),
-                  max(per_call.optimizer, Seconds(0.0))};
+  return call_cost_from(profile, WholePass{forward / forwards, backward / backwards, step});
 }
 
 ReplaySummary summarize(const std::vector<ReplayedRun>& runs) {
