@@ -253,6 +253,11 @@ struct ProfileOptions {
   // call each, after every step's layers (MeasuredProfile::whole_pass), and
   // set the profile's call_cost from them.
   bool whole_pass = false;
+  // >= 2: also measure the profile's shared_streams (sim/profile.h): the whole
+  // model's passes (forward, backward, optimizer step, issued back to back)
+  // on this many threads at once, each with its own stream, parameters and
+  // samples, against one of them alone; 3 rounds, the median kept.
+  int streams = 1;
   std::function<void(const std::string&)> progress;  // optional, one line per event
 };
 

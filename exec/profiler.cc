@@ -22,6 +22,8 @@
 // With ProfileOptions::whole_pass each step then times the whole model's
 // forward (input, every layer, the loss), backward (one autograd call for
 // every parameter) and optimizer step as one call each.
+// With ProfileOptions::streams >= 2, after the steps, the whole model's passes
+// run on that many threads at once (measure_shared_streams).
 // Every timed region starts with the profiler's work done and is timed by the device
 // (exec/device.h): the host clock on the CPU; on a GPU, CUDA events on the
 // profiler's own stream, from an event recorded once that stream was idle to one
@@ -29,7 +31,10 @@
 // The options.quantile of the measured steps is kept (default the median);
 // the spread of the samples around each layer's median is the compute noise.
 #include <algorithm>
+#include <barrier>
 #include <chrono>
+#include <cmath>
+#include <mutex>
 #include <thread>
 
 #include <fmt/format.h>
@@ -233,6 +238,112 @@ std::vector<double> compute_noise_of(const std::vector<LayerTimes>& times, doubl
   return out;
 }
 
+// One forward (input, every layer, the loss), backward and optimizer step of
+// the whole model, issued back to back without waiting for the device.
+void issue_pass(const ModelDef& model, const std::vector<std::vector<at::Tensor>>& params, SampleLoader& samples) {
+  at::Tensor x = samples.input(0);
+  for (size_t l = 0; l < params.size(); ++l) x = model.layers[l].forward(x, params[l]);
+  const at::Tensor loss = model.loss(x, samples.target(0));
+  std::vector<at::Tensor> all;
+  for (const std::vector<at::Tensor>& layer : params) all.insert(all.end(), layer.begin(), layer.end());
+  std::vector<at::Tensor> grads = torch::autograd::grad({loss}, all);
+  optimizer_step(all, grads);
+}
+
+// ProfileOptions::streams: `streams` threads, each with its own worker device
+// (on a GPU its own stream), parameters and samples, run the whole model's
+// passes. A round: thread 0 alone runs `passes` of them (T1, from its start to
+// its device idle again), then every thread runs `passes` at once (Tk, from
+// the first start to the last finish). speedup = streams T1 / Tk, the median
+// of 3 rounds. `passes` makes thread 0's part last about 50 ms (at least 2).
+Result<SharedStreams> measure_shared_streams(const ModelDef& model, const ProfileOptions& options,
+                                             int microbatch_size) {
+  const int streams = options.streams;
+  constexpr int kRounds = 3;
+  std::barrier sync(streams);
+  std::mutex guard;
+  std::string failure;
+  int passes = 2;
+  std::vector<double> alone(kRounds, 0.0);
+  std::vector<std::vector<std::pair<double, double>>> spans(kRounds,
+                                                            std::vector<std::pair<double, double>>(streams));
+  const Clock::time_point zero = Clock::now();
+  const auto since = [&] { return std::chrono::duration<double>(Clock::now() - zero).count(); };
+  const auto work = [&](int index) {
+    try {
+      auto made = make_worker_device(options.device);
+      if (!made) throw std::runtime_error(made.error().message);
+      WorkerDevicePtr device = std::move(*made);
+      device->bind_thread();
+      struct Unbind {
+        WorkerDevice& device;
+        ~Unbind() { device.unbind_thread(); }
+      } unbind{*device};
+      std::vector<std::vector<at::Tensor>> params;
+      for (int l = 0; l < model.num_layers(); ++l) {
+        std::vector<at::Tensor> layer;
+        for (const at::Tensor& p : init_layer_params(model, l, options.seed)) layer.push_back(p.to(device->device()));
+        params.push_back(as_leaves(std::move(layer)));
+      }
+      SampleLoader samples(model, options.seed + static_cast<uint64_t>(index), microbatch_size, /*batches=*/1,
+                           device->device(), SampleLoader::made_ahead_on(device->device()));
+      samples.begin_iteration(0);
+      for (int i = 0; i < 2; ++i) issue_pass(model, params, samples);
+      device->origin();
+      if (index == 0) {
+        const double start = since();
+        issue_pass(model, params, samples);
+        device->origin();
+        passes = std::clamp(static_cast<int>(std::ceil(0.05 / std::max(since() - start, 1e-6))), 2, 500);
+      }
+      sync.arrive_and_wait();
+      for (int round = 0; round < kRounds; ++round) {
+        if (index == 0) {
+          const double start = since();
+          for (int i = 0; i < passes; ++i) issue_pass(model, params, samples);
+          device->origin();
+          alone[round] = since() - start;
+        }
+        sync.arrive_and_wait();
+        const double start = since();
+        for (int i = 0; i < passes; ++i) issue_pass(model, params, samples);
+        device->origin();
+        spans[round][index] = {start, since()};
+        sync.arrive_and_wait();
+      }
+    } catch (const std::exception& e) {
+      const std::lock_guard<std::mutex> lock(guard);
+      if (failure.empty()) failure = e.what();
+      // Nothing throws after a thread's last arrival: this arrives at the phase
+      // the others wait in, and their rounds go on without it.
+      sync.arrive_and_drop();
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int i = 1; i < streams; ++i) threads.emplace_back(work, i);
+  work(0);
+  for (std::thread& thread : threads) thread.join();
+  if (!failure.empty()) return Error{fmt::format("measuring {} streams at once: {}", streams, failure)};
+  std::vector<double> speedups;
+  std::vector<double> together;
+  for (int round = 0; round < kRounds; ++round) {
+    double first = spans[round][0].first;
+    double last = spans[round][0].second;
+    for (const auto& [start, end] : spans[round]) {
+      first = std::min(first, start);
+      last = std::max(last, end);
+    }
+    together.push_back(last - first);
+    speedups.push_back(streams * alone[round] / (last - first));
+  }
+  if (options.progress)
+    options.progress(fmt::format("{} streams at once: {} whole passes each in {:.3f} ms, {} alone in {:.3f} ms: "
+                                 "speedup {:.3f} (median of {:.3f})",
+                                 streams, passes, 1e3 * quantile(together, 0.5), passes, 1e3 * quantile(alone, 0.5),
+                                 quantile(speedups, 0.5), fmt::join(speedups, ", ")));
+  return SharedStreams{streams, quantile(speedups, 0.5)};
+}
+
 }  // namespace
 
 bool gap_before(const std::vector<int>& gap_at, int layers, int layer, bool forward) {
@@ -247,6 +358,8 @@ Result<MeasuredProfile> measure_profile(std::string_view model_name, int microba
   if (!model) return model.error();
   if (microbatch_size < 1) return Error{fmt::format("microbatch size must be >= 1, got {}", microbatch_size)};
   if (options.steps < 1 || options.warmup < 0) return Error{"profile: steps must be >= 1 and warmup >= 0"};
+  if (options.streams < 1 || options.streams > 64)
+    return Error{fmt::format("profile: streams must be 1 (none measured) to 64, got {}", options.streams)};
   auto clock = make_worker_device(options.device);
   if (!clock) return clock.error();
   WorkerDevice& device = **clock;
@@ -307,6 +420,11 @@ Result<MeasuredProfile> measure_profile(std::string_view model_name, int microba
                                       Seconds(quantile(whole.backward_s, options.quantile)),
                                       Seconds(quantile(whole.optimizer_s, options.quantile))};
       measured.profile.call_cost = call_cost_from(measured.profile, *measured.whole_pass);
+    }
+    if (options.streams >= 2) {
+      auto shared = measure_shared_streams(*model, options, microbatch_size);
+      if (!shared) return shared.error();
+      measured.profile.shared_streams = *shared;
     }
     return measured;
   } catch (const std::exception& e) {

@@ -47,6 +47,10 @@ Engine::Engine(const Program& program, const std::vector<StageCost>& costs, cons
   device_free_.assign(static_cast<size_t>(topology.num_compute_units()), Seconds(0.0));
   compute_unit_.reserve(program.workers.size());
   for (const WorkerInfo& info : program.workers) compute_unit_.push_back(topology.compute_unit(info.device));
+  if (topology.levels.front().shared_compute && topology.levels.front().shared_speedup > 1.0) {
+    shared_.assign(device_free_.size(), SharedUnit(topology.levels.front().shared_speedup));
+    issuer_free_.assign(device_free_.size(), 0.0);
+  }
   act_arrival_.assign(cells, kUnknown);
   grad_arrival_.assign(cells, kUnknown);
   if (transfer_noise_) {
@@ -76,7 +80,57 @@ Engine::Engine(const Program& program, const std::vector<StageCost>& costs, cons
   raw_.stage0_completion.assign(static_cast<size_t>(microbatches_), Seconds(-1.0));
   skipping_ = options.skip_repeats && !options.record_trace && noise_factors_ == nullptr &&
               allreduce_extras_ == nullptr && !transfer_noise_ && !keep_intervals_ && !program.vertical_sync &&
-              workers > 0;
+              shared_.empty() && workers > 0;
+}
+
+double Engine::host_share(const Action& action) const {
+  const StageCost& cost = costs_[action.stage];
+  switch (action.kind) {
+    case ActionKind::kForward: return cost.host_forward_share;
+    case ActionKind::kBackward:
+    case ActionKind::kBackwardInput:
+    case ActionKind::kBackwardWeight: return cost.host_backward_share;
+    default: return 1.0;  // the optimizer step: small kernels, as long as their issuing
+  }
+}
+
+double SharedUnit::run(double start, double work) {
+  // Steps that ended before `start` no longer matter (starts come in time order).
+  size_t first = 0;
+  while (first + 1 < at_.size() && at_[first + 1] <= start) ++first;
+  at_.erase(at_.begin(), at_.begin() + static_cast<std::ptrdiff_t>(first));
+  used_.erase(used_.begin(), used_.begin() + static_cast<std::ptrdiff_t>(first));
+  if (at_.empty() || at_.front() > start) {  // idle until the first step (or for ever)
+    at_.insert(at_.begin(), start);
+    used_.insert(used_.begin(), 0.0);
+  } else if (at_.front() < start) {
+    at_.front() = start;
+  }
+  if (work <= 0.0) return start;
+  // Walk the steps, taking what each leaves (at most 1), until the work is done.
+  double left = work;
+  size_t i = 0;
+  for (;; ++i) {
+    const double rate = std::min(1.0, std::max(0.0, capacity_ - used_[i]));
+    const bool last = i + 1 == at_.size();
+    const double length = last ? 0.0 : at_[i + 1] - at_[i];
+    if (last) {  // nothing runs after here: the whole device (rate 1 > 0)
+      const double end = at_[i] + left;
+      used_[i] += 1.0;
+      at_.push_back(end);
+      used_.push_back(0.0);
+      return end;
+    }
+    if (rate > 0.0 && rate * length >= left) {  // ends inside this step: split it
+      const double end = at_[i] + left / rate;
+      at_.insert(at_.begin() + static_cast<std::ptrdiff_t>(i) + 1, end);
+      used_.insert(used_.begin() + static_cast<std::ptrdiff_t>(i) + 1, used_[i]);
+      used_[i] += rate;
+      return end;
+    }
+    left -= rate * length;
+    used_[i] += rate;
+  }
 }
 
 double& Engine::arrival(int stage, ActionKind kind, int microbatch) {
@@ -146,10 +200,24 @@ Seconds Engine::compute_time(const Action& action) const {
 
 bool Engine::run_compute(int worker, const Action& action, Seconds now) {
   if (action.kind == ActionKind::kStep && !step_ready(worker, action, now)) return false;
-  Seconds& free = device_free_[compute_unit_[worker]];
-  const Seconds start = max(now, free);
-  const Seconds end = start + noisy(compute_time(action), costs_[action.stage].layers);
-  free = end;
+  const int unit_index = compute_unit_[worker];
+  if (!shared_.empty() && issuer_free_[unit_index] > now.value) {
+    schedule(worker, Seconds(issuer_free_[unit_index]));  // another worker is issuing: wait for it
+    return false;
+  }
+  Seconds& free = device_free_[unit_index];
+  const Seconds work = noisy(compute_time(action), costs_[action.stage].layers);
+  Seconds start = max(now, free);
+  Seconds end = start + work;
+  if (!shared_.empty()) {  // the unit's streams run at once: it starts now, at the rate left to it
+    SharedUnit& unit = shared_[unit_index];
+    start = now;
+    end = Seconds(unit.run(now.value, work.value));
+    free = Seconds(unit.idle_at());
+    issuer_free_[unit_index] = now.value + work.value * host_share(action);
+  } else {
+    free = end;
+  }
   raw_.busy[worker] += end - start;
   if (keep_intervals_) raw_.compute_intervals[worker].emplace_back(start, end);
   track_memory(worker, action, true);

@@ -32,6 +32,26 @@ struct Collective {
   std::vector<std::pair<int, int>> members;  // (worker, action index)
 };
 
+// A compute unit whose streams run at once (Level::shared_speedup > 1): the
+// capacity its running actions hold from now on, as steps: from `at[i]` until
+// `at[i + 1]` (the last: forever) they hold `used[i]` of it (1 = a whole
+// device as profiled). An action gets what they leave, at most 1, and keeps
+// it (sim/topology.h).
+class SharedUnit {
+ public:
+  explicit SharedUnit(double capacity) : capacity_(capacity) {}
+  // Commits an action of `work` (seconds at rate 1) starting at `start` (never
+  // before an earlier start) and returns its end.
+  double run(double start, double work);
+  // When every committed action has ended.
+  double idle_at() const { return at_.empty() ? 0.0 : at_.back(); }
+
+ private:
+  double capacity_;
+  std::vector<double> at_;    // step starts, increasing; the last step holds 0
+  std::vector<double> used_;  // [step]
+};
+
 struct WorkerState {
   int pc = 0;
   bool blocked = false;  // waiting for data or an all-reduce; woken by its producer
@@ -96,6 +116,8 @@ class Engine {
   bool step_ready(int worker, const Action& step, Seconds now);
   Seconds noisy(Seconds cost, int layers);
   Seconds compute_time(const Action& action) const;
+  // The part of `action`'s time its worker's host spends issuing it (StageCost).
+  double host_share(const Action& action) const;
   void track_memory(int worker, const Action& action, bool starting);
   void record(int worker, const Action& action, Stream stream, Seconds start, Seconds end, Bytes bytes);
   void schedule(int worker, Seconds at) {
@@ -123,6 +145,8 @@ class Engine {
   std::vector<WorkerState> state_;
   std::vector<Seconds> device_free_;  // [compute unit] (Topology::compute_unit)
   std::vector<int> compute_unit_;     // [worker]
+  std::vector<SharedUnit> shared_;    // [compute unit], when its streams run at once (else empty)
+  std::vector<double> issuer_free_;   // [compute unit], likewise: when the next worker may issue
   std::vector<double> act_arrival_;  // [receiving stage * M + microbatch] (one worker runs it)
   std::vector<double> grad_arrival_;
   std::vector<std::vector<Collective>> collectives_;  // [stage][round]

@@ -214,7 +214,8 @@ Result<Profile> profile_from_json(const json& document, const std::string& sourc
   if (auto ok = json_fields::check_format(document, root, "baton.profile.v1"); !ok) return ok.error();
   if (auto ok = json_fields::check_known_keys(
           document, root,
-          {"format", "model", "device", "microbatch_size", "layers", "derivation", "compute_noise", "call_cost_ms"});
+          {"format", "model", "device", "microbatch_size", "layers", "derivation", "compute_noise", "call_cost_ms",
+           "shared_streams"});
       !ok)
     return ok.error();
   if (auto ok = check_annotations(document, root); !ok) return ok.error();
@@ -251,6 +252,17 @@ Result<Profile> profile_from_json(const json& document, const std::string& sourc
       if (!ms) return ms.error();
       *into = Seconds::from_ms(*ms);
     }
+  }
+  if (auto it = document.find("shared_streams"); it != document.end()) {
+    const FieldPath at = root.field("shared_streams");
+    if (auto ok = json_fields::check_object(*it, at); !ok) return ok.error();
+    if (auto ok = json_fields::check_known_keys(*it, at, {"streams", "speedup"}); !ok) return ok.error();
+    auto streams = json_fields::read_integer(*it, at, "streams", 2);
+    if (!streams) return streams.error();
+    if (*streams > 4096) return at.field("streams").error("must be <= 4096", (*it)["streams"]);
+    auto speedup = json_fields::read_number(*it, at, "speedup", 0.0, /*strict=*/true);
+    if (!speedup) return speedup.error();
+    profile.shared_streams = SharedStreams{static_cast<int>(*streams), *speedup};
   }
   return profile;
 }
@@ -297,6 +309,9 @@ nlohmann::json profile_to_json(const Profile& profile) {
                                 {"backward", profile.call_cost.backward.ms()},
                                 {"optimizer", profile.call_cost.optimizer.ms()}};
   }
+  if (profile.shared_streams)
+    document["shared_streams"] = {{"streams", profile.shared_streams->streams},
+                                  {"speedup", profile.shared_streams->speedup}};
   return document;
 }
 

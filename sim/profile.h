@@ -39,7 +39,14 @@
 //      time is its layers' sum less (n - 1) times this (never below zero);
 //      `profile measure --whole-pass` measures it as (sum of the layers - the
 //      whole model as one call) / (layers - 1), a negative result written as 0;
-//      default 0: a stage is its layers' sum)}
+//      default 0: a stage is its layers' sum),
+//    optional "shared_streams": {"streams": int >= 2, "speedup": num > 0} (on a GPU:
+//      how much more of the model's work `streams` streams of the device do per
+//      second running at once than one stream alone, as `profile measure
+//      --streams N` measures it with the whole model's passes; `baton validate`
+//      moves it into the topology's level 0 (shared_speedup, sim/topology.h),
+//      where workers share the device. The simulator does not read it from a
+//      profile.)}
 // These are all the keys: the loader refuses any other, naming the object and
 // the key (a misspelled `forwrd_ms` is an error, not a layer without forward
 // time). `derivation` and `compute_noise` joined v1 without a new format
@@ -87,12 +94,22 @@ struct CallCost {
   bool operator==(const CallCost&) const = default;
 };
 
+// "shared_streams": streams of one device running the model at once.
+struct SharedStreams {
+  int streams = 2;
+  // (streams x one stream's time per pass) / the time per pass of each of the
+  // streams running at once: 1 = they take turns, streams = no slowdown.
+  double speedup = 1.0;
+  bool operator==(const SharedStreams&) const = default;
+};
+
 struct Profile {
   std::string model;
   std::string device;
   int microbatch_size = 1;
   std::vector<Layer> layers;
   CallCost call_cost;  // zero: a stage takes its layers' sum
+  std::optional<SharedStreams> shared_streams;
 
   int num_layers() const { return static_cast<int>(layers.size()); }
 };

@@ -1,11 +1,19 @@
 #include "sim/stage_costs.h"
 
+#include <algorithm>
+
 namespace baton {
 
 StageCost stage_cost(const Profile& profile, LayerRange range, double speed) {
   StageCost cost;
+  Seconds host_forward;
+  Seconds host_backward;
+  bool host_times = true;
   for (int i = range.begin; i < range.end; ++i) {
     const Layer& layer = profile.layers[i];
+    host_forward += layer.host_forward.value_or(Seconds(0.0));
+    host_backward += layer.host_backward.value_or(Seconds(0.0));
+    host_times = host_times && layer.host_forward.has_value() && layer.host_backward.has_value();
     cost.forward += layer.forward / speed;
     cost.backward += layer.backward / speed;
     cost.backward_input += layer.backward_input.value_or(layer.backward * 0.5) / speed;
@@ -18,6 +26,7 @@ StageCost stage_cost(const Profile& profile, LayerRange range, double speed) {
   // microseconds cannot give up half of the calls).
   const int n = range.end - range.begin;
   const CallCost& call = profile.call_cost;
+  const Seconds forward_sum = cost.forward;
   const Seconds backward_sum = cost.backward;
   cost.forward = one_call(cost.forward, n, call.forward / speed);
   cost.backward = one_call(cost.backward, n, call.backward / speed);
@@ -31,6 +40,11 @@ StageCost stage_cost(const Profile& profile, LayerRange range, double speed) {
   cost.stash = stashed_activation_bytes(profile, range);
   cost.params = param_bytes(profile, range);
   cost.layers = n;
+  // The profile's host times are the host's own (relative_speed scales the device's).
+  if (host_times && forward_sum.value > 0.0)
+    cost.host_forward_share = std::min(1.0, host_forward.value / (forward_sum.value * speed));
+  if (host_times && backward_sum.value > 0.0)
+    cost.host_backward_share = std::min(1.0, host_backward.value / (backward_sum.value * speed));
   return cost;
 }
 

@@ -33,6 +33,13 @@ struct StageCost {
   Bytes stash;
   Bytes params;
   int layers = 0;  // how many layers the stage runs (noisy simulations draw per layer)
+  // The part of a forward, and of a backward (B, I or W), the host spends
+  // issuing it: the layers' host_forward (host_backward) over their forward
+  // (backward) (sim/profile.h), at most 1; 1 when the profile has no host
+  // times. On a device whose streams compute at once (Level::shared_speedup)
+  // its workers take turns issuing (simulator.h).
+  double host_forward_share = 1.0;
+  double host_backward_share = 1.0;
 };
 
 std::vector<StageCost> stage_costs(const Profile& profile, const Plan& plan, const Topology& topology);

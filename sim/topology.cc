@@ -139,7 +139,7 @@ Result<Level> read_level(const json& value, const FieldPath& at) {
   if (auto ok = json_fields::check_object(value, at); !ok) return ok.error();
   if (auto ok = json_fields::check_known_keys(value, at,
                                               {"name", "size", "bandwidth_gbps", "latency_us", "rails",
-                                               "shared_compute", "allreduce_bandwidth_gbps",
+                                               "shared_compute", "shared_speedup", "allreduce_bandwidth_gbps",
                                                "allreduce_latency_us"});
       !ok)
     return ok.error();
@@ -167,6 +167,14 @@ Result<Level> read_level(const json& value, const FieldPath& at) {
     if (!value["shared_compute"].is_boolean())
       return at.field("shared_compute").error("must be true or false", value["shared_compute"]);
     level.shared_compute = value["shared_compute"].get<bool>();
+  }
+  if (value.contains("shared_speedup")) {
+    auto speedup = json_fields::read_number(value, at, "shared_speedup", 1.0, /*strict=*/false);
+    if (!speedup) return speedup.error();
+    if (!level.shared_compute)
+      return at.field("shared_speedup").error("needs \"shared_compute\": true (the streams of one device)",
+                                              value["shared_speedup"]);
+    level.shared_speedup = *speedup;
   }
   if (value.contains("allreduce_bandwidth_gbps")) {
     auto ring = json_fields::read_number(value, at, "allreduce_bandwidth_gbps", 0.0, /*strict=*/true);
@@ -239,6 +247,7 @@ json topology_to_json(const Topology& topology) {
                   {"latency_us", level.latency.us()}};
     if (level.rails != 1) entry["rails"] = level.rails;
     if (level.shared_compute) entry["shared_compute"] = true;
+    if (level.shared_speedup != 1.0) entry["shared_speedup"] = level.shared_speedup;
     if (level.allreduce_bandwidth_gbps) entry["allreduce_bandwidth_gbps"] = *level.allreduce_bandwidth_gbps;
     if (level.allreduce_latency) entry["allreduce_latency_us"] = level.allreduce_latency->us();
     levels.push_back(std::move(entry));

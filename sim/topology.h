@@ -21,6 +21,7 @@
 //    "levels": [{"name": str, "size": int >= 1, "bandwidth_gbps": num > 0,
 //                "latency_us": num >= 0, optional "rails": int >= 1,
 //                optional "shared_compute": bool (level 0 only),
+//                optional "shared_speedup": num >= 1 (level 0, with shared_compute),
 //                optional "allreduce_bandwidth_gbps": num > 0,
 //                optional "allreduce_latency_us": num >= 0}],
 //    optional "calibration": {optional "point_to_point", "allreduce",
@@ -51,6 +52,23 @@
 // grants it first come, first served; Topology::compute_unit), while their
 // transfers and all-reduces still cross the level's links (the hand-overs
 // between streams that `baton calibrate --device cuda` measures).
+// `shared_speedup` (with shared_compute; default 1) is how much more work
+// the unit's device does per second with its streams computing at once than
+// with one: kernels of small passes leave most of a GPU idle, so a second
+// stream's kernels run beside the first's. Above 1 the simulator gives an
+// action that starts on an idle unit the whole device (as profiled, rate 1)
+// and one that starts while others run what they leave of the unit's
+// capacity: rate min(1, shared_speedup - the rates already committed), the
+// rest of its work at rate 1 once they end; an action keeps the rates it was
+// given (a kernel launched first holds the SMs it took). The unit's workers
+// take turns issuing their work, each for its pass's host share (the
+// profile's host times, StageCost; the whole action without them): passes of
+// small kernels, which the host launches no faster than the GPU runs them,
+// gain nothing, as the H200's runs at micro-batch 64 showed; gpt-mini at
+// micro-batch 16384 (host 30-55% of the device's time) ran 12-15% faster
+// than taking turns (bench/RESULTS.md). 1: the one compute stream taken in
+// turns. `baton profile measure --streams N` measures it for a model (the
+// profile's "shared_streams") and `baton validate` moves it here.
 // The optional allreduce_* fields are the effective link parameters of the
 // ring all-reduce on that level where they differ from point-to-point ones
 // (a collective library's own protocol, threads and reduction cost), as
@@ -115,6 +133,9 @@ struct Level {
   // Level 0 only: the unit's devices are streams of one physical device that
   // share its compute (see the file format above).
   bool shared_compute = false;
+  // With shared_compute: the unit's throughput with its streams computing at
+  // once, relative to one stream (see the file format above); >= 1.
+  double shared_speedup = 1.0;
 
   Bandwidth bandwidth() const { return Bandwidth::from_gbps(bandwidth_gbps); }
   // What one point-to-point transfer gets: one rail.

@@ -16,7 +16,9 @@
 // threads backend's hand-overs on the GPU (calibrate --device cuda, whose
 // topology marks the workers shared_compute: they take turns on the GPU's
 // compute), and no loaded slices are taken (relative_speed 1, no compute
-// noise).
+// noise); the profile is measured with --streams nproc and its shared_streams
+// set as the topology's shared_speedup (sim/topology.h): how much more the
+// GPU does with the workers' streams computing at once than in turns.
 //
 // What is compared (per schedule):
 // - predicted: the --quantile q (default 0.5, the median) of the iteration
@@ -274,6 +276,8 @@ int run_validate(const ValidateArgs& args) {
     // On a GPU the workers share one device and no CPU cores: no slices.
     const bool loaded = args.profile.empty() && args.topology.empty() && args.gap_us >= 0.0 && !on_gpu(args);
     if (!profile) profile = obtain_profile(args, model, out);
+    // Workers sharing the GPU run at once (a given topology says so itself).
+    if (args.topology.empty()) topology = shared_topology(*topology, *profile, out);
     // The device's speed under load is measured in slices, one just before
     // each schedule's run (run_with_slice); their noise is pooled, so every
     // schedule runs first and is predicted after the last slice.
@@ -328,7 +332,9 @@ void add_validate_command(CLI::App& app, CommandResult& result) {
       "per-stage and per-action errors) and DIR/<schedule>/compare.svg (both Gantt charts); exits 1 when an\n"
       "iteration-time error exceeds --tolerance. With --device cuda the workers are threads on that GPU\n"
       "(run --backend threads --device cuda), measured and calibrated there, without slices; they are\n"
-      "predicted taking turns on the GPU's compute (the calibrated topology's shared_compute).\n\n"
+      "predicted sharing the GPU's compute (the calibrated topology's shared_compute), with the\n"
+      "throughput of --nproc streams at once that the profile measures (profile measure --streams):\n"
+      "the topology's shared_speedup.\n\n"
       "Examples:\n"
       "  baton validate --model mlp --nproc 2 --microbatch-size 256 --out out/validate-mlp\n"
       "  baton validate --model gpt-mini --nproc 2 --schedule 1f1b,gpipe --stages 0-3,3-6 --tolerance 0.1\n"

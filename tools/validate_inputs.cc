@@ -41,6 +41,10 @@ Profile obtain_profile(const ValidateArgs& args, const exec::ModelInfo& model, c
     // pass pays once: the profile's call_cost (sim/profile.h). On a CPU it is
     // near zero, and the recorded CPU validations were made without it.
     options.whole_pass = on_gpu(args);
+    // On a GPU the --nproc workers are streams of it: how much they do at
+    // once (sim/profile.h: shared_streams; shared_topology moves it into the
+    // topology).
+    if (on_gpu(args)) options.streams = args.nproc;
     profile = take(exec::measure_profile(model.name, args.microbatch_size, options)).profile;
   }
   std::vector<std::string> names;
@@ -135,6 +139,23 @@ Topology pooled_topology(const ValidateArgs& args, const Topology& base, const s
                                     "alone / compute with every rank profiling at once between {} us "
                                     "sleeps; compute_noise all the slices' samples.",
                                     topology.device.relative_speed, slices.size(), args.gap_us);
+  write_file_atomic(path_in(dir, "topology.json"), document.dump(2) + "\n");
+  return topology;
+}
+
+Topology shared_topology(const Topology& base, const Profile& profile, const fs::path& dir) {
+  Topology topology = base;
+  if (!profile.shared_streams || !topology.levels.front().shared_compute) return topology;
+  // Below 1 the streams slow each other down beyond taking turns; the
+  // simulator's floor is taking turns.
+  topology.levels.front().shared_speedup = std::max(1.0, profile.shared_streams->speedup);
+  nlohmann::json document = nlohmann::json::parse(read_file(path_in(dir, "topology.json")));
+  document["levels"][0]["shared_speedup"] = topology.levels.front().shared_speedup;
+  document["source"] = document.value("source", "") +
+                       fmt::format(" shared_speedup {:.3f}: the profile's {} streams at once (profile measure "
+                                   "--streams), measured {:.3f}.",
+                                   topology.levels.front().shared_speedup, profile.shared_streams->streams,
+                                   profile.shared_streams->speedup);
   write_file_atomic(path_in(dir, "topology.json"), document.dump(2) + "\n");
   return topology;
 }

@@ -46,6 +46,10 @@ LoadedSlice measure_loaded_slice(const ValidateArgs& args, const Profile& alone,
 // The slices pooled into the calibrated topology, saved as DIR/topology.json.
 Topology pooled_topology(const ValidateArgs& args, const Topology& base, const std::vector<LoadedSlice>& slices,
                          const std::filesystem::path& dir);
+// The profile's shared_streams, where the topology's level 0 is
+// shared_compute, as its shared_speedup (at least 1), saved in
+// DIR/topology.json; otherwise `base`.
+Topology shared_topology(const Topology& base, const Profile& profile, const std::filesystem::path& dir);
 // --topology, or calibrated (gloo ranks, or the threads backend's workers on
 // the GPU); saved as DIR/topology.json, its "calibration" object in `calibration`.
 Topology obtain_topology(const ValidateArgs& args, const std::filesystem::path& dir, nlohmann::json& calibration);

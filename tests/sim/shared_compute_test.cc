@@ -112,3 +112,107 @@ TEST_CASE("shared_compute: a pipeline on one device takes its total work", "[sim
     }
   }
 }
+
+// shared_speedup (sim/topology.h): the unit does that much more work per second
+// with its streams computing at once than with one; an action that starts on
+// an idle unit runs at rate 1 (as profiled), one that starts while others run
+// gets min(1, capacity - their rates) and keeps it, then rate 1 once they end.
+// Its workers take turns issuing (sim/simulator.h): an action holds the issuer
+// for its stage's host share of its time (StageCost), 1 without host times.
+
+namespace {
+
+Topology streams_at_once(int workers, double speedup) {
+  Topology topology = streams_of_one_device(workers);
+  topology.levels.front().shared_speedup = speedup;
+  return topology;
+}
+
+// Every layer's host issuing takes `share` of its device time.
+Profile issued_in(double share, int layers) {
+  Profile profile = make_uniform_profile(layers, kForward, kBackward, Bytes(0), Bytes(0));
+  for (Layer& layer : profile.layers) {
+    layer.host_forward = layer.forward * share;
+    layer.host_backward = layer.backward * share;
+  }
+  return profile;
+}
+
+}  // namespace
+
+TEST_CASE("shared_speedup: read, written and refused where it means nothing", "[sim][shared-compute][loaders]") {
+  const json written = topology_to_json(streams_at_once(2, 1.25));
+  CHECK(written["levels"][0]["shared_speedup"] == 1.25);
+  const auto read = topology_from_json(written, "t.json");
+  REQUIRE(read.ok());
+  CHECK(read->levels.front().shared_speedup == 1.25);
+  // Not written at 1 (taking turns): files without it mean what they meant.
+  CHECK_FALSE(topology_to_json(streams_of_one_device(2))["levels"][0].contains("shared_speedup"));
+
+  json below = written;
+  below["levels"][0]["shared_speedup"] = 0.9;
+  CHECK(refusal(topology_from_json(below, "t.json")) == "t.json: levels[0].shared_speedup must be >= 1, got 0.9");
+  json alone = written;
+  alone["levels"][0].erase("shared_compute");
+  CHECK(refusal(topology_from_json(alone, "t.json")) ==
+        R"(t.json: levels[0].shared_speedup needs "shared_compute": true (the streams of one device), got 1.25)");
+}
+
+TEST_CASE("shared_speedup: as many times the work as streams is a device each", "[sim][shared-compute]") {
+  // Every action then gets rate 1 whatever else runs and, issued in no time,
+  // never waits for the issuer: the unit is `workers` devices of their own.
+  const Profile one_layer = issued_in(0.0, 1);
+  for (int replicas : {2, 4}) {
+    const int microbatches = 8;
+    INFO("d=" << replicas);
+    const Plan plan = make_plan("0-1x" + std::to_string(replicas), Schedule::kGPipe, microbatches,
+                                streams_at_once(replicas, replicas));
+    CHECK(close_rel(simulate_ok(plan, one_layer, streams_at_once(replicas, replicas)).metrics.iteration_time.value,
+                    double(microbatches) / replicas * (kForward + kBackward).value));
+  }
+  for (Schedule schedule : {Schedule::kGPipe, Schedule::kOneFOneB}) {
+    const int stages = 4;
+    const int microbatches = 8;
+    INFO(schedule_name(schedule));
+    const Profile profile = issued_in(0.0, stages);
+    const Plan plan = make_plan(one_layer_per_stage(stages), schedule, microbatches, streams_at_once(stages, stages));
+    CHECK(close_rel(simulate_ok(plan, profile, streams_at_once(stages, stages)).metrics.iteration_time.value,
+                    (microbatches + stages - 1) * (kForward + kBackward).value));
+  }
+}
+
+TEST_CASE("shared_speedup: a later action gets what the earlier ones leave", "[sim][shared-compute]") {
+  // Two replicas, one microbatch each, capacity 1.5 (tF = 3 ms, tB = 5 ms),
+  // issued in no time; ties go to the lower worker.
+  //   r0 F: [0, 3] at rate 1.
+  //   r1 F: from 0 at 0.5 (1.5 ms of work by 3), the other 1.5 at rate 1: ends 4.5.
+  //   r0 B: from 3; r1's F holds 1 until 4.5, so 0.5 (0.75 ms by 4.5), the other
+  //         4.25 at 1: ends 8.75.
+  //   r1 B: from 4.5; r0's B holds 1 until 8.75, so 0.5 (2.125 ms by 8.75), the
+  //         other 2.875 at 1: ends 11.625.
+  const Profile profile = issued_in(0.0, 1);
+  const Plan plan = make_plan("0-1x2", Schedule::kGPipe, 2, streams_at_once(2, 1.5));
+  const Simulation sim = simulate_ok(plan, profile, streams_at_once(2, 1.5));
+  CHECK(close_rel(sim.metrics.iteration_time.value, 11.625e-3));
+  // Between taking turns (2 (tF + tB) = 16 ms) and devices of their own (8 ms).
+  CHECK(close_rel(simulate_ok(plan, profile, streams_at_once(2, 1.0)).metrics.iteration_time.value, 16e-3));
+}
+
+TEST_CASE("shared_speedup: the workers take turns issuing", "[sim][shared-compute]") {
+  const Plan plan = make_plan("0-1x2", Schedule::kGPipe, 2, streams_at_once(2, 1.5));
+  // Issuing as long as computing (a profile without host times, or passes of
+  // small kernels the host launches as fast as the device runs them): one
+  // action at a time whatever the capacity, 2 (tF + tB).
+  for (const Profile& profile : {make_uniform_profile(1, kForward, kBackward, Bytes(0), Bytes(0)), issued_in(1.0, 1)})
+    CHECK(close_rel(simulate_ok(plan, profile, streams_at_once(2, 1.5)).metrics.iteration_time.value, 16e-3));
+  // Half of each action's time issuing, capacity 1.5:
+  //   r0 F: [0, 3] at rate 1; issues until 1.5.
+  //   r1 F: waits for the issuer until 1.5; then 0.5 (0.75 ms by 3), the other
+  //         2.25 at 1: ends 5.25; issues until 3.
+  //   r0 B: from 3; r1's F holds 1 until 5.25: 0.5 (1.125 ms by 5.25), the
+  //         other 3.875 at 1: ends 9.125; issues until 5.5.
+  //   r1 B: waits for the issuer until 5.5; r0's B holds 1 until 9.125: 0.5
+  //         (1.8125 ms by 9.125), the other 3.1875 at 1: ends 12.3125.
+  CHECK(close_rel(simulate_ok(plan, issued_in(0.5, 1), streams_at_once(2, 1.5)).metrics.iteration_time.value,
+                  12.3125e-3));
+}
