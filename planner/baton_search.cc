@@ -347,19 +347,41 @@ void Search::run(int devices, std::vector<std::pair<double, Plan>>& found) {
 // program found (the best under its max over stages) is valued by its busiest
 // unit, the sum of the per-microbatch demands of the workers on it, or its
 // busiest cut. So one worker per unit, with no hand-over and one call per
-// pass, ranks first where it fits, as the simulator would rank it.
+// pass, ranks first where it fits, as the simulator would rank it. Where the
+// unit's streams compute at once (Level::shared_speedup S > 1) a unit is
+// valued as the simulator bounds it: its summed demand over S, the part of it
+// its workers issue in turns (each stage's host share, sim/stage_costs.h),
+// and its largest single demand (an action runs at rate 1 at most),
+// whichever is longest.
 double Search::shared_bottleneck(int ri) {
-  std::vector<double> load(static_cast<size_t>(topology_.num_compute_units()), 0.0);
+  const size_t units = static_cast<size_t>(topology_.num_compute_units());
+  const double capacity = topology_.levels.front().shared_speedup;
+  std::vector<double> load(units, 0.0);
+  std::vector<double> issued(units, 0.0);
+  std::vector<double> largest(units, 0.0);
   double worst = 0.0;
   const int none = static_cast<int>(replicas_.size());
   walk(ri, [&](int i, int j, int stage_ri, int next, int start) {
     double memory = 0.0;
     const double term = stage_term(i, j, start, stage_ri, demand(stage_ri, devices_ - start), &memory);
-    for (int d = start; d < start + replicas_[stage_ri]; ++d)
-      load[static_cast<size_t>(topology_.compute_unit(d))] += term;
+    double share = 1.0;
+    if (capacity > 1.0) {
+      const StageCost cost = stage_cost(profile_, LayerRange{i, j}, topology_.device.relative_speed);
+      const Seconds both = cost.forward + cost.backward;
+      if (both.value > 0.0)
+        share = (cost.forward * cost.host_forward_share + cost.backward * cost.host_backward_share) / both;
+    }
+    for (int d = start; d < start + replicas_[stage_ri]; ++d) {
+      const size_t unit = static_cast<size_t>(topology_.compute_unit(d));
+      load[unit] += term;
+      issued[unit] += term * share;
+      largest[unit] = std::max(largest[unit], term);
+    }
     if (next != none) worst = std::max(worst, cut_seconds_per_byte(start, stage_ri, next) * double(tables_.out[i][j]));
   });
-  for (double value : load) worst = std::max(worst, value);
+  for (size_t unit = 0; unit < units; ++unit)
+    worst = std::max(worst, capacity > 1.0 ? std::max({load[unit] / capacity, issued[unit], largest[unit]})
+                                           : load[unit]);
   return worst;
 }
 

@@ -143,6 +143,33 @@ TEST_CASE("baton search: devices that are streams of one GPU take turns (shared_
   CHECK(close_rel(outcome->best.estimate.iteration_time.ms(), 8 * 7.5));
 }
 
+TEST_CASE("baton search: streams of one GPU that compute at once (shared_speedup)") {
+  // The same four layers of 3 ms, no call cost, on four streams of one device
+  // whose capacity is 4 (every action at rate 1 whatever else runs). A unit
+  // is valued at the longest of its demand over the capacity, what its
+  // workers issue in turns and its largest single demand:
+  // - issued in no time: 4 stages of one layer give max(12 / 4, 0, 3) = 3 ms
+  //   against the one worker's 12 ms: the four stages rank first, as on
+  //   devices of their own;
+  // - issued as long as they run (host times equal to the device's): every
+  //   split is max(12 / 4, 12, ...) = 12 ms, a tie the first found (fewest
+  //   stages) wins, as when they take turns.
+  Topology shared = make_flat_topology(4, 1e6, Seconds(0.0));
+  shared.levels.front().shared_compute = true;
+  shared.levels.front().shared_speedup = 4.0;
+  for (double share : {0.0, 1.0}) {
+    INFO("host share " << share);
+    Profile profile = halves_profile({3, 3, 3, 3}, CallCost{});
+    for (Layer& layer : profile.layers) {
+      layer.host_forward = layer.forward * share;
+      layer.host_backward = layer.backward * share;
+    }
+    const SearchResult found = search_plans(profile, shared, straight_1f1b(shared));
+    REQUIRE_FALSE(found.candidates.empty());
+    CHECK(stages_of(found.candidates.front()) == (share == 0.0 ? "0-1x1,1-2x1,2-3x1,3-4x1" : "0-4x1"));
+  }
+}
+
 TEST_CASE("baton planner: progress after each schedule and microbatch count it searched") {
   // --schedule auto: pipedream once, the seven others at 8, 16, 32 and 64
   // microbatches: 1 + 7 x 4 = 29 searches, reported in order.
