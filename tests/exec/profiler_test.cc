@@ -76,5 +76,36 @@ TEST_CASE("profile measure --whole-pass: the whole model's passes, one call each
   CHECK(per_call_cost(one, whole).forward.value == 0.0);
 }
 
+TEST_CASE("profile measure --streams: the whole model on several threads at once against one",
+          "[exec][profile]") {
+  exec::ProfileOptions options = short_run();
+  const auto plain = exec::measure_profile("mlp", 8, options);
+  REQUIRE(plain.ok());
+  CHECK_FALSE(plain->profile.shared_streams.has_value());  // only when asked
+  options.streams = 2;
+  const auto measured = exec::measure_profile("mlp", 8, options);
+  INFO((measured ? std::string() : measured.error().message));
+  REQUIRE(measured.ok());
+  REQUIRE(measured->profile.shared_streams.has_value());
+  const SharedStreams& shared = *measured->profile.shared_streams;
+  CHECK(shared.streams == 2);
+  // 2 x one thread's time / the two's: two threads can do no more than twice
+  // one's work per second (a quarter above for a noisy machine), and on this
+  // machine's cores at least a little of it.
+  INFO("speedup " << shared.speedup);
+  CHECK(shared.speedup > 0.25);
+  CHECK(shared.speedup <= 2.0 * 1.25);
+  // Kept in the profile's file, read back the same.
+  const auto read = profile_from_json(profile_to_json(measured->profile), "p.json");
+  REQUIRE(read.ok());
+  CHECK(read->shared_streams == measured->profile.shared_streams);
+  for (int bad : {0, 65}) {
+    options.streams = bad;
+    const auto refused = exec::measure_profile("mlp", 8, options);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error().message == "profile: streams must be 1 (none measured) to 64, got " + std::to_string(bad));
+  }
+}
+
 }  // namespace
 }  // namespace baton::testing

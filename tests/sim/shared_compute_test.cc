@@ -216,3 +216,25 @@ TEST_CASE("shared_speedup: the workers take turns issuing", "[sim][shared-comput
   CHECK(close_rel(simulate_ok(plan, issued_in(0.5, 1), streams_at_once(2, 1.5)).metrics.iteration_time.value,
                   12.3125e-3));
 }
+
+TEST_CASE("shared_streams: a profile's measured streams, read, written only when set, and checked",
+          "[sim][shared-compute][loaders]") {
+  Profile profile = make_uniform_profile(2, kForward, kBackward, Bytes(0), Bytes(0));
+  CHECK_FALSE(profile_to_json(profile).contains("shared_streams"));
+  profile.shared_streams = SharedStreams{4, 1.21};
+  const json written = profile_to_json(profile);
+  CHECK(written["shared_streams"] == json{{"streams", 4}, {"speedup", 1.21}});
+  const auto read = profile_from_json(written, "p.json");
+  REQUIRE(read.ok());
+  CHECK(read->shared_streams == SharedStreams{4, 1.21});
+
+  const auto refused = [&](const char* key, const json& value) {
+    json text = written;
+    text["shared_streams"][key] = value;
+    const auto result = profile_from_json(text, "p.json");
+    return result ? std::string() : result.error().message;
+  };
+  CHECK(refused("streams", 1) == "p.json: shared_streams.streams must be >= 2, got 1");
+  CHECK(refused("speedup", 0) == "p.json: shared_streams.speedup must be > 0, got 0");
+  CHECK(refused("speed", 1.2) == R"(p.json: shared_streams has an unknown key "speed" (did you mean "speedup"?))");
+}
