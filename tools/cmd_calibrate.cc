@@ -317,7 +317,8 @@ void add_calibrate_command(CLI::App& app, CommandResult& result) {
   cmd->add_option("--device", args->device,
                   "cpu (default: Gloo ranks), or cuda / cuda:N: the threads backend's --nproc workers on that GPU "
                   "(run --device cuda), in this process; its topology marks them shared_compute: streams of one "
-                  "GPU that take turns on its compute")
+                  "GPU that take turns on its compute (add level 0's shared_speedup for streams that compute at once: "
+                  "profile measure --streams measures it, validate sets it)")
       ->check(check_device_name);
   cmd->callback([args, &result] { result.exit_code = run_calibrate(*args); });
 }
