@@ -167,7 +167,8 @@ TEST_CASE("replay: the H200's recorded runs, workers sharing the GPU at its meas
   // -15.1%. The second measured each profile's shared_streams (profile measure
   // --streams, the workers' number) and validated with it as the topology's
   // shared_speedup (sim/topology.h): 14.8% over all, and the GPU-bound runs
-  // -7.5% to +1.9% (the same runs predicted taking turns: -12.8% to -15.4%).
+  // -7.5% to +1.9%, four of six within 5% (the same runs predicted taking
+  // turns: -12.8% to -15.4%).
   // Bounds a little above those.
   const fs::path data = fs::path(BATON_SOURCE_DIR) / "data" / "measured" / "h200";
   const auto first = replay_validations(data / "first-call" / "validate", ReplayOptions{});
@@ -186,5 +187,5 @@ TEST_CASE("replay: the H200's recorded runs, workers sharing the GPU at its meas
   const ReplaySummary bound = summarize(gpu_bound);
   CHECK(bound.lowest_pct >= -8.0);
   CHECK(bound.highest_pct <= 3.0);
-  CHECK(bound.within_5 >= 3);
+  CHECK(bound.within_5 >= 4);
 }
