@@ -61,6 +61,14 @@ std::string device_markdown(const Topology& topology) {
         fmt::format("; receive noise ({}: wait beyond the link model) 0.5 / 0.9 / 0.99 quantiles {} / {} / {}", what,
                     human_seconds(at(*sample, 0.5)), human_seconds(at(*sample, 0.9)), human_seconds(at(*sample, 0.99)));
   }
+  const Level& streams = topology.levels.front();
+  if (streams.shared_compute) {
+    out += streams.shared_speedup > 1.0
+               ? fmt::format("; the workers share one device, computing at once at {:.3f} times one stream's work "
+                             "per second (shared_speedup) and taking turns issuing",
+                             streams.shared_speedup)
+               : std::string("; the workers share one device and take turns on its compute (shared_compute)");
+  }
   return out + ".\n";
 }
 
