@@ -47,10 +47,8 @@ Engine::Engine(const Program& program, const std::vector<StageCost>& costs, cons
   device_free_.assign(static_cast<size_t>(topology.num_compute_units()), Seconds(0.0));
   compute_unit_.reserve(program.workers.size());
   for (const WorkerInfo& info : program.workers) compute_unit_.push_back(topology.compute_unit(info.device));
-  if (topology.levels.front().shared_compute && topology.levels.front().shared_speedup > 1.0) {
+  if (topology.levels.front().shared_compute && topology.levels.front().shared_speedup > 1.0)
     shared_.assign(device_free_.size(), SharedUnit(topology.levels.front().shared_speedup));
-    issuer_free_.assign(device_free_.size(), 0.0);
-  }
   act_arrival_.assign(cells, kUnknown);
   grad_arrival_.assign(cells, kUnknown);
   if (transfer_noise_) {
@@ -94,7 +92,8 @@ double Engine::host_share(const Action& action) const {
   }
 }
 
-double SharedUnit::run(double start, double work) {
+double SharedUnit::run(double start, double work, double issuing) {
+  issuer_free_ = start + issuing;
   // Steps that ended before `start` no longer matter (starts come in time order).
   size_t first = 0;
   while (first + 1 < at_.size() && at_[first + 1] <= start) ++first;
@@ -201,21 +200,20 @@ Seconds Engine::compute_time(const Action& action) const {
 bool Engine::run_compute(int worker, const Action& action, Seconds now) {
   if (action.kind == ActionKind::kStep && !step_ready(worker, action, now)) return false;
   const int unit_index = compute_unit_[worker];
-  if (!shared_.empty() && issuer_free_[unit_index] > now.value) {
-    schedule(worker, Seconds(issuer_free_[unit_index]));  // another worker is issuing: wait for it
-    return false;
-  }
-  Seconds& free = device_free_[unit_index];
-  const Seconds work = noisy(compute_time(action), costs_[action.stage].layers);
-  Seconds start = max(now, free);
-  Seconds end = start + work;
+  Seconds start = now;
+  Seconds end;
   if (!shared_.empty()) {  // the unit's streams run at once: it starts now, at the rate left to it
     SharedUnit& unit = shared_[unit_index];
-    start = now;
-    end = Seconds(unit.run(now.value, work.value));
-    free = Seconds(unit.idle_at());
-    issuer_free_[unit_index] = now.value + work.value * host_share(action);
-  } else {
+    if (unit.issuer_free() > now.value) {
+      schedule(worker, Seconds(unit.issuer_free()));  // another worker is issuing: wait for it
+      return false;
+    }
+    const Seconds work = noisy(compute_time(action), costs_[action.stage].layers);
+    end = Seconds(unit.run(now.value, work.value, work.value * host_share(action)));
+  } else {  // one compute stream, taken in turns
+    Seconds& free = device_free_[unit_index];
+    start = max(now, free);
+    end = start + noisy(compute_time(action), costs_[action.stage].layers);
     free = end;
   }
   raw_.busy[worker] += end - start;

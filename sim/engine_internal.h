@@ -36,18 +36,21 @@ struct Collective {
 // capacity its running actions hold from now on, as steps: from `at[i]` until
 // `at[i + 1]` (the last: forever) they hold `used[i]` of it (1 = a whole
 // device as profiled). An action gets what they leave, at most 1, and keeps
-// it (sim/topology.h).
+// it; its worker holds the unit's issuer for the action's host part, and
+// no other worker's action starts before that ends (sim/topology.h).
 class SharedUnit {
  public:
   explicit SharedUnit(double capacity) : capacity_(capacity) {}
-  // Commits an action of `work` (seconds at rate 1) starting at `start` (never
-  // before an earlier start) and returns its end.
-  double run(double start, double work);
-  // When every committed action has ended.
-  double idle_at() const { return at_.empty() ? 0.0 : at_.back(); }
+  // Commits an action of `work` (seconds at rate 1), `issuing` of which its
+  // host spends issuing it, starting at `start` (never before an earlier
+  // start nor before issuer_free()), and returns its end.
+  double run(double start, double work, double issuing);
+  // When the next action may start.
+  double issuer_free() const { return issuer_free_; }
 
  private:
   double capacity_;
+  double issuer_free_ = 0.0;
   std::vector<double> at_;    // step starts, increasing; the last step holds 0
   std::vector<double> used_;  // [step]
 };
@@ -146,7 +149,6 @@ class Engine {
   std::vector<Seconds> device_free_;  // [compute unit] (Topology::compute_unit)
   std::vector<int> compute_unit_;     // [worker]
   std::vector<SharedUnit> shared_;    // [compute unit], when its streams run at once (else empty)
-  std::vector<double> issuer_free_;   // [compute unit], likewise: when the next worker may issue
   std::vector<double> act_arrival_;  // [receiving stage * M + microbatch] (one worker runs it)
   std::vector<double> grad_arrival_;
   std::vector<std::vector<Collective>> collectives_;  // [stage][round]

@@ -40,7 +40,8 @@ StageCost stage_cost(const Profile& profile, LayerRange range, double speed) {
   cost.stash = stashed_activation_bytes(profile, range);
   cost.params = param_bytes(profile, range);
   cost.layers = n;
-  // The profile's host times are the host's own (relative_speed scales the device's).
+  // Shares of the profile's own times: relative_speed scales a stage's host
+  // and device time alike (the sums above are divided by it, hence x speed).
   if (host_times && forward_sum.value > 0.0)
     cost.host_forward_share = std::min(1.0, host_forward.value / (forward_sum.value * speed));
   if (host_times && backward_sum.value > 0.0)
