@@ -92,43 +92,53 @@ double Engine::host_share(const Action& action) const {
   }
 }
 
-double SharedUnit::run(double start, double work, double issuing) {
-  issuer_free_ = start + issuing;
+double SharedUnit::run(double start, double work, double share) {
   // Steps that ended before `start` no longer matter (starts come in time order).
   size_t first = 0;
   while (first + 1 < at_.size() && at_[first + 1] <= start) ++first;
-  at_.erase(at_.begin(), at_.begin() + static_cast<std::ptrdiff_t>(first));
-  used_.erase(used_.begin(), used_.begin() + static_cast<std::ptrdiff_t>(first));
+  const auto drop = static_cast<std::ptrdiff_t>(first);
+  at_.erase(at_.begin(), at_.begin() + drop);
+  used_.erase(used_.begin(), used_.begin() + drop);
+  issued_.erase(issued_.begin(), issued_.begin() + drop);
   if (at_.empty() || at_.front() > start) {  // idle until the first step (or for ever)
     at_.insert(at_.begin(), start);
     used_.insert(used_.begin(), 0.0);
+    issued_.insert(issued_.begin(), 0.0);
   } else if (at_.front() < start) {
     at_.front() = start;
   }
   if (work <= 0.0) return start;
   // Walk the steps, taking what each leaves (at most 1), until the work is done.
+  const auto split = [&](size_t i, double at) {
+    const auto next = static_cast<std::ptrdiff_t>(i) + 1;
+    at_.insert(at_.begin() + next, at);
+    used_.insert(used_.begin() + next, used_[i]);
+    issued_.insert(issued_.begin() + next, issued_[i]);
+  };
   double left = work;
-  size_t i = 0;
-  for (;; ++i) {
-    const double rate = std::min(1.0, std::max(0.0, capacity_ - used_[i]));
+  for (size_t i = 0;; ++i) {
+    double rate = std::min(1.0, std::max(0.0, capacity_ - used_[i]));
+    if (share > 0.0) rate = std::min(rate, std::max(0.0, 1.0 - issued_[i]) / share);
     const bool last = i + 1 == at_.size();
-    const double length = last ? 0.0 : at_[i + 1] - at_[i];
-    if (last) {  // nothing runs after here: the whole device (rate 1 > 0)
+    if (last) {  // nothing runs after here: the whole device (rate 1)
       const double end = at_[i] + left;
+      split(i, end);
       used_[i] += 1.0;
-      at_.push_back(end);
-      used_.push_back(0.0);
+      issued_[i] += share;
+      used_[i + 1] = issued_[i + 1] = 0.0;
       return end;
     }
+    const double length = at_[i + 1] - at_[i];
     if (rate > 0.0 && rate * length >= left) {  // ends inside this step: split it
       const double end = at_[i] + left / rate;
-      at_.insert(at_.begin() + static_cast<std::ptrdiff_t>(i) + 1, end);
-      used_.insert(used_.begin() + static_cast<std::ptrdiff_t>(i) + 1, used_[i]);
+      split(i, end);
       used_[i] += rate;
+      issued_[i] += rate * share;
       return end;
     }
     left -= rate * length;
     used_[i] += rate;
+    issued_[i] += rate * share;
   }
 }
 
@@ -203,13 +213,8 @@ bool Engine::run_compute(int worker, const Action& action, Seconds now) {
   Seconds start = now;
   Seconds end;
   if (!shared_.empty()) {  // the unit's streams run at once: it starts now, at the rate left to it
-    SharedUnit& unit = shared_[unit_index];
-    if (unit.issuer_free() > now.value) {
-      schedule(worker, Seconds(unit.issuer_free()));  // another worker is issuing: wait for it
-      return false;
-    }
     const Seconds work = noisy(compute_time(action), costs_[action.stage].layers);
-    end = Seconds(unit.run(now.value, work.value, work.value * host_share(action)));
+    end = Seconds(shared_[unit_index].run(now.value, work.value, host_share(action)));
   } else {  // one compute stream, taken in turns
     Seconds& free = device_free_[unit_index];
     start = max(now, free);

@@ -32,27 +32,30 @@ struct Collective {
   std::vector<std::pair<int, int>> members;  // (worker, action index)
 };
 
-// A compute unit whose streams run at once (Level::shared_speedup > 1): the
-// capacity its running actions hold from now on, as steps: from `at[i]` until
-// `at[i + 1]` (the last: forever) they hold `used[i]` of it (1 = a whole
-// device as profiled). An action gets what they leave, at most 1, and keeps
-// it; its worker holds the unit's issuer for the action's host part, and
-// no other worker's action starts before that ends (sim/topology.h).
+// A compute unit whose streams run at once (Level::shared_speedup > 1): what
+// its running actions hold of it from now on, as steps: from `at[i]` until
+// `at[i + 1]` (the last: forever) they hold `used[i]` of its capacity (1 = a
+// whole device as profiled) and `issued[i]` of its host's issuing (1 = one
+// thread launching all the time). An action issues `share` of its time at
+// rate 1 (its host time over its device time), so at rate r it holds r of
+// the capacity and r x share of the issuing; it gets at most 1, at most what
+// the others leave of each, and keeps it (sim/topology.h). Launches from the
+// workers' threads interleave call by call: an action issued in full (share
+// 1) leaves nothing and the others wait, one that issues half its time leaves
+// room for a second at full rate.
 class SharedUnit {
  public:
   explicit SharedUnit(double capacity) : capacity_(capacity) {}
-  // Commits an action of `work` (seconds at rate 1), `issuing` of which its
-  // host spends issuing it, starting at `start` (never before an earlier
-  // start nor before issuer_free()), and returns its end.
-  double run(double start, double work, double issuing);
-  // When the next action may start.
-  double issuer_free() const { return issuer_free_; }
+  // Commits an action of `work` (seconds at rate 1) that issues `share` of
+  // its time, starting at `start` (never before an earlier start), and
+  // returns its end.
+  double run(double start, double work, double share);
 
  private:
   double capacity_;
-  double issuer_free_ = 0.0;
-  std::vector<double> at_;    // step starts, increasing; the last step holds 0
-  std::vector<double> used_;  // [step]
+  std::vector<double> at_;      // step starts, increasing; the last step holds nothing
+  std::vector<double> used_;    // [step]
+  std::vector<double> issued_;  // [step]
 };
 
 struct WorkerState {

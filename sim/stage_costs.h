@@ -37,7 +37,7 @@ struct StageCost {
   // issuing it: the layers' host_forward (host_backward) over their forward
   // (backward) (sim/profile.h), at most 1; 1 when the profile has no host
   // times. On a device whose streams compute at once (Level::shared_speedup)
-  // its workers take turns issuing (simulator.h).
+  // its workers' actions share the host's issuing by these (topology.h).
   double host_forward_share = 1.0;
   double host_backward_share = 1.0;
 };

@@ -61,12 +61,14 @@
 // capacity: rate min(1, shared_speedup - the rates already committed), the
 // rest of its work at rate 1 once they end; an action keeps the rates it was
 // given (a kernel launched first holds the SMs it took). The unit's workers
-// take turns issuing their work, each for its pass's host share (the
-// profile's host times, StageCost; the whole action without them): passes of
-// small kernels, which the host launches no faster than the GPU runs them,
-// gain nothing, as the H200's runs at micro-batch 64 showed; gpt-mini at
-// micro-batch 16384 (host 30-55% of the device's time) ran 12-15% faster
-// than taking turns (bench/RESULTS.md). 1: the one compute stream taken in
+// share its host's issuing, their launches interleaved call by call: an
+// action issues its pass's host share of its time (the profile's host times,
+// StageCost; the whole action without them), so at rate r it holds r x share
+// of the issuing, and the actions running at once hold at most all of it:
+// passes of small kernels, which the host launches no faster than the GPU
+// runs them, gain nothing, as the H200's runs at micro-batch 64 showed;
+// gpt-mini at micro-batch 16384 (host 30-55% of the device's time) ran
+// 12-15% faster than taking turns (bench/RESULTS.md). 1: the one compute stream taken in
 // turns. `baton profile measure --streams N` measures it for a model (the
 // profile's "shared_streams") and `baton validate` moves it here.
 // The optional allreduce_* fields are the effective link parameters of the

@@ -169,7 +169,11 @@ TEST_CASE("replay: the H200's recorded runs, workers sharing the GPU at its meas
   // shared_speedup (sim/topology.h): 14.8% over all, and the GPU-bound runs
   // -7.5% to +1.9%, four of six within 5% (the same runs predicted taking
   // turns: -12.8% to -15.4%).
-  // Bounds a little above those.
+  // Replayed with the workers' launches sharing the host's issuing call by
+  // call (sim/engine_internal.h SharedUnit; they took turns action by action
+  // when recorded): the second call 14.6%, GPU-bound -5.5% to +3.1%; the
+  // fourth call (tools/gpu-check at 44d8f7c) 10.2%, GPU-bound -5.6% to +0.3%
+  // (recorded: 10.7%, -8.4% to -5.3%). Bounds a little above those.
   const fs::path data = fs::path(BATON_SOURCE_DIR) / "data" / "measured" / "h200";
   const auto first = replay_validations(data / "first-call" / "validate", ReplayOptions{});
   REQUIRE(first.ok());
@@ -185,7 +189,20 @@ TEST_CASE("replay: the H200's recorded runs, workers sharing the GPU at its meas
     if (run.plan.microbatch_size == 16384) gpu_bound.push_back(run);
   CHECK(gpu_bound.size() == 6);
   const ReplaySummary bound = summarize(gpu_bound);
-  CHECK(bound.lowest_pct >= -8.0);
-  CHECK(bound.highest_pct <= 3.0);
+  CHECK(bound.lowest_pct >= -6.0);
+  CHECK(bound.highest_pct <= 3.5);
   CHECK(bound.within_5 >= 4);
+
+  const auto fourth = replay_validations(data / "fourth-call" / "validate", ReplayOptions{});
+  REQUIRE(fourth.ok());
+  CHECK(fourth->size() == 39);
+  CHECK(summarize(*fourth).mean_abs_error_pct <= 10.5);
+  std::vector<ReplayedRun> fourth_bound;
+  for (const ReplayedRun& run : *fourth)
+    if (run.plan.microbatch_size == 16384) fourth_bound.push_back(run);
+  CHECK(fourth_bound.size() == 6);
+  const ReplaySummary bound4 = summarize(fourth_bound);
+  CHECK(bound4.lowest_pct >= -6.0);
+  CHECK(bound4.highest_pct <= 1.0);
+  CHECK(bound4.within_5 >= 4);
 }

@@ -198,23 +198,27 @@ TEST_CASE("shared_speedup: a later action gets what the earlier ones leave", "[s
   CHECK(close_rel(simulate_ok(plan, profile, streams_at_once(2, 1.0)).metrics.iteration_time.value, 16e-3));
 }
 
-TEST_CASE("shared_speedup: the workers take turns issuing", "[sim][shared-compute]") {
+TEST_CASE("shared_speedup: the workers' launches share the host's issuing", "[sim][shared-compute]") {
   const Plan plan = make_plan("0-1x2", Schedule::kGPipe, 2, streams_at_once(2, 1.5));
   // Issuing as long as computing (a profile without host times, or passes of
   // small kernels the host launches as fast as the device runs them): one
   // action at a time whatever the capacity, 2 (tF + tB).
   for (const Profile& profile : {make_uniform_profile(1, kForward, kBackward, Bytes(0), Bytes(0)), issued_in(1.0, 1)})
     CHECK(close_rel(simulate_ok(plan, profile, streams_at_once(2, 1.5)).metrics.iteration_time.value, 16e-3));
-  // Half of each action's time issuing, capacity 1.5:
-  //   r0 F: [0, 3] at rate 1; issues until 1.5.
-  //   r1 F: waits for the issuer until 1.5; then 0.5 (0.75 ms by 3), the other
-  //         2.25 at 1: ends 5.25; issues until 3.
-  //   r0 B: from 3; r1's F holds 1 until 5.25: 0.5 (1.125 ms by 5.25), the
-  //         other 3.875 at 1: ends 9.125; issues until 5.5.
-  //   r1 B: waits for the issuer until 5.5; r0's B holds 1 until 9.125: 0.5
-  //         (1.8125 ms by 9.125), the other 3.1875 at 1: ends 12.3125.
+  // Half of each action's time issuing: an action at rate 1 leaves half the
+  // issuing, as much as a second one at the 0.5 of capacity left needs, so
+  // the timeline is that of issuing in no time (11.625 ms, above).
   CHECK(close_rel(simulate_ok(plan, issued_in(0.5, 1), streams_at_once(2, 1.5)).metrics.iteration_time.value,
-                  12.3125e-3));
+                  11.625e-3));
+  // 0.8 of each action's time issuing: one at rate 1 leaves 0.2 of the
+  // issuing, a rate of 0.2 / 0.8 = 0.25 for a second (capacity would allow 0.5):
+  //   r0 F: [0, 3] at rate 1.
+  //   r1 F: from 0 at 0.25 (0.75 ms by 3), the other 2.25 at 1: ends 5.25.
+  //   r0 B: from 3 at 0.25 until 5.25 (0.5625 ms), the other 4.4375: ends 9.6875.
+  //   r1 B: from 5.25 at 0.25 until 9.6875 (1.109375 ms), the other 3.890625:
+  //         ends 13.578125.
+  CHECK(close_rel(simulate_ok(plan, issued_in(0.8, 1), streams_at_once(2, 1.5)).metrics.iteration_time.value,
+                  13.578125e-3));
 }
 
 TEST_CASE("shared_streams: a profile's measured streams, read, written only when set, and checked",
