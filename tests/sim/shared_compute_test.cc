@@ -241,4 +241,66 @@ TEST_CASE("shared_streams: a profile's measured streams, read, written only when
   CHECK(refused("streams", 1) == "p.json: shared_streams.streams must be >= 2, got 1");
   CHECK(refused("speedup", 0) == "p.json: shared_streams.speedup must be > 0, got 0");
   CHECK(refused("speed", 1.2) == R"(p.json: shared_streams has an unknown key "speed" (did you mean "speedup"?))");
+  CHECK(refused("forward_speedup", 0) == "p.json: shared_streams.forward_speedup must be > 0, got 0");
+
+  // The forwards' and backwards' own, kept when measured.
+  profile.shared_streams = SharedStreams{2, 1.14, 1.08, 1.27};
+  const json passes = profile_to_json(profile);
+  CHECK(passes["shared_streams"] ==
+        json{{"streams", 2}, {"speedup", 1.14}, {"forward_speedup", 1.08}, {"backward_speedup", 1.27}});
+  const auto back = profile_from_json(passes, "p.json");
+  REQUIRE(back.ok());
+  CHECK(back->shared_streams == profile.shared_streams);
+}
+
+TEST_CASE("shared_speedup_forward, _backward: read, written only when set, refused where they mean nothing",
+          "[sim][shared-compute][loaders]") {
+  Topology topology = streams_at_once(2, 1.25);
+  CHECK_FALSE(topology_to_json(topology)["levels"][0].contains("shared_speedup_forward"));
+  topology.levels.front().shared_speedup_forward = 1.1;
+  topology.levels.front().shared_speedup_backward = 1.5;
+  const json written = topology_to_json(topology);
+  CHECK(written["levels"][0]["shared_speedup_forward"] == 1.1);
+  CHECK(written["levels"][0]["shared_speedup_backward"] == 1.5);
+  const auto read = topology_from_json(written, "t.json");
+  REQUIRE(read.ok());
+  CHECK(read->levels.front().forward_speedup() == 1.1);
+  CHECK(read->levels.front().backward_speedup() == 1.5);
+  CHECK(streams_at_once(2, 1.25).levels.front().forward_speedup() == 1.25);  // absent: the whole passes'
+
+  json below = written;
+  below["levels"][0]["shared_speedup_backward"] = 0.9;
+  CHECK(refusal(topology_from_json(below, "t.json")) ==
+        "t.json: levels[0].shared_speedup_backward must be >= 1, got 0.9");
+  json alone = written;
+  alone["levels"][0].erase("shared_compute");
+  alone["levels"][0].erase("shared_speedup");
+  CHECK(refusal(topology_from_json(alone, "t.json")) ==
+        R"(t.json: levels[0].shared_speedup_forward needs "shared_compute": true (the streams of one device), got 1.1)");
+  // Streams that compute at once by their backwards alone still do.
+  json backwards_only = written;
+  backwards_only["levels"][0]["shared_speedup"] = 1.0;
+  backwards_only["levels"][0].erase("shared_speedup_forward");
+  const auto only = topology_from_json(backwards_only, "t.json");
+  REQUIRE(only.ok());
+  CHECK(only->levels.front().computes_at_once());
+}
+
+TEST_CASE("shared_speedup_forward, _backward: each pass holds the capacity its own speedup leaves",
+          "[sim][shared-compute]") {
+  // Two replicas, one microbatch each, issued in no time; forwards 1.5 (a
+  // forward at rate 1 holds 1 / 1.5 of the unit), backwards 2 (half).
+  //   r0 F: [0, 3] at rate 1.
+  //   r1 F: from 0 at (1 - 2/3) x 1.5 = 0.5 (1.5 ms by 3), the other 1.5 at 1:
+  //         ends 4.5.
+  //   r0 B: from 3; r1's F holds 2/3 until 4.5, so (1/3) x 2 = 2/3 (1 ms by
+  //         4.5), the other 4 at 1: ends 8.5, holding half the unit.
+  //   r1 B: from 4.5 at (1 - 1/2) x 2 = 1: ends 9.5.
+  Topology topology = streams_at_once(2, 1.5);
+  topology.levels.front().shared_speedup_backward = 2.0;
+  const Plan plan = make_plan("0-1x2", Schedule::kGPipe, 2, topology);
+  CHECK(close_rel(simulate_ok(plan, issued_in(0.0, 1), topology).metrics.iteration_time.value, 9.5e-3));
+  // Both passes at the whole passes' 1.5: 11.625 ms (above).
+  CHECK(close_rel(simulate_ok(plan, issued_in(0.0, 1), streams_at_once(2, 1.5)).metrics.iteration_time.value,
+                  11.625e-3));
 }
