@@ -31,7 +31,6 @@
 // The options.quantile of the measured steps is kept (default the median);
 // the spread of the samples around each layer's median is the compute noise.
 #include <algorithm>
-#include <array>
 #include <barrier>
 #include <chrono>
 #include <cmath>
@@ -251,52 +250,23 @@ void issue_pass(const ModelDef& model, const std::vector<std::vector<at::Tensor>
   optimizer_step(all, grads);
 }
 
-// `count` forwards of the whole model (input, every layer, the loss), issued
-// back to back; their losses keep their graphs for backwards().
-std::vector<at::Tensor> forwards(const ModelDef& model, const std::vector<std::vector<at::Tensor>>& params,
-                                 SampleLoader& samples, int count) {
-  std::vector<at::Tensor> losses;
-  for (int i = 0; i < count; ++i) {
-    at::Tensor x = samples.input(0);
-    for (size_t l = 0; l < params.size(); ++l) x = model.layers[l].forward(x, params[l]);
-    losses.push_back(model.loss(x, samples.target(0)));
-  }
-  return losses;
-}
-
-// The backward of each loss, issued back to back (the gradients dropped).
-void backwards(const std::vector<std::vector<at::Tensor>>& params, std::vector<at::Tensor> losses) {
-  std::vector<at::Tensor> all;
-  for (const std::vector<at::Tensor>& layer : params) all.insert(all.end(), layer.begin(), layer.end());
-  for (at::Tensor& loss : losses) {
-    torch::autograd::grad({loss}, all);
-    loss = at::Tensor();
-  }
-}
-
 // ProfileOptions::streams: `streams` threads, each with its own worker device
-// (on a GPU its own stream), parameters and samples, run the model's passes.
-// A round times three parts, each first on thread 0 alone (T1, from its start
-// to its device idle again), then on every thread at once (Tk, from the first
-// start to the last finish): `passes` forwards; the backwards of those
-// forwards; `passes` whole passes (forward, backward, optimizer step).
-// speedup = streams T1 / Tk per part, the median of 3 rounds: the whole
-// passes' is SharedStreams::speedup, the others its forward and backward.
-// `passes` makes thread 0's whole passes last about 50 ms (at least 2).
+// (on a GPU its own stream), parameters and samples, run the whole model's
+// passes. A round: thread 0 alone runs `passes` of them (T1, from its start to
+// its device idle again), then every thread runs `passes` at once (Tk, from
+// the first start to the last finish). speedup = streams T1 / Tk, the median
+// of 3 rounds. `passes` makes thread 0's part last about 50 ms (at least 2).
 Result<SharedStreams> measure_shared_streams(const ModelDef& model, const ProfileOptions& options,
                                              int microbatch_size) {
   const int streams = options.streams;
   constexpr int kRounds = 3;
-  constexpr int kParts = 3;  // forwards, backwards, whole passes
   std::barrier sync(streams);
   std::mutex guard;
   std::string failure;
   int passes = 2;
-  // [part][round]; spans [part][round][thread]
-  std::vector<std::vector<double>> alone(kParts, std::vector<double>(kRounds, 0.0));
-  std::vector<std::vector<std::vector<std::pair<double, double>>>> spans(
-      kParts, std::vector<std::vector<std::pair<double, double>>>(kRounds,
-                                                                  std::vector<std::pair<double, double>>(streams)));
+  std::vector<double> alone(kRounds, 0.0);
+  std::vector<std::vector<std::pair<double, double>>> spans(kRounds,
+                                                            std::vector<std::pair<double, double>>(streams));
   const Clock::time_point zero = Clock::now();
   const auto since = [&] { return std::chrono::duration<double>(Clock::now() - zero).count(); };
   const auto work = [&](int index) {
@@ -327,26 +297,18 @@ Result<SharedStreams> measure_shared_streams(const ModelDef& model, const Profil
         passes = std::clamp(static_cast<int>(std::ceil(0.05 / std::max(since() - start, 1e-6))), 2, 500);
       }
       sync.arrive_and_wait();
-      // One round's three parts on this thread, each timed into `at(part)`.
-      const auto parts = [&](const auto& at, bool together) {
-        std::vector<at::Tensor> losses;
-        const auto part = [&](int which, const auto& body) {
-          if (together) sync.arrive_and_wait();
-          const double start = since();
-          body();
-          device->origin();
-          at(which, start, since());
-        };
-        part(0, [&] { losses = forwards(model, params, samples, passes); });
-        part(1, [&] { backwards(params, std::move(losses)); });
-        part(2, [&] {
-          for (int i = 0; i < passes; ++i) issue_pass(model, params, samples);
-        });
-      };
       for (int round = 0; round < kRounds; ++round) {
-        if (index == 0)
-          parts([&](int part, double start, double end) { alone[part][round] = end - start; }, false);
-        parts([&](int part, double start, double end) { spans[part][round][index] = {start, end}; }, true);
+        if (index == 0) {
+          const double start = since();
+          for (int i = 0; i < passes; ++i) issue_pass(model, params, samples);
+          device->origin();
+          alone[round] = since() - start;
+        }
+        sync.arrive_and_wait();
+        const double start = since();
+        for (int i = 0; i < passes; ++i) issue_pass(model, params, samples);
+        device->origin();
+        spans[round][index] = {start, since()};
         sync.arrive_and_wait();
       }
     } catch (const std::exception& e) {
@@ -362,34 +324,24 @@ Result<SharedStreams> measure_shared_streams(const ModelDef& model, const Profil
   work(0);
   for (std::thread& thread : threads) thread.join();
   if (!failure.empty()) return Error{fmt::format("measuring {} streams at once: {}", streams, failure)};
-  // Per part: the median speedup, and the median times for the progress line.
-  std::array<double, kParts> speedup{};
-  std::array<double, kParts> together_s{};
-  std::array<double, kParts> alone_s{};
-  for (int part = 0; part < kParts; ++part) {
-    std::vector<double> speedups;
-    std::vector<double> together;
-    for (int round = 0; round < kRounds; ++round) {
-      double first = spans[part][round][0].first;
-      double last = spans[part][round][0].second;
-      for (const auto& [start, end] : spans[part][round]) {
-        first = std::min(first, start);
-        last = std::max(last, end);
-      }
-      together.push_back(last - first);
-      speedups.push_back(streams * alone[part][round] / (last - first));
+  std::vector<double> speedups;
+  std::vector<double> together;
+  for (int round = 0; round < kRounds; ++round) {
+    double first = spans[round][0].first;
+    double last = spans[round][0].second;
+    for (const auto& [start, end] : spans[round]) {
+      first = std::min(first, start);
+      last = std::max(last, end);
     }
-    speedup[part] = quantile(speedups, 0.5);
-    together_s[part] = quantile(together, 0.5);
-    alone_s[part] = quantile(alone[part], 0.5);
-    if (options.progress)
-      options.progress(fmt::format("{} streams at once: {} {} each in {:.3f} ms, {} alone in {:.3f} ms: "
-                                   "speedup {:.3f} (median of {:.3f})",
-                                   streams, passes, std::array{"forwards", "backwards", "whole passes"}[part],
-                                   1e3 * together_s[part], passes, 1e3 * alone_s[part], speedup[part],
-                                   fmt::join(speedups, ", ")));
+    together.push_back(last - first);
+    speedups.push_back(streams * alone[round] / (last - first));
   }
-  return SharedStreams{streams, speedup[2], speedup[0], speedup[1]};
+  if (options.progress)
+    options.progress(fmt::format("{} streams at once: {} whole passes each in {:.3f} ms, {} alone in {:.3f} ms: "
+                                 "speedup {:.3f} (median of {:.3f})",
+                                 streams, passes, 1e3 * quantile(together, 0.5), passes, 1e3 * quantile(alone, 0.5),
+                                 quantile(speedups, 0.5), fmt::join(speedups, ", ")));
+  return SharedStreams{streams, quantile(speedups, 0.5)};
 }
 
 }  // namespace

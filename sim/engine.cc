@@ -47,12 +47,8 @@ Engine::Engine(const Program& program, const std::vector<StageCost>& costs, cons
   device_free_.assign(static_cast<size_t>(topology.num_compute_units()), Seconds(0.0));
   compute_unit_.reserve(program.workers.size());
   for (const WorkerInfo& info : program.workers) compute_unit_.push_back(topology.compute_unit(info.device));
-  if (const Level& streams = topology.levels.front(); streams.computes_at_once()) {
-    shared_.assign(device_free_.size(), SharedUnit());
-    shared_step_ = streams.shared_speedup;
-    shared_forward_ = streams.forward_speedup();
-    shared_backward_ = streams.backward_speedup();
-  }
+  if (topology.levels.front().shared_compute && topology.levels.front().shared_speedup > 1.0)
+    shared_.assign(device_free_.size(), SharedUnit(topology.levels.front().shared_speedup));
   act_arrival_.assign(cells, kUnknown);
   grad_arrival_.assign(cells, kUnknown);
   if (transfer_noise_) {
@@ -96,17 +92,7 @@ double Engine::host_share(const Action& action) const {
   }
 }
 
-double Engine::shared_speedup(const Action& action) const {
-  switch (action.kind) {
-    case ActionKind::kForward: return shared_forward_;
-    case ActionKind::kBackward:
-    case ActionKind::kBackwardInput:
-    case ActionKind::kBackwardWeight: return shared_backward_;
-    default: return shared_step_;
-  }
-}
-
-double SharedUnit::run(double start, double work, double share, double speedup) {
+double SharedUnit::run(double start, double work, double share) {
   // Steps that ended before `start` no longer matter (starts come in time order).
   size_t first = 0;
   while (first + 1 < at_.size() && at_[first + 1] <= start) ++first;
@@ -131,13 +117,13 @@ double SharedUnit::run(double start, double work, double share, double speedup) 
   };
   double left = work;
   for (size_t i = 0;; ++i) {
-    double rate = std::min(1.0, std::max(0.0, 1.0 - used_[i]) * speedup);
+    double rate = std::min(1.0, std::max(0.0, capacity_ - used_[i]));
     if (share > 0.0) rate = std::min(rate, std::max(0.0, 1.0 - issued_[i]) / share);
     const bool last = i + 1 == at_.size();
     if (last) {  // nothing runs after here: the whole device (rate 1)
       const double end = at_[i] + left;
       split(i, end);
-      used_[i] += 1.0 / speedup;
+      used_[i] += 1.0;
       issued_[i] += share;
       used_[i + 1] = issued_[i + 1] = 0.0;
       return end;
@@ -146,12 +132,12 @@ double SharedUnit::run(double start, double work, double share, double speedup) 
     if (rate > 0.0 && rate * length >= left) {  // ends inside this step: split it
       const double end = at_[i] + left / rate;
       split(i, end);
-      used_[i] += rate / speedup;
+      used_[i] += rate;
       issued_[i] += rate * share;
       return end;
     }
     left -= rate * length;
-    used_[i] += rate / speedup;
+    used_[i] += rate;
     issued_[i] += rate * share;
   }
 }
@@ -228,7 +214,7 @@ bool Engine::run_compute(int worker, const Action& action, Seconds now) {
   Seconds end;
   if (!shared_.empty()) {  // the unit's streams run at once: it starts now, at the rate left to it
     const Seconds work = noisy(compute_time(action), costs_[action.stage].layers);
-    end = Seconds(shared_[unit_index].run(now.value, work.value, host_share(action), shared_speedup(action)));
+    end = Seconds(shared_[unit_index].run(now.value, work.value, host_share(action)));
   } else {  // one compute stream, taken in turns
     Seconds& free = device_free_[unit_index];
     start = max(now, free);

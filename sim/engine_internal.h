@@ -32,30 +32,27 @@ struct Collective {
   std::vector<std::pair<int, int>> members;  // (worker, action index)
 };
 
-// A compute unit whose streams run at once (Level::computes_at_once): what
+// A compute unit whose streams run at once (Level::shared_speedup > 1): what
 // its running actions hold of it from now on, as steps: from `at[i]` until
-// `at[i + 1]` (the last: forever) they hold `used[i]` of its capacity (1 = all
-// of it) and `issued[i]` of its host's issuing (1 = one thread launching all
-// the time). An action of a pass whose streams together do `speedup` times
-// one's work (Level::shared_speedup, _forward, _backward) holds 1 / speedup
-// of the capacity at rate 1 (its kernels leave the rest idle), and it issues
-// `share` of its time at rate 1 (its host time over its device time): at rate
-// r it holds r / speedup of the capacity and r x share of the issuing; it
-// gets at most 1, at most what the others leave of each, and keeps it
-// (sim/topology.h). Two actions of one pass: the first at 1, the second at
-// speedup - 1, as the streams were measured. Launches from the
+// `at[i + 1]` (the last: forever) they hold `used[i]` of its capacity (1 = a
+// whole device as profiled) and `issued[i]` of its host's issuing (1 = one
+// thread launching all the time). An action issues `share` of its time at
+// rate 1 (its host time over its device time), so at rate r it holds r of
+// the capacity and r x share of the issuing; it gets at most 1, at most what
+// the others leave of each, and keeps it (sim/topology.h). Launches from the
 // workers' threads interleave call by call: an action issued in full (share
 // 1) leaves nothing and the others wait, one that issues half its time leaves
 // room for a second at full rate.
 class SharedUnit {
  public:
-  SharedUnit() = default;
+  explicit SharedUnit(double capacity) : capacity_(capacity) {}
   // Commits an action of `work` (seconds at rate 1) that issues `share` of
   // its time, starting at `start` (never before an earlier start), and
   // returns its end.
-  double run(double start, double work, double share, double speedup);
+  double run(double start, double work, double share);
 
  private:
+  double capacity_;
   std::vector<double> at_;      // step starts, increasing; the last step holds nothing
   std::vector<double> used_;    // [step]
   std::vector<double> issued_;  // [step]
@@ -127,8 +124,6 @@ class Engine {
   Seconds compute_time(const Action& action) const;
   // The part of `action`'s time its worker's host spends issuing it (StageCost).
   double host_share(const Action& action) const;
-  double shared_speedup(const Action& action) const;
-  double shared_forward_ = 1.0, shared_backward_ = 1.0, shared_step_ = 1.0;
   void track_memory(int worker, const Action& action, bool starting);
   void record(int worker, const Action& action, Stream stream, Seconds start, Seconds end, Bytes bytes);
   void schedule(int worker, Seconds at) {

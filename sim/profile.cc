@@ -256,22 +256,13 @@ Result<Profile> profile_from_json(const json& document, const std::string& sourc
   if (auto it = document.find("shared_streams"); it != document.end()) {
     const FieldPath at = root.field("shared_streams");
     if (auto ok = json_fields::check_object(*it, at); !ok) return ok.error();
-    if (auto ok = json_fields::check_known_keys(*it, at, {"streams", "speedup", "forward_speedup", "backward_speedup"});
-        !ok)
-      return ok.error();
+    if (auto ok = json_fields::check_known_keys(*it, at, {"streams", "speedup"}); !ok) return ok.error();
     auto streams = json_fields::read_integer(*it, at, "streams", 2);
     if (!streams) return streams.error();
     if (*streams > 4096) return at.field("streams").error("must be <= 4096", (*it)["streams"]);
     auto speedup = json_fields::read_number(*it, at, "speedup", 0.0, /*strict=*/true);
     if (!speedup) return speedup.error();
-    profile.shared_streams = SharedStreams{static_cast<int>(*streams), *speedup, std::nullopt, std::nullopt};
-    for (auto [key, into] : {std::pair{"forward_speedup", &profile.shared_streams->forward_speedup},
-                             std::pair{"backward_speedup", &profile.shared_streams->backward_speedup}}) {
-      if (!it->contains(key)) continue;
-      auto value = json_fields::read_number(*it, at, key, 0.0, /*strict=*/true);
-      if (!value) return value.error();
-      *into = *value;
-    }
+    profile.shared_streams = SharedStreams{static_cast<int>(*streams), *speedup};
   }
   return profile;
 }
@@ -319,14 +310,8 @@ nlohmann::json profile_to_json(const Profile& profile) {
                                 {"optimizer", profile.call_cost.optimizer.ms()}};
   }
   if (profile.shared_streams)
-  {
     document["shared_streams"] = {{"streams", profile.shared_streams->streams},
                                   {"speedup", profile.shared_streams->speedup}};
-    if (profile.shared_streams->forward_speedup)
-      document["shared_streams"]["forward_speedup"] = *profile.shared_streams->forward_speedup;
-    if (profile.shared_streams->backward_speedup)
-      document["shared_streams"]["backward_speedup"] = *profile.shared_streams->backward_speedup;
-  }
   return document;
 }
 

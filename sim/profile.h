@@ -100,11 +100,6 @@ struct SharedStreams {
   // (streams x one stream's time per pass) / the time per pass of each of the
   // streams running at once: 1 = they take turns, streams = no slowdown.
   double speedup = 1.0;
-  // The same for the model's forwards alone and for their backwards alone,
-  // each against one stream's (measured by profile measure --streams; absent:
-  // the whole passes').
-  std::optional<double> forward_speedup = std::nullopt;
-  std::optional<double> backward_speedup = std::nullopt;
   bool operator==(const SharedStreams&) const = default;
 };
 

@@ -139,8 +139,7 @@ Result<Level> read_level(const json& value, const FieldPath& at) {
   if (auto ok = json_fields::check_object(value, at); !ok) return ok.error();
   if (auto ok = json_fields::check_known_keys(value, at,
                                               {"name", "size", "bandwidth_gbps", "latency_us", "rails",
-                                               "shared_compute", "shared_speedup", "shared_speedup_forward",
-                                               "shared_speedup_backward", "allreduce_bandwidth_gbps",
+                                               "shared_compute", "shared_speedup", "allreduce_bandwidth_gbps",
                                                "allreduce_latency_us"});
       !ok)
     return ok.error();
@@ -176,15 +175,6 @@ Result<Level> read_level(const json& value, const FieldPath& at) {
       return at.field("shared_speedup").error("needs \"shared_compute\": true (the streams of one device)",
                                               value["shared_speedup"]);
     level.shared_speedup = *speedup;
-  }
-  for (auto [key, into] : {std::pair{"shared_speedup_forward", &level.shared_speedup_forward},
-                           std::pair{"shared_speedup_backward", &level.shared_speedup_backward}}) {
-    if (!value.contains(key)) continue;
-    auto speedup = json_fields::read_number(value, at, key, 1.0, /*strict=*/false);
-    if (!speedup) return speedup.error();
-    if (!level.shared_compute)
-      return at.field(key).error("needs \"shared_compute\": true (the streams of one device)", value[key]);
-    *into = *speedup;
   }
   if (value.contains("allreduce_bandwidth_gbps")) {
     auto ring = json_fields::read_number(value, at, "allreduce_bandwidth_gbps", 0.0, /*strict=*/true);
@@ -258,8 +248,6 @@ json topology_to_json(const Topology& topology) {
     if (level.rails != 1) entry["rails"] = level.rails;
     if (level.shared_compute) entry["shared_compute"] = true;
     if (level.shared_speedup != 1.0) entry["shared_speedup"] = level.shared_speedup;
-    if (level.shared_speedup_forward) entry["shared_speedup_forward"] = *level.shared_speedup_forward;
-    if (level.shared_speedup_backward) entry["shared_speedup_backward"] = *level.shared_speedup_backward;
     if (level.allreduce_bandwidth_gbps) entry["allreduce_bandwidth_gbps"] = *level.allreduce_bandwidth_gbps;
     if (level.allreduce_latency) entry["allreduce_latency_us"] = level.allreduce_latency->us();
     levels.push_back(std::move(entry));

@@ -22,8 +22,6 @@
 //                "latency_us": num >= 0, optional "rails": int >= 1,
 //                optional "shared_compute": bool (level 0 only),
 //                optional "shared_speedup": num >= 1 (level 0, with shared_compute),
-//                optional "shared_speedup_forward", "shared_speedup_backward":
-//                  num >= 1 (with shared_speedup's conditions),
 //                optional "allreduce_bandwidth_gbps": num > 0,
 //                optional "allreduce_latency_us": num >= 0}],
 //    optional "calibration": {optional "point_to_point", "allreduce",
@@ -140,17 +138,6 @@ struct Level {
   // With shared_compute: the unit's throughput with its streams computing at
   // once, relative to one stream (see the file format above); >= 1.
   double shared_speedup = 1.0;
-  // The same for forwards and for backwards (B, I, W) apart, where measured
-  // (optional "shared_speedup_forward", "shared_speedup_backward", >= 1);
-  // the optimizer step and an absent one use shared_speedup.
-  std::optional<double> shared_speedup_forward = std::nullopt;
-  std::optional<double> shared_speedup_backward = std::nullopt;
-  double forward_speedup() const { return shared_speedup_forward.value_or(shared_speedup); }
-  double backward_speedup() const { return shared_speedup_backward.value_or(shared_speedup); }
-  // Whether the unit's streams compute at once (any of the speedups above 1).
-  bool computes_at_once() const {
-    return shared_compute && (shared_speedup > 1.0 || forward_speedup() > 1.0 || backward_speedup() > 1.0);
-  }
 
   Bandwidth bandwidth() const { return Bandwidth::from_gbps(bandwidth_gbps); }
   // What one point-to-point transfer gets: one rail.

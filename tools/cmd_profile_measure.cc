@@ -86,12 +86,8 @@ int run_measure(const MeasureArgs& args) {
                  human_seconds(per_call.backward).c_str(), human_seconds(per_call.optimizer).c_str());
   }
   if (profile.shared_streams)
-    std::fprintf(stderr,
-                 "  %d streams at once: %.3f times the work of one stream per second (shared_streams; forwards "
-                 "%.3f, backwards %.3f)\n",
-                 profile.shared_streams->streams, profile.shared_streams->speedup,
-                 profile.shared_streams->forward_speedup.value_or(0.0),
-                 profile.shared_streams->backward_speedup.value_or(0.0));
+    std::fprintf(stderr, "  %d streams at once: %.3f times the work of one stream per second (shared_streams)\n",
+                 profile.shared_streams->streams, profile.shared_streams->speedup);
   return 0;
 }
 
@@ -121,10 +117,9 @@ void add_profile_measure_command(CLI::App& profile, CommandResult& result) {
       "call costs beyond its layers' work: (sum of the layers - whole) / (layers - 1). The profile keeps\n"
       "it as call_cost_ms (never below zero): a stage of n layers then costs its layers' sum less n - 1\n"
       "calls' (on a GPU a layer timed alone starts from an idle stream; on a CPU it is near zero).\n"
-      "With --streams N the model's passes then run on N threads at once, each with its own stream,\n"
-      "parameters and samples, against one alone (3 rounds of about 50 ms, the median): the profile's\n"
-      "shared_streams {streams, speedup, forward_speedup, backward_speedup}, speedup = N x one's time /\n"
-      "the N's time for whole passes, forwards alone and their backwards alone. A GPU that\n"
+      "With --streams N the whole model's passes then run on N threads at once, each with its own\n"
+      "stream, parameters and samples, against one alone (3 rounds of about 50 ms, the median): the\n"
+      "profile's shared_streams {streams, speedup}, speedup = N x one's time / the N's time. A GPU that\n"
       "small kernels leave mostly idle runs another stream's beside them (speedup > 1); `baton validate\n"
       "--device cuda` measures it with its workers' number and models workers sharing the GPU by it.\n"
       "Started as several ranks (RANK set), only rank 0 writes: the others measure alongside it, so that\n"

@@ -148,28 +148,14 @@ Topology shared_topology(const Topology& base, const Profile& profile, const fs:
   if (!profile.shared_streams || !topology.levels.front().shared_compute) return topology;
   // Below 1 the streams slow each other down beyond taking turns; the
   // simulator's floor is taking turns.
-  const SharedStreams& measured = *profile.shared_streams;
-  Level& streams = topology.levels.front();
-  streams.shared_speedup = std::max(1.0, measured.speedup);
-  if (measured.forward_speedup) streams.shared_speedup_forward = std::max(1.0, *measured.forward_speedup);
-  if (measured.backward_speedup) streams.shared_speedup_backward = std::max(1.0, *measured.backward_speedup);
+  topology.levels.front().shared_speedup = std::max(1.0, profile.shared_streams->speedup);
   nlohmann::json document = nlohmann::json::parse(read_file(path_in(dir, "topology.json")));
-  document["levels"][0]["shared_speedup"] = streams.shared_speedup;
-  std::string passes;
-  if (streams.shared_speedup_forward) {
-    document["levels"][0]["shared_speedup_forward"] = *streams.shared_speedup_forward;
-    passes += fmt::format(", forwards {:.3f} (measured {:.3f})", *streams.shared_speedup_forward,
-                          *measured.forward_speedup);
-  }
-  if (streams.shared_speedup_backward) {
-    document["levels"][0]["shared_speedup_backward"] = *streams.shared_speedup_backward;
-    passes += fmt::format(", backwards {:.3f} (measured {:.3f})", *streams.shared_speedup_backward,
-                          *measured.backward_speedup);
-  }
+  document["levels"][0]["shared_speedup"] = topology.levels.front().shared_speedup;
   document["source"] = document.value("source", "") +
                        fmt::format(" shared_speedup {:.3f}: the profile's {} streams at once (profile measure "
-                                   "--streams), measured {:.3f}{}.",
-                                   streams.shared_speedup, measured.streams, measured.speedup, passes);
+                                   "--streams), measured {:.3f}.",
+                                   topology.levels.front().shared_speedup, profile.shared_streams->streams,
+                                   profile.shared_streams->speedup);
   write_file_atomic(path_in(dir, "topology.json"), document.dump(2) + "\n");
   return topology;
 }

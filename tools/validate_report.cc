@@ -63,11 +63,10 @@ std::string device_markdown(const Topology& topology) {
   }
   const Level& streams = topology.levels.front();
   if (streams.shared_compute) {
-    out += streams.computes_at_once()
+    out += streams.shared_speedup > 1.0
                ? fmt::format("; the workers share one device, computing at once at {:.3f} times one stream's work "
-                             "per second (shared_speedup; forwards {:.3f}, backwards {:.3f}) and sharing its host's "
-                             "issuing",
-                             streams.shared_speedup, streams.forward_speedup(), streams.backward_speedup())
+                             "per second (shared_speedup) and taking turns issuing",
+                             streams.shared_speedup)
                : std::string("; the workers share one device and take turns on its compute (shared_compute)");
   }
   return out + ".\n";

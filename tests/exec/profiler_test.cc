@@ -95,14 +95,6 @@ TEST_CASE("profile measure --streams: the whole model on several threads at once
   INFO("speedup " << shared.speedup);
   CHECK(shared.speedup > 0.25);
   CHECK(shared.speedup <= 2.0 * 1.25);
-  // The forwards alone and their backwards alone, measured the same way.
-  REQUIRE(shared.forward_speedup.has_value());
-  REQUIRE(shared.backward_speedup.has_value());
-  INFO("forwards " << *shared.forward_speedup << ", backwards " << *shared.backward_speedup);
-  CHECK(*shared.forward_speedup > 0.25);
-  CHECK(*shared.forward_speedup <= 2.0 * 1.25);
-  CHECK(*shared.backward_speedup > 0.25);
-  CHECK(*shared.backward_speedup <= 2.0 * 1.25);
   // Kept in the profile's file, read back the same.
   const auto read = profile_from_json(profile_to_json(measured->profile), "p.json");
   REQUIRE(read.ok());
