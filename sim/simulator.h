@@ -7,7 +7,7 @@
 //   so do the workers on the devices of one unit of a level 0 marked
 //   shared_compute (streams of one GPU, sim/topology.h), unless its
 //   shared_speedup is above 1: then they compute at once, sharing that
-//   capacity, and take turns only issuing (Level::shared_speedup);
+//   capacity and their host's issuing (Level::shared_speedup);
 // - communication runs beside compute: SEND is issued without blocking the
 //   worker, transfers cross the topology as `Network` states, RECV blocks the
 //   worker until the data is there;

@@ -65,7 +65,7 @@ std::string device_markdown(const Topology& topology) {
   if (streams.shared_compute) {
     out += streams.shared_speedup > 1.0
                ? fmt::format("; the workers share one device, computing at once at {:.3f} times one stream's work "
-                             "per second (shared_speedup) and taking turns issuing",
+                             "per second (shared_speedup) and sharing its host's issuing",
                              streams.shared_speedup)
                : std::string("; the workers share one device and take turns on its compute (shared_compute)");
   }

@@ -117,8 +117,9 @@ TEST_CASE("shared_compute: a pipeline on one device takes its total work", "[sim
 // with its streams computing at once than with one; an action that starts on
 // an idle unit runs at rate 1 (as profiled), one that starts while others run
 // gets min(1, capacity - their rates) and keeps it, then rate 1 once they end.
-// Its workers take turns issuing (sim/simulator.h): an action holds the issuer
-// for its stage's host share of its time (StageCost), 1 without host times.
+// Its workers share the host's issuing call by call: an action issues its
+// stage's host share of its time (StageCost; 1 without host times), at rate r
+// r x share, and the running actions hold at most all of it.
 
 namespace {
 
