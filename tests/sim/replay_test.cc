@@ -183,42 +183,25 @@ TEST_CASE("replay: the H200's recorded runs, workers sharing the GPU at its meas
   CHECK(first->size() == 39);
   CHECK(summarize(*first).mean_abs_error_pct <= 14.5);
 
-  const auto second = replay_validations(data / "second-call" / "validate", ReplayOptions{});
-  REQUIRE(second.ok());
-  CHECK(second->size() == 39);
-  CHECK(summarize(*second).mean_abs_error_pct <= 15.5);
-  std::vector<ReplayedRun> gpu_bound;
-  for (const ReplayedRun& run : *second)
-    if (run.plan.microbatch_size == 16384) gpu_bound.push_back(run);
-  CHECK(gpu_bound.size() == 6);
-  const ReplaySummary bound = summarize(gpu_bound);
-  CHECK(bound.lowest_pct >= -6.0);
-  CHECK(bound.highest_pct <= 3.5);
-  CHECK(bound.within_5 >= 4);
-
-  const auto fourth = replay_validations(data / "fourth-call" / "validate", ReplayOptions{});
-  REQUIRE(fourth.ok());
-  CHECK(fourth->size() == 39);
-  CHECK(summarize(*fourth).mean_abs_error_pct <= 10.5);
-  std::vector<ReplayedRun> fourth_bound;
-  for (const ReplayedRun& run : *fourth)
-    if (run.plan.microbatch_size == 16384) fourth_bound.push_back(run);
-  CHECK(fourth_bound.size() == 6);
-  const ReplaySummary bound4 = summarize(fourth_bound);
-  CHECK(bound4.lowest_pct >= -6.0);
-  CHECK(bound4.highest_pct <= 1.0);
-  CHECK(bound4.within_5 >= 4);
-
-  const auto fifth = replay_validations(data / "fifth-call" / "validate", ReplayOptions{});
-  REQUIRE(fifth.ok());
-  CHECK(fifth->size() == 39);
-  CHECK(summarize(*fifth).mean_abs_error_pct <= 15.5);
-  std::vector<ReplayedRun> fifth_bound;
-  for (const ReplayedRun& run : *fifth)
-    if (run.plan.microbatch_size == 16384) fifth_bound.push_back(run);
-  CHECK(fifth_bound.size() == 6);
-  const ReplaySummary bound5 = summarize(fifth_bound);
-  CHECK(bound5.lowest_pct >= -4.5);
-  CHECK(bound5.highest_pct <= 3.5);
-  CHECK(bound5.within_5 == 6);
+  // One call's 39 runs: their mean absolute error at most `mean_pct`; the six
+  // GPU-bound ones (micro-batch 16384) inside [lowest, highest] %, at least
+  // `within_5` of them within 5%.
+  const auto check_call = [&](const char* call, double mean_pct, double lowest, double highest, int within_5) {
+    INFO(call);
+    const auto runs = replay_validations(data / call / "validate", ReplayOptions{});
+    REQUIRE(runs.ok());
+    CHECK(runs->size() == 39);
+    CHECK(summarize(*runs).mean_abs_error_pct <= mean_pct);
+    std::vector<ReplayedRun> gpu_bound;
+    for (const ReplayedRun& run : *runs)
+      if (run.plan.microbatch_size == 16384) gpu_bound.push_back(run);
+    CHECK(gpu_bound.size() == 6);
+    const ReplaySummary bound = summarize(gpu_bound);
+    CHECK(bound.lowest_pct >= lowest);
+    CHECK(bound.highest_pct <= highest);
+    CHECK(bound.within_5 >= within_5);
+  };
+  check_call("second-call", 15.5, -6.0, 3.5, 4);
+  check_call("fourth-call", 10.5, -6.0, 1.0, 4);
+  check_call("fifth-call", 15.5, -4.5, 3.5, 6);
 }
