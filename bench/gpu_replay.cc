@@ -1,5 +1,5 @@
 // Replays the executor's runs recorded on a GPU (data/measured/h100-sxm5, or
-// data/measured/h200/first-call and second-call):
+// a call's folder in data/measured/h200):
 // every schedule `baton validate --device cuda` ran there, predicted again by
 // the current simulator from the run's own profile, calibrated topology and
 // plan, as validate predicts it, against the run's measured iteration

@@ -351,8 +351,8 @@ void Search::run(int devices, std::vector<std::pair<double, Plan>>& found) {
 // unit's streams compute at once (Level::shared_speedup S > 1) a unit is
 // valued as the simulator bounds it: its summed demand over S, the part of it
 // its workers issue (each stage's host share, sim/stage_costs.h: one host's
-// issuing, shared call by call), and its largest single demand (an action runs at rate 1 at most),
-// whichever is longest.
+// issuing, shared call by call), and its largest single demand (an action
+// runs at rate 1 at most), whichever is longest.
 double Search::shared_bottleneck(int ri) {
   const size_t units = static_cast<size_t>(topology_.num_compute_units());
   const double capacity = topology_.levels.front().shared_speedup;

@@ -68,8 +68,8 @@
 // passes of small kernels, which the host launches no faster than the GPU
 // runs them, gain nothing, as the H200's runs at micro-batch 64 showed;
 // gpt-mini at micro-batch 16384 (host 30-55% of the device's time) ran
-// 12-15% faster than taking turns (bench/RESULTS.md). 1: the one compute stream taken in
-// turns. `baton profile measure --streams N` measures it for a model (the
+// 12-15% faster than taking turns (bench/RESULTS.md). 1: the one compute
+// stream taken in turns. `baton profile measure --streams N` measures it for a model (the
 // profile's "shared_streams") and `baton validate` moves it here.
 // The optional allreduce_* fields are the effective link parameters of the
 // ring all-reduce on that level where they differ from point-to-point ones
