@@ -147,7 +147,7 @@ TEST_CASE("baton search: streams of one GPU that compute at once (shared_speedup
   // The same four layers of 3 ms, no call cost, on four streams of one device
   // whose capacity is 4 (every action at rate 1 whatever else runs). A unit
   // is valued at the longest of its demand over the capacity, what its
-  // workers issue in turns and its largest single demand:
+  // workers issue (one host's launching) and its largest single demand:
   // - issued in no time: 4 stages of one layer give max(12 / 4, 0, 3) = 3 ms
   //   against the one worker's 12 ms: the four stages rank first, as on
   //   devices of their own;
