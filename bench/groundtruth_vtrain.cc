@@ -8,7 +8,7 @@
 // 1F1B with flush, full recomputation, fp16, no overlap of the gradient
 // all-reduce, GPT-2's vocabulary.
 //
-// Usage: groundtruth_vtrain [--table] [--fit | --cross-check] [DATA_DIR [TOPOLOGY]]
+// Usage: groundtruth_vtrain [--table] [--fit | --cross-check | --check] [DATA_DIR [TOPOLOGY]]
 //   (defaults: data/groundtruth/vtrain, topologies/a100_vtrain.json, from the
 //   repository root); --table prints every row, otherwise the worst 10.
 //   --fit: how the fitted constants of sim/gpu_model.cc and the topology's
@@ -18,9 +18,12 @@
 //   12 + the worst row's error / 100, all in percent: each MAPE against its
 //   target) falls, six rounds; prints the constants. The ring steps are
 //   kept no shorter than one hop's latency (the level's latency_us).
-//   --cross-check: the fit's two-fold check: fitted on the rows of odd line
-//   numbers from a start that knows no row (and a grid of the kernel floor
-//   and the host's cost), it predicts the even ones, and the other way round.
+//   --check: exit 1 unless the targets hold (check_targets); a ctest test.
+//   --cross-check: the fit on rows it does not see: fitted from a start that
+//   knows no row (and a grid of the kernel floor and the host's cost) on the
+//   rows of odd line numbers, it predicts the even ones, and the other way
+//   round; fitted on the single-node rows, it predicts the multi-node ones
+//   (larger models, more GPUs, longer sequences), and the other way round.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -188,49 +191,66 @@ Knobs fit(std::vector<Row>& rows, Knobs knobs, int rounds = 6) {
   return knobs;
 }
 
-double mape_of(const std::vector<Row>& rows, const std::string& file) {
-  std::vector<const Row*> set;
-  for (const Row& r : rows)
-    if (r.file == file) set.push_back(&r);
-  return mape(set);
-}
-
-// Two-fold cross-check of the fit: the rows of odd and of even line numbers
-// (in each file) are fitted alone, from a start that knows none of them (the
-// GPU's datasheet, round fractions, ring steps of one hop's latency), and
-// each fit predicts the other half. Prints both halves' MAPE, in and out.
-void cross_check(const std::vector<Row>& rows, Knobs start) {
+// A check of the fit on rows it does not see: from a start that knows no row
+// (the GPU's datasheet, round fractions, ring steps of one hop's latency),
+// fitted on `in` alone (a grid of the kernel floor and the host's cost, then
+// the coordinate search), the fitted constants predict `out`. Prints one
+// table row: the constants, then both sets' MAPE, multi-node / single-node.
+void held_out_check(const char* name, std::vector<Row> in, std::vector<Row> out, Knobs start) {
   start.gpu.gemm_efficiency = 0.7;
   start.gpu.memory_efficiency = 0.7;
   start.gpu.kernel_floor = baton::Seconds(20e-6);
   start.gpu.host_per_kernel = baton::Seconds(40e-6);
   for (baton::Level& level : start.topology.levels) level.allreduce_latency = level.latency;
+  // The kernel floor and the host's cost trade against each other: a grid of
+  // the two (10 .. 100 us) before the coordinate search, which alone stays in
+  // the valley it starts in.
+  Knobs grid = start, best_grid = start;
+  double best = 1e300;
+  for (int floor = 10; floor <= 100; floor += 10)
+    for (int host = 10; host <= 100; host += 10) {
+      grid.gpu.kernel_floor = baton::Seconds(floor * 1e-6);
+      grid.gpu.host_per_kernel = baton::Seconds(host * 1e-6);
+      const double value = objective(in, grid);
+      if (value < best) best = value, best_grid = grid;
+    }
+  const Knobs fitted = fit(in, best_grid);
+  if (!predict_all(in, fitted) || !predict_all(out, fitted)) std::exit(1);
+  auto mapes = [](const std::vector<Row>& set) {
+    std::vector<const Row*> multi, single;
+    for (const Row& r : set) (r.file == "multi" ? multi : single).push_back(&r);
+    auto one = [](const std::vector<const Row*>& part) {
+      return part.empty() ? std::string("-") : fmt::format("{:.2f}%", mape(part));
+    };
+    return one(multi) + " / " + one(single);
+  };
+  auto over = [](const std::vector<Row>& set) {
+    return std::count_if(set.begin(), set.end(), [](const Row& r) { return std::abs(r.error()) > 0.25; });
+  };
+  std::printf("| %s | %.4f | %.4f | %.1f | %.1f |", name, fitted.gpu.gemm_efficiency, fitted.gpu.memory_efficiency,
+              fitted.gpu.kernel_floor.value * 1e6, fitted.gpu.host_per_kernel.value * 1e6);
+  for (const baton::Level& level : fitted.topology.levels) std::printf(" %.2f", level.allreduce_latency->value * 1e6);
+  std::printf(" | %s | %s | %td |\n", mapes(in).c_str(), mapes(out).c_str(), over(out));
+}
+
+// The fit's checks on rows it did not see: the rows of odd line numbers (in
+// each file) against the even ones and the other way round; and across
+// scale, the single-node rows (2-8 GPUs, models to 1.3B, sequence 1024)
+// against the multi-node ones (64-512 GPUs, 3.6B-39.1B, sequence 2048) and
+// back.
+void cross_check(const std::vector<Row>& rows, const Knobs& start) {
   std::printf("| fitted on | gemm | memory | floor us | host us | ring steps us | fitted rows: multi / single MAPE "
-              "| other half: multi / single MAPE |\n|---|---|---|---|---|---|---|---|\n");
+              "| other rows: multi / single MAPE | other rows worse than 25%% |\n"
+              "|---|---|---|---|---|---|---|---|---|\n");
   for (int parity : {1, 0}) {
     std::vector<Row> in, out;
     for (const Row& r : rows) (r.line % 2 == parity ? in : out).push_back(r);
-    // The kernel floor and the host's cost trade against each other: a grid
-    // of the two (10 .. 100 us) before the coordinate search, which alone
-    // stays in the valley it starts in.
-    Knobs grid = start, best_grid = start;
-    double best = 1e300;
-    for (int floor = 10; floor <= 100; floor += 10)
-      for (int host = 10; host <= 100; host += 10) {
-        grid.gpu.kernel_floor = baton::Seconds(floor * 1e-6);
-        grid.gpu.host_per_kernel = baton::Seconds(host * 1e-6);
-        const double value = objective(in, grid);
-        if (value < best) best = value, best_grid = grid;
-      }
-    const Knobs fitted = fit(in, best_grid);
-    if (!predict_all(in, fitted) || !predict_all(out, fitted)) std::exit(1);
-    std::printf("| %s lines | %.4f | %.4f | %.1f | %.1f |", parity ? "odd" : "even", fitted.gpu.gemm_efficiency,
-                fitted.gpu.memory_efficiency, fitted.gpu.kernel_floor.value * 1e6,
-                fitted.gpu.host_per_kernel.value * 1e6);
-    for (const baton::Level& level : fitted.topology.levels)
-      std::printf(" %.2f", level.allreduce_latency->value * 1e6);
-    std::printf(" | %.2f%% / %.2f%% | %.2f%% / %.2f%% |\n", mape_of(in, "multi"), mape_of(in, "single"),
-                mape_of(out, "multi"), mape_of(out, "single"));
+    held_out_check(parity ? "odd lines" : "even lines", in, out, start);
+  }
+  for (const char* file : {"single", "multi"}) {
+    std::vector<Row> in, out;
+    for (const Row& r : rows) (r.file == file ? in : out).push_back(r);
+    held_out_check(file == std::string("single") ? "single-node rows" : "multi-node rows", in, out, start);
   }
 }
 
@@ -269,6 +289,29 @@ void print_summary(const std::vector<Row>& rows, double seconds) {
   std::printf("\n%zu predictions in %.2f s\n\n", rows.size(), seconds);
 }
 
+// --check: the targets for the shipped rows (mean absolute percentage
+// error at most 8% on the multi-node rows and 12% on the single-node ones),
+// and no more rows worse than 25% than the 8 recorded in bench/RESULTS.md
+// (the target is none: docs/TRANSFORMERS.md says why these are hard). 0 when
+// all hold, 1 with what failed on stderr otherwise.
+int check_targets(const std::vector<Row>& rows) {
+  std::vector<const Row*> multi, single;
+  for (const Row& r : rows) (r.file == "multi" ? multi : single).push_back(&r);
+  const auto over = std::count_if(rows.begin(), rows.end(), [](const Row& r) { return std::abs(r.error()) > 0.25; });
+  constexpr long kRecordedOver = 8;
+  int status = 0;
+  auto fail = [&status](const std::string& what) {
+    std::fprintf(stderr, "groundtruth_vtrain --check: %s\n", what.c_str());
+    status = 1;
+  };
+  if (multi.empty() || single.empty()) fail("no multi-node or no single-node rows read");
+  if (mape(multi) > 8.0) fail(fmt::format("multi-node MAPE {:.2f}% is over the target of 8%", mape(multi)));
+  if (mape(single) > 12.0) fail(fmt::format("single-node MAPE {:.2f}% is over the target of 12%", mape(single)));
+  if (over > kRecordedOver)
+    fail(fmt::format("{} rows are worse than 25%, more than the {} recorded", over, kRecordedOver));
+  return status;
+}
+
 // The rows, worst first: all of them, or the worst 10.
 void print_rows(const std::vector<Row>& rows, bool table) {
   std::vector<const Row*> all;
@@ -288,6 +331,7 @@ int main(int argc, char** argv) {
   bool table = false;
   bool fitting = false;
   bool crossing = false;
+  bool checking = false;
   std::vector<std::string> positional;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -297,8 +341,10 @@ int main(int argc, char** argv) {
       fitting = true;
     else if (arg == "--cross-check")
       crossing = true;
+    else if (arg == "--check")
+      checking = true;
     else if (arg == "--help" || arg == "-h") {
-      std::puts("usage: groundtruth_vtrain [--table] [--fit | --cross-check] [DATA_DIR [TOPOLOGY]]");
+      std::puts("usage: groundtruth_vtrain [--table] [--fit | --cross-check | --check] [DATA_DIR [TOPOLOGY]]");
       return 0;
     } else
       positional.push_back(arg);
@@ -332,5 +378,5 @@ int main(int argc, char** argv) {
 
   print_summary(rows, seconds);
   print_rows(rows, table);
-  return 0;
+  return checking ? check_targets(rows) : 0;
 }
