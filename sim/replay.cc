@@ -66,6 +66,9 @@ Result<std::vector<ReplayedRun>> replay_validations(const fs::path& root, const 
     if (!topology_text) return topology_text.error();
     auto topology = parse_topology(*topology_text, (set / "topology.json").string());
     if (!topology) return topology.error();
+    if (auto it = options.shared_speedups.find(fmt::format("{}-{}", profile->model, profile->microbatch_size));
+        it != options.shared_speedups.end() && topology->levels.front().shared_compute)
+      topology->levels.front().shared_speedup = it->second;
     for (const fs::path& dir : subfolders(set)) {
       auto plan_text = read_text(dir / "plan.json");
       if (!plan_text) return plan_text.error();
@@ -79,6 +82,27 @@ Result<std::vector<ReplayedRun>> replay_validations(const fs::path& root, const 
     }
   }
   return runs;
+}
+
+Result<std::map<std::string, double>> saturated_speedups(const fs::path& root) {
+  if (!fs::is_directory(root)) return Error{fmt::format("{}: not a folder", root.string())};
+  std::map<std::string, SharedStreams> most;
+  for (const fs::path& set : subfolders(root)) {
+    if (!fs::exists(set / "profile.json")) continue;
+    auto text = read_text(set / "profile.json");
+    if (!text) return text.error();
+    auto profile = parse_profile(*text, (set / "profile.json").string());
+    if (!profile) return profile.error();
+    if (!profile->shared_streams) continue;
+    const SharedStreams& streams = *profile->shared_streams;
+    auto [it, fresh] = most.emplace(fmt::format("{}-{}", profile->model, profile->microbatch_size), streams);
+    if (!fresh && (streams.streams > it->second.streams ||
+                   (streams.streams == it->second.streams && streams.speedup > it->second.speedup)))
+      it->second = streams;
+  }
+  std::map<std::string, double> speedups;
+  for (const auto& [name, streams] : most) speedups[name] = streams.speedup;
+  return speedups;
 }
 
 Result<CallCost> call_cost_of_run(const Profile& profile, const fs::path& trace_path) {

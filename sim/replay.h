@@ -42,11 +42,20 @@ struct ReplayOptions {
   // Where present for "<model>-<microbatch size>", the profile's call_cost is
   // replaced by it before predicting.
   std::map<std::string, CallCost> call_costs;
+  // Where present for "<model>-<microbatch size>" and the topology's level 0
+  // is shared_compute, its shared_speedup is replaced by it before predicting.
+  std::map<std::string, double> shared_speedups;
 };
 
 // Every schedule of every validate folder under `root` (folders of `root` that
 // hold a profile.json), in name order.
 Result<std::vector<ReplayedRun>> replay_validations(const std::filesystem::path& root, const ReplayOptions& options);
+
+// The GPU's throughput with its streams saturated, per "<model>-<microbatch
+// size>": of the profiles of the validate folders under `root` that measured
+// shared_streams, the speedup of the one with the most streams (the largest
+// where several have as many). Empty where none measured it.
+Result<std::map<std::string, double>> saturated_speedups(const std::filesystem::path& root);
 
 // The call cost of `profile`'s model from the Chrome trace of one step of one
 // worker running all its layers as one stage.

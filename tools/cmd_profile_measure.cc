@@ -121,7 +121,9 @@ void add_profile_measure_command(CLI::App& profile, CommandResult& result) {
       "stream, parameters and samples, against one alone (3 rounds of about 50 ms, the median): the\n"
       "profile's shared_streams {streams, speedup}, speedup = N x one's time / the N's time. A GPU that\n"
       "small kernels leave mostly idle runs another stream's beside them (speedup > 1); `baton validate\n"
-      "--device cuda` measures it with its workers' number and models workers sharing the GPU by it.\n"
+      "--device cuda` measures it with its workers' number, at least 4 (two streams in lockstep run the\n"
+      "same kernels at once and do less than two pipeline stages get), and models workers sharing the\n"
+      "GPU by it.\n"
       "Started as several ranks (RANK set), only rank 0 writes: the others measure alongside it, so that\n"
       "with --gap-us the profile sees the machine as a run uses it.\n"
       "Example: baton profile measure --model gpt-mini --microbatch-size 8 -o out/gpt-mini.json");

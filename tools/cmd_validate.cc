@@ -16,9 +16,10 @@
 // threads backend's hand-overs on the GPU (calibrate --device cuda, whose
 // topology marks the workers shared_compute: they take turns on the GPU's
 // compute), and no loaded slices are taken (relative_speed 1, no compute
-// noise); the profile is measured with --streams nproc and its shared_streams
-// set as the topology's shared_speedup (sim/topology.h): how much more the
-// GPU does with the workers' streams computing at once than in turns.
+// noise); the profile is measured with --streams max(nproc, 4) (the GPU
+// saturated: validate_inputs.cc) and its shared_streams set as the
+// topology's shared_speedup (sim/topology.h): how much more the GPU does with
+// the workers' streams computing at once than in turns.
 //
 // What is compared (per schedule):
 // - predicted: the --quantile q (default 0.5, the median) of the iteration
@@ -333,8 +334,8 @@ void add_validate_command(CLI::App& app, CommandResult& result) {
       "iteration-time error exceeds --tolerance. With --device cuda the workers are threads on that GPU\n"
       "(run --backend threads --device cuda), measured and calibrated there, without slices; they are\n"
       "predicted sharing the GPU's compute (the calibrated topology's shared_compute), with the\n"
-      "throughput of --nproc streams at once that the profile measures (profile measure --streams):\n"
-      "the topology's shared_speedup.\n\n"
+      "throughput of the GPU's streams at once that the profile measures (profile measure --streams,\n"
+      "--nproc of them and at least 4, the GPU saturated): the topology's shared_speedup.\n\n"
       "Examples:\n"
       "  baton validate --model mlp --nproc 2 --microbatch-size 256 --out out/validate-mlp\n"
       "  baton validate --model gpt-mini --nproc 2 --schedule 1f1b,gpipe --stages 0-3,3-6 --tolerance 0.1\n"

@@ -9,6 +9,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -94,6 +96,61 @@ TEST_CASE("replay: a validate folder predicted again against its measured steps"
   const auto missing = replay_validations(root, ReplayOptions{});
   REQUIRE_FALSE(missing.ok());
   CHECK(missing.error().message.find("run.json") != std::string::npos);
+}
+
+TEST_CASE("replay: the GPU's saturated speedup replaces a shared device's", "[sim][replay]") {
+  // Per model and micro-batch, the speedup of the profile that ran the most
+  // streams (the larger where two ran as many); profiles without one add none.
+  const fs::path root = scratch("replay-saturated");
+  Profile profile = two_layers();
+  const auto write_profile = [&](const char* set, int microbatch, std::optional<SharedStreams> streams) {
+    Profile p = profile;
+    p.microbatch_size = microbatch;
+    p.shared_streams = streams;
+    write(root / set / "profile.json", profile_to_json(p).dump());
+  };
+  write_profile("a", 8, SharedStreams{2, 1.1});
+  write_profile("b", 8, SharedStreams{4, 1.3});
+  write_profile("c", 8, SharedStreams{4, 1.25});
+  write_profile("d", 16, SharedStreams{2, 1.2});
+  write_profile("e", 32, std::nullopt);
+  const auto speedups = saturated_speedups(root);
+  REQUIRE(speedups.ok());
+  CHECK(*speedups == std::map<std::string, double>{{"two-8", 1.3}, {"two-16", 1.2}});
+  CHECK_FALSE(saturated_speedups(root / "none").ok());
+
+  // Two workers as streams of one device, passes the host issues in no time
+  // (host share 0): at speedup 1 they take turns, gpipe's 4 microbatches of 2
+  // stages are the device's 4 x 2 x (tF + tB) of work back to back; at
+  // speedup 2 nothing slows them, (M + S - 1)(tF + tB) as on two devices.
+  const fs::path shared = scratch("replay-shared");
+  for (Layer& layer : profile.layers) {
+    layer.host_forward = Seconds(0.0);
+    layer.host_backward = Seconds(0.0);
+  }
+  Topology topology = make_flat_topology(2, 1e6, Seconds(0.0));
+  topology.levels.front().shared_compute = true;
+  Plan plan = make_plan("0-1,1-2", Schedule::kGPipe, 4, topology);
+  plan.model = profile.model;
+  plan.microbatch_size = profile.microbatch_size;
+  write(shared / "set" / "profile.json", profile_to_json(profile).dump());
+  write(shared / "set" / "topology.json", topology_to_json(topology).dump());
+  write(shared / "set" / "gpipe" / "plan.json", plan_to_json(plan).dump());
+  json run = {{"steps", json::array()}};
+  for (double wall : {0.5, 0.03, 0.03}) run["steps"].push_back({{"wall_s", wall}, {"mean_loss", 1.0}});
+  write(shared / "set" / "gpipe" / "run.json", run.dump());
+  const auto turns = replay_validations(shared, ReplayOptions{});
+  REQUIRE(turns.ok());
+  CHECK(close_rel(turns->front().predicted.value, 4 * 2 * (kForward + kBackward).value));
+  ReplayOptions saturated;
+  saturated.shared_speedups["two-8"] = 2.0;
+  const auto at_once = replay_validations(shared, saturated);
+  REQUIRE(at_once.ok());
+  CHECK(close_rel(at_once->front().predicted.value, (4 + 2 - 1) * (kForward + kBackward).value));
+  // Another model's speedup leaves it alone.
+  saturated.shared_speedups = {{"two-16", 2.0}};
+  CHECK(close_rel(replay_validations(shared, saturated)->front().predicted.value,
+                  4 * 2 * (kForward + kBackward).value));
 }
 
 TEST_CASE("replay: the call cost of one worker's run of the whole model", "[sim][replay]") {
@@ -204,4 +261,29 @@ TEST_CASE("replay: the H200's recorded runs, workers sharing the GPU at its meas
   check_call("second-call", 15.5, -6.0, 3.5, 4);
   check_call("fourth-call", 10.5, -6.0, 1.0, 4);
   check_call("fifth-call", 15.5, -4.5, 3.5, 6);
+
+  // The two-worker GPU-bound runs above are the ones predicted slow (-5.6% at
+  // worst): two streams in lockstep, as the profile measures them, run the
+  // same kernels at once and do less (gpt-mini at 16384: 1.14) than two
+  // pipeline stages get. At the speedup each call measured with the most
+  // streams (4: 1.209-1.223), the GPU saturated, every GPU-bound run of the
+  // three calls is within 5% (recorded replays: -1.7% .. +4.3%).
+  for (const char* call : {"second-call", "fourth-call", "fifth-call"}) {
+    INFO(call);
+    ReplayOptions saturated;
+    const auto speedups = saturated_speedups(data / call / "validate");
+    REQUIRE(speedups.ok());
+    REQUIRE(speedups->count("gpt-mini-16384") == 1);
+    CHECK(speedups->at("gpt-mini-16384") > 1.2);
+    saturated.shared_speedups = *speedups;
+    const auto runs = replay_validations(data / call / "validate", saturated);
+    REQUIRE(runs.ok());
+    std::vector<ReplayedRun> gpu_bound;
+    for (const ReplayedRun& run : *runs)
+      if (run.plan.microbatch_size == 16384) gpu_bound.push_back(run);
+    CHECK(gpu_bound.size() == 6);
+    const ReplaySummary bound = summarize(gpu_bound);
+    CHECK(bound.within_5 == 6);
+    CHECK(bound.mean_abs_error_pct <= 2.5);
+  }
 }
