@@ -48,6 +48,17 @@ Result<Seconds> measured_iteration(const fs::path& run) {
   return step_times_after_first(std::move(walls), 0.5).median;
 }
 
+Result<Profile> read_profile(const fs::path& path) {
+  auto text = read_text(path);
+  if (!text) return text.error();
+  return parse_profile(*text, path.string());
+}
+
+// "<model>-<microbatch size>": how ReplayOptions' maps name a profile.
+std::string model_key(const Profile& profile) {
+  return fmt::format("{}-{}", profile.model, profile.microbatch_size);
+}
+
 }  // namespace
 
 Result<std::vector<ReplayedRun>> replay_validations(const fs::path& root, const ReplayOptions& options) {
@@ -55,18 +66,15 @@ Result<std::vector<ReplayedRun>> replay_validations(const fs::path& root, const 
   std::vector<ReplayedRun> runs;
   for (const fs::path& set : subfolders(root)) {
     if (!fs::exists(set / "profile.json")) continue;
-    auto profile_text = read_text(set / "profile.json");
-    if (!profile_text) return profile_text.error();
-    auto profile = parse_profile(*profile_text, (set / "profile.json").string());
+    auto profile = read_profile(set / "profile.json");
     if (!profile) return profile.error();
-    if (auto it = options.call_costs.find(fmt::format("{}-{}", profile->model, profile->microbatch_size));
-        it != options.call_costs.end())
+    if (auto it = options.call_costs.find(model_key(*profile)); it != options.call_costs.end())
       profile->call_cost = it->second;
     auto topology_text = read_text(set / "topology.json");
     if (!topology_text) return topology_text.error();
     auto topology = parse_topology(*topology_text, (set / "topology.json").string());
     if (!topology) return topology.error();
-    if (auto it = options.shared_speedups.find(fmt::format("{}-{}", profile->model, profile->microbatch_size));
+    if (auto it = options.shared_speedups.find(model_key(*profile));
         it != options.shared_speedups.end() && topology->levels.front().shared_compute)
       topology->levels.front().shared_speedup = it->second;
     for (const fs::path& dir : subfolders(set)) {
@@ -89,13 +97,11 @@ Result<std::map<std::string, double>> saturated_speedups(const fs::path& root) {
   std::map<std::string, SharedStreams> most;
   for (const fs::path& set : subfolders(root)) {
     if (!fs::exists(set / "profile.json")) continue;
-    auto text = read_text(set / "profile.json");
-    if (!text) return text.error();
-    auto profile = parse_profile(*text, (set / "profile.json").string());
+    auto profile = read_profile(set / "profile.json");
     if (!profile) return profile.error();
     if (!profile->shared_streams) continue;
     const SharedStreams& streams = *profile->shared_streams;
-    auto [it, fresh] = most.emplace(fmt::format("{}-{}", profile->model, profile->microbatch_size), streams);
+    auto [it, fresh] = most.emplace(model_key(*profile), streams);
     if (!fresh && (streams.streams > it->second.streams ||
                    (streams.streams == it->second.streams && streams.speedup > it->second.speedup)))
       it->second = streams;

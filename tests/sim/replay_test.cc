@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <string>
@@ -49,22 +50,30 @@ Profile two_layers() {
   return profile;
 }
 
-}  // namespace
-
-TEST_CASE("replay: a validate folder predicted again against its measured steps", "[sim][replay]") {
-  const fs::path root = scratch("replay-folder");
-  const Profile profile = two_layers();
-  const Topology topology = make_flat_topology(2, 1e6, Seconds(0.0));
+// A validate folder `root`/set as validate writes it: the profile, the
+// topology and one gpipe run of `profile` on stages 0-1 and 1-2 (4
+// microbatches) with these step wall times.
+void write_gpipe_set(const fs::path& root, const Profile& profile, const Topology& topology,
+                     std::initializer_list<double> walls) {
   Plan plan = make_plan("0-1,1-2", Schedule::kGPipe, 4, topology);
   plan.model = profile.model;
   plan.microbatch_size = profile.microbatch_size;
   write(root / "set" / "profile.json", profile_to_json(profile).dump());
   write(root / "set" / "topology.json", topology_to_json(topology).dump());
   write(root / "set" / "gpipe" / "plan.json", plan_to_json(plan).dump());
-  // Step 0 pays the start; the median of the others is 24 ms.
   json run = {{"steps", json::array()}};
-  for (double wall : {0.5, 0.026, 0.024, 0.022}) run["steps"].push_back({{"wall_s", wall}, {"mean_loss", 1.0}});
+  for (double wall : walls) run["steps"].push_back({{"wall_s", wall}, {"mean_loss", 1.0}});
   write(root / "set" / "gpipe" / "run.json", run.dump());
+}
+
+}  // namespace
+
+TEST_CASE("replay: a validate folder predicted again against its measured steps", "[sim][replay]") {
+  const fs::path root = scratch("replay-folder");
+  const Profile profile = two_layers();
+  const Topology topology = make_flat_topology(2, 1e6, Seconds(0.0));
+  // Step 0 pays the start; the median of the others is 24 ms.
+  write_gpipe_set(root, profile, topology, {0.5, 0.026, 0.024, 0.022});
 
   auto replayed = replay_validations(root, ReplayOptions{});
   REQUIRE(replayed.ok());
@@ -79,7 +88,7 @@ TEST_CASE("replay: a validate folder predicted again against its measured steps"
 
   // A call cost for "<model>-<microbatch>" replaces the profile's: a stage of
   // one layer saves no call, so only the whole model on one stage moves.
-  plan = make_plan("0-2", Schedule::kGPipe, 4, topology);
+  Plan plan = make_plan("0-2", Schedule::kGPipe, 4, topology);
   plan.model = profile.model;
   plan.microbatch_size = profile.microbatch_size;
   write(root / "set" / "gpipe" / "plan.json", plan_to_json(plan).dump());
@@ -130,15 +139,7 @@ TEST_CASE("replay: the GPU's saturated speedup replaces a shared device's", "[si
   }
   Topology topology = make_flat_topology(2, 1e6, Seconds(0.0));
   topology.levels.front().shared_compute = true;
-  Plan plan = make_plan("0-1,1-2", Schedule::kGPipe, 4, topology);
-  plan.model = profile.model;
-  plan.microbatch_size = profile.microbatch_size;
-  write(shared / "set" / "profile.json", profile_to_json(profile).dump());
-  write(shared / "set" / "topology.json", topology_to_json(topology).dump());
-  write(shared / "set" / "gpipe" / "plan.json", plan_to_json(plan).dump());
-  json run = {{"steps", json::array()}};
-  for (double wall : {0.5, 0.03, 0.03}) run["steps"].push_back({{"wall_s", wall}, {"mean_loss", 1.0}});
-  write(shared / "set" / "gpipe" / "run.json", run.dump());
+  write_gpipe_set(shared, profile, topology, {0.5, 0.03, 0.03});
   const auto turns = replay_validations(shared, ReplayOptions{});
   REQUIRE(turns.ok());
   CHECK(close_rel(turns->front().predicted.value, 4 * 2 * (kForward + kBackward).value));
