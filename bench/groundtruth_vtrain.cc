@@ -185,7 +185,8 @@ Knobs fit(std::vector<Row>& rows, Knobs knobs, int rounds = 6) {
   std::vector<Knob> list = {{"gemm_efficiency", &knobs.gpu.gemm_efficiency, 1.0},
                             {"memory_efficiency", &knobs.gpu.memory_efficiency, 1.0},
                             {"kernel_floor_s", &knobs.gpu.kernel_floor.value, 1.0},
-                            {"host_per_kernel_s", &knobs.gpu.host_per_kernel.value, 1.0}};
+                            {"host_per_kernel_s", &knobs.gpu.host_per_kernel.value, 1.0},
+                            {"host_per_pass_s", &knobs.gpu.host_per_pass.value, 1.0}};
   for (baton::Level& level : knobs.topology.levels) {
     if (!level.allreduce_bandwidth_gbps) level.allreduce_bandwidth_gbps = level.bandwidth_gbps;
     list.push_back({"allreduce_bandwidth_gbps", &*level.allreduce_bandwidth_gbps, level.bandwidth_gbps});
@@ -222,6 +223,7 @@ void held_out_check(const char* name, std::vector<Row> in, std::vector<Row> out,
   start.gpu.memory_efficiency = 0.7;
   start.gpu.kernel_floor = baton::Seconds(20e-6);
   start.gpu.host_per_kernel = baton::Seconds(40e-6);
+  start.gpu.host_per_pass = baton::Seconds(0.5e-3);
   for (baton::Level& level : start.topology.levels) level.allreduce_latency = level.latency;
   // The kernel floor and the host's cost trade against each other: a grid of
   // the two (10 .. 100 us) before the coordinate search, which alone stays in
@@ -248,8 +250,9 @@ void held_out_check(const char* name, std::vector<Row> in, std::vector<Row> out,
   auto over = [](const std::vector<Row>& set) {
     return std::count_if(set.begin(), set.end(), [](const Row& r) { return std::abs(r.error()) > 0.25; });
   };
-  std::printf("| %s | %.4f | %.4f | %.1f | %.1f |", name, fitted.gpu.gemm_efficiency, fitted.gpu.memory_efficiency,
-              fitted.gpu.kernel_floor.value * 1e6, fitted.gpu.host_per_kernel.value * 1e6);
+  std::printf("| %s | %.4f | %.4f | %.1f | %.1f | %.3f |", name, fitted.gpu.gemm_efficiency,
+              fitted.gpu.memory_efficiency, fitted.gpu.kernel_floor.value * 1e6, fitted.gpu.host_per_kernel.value * 1e6,
+              fitted.gpu.host_per_pass.value * 1e3);
   for (const baton::Level& level : fitted.topology.levels) std::printf(" %.2f", level.allreduce_latency->value * 1e6);
   std::printf(" | %s | %s | %td |\n", mapes(in).c_str(), mapes(out).c_str(), over(out));
 }
@@ -260,9 +263,9 @@ void held_out_check(const char* name, std::vector<Row> in, std::vector<Row> out,
 // against the multi-node ones (64-512 GPUs, 3.6B-39.1B, sequence 2048) and
 // back.
 void cross_check(const std::vector<Row>& rows, const Knobs& start) {
-  std::printf("| fitted on | gemm | memory | floor us | host us | ring steps us | fitted rows: multi / single MAPE "
-              "| other rows: multi / single MAPE | other rows worse than 25%% |\n"
-              "|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("| fitted on | gemm | memory | floor us | host us | pass ms | ring steps us | fitted rows: multi / "
+              "single MAPE | other rows: multi / single MAPE | other rows worse than 25%% |\n"
+              "|---|---|---|---|---|---|---|---|---|---|\n");
   for (int parity : {1, 0}) {
     std::vector<Row> in, out;
     for (const Row& r : rows) (r.line % 2 == parity ? in : out).push_back(r);
@@ -312,14 +315,14 @@ void print_summary(const std::vector<Row>& rows, double seconds) {
 
 // --check: the targets for the shipped rows (mean absolute percentage
 // error at most 8% on the multi-node rows and 12% on the single-node ones),
-// and no more rows worse than 25% than the 8 recorded in bench/RESULTS.md
+// and no more rows worse than 25% than the 4 recorded in bench/RESULTS.md
 // (the target is none: docs/TRANSFORMERS.md says why these are hard). 0 when
 // all hold, 1 with what failed on stderr otherwise.
 int check_targets(const std::vector<Row>& rows) {
   std::vector<const Row*> multi, single;
   for (const Row& r : rows) (r.file == "multi" ? multi : single).push_back(&r);
   const auto over = std::count_if(rows.begin(), rows.end(), [](const Row& r) { return std::abs(r.error()) > 0.25; });
-  constexpr long kRecordedOver = 8;
+  constexpr long kRecordedOver = 4;
   int status = 0;
   auto fail = [&status](const std::string& what) {
     std::fprintf(stderr, "groundtruth_vtrain --check: %s\n", what.c_str());

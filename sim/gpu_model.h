@@ -21,12 +21,17 @@
 //   least (its kernels) x host_per_kernel, the framework's eager dispatch cost
 //   (the GPU idles when the layer's kernels and collectives are shorter than
 //   their dispatch).
+// - Each pass of a pipeline stage over a microbatch (a forward, a backward)
+//   costs the host host_per_pass beyond its kernels: the training loop's own
+//   work per microbatch and stage (Megatron's forward_step and backward_step,
+//   the autograd call, the point-to-point wrappers, the loss), which the GPU
+//   waits for.
 //
 // Sources: SM counts, tensor-core peaks (dense) and HBM bandwidths are NVIDIA's
 // datasheet figures; the tile of 128 x 128 is CUTLASS's and cuBLAS's common
 // tile for half precision. gemm_efficiency, half_tile_efficiency (held since
-// at the value of an earlier fit), memory_efficiency, kernel_floor and
-// host_per_kernel were fitted once, for
+// at the value of an earlier fit), memory_efficiency, kernel_floor,
+// host_per_kernel and host_per_pass were fitted once, for
 // the A100, to the measured iteration times shipped in data/groundtruth/vtrain
 // (all 850 rows together, by the coordinate search of `bench/groundtruth_vtrain
 // --fit`, which says its objective; docs/TRANSFORMERS.md), with the ring-step
@@ -60,6 +65,7 @@ struct GpuModel {
   double memory_efficiency = 0.0;  // fraction of hbm a streaming kernel reaches
   Seconds kernel_floor;            // shortest kernel
   Seconds host_per_kernel;         // host dispatch per kernel
+  Seconds host_per_pass;           // the host's own work per stage pass, beyond its kernels
   std::string source;
 
   // One GEMM (or `count` independent ones) of [m x k] x [k x n], operands and

@@ -76,8 +76,10 @@ Seconds block_memory_bound(const GpuModel& gpu, const Shape& x) {
   return gpu.memory_bound(layer_norm) * 2.0 + gpu.memory_bound(bias_dropout_add) * 2.0 + gpu.memory_bound(gelu);
 }
 
+// `pass_share`: this block's share of the host's work per stage pass
+// (GpuModel::host_per_pass over the blocks of a pass).
 MegatronLayerTime block_time(const GpuModel& gpu, const Shape& x, Recompute recompute,
-                             const CollectiveTime& tp_allreduce) {
+                             const CollectiveTime& tp_allreduce, Seconds pass_share) {
   const double T = x.tokens;
   const double h = x.h;
   const double t = x.t;
@@ -110,11 +112,11 @@ MegatronLayerTime block_time(const GpuModel& gpu, const Shape& x, Recompute reco
   // collective runs while the host dispatches the kernels after it.
   const Seconds forward_gpu = time.forward_compute + time.forward_comm;
   const int forward_kernels = kForwardKernels + unfused_kernels;
-  const Seconds forward_host = gpu.host_per_kernel * forward_kernels;
+  const Seconds forward_host = gpu.host_per_kernel * forward_kernels + pass_share;
   const int backward_kernels =
       kBackwardKernels + unfused_kernels + (recompute == Recompute::kFull ? forward_kernels : 0);
   const Seconds backward_gpu = time.backward_compute + time.backward_comm + time.recompute;
-  const Seconds backward_host = gpu.host_per_kernel * backward_kernels;
+  const Seconds backward_host = gpu.host_per_kernel * backward_kernels + pass_share;
   time.host_wait = max(Seconds(0.0), forward_host - forward_gpu) + max(Seconds(0.0), backward_host - backward_gpu);
   time.parameters = (12.0 * h * h + 13.0 * h) / t;
   return time;
@@ -199,7 +201,13 @@ MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayou
       to_layer("embedding",
                fmt::format("word embedding {} x {} (split over t) + position embedding, dropout", vocab, model.hidden),
                embedding, layout, gpu, activation));
-  const MegatronLayerTime block = block_time(gpu, x, layout.recompute, tp_allreduce);
+  // The blocks of one stage pass: a chunk's with interleaving, a stage's
+  // otherwise.
+  const int64_t pass_blocks = layout.layers_per_virtual_stage > 0
+                                  ? layout.layers_per_virtual_stage
+                                  : std::max<int64_t>(1, model.layers / std::max(1, layout.pipeline));
+  const MegatronLayerTime block = block_time(gpu, x, layout.recompute, tp_allreduce,
+                                             gpu.host_per_pass / static_cast<double>(pass_blocks));
   const Layer block_layer = to_layer("block",
                                      fmt::format("transformer block, {} heads, MLP {} -> {}, recompute {}", model.heads,
                                                  model.hidden, 4 * model.hidden, recompute_name(layout.recompute)),

@@ -35,7 +35,12 @@
 //     runs what it was given: a pass takes the longer of the host's dispatch
 //     and the GPU's work with its collectives (a collective runs while the
 //     host dispatches the kernels after it, so it hides behind the host as
-//     compute does; host_wait is what the host adds over the GPU).
+//     compute does; host_wait is what the host adds over the GPU). The
+//     host's own work per stage pass (GpuModel::host_per_pass: the training
+//     loop's per microbatch and stage) is shared among the pass's blocks (a
+//     chunk's with interleaving, L / p otherwise) and added to each block's
+//     dispatch, forward and backward: it costs time only where the host is
+//     the longer.
 // Embedding: gather 2 T h x 2 bytes, its all-reduce across t (the vocabulary
 // is split), scatter-add in the backward. Head: final LayerNorm, logits
 // [T x h] x [h x V/t], vocabulary-parallel cross entropy in fp32 (3 passes of

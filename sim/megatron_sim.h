@@ -62,7 +62,7 @@ struct MegatronRankWork {
   Seconds compute;              // per microbatch: GEMMs and memory-bound kernels, forward and backward
   Seconds tensor_comm;          // per microbatch: exposed tensor-parallel collectives
   Seconds recompute;            // per microbatch
-  Seconds host;                 // per microbatch: waiting for the host
+  Seconds host;                 // per microbatch: waiting for the host (dispatch, work per pass)
   Seconds backward;             // per microbatch: the profile layers' backward
   Seconds optimizer;            // one optimizer step
   Seconds embedding_allreduce;  // once: the tied word embedding's, before the step (first and last rank, p > 1)
@@ -134,7 +134,7 @@ struct MegatronBreakdown {
   Seconds compute;         // GEMMs and memory-bound kernels, forward and backward
   Seconds tensor_comm;     // exposed tensor-parallel collectives
   Seconds recompute;       // forward work redone
-  Seconds host;            // waiting for the host to issue kernels
+  Seconds host;            // waiting for the host: its dispatch of kernels and its work per pass
   Seconds data_allreduce;  // gradient all-reduces: across the d replicas, and the embedding group's
   Seconds optimizer;
   Seconds bubble;  // the rest: pipeline fill and drain, waiting for transfers

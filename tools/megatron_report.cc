@@ -20,7 +20,7 @@ std::vector<Part> parts(const MegatronBreakdown& b) {
   return {{"compute (GEMMs, memory-bound kernels)", "compute", b.compute},
           {"tensor-parallel collectives (exposed)", "tensor_parallel_comm", b.tensor_comm},
           {"recomputation", "recompute", b.recompute},
-          {"host dispatch (GPU waiting for kernels)", "host_dispatch", b.host},
+          {"host dispatch and loop (GPU waiting for the host)", "host_dispatch", b.host},
           {"pipeline bubble and transfer waits", "pipeline_bubble", b.bubble},
           {"gradient all-reduces (data-parallel, tied embedding)", "data_parallel_allreduce", b.data_allreduce},
           {"optimizer step", "optimizer", b.optimizer}};

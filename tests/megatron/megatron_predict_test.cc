@@ -64,7 +64,8 @@ TEST_CASE("megatron predict: a pass takes the longer of the host's dispatch and 
   // Megatron's fused softmax takes the scores only when b a / t (a = 16 here)
   // is a multiple of 4; otherwise five kernels run where it is one, forward and
   // backward: 16 + 4 kernels a forward, 34 + 4 a backward (plus the forward's
-  // again with full recomputation).
+  // again with full recomputation). The host's work per stage pass is shared
+  // by the pass's blocks: here one stage of every block (p 1).
   const Topology topology = shipped("a100_vtrain.json");
   const GpuModel gpu = *gpu_model("A100-SXM4-80GB");
   int host_bound = 0;
@@ -76,8 +77,9 @@ TEST_CASE("megatron predict: a pass takes the longer of the host's dispatch and 
     const auto profile = megatron_profile_on(kSmall, l, topology);
     REQUIRE(profile.ok());
     const MegatronLayerTime& x = profile->times[1];
-    const double host_forward = c.forward_kernels * gpu.host_per_kernel.value;
-    const double host_backward = c.backward_kernels * gpu.host_per_kernel.value;
+    const double pass_share = gpu.host_per_pass.value / static_cast<double>(kSmall.layers);
+    const double host_forward = c.forward_kernels * gpu.host_per_kernel.value + pass_share;
+    const double host_backward = c.backward_kernels * gpu.host_per_kernel.value + pass_share;
     const double gpu_forward = (x.forward_compute + x.forward_comm).value;
     const double gpu_backward = (x.backward_compute + x.backward_comm + x.recompute).value;
     if (host_forward > gpu_forward || host_backward > gpu_backward) ++host_bound;
@@ -89,6 +91,46 @@ TEST_CASE("megatron predict: a pass takes the longer of the host's dispatch and 
                                    .margin(1e-12));
   }
   CHECK(host_bound >= 3);  // the premise: most of these small layers wait for the host somewhere
+}
+
+TEST_CASE("megatron predict: the host's work per stage pass is shared by the pass's blocks and hides behind the GPU",
+          "[megatron][predict]") {
+  const Topology topology = shipped("a100_vtrain.json");
+  const GpuModel gpu = *gpu_model("A100-SXM4-80GB");
+  REQUIRE(gpu.host_per_pass.value > 0.0);
+  // kSmall's 4 blocks on 2 stages, interleaved one block a chunk: every pass
+  // is one block's, so each block's passes carry the whole per-pass cost
+  // (t 4, b 1: b a / t = 4, the fused softmax: 16 kernels forward, 34 + 16
+  // backward with full recomputation).
+  MegatronLayout l = layout(4, 2, 1, 1, 8);
+  l.recompute = Recompute::kFull;
+  l.layers_per_virtual_stage = 1;
+  const auto chunked = megatron_profile_on(kSmall, l, topology);
+  REQUIRE(chunked.ok());
+  const MegatronLayerTime& x = chunked->times[1];
+  const double gpu_forward = (x.forward_compute + x.forward_comm).value;
+  const double gpu_backward = (x.backward_compute + x.backward_comm + x.recompute).value;
+  const double host_forward = 16 * gpu.host_per_kernel.value + gpu.host_per_pass.value;
+  const double host_backward = 50 * gpu.host_per_kernel.value + gpu.host_per_pass.value;
+  CHECK(x.host_wait.value == Approx(std::max(0.0, host_forward - gpu_forward) +
+                                    std::max(0.0, host_backward - gpu_backward))
+                                 .margin(1e-12));
+  // Not interleaved, the 2 blocks of a stage share it: less host wait per block.
+  l.layers_per_virtual_stage = 0;
+  const auto staged = megatron_profile_on(kSmall, l, topology);
+  REQUIRE(staged.ok());
+  CHECK(staged->times[1].host_wait.value ==
+        Approx(std::max(0.0, host_forward - gpu.host_per_pass.value / 2 - gpu_forward) +
+               std::max(0.0, host_backward - gpu.host_per_pass.value / 2 - gpu_backward))
+            .margin(1e-12));
+  CHECK(staged->times[1].host_wait < x.host_wait);
+  // A layer whose GPU work outlasts its dispatch (the 22B model's at t 8,
+  // micro-batch 4) hides it: no wait, the pass is the GPU's work.
+  const auto large = megatron_profile_on(k22B, layout(8, 1, 1, 4, 4), topology);
+  REQUIRE(large.ok());
+  CHECK(large->times[1].host_wait.value == 0.0);
+  CHECK(large->profile.layers[1].forward.value ==
+        Approx((large->times[1].forward_compute + large->times[1].forward_comm).value).epsilon(1e-12));
 }
 
 TEST_CASE("megatron predict: the fused softmax's rule: 16 < s <= 16384, s % 4 == 0, b a / t a multiple of its block",
