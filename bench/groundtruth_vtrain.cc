@@ -118,6 +118,21 @@ double mape(const std::vector<const Row*>& rows) {
   return rows.empty() ? 0.0 : 100.0 * sum / static_cast<double>(rows.size());
 }
 
+// The rows of each file.
+struct ByFile {
+  std::vector<const Row*> multi, single;
+};
+ByFile by_file(const std::vector<Row>& rows) {
+  ByFile out;
+  for (const Row& r : rows) (r.file == "multi" ? out.multi : out.single).push_back(&r);
+  return out;
+}
+
+// The rows whose error is worse than 25% (the worst-row target).
+std::ptrdiff_t worse_than_25(const std::vector<const Row*>& rows) {
+  return std::count_if(rows.begin(), rows.end(), [](const Row* r) { return std::abs(r->error()) > 0.25; });
+}
+
 std::string describe(const Row& r) {
   return fmt::format("{}:{} | L{} h{} a{} s{} | t{} p{} d{} b{} B{}", r.file, r.line, r.model.layers, r.model.hidden,
                      r.model.heads, r.model.sequence, r.layout.tensor, r.layout.pipeline, r.layout.data,
@@ -162,13 +177,10 @@ bool predict_all(std::vector<Row>& rows, const Knobs& knobs, bool strict = true)
 
 double objective(std::vector<Row>& rows, const Knobs& knobs) {
   if (!predict_all(rows, knobs)) std::exit(1);
-  std::vector<const Row*> multi, single;
   double worst = 0.0;
-  for (const Row& r : rows) {
-    (r.file == "multi" ? multi : single).push_back(&r);
-    worst = std::max(worst, 100.0 * std::abs(r.error()));
-  }
-  return mape(multi) / 8.0 + mape(single) / 12.0 + worst / 100.0;
+  for (const Row& r : rows) worst = std::max(worst, 100.0 * std::abs(r.error()));
+  const ByFile files = by_file(rows);
+  return mape(files.multi) / 8.0 + mape(files.single) / 12.0 + worst / 100.0;
 }
 
 Knobs fit(std::vector<Row>& rows, Knobs knobs, int rounds = 6) {
@@ -240,21 +252,19 @@ void held_out_check(const char* name, std::vector<Row> in, std::vector<Row> out,
   const Knobs fitted = fit(in, best_grid);
   if (!predict_all(in, fitted) || !predict_all(out, fitted)) std::exit(1);
   auto mapes = [](const std::vector<Row>& set) {
-    std::vector<const Row*> multi, single;
-    for (const Row& r : set) (r.file == "multi" ? multi : single).push_back(&r);
+    const ByFile files = by_file(set);
     auto one = [](const std::vector<const Row*>& part) {
       return part.empty() ? std::string("-") : fmt::format("{:.2f}%", mape(part));
     };
-    return one(multi) + " / " + one(single);
+    return one(files.multi) + " / " + one(files.single);
   };
-  auto over = [](const std::vector<Row>& set) {
-    return std::count_if(set.begin(), set.end(), [](const Row& r) { return std::abs(r.error()) > 0.25; });
-  };
+  const ByFile other = by_file(out);
   std::printf("| %s | %.4f | %.4f | %.1f | %.1f | %.3f |", name, fitted.gpu.gemm_efficiency,
               fitted.gpu.memory_efficiency, fitted.gpu.kernel_floor.value * 1e6, fitted.gpu.host_per_kernel.value * 1e6,
               fitted.gpu.host_per_pass.value * 1e3);
   for (const baton::Level& level : fitted.topology.levels) std::printf(" %.2f", level.allreduce_latency->value * 1e6);
-  std::printf(" | %s | %s | %td |\n", mapes(in).c_str(), mapes(out).c_str(), over(out));
+  std::printf(" | %s | %s | %td |\n", mapes(in).c_str(), mapes(out).c_str(),
+              worse_than_25(other.multi) + worse_than_25(other.single));
 }
 
 // The fit's checks on rows it did not see: the rows of odd line numbers (in
@@ -294,9 +304,6 @@ void print_summary(const std::vector<Row>& rows, double seconds) {
                                                   return std::abs(a->error()) < std::abs(b->error());
                                                 }))->error());
   };
-  auto over = [](const std::vector<const Row*>& set) {
-    return std::count_if(set.begin(), set.end(), [](const Row* r) { return std::abs(r->error()) > 0.25; });
-  };
   std::printf("| rows | count | MAPE | worst | worse than 25%% |\n|---|---|---|---|---|\n");
   const struct {
     const char* name;
@@ -309,7 +316,7 @@ void print_summary(const std::vector<Row>& rows, double seconds) {
               {"pipeline parallel (both)", &piped}};
   for (const auto& s : sets)
     std::printf("| %s | %zu | %.2f%% | %.1f%% | %td |\n", s.name, s.set->size(), mape(*s.set), worst(*s.set),
-                over(*s.set));
+                worse_than_25(*s.set));
   std::printf("\n%zu predictions in %.2f s\n\n", rows.size(), seconds);
 }
 
@@ -319,9 +326,8 @@ void print_summary(const std::vector<Row>& rows, double seconds) {
 // (the target is none: docs/TRANSFORMERS.md says why these are hard). 0 when
 // all hold, 1 with what failed on stderr otherwise.
 int check_targets(const std::vector<Row>& rows) {
-  std::vector<const Row*> multi, single;
-  for (const Row& r : rows) (r.file == "multi" ? multi : single).push_back(&r);
-  const auto over = std::count_if(rows.begin(), rows.end(), [](const Row& r) { return std::abs(r.error()) > 0.25; });
+  const auto [multi, single] = by_file(rows);
+  const auto over = worse_than_25(multi) + worse_than_25(single);
   constexpr long kRecordedOver = 4;
   int status = 0;
   auto fail = [&status](const std::string& what) {
