@@ -49,6 +49,9 @@ std::vector<GpuModel> known() {
            "NVIDIA A100 datasheet: 108 SMs, 312 TFLOP/s fp16/bf16 dense, 1555 GB/s HBM2, 40 GB"),
       make("H100-SXM5-80GB", 132, 989.0, 3350.0, 80.0,
            "NVIDIA H100 SXM5 datasheet: 132 SMs, 989 TFLOP/s fp16/bf16 dense, 3350 GB/s HBM3, 80 GB"),
+      make("H200-SXM-141GB", 132, 989.0, 4800.0, 141.0,
+           "NVIDIA H200 SXM datasheet: 132 SMs (the H100 SXM5's GH100), 989 TFLOP/s fp16/bf16 dense, 4800 GB/s "
+           "HBM3e, 141 GB"),
       make("V100-SXM2-16GB", 80, 125.0, 900.0, 16.0,
            "NVIDIA V100 SXM2 datasheet: 80 SMs, 125 TFLOP/s fp16 tensor core, 900 GB/s HBM2, 16 GB"),
       make("V100-SXM2-32GB", 80, 125.0, 900.0, 32.0,
@@ -99,7 +102,7 @@ Result<GpuModel> gpu_model(const std::string& device_name) {
     if (name == wanted || name.substr(0, 4) == wanted) return model;
   }
   return Error(
-      fmt::format("no GPU model for device '{}': known are {} (or a100, h100, v100); name one in the "
+      fmt::format("no GPU model for device '{}': known are {} (or a100, h100, h200, v100); name one in the "
                   "topology's device.name",
                   device_name, fmt::join(gpu_models(), ", ")));
 }

@@ -136,7 +136,7 @@ void add_kernels_command(CLI::App& app, CommandResult& result) {
       "check shows is whether a GPU reaches the fractions of its peaks the model assumes for it.\n"
       "Example: baton kernels check out/h100-kernels.json --gpu H100-SXM5-80GB");
   check->add_option("kernels", args->input, "a baton.kernels.v1 file")->required();
-  check->add_option("--gpu", args->gpu, "the GPU model: A100-SXM4-80GB, H100-SXM5-80GB, ... (or a100, h100, v100)")
+  check->add_option("--gpu", args->gpu, "the GPU model: A100-SXM4-80GB, H100-SXM5-80GB, ... (or a100, h100, h200, v100)")
       ->required();
   check->add_option("-o,--output", args->output, "write the Markdown here (default: standard output)");
   check->callback([args, &result] { result.exit_code = run_kernels_check(*args); });

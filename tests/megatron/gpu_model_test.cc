@@ -70,9 +70,26 @@ TEST_CASE("gpu_model: names as topologies give them, short names, and an error l
   CHECK(gpu_model("a100-sxm4-80gb")->peak_tflops == 312.0);
   CHECK(gpu_model("V100-SXM2-16GB")->memory_gib == 16.0);
   const auto unknown = gpu_model("TPU-v4");
+  CHECK(unknown.error().message.find("H200-SXM-141GB") != std::string::npos);
   REQUIRE_FALSE(unknown.ok());
   CHECK(unknown.error().message.find("A100-SXM4-80GB") != std::string::npos);
   CHECK(unknown.error().message.find("TPU-v4") != std::string::npos);
+}
+
+TEST_CASE("gpu_model: the H200 is the H100's GH100 with HBM3e: same GEMMs, memory-bound kernels 4800 / 3350 faster",
+          "[megatron][gpu]") {
+  // NVIDIA's datasheets: H100 SXM5 and H200 SXM both 132 SMs and 989 TFLOP/s
+  // dense fp16/bf16; HBM3 at 3350 GB/s (80 GB) against HBM3e at 4800 GB/s (141 GB).
+  const auto h200 = gpu_model("h200");
+  const auto h100 = gpu_model("H100-SXM5-80GB");
+  REQUIRE(h200.ok());
+  REQUIRE(h100.ok());
+  CHECK(h200->name == "H200-SXM-141GB");
+  CHECK(h200->memory_gib == 141.0);
+  // A compute-bound GEMM (k large): the same wave count at the same per-SM rate.
+  CHECK(close_rel(h200->gemm(8192, 8192, 8192).value, h100->gemm(8192, 8192, 8192).value));
+  // A stream of 8 GB, far above the kernel floor on both: time in the ratio of the bandwidths.
+  CHECK(close_rel(h100->memory_bound(8e9).value / h200->memory_bound(8e9).value, 4800.0 / 3350.0));
 }
 
 }  // namespace
