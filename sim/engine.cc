@@ -58,6 +58,7 @@ Engine::Engine(const Program& program, const std::vector<StageCost>& costs, cons
   collectives_.resize(static_cast<size_t>(program.num_stages));
   stage_devices_.resize(static_cast<size_t>(program.num_stages));
   stage_members_.assign(static_cast<size_t>(program.num_stages), 0);
+  collective_free_.assign(static_cast<size_t>(topology.num_devices()), Seconds(0.0));
   for (const WorkerInfo& info : program.workers)
     for (int s : stages_of(info)) {
       stage_devices_[s].push_back(info.device);
@@ -363,13 +364,19 @@ void Engine::run_allreduce(int worker, const Action& action, Seconds now) {
     const size_t pick = std::uniform_int_distribution<size_t>(0, allreduce_extras_->size() - 1)(noise_);
     time = max(Seconds(0.0), time + (*allreduce_extras_)[pick]);
   }
-  const Seconds end = collective.latest_issue + time;
+  // Collectives over a device run one after another on it (one communicator,
+  // one stream; bandwidth is not shared out among several at once): a worker
+  // that runs several chunks reduces them in turn.
+  Seconds start = collective.latest_issue;
+  for (int device : devices) start = max(start, collective_free_[static_cast<size_t>(device)]);
+  const Seconds end = start + time;
+  for (int device : devices) collective_free_[static_cast<size_t>(device)] = end;
   collective.end = end.value;
   raw_.makespan = max(raw_.makespan, end);
   for (const auto& [member, index] : collective.members) {
     const Action& member_action = program_.actions[member][index];
     if (options_.record_trace)
-      raw_.spans.push_back(Span{member, index, member_action, Stream::kComm, collective.latest_issue, end, size});
+      raw_.spans.push_back(Span{member, index, member_action, Stream::kComm, start, end, size});
     if (state_[member].blocked) {
       state_[member].blocked = false;
       schedule(member, end);

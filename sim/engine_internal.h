@@ -156,6 +156,7 @@ class Engine {
   std::vector<double> grad_arrival_;
   std::vector<std::vector<Collective>> collectives_;  // [stage][round]
   std::vector<std::vector<int>> stage_devices_;       // what each stage's all-reduce spans
+  std::vector<Seconds> collective_free_;              // [device]: when the last collective over it ends
   std::vector<int> stage_members_;                    // the program's workers of each stage
   std::vector<int> version_used_;                     // [stage * M + microbatch]
   std::vector<int> stage0_version_;                   // [microbatch], for vertical sync
