@@ -256,19 +256,25 @@ void Engine::track_memory(int worker, const Action& action, bool starting) {
 
 bool Engine::step_ready(int worker, const Action& step, Seconds now) {
   WorkerState& st = state_[worker];
+  // What the STEP waits for: its stage's all-reduce, or (step_after_all_reductions)
+  // every one the worker has pending.
+  double latest = 0.0;
+  for (const auto& [stage, round] : st.pending) {
+    if (stage != step.stage && !options_.step_after_all_reductions) continue;
+    const Collective& collective = collectives_[stage][round];
+    if (collective.end < 0) {
+      st.blocked = true;  // the last replica to issue wakes us
+      return false;
+    }
+    latest = std::max(latest, collective.end);
+  }
+  if (latest > now.value) {
+    schedule(worker, Seconds(latest));
+    return false;
+  }
   const auto it = std::find_if(st.pending.begin(), st.pending.end(),
                                [&](const std::pair<int, int>& p) { return p.first == step.stage; });
-  if (it == st.pending.end()) return true;
-  const Collective& collective = collectives_[it->first][it->second];
-  if (collective.end < 0) {
-    st.blocked = true;  // the last replica to issue wakes us
-    return false;
-  }
-  if (collective.end > now.value) {
-    schedule(worker, Seconds(collective.end));
-    return false;
-  }
-  st.pending.erase(it);
+  if (it != st.pending.end()) st.pending.erase(it);
   return true;
 }
 

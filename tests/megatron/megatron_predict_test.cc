@@ -370,5 +370,55 @@ TEST_CASE("megatron predict: interleaving shrinks the bubble of a deep pipeline"
   CHECK(interleaved->iteration_time < plain->iteration_time);
 }
 
+TEST_CASE("megatron predict: interleaved and replicated, every chunk's gradients are reduced, then the steps",
+          "[megatron][predict]") {
+  // Megatron reduces all of a rank's gradients after the flush and only then
+  // steps its optimizer (finalize_model_grads, optimizer.step): the busiest
+  // rank's compute, its whole all-reduce and its step add up, whatever the
+  // number of chunks its gradients come from; the bubble is what is left and
+  // shrinks with more chunks, never below zero.
+  const Topology topology = shipped("a100_vtrain.json");
+  const GptModel model{24, 2048, 16, 2048, 50257};
+  for (int per_chunk : {0, 1, 2, 3}) {
+    MegatronLayout l = layout(1, 4, 8, 1, 128);
+    l.layers_per_virtual_stage = per_chunk;
+    INFO("layers per virtual stage " << per_chunk);
+    const auto p = predict_megatron(model, l, topology, false);
+    REQUIRE(p.ok());
+    const MegatronBreakdown& b = p->breakdown;
+    const double busy = (b.compute + b.tensor_comm + b.recompute + b.host + b.data_allreduce + b.optimizer).value;
+    CHECK(b.data_allreduce.value > 0.0);
+    CHECK(busy <= p->iteration_time.value * (1.0 + 1e-12));
+    CHECK(busy + b.bubble.value == Approx(p->iteration_time.value).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("megatron predict: where the time goes adds up to the iteration on every layout of a grid",
+          "[megatron][predict]") {
+  // The breakdown is the busiest rank's work, which runs one part after
+  // another on that rank, plus the bubble: a simulation that ends before the
+  // busiest rank's work would have overlapped what Megatron does in turn.
+  const Topology topology = shipped("a100_vtrain.json");
+  const GptModel model{24, 2048, 16, 2048, 50257};
+  int simulated = 0;
+  for (int t : {1, 2, 8})
+    for (int p : {1, 2, 4})
+      for (int per_chunk : {0, 1, 3})
+        for (bool overlap : {false, true}) {
+          MegatronLayout l = layout(t, p, 64 / (t * p), 1, 256);
+          l.layers_per_virtual_stage = p > 1 ? per_chunk : 0;
+          l.overlap_grad_reduce = overlap;
+          l.recompute = t > 1 ? Recompute::kSelective : Recompute::kFull;
+          const auto prediction = predict_megatron(model, l, topology, false);
+          if (!prediction) continue;
+          ++simulated;
+          INFO("t " << t << " p " << p << " layers per chunk " << per_chunk << " overlap " << overlap);
+          const MegatronBreakdown& b = prediction->breakdown;
+          const double busy = (b.compute + b.tensor_comm + b.recompute + b.host + b.data_allreduce + b.optimizer).value;
+          CHECK(busy <= prediction->iteration_time.value * (1.0 + 1e-12));
+        }
+  CHECK(simulated >= 30);
+}
+
 }  // namespace
 }  // namespace baton
