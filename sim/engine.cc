@@ -256,11 +256,13 @@ void Engine::track_memory(int worker, const Action& action, bool starting) {
 
 bool Engine::step_ready(int worker, const Action& step, Seconds now) {
   WorkerState& st = state_[worker];
-  // What the STEP waits for: its stage's all-reduce, or (step_after_all_reductions)
-  // every one the worker has pending.
+  // A STEP waits for every all-reduce its worker has issued, not only its own
+  // stage's: a worker of several chunks steps none before all its chunks'
+  // gradients are reduced, as the executor does (exec/worker.cc: STEP drains
+  // every outstanding reduction) and as Megatron-LM does (finalize_model_grads,
+  // then optimizer.step).
   double latest = 0.0;
   for (const auto& [stage, round] : st.pending) {
-    if (stage != step.stage && !options_.step_after_all_reductions) continue;
     const Collective& collective = collectives_[stage][round];
     if (collective.end < 0) {
       st.blocked = true;  // the last replica to issue wakes us

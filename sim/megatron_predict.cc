@@ -209,7 +209,6 @@ Result<MegatronPrediction> predict_megatron(const GptModel& model, const Megatro
   options.record_trace = record_trace;
   options.one_replica = true;   // without a trace: one data-parallel replica when they are interchangeable
   options.skip_repeats = true;  // and the steady state's repeats jumped over
-  options.step_after_all_reductions = true;  // Megatron steps once every gradient is reduced
   Program simulated;
   auto simulation =
       layout.zero_bubble_heuristic

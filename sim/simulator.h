@@ -78,12 +78,6 @@ struct SimOptions {
   // instead of simulating them (sim/engine_repeats.cc). Every figure of the
   // metrics is that of the full run (to rounding: within 1e-9 relative).
   bool skip_repeats = false;
-  // A STEP waits for every all-reduce its worker has issued, not only its own
-  // stage's: Megatron-LM reduces all of a rank's gradients (every chunk's)
-  // before its optimizer steps any (finalize_model_grads, then
-  // optimizer.step). Off: a worker of several chunks steps each chunk as soon
-  // as that chunk's gradients are reduced, as baton's executor does.
-  bool step_after_all_reductions = false;
 };
 
 struct Simulation {

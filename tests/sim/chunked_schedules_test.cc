@@ -94,19 +94,22 @@ TEST_CASE("interleaved 1f1b: makespan (M v + p - 1)(tF + tB), a bubble of (p - 1
   }
 }
 
-TEST_CASE("interleaved 1f1b, replicated: a worker's chunks all-reduce one after another after the flush",
+TEST_CASE("interleaved 1f1b, replicated: a worker's chunks all-reduce one after another, then step",
           "[sim][chunks][interleaved][closed-form]") {
-  // r = 2 whole pipelines, each chunk one layer with P bytes of parameters;
-  // one flat level of B = 100 Gb/s without latency, free transfers (no
-  // activation bytes). The compute is the closed form above on each
-  // pipeline's M / r microbatches; then each worker's v ALLREDUCEs, every one
-  // of 2 (r - 1) / r x P / B = P / B, run in turn over the same two devices
-  // (one communicator, one stream): v P / B more, not P / B as if they shared
-  // nothing.
+  // r = 2 whole pipelines, each chunk one layer with P bytes of parameters
+  // and an optimizer step of u; one flat level of B = 100 Gb/s without
+  // latency, free transfers (no activation bytes). The compute is the closed
+  // form above on each pipeline's M / r microbatches; then each worker's v
+  // ALLREDUCEs, every one of 2 (r - 1) / r x P / B = P / B, run in turn over
+  // the same two devices (one communicator, one stream): v P / B, not P / B as
+  // if they shared nothing; and its v STEPs only after all of them (the
+  // executor's STEP drains every outstanding reduction): v u more, not one u
+  // after the last all-reduce.
   const Times t{1.0, 1.2, 0.8};
   const double chunk_work = (t.forward_ms + t.input_ms + t.weight_ms) * 1e-3;
   const Bytes params(12'500'000);                 // 1 ms at 100 Gb/s
   const double allreduce = params.value / 12.5e9;  // 2 (r - 1) / r = 1 for r = 2
+  const Seconds step = Seconds::from_ms(0.3);
   for (int chunks : {2, 3, 4}) {
     const int ranks = 2, replicas = 2, microbatches = 8, local = microbatches / replicas;
     INFO("v = " << chunks);
@@ -114,9 +117,13 @@ TEST_CASE("interleaved 1f1b, replicated: a worker's chunks all-reduce one after 
     const Topology topology = make_flat_topology(64, 100.0, Seconds(0.0));
     REQUIRE(assign_devices(plan, topology).ok());
     Profile profile = uniform_split(plan.num_stages(), t);
-    for (Layer& layer : profile.layers) layer.param_bytes = params;
+    for (Layer& layer : profile.layers) {
+      layer.param_bytes = params;
+      layer.optimizer = step;
+    }
     const Simulation sim = simulate_ok(plan, profile, topology);
-    CHECK(close_rel(sim.metrics.makespan.value, (local * chunks + ranks - 1) * chunk_work + chunks * allreduce));
+    CHECK(close_rel(sim.metrics.makespan.value,
+                    (local * chunks + ranks - 1) * chunk_work + chunks * (allreduce + step.value)));
   }
 }
 
