@@ -209,7 +209,7 @@ Seconds Engine::compute_time(const Action& action) const {
 }
 
 bool Engine::run_compute(int worker, const Action& action, Seconds now) {
-  if (action.kind == ActionKind::kStep && !step_ready(worker, action, now)) return false;
+  if (action.kind == ActionKind::kStep && !step_ready(worker, now)) return false;
   const int unit_index = compute_unit_[worker];
   Seconds start = now;
   Seconds end;
@@ -254,7 +254,7 @@ void Engine::track_memory(int worker, const Action& action, bool starting) {
   }
 }
 
-bool Engine::step_ready(int worker, const Action& step, Seconds now) {
+bool Engine::step_ready(int worker, Seconds now) {
   WorkerState& st = state_[worker];
   // A STEP waits for every all-reduce its worker has issued, not only its own
   // stage's: a worker of several chunks steps none before all its chunks'
@@ -274,9 +274,7 @@ bool Engine::step_ready(int worker, const Action& step, Seconds now) {
     schedule(worker, Seconds(latest));
     return false;
   }
-  const auto it = std::find_if(st.pending.begin(), st.pending.end(),
-                               [&](const std::pair<int, int>& p) { return p.first == step.stage; });
-  if (it != st.pending.end()) st.pending.erase(it);
+  st.pending.clear();  // every one has ended: the worker's other STEPs need not look again
   return true;
 }
 

@@ -119,7 +119,7 @@ class Engine {
   // When a receive whose data's arrival is known may complete (its drawn extra included).
   double receive_ready(int worker, const Action& action);
   void run_allreduce(int worker, const Action& action, Seconds now);
-  bool step_ready(int worker, const Action& step, Seconds now);
+  bool step_ready(int worker, Seconds now);
   Seconds noisy(Seconds cost, int layers);
   Seconds compute_time(const Action& action) const;
   // The part of `action`'s time its worker's host spends issuing it (StageCost).
