@@ -18,6 +18,19 @@ std::string read_file(const std::string& path) {
   return text.str();
 }
 
+std::vector<std::string> command_line() {
+  const std::string text = read_file("/proc/self/cmdline");
+  std::vector<std::string> args;
+  size_t begin = 0;
+  while (begin < text.size()) {
+    const size_t end = text.find('\0', begin);
+    args.push_back(text.substr(begin, end - begin));
+    if (end == std::string::npos) break;
+    begin = end + 1;
+  }
+  return args;
+}
+
 void write_output(const std::string& path, const std::string& contents) {
   if (path.empty() || path == "-") {
     std::fputs(contents.c_str(), stdout);

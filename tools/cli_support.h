@@ -35,6 +35,8 @@ inline void take(const Status& status) {
 }
 
 std::string read_file(const std::string& path);
+// This process's argv, argv[0] first (from /proc/self/cmdline).
+std::vector<std::string> command_line();
 void write_file_atomic(const std::string& path, const std::string& contents);
 // `contents` to standard output when `path` is empty or "-", else to the file (write_file_atomic).
 void write_output(const std::string& path, const std::string& contents);

@@ -23,6 +23,7 @@
 #include "sim/link_fit.h"
 #include "sim/stats.h"
 #include "tools/cli_support.h"
+#include "tools/executor_handoff.h"
 #include "tools/commands.h"
 #include "tools/report.h"
 
@@ -278,9 +279,7 @@ int run_calibrate(const CalibrateArgs& args) {
 
 #else
 
-int run_calibrate(const CalibrateArgs&) {
-  throw UsageError("calibrate: this baton was built without LibTorch (the executor); rebuild with BATON_TORCH=ON");
-}
+int run_calibrate(const CalibrateArgs&) { hand_to_executor("calibrate"); }
 
 #endif  // BATON_HAVE_EXEC
 

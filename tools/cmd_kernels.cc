@@ -12,6 +12,7 @@
 #include "sim/gpu_model_check.h"
 #include "sim/kernels_file.h"
 #include "tools/cli_support.h"
+#include "tools/executor_handoff.h"
 #include "tools/commands.h"
 
 #if BATON_HAVE_EXEC
@@ -75,7 +76,7 @@ MeasuredKernels measure(const KernelArgs& args, std::vector<GemmShape> gemms, st
 #else
 
 MeasuredKernels measure(const KernelArgs&, std::vector<GemmShape>, std::vector<int64_t>) {
-  throw UsageError("kernels measure: this baton was built without LibTorch; rebuild with BATON_TORCH=ON");
+  hand_to_executor("kernels measure");
 }
 
 #endif

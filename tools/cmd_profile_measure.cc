@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "tools/cli_support.h"
+#include "tools/executor_handoff.h"
 #include "tools/commands.h"
 
 #if BATON_HAVE_EXEC
@@ -93,9 +94,7 @@ int run_measure(const MeasureArgs& args) {
 
 #else
 
-int run_measure(const MeasureArgs&) {
-  throw UsageError("profile measure: this baton was built without LibTorch; rebuild with BATON_TORCH=ON");
-}
+int run_measure(const MeasureArgs&) { hand_to_executor("profile measure"); }
 
 #endif  // BATON_HAVE_EXEC
 

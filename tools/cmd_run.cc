@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "tools/cli_support.h"
+#include "tools/executor_handoff.h"
 #include "tools/commands.h"
 
 #if BATON_HAVE_EXEC
@@ -386,9 +387,7 @@ int run_command(const RunArgs& args) {
 
 #else
 
-int run_command(const RunArgs&) {
-  throw UsageError("run: this baton was built without LibTorch (the executor); rebuild with BATON_TORCH=ON");
-}
+int run_command(const RunArgs&) { hand_to_executor("run"); }
 
 #endif  // BATON_HAVE_EXEC
 

@@ -59,6 +59,7 @@
 #include <fmt/format.h>
 
 #include "tools/cli_support.h"
+#include "tools/executor_handoff.h"
 #include "tools/commands.h"
 #include "tools/validate_report.h"
 
@@ -312,9 +313,7 @@ int run_validate(const ValidateArgs& args) {
 
 #else
 
-int run_validate(const ValidateArgs&) {
-  throw UsageError("validate: this baton was built without LibTorch (the executor); rebuild with BATON_TORCH=ON");
-}
+int run_validate(const ValidateArgs&) { hand_to_executor("validate"); }
 
 #endif  // BATON_HAVE_EXEC
 

@@ -33,15 +33,7 @@ std::optional<exec::RankEnv> rank_env_from_environment() {
 }
 
 std::vector<std::string> own_arguments() {
-  const std::string text = read_file("/proc/self/cmdline");
-  std::vector<std::string> args;
-  size_t begin = 0;
-  while (begin < text.size()) {
-    const size_t end = text.find('\0', begin);
-    args.push_back(text.substr(begin, end - begin));
-    if (end == std::string::npos) break;
-    begin = end + 1;
-  }
+  std::vector<std::string> args = command_line();
   if (!args.empty()) args.erase(args.begin());
   return args;
 }
