@@ -1,5 +1,8 @@
 #include "tools/megatron_report.h"
 
+#include <algorithm>
+#include <string_view>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -63,8 +66,11 @@ std::string megatron_text(const GptModel& model, const MegatronLayout& layout, c
       human_seconds(p.iteration_time), p.throughput_samples_per_s,
       p.throughput_samples_per_s * static_cast<double>(model.sequence), p.model_tflops_per_gpu);
   out += fmt::format("where the time goes (pipeline rank {}, the busiest, per iteration):\n", p.breakdown.rank);
-  for (const Part& part : parts(p.breakdown))
-    out += fmt::format("  {:<42} {:>12}  {:5.1f}%\n", part.name, human_seconds(part.time),
+  const std::vector<Part> time_parts = parts(p.breakdown);
+  size_t name_width = 0;
+  for (const Part& part : time_parts) name_width = std::max(name_width, std::string_view(part.name).size());
+  for (const Part& part : time_parts)
+    out += fmt::format("  {:<{}} {:>12}  {:5.1f}%\n", part.name, name_width, human_seconds(part.time),
                        100.0 * part.time.value / p.iteration_time.value);
   const int64_t heads_per_rank = model.heads / layout.tensor;
   if (!fused_softmax_available(layout.micro_batch, heads_per_rank, model.sequence))
@@ -74,12 +80,15 @@ std::string megatron_text(const GptModel& model, const MegatronLayout& layout, c
         "in fp32,\n      five kernels each way, and is counted so above\n",
         layout.micro_batch, heads_per_rank, layout.micro_batch * heads_per_rank, model.sequence);
   out += fmt::format("\nmemory per GPU (capacity {}):\n", human_bytes(p.memory.capacity));
+  const auto in_flight = [](int64_t n) { return fmt::format("({} microbatch{} in flight)", n, n == 1 ? "" : "es"); };
+  size_t in_flight_width = 0;
+  for (const MegatronRankMemory& r : p.memory.ranks)
+    in_flight_width = std::max(in_flight_width, in_flight(r.inflight_microbatches).size());
   for (const MegatronRankMemory& r : p.memory.ranks)
     out += fmt::format(
-        "  pipeline rank {:>3}: weights, gradients, optimizer {:>10} + activations {:>10} "
-        "({} microbatches in flight) = {:>10}  {}\n",
-        r.rank, human_bytes(r.weights_and_optimizer), human_bytes(r.activations), r.inflight_microbatches,
-        human_bytes(r.peak), r.peak <= p.memory.capacity ? "fits" : "DOES NOT FIT");
+        "  pipeline rank {:>3}: weights, gradients, optimizer {:>10} + activations {:>10} {:<{}} = {:>10}  {}\n",
+        r.rank, human_bytes(r.weights_and_optimizer), human_bytes(r.activations), in_flight(r.inflight_microbatches),
+        in_flight_width, human_bytes(r.peak), r.peak <= p.memory.capacity ? "fits" : "DOES NOT FIT");
   if (!p.memory.fits()) {
     out += "the layout does not fit; the time above is what it would take with enough memory.\n";
     if (p.fit_hints.empty())
