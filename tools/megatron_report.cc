@@ -33,8 +33,9 @@ std::string layout_line(const GptModel& model, const MegatronLayout& layout) {
   std::string text = fmt::format(
       "t {} x p {} x d {} = {} GPUs, micro-batch {}, {} microbatches per data-parallel rank, {}", layout.tensor,
       layout.pipeline, layout.data, layout.gpus(), layout.micro_batch, layout.microbatches(),
-      layout.layers_per_virtual_stage > 0 ? fmt::format("interleaved 1F1B with {} chunks of {} layers",
-                                                        layout.virtual_stages(model), layout.layers_per_virtual_stage)
+      layout.layers_per_virtual_stage > 0 ? fmt::format("interleaved 1F1B with {} chunks of {} layer{}",
+                                                        layout.virtual_stages(model), layout.layers_per_virtual_stage,
+                                                        layout.layers_per_virtual_stage == 1 ? "" : "s")
       : layout.zero_bubble > 0 && layout.zero_bubble_heuristic
           ? fmt::format("ZB-{}p (zero bubble, the authors' greedy scheduler)", layout.zero_bubble)
       : layout.zero_bubble == 1 ? std::string("ZB-H1 (zero bubble)")
