@@ -8,7 +8,8 @@
 // 1F1B with flush, full recomputation, fp16, no overlap of the gradient
 // all-reduce, GPT-2's vocabulary.
 //
-// Usage: groundtruth_vtrain [--table] [--fit | --cross-check | --check] [DATA_DIR [TOPOLOGY]]
+// Usage: groundtruth_vtrain [--table] [--fit | --cross-check | --hold-out-models | --check]
+//                           [DATA_DIR [TOPOLOGY]]
 //   (defaults: data/groundtruth/vtrain, topologies/a100_vtrain.json, from the
 //   repository root); --table prints every row, otherwise the worst 10.
 //   DATA_DIR holds multi_node.csv and/or single_node.csv in the source's
@@ -28,6 +29,8 @@
 //   rows of odd line numbers, it predicts the even ones, and the other way
 //   round; fitted on the single-node rows, it predicts the multi-node ones
 //   (larger models, more GPUs, longer sequences), and the other way round.
+//   --hold-out-models: the same fit on every model but one, predicting that
+//   one's rows, for each model in turn (the source keeps whole models aside).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -288,6 +291,28 @@ void cross_check(const std::vector<Row>& rows, const Knobs& start) {
   }
 }
 
+// --hold-out-models: as the source keeps whole models aside, each model in turn
+// (its layers, hidden size, heads and sequence) is left out of the fit and
+// predicted by the constants fitted on every other model's rows.
+void hold_out_models(const std::vector<Row>& rows, const Knobs& start) {
+  const auto model_name = [](const Row& r) {
+    return fmt::format("{} L{} h{} a{} s{}", r.file, r.model.layers, r.model.hidden, r.model.heads, r.model.sequence);
+  };
+  std::vector<std::string> models;
+  for (const Row& r : rows)
+    if (std::find(models.begin(), models.end(), model_name(r)) == models.end()) models.push_back(model_name(r));
+  std::sort(models.begin(), models.end());
+  std::printf("| fitted on | gemm | memory | floor us | host us | pass ms | ring steps us | fitted rows: multi / "
+              "single MAPE | other rows: multi / single MAPE | other rows worse than 25%% |\n"
+              "|---|---|---|---|---|---|---|---|---|---|\n");
+  for (const std::string& model : models) {
+    std::vector<Row> in, out;
+    for (const Row& r : rows) (model_name(r) == model ? out : in).push_back(r);
+    std::fprintf(stderr, "holding out %s (%zu rows)\n", model.c_str(), out.size());
+    held_out_check(fmt::format("all but {} ({} rows)", model, out.size()).c_str(), in, out, start);
+  }
+}
+
 // The MAPE table: overall, per file, with pipeline parallelism.
 void print_summary(const std::vector<Row>& rows, double seconds) {
   std::vector<const Row*> all, multi, single, piped, multi_piped, single_piped;
@@ -361,6 +386,7 @@ int main(int argc, char** argv) {
   bool table = false;
   bool fitting = false;
   bool crossing = false;
+  bool holding_out = false;
   bool checking = false;
   std::vector<std::string> positional;
   for (int i = 1; i < argc; ++i) {
@@ -371,10 +397,13 @@ int main(int argc, char** argv) {
       fitting = true;
     else if (arg == "--cross-check")
       crossing = true;
+    else if (arg == "--hold-out-models")
+      holding_out = true;
     else if (arg == "--check")
       checking = true;
     else if (arg == "--help" || arg == "-h") {
-      std::puts("usage: groundtruth_vtrain [--table] [--fit | --cross-check | --check] [DATA_DIR [TOPOLOGY]]");
+      std::puts("usage: groundtruth_vtrain [--table] [--fit | --cross-check | --hold-out-models | --check] [DATA_DIR "
+              "[TOPOLOGY]]");
       return 0;
     } else
       positional.push_back(arg);
@@ -403,6 +432,10 @@ int main(int argc, char** argv) {
   Knobs knobs{*gpu, *topology};
   if (crossing) {
     cross_check(rows, knobs);
+    return 0;
+  }
+  if (holding_out) {
+    hold_out_models(rows, knobs);
     return 0;
   }
   if (fitting) knobs = fit(rows, knobs);
