@@ -12,7 +12,7 @@ namespace baton {
 
 namespace {
 
-enum class AxisKind { kWhole, kWholeOrZero, kRecompute, kYesNo, kZeroBubble, kTopology, kCluster };
+enum class AxisKind { kWhole, kWholeOrZero, kRecompute, kYesNo, kZeroBubble, kVSchedule, kTopology, kCluster };
 
 struct AxisInfo {
   const char* name;
@@ -31,13 +31,14 @@ constexpr AxisInfo kLayoutAxes[] = {
     {"use-distributed-optimizer", "", AxisKind::kYesNo},
     {"overlap-grad-reduce", "", AxisKind::kYesNo},
     {"zero-bubble", "", AxisKind::kZeroBubble},
+    {"v-schedule", "", AxisKind::kVSchedule},
     {"topology", "", AxisKind::kTopology},
 };
 
 constexpr const char* kAxisList =
     "tensor-model-parallel-size (tp), pipeline-model-parallel-size (pp), micro-batch-size (mbs), "
     "global-batch-size (gbs), num-layers-per-virtual-pipeline-stage (vpp), recompute-granularity, "
-    "sequence-parallel, use-distributed-optimizer, overlap-grad-reduce, zero-bubble, topology, servers, "
+    "sequence-parallel, use-distributed-optimizer, overlap-grad-reduce, zero-bubble, v-schedule, topology, servers, "
     "devices_per_server, bandwidth_gbps.L, latency_us.L, memory_gib";
 
 const AxisInfo* find_axis(const std::string& name) {
@@ -71,6 +72,9 @@ Result<std::string> canonical_value(const AxisInfo& info, const std::string& val
     case AxisKind::kZeroBubble:
       if (parse_zero_bubble(value)) return value;
       return bad("1f1b, zb-h1 or zb-h2");
+    case AxisKind::kVSchedule:
+      if (parse_v_schedule(value)) return value;
+      return bad("none, zbv or dualpipev");
     case AxisKind::kYesNo:
       if (value == "yes" || value == "1" || value == "on" || value == "true") return std::string("yes");
       if (value == "no" || value == "0" || value == "off" || value == "false") return std::string("no");
@@ -123,6 +127,7 @@ void apply_layout_axis(const std::string& name, const std::string& value, Megatr
   if (name == "use-distributed-optimizer") pinned.distributed_optimizer = layout.distributed_optimizer = yes;
   if (name == "overlap-grad-reduce") layout.overlap_grad_reduce = yes;
   if (name == "zero-bubble") pinned.zero_bubble = layout.zero_bubble = *parse_zero_bubble(value);
+  if (name == "v-schedule") pinned.v_schedule = layout.v_schedule = *parse_v_schedule(value);
 }
 
 }  // namespace
@@ -229,7 +234,9 @@ std::vector<std::string> point_row(const GptSweepSpec& spec, size_t index, const
        {std::to_string(l.tensor), std::to_string(l.pipeline), r.has_layout ? std::to_string(l.data) : "",
         std::to_string(l.micro_batch), std::to_string(l.layers_per_virtual_stage),
         std::string(recompute_name(l.recompute)), yes_no(l.sequence_parallel), yes_no(l.distributed_optimizer),
-        l.layers_per_virtual_stage > 0 ? std::string("interleaved-1f1b") : std::string(zero_bubble_name(l.zero_bubble)),
+        l.v_schedule != VSchedule::kNone ? std::string(v_schedule_name(l.v_schedule))
+        : l.layers_per_virtual_stage > 0 ? std::string("interleaved-1f1b")
+                                         : std::string(zero_bubble_name(l.zero_bubble)),
         r.has_layout ? std::to_string(l.gpus()) : "",
         r.has_layout && l.micro_batch * l.data > 0 ? std::to_string(l.microbatches()) : ""})
     row.push_back(field);

@@ -13,6 +13,7 @@
 //   recompute-granularity                          none, selective, full
 //   sequence-parallel, use-distributed-optimizer, overlap-grad-reduce   yes/no (1/0, on/off)
 //   zero-bubble                                    1f1b, zb-h1, zb-h2 (not interleaved)
+//   v-schedule                                     none, zbv, dualpipev (two chunks per GPU in a V)
 // and the cluster's: topology (topology files), servers, devices_per_server,
 // bandwidth_gbps.L, latency_us.L, memory_gib (planner/sweep.h).
 // The grid is numbered with the last axis fastest; the table is

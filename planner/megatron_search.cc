@@ -24,17 +24,19 @@ std::vector<T> pinned_or(const std::optional<T>& pin, std::vector<T> all) {
 }
 
 // How the blocks are cut into stages and which schedule runs them: chunks of
-// `per` blocks (interleaved) or one chunk per GPU on 1F1B, ZB-H1 or ZB-H2, with
-// an even split or one or two fewer blocks on the first and the last stage;
-// `accounted`: interleaved chunks of `per` counted layers, the embedding and
-// the loss counted as layers of the split (--account-for-embedding/loss-in-
-// pipeline-split), so the first and last chunk hold a block fewer.
+// `per` blocks (interleaved), two chunks per GPU in a V (ZB-V, DualPipeV), or
+// one chunk per GPU on 1F1B, ZB-H1 or ZB-H2, with an even split or one or two
+// fewer blocks on the first and the last stage; `accounted`: interleaved or V
+// chunks of counted layers, the embedding and the loss counted as layers of
+// the split (--account-for-embedding/loss-in-pipeline-split), so the first
+// and last chunk hold a block fewer.
 struct PipelineShape {
   int per = 0;
   int zero_bubble = 0;
   int first = 0;
   int last = 0;
   bool accounted = false;
+  VSchedule v = VSchedule::kNone;
 };
 
 // The splits of L blocks on p stages: even when p divides L, and with k_f, k_l
@@ -53,8 +55,28 @@ std::vector<std::pair<int, int>> stage_splits(int64_t layers, int p, const Megat
   return splits;
 }
 
+// The V shapes: 2p chunks over the L blocks or the L + 2 counted layers
+// (chunks of two or more then, so that the first and last keep a block), when
+// the m microbatches fill the V.
+void add_v_shapes(std::vector<PipelineShape>& shapes, const GptModel& model, int p, int m, const MegatronAxes& fixed) {
+  const bool pinned_other = (fixed.zero_bubble && *fixed.zero_bubble != 0) ||
+                            (fixed.layers_per_virtual_stage && *fixed.layers_per_virtual_stage != 0) ||
+                            (fixed.stage_layers && *fixed.stage_layers != std::pair<int, int>{0, 0});
+  if (p < 2 || m < 2 * p || pinned_other) return;
+  for (VSchedule v : pinned_or(fixed.v_schedule, {VSchedule::kZbV, VSchedule::kDualPipeV})) {
+    if (v == VSchedule::kNone) continue;
+    for (const bool accounted : {false, true}) {
+      const int64_t layers = model.layers + (accounted ? 2 : 0);
+      if (layers % (2 * p) == 0 && (!accounted || layers / (2 * p) >= 2))
+        shapes.push_back(PipelineShape{0, 0, 0, 0, accounted, v});
+    }
+  }
+}
+
 std::vector<PipelineShape> pipeline_shapes(const GptModel& model, int p, int m, const MegatronAxes& fixed) {
   std::vector<PipelineShape> shapes;
+  add_v_shapes(shapes, model, p, m, fixed);
+  if (fixed.v_schedule && *fixed.v_schedule != VSchedule::kNone) return shapes;
   const std::vector<int> schedules = p >= 2 ? std::vector<int>{0, 1, 2} : std::vector<int>{0};
   for (int zb : pinned_or(fixed.zero_bubble, schedules))
     for (const auto& [first, last] : stage_splits(model.layers, p, fixed))
@@ -98,6 +120,7 @@ std::vector<MegatronLayout> enumerate(const GptModel& model, int global_batch, b
                 l.first_stage_layers = shape.first;
                 l.last_stage_layers = shape.last;
                 l.embedding_in_split = l.loss_in_split = shape.accounted;
+                l.v_schedule = shape.v;
                 l.recompute = r;
                 l.sequence_parallel = sp;
                 l.distributed_optimizer = dist;
@@ -134,8 +157,8 @@ std::vector<MegatronCandidate> fitting_layouts(const GptModel& model, int global
                                                const MegatronAxes& fixed, const Topology& topology, const GpuModel& gpu,
                                                MegatronSearchResult& result, FamilyMap& families) {
   std::vector<MegatronCandidate> fitting;
-  // (p, chunks, m, zb, share, blocks of each chunk)
-  std::map<std::tuple<int, int, int, int, double, std::vector<int>>, std::vector<HeldPeak>> held;
+  // (p, chunks, m, schedule, share, blocks of each chunk)
+  std::map<std::tuple<int, int, int, Schedule, double, std::vector<int>>, std::vector<HeldPeak>> held;
   std::map<int, CollectiveTime> collectives;  // per t
   for (const MegatronLayout& layout : enumerate(model, global_batch, bf16, fixed, topology)) {
     ++result.enumerated;
@@ -149,7 +172,7 @@ std::vector<MegatronCandidate> fitting_layouts(const GptModel& model, int global
     const double share = weight_pass_share(model, layout);
     // The held activations count each chunk's blocks: the split is part of the key.
     const auto key = std::make_tuple(layout.pipeline, layout.virtual_stages(model), layout.microbatches(),
-                                     layout.zero_bubble, share, layout.stage_layers(model));
+                                     plan.schedule, share, layout.stage_layers(model));
     auto found = held.find(key);
     if (found == held.end()) found = held.emplace(key, held_peaks(plan, share)).first;
     const MegatronMemory memory = megatron_memory(model, layout, plan, profile, topology.device.memory, &found->second);

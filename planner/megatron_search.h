@@ -41,6 +41,7 @@ namespace baton {
 struct MegatronAxes {  // a set field pins its axis
   std::optional<int> tensor, pipeline, micro_batch, layers_per_virtual_stage;
   std::optional<int> zero_bubble;                   // MegatronLayout::zero_bubble: 0, 1 (ZB-H1), 2 (ZB-H2)
+  std::optional<VSchedule> v_schedule;              // MegatronLayout::v_schedule (kNone: no V)
   std::optional<std::pair<int, int>> stage_layers;  // first and last stage's blocks, (0, 0) even
   std::optional<Recompute> recompute;
   std::optional<bool> sequence_parallel, distributed_optimizer;

@@ -37,7 +37,23 @@ const char* zero_bubble_name(int zero_bubble) {
   return zero_bubble == 1 ? "zb-h1" : zero_bubble == 2 ? "zb-h2" : "1f1b";
 }
 
+const char* v_schedule_name(VSchedule schedule) {
+  switch (schedule) {
+    case VSchedule::kNone: return "none";
+    case VSchedule::kZbV: return "zbv";
+    case VSchedule::kDualPipeV: return "dualpipev";
+  }
+  return "none";
+}
+
+std::optional<VSchedule> parse_v_schedule(std::string_view name) {
+  for (VSchedule v : {VSchedule::kNone, VSchedule::kZbV, VSchedule::kDualPipeV})
+    if (name == v_schedule_name(v)) return v;
+  return std::nullopt;
+}
+
 int MegatronLayout::virtual_stages(const GptModel& model) const {
+  if (v_schedule != VSchedule::kNone) return 2;
   if (layers_per_virtual_stage <= 0) return 1;
   return static_cast<int>(split_layers(model) / (static_cast<int64_t>(pipeline) * layers_per_virtual_stage));
 }
@@ -135,6 +151,37 @@ Status check_stage_layers(const GptModel& model, const MegatronLayout& layout) {
   return ok_status();
 }
 
+// A V-shaped schedule: two chunks per GPU, alone among the schedule flags.
+Status check_v_schedule(const GptModel& model, const MegatronLayout& layout) {
+  if (layout.v_schedule == VSchedule::kNone) return ok_status();
+  const char* flag = layout.v_schedule == VSchedule::kZbV ? "--zero-bubble-v-schedule" : "--dualpipev";
+  if (layout.pipeline < 2) return Error{fmt::format("{} needs --pipeline-model-parallel-size of at least 2", flag)};
+  if (layout.layers_per_virtual_stage > 0)
+    return Error{fmt::format("{} runs two chunks per GPU of its own: drop --num-layers-per-virtual-pipeline-stage",
+                             flag)};
+  if (layout.zero_bubble > 0 || layout.zero_bubble_heuristic)
+    return Error{fmt::format("{} is a schedule of its own: drop --enable-zero-bubble and its options", flag)};
+  if (layout.first_stage_layers > 0 || layout.last_stage_layers > 0)
+    return Error{fmt::format("{} splits the layers evenly: drop --decoder-first/last-pipeline-num-layers", flag)};
+  const int64_t chunks = 2 * static_cast<int64_t>(layout.pipeline);
+  if (layout.split_layers(model) % chunks != 0)
+    return Error{fmt::format("{}: --num-layers {}{} is not divisible by 2 x --pipeline-model-parallel-size {} = {} "
+                             "chunks",
+                             flag, model.layers,
+                             layout.split_layers(model) != model.layers
+                                 ? fmt::format(" ({} counted with the embedding or loss)", layout.split_layers(model))
+                                 : std::string(),
+                             layout.pipeline, chunks)};
+  if (layout.global_batch % (layout.micro_batch * layout.data) == 0 && layout.microbatches() < chunks)
+    return Error{fmt::format("{}: --global-batch-size {} gives {} microbatches per data-parallel rank; the V needs at "
+                             "least 2 x --pipeline-model-parallel-size = {} to fill it",
+                             flag, layout.global_batch, layout.microbatches(), chunks)};
+  const int64_t blocks = layout.split_layers(model) / chunks;
+  if ((layout.embedding_in_split || layout.loss_in_split) && blocks < 2)
+    return Error{fmt::format("{}: chunks of {} layer leave the first or last chunk no transformer block", flag, blocks)};
+  return ok_status();
+}
+
 }  // namespace
 
 Status check_megatron_layout(const GptModel& model, const MegatronLayout& layout, int devices) {
@@ -188,6 +235,7 @@ Status check_megatron_layout(const GptModel& model, const MegatronLayout& layout
   if (layout.zero_bubble > 0 && layout.layers_per_virtual_stage > 0)
     return bad(
         "--enable-zero-bubble runs one chunk per GPU: drop --num-layers-per-virtual-pipeline-stage (or zero bubble)");
+  if (auto ok = check_v_schedule(model, layout); !ok) return ok;
   if (layout.gpus() > devices)
     return bad(
         fmt::format("the layout needs {} GPUs (--tensor-model-parallel-size {} x --pipeline-model-parallel-size {} x "
@@ -219,7 +267,9 @@ nlohmann::json megatron_arguments(const GptModel& model, const MegatronLayout& l
           {"decoder_last_pipeline_num_layers", layout.last_stage_layers},
           {"account_for_embedding_in_pipeline_split", layout.embedding_in_split},
           {"account_for_loss_in_pipeline_split", layout.loss_in_split},
-          {"zero_bubble_heuristic", layout.zero_bubble_heuristic}};
+          {"zero_bubble_heuristic", layout.zero_bubble_heuristic},
+          {"zero_bubble_v_schedule", layout.v_schedule == VSchedule::kZbV},
+          {"dualpipev", layout.v_schedule == VSchedule::kDualPipeV}};
 }
 
 namespace {
@@ -275,15 +325,18 @@ Status read_choices(const nlohmann::json& arguments, const json_fields::FieldPat
     *flags[i] = *flag;
   }
   // Optional: plans written before baton knew them leave them out.
-  bool* accounts[] = {&l.embedding_in_split, &l.loss_in_split, &l.zero_bubble_heuristic};
+  bool zbv = false, dualpipev = false;
+  bool* accounts[] = {&l.embedding_in_split, &l.loss_in_split, &l.zero_bubble_heuristic, &zbv, &dualpipev};
   const char* account_names[] = {"account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
-                                 "zero_bubble_heuristic"};
-  for (int i = 0; i < 3; ++i) {
+                                 "zero_bubble_heuristic", "zero_bubble_v_schedule", "dualpipev"};
+  for (int i = 0; i < 5; ++i) {
     if (!arguments.contains(account_names[i])) continue;
     auto flag = read_flag(arguments, at, account_names[i]);
     if (!flag) return flag.error();
     *accounts[i] = *flag;
   }
+  if (zbv && dualpipev) return at.field("dualpipev").error("and zero_bubble_v_schedule are both true: give one");
+  l.v_schedule = zbv ? VSchedule::kZbV : dualpipev ? VSchedule::kDualPipeV : VSchedule::kNone;
   auto pending = json_fields::read_integer(arguments, at, "zero_bubble_max_pending_backward", 0);
   if (!pending) return pending.error();
   if (zero_bubble) {
@@ -324,7 +377,9 @@ Result<MegatronSpec> megatron_from_arguments(const nlohmann::json& arguments, co
                                                "decoder_last_pipeline_num_layers",
                                                "account_for_embedding_in_pipeline_split",
                                                "account_for_loss_in_pipeline_split",
-                                               "zero_bubble_heuristic"});
+                                               "zero_bubble_heuristic",
+                                               "zero_bubble_v_schedule",
+                                               "dualpipev"});
       !ok)
     return ok.error();
   MegatronSpec spec;

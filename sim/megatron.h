@@ -48,6 +48,16 @@ struct GptModel {
 };
 
 enum class Recompute { kNone, kSelective, kFull };
+// The V-shaped schedules: two chunks per GPU, chunk c of the 2p on rank c for
+// c < p and on rank 2p - 1 - c after (the first and the last chunk, with the
+// embedding and the output layer, on rank 0), the backward split into its
+// input (I) and weight (W) passes. ZB-V is the Zero Bubble authors' V
+// schedule (their fork's --zero-bubble-v-schedule; Qi et al., ICLR 2024,
+// section 6), DualPipeV DeepSeek's (DeepSeek-V3 report, its V form of
+// DualPipe; baton's flag --dualpipev). sim/schedules.h has their orders.
+enum class VSchedule { kNone, kZbV, kDualPipeV };
+const char* v_schedule_name(VSchedule schedule);  // "none", "zbv", "dualpipev"
+std::optional<VSchedule> parse_v_schedule(std::string_view name);  // the names back
 const char* recompute_name(Recompute recompute);  // "none", "selective", "full"
 const char* zero_bubble_name(int zero_bubble);    // "1f1b", "zb-h1", "zb-h2"
 // The names back; nothing for any other text.
@@ -80,6 +90,9 @@ struct MegatronLayout {
   // activations): their fork's ZB-1p / ZB-2p without its ILP refinement.
   // baton's flag --zero-bubble-heuristic.
   bool zero_bubble_heuristic = false;
+  // A V-shaped schedule instead (p >= 2, not with interleaving, zero_bubble
+  // or an uneven split): 2p chunks of L / (2p) blocks.
+  VSchedule v_schedule = VSchedule::kNone;
   // Uneven splits (Megatron-core's --decoder-first-pipeline-num-layers and
   // --decoder-last-pipeline-num-layers, not interleaved): the first and the
   // last pipeline stage's blocks, 0 for an even share; the other stages share
@@ -102,8 +115,12 @@ struct MegatronLayout {
   int64_t split_layers(const GptModel& model) const {
     return model.layers + (embedding_in_split ? 1 : 0) + (loss_in_split ? 1 : 0);
   }
-  // Chunks per device: split_layers / (p x layers per virtual stage), 1 without interleaving.
+  // Chunks per device: split_layers / (p x layers per virtual stage), 1 without
+  // interleaving, 2 with a V-shaped schedule.
   int virtual_stages(const GptModel& model) const;
+  // Whether the schedule splits the backward into I and W passes (zero
+  // bubble, ZB-V, DualPipeV): a block's I pass leaves what its W needs.
+  bool splits_backward() const { return zero_bubble > 0 || v_schedule != VSchedule::kNone; }
   // Blocks of each of the p v stages (chunks) in model order; a checked layout.
   std::vector<int> stage_layers(const GptModel& model) const;
 };
@@ -129,9 +146,10 @@ double megatron_model_flops(const GptModel& model, const MegatronLayout& layout)
 // "zero_bubble_max_pending_backward" (p for ZB-H1, 2p for ZB-H2, 0 without),
 // "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers"
 // (0: an even share), "account_for_embedding_in_pipeline_split",
-// "account_for_loss_in_pipeline_split", "zero_bubble_heuristic"}, every key
-// required (the two account flags and the heuristic may be left out: false)
-// and no other.
+// "account_for_loss_in_pipeline_split", "zero_bubble_heuristic",
+// "zero_bubble_v_schedule", "dualpipev"}, every key required (the two account
+// flags, the heuristic and the two V schedules may be left out: false) and no
+// other.
 struct MegatronSpec {
   GptModel model;
   MegatronLayout layout;
@@ -146,7 +164,9 @@ Result<MegatronSpec> megatron_from_arguments(const nlohmann::json& arguments, co
 // the pipeline stages (and their chunks), a micro-batch size that divides the
 // global batch per data-parallel rank, at most `devices` GPUs, sequence
 // parallelism only with t > 1, zero-bubble schedules only with p >= 2 and
-// without interleaving, uneven splits that leave the other stages a whole and
+// without interleaving, a V-shaped schedule only with p >= 2, alone among the
+// schedule flags, an even split and L (plus the counted layers) divisible by
+// 2p, uneven splits that leave the other stages a whole and
 // equal number of blocks (the account flags: L plus the counted layers
 // divisible by p, and by p x layers per virtual stage when interleaved).
 Status check_megatron_layout(const GptModel& model, const MegatronLayout& layout, int devices);

@@ -183,7 +183,7 @@ MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayou
   const Shape x = shape_of(model, layout);
   const int64_t vocab = padded_vocab(model, layout.tensor);
   const double activation = x.tokens * x.h * kHalf;
-  const bool tied_copies = layout.pipeline > 1;
+  const bool tied_copies = layout.pipeline > 1 && layout.v_schedule == VSchedule::kNone;  // a V: both on rank 0
   const double gradient_bytes = layout.bf16 ? 4.0 : 2.0;
   const Seconds embedding_sync = tied_copies && embedding_allreduce
                                      ? embedding_allreduce(static_cast<double>(vocab) / x.t * x.h * gradient_bytes)
@@ -201,11 +201,12 @@ MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayou
       to_layer("embedding",
                fmt::format("word embedding {} x {} (split over t) + position embedding, dropout", vocab, model.hidden),
                embedding, layout, gpu, activation));
-  // The blocks of one stage pass: a chunk's with interleaving, a stage's
-  // otherwise.
-  const int64_t pass_blocks = layout.layers_per_virtual_stage > 0
-                                  ? layout.layers_per_virtual_stage
-                                  : std::max<int64_t>(1, model.layers / std::max(1, layout.pipeline));
+  // The blocks of one stage pass: a chunk's with interleaving or a V, a
+  // stage's otherwise.
+  const int64_t pass_blocks =
+      layout.layers_per_virtual_stage > 0 ? layout.layers_per_virtual_stage
+                                          : std::max<int64_t>(1, model.layers / std::max(1, layout.pipeline *
+                                                                                                layout.virtual_stages(model)));
   const MegatronLayerTime block = block_time(gpu, x, layout.recompute, tp_allreduce,
                                              gpu.host_per_pass / static_cast<double>(pass_blocks));
   const Layer block_layer = to_layer("block",

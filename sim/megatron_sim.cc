@@ -87,7 +87,9 @@ CollectiveTime tensor_allreduce(const Topology& topology, int tensor) {
 }
 
 CollectiveTime embedding_allreduce(const Topology& topology, const MegatronLayout& layout) {
-  if (layout.pipeline < 2) return [](double) { return Seconds(0.0); };
+  // One copy of the word embedding where the first and the last chunk share
+  // a rank (p = 1, or a V): nothing to keep equal.
+  if (layout.pipeline < 2 || layout.v_schedule != VSchedule::kNone) return [](double) { return Seconds(0.0); };
   const std::vector<int> pair = {0, (layout.pipeline - 1) * layout.tensor * layout.data};
   const Network network(topology);
   return [network, pair](double bytes) { return network.allreduce_time(pair, Bytes(static_cast<int64_t>(bytes))); };
@@ -134,10 +136,12 @@ Plan megatron_plan(const GptModel& model, const MegatronLayout& layout) {
   Plan plan;
   plan.model = fmt::format("gpt L{} h{}", model.layers, model.hidden);
   const int v = layout.virtual_stages(model);
-  plan.schedule = v > 1                     ? Schedule::kInterleaved1F1B
-                  : layout.zero_bubble == 1 ? Schedule::kZbH1
-                  : layout.zero_bubble == 2 ? Schedule::kZbH2
-                                            : Schedule::kOneFOneB;
+  plan.schedule = layout.v_schedule == VSchedule::kZbV         ? Schedule::kZbV
+                  : layout.v_schedule == VSchedule::kDualPipeV ? Schedule::kDualPipeV
+                  : v > 1                                      ? Schedule::kInterleaved1F1B
+                  : layout.zero_bubble == 1                    ? Schedule::kZbH1
+                  : layout.zero_bubble == 2                    ? Schedule::kZbH2
+                                                               : Schedule::kOneFOneB;
   plan.virtual_stages = v;
   plan.microbatch_size = layout.micro_batch;
   plan.batches = layout.microbatches() * layout.data;  // microbatch k runs on replica k mod d
@@ -150,7 +154,10 @@ Plan megatron_plan(const GptModel& model, const MegatronLayout& layout) {
     stage.layers = LayerRange{s == 0 ? 0 : begin, end + (s == stages - 1 ? 1 : 0)};
     begin = end;
     stage.replicas = layout.data;
-    const int rank = s % layout.pipeline;
+    // Interleaved: chunk s on rank s mod p; a V: down the ranks and back.
+    const int rank = layout.v_schedule == VSchedule::kNone ? s % layout.pipeline
+                     : s < layout.pipeline                  ? s
+                                                            : 2 * layout.pipeline - 1 - s;
     for (int j = 0; j < layout.data; ++j) stage.devices.push_back(rank * layout.data + j);
     plan.stages.push_back(stage);
   }
@@ -168,7 +175,7 @@ bool MegatronMemory::fits() const {
 }
 
 double weight_pass_share(const GptModel& model, const MegatronLayout& layout) {
-  return layout.zero_bubble > 0 ? weight_pass_bytes(model, layout) / block_activation_bytes(model, layout) : 0.0;
+  return layout.splits_backward() ? weight_pass_bytes(model, layout) / block_activation_bytes(model, layout) : 0.0;
 }
 
 std::vector<HeldPeak> held_peaks(const Plan& plan, double weight_share) {

@@ -29,8 +29,9 @@
 //   microbatch whose I pass has run keeps what its W pass needs, (8 + 24 / t)
 //   s b h, until the W runs); plus on the last rank the fp32 logits of one
 //   microbatch twice (s b V / t x 4 x 2).
-// The schedule is 1F1B, Megatron's interleaved 1F1B, or with zero_bubble
-// ZB-H1 or ZB-H2 (sim/schedules.h) on the profile's I and W halves.
+// The schedule is 1F1B, Megatron's interleaved 1F1B, with zero_bubble ZB-H1
+// or ZB-H2, or with v_schedule ZB-V or DualPipeV (sim/schedules.h); the
+// zero-bubble and V schedules run the profile's I and W halves.
 // Thread safety: pure functions.
 #pragma once
 
@@ -53,7 +54,9 @@ Result<Topology> tensor_group_topology(const Topology& topology, int tensor);
 
 // The plan of a layout: S = p v stages (chunks) of L / (p v) blocks, the
 // embedding on the first and the head on the last, d replicas each, on the
-// TP groups as Megatron places them; schedule 1f1b, or interleaved-1f1b.
+// TP groups as Megatron places them (chunk s on rank s mod p; with a V, on
+// rank s for s < p and 2p - 1 - s after); schedule 1f1b, interleaved-1f1b,
+// zb-h1, zb-h2, zbv or dualpipev.
 Plan megatron_plan(const GptModel& model, const MegatronLayout& layout);
 
 // One pipeline rank's share of a profile, summed over the layers of its

@@ -15,7 +15,7 @@ void read_pinned(const nlohmann::json& pinned, const FieldPath& at, MegatronAxes
   take(json_fields::check_known_keys(pinned, at,
                                      {"tensor_model_parallel_size", "pipeline_model_parallel_size", "micro_batch_size",
                                       "num_layers_per_virtual_pipeline_stage", "recompute_granularity",
-                                      "sequence_parallel", "use_distributed_optimizer", "zero_bubble"}));
+                                      "sequence_parallel", "use_distributed_optimizer", "zero_bubble", "v_schedule"}));
   const auto integer = [&](const char* name, int least, std::optional<int>& into) {
     if (pinned.contains(name)) into = static_cast<int>(take(json_fields::read_integer(pinned, at, name, least)));
   };
@@ -33,6 +33,11 @@ void read_pinned(const nlohmann::json& pinned, const FieldPath& at, MegatronAxes
     const std::string zb = take(json_fields::read_string(pinned, at, "zero_bubble"));
     axes.zero_bubble = parse_zero_bubble(zb);
     if (!axes.zero_bubble) throw UsageError(at.field("zero_bubble").error("must be 1f1b, zb-h1 or zb-h2", zb).message);
+  }
+  if (pinned.contains("v_schedule")) {
+    const std::string v = take(json_fields::read_string(pinned, at, "v_schedule"));
+    axes.v_schedule = parse_v_schedule(v);
+    if (!axes.v_schedule) throw UsageError(at.field("v_schedule").error("must be none, zbv or dualpipev", v).message);
   }
   for (const char* name : {"sequence_parallel", "use_distributed_optimizer"}) {
     if (!pinned.contains(name)) continue;
@@ -74,9 +79,10 @@ std::string short_layout(const GptModel& model, const MegatronLayout& l) {
         fmt::format(" layers {}/{}/{}", blocks.front(), blocks.size() > 2 ? blocks[1] : blocks.back(), blocks.back());
   }
   return fmt::format("t {} p {} d {} b {}{}{} recompute {}{}{}", l.tensor, l.pipeline, l.data, l.micro_batch, split,
-                     l.layers_per_virtual_stage > 0 ? fmt::format(" v {}", l.virtual_stages(model))
-                     : l.zero_bubble > 0            ? std::string(" ") + zero_bubble_name(l.zero_bubble)
-                                                    : "",
+                     l.v_schedule != VSchedule::kNone ? std::string(" ") + v_schedule_name(l.v_schedule)
+                     : l.layers_per_virtual_stage > 0 ? fmt::format(" v {}", l.virtual_stages(model))
+                     : l.zero_bubble > 0              ? std::string(" ") + zero_bubble_name(l.zero_bubble)
+                                                      : "",
                      recompute_name(l.recompute), l.sequence_parallel ? " sp" : "",
                      l.distributed_optimizer ? " dist-opt" : "");
 }

@@ -8,7 +8,8 @@
 //           "micro_batch_size", "num_layers_per_virtual_pipeline_stage": int,
 //           "recompute_granularity": "none"|"selective"|"full",
 //           "sequence_parallel", "use_distributed_optimizer": bool,
-//           "zero_bubble": "1f1b"|"zb-h1"|"zb-h2"}}
+//           "zero_bubble": "1f1b"|"zb-h1"|"zb-h2",
+//           "v_schedule": "none"|"zbv"|"dualpipev"}}
 // and its expectation:
 //   "expected": {"iteration_time_s": num, "layout": "t 8 p 8 d 4 b 1 v 4 recompute selective sp"}
 #pragma once

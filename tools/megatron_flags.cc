@@ -56,6 +56,14 @@ void add_megatron_flags(CLI::App& cmd, MegatronArgs& args) {
                "with --enable-zero-bubble: the Zero Bubble authors' greedy scheduler on the stages' times (their "
                "ZB-1p / ZB-2p without the ILP refinement) in place of baton's handcrafted ZB-H1 / ZB-H2")
       ->group(group);
+  cmd.add_flag("--zero-bubble-v-schedule", args.zero_bubble_v,
+               "ZB-V, the Zero Bubble authors' V schedule (their fork's flag; implies --enable-zero-bubble): two "
+               "chunks of L / (2p) blocks per GPU, down the ranks and back, the backward split into I and W")
+      ->group(group);
+  cmd.add_flag("--dualpipev", args.dualpipev,
+               "DeepSeek's DualPipeV (baton's flag: Megatron-LM has none): the same V of two chunks per GPU in "
+               "DualPipeV's order, its forward-and-backward pairs run one after the other")
+      ->group(group);
   cmd.add_flag("--overlap-grad-reduce", args.overlap_grad_reduce,
                "overlap the data-parallel gradient reduction with the backward pass")
       ->group(group);
@@ -83,6 +91,15 @@ MegatronAxes pinned_megatron_axes(const MegatronArgs& flags, const CLI::App& cmd
   }
   if (given("--zero-bubble-heuristic"))
     throw UsageError("plan: the search runs baton's ZB-H1 and ZB-H2; --zero-bubble-heuristic is for simulate");
+  if (given("--zero-bubble-v-schedule") && given("--dualpipev") && flags.zero_bubble_v && flags.dualpipev)
+    throw UsageError("plan: give one of --zero-bubble-v-schedule and --dualpipev");
+  // =false pins the absence of a V; ZB-V implies the fork's --enable-zero-bubble.
+  if (given("--zero-bubble-v-schedule") && (flags.zero_bubble_v || !given("--dualpipev")))
+    axes.v_schedule = flags.zero_bubble_v ? VSchedule::kZbV : VSchedule::kNone;
+  if (given("--dualpipev") && (flags.dualpipev || !given("--zero-bubble-v-schedule")))
+    axes.v_schedule = flags.dualpipev ? VSchedule::kDualPipeV : VSchedule::kNone;
+  if (axes.v_schedule == VSchedule::kZbV && flags.zero_bubble && flags.zero_bubble_pending == 0)
+    axes.zero_bubble.reset();
   if (given("--account-for-embedding-in-pipeline-split") || given("--account-for-loss-in-pipeline-split"))
     throw UsageError(
         "plan: the search chooses the first and last stages' blocks itself (one or two fewer included); "
@@ -124,6 +141,17 @@ MegatronRun megatron_flags_unchecked(const MegatronArgs& args) {
   layout.last_stage_layers = args.last_stage_layers;
   layout.embedding_in_split = args.embedding_in_split;
   layout.loss_in_split = args.loss_in_split;
+  if (args.zero_bubble_v && args.dualpipev) throw UsageError("give one of --zero-bubble-v-schedule and --dualpipev");
+  layout.v_schedule = args.zero_bubble_v ? VSchedule::kZbV : args.dualpipev ? VSchedule::kDualPipeV : VSchedule::kNone;
+  if (layout.v_schedule != VSchedule::kNone) {
+    const char* flag = args.zero_bubble_v ? "--zero-bubble-v-schedule" : "--dualpipev";
+    if (args.zero_bubble_pending != 0 || args.zero_bubble_heuristic)
+      throw UsageError(fmt::format("{} is a schedule of its own: drop --zero-bubble-max-pending-backward and "
+                                   "--zero-bubble-heuristic",
+                                   flag));
+    if (args.zero_bubble && args.dualpipev) throw UsageError("--dualpipev is not a zero-bubble schedule: drop --enable-zero-bubble");
+    return run;  // --enable-zero-bubble with ZB-V: implied, as in the fork
+  }
   if (!args.zero_bubble && args.zero_bubble_pending != 0)
     throw UsageError("--zero-bubble-max-pending-backward goes with --enable-zero-bubble");
   if (!args.zero_bubble && args.zero_bubble_heuristic)

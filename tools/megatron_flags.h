@@ -30,6 +30,8 @@ struct MegatronArgs {
   bool zero_bubble = false;         // --enable-zero-bubble
   int zero_bubble_pending = 0;      // --zero-bubble-max-pending-backward (0: p)
   bool zero_bubble_heuristic = false;  // --zero-bubble-heuristic
+  bool zero_bubble_v = false;       // --zero-bubble-v-schedule (ZB-V)
+  bool dualpipev = false;           // --dualpipev
   int first_stage_layers = 0;       // --decoder-first-pipeline-num-layers (0: even)
   int last_stage_layers = 0;        // --decoder-last-pipeline-num-layers
   bool embedding_in_split = false;  // --account-for-embedding-in-pipeline-split

@@ -1,5 +1,7 @@
 #include "tools/megatron_plan.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "planner/megatron_search.h"
@@ -28,6 +30,8 @@ std::string megatron_flags_of(const GptModel& model, const MegatronLayout& l) {
   if (l.loss_in_split) text += " --account-for-loss-in-pipeline-split";
   if (l.zero_bubble > 0)
     text += fmt::format(" --enable-zero-bubble --zero-bubble-max-pending-backward {}", l.zero_bubble * l.pipeline);
+  if (l.v_schedule == VSchedule::kZbV) text += " --zero-bubble-v-schedule";
+  if (l.v_schedule == VSchedule::kDualPipeV) text += " --dualpipev";  // baton's: no Megatron-LM flag runs it
   text += l.bf16 ? " --bf16" : " --fp16";
   return text;
 }
@@ -95,8 +99,10 @@ std::string plan_text(const GptModel& model, const MegatronLayout& chosen, const
       "bound, {} simulated\n\nbest layouts (simulated):\n",
       found.enumerated, found.wall_seconds, found.not_fitting, topology.device.memory.gib(), found.pruned,
       found.simulated);
+  size_t width = 0;
+  for (const MegatronCandidate& c : found.best) width = std::max(width, short_layout(model, c.layout).size());
   for (const MegatronCandidate& c : found.best)
-    out += fmt::format("  {:<48} {:>12}  {:6.1f} TFLOP/s per GPU  peak {}\n", short_layout(model, c.layout),
+    out += fmt::format("  {:<{}} {:>12}  {:6.1f} TFLOP/s per GPU  peak {}\n", short_layout(model, c.layout), width,
                        human_seconds(c.iteration_time), c.model_tflops_per_gpu, human_bytes(c.peak_memory));
   out += "\ntensor x pipeline families (the fastest simulated, or why none was):\n" + families_text(found);
   out += "\nchosen:\n" + megatron_text(model, chosen, topology, prediction);

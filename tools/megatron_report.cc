@@ -33,7 +33,11 @@ std::string layout_line(const GptModel& model, const MegatronLayout& layout) {
   std::string text = fmt::format(
       "t {} x p {} x d {} = {} GPUs, micro-batch {}, {} microbatches per data-parallel rank, {}", layout.tensor,
       layout.pipeline, layout.data, layout.gpus(), layout.micro_batch, layout.microbatches(),
-      layout.layers_per_virtual_stage > 0 ? fmt::format("interleaved 1F1B with {} chunks of {} layer{}",
+      layout.v_schedule == VSchedule::kZbV
+          ? fmt::format("ZB-V (zero bubble, 2 chunks of {} blocks per GPU in a V)", layout.stage_layers(model)[1])
+      : layout.v_schedule == VSchedule::kDualPipeV
+          ? fmt::format("DualPipeV (2 chunks of {} blocks per GPU in a V)", layout.stage_layers(model)[1])
+      : layout.layers_per_virtual_stage > 0 ? fmt::format("interleaved 1F1B with {} chunks of {} layer{}",
                                                         layout.virtual_stages(model), layout.layers_per_virtual_stage,
                                                         layout.layers_per_virtual_stage == 1 ? "" : "s")
       : layout.zero_bubble > 0 && layout.zero_bubble_heuristic
@@ -43,7 +47,7 @@ std::string layout_line(const GptModel& model, const MegatronLayout& layout) {
                                           : std::string("1F1B"));
   if (layout.first_stage_layers > 0 || layout.last_stage_layers > 0 || layout.embedding_in_split ||
       layout.loss_in_split)
-    text += fmt::format(", blocks per {} {}", layout.layers_per_virtual_stage > 0 ? "chunk" : "stage",
+    text += fmt::format(", blocks per {} {}", layout.virtual_stages(model) > 1 ? "chunk" : "stage",
                         fmt::join(layout.stage_layers(model), "/"));
   text += fmt::format(", recompute {}{}, {}{}{}", recompute_name(layout.recompute),
                       layout.sequence_parallel ? ", sequence parallel" : "", layout.bf16 ? "bf16" : "fp16",
@@ -152,7 +156,9 @@ nlohmann::json megatron_json(const GptModel& model, const MegatronLayout& layout
         {"decoder_last_pipeline_num_layers",
          layout.last_stage_layers > 0 ? nlohmann::json(layout.last_stage_layers) : nlohmann::json()},
         {"account_for_embedding_in_pipeline_split", layout.embedding_in_split},
-        {"account_for_loss_in_pipeline_split", layout.loss_in_split}}},
+        {"account_for_loss_in_pipeline_split", layout.loss_in_split},
+        {"zero_bubble_v_schedule", layout.v_schedule == VSchedule::kZbV},
+        {"dualpipev", layout.v_schedule == VSchedule::kDualPipeV}}},
       {"schedule", std::string(schedule_name(p.plan.schedule))},
       {"topology", topology.name},
       {"device", topology.device.name},

@@ -92,6 +92,44 @@ TEST_CASE("simulate --zero-bubble-heuristic: the authors' greedy ZB-1p / ZB-2p, 
   CHECK(alone.err.find("--zero-bubble-heuristic goes with --enable-zero-bubble") != std::string::npos);
 }
 
+TEST_CASE("simulate --zero-bubble-v-schedule and --dualpipev: two chunks per GPU in a V", "[cli][megatron]") {
+  const std::string v = kModel +
+                        "--micro-batch-size 1 --tensor-model-parallel-size 4 --pipeline-model-parallel-size 4 "
+                        "--data-parallel-size 32 ";
+  const CliRun zbv = run_baton(v + "--zero-bubble-v-schedule --json", "megatron-v");
+  INFO(zbv.err);
+  REQUIRE(zbv.exit_code == 0);
+  const nlohmann::json j = nlohmann::json::parse(zbv.out);
+  CHECK(j["schedule"] == "zbv");
+  CHECK(j["layout"]["zero_bubble_v_schedule"] == true);
+  CHECK(j["memory"].size() == 4);
+  const CliRun text = run_baton(v + "--dualpipev", "megatron-v");
+  REQUIRE(text.exit_code == 0);
+  CHECK(text.out.find("DualPipeV (2 chunks of 6 blocks per GPU in a V)") != std::string::npos);
+  // The fork's --enable-zero-bubble goes with its V schedule; other schedule flags do not.
+  CHECK(run_baton(v + "--zero-bubble-v-schedule --enable-zero-bubble", "megatron-v").exit_code == 0);
+  const struct {
+    const char* flags;
+    const char* message;
+  } refused[] = {
+      {"--zero-bubble-v-schedule --dualpipev", "give one of --zero-bubble-v-schedule and --dualpipev"},
+      {"--dualpipev --num-layers-per-virtual-pipeline-stage 3", "--dualpipev runs two chunks per GPU of its own"},
+      {"--zero-bubble-v-schedule --zero-bubble-max-pending-backward 8", "--zero-bubble-v-schedule is a schedule of"},
+      {"--dualpipev --global-batch-size 64", "the V needs at least 2 x --pipeline-model-parallel-size = 8"},
+  };
+  for (const auto& r : refused) {
+    // A flag given twice is CLI11's to refuse: the batch size replaces kModel's.
+    std::string command = v + r.flags;
+    if (std::string(r.flags).find("--global-batch-size") != std::string::npos)
+      command.replace(command.find("--global-batch-size 1536"), 24, "");
+    const CliRun bad = run_baton(command, "megatron-v-bad");
+    INFO(r.flags << ": " << bad.err);
+    CHECK(bad.exit_code == 2);
+    CHECK(bad.err.find(r.message) != std::string::npos);
+    CHECK(bad.out.empty());
+  }
+}
+
 TEST_CASE("simulate with Megatron flags says when the fused softmax does not apply", "[cli][megatron]") {
   // 16 heads on t 8: 2 heads per rank; Megatron's fused softmax needs
   // micro-batch x 2 to be a multiple of 4.

@@ -118,6 +118,32 @@ TEST_CASE("megatron search: the zero-bubble schedules are searched and can be pi
   }
 }
 
+TEST_CASE("megatron search: the V schedules are searched where 2p chunks and 2p microbatches fit, and can be pinned",
+          "[planner][megatron]") {
+  const Topology topology = testing::shipped_topology("a100_4x8.json");
+  const auto all = search_megatron_layouts(kModel, 64, false, {}, topology, 1000000);
+  REQUIRE(all.ok());
+  std::set<VSchedule> seen;
+  for (const MegatronCandidate& c : all->best) {
+    if (c.layout.v_schedule == VSchedule::kNone) continue;
+    seen.insert(c.layout.v_schedule);
+    CHECK(c.layout.pipeline >= 2);
+    CHECK(c.layout.layers_per_virtual_stage == 0);
+    CHECK(c.layout.zero_bubble == 0);
+    CHECK(c.layout.microbatches() >= 2 * c.layout.pipeline);
+    CHECK(c.layout.split_layers(kModel) % (2 * c.layout.pipeline) == 0);
+  }
+  CHECK(seen == std::set<VSchedule>{VSchedule::kZbV, VSchedule::kDualPipeV});
+  for (VSchedule pin : {VSchedule::kNone, VSchedule::kDualPipeV}) {
+    MegatronAxes fixed;
+    fixed.v_schedule = pin;
+    const auto pinned = search_megatron_layouts(kModel, 64, false, fixed, topology, 1000000);
+    REQUIRE(pinned.ok());
+    REQUIRE_FALSE(pinned->best.empty());
+    for (const MegatronCandidate& c : pinned->best) CHECK(c.layout.v_schedule == pin);
+  }
+}
+
 TEST_CASE("megatron search: layers that p does not divide are split unevenly, first and last stages lighter",
           "[planner][megatron]") {
   // 30 blocks on p 4: (7, 8, 8, 7), (6, 8, 8, 8) or (8, 8, 8, 6): m = (30 + k_f + k_l) / 4 with k_f + k_l = 2.
@@ -127,14 +153,15 @@ TEST_CASE("megatron search: layers that p does not divide are split unevenly, fi
   fixed.pipeline = 4;
   const auto found = search_megatron_layouts(model, 64, false, fixed, topology, 1000000);
   REQUIRE(found.ok());
-  std::set<std::vector<int>> splits, chunks;
+  std::set<std::vector<int>> splits, chunks, v_chunks;
   for (const MegatronCandidate& c : found->best) {
     const std::vector<int> blocks = c.layout.stage_layers(model);
     CHECK(std::accumulate(blocks.begin(), blocks.end(), 0) == 30);
-    (c.layout.layers_per_virtual_stage > 0 ? chunks : splits).insert(blocks);
-    // Interleaving needs p to divide the layers it cuts: 30 + 2 counted (the
-    // embedding and the loss), never the 30 blocks alone.
-    if (c.layout.layers_per_virtual_stage > 0) CHECK((c.layout.embedding_in_split && c.layout.loss_in_split));
+    const bool v = c.layout.v_schedule != VSchedule::kNone;
+    (v ? v_chunks : c.layout.layers_per_virtual_stage > 0 ? chunks : splits).insert(blocks);
+    // Interleaving and the V need p (2p) to divide the layers they cut: 30 +
+    // 2 counted (the embedding and the loss), never the 30 blocks alone.
+    if (v || c.layout.layers_per_virtual_stage > 0) CHECK((c.layout.embedding_in_split && c.layout.loss_in_split));
   }
   CHECK(splits == std::set<std::vector<int>>{{7, 8, 8, 7}, {6, 8, 8, 8}, {8, 8, 8, 6}});
   // 32 counted layers on p 4 are 8 per GPU: chunks of 4, 2 or 1 counted layers
@@ -146,6 +173,8 @@ TEST_CASE("megatron search: layers that p does not divide are split unevenly, fi
     return blocks;
   };
   CHECK(chunks == std::set<std::vector<int>>{accounted(4, 2), accounted(2, 4), accounted(1, 8)});
+  // The V: 2p = 8 chunks of 4 counted layers.
+  CHECK(v_chunks == std::set<std::vector<int>>{accounted(4, 2)});
 }
 
 TEST_CASE("megatron search: every tensor x pipeline family says its best time or why it has none",
