@@ -276,9 +276,10 @@ void held_out_check(const char* name, std::vector<Row> in, std::vector<Row> out,
 // against the multi-node ones (64-512 GPUs, 3.6B-39.1B, sequence 2048) and
 // back.
 void cross_check(const std::vector<Row>& rows, const Knobs& start) {
-  std::printf("| fitted on | gemm | memory | floor us | host us | pass ms | ring steps us | fitted rows: multi / "
-              "single MAPE | other rows: multi / single MAPE | other rows worse than 25%% |\n"
-              "|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "| fitted on | gemm | memory | floor us | host us | pass ms | ring steps us | fitted rows: multi / "
+      "single MAPE | other rows: multi / single MAPE | other rows worse than 25%% |\n"
+      "|---|---|---|---|---|---|---|---|---|---|\n");
   for (int parity : {1, 0}) {
     std::vector<Row> in, out;
     for (const Row& r : rows) (r.line % 2 == parity ? in : out).push_back(r);
@@ -302,9 +303,10 @@ void hold_out_models(const std::vector<Row>& rows, const Knobs& start) {
   for (const Row& r : rows)
     if (std::find(models.begin(), models.end(), model_name(r)) == models.end()) models.push_back(model_name(r));
   std::sort(models.begin(), models.end());
-  std::printf("| fitted on | gemm | memory | floor us | host us | pass ms | ring steps us | fitted rows: multi / "
-              "single MAPE | other rows: multi / single MAPE | other rows worse than 25%% |\n"
-              "|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "| fitted on | gemm | memory | floor us | host us | pass ms | ring steps us | fitted rows: multi / "
+      "single MAPE | other rows: multi / single MAPE | other rows worse than 25%% |\n"
+      "|---|---|---|---|---|---|---|---|---|---|\n");
   for (const std::string& model : models) {
     std::vector<Row> in, out;
     for (const Row& r : rows) (model_name(r) == model ? out : in).push_back(r);
@@ -402,8 +404,9 @@ int main(int argc, char** argv) {
     else if (arg == "--check")
       checking = true;
     else if (arg == "--help" || arg == "-h") {
-      std::puts("usage: groundtruth_vtrain [--table] [--fit | --cross-check | --hold-out-models | --check] [DATA_DIR "
-              "[TOPOLOGY]]");
+      std::puts(
+          "usage: groundtruth_vtrain [--table] [--fit | --cross-check | --hold-out-models | --check] [DATA_DIR "
+          "[TOPOLOGY]]");
       return 0;
     } else
       positional.push_back(arg);
@@ -454,6 +457,7 @@ int main(int argc, char** argv) {
   print_rows(predicted, table);
   if (!checking) return 0;
   const int status = check_targets(predicted);
-  if (unpredicted > 0) std::fprintf(stderr, "groundtruth_vtrain --check: %zu rows could not be predicted\n", unpredicted);
+  if (unpredicted > 0)
+    std::fprintf(stderr, "groundtruth_vtrain --check: %zu rows could not be predicted\n", unpredicted);
   return unpredicted > 0 ? 1 : status;
 }

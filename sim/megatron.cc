@@ -157,28 +157,31 @@ Status check_v_schedule(const GptModel& model, const MegatronLayout& layout) {
   const char* flag = layout.v_schedule == VSchedule::kZbV ? "--zero-bubble-v-schedule" : "--dualpipev";
   if (layout.pipeline < 2) return Error{fmt::format("{} needs --pipeline-model-parallel-size of at least 2", flag)};
   if (layout.layers_per_virtual_stage > 0)
-    return Error{fmt::format("{} runs two chunks per GPU of its own: drop --num-layers-per-virtual-pipeline-stage",
-                             flag)};
+    return Error{
+        fmt::format("{} runs two chunks per GPU of its own: drop --num-layers-per-virtual-pipeline-stage", flag)};
   if (layout.zero_bubble > 0 || layout.zero_bubble_heuristic)
     return Error{fmt::format("{} is a schedule of its own: drop --enable-zero-bubble and its options", flag)};
   if (layout.first_stage_layers > 0 || layout.last_stage_layers > 0)
     return Error{fmt::format("{} splits the layers evenly: drop --decoder-first/last-pipeline-num-layers", flag)};
   const int64_t chunks = 2 * static_cast<int64_t>(layout.pipeline);
   if (layout.split_layers(model) % chunks != 0)
-    return Error{fmt::format("{}: --num-layers {}{} is not divisible by 2 x --pipeline-model-parallel-size {} = {} "
-                             "chunks",
-                             flag, model.layers,
-                             layout.split_layers(model) != model.layers
-                                 ? fmt::format(" ({} counted with the embedding or loss)", layout.split_layers(model))
-                                 : std::string(),
-                             layout.pipeline, chunks)};
+    return Error{
+        fmt::format("{}: --num-layers {}{} is not divisible by 2 x --pipeline-model-parallel-size {} = {} "
+                    "chunks",
+                    flag, model.layers,
+                    layout.split_layers(model) != model.layers
+                        ? fmt::format(" ({} counted with the embedding or loss)", layout.split_layers(model))
+                        : std::string(),
+                    layout.pipeline, chunks)};
   if (layout.global_batch % (layout.micro_batch * layout.data) == 0 && layout.microbatches() < chunks)
-    return Error{fmt::format("{}: --global-batch-size {} gives {} microbatches per data-parallel rank; the V needs at "
-                             "least 2 x --pipeline-model-parallel-size = {} to fill it",
-                             flag, layout.global_batch, layout.microbatches(), chunks)};
+    return Error{
+        fmt::format("{}: --global-batch-size {} gives {} microbatches per data-parallel rank; the V needs at "
+                    "least 2 x --pipeline-model-parallel-size = {} to fill it",
+                    flag, layout.global_batch, layout.microbatches(), chunks)};
   const int64_t blocks = layout.split_layers(model) / chunks;
   if ((layout.embedding_in_split || layout.loss_in_split) && blocks < 2)
-    return Error{fmt::format("{}: chunks of {} layer leave the first or last chunk no transformer block", flag, blocks)};
+    return Error{
+        fmt::format("{}: chunks of {} layer leave the first or last chunk no transformer block", flag, blocks)};
   return ok_status();
 }
 

@@ -56,10 +56,10 @@ enum class Recompute { kNone, kSelective, kFull };
 // section 6), DualPipeV DeepSeek's (DeepSeek-V3 report, its V form of
 // DualPipe; baton's flag --dualpipev). sim/schedules.h has their orders.
 enum class VSchedule { kNone, kZbV, kDualPipeV };
-const char* v_schedule_name(VSchedule schedule);  // "none", "zbv", "dualpipev"
+const char* v_schedule_name(VSchedule schedule);                   // "none", "zbv", "dualpipev"
 std::optional<VSchedule> parse_v_schedule(std::string_view name);  // the names back
-const char* recompute_name(Recompute recompute);  // "none", "selective", "full"
-const char* zero_bubble_name(int zero_bubble);    // "1f1b", "zb-h1", "zb-h2"
+const char* recompute_name(Recompute recompute);                   // "none", "selective", "full"
+const char* zero_bubble_name(int zero_bubble);                     // "1f1b", "zb-h1", "zb-h2"
 // The names back; nothing for any other text.
 std::optional<Recompute> parse_recompute(std::string_view name);
 std::optional<int> parse_zero_bubble(std::string_view name);

@@ -42,8 +42,7 @@ Shape shape_of(const GptModel& model, const MegatronLayout& layout) {
 
 // See fused_softmax_available.
 bool fused_softmax(const Shape& x) {
-  return fused_softmax_available(static_cast<int64_t>(x.b), static_cast<int64_t>(x.a / x.t),
-                                 static_cast<int64_t>(x.s));
+  return fused_softmax_available(static_cast<int64_t>(x.b), static_cast<int64_t>(x.a / x.t), static_cast<int64_t>(x.s));
 }
 
 // Without the fused kernel, Megatron (with query-key layer scaling, its
@@ -204,11 +203,11 @@ MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayou
   // The blocks of one stage pass: a chunk's with interleaving or a V, a
   // stage's otherwise.
   const int64_t pass_blocks =
-      layout.layers_per_virtual_stage > 0 ? layout.layers_per_virtual_stage
-                                          : std::max<int64_t>(1, model.layers / std::max(1, layout.pipeline *
-                                                                                                layout.virtual_stages(model)));
-  const MegatronLayerTime block = block_time(gpu, x, layout.recompute, tp_allreduce,
-                                             gpu.host_per_pass / static_cast<double>(pass_blocks));
+      layout.layers_per_virtual_stage > 0
+          ? layout.layers_per_virtual_stage
+          : std::max<int64_t>(1, model.layers / std::max(1, layout.pipeline * layout.virtual_stages(model)));
+  const MegatronLayerTime block =
+      block_time(gpu, x, layout.recompute, tp_allreduce, gpu.host_per_pass / static_cast<double>(pass_blocks));
   const Layer block_layer = to_layer("block",
                                      fmt::format("transformer block, {} heads, MLP {} -> {}, recompute {}", model.heads,
                                                  model.hidden, 4 * model.hidden, recompute_name(layout.recompute)),

@@ -156,8 +156,8 @@ Plan megatron_plan(const GptModel& model, const MegatronLayout& layout) {
     stage.replicas = layout.data;
     // Interleaved: chunk s on rank s mod p; a V: down the ranks and back.
     const int rank = layout.v_schedule == VSchedule::kNone ? s % layout.pipeline
-                     : s < layout.pipeline                  ? s
-                                                            : 2 * layout.pipeline - 1 - s;
+                     : s < layout.pipeline                 ? s
+                                                           : 2 * layout.pipeline - 1 - s;
     for (int j = 0; j < layout.data; ++j) stage.devices.push_back(rank * layout.data + j);
     plan.stages.push_back(stage);
   }

@@ -23,8 +23,8 @@
 #include "sim/link_fit.h"
 #include "sim/stats.h"
 #include "tools/cli_support.h"
-#include "tools/executor_handoff.h"
 #include "tools/commands.h"
+#include "tools/executor_handoff.h"
 #include "tools/report.h"
 
 #if BATON_HAVE_EXEC

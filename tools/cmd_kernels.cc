@@ -12,8 +12,8 @@
 #include "sim/gpu_model_check.h"
 #include "sim/kernels_file.h"
 #include "tools/cli_support.h"
-#include "tools/executor_handoff.h"
 #include "tools/commands.h"
+#include "tools/executor_handoff.h"
 
 #if BATON_HAVE_EXEC
 #include "exec/executor.h"
@@ -103,7 +103,8 @@ int run_kernels_check(const KernelArgs& args) {
 }  // namespace
 
 void add_kernels_command(CLI::App& app, CommandResult& result) {
-  CLI::App* kernels = app.add_subcommand("kernels", "Time single GPU kernels, and hold the GPU kernel model against them");
+  CLI::App* kernels =
+      app.add_subcommand("kernels", "Time single GPU kernels, and hold the GPU kernel model against them");
   kernels->require_subcommand(1);
   auto args = std::make_shared<KernelArgs>();
 
@@ -137,7 +138,8 @@ void add_kernels_command(CLI::App& app, CommandResult& result) {
       "check shows is whether a GPU reaches the fractions of its peaks the model assumes for it.\n"
       "Example: baton kernels check out/h100-kernels.json --gpu H100-SXM5-80GB");
   check->add_option("kernels", args->input, "a baton.kernels.v1 file")->required();
-  check->add_option("--gpu", args->gpu, "the GPU model: A100-SXM4-80GB, H100-SXM5-80GB, ... (or a100, h100, h200, v100)")
+  check
+      ->add_option("--gpu", args->gpu, "the GPU model: A100-SXM4-80GB, H100-SXM5-80GB, ... (or a100, h100, h200, v100)")
       ->required();
   check->add_option("-o,--output", args->output, "write the Markdown here (default: standard output)");
   check->callback([args, &result] { result.exit_code = run_kernels_check(*args); });

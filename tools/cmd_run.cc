@@ -16,8 +16,8 @@
 #include <fmt/format.h>
 
 #include "tools/cli_support.h"
-#include "tools/executor_handoff.h"
 #include "tools/commands.h"
+#include "tools/executor_handoff.h"
 
 #if BATON_HAVE_EXEC
 #include "exec/executor.h"

@@ -59,8 +59,8 @@
 #include <fmt/format.h>
 
 #include "tools/cli_support.h"
-#include "tools/executor_handoff.h"
 #include "tools/commands.h"
+#include "tools/executor_handoff.h"
 #include "tools/validate_report.h"
 
 #if BATON_HAVE_EXEC

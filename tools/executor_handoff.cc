@@ -20,9 +20,10 @@ void hand_to_executor(std::string_view command) {
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
   const std::filesystem::path executor = self.parent_path() / kExecutorBinary;
   if (error || ::access(executor.c_str(), X_OK) != 0) {
-    throw UsageError(fmt::format("{}: needs the executor, {} beside this baton, which is missing; it is built with "
-                                 "baton (cmake --build BUILD --target baton) when LibTorch is found",
-                                 command, error ? std::string(kExecutorBinary) : executor.string()));
+    throw UsageError(
+        fmt::format("{}: needs the executor, {} beside this baton, which is missing; it is built with "
+                    "baton (cmake --build BUILD --target baton) when LibTorch is found",
+                    command, error ? std::string(kExecutorBinary) : executor.string()));
   }
   // argv as this process got it: argv[0] stays what the user typed, so that
   // messages and process lists still say baton.

@@ -146,10 +146,12 @@ MegatronRun megatron_flags_unchecked(const MegatronArgs& args) {
   if (layout.v_schedule != VSchedule::kNone) {
     const char* flag = args.zero_bubble_v ? "--zero-bubble-v-schedule" : "--dualpipev";
     if (args.zero_bubble_pending != 0 || args.zero_bubble_heuristic)
-      throw UsageError(fmt::format("{} is a schedule of its own: drop --zero-bubble-max-pending-backward and "
-                                   "--zero-bubble-heuristic",
-                                   flag));
-    if (args.zero_bubble && args.dualpipev) throw UsageError("--dualpipev is not a zero-bubble schedule: drop --enable-zero-bubble");
+      throw UsageError(
+          fmt::format("{} is a schedule of its own: drop --zero-bubble-max-pending-backward and "
+                      "--zero-bubble-heuristic",
+                      flag));
+    if (args.zero_bubble && args.dualpipev)
+      throw UsageError("--dualpipev is not a zero-bubble schedule: drop --enable-zero-bubble");
     return run;  // --enable-zero-bubble with ZB-V: implied, as in the fork
   }
   if (!args.zero_bubble && args.zero_bubble_pending != 0)

@@ -27,15 +27,15 @@ struct MegatronArgs {
   bool bf16 = false;
   bool distributed_optimizer = false;
   bool overlap_grad_reduce = false;
-  bool zero_bubble = false;         // --enable-zero-bubble
-  int zero_bubble_pending = 0;      // --zero-bubble-max-pending-backward (0: p)
+  bool zero_bubble = false;            // --enable-zero-bubble
+  int zero_bubble_pending = 0;         // --zero-bubble-max-pending-backward (0: p)
   bool zero_bubble_heuristic = false;  // --zero-bubble-heuristic
-  bool zero_bubble_v = false;       // --zero-bubble-v-schedule (ZB-V)
-  bool dualpipev = false;           // --dualpipev
-  int first_stage_layers = 0;       // --decoder-first-pipeline-num-layers (0: even)
-  int last_stage_layers = 0;        // --decoder-last-pipeline-num-layers
-  bool embedding_in_split = false;  // --account-for-embedding-in-pipeline-split
-  bool loss_in_split = false;       // --account-for-loss-in-pipeline-split
+  bool zero_bubble_v = false;          // --zero-bubble-v-schedule (ZB-V)
+  bool dualpipev = false;              // --dualpipev
+  int first_stage_layers = 0;          // --decoder-first-pipeline-num-layers (0: even)
+  int last_stage_layers = 0;           // --decoder-last-pipeline-num-layers
+  bool embedding_in_split = false;     // --account-for-embedding-in-pipeline-split
+  bool loss_in_split = false;          // --account-for-loss-in-pipeline-split
 
   // Whether any model flag was given (--num-layers and its kin).
   bool given() const { return model.layers != 0 || model.hidden != 0 || model.heads != 0 || model.sequence != 0; }

@@ -37,14 +37,14 @@ std::string layout_line(const GptModel& model, const MegatronLayout& layout) {
           ? fmt::format("ZB-V (zero bubble, 2 chunks of {} blocks per GPU in a V)", layout.stage_layers(model)[1])
       : layout.v_schedule == VSchedule::kDualPipeV
           ? fmt::format("DualPipeV (2 chunks of {} blocks per GPU in a V)", layout.stage_layers(model)[1])
-      : layout.layers_per_virtual_stage > 0 ? fmt::format("interleaved 1F1B with {} chunks of {} layer{}",
-                                                        layout.virtual_stages(model), layout.layers_per_virtual_stage,
-                                                        layout.layers_per_virtual_stage == 1 ? "" : "s")
+      : layout.layers_per_virtual_stage > 0
+          ? fmt::format("interleaved 1F1B with {} chunks of {} layer{}", layout.virtual_stages(model),
+                        layout.layers_per_virtual_stage, layout.layers_per_virtual_stage == 1 ? "" : "s")
       : layout.zero_bubble > 0 && layout.zero_bubble_heuristic
           ? fmt::format("ZB-{}p (zero bubble, the authors' greedy scheduler)", layout.zero_bubble)
       : layout.zero_bubble == 1 ? std::string("ZB-H1 (zero bubble)")
       : layout.zero_bubble == 2 ? std::string("ZB-H2 (zero bubble)")
-                                          : std::string("1F1B"));
+                                : std::string("1F1B"));
   if (layout.first_stage_layers > 0 || layout.last_stage_layers > 0 || layout.embedding_in_split ||
       layout.loss_in_split)
     text += fmt::format(", blocks per {} {}", layout.virtual_stages(model) > 1 ? "chunk" : "stage",

@@ -77,8 +77,9 @@ TEST_CASE("simulate --zero-bubble-heuristic: the authors' greedy ZB-1p / ZB-2p, 
       "simulate --topology topologies/a100_4x8.json --num-layers 22 --hidden-size 2304 --num-attention-heads 24 "
       "--seq-length 1024 --micro-batch-size 6 --global-batch-size 144 --pipeline-model-parallel-size 8 "
       "--data-parallel-size 1 --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split ";
-  const CliRun text = run_baton(zb + "--enable-zero-bubble --zero-bubble-max-pending-backward 16 --zero-bubble-heuristic",
-                                "megatron-zb-heuristic");
+  const CliRun text =
+      run_baton(zb + "--enable-zero-bubble --zero-bubble-max-pending-backward 16 --zero-bubble-heuristic",
+                "megatron-zb-heuristic");
   INFO(text.err);
   REQUIRE(text.exit_code == 0);
   CHECK(text.out.find("ZB-2p (zero bubble, the authors' greedy scheduler)") != std::string::npos);
@@ -127,6 +128,38 @@ TEST_CASE("simulate --zero-bubble-v-schedule and --dualpipev: two chunks per GPU
     CHECK(bad.exit_code == 2);
     CHECK(bad.err.find(r.message) != std::string::npos);
     CHECK(bad.out.empty());
+  }
+}
+
+TEST_CASE("a V on Megatron flags is the V that --profile --stages runs on profile analytic's profile",
+          "[cli][megatron]") {
+  // t 1, d 1: the Megatron path's devices are the GPUs themselves, so the same
+  // profile on the same stages under the same generator must give the same time.
+  const fs::path dir = scratch_dir("megatron-v-agree");
+  const std::string model =
+      "--topology topologies/a100_vtrain.json --num-layers 24 --hidden-size 2048 --num-attention-heads 16 "
+      "--seq-length 2048 --global-batch-size 16 --micro-batch-size 1 --pipeline-model-parallel-size 4 "
+      "--data-parallel-size 1 ";
+  for (const auto& [flag, schedule] :
+       {std::pair{"--zero-bubble-v-schedule", "zbv"}, std::pair{"--dualpipev", "dualpipev"}}) {
+    const std::string profile = (dir / (std::string(schedule) + ".json")).string();
+    const CliRun megatron = run_baton("simulate " + model + flag + " --json", "megatron-v-agree");
+    const CliRun made =
+        run_baton("profile analytic --arch gpt " + model + flag + " -o '" + profile + "'", "megatron-v-agree");
+    // 8 chunks of 3 blocks; the embedding (layer 0) and the head (layer 25) on the first and last.
+    const CliRun staged = run_baton("simulate --profile '" + profile +
+                                        "' --topology topologies/a100_vtrain.json --stages "
+                                        "0-4,4-7,7-10,10-13,13-16,16-19,19-22,22-26 --microbatches 16 --json "
+                                        "--schedule " +
+                                        schedule,
+                                    "megatron-v-agree");
+    INFO(schedule << ": " << megatron.err << made.err << staged.err);
+    REQUIRE(megatron.exit_code == 0);
+    REQUIRE(made.exit_code == 0);
+    REQUIRE(staged.exit_code == 0);
+    const double by_flags = nlohmann::json::parse(megatron.out)["iteration_time_s"].get<double>();
+    const double by_stages = nlohmann::json::parse(staged.out)["iteration_time_s"].get<double>();
+    CHECK(by_flags == Approx(by_stages).epsilon(1e-12));
   }
 }
 

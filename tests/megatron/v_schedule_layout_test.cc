@@ -47,8 +47,7 @@ TEST_CASE("V schedules: chunk c of 2p on rank c, then back up: rank 2p - 1 - c",
   }
 }
 
-TEST_CASE("V schedules: one copy of the word embedding, on rank 0, and no tied all-reduce",
-          "[megatron][v-schedule]") {
+TEST_CASE("V schedules: one copy of the word embedding, on rank 0, and no tied all-reduce", "[megatron][v-schedule]") {
   // t 1, fp16, no distributed optimizer: 16 bytes per parameter (weights 2,
   // gradients 2, Adam and master weights 12). A block has 12 h^2 + 13 h
   // parameters; the embedding V h + s h, the final LayerNorm 2 h.
@@ -90,7 +89,8 @@ TEST_CASE("V schedules: ZB-V fills 1F1B's bubble with the same work, every rank 
   // the head, which 1F1B's first and last ranks share.
   const auto total_compute = [](const MegatronPrediction& p) {
     double sum = 0.0;
-    for (int rank = 0; rank < p.plan.num_ranks(); ++rank) sum += megatron_rank_work(p.profile, p.plan, rank).compute.value;
+    for (int rank = 0; rank < p.plan.num_ranks(); ++rank)
+      sum += megatron_rank_work(p.profile, p.plan, rank).compute.value;
     return sum;
   };
   CHECK(total_compute(zbv) == Approx(total_compute(plain)).epsilon(1e-12));
