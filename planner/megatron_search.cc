@@ -57,13 +57,14 @@ std::vector<std::pair<int, int>> stage_splits(int64_t layers, int p, const Megat
 
 // The V shapes: 2p chunks over the L blocks or the L + 2 counted layers
 // (chunks of two or more then, so that the first and last keep a block), when
-// the m microbatches fill the V.
+// the m microbatches fill the V. ZB-V unless DualPipeV is pinned: the search
+// emits launch flags, and no Megatron-LM runs DualPipeV.
 void add_v_shapes(std::vector<PipelineShape>& shapes, const GptModel& model, int p, int m, const MegatronAxes& fixed) {
   const bool pinned_other = (fixed.zero_bubble && *fixed.zero_bubble != 0) ||
                             (fixed.layers_per_virtual_stage && *fixed.layers_per_virtual_stage != 0) ||
                             (fixed.stage_layers && *fixed.stage_layers != std::pair<int, int>{0, 0});
   if (p < 2 || m < 2 * p || pinned_other) return;
-  for (VSchedule v : pinned_or(fixed.v_schedule, {VSchedule::kZbV, VSchedule::kDualPipeV})) {
+  for (VSchedule v : pinned_or(fixed.v_schedule, {VSchedule::kZbV})) {
     if (v == VSchedule::kNone) continue;
     for (const bool accounted : {false, true}) {
       const int64_t layers = model.layers + (accounted ? 2 : 0);

@@ -128,6 +128,7 @@ int run_megatron_plan(const MegatronArgs& flags, const MegatronPlanArgs& args, c
   checked.data = 1;
   checked.zero_bubble = false;  // a pin for the search (pinned_megatron_axes), which chooses p
   checked.zero_bubble_pending = 0;
+  checked.zero_bubble_v = checked.dualpipev = false;  // likewise
   checked.first_stage_layers = checked.last_stage_layers = 0;  // likewise: the split follows p
   checked.embedding_in_split = checked.loss_in_split = false;  // refused below (pinned_megatron_axes)
   const MegatronRun model_only = megatron_run(checked, topology);

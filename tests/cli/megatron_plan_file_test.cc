@@ -118,6 +118,31 @@ TEST_CASE("plan pins the zero-bubble schedule either way and emits the fork's fl
   CHECK(unpinned.err.find("--zero-bubble-max-pending-backward") != std::string::npos);
 }
 
+TEST_CASE("plan pins a V either way: --dualpipev searches only DualPipeV, --zero-bubble-v-schedule=false none",
+          "[cli][megatron]") {
+  const CliRun dualpipev = run_baton(
+      "plan --topology topologies/a100_4x8.json " + kModel + "--dualpipev --json --keep 20", "megatron-v-pin");
+  INFO(dualpipev.err);
+  REQUIRE(dualpipev.exit_code == 0);
+  const nlohmann::json pinned = nlohmann::json::parse(dualpipev.out);
+  CHECK(pinned["layout"]["dualpipev"] == true);
+  REQUIRE_FALSE(pinned["candidates"].empty());
+  for (const nlohmann::json& candidate : pinned["candidates"])
+    CHECK(candidate["layout"].get<std::string>().find(" dualpipev ") != std::string::npos);
+  const CliRun emitted =
+      run_baton("plan --topology topologies/a100_4x8.json " + kModel + "--dualpipev --emit megatron", "megatron-v-pin");
+  REQUIRE(emitted.exit_code == 0);
+  CHECK(emitted.out.find(" --dualpipev") != std::string::npos);
+  const CliRun off = run_baton(
+      "plan --topology topologies/a100_4x8.json " + kModel + "--zero-bubble-v-schedule=false --json --keep 20",
+      "megatron-v-pin");
+  REQUIRE(off.exit_code == 0);
+  for (const nlohmann::json& candidate : nlohmann::json::parse(off.out)["candidates"]) {
+    CHECK(candidate["layout"].get<std::string>().find("zbv") == std::string::npos);
+    CHECK(candidate["layout"].get<std::string>().find("dualpipev") == std::string::npos);
+  }
+}
+
 TEST_CASE("plan refuses a GPT model that fits no layout, saying what memory would, and writes nothing",
           "[cli][megatron][bad-input]") {
   const fs::path dir = scratch_dir("megatron-plan-nofit");

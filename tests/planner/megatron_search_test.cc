@@ -118,7 +118,7 @@ TEST_CASE("megatron search: the zero-bubble schedules are searched and can be pi
   }
 }
 
-TEST_CASE("megatron search: the V schedules are searched where 2p chunks and 2p microbatches fit, and can be pinned",
+TEST_CASE("megatron search: ZB-V is searched where 2p chunks and 2p microbatches fit; a V can be pinned either way",
           "[planner][megatron]") {
   const Topology topology = testing::shipped_topology("a100_4x8.json");
   const auto all = search_megatron_layouts(kModel, 64, false, {}, topology, 1000000);
@@ -133,7 +133,8 @@ TEST_CASE("megatron search: the V schedules are searched where 2p chunks and 2p 
     CHECK(c.layout.microbatches() >= 2 * c.layout.pipeline);
     CHECK(c.layout.split_layers(kModel) % (2 * c.layout.pipeline) == 0);
   }
-  CHECK(seen == std::set<VSchedule>{VSchedule::kZbV, VSchedule::kDualPipeV});
+  // DualPipeV only when pinned: no Megatron-LM runs it, and the search emits launch flags.
+  CHECK(seen == std::set<VSchedule>{VSchedule::kZbV});
   for (VSchedule pin : {VSchedule::kNone, VSchedule::kDualPipeV}) {
     MegatronAxes fixed;
     fixed.v_schedule = pin;
