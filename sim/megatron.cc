@@ -1,10 +1,24 @@
 #include "sim/megatron.h"
 
+#include <initializer_list>
+
 #include <fmt/format.h>
 
 #include "sim/json_fields.h"
 
 namespace baton {
+
+namespace {
+
+// The value among `values` whose name is `name`.
+template <typename T>
+std::optional<T> by_name(std::string_view name, std::initializer_list<T> values, const char* (*name_of)(T)) {
+  for (T value : values)
+    if (name == name_of(value)) return value;
+  return std::nullopt;
+}
+
+}  // namespace
 
 const char* recompute_name(Recompute recompute) {
   switch (recompute) {
@@ -16,16 +30,10 @@ const char* recompute_name(Recompute recompute) {
 }
 
 std::optional<Recompute> parse_recompute(std::string_view name) {
-  for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull})
-    if (name == recompute_name(r)) return r;
-  return std::nullopt;
+  return by_name(name, {Recompute::kNone, Recompute::kSelective, Recompute::kFull}, recompute_name);
 }
 
-std::optional<int> parse_zero_bubble(std::string_view name) {
-  for (int zero_bubble : {0, 1, 2})
-    if (name == zero_bubble_name(zero_bubble)) return zero_bubble;
-  return std::nullopt;
-}
+std::optional<int> parse_zero_bubble(std::string_view name) { return by_name(name, {0, 1, 2}, zero_bubble_name); }
 
 std::optional<int> zero_bubble_of_pending(int64_t pending, int pipeline) {
   if (pending == pipeline) return 1;
@@ -47,9 +55,7 @@ const char* v_schedule_name(VSchedule schedule) {
 }
 
 std::optional<VSchedule> parse_v_schedule(std::string_view name) {
-  for (VSchedule v : {VSchedule::kNone, VSchedule::kZbV, VSchedule::kDualPipeV})
-    if (name == v_schedule_name(v)) return v;
-  return std::nullopt;
+  return by_name(name, {VSchedule::kNone, VSchedule::kZbV, VSchedule::kDualPipeV}, v_schedule_name);
 }
 
 int MegatronLayout::virtual_stages(const GptModel& model) const {
