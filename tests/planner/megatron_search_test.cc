@@ -118,7 +118,7 @@ TEST_CASE("megatron search: the zero-bubble schedules are searched and can be pi
   }
 }
 
-TEST_CASE("megatron search: ZB-V is searched where 2p chunks and 2p microbatches fit; a V can be pinned either way",
+TEST_CASE("megatron search: ZB-V is searched where 2p chunks and 2p microbatches fit, and a V can be pinned either way",
           "[planner][megatron]") {
   const Topology topology = testing::shipped_topology("a100_4x8.json");
   const auto all = search_megatron_layouts(kModel, 64, false, {}, topology, 1000000);
