@@ -137,7 +137,8 @@ TEST_CASE("plan pins a V either way: --dualpipev searches only DualPipeV, --zero
       "plan --topology topologies/a100_4x8.json " + kModel + "--zero-bubble-v-schedule=false --json --keep 20",
       "megatron-v-pin");
   REQUIRE(off.exit_code == 0);
-  for (const nlohmann::json& candidate : nlohmann::json::parse(off.out)["candidates"]) {
+  const nlohmann::json unpinned = nlohmann::json::parse(off.out);  // kept: the loop reads into it
+  for (const nlohmann::json& candidate : unpinned["candidates"]) {
     CHECK(candidate["layout"].get<std::string>().find("zbv") == std::string::npos);
     CHECK(candidate["layout"].get<std::string>().find("dualpipev") == std::string::npos);
   }
