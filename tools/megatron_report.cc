@@ -85,7 +85,13 @@ std::string megatron_text(const GptModel& model, const MegatronLayout& layout, c
         "in fp32,\n      five kernels each way, and is counted so above\n",
         layout.micro_batch, heads_per_rank, layout.micro_batch * heads_per_rank, model.sequence);
   out += fmt::format("\nmemory per GPU (capacity {}):\n", human_bytes(p.memory.capacity));
-  const auto in_flight = [](int64_t n) { return fmt::format("({} microbatch{} in flight)", n, n == 1 ? "" : "es"); };
+  // With chunks (interleaved, a V) the count is of chunk passes: a forward of
+  // one chunk for one microbatch, held until its backward.
+  const bool chunked = layout.virtual_stages(model) > 1;
+  const auto in_flight = [chunked](int64_t n) {
+    return chunked ? fmt::format("({} chunk pass{} in flight)", n, n == 1 ? "" : "es")
+                   : fmt::format("({} microbatch{} in flight)", n, n == 1 ? "" : "es");
+  };
   size_t in_flight_width = 0;
   for (const MegatronRankMemory& r : p.memory.ranks)
     in_flight_width = std::max(in_flight_width, in_flight(r.inflight_microbatches).size());
