@@ -158,6 +158,7 @@ Status check_stage_layers(const GptModel& model, const MegatronLayout& layout) {
 }
 
 // A V-shaped schedule: two chunks per GPU, alone among the schedule flags.
+// Called after the batch check: the microbatches per rank are a whole number.
 Status check_v_schedule(const GptModel& model, const MegatronLayout& layout) {
   if (layout.v_schedule == VSchedule::kNone) return ok_status();
   const char* flag = layout.v_schedule == VSchedule::kZbV ? "--zero-bubble-v-schedule" : "--dualpipev";
@@ -179,7 +180,7 @@ Status check_v_schedule(const GptModel& model, const MegatronLayout& layout) {
                         ? fmt::format(" ({} counted with the embedding or loss)", layout.split_layers(model))
                         : std::string(),
                     layout.pipeline, chunks)};
-  if (layout.global_batch % (layout.micro_batch * layout.data) == 0 && layout.microbatches() < chunks)
+  if (layout.microbatches() < chunks)
     return Error{
         fmt::format("{}: --global-batch-size {} gives {} microbatches per data-parallel rank; the V needs at "
                     "least 2 x --pipeline-model-parallel-size = {} to fill it",

@@ -154,12 +154,13 @@ Plan megatron_plan(const GptModel& model, const MegatronLayout& layout) {
     stage.layers = LayerRange{s == 0 ? 0 : begin, end + (s == stages - 1 ? 1 : 0)};
     begin = end;
     stage.replicas = layout.data;
-    // Interleaved: chunk s on rank s mod p; a V: down the ranks and back.
-    const int rank = layout.v_schedule == VSchedule::kNone ? s % layout.pipeline
-                     : s < layout.pipeline                 ? s
-                                                           : 2 * layout.pipeline - 1 - s;
-    for (int j = 0; j < layout.data; ++j) stage.devices.push_back(rank * layout.data + j);
     plan.stages.push_back(stage);
+  }
+  // The schedule's own placement of its chunks (Plan::rank_of: rank s mod p
+  // interleaved, down the ranks and back in a V), once every stage is there.
+  for (int s = 0; s < stages; ++s) {
+    const int rank = plan.rank_of(s);
+    for (int j = 0; j < layout.data; ++j) plan.stages[s].devices.push_back(rank * layout.data + j);
   }
   return plan;
 }

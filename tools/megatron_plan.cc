@@ -99,11 +99,17 @@ std::string plan_text(const GptModel& model, const MegatronLayout& chosen, const
       "bound, {} simulated\n\nbest layouts (simulated):\n",
       found.enumerated, found.wall_seconds, found.not_fitting, topology.device.memory.gib(), found.pruned,
       found.simulated);
+  std::vector<std::string> labels;
   size_t width = 0;
-  for (const MegatronCandidate& c : found.best) width = std::max(width, short_layout(model, c.layout).size());
-  for (const MegatronCandidate& c : found.best)
-    out += fmt::format("  {:<{}} {:>12}  {:6.1f} TFLOP/s per GPU  peak {}\n", short_layout(model, c.layout), width,
+  for (const MegatronCandidate& c : found.best) {
+    labels.push_back(short_layout(model, c.layout));
+    width = std::max(width, labels.back().size());
+  }
+  for (size_t i = 0; i < found.best.size(); ++i) {
+    const MegatronCandidate& c = found.best[i];
+    out += fmt::format("  {:<{}} {:>12}  {:6.1f} TFLOP/s per GPU  peak {}\n", labels[i], width,
                        human_seconds(c.iteration_time), c.model_tflops_per_gpu, human_bytes(c.peak_memory));
+  }
   out += "\ntensor x pipeline families (the fastest simulated, or why none was):\n" + families_text(found);
   out += "\nchosen:\n" + megatron_text(model, chosen, topology, prediction);
   out += "\nas Megatron-LM flags:\n  " + megatron_flags_of(model, chosen) + "\n";
@@ -128,7 +134,7 @@ int run_megatron_plan(const MegatronArgs& flags, const MegatronPlanArgs& args, c
   checked.data = 1;
   checked.zero_bubble = false;  // a pin for the search (pinned_megatron_axes), which chooses p
   checked.zero_bubble_pending = 0;
-  checked.zero_bubble_v = checked.dualpipev = false;  // likewise
+  checked.zero_bubble_v = checked.dualpipev = false;           // likewise
   checked.first_stage_layers = checked.last_stage_layers = 0;  // likewise: the split follows p
   checked.embedding_in_split = checked.loss_in_split = false;  // refused below (pinned_megatron_axes)
   const MegatronRun model_only = megatron_run(checked, topology);
