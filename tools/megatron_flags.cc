@@ -91,13 +91,14 @@ MegatronAxes pinned_megatron_axes(const MegatronArgs& flags, const CLI::App& cmd
   }
   if (given("--zero-bubble-heuristic"))
     throw UsageError("plan: the search runs baton's ZB-H1 and ZB-H2; --zero-bubble-heuristic is for simulate");
-  if (given("--zero-bubble-v-schedule") && given("--dualpipev") && flags.zero_bubble_v && flags.dualpipev)
+  if (flags.zero_bubble_v && flags.dualpipev)
     throw UsageError("plan: give one of --zero-bubble-v-schedule and --dualpipev");
-  // =false pins the absence of a V; ZB-V implies the fork's --enable-zero-bubble.
-  if (given("--zero-bubble-v-schedule") && (flags.zero_bubble_v || !given("--dualpipev")))
-    axes.v_schedule = flags.zero_bubble_v ? VSchedule::kZbV : VSchedule::kNone;
-  if (given("--dualpipev") && (flags.dualpipev || !given("--zero-bubble-v-schedule")))
-    axes.v_schedule = flags.dualpipev ? VSchedule::kDualPipeV : VSchedule::kNone;
+  // A V flag given true pins its V; given only as =false, no V. ZB-V implies
+  // the fork's --enable-zero-bubble.
+  if (flags.zero_bubble_v || flags.dualpipev)
+    axes.v_schedule = flags.zero_bubble_v ? VSchedule::kZbV : VSchedule::kDualPipeV;
+  else if (given("--zero-bubble-v-schedule") || given("--dualpipev"))
+    axes.v_schedule = VSchedule::kNone;
   if (axes.v_schedule == VSchedule::kZbV && flags.zero_bubble && flags.zero_bubble_pending == 0)
     axes.zero_bubble.reset();
   if (given("--account-for-embedding-in-pipeline-split") || given("--account-for-loss-in-pipeline-split"))
