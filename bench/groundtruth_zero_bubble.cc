@@ -40,6 +40,7 @@
 #include <fmt/format.h>
 
 #include "bench/bench_support.h"
+#include "bench/markdown_tables.h"
 #include "sim/megatron_sim.h"
 #include "sim/simulator.h"
 #include "sim/zb_heuristic.h"
@@ -49,80 +50,14 @@ namespace {
 using baton::GptModel;
 using baton::MegatronLayout;
 
-struct Table {
-  std::vector<std::string> header;
-  std::vector<std::vector<std::string>> rows;
-
-  // The column's index; exits 2 naming the column when there is none.
-  size_t column(const std::string& name) const {
-    const auto it = std::find(header.begin(), header.end(), name);
-    if (it == header.end()) {
-      std::fprintf(stderr, "groundtruth_zero_bubble: a table has no column '%s'\n", name.c_str());
-      std::exit(2);
-    }
-    return static_cast<size_t>(it - header.begin());
-  }
-  bool has(const std::string& name) const { return std::find(header.begin(), header.end(), name) != header.end(); }
-};
-
-std::string trim(const std::string& s) {
-  const size_t begin = s.find_first_not_of(" \t\r");
-  if (begin == std::string::npos) return "";
-  return s.substr(begin, s.find_last_not_of(" \t\r") - begin + 1);
-}
-
-std::vector<std::string> cells(const std::string& line) {
-  std::vector<std::string> out;
-  size_t at = line.find('|');
-  while (at != std::string::npos) {
-    const size_t next = line.find('|', at + 1);
-    if (next == std::string::npos) break;
-    out.push_back(trim(line.substr(at + 1, next - at - 1)));
-    at = next;
-  }
-  return out;
-}
-
-// Every Markdown table of the text: a header line, a |---| line, rows.
-std::vector<Table> markdown_tables(const std::string& text) {
-  std::vector<std::string> lines;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t end = text.find('\n', start);
-    lines.push_back(text.substr(start, end == std::string::npos ? std::string::npos : end - start));
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
-  std::vector<Table> tables;
-  for (size_t i = 0; i + 1 < lines.size(); ++i) {
-    const std::string head = trim(lines[i]);
-    if (head.empty() || head[0] != '|' || trim(lines[i + 1]).rfind("|---", 0) != 0) continue;
-    Table table;
-    table.header = cells(head);
-    size_t j = i + 2;
-    for (; j < lines.size() && !trim(lines[j]).empty() && trim(lines[j])[0] == '|'; ++j)
-      table.rows.push_back(cells(trim(lines[j])));
-    tables.push_back(table);
-    i = j;
-  }
-  return tables;
-}
+constexpr const char* kProgram = "groundtruth_zero_bubble";
+using Table = baton::bench::MarkdownTable;
 
 const Table& table_with(const std::vector<Table>& tables, const std::vector<std::string>& columns, const char* what) {
-  for (const Table& t : tables)
-    if (std::all_of(columns.begin(), columns.end(), [&](const std::string& c) { return t.has(c); })) return t;
-  std::fprintf(stderr, "groundtruth_zero_bubble: no table of %s (columns %s ...)\n", what, columns.front().c_str());
-  std::exit(2);
+  return baton::bench::table_with(tables, columns, kProgram, what);
 }
 
-double number(const std::string& cell) {
-  try {
-    return std::stod(cell);
-  } catch (const std::exception&) {
-    std::fprintf(stderr, "groundtruth_zero_bubble: '%s' is not a number\n", cell.c_str());
-    std::exit(2);
-  }
-}
+double number(const std::string& cell) { return baton::bench::cell_number(cell, kProgram); }
 
 // Table 3: a model and the p and micro-batch size it ran with.
 struct Setup {
@@ -289,7 +224,8 @@ void bubble_rates(const Table& rates, const Table& stages) {
 // waits for the W pass. Against Table 5's columns ZB-1p and ZB-2p where the
 // file has them.
 void greedy_bubble_rates(const Table& rates, const Table& stages, const std::map<std::string, Setup>& setups) {
-  std::printf("| model | p | m | schedule | paper | baton's greedy order | difference |\n|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "| model | p | m | schedule | paper | baton's greedy order | difference |\n|---|---|---|---|---|---|---|\n");
   for (const auto& r : rates.rows) {
     const std::string model = r[rates.column("model")];
     const int p = static_cast<int>(number(r[rates.column("p")]));
@@ -309,8 +245,8 @@ void greedy_bubble_rates(const Table& rates, const Table& stages, const std::map
         const std::string column = fmt::format("ZB-{}p", factor);
         if (rates.has(column)) {
           const double paper = number(r[rates.column(column)]);
-          std::printf("| %s | %d | %d | %s | %.4f | %.4f | %+.4f |\n", model.c_str(), p, m, column.c_str(), paper,
-                      rate, rate - paper);
+          std::printf("| %s | %d | %d | %s | %.4f | %.4f | %+.4f |\n", model.c_str(), p, m, column.c_str(), paper, rate,
+                      rate - paper);
         } else {
           std::printf("| %s | %d | %d | %s | - | %.4f | - |\n", model.c_str(), p, m, column.c_str(), rate);
         }
@@ -332,36 +268,37 @@ void iteration_times(const Table& t, const std::map<std::string, Setup>& setups,
     const int m = static_cast<int>(number(r[t.column("m")]));
     for (const char* schedule : {"1F1B", "1F1B-I", "ZB-1p", "ZB-2p", "ZB-H1", "ZB-H2"})
       for (bool heuristic : {false, true}) {
-      const bool searched = std::string(schedule).rfind("ZB-", 0) == 0 && std::string(schedule).back() == 'p';
-      if (!t.has(schedule) || (heuristic && !searched)) continue;
-      MegatronLayout layout = layout_of(s, m, schedule);
-      layout.zero_bubble_heuristic = heuristic;
-      const std::string name = fmt::format("{} m {} {}", model, m, schedule);
-      const baton::MegatronPrediction p =
-          take(baton::predict_megatron(s.model, layout, topology, false, nullptr, false), name);
-      // Samples per GPU per second: the iteration's m b samples on p GPUs.
-      const double measured_ms = 1e3 * m * s.micro_batch / (number(r[t.column(schedule)]) * s.pipeline);
-      const double predicted_ms = p.iteration_time.value * 1e3;
-      const std::string same = heuristic                 ? fmt::format("ZB-{}p, greedy", layout.zero_bubble)
-                               : layout.zero_bubble == 1 ? "ZB-H1"
-                               : layout.zero_bubble == 2 ? "ZB-H2"
-                               : layout.layers_per_virtual_stage > 0
-                                   ? fmt::format("interleaved, v {}", layout.virtual_stages(s.model))
-                                   : "1F1B";
-      const std::string group = heuristic ? "zero bubble (ZB-1p/2p against the authors' greedy scheduler)"
-                                : searched ? "zero bubble (ZB-1p/2p against ZB-H1/H2)"
-                                           : "same schedule";
-      time_errors[group].push_back(percent(predicted_ms, measured_ms));
-      std::string memory = "| - | - | - |";
-      const std::string mem_column = std::string("mem ") + schedule;
-      if (t.has(mem_column)) {
-        const double measured_gb = number(r[t.column(mem_column)]);
-        const double predicted_gib = p.memory.peak().value / double(1 << 30);
-        memory_errors[group].push_back(percent(predicted_gib, measured_gb));
-        memory = fmt::format("| {:.0f} | {:.1f} | {:+.1f}% |", measured_gb, predicted_gib, memory_errors[group].back());
-      }
-      std::printf("| %s | %d | %s | %s | %.1f | %.1f | %+.1f%% %s\n", model.c_str(), m, schedule, same.c_str(),
-                  measured_ms, predicted_ms, time_errors[group].back(), memory.c_str());
+        const bool searched = std::string(schedule).rfind("ZB-", 0) == 0 && std::string(schedule).back() == 'p';
+        if (!t.has(schedule) || (heuristic && !searched)) continue;
+        MegatronLayout layout = layout_of(s, m, schedule);
+        layout.zero_bubble_heuristic = heuristic;
+        const std::string name = fmt::format("{} m {} {}", model, m, schedule);
+        const baton::MegatronPrediction p =
+            take(baton::predict_megatron(s.model, layout, topology, false, nullptr, false), name);
+        // Samples per GPU per second: the iteration's m b samples on p GPUs.
+        const double measured_ms = 1e3 * m * s.micro_batch / (number(r[t.column(schedule)]) * s.pipeline);
+        const double predicted_ms = p.iteration_time.value * 1e3;
+        const std::string same = heuristic                 ? fmt::format("ZB-{}p, greedy", layout.zero_bubble)
+                                 : layout.zero_bubble == 1 ? "ZB-H1"
+                                 : layout.zero_bubble == 2 ? "ZB-H2"
+                                 : layout.layers_per_virtual_stage > 0
+                                     ? fmt::format("interleaved, v {}", layout.virtual_stages(s.model))
+                                     : "1F1B";
+        const std::string group = heuristic  ? "zero bubble (ZB-1p/2p against the authors' greedy scheduler)"
+                                  : searched ? "zero bubble (ZB-1p/2p against ZB-H1/H2)"
+                                             : "same schedule";
+        time_errors[group].push_back(percent(predicted_ms, measured_ms));
+        std::string memory = "| - | - | - |";
+        const std::string mem_column = std::string("mem ") + schedule;
+        if (t.has(mem_column)) {
+          const double measured_gb = number(r[t.column(mem_column)]);
+          const double predicted_gib = p.memory.peak().value / double(1 << 30);
+          memory_errors[group].push_back(percent(predicted_gib, measured_gb));
+          memory =
+              fmt::format("| {:.0f} | {:.1f} | {:+.1f}% |", measured_gb, predicted_gib, memory_errors[group].back());
+        }
+        std::printf("| %s | %d | %s | %s | %.1f | %.1f | %+.1f%% %s\n", model.c_str(), m, schedule, same.c_str(),
+                    measured_ms, predicted_ms, time_errors[group].back(), memory.c_str());
       }
   }
   std::printf("\n| rows | count | iteration time MAPE | worst | peak memory MAPE |\n|---|---|---|---|---|\n");
@@ -398,7 +335,7 @@ int main(int argc, char** argv) {
   }
   const baton::Topology topology =
       take(baton::parse_topology(baton::bench::read_text(topology_path), topology_path), topology_path);
-  const std::vector<Table> tables = markdown_tables(text);
+  const std::vector<Table> tables = baton::bench::markdown_tables(text, kProgram);
   const auto setups = read_setups(table_with(tables, {"model", "layers", "heads", "hidden", "p"}, "models (Table 3)"));
   std::printf("Per-stage times of a middle stage, ms (Table 6; baton: the GPU kernel model on %s)\n\n",
               topology.device.name.c_str());

@@ -1,0 +1,276 @@
+// Predicts the published throughput of Megatron-LM at scale (Narayanan et
+// al., SC 2021, Tables 1 and 2: GPT models of 1.7 to 1,008 billion
+// parameters on 32 to 3,072 A100s of NVIDIA's Selene;
+// data/groundtruth/megatron_scaling) with `simulate`'s Megatron path
+// (sim/megatron_sim.h), and prints, in Markdown for bench/RESULTS.md, each
+// row's published and predicted teraFLOP/s per GPU (Narayanan's equation 3,
+// as baton's model_tflops_per_gpu counts it), the iteration times they imply,
+// and the mean absolute percentage error.
+//
+// None of these rows was seen by the fit of the GPU model's constants (those
+// were fitted to data/groundtruth/vtrain, at most 512 GPUs and 39.1B
+// parameters): this is a check of how the model carries to larger models,
+// deeper pipelines and six times the GPUs.
+//
+// Every row runs as data/groundtruth/megatron_scaling/README.md says the
+// paper states it, and fills in what it does not state as that file says:
+// 1F1B, full recomputation, fp16, vocabulary 51,200, sequence 2,048; Table 1
+// gives no micro-batch size (the authors tune it), so each row is predicted
+// at micro-batch 1, 2, 4 and 8 and its best that fits the memory is held
+// against the published figure; Table 2 gives M = t x p, taken as t = 8.
+//
+// Usage: groundtruth_megatron_scaling [--check] [FILE [TOPOLOGY]]
+//   (defaults: data/groundtruth/megatron_scaling/narayanan2021.md and
+//   bench/topologies/a100_selene.json, from the repository root).
+//   --check: exit 1 when the mean absolute error over all rows is above
+//   kMaxMape or a row is worse than kMaxRow (a ctest test: the recorded
+//   figures are well inside both, so a change to the model that breaks the
+//   check has moved a prediction of measured runs).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "bench/bench_support.h"
+#include "bench/markdown_tables.h"
+#include "sim/megatron_sim.h"
+
+namespace {
+
+constexpr const char* kProgram = "groundtruth_megatron_scaling";
+constexpr double kMaxMape = 8.0;  // percent: the multi-node target for the vTrain rows
+constexpr double kMaxRow = 15.0;  // percent
+constexpr int kSequence = 2048;
+constexpr int kVocab = 51200;
+constexpr int kTensorTable2 = 8;  // the paper's rule: tensor parallelism fills a server
+
+using baton::bench::MarkdownTable;
+
+double number(const std::string& cell) { return baton::bench::cell_number(cell, kProgram); }
+int integer(const MarkdownTable& t, const std::vector<std::string>& row, const char* column) {
+  const double value = number(row[t.column(column)]);
+  if (value != std::floor(value) || value < 1) {
+    std::fprintf(stderr, "%s: column '%s' holds %g, not a positive whole number\n", kProgram, column, value);
+    std::exit(2);
+  }
+  return static_cast<int>(value);
+}
+
+struct Outcome {
+  std::string table;
+  std::string params;
+  baton::MegatronLayout layout;
+  double published_tflops = 0.0;
+  double predicted_tflops = 0.0;
+  double published_s = 0.0;  // the iteration time the published figure implies
+  double predicted_s = 0.0;
+  double peak_gib = 0.0;
+  std::string tried;  // Table 1: every micro-batch size tried and its figure
+  double error() const { return 100.0 * (predicted_tflops - published_tflops) / published_tflops; }
+};
+
+struct Prediction {
+  double tflops = 0.0;
+  double seconds = 0.0;
+  double peak_gib = 0.0;
+  bool fits = false;
+};
+
+// The layout as the row states it (t, p, d, micro-batch, batch) with what the
+// README fills in; nothing when baton refuses it (the reason on stderr).
+std::optional<Prediction> predict(const baton::GptModel& model, baton::MegatronLayout layout,
+                                  const baton::Topology& topology, const std::string& name) {
+  layout.recompute = baton::Recompute::kFull;
+  if (auto ok = baton::check_megatron_layout(model, layout, topology.num_devices()); !ok) {
+    std::fprintf(stderr, "%s: %s: %s\n", kProgram, name.c_str(), ok.error().message.c_str());
+    return std::nullopt;
+  }
+  auto p = baton::predict_megatron(model, layout, topology, false, nullptr, false);
+  if (!p) {
+    std::fprintf(stderr, "%s: %s: %s\n", kProgram, name.c_str(), p.error().message.c_str());
+    return std::nullopt;
+  }
+  return Prediction{p->model_tflops_per_gpu, p->iteration_time.value, p->memory.peak().value / double(1 << 30),
+                    p->memory.fits()};
+}
+
+// Table 1: the layout given, the micro-batch size the best of 1, 2, 4, 8.
+std::vector<Outcome> table1(const MarkdownTable& t, const baton::Topology& topology) {
+  std::vector<Outcome> out;
+  for (const auto& r : t.rows) {
+    const baton::GptModel model{integer(t, r, "layers"), integer(t, r, "hidden"), integer(t, r, "heads"), kSequence,
+                                kVocab};
+    const int tensor = integer(t, r, "t"), pipeline = integer(t, r, "p"), gpus = integer(t, r, "GPUs"),
+              batch = integer(t, r, "batch");
+    const std::string params = r[t.column("params")] + "B";
+    if (gpus % (tensor * pipeline) != 0) {
+      std::fprintf(stderr, "%s: Table 1's %s: %d GPUs are not a multiple of t x p\n", kProgram, params.c_str(), gpus);
+      std::exit(2);
+    }
+    const int data = gpus / (tensor * pipeline);
+    Outcome best;
+    best.table = "1";
+    best.params = params;
+    best.published_tflops = number(r[t.column("teraFLOP/s per GPU")]);
+    for (int micro : {1, 2, 4, 8}) {
+      if ((batch / data) % micro != 0 || batch % data != 0) continue;
+      const baton::MegatronLayout layout = baton::megatron_layout(tensor, pipeline, data, micro, batch);
+      const auto p = predict(model, layout, topology, fmt::format("{} micro-batch {}", params, micro));
+      if (!p) continue;
+      best.tried += fmt::format("{}{}: {:.0f}{}", best.tried.empty() ? "" : ", ", micro, p->tflops,
+                                p->fits ? "" : " (does not fit)");
+      if (p->fits && p->tflops > best.predicted_tflops) {
+        best.layout = layout;
+        best.layout.recompute = baton::Recompute::kFull;
+        best.predicted_tflops = p->tflops;
+        best.predicted_s = p->seconds;
+        best.peak_gib = p->peak_gib;
+      }
+    }
+    if (best.predicted_tflops <= 0.0) {
+      std::fprintf(stderr, "%s: Table 1's %s: no micro-batch size of 1, 2, 4, 8 fits\n", kProgram, params.c_str());
+      std::exit(1);
+    }
+    best.published_s = best.predicted_s * best.predicted_tflops / best.published_tflops;
+    out.push_back(best);
+  }
+  return out;
+}
+
+// Table 2's PTD-P rows: t = 8, p = M / 8, the micro-batch size given.
+std::vector<Outcome> table2(const MarkdownTable& t, const baton::Topology& topology) {
+  std::vector<Outcome> out;
+  for (const auto& r : t.rows) {
+    const baton::GptModel model{integer(t, r, "layers"), integer(t, r, "hidden"), integer(t, r, "heads"), kSequence,
+                                kVocab};
+    const int model_parallel = integer(t, r, "M"), gpus = integer(t, r, "GPUs"), batch = integer(t, r, "batch"),
+              micro = integer(t, r, "micro-batch");
+    Outcome o;
+    o.table = "2";
+    o.params = r[t.column("params")] + "B";
+    if (model_parallel % kTensorTable2 != 0 || gpus % model_parallel != 0) {
+      std::fprintf(stderr, "%s: Table 2's %s: M %d is not 8 x p or does not divide %d GPUs\n", kProgram,
+                   o.params.c_str(), model_parallel, gpus);
+      std::exit(2);
+    }
+    o.layout =
+        baton::megatron_layout(kTensorTable2, model_parallel / kTensorTable2, gpus / model_parallel, micro, batch);
+    o.layout.recompute = baton::Recompute::kFull;
+    o.published_tflops = number(r[t.column("teraFLOP/s per GPU")]);
+    const auto p = predict(model, o.layout, topology, o.params + " on " + std::to_string(gpus) + " GPUs");
+    if (!p) std::exit(1);
+    o.predicted_tflops = p->tflops;
+    o.predicted_s = p->seconds;
+    o.peak_gib = p->peak_gib;
+    o.published_s = o.predicted_s * o.predicted_tflops / o.published_tflops;
+    o.tried = p->fits ? "" : "does not fit";
+    out.push_back(o);
+  }
+  return out;
+}
+
+std::string layout_text(const baton::MegatronLayout& l) {
+  return fmt::format("t{} p{} d{} b{} B{}", l.tensor, l.pipeline, l.data, l.micro_batch, l.global_batch);
+}
+
+double mape(const std::vector<Outcome>& rows) {
+  double sum = 0.0;
+  for (const Outcome& o : rows) sum += std::abs(o.error());
+  return rows.empty() ? 0.0 : sum / static_cast<double>(rows.size());
+}
+
+double worst(const std::vector<Outcome>& rows) {
+  double w = 0.0;
+  for (const Outcome& o : rows) w = std::max(w, std::abs(o.error()));
+  return w;
+}
+
+void print(const std::vector<Outcome>& rows, bool with_tried) {
+  std::printf(
+      "| params | GPUs | layout | published TFLOP/s | predicted | error | iteration s (published) | predicted s "
+      "| peak GiB |%s\n|---|---|---|---|---|---|---|---|---|%s\n",
+      with_tried ? " TFLOP/s at micro-batch 1, 2, 4, 8 |" : "", with_tried ? "---|" : "");
+  for (const Outcome& o : rows)
+    std::printf("| %s | %d | %s | %.0f | %.1f | %+.1f%% | %.2f | %.2f | %.1f |%s\n", o.params.c_str(), o.layout.gpus(),
+                layout_text(o.layout).c_str(), o.published_tflops, o.predicted_tflops, o.error(), o.published_s,
+                o.predicted_s, o.peak_gib, with_tried ? fmt::format(" {} |", o.tried).c_str() : "");
+  std::printf("\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> positional;
+  bool check = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::puts(
+          "usage: groundtruth_megatron_scaling [--check] [FILE [TOPOLOGY]]\n"
+          "  FILE: the paper's tables in Markdown (default data/groundtruth/megatron_scaling/narayanan2021.md)\n"
+          "  TOPOLOGY: the cluster (default bench/topologies/a100_selene.json)\n"
+          "  --check: exit 1 when the mean absolute error is over 8% or a row is worse than 15%");
+      return 0;
+    }
+    if (arg == "--check") {
+      check = true;
+      continue;
+    }
+    if (!arg.empty() && arg[0] == '-') {
+      std::fprintf(stderr, "%s: unknown option %s (see --help)\n", kProgram, arg.c_str());
+      return 2;
+    }
+    positional.push_back(arg);
+  }
+  const std::string path = positional.size() > 0 ? positional[0] : "data/groundtruth/megatron_scaling/narayanan2021.md";
+  const std::string topology_path = positional.size() > 1 ? positional[1] : "bench/topologies/a100_selene.json";
+  const std::string text = baton::bench::read_text(path);
+  if (text.empty()) {
+    std::fprintf(stderr, "%s: cannot read %s\n", kProgram, path.c_str());
+    return 2;
+  }
+  auto topology = baton::parse_topology(baton::bench::read_text(topology_path), topology_path);
+  if (!topology) {
+    std::fprintf(stderr, "%s: %s\n", kProgram, topology.error().message.c_str());
+    return 2;
+  }
+  const auto tables = baton::bench::markdown_tables(text, kProgram);
+  const std::vector<Outcome> weak =
+      table1(baton::bench::table_with(tables, {"params", "t", "p", "GPUs", "batch", "teraFLOP/s per GPU"}, kProgram,
+                                      "weak scaling (Table 1)"),
+             *topology);
+  const std::vector<Outcome> ptdp =
+      table2(baton::bench::table_with(tables, {"params", "M", "GPUs", "micro-batch", "teraFLOP/s per GPU"}, kProgram,
+                                      "PTD-P (Table 2)"),
+             *topology);
+
+  std::printf("Table 1 (weak scaling), on %s; micro-batch: baton's best that fits\n\n", topology->name.c_str());
+  print(weak, true);
+  std::printf("Table 2 (PTD-P), on %s\n\n", topology->name.c_str());
+  print(ptdp, false);
+  std::vector<Outcome> all = weak;
+  all.insert(all.end(), ptdp.begin(), ptdp.end());
+  std::printf("| rows | count | MAPE | worst |\n|---|---|---|---|\n");
+  std::printf("| Table 1 | %zu | %.2f%% | %.1f%% |\n", weak.size(), mape(weak), worst(weak));
+  std::printf("| Table 2 | %zu | %.2f%% | %.1f%% |\n", ptdp.size(), mape(ptdp), worst(ptdp));
+  std::printf("| all | %zu | %.2f%% | %.1f%% |\n", all.size(), mape(all), worst(all));
+  if (!check) return 0;
+  int status = 0;
+  if (all.empty()) {
+    std::fprintf(stderr, "%s --check: no rows read\n", kProgram);
+    status = 1;
+  }
+  if (mape(all) > kMaxMape) {
+    std::fprintf(stderr, "%s --check: MAPE %.2f%% is over %.0f%%\n", kProgram, mape(all), kMaxMape);
+    status = 1;
+  }
+  if (worst(all) > kMaxRow) {
+    std::fprintf(stderr, "%s --check: a row is %.1f%% off, worse than %.0f%%\n", kProgram, worst(all), kMaxRow);
+    status = 1;
+  }
+  return status;
+}
