@@ -55,17 +55,25 @@ Result<Simulation> simulate_iteration(const Plan& plan, const Profile& profile, 
                           sgd_options());
 }
 
+Seconds executor_step_barrier(const Topology& topology, int workers) {
+  if (workers < 2 || topology.levels.front().shared_compute) return Seconds(0);
+  const int level = topology.common_level(0, workers - 1);
+  const int rounds = static_cast<int>(std::ceil(std::log2(static_cast<double>(workers))));
+  return topology.levels[static_cast<size_t>(std::max(level, 0))].ring_latency() * (2.0 * rounds);
+}
+
 Result<IterationPrediction> predict_iteration(const Plan& plan, const Profile& profile, const Topology& topology,
                                               double q, int samples) {
   auto deterministic = simulate_iteration(plan, profile, topology);
   if (!deterministic) return deterministic.error();
-  IterationPrediction prediction{std::move(*deterministic), Seconds(0)};
-  prediction.at_quantile = prediction.deterministic.metrics.makespan;
+  const int workers = static_cast<int>(deterministic->trace.workers.size());
+  IterationPrediction prediction{std::move(*deterministic), executor_step_barrier(topology, workers), Seconds(0)};
+  prediction.at_quantile = prediction.plain();
   if (!topology.device.noisy()) return prediction;
   const auto noisy = noisy_makespans(build_program(plan), stage_costs(profile, plan, topology), topology,
                                      plan.microbatch_size, sgd_options(), samples);
   if (!noisy) return noisy.error();
-  prediction.at_quantile = Seconds(quantile_s(*noisy, q));
+  prediction.at_quantile = Seconds(quantile_s(*noisy, q)) + prediction.step_barrier;
   return prediction;
 }
 

@@ -49,12 +49,32 @@ DeviceType pooled_device(const DeviceType& device, const std::vector<LoadedSlice
 // noise, its trace recorded.
 Result<Simulation> simulate_iteration(const Plan& plan, const Profile& profile, const Topology& topology);
 
+// What a step of a multi-process run (exec/run_gloo.cc) measures beyond the
+// Program's makespan: each step is a world barrier, the actions, a world
+// barrier, and its wall time runs from rank 0 leaving the first barrier to
+// leaving the second. Gloo's barrier is a dissemination barrier, ceil(log2
+// n) rounds of one message among n ranks; the wall holds the rounds of the
+// barrier that ends the step after the last rank's last action, and rank 0's
+// lead out of the barrier that starts it (it may leave up to as many rounds
+// before the others start): 2 ceil(log2 n) rounds, each the step latency of a
+// collective on the innermost level that spans the n workers (its
+// allreduce_latency, which `calibrate` measures under load, else its
+// latency). Zero for one worker and for workers that are streams of one
+// device (level 0's shared_compute: the threads backend, whose steps have no
+// barrier). Workers are devices 0 .. n - 1.
+Seconds executor_step_barrier(const Topology& topology, int workers);
+
 struct IterationPrediction {
   Simulation deterministic;  // simulate_iteration's
-  Seconds at_quantile;       // the q-quantile of the noisy makespans; without noise, deterministic's makespan
+  Seconds step_barrier;      // executor_step_barrier of the plan's workers
+  // The q-quantile of the noisy makespans (without noise, deterministic's
+  // makespan), plus step_barrier: the step wall time the run measures.
+  Seconds at_quantile;
+  Seconds plain() const { return deterministic.metrics.makespan + step_barrier; }  // without noise
 };
 // The q-quantile (sim/stats.h) of `samples` noisy simulations of the
-// iteration (seeds 1 .. samples), beside the deterministic one.
+// iteration (seeds 1 .. samples), beside the deterministic one; both with
+// the executor's step barrier.
 Result<IterationPrediction> predict_iteration(const Plan& plan, const Profile& profile, const Topology& topology,
                                               double q, int samples);
 

@@ -238,7 +238,8 @@ void predict_case(ValidationCase& c, const ValidateArgs& args, const Profile& pr
   const IterationPrediction prediction =
       take(predict_iteration(c.plan, profile, at_speed, args.quantile, kNoiseSamples));
   const Trace& predicted = prediction.deterministic.trace;
-  c.predicted_plain = prediction.deterministic.metrics.makespan;
+  c.predicted_plain = prediction.plain();
+  c.step_barrier = prediction.step_barrier;
   c.predicted = prediction.at_quantile;
   write_file_atomic(path_in(dir, "predicted.json"), trace_to_chrome_json(predicted));
   c.comparison = compare_traces(predicted, c.measured_trace);

@@ -64,9 +64,10 @@ std::string device_markdown(const Topology& topology) {
   const Level& streams = topology.levels.front();
   if (streams.shared_compute) {
     out += streams.shared_speedup > 1.0
-               ? fmt::format("; the workers share one device, computing at once at {:.3f} times one stream's work "
-                             "per second (shared_speedup) and sharing its host's issuing",
-                             streams.shared_speedup)
+               ? fmt::format(
+                     "; the workers share one device, computing at once at {:.3f} times one stream's work "
+                     "per second (shared_speedup) and sharing its host's issuing",
+                     streams.shared_speedup)
                : std::string("; the workers share one device and take turns on its compute (shared_compute)");
   }
   return out + ".\n";
@@ -112,7 +113,9 @@ std::string validation_markdown(const ValidateArgs& args, const Profile& profile
       "allreduce_noise_us, each receive's wait beyond the link model from its transfer_noise_us or "
       "transfer_noise_ready_us; the deterministic "
       "simulation "
-      "is in report.json), from a profile that keeps the {0:g} quantile of its steps per layer. Measured: the "
+      "is in report.json), from a profile that keeps the {0:g} quantile of its steps per layer; with gloo ranks "
+      "plus the two barriers a step's wall time holds (Gloo's dissemination barrier: 2 ceil(log2 n) rounds of "
+      "the calibrated all-reduce latency, report.json's step_barrier_s). Measured: the "
       "{0:g} quantile of the wall times of steps after the first of `baton run` (barrier to barrier; at least {1} "
       "steps, and {5:g} s by the prediction); the median is beside it (see `baton validate --help`). Error = "
       "(measured - predicted) / predicted; tolerance {2:g}%. Microbatch size {3}, SGD, {4} LibTorch thread(s) per "
@@ -151,6 +154,7 @@ nlohmann::json validation_json(const std::vector<ValidationCase>& cases, double 
                             {"steps", c.steps},
                             {"predicted_s", c.predicted.value},
                             {"predicted_without_noise_s", c.predicted_plain.value},
+                            {"step_barrier_s", c.step_barrier.value},
                             {"relative_speed", c.relative_speed},
                             {"run_compute", c.run_compute},
                             {"attempts", c.attempts},

@@ -21,6 +21,7 @@ struct ValidationCase {
   Plan plan;
   Seconds predicted;            // the --quantile of the noisy simulations (deterministic without noise)
   Seconds predicted_plain;      // the deterministic simulation
+  Seconds step_barrier;         // in both: the executor's step barrier (executor_step_barrier)
   double relative_speed = 1.0;  // of the topology the case was predicted on
   // The run's compute per step over its slice's expectation
   // (expected_compute_per_step); 0 where no slice was measured.

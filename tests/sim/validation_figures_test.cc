@@ -67,6 +67,43 @@ TEST_CASE("validation: without noise the prediction is the iteration's makespan"
   CHECK(prediction->at_quantile == prediction->deterministic.metrics.makespan);
 }
 
+TEST_CASE("validation: a multi-process step holds 2 ceil(log2 n) rounds of barrier", "[sim][validation]") {
+  // Gloo's dissemination barrier: ceil(log2 n) rounds, the step's wall holds
+  // the ending barrier's rounds and rank 0's lead out of the starting one.
+  Topology flat = make_flat_topology(8, 100.0, Seconds::from_us(30.0));
+  CHECK(close_rel(executor_step_barrier(flat, 2).value, 2 * 1 * 30e-6));  // without a calibrated ring: the latency
+  flat.levels.front().allreduce_latency = Seconds::from_us(50.0);
+  CHECK(close_rel(executor_step_barrier(flat, 2).value, 2 * 1 * 50e-6));
+  CHECK(close_rel(executor_step_barrier(flat, 4).value, 2 * 2 * 50e-6));
+  CHECK(close_rel(executor_step_barrier(flat, 5).value, 2 * 3 * 50e-6));
+  CHECK(executor_step_barrier(flat, 1).value == 0.0);
+  // Two servers of 4: 4 workers stay in a server, 8 span the second level.
+  Topology two = make_flat_topology(4, 100.0, Seconds::from_us(10.0));
+  Level across = two.levels.front();
+  across.size = 2;
+  across.latency = Seconds::from_us(40.0);
+  two.levels.push_back(across);
+  CHECK(close_rel(executor_step_barrier(two, 4).value, 2 * 2 * 10e-6));
+  CHECK(close_rel(executor_step_barrier(two, 8).value, 2 * 3 * 40e-6));
+  // Streams of one device (the threads backend): no barrier.
+  two.levels.front().shared_compute = true;
+  CHECK(executor_step_barrier(two, 4).value == 0.0);
+}
+
+TEST_CASE("validation: the prediction adds the step barrier to the makespan", "[sim][validation]") {
+  // Two workers on links of latency L (no calibrated ring): the figure is
+  // the makespan and then the barrier's 2 x 1 round x L.
+  const Seconds latency = Seconds::from_us(100.0);
+  const Topology topology = make_flat_topology(2, 100.0, latency);
+  const Plan plan = make_plan("0-1,1-2", Schedule::kGPipe, 4, topology);
+  const Profile profile = make_uniform_profile(2, kForward, kBackward, Bytes(0), Bytes(0));
+  auto prediction = predict_iteration(plan, profile, topology, 0.5, 10);
+  REQUIRE(prediction.ok());
+  CHECK(close_rel(prediction->step_barrier.value, 2 * latency.value));
+  CHECK(close_rel(prediction->plain().value, prediction->deterministic.metrics.makespan.value + 2 * latency.value));
+  CHECK(prediction->at_quantile == prediction->plain());
+}
+
 TEST_CASE("validation: with a constant noise factor k every compute takes k times as long", "[sim][validation]") {
   Topology topology = make_flat_topology(2, 100.0, Seconds(0.0));
   topology.device.compute_noise = {2.0, 2.0};
