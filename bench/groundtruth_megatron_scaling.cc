@@ -60,8 +60,14 @@ int integer(const MarkdownTable& t, const std::vector<std::string>& row, const c
   return static_cast<int>(value);
 }
 
+// The row's GPT model: its layers, hidden size and heads; sequence and
+// vocabulary as the paper states them for every row.
+baton::GptModel model_of(const MarkdownTable& t, const std::vector<std::string>& row) {
+  return baton::GptModel{integer(t, row, "layers"), integer(t, row, "hidden"), integer(t, row, "heads"), kSequence,
+                         kVocab};
+}
+
 struct Outcome {
-  std::string table;
   std::string params;
   baton::MegatronLayout layout;
   double published_tflops = 0.0;
@@ -102,8 +108,7 @@ std::optional<Prediction> predict(const baton::GptModel& model, baton::MegatronL
 std::vector<Outcome> table1(const MarkdownTable& t, const baton::Topology& topology) {
   std::vector<Outcome> out;
   for (const auto& r : t.rows) {
-    const baton::GptModel model{integer(t, r, "layers"), integer(t, r, "hidden"), integer(t, r, "heads"), kSequence,
-                                kVocab};
+    const baton::GptModel model = model_of(t, r);
     const int tensor = integer(t, r, "t"), pipeline = integer(t, r, "p"), gpus = integer(t, r, "GPUs"),
               batch = integer(t, r, "batch");
     const std::string params = r[t.column("params")] + "B";
@@ -113,7 +118,6 @@ std::vector<Outcome> table1(const MarkdownTable& t, const baton::Topology& topol
     }
     const int data = gpus / (tensor * pipeline);
     Outcome best;
-    best.table = "1";
     best.params = params;
     best.published_tflops = number(r[t.column("teraFLOP/s per GPU")]);
     for (int micro : {1, 2, 4, 8}) {
@@ -145,12 +149,10 @@ std::vector<Outcome> table1(const MarkdownTable& t, const baton::Topology& topol
 std::vector<Outcome> table2(const MarkdownTable& t, const baton::Topology& topology) {
   std::vector<Outcome> out;
   for (const auto& r : t.rows) {
-    const baton::GptModel model{integer(t, r, "layers"), integer(t, r, "hidden"), integer(t, r, "heads"), kSequence,
-                                kVocab};
+    const baton::GptModel model = model_of(t, r);
     const int model_parallel = integer(t, r, "M"), gpus = integer(t, r, "GPUs"), batch = integer(t, r, "batch"),
               micro = integer(t, r, "micro-batch");
     Outcome o;
-    o.table = "2";
     o.params = r[t.column("params")] + "B";
     if (model_parallel % kTensorTable2 != 0 || gpus % model_parallel != 0) {
       std::fprintf(stderr, "%s: Table 2's %s: M %d is not 8 x p or does not divide %d GPUs\n", kProgram,
