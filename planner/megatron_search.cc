@@ -99,14 +99,23 @@ std::vector<PipelineShape> pipeline_shapes(const GptModel& model, int p, int m, 
 // Every layout the search considers (see megatron_search.h).
 std::vector<MegatronLayout> enumerate(const GptModel& model, int global_batch, bool bf16, const MegatronAxes& fixed,
                                       const Topology& topology) {
-  const int gpus = topology.num_devices();
+  const int devices = topology.num_devices();
+  const int gpus = fixed.gpus.value_or(devices);
+  // d pinned without a GPU count: any t p d within the topology.
+  const bool within = fixed.data && !fixed.gpus;
   const int inner = topology.levels.front().size;
   std::vector<MegatronLayout> out;
   for (int t : pinned_or(fixed.tensor, divisors(model.heads, inner))) {
     if (inner % t != 0 && !fixed.tensor) continue;
-    for (int p : pinned_or(fixed.pipeline, divisors(gpus / t, model.layers))) {
-      if (gpus % (t * p) != 0) continue;
-      const int d = gpus / (t * p);
+    std::vector<int> ps;
+    if (within)
+      for (int64_t p = 1; p <= model.layers; ++p) ps.push_back(static_cast<int>(p));
+    else
+      ps = divisors(gpus / t, model.layers);
+    for (int p : pinned_or(fixed.pipeline, ps)) {
+      if (!within && gpus % (t * p) != 0) continue;
+      const int d = within ? *fixed.data : gpus / (t * p);
+      if (d < 1 || int64_t{t} * p * d > devices || (fixed.data && d != *fixed.data)) continue;
       if (global_batch % d != 0) continue;
       for (int b : pinned_or(fixed.micro_batch, divisors(global_batch / d, 16)))
         for (const PipelineShape& shape : pipeline_shapes(model, p, global_batch / (b * d), fixed))
@@ -228,10 +237,44 @@ void close_families(FamilyMap& families, MegatronSearchResult& result, const Gpt
   for (auto& [key, family] : families) result.families.push_back(family);
 }
 
+// Why no layout was enumerated, and the largest GPU count below this one
+// that has one under the same pins (a count that factors with the batch and
+// the layers), with the t, p, d of its layout of most model parallelism.
+std::string no_layout_message(const GptModel& model, int global_batch, bool bf16, const MegatronAxes& fixed,
+                              const Topology& topology) {
+  const int gpus = fixed.gpus.value_or(topology.num_devices());
+  const bool within = fixed.data && !fixed.gpus;
+  std::string message = within
+                            ? fmt::format("no layout with d {} on at most {} GPUs", *fixed.data, topology.num_devices())
+                            : fmt::format("no layout uses {} GPUs", gpus);
+  message += fmt::format(
+      " under the flags given: d must divide the global batch {}, p split the {} layers (evenly, or with the "
+      "first and last stages one or two blocks fewer) and t divide the {} heads and a server's {} GPUs",
+      global_batch, model.layers, model.heads, topology.levels.front().size);
+  if (within) return message;
+  MegatronAxes fewer = fixed;
+  for (int count = gpus - 1; count >= 1; --count) {
+    fewer.gpus = count;
+    const std::vector<MegatronLayout> layouts = enumerate(model, global_batch, bf16, fewer, topology);
+    if (layouts.empty()) continue;
+    // The example with the most model parallelism: the likeliest to fit.
+    const MegatronLayout& l =
+        *std::max_element(layouts.begin(), layouts.end(), [](const MegatronLayout& a, const MegatronLayout& b) {
+          return std::make_pair(a.tensor * a.pipeline, a.tensor) < std::make_pair(b.tensor * b.pipeline, b.tensor);
+        });
+    return message + fmt::format("; the most GPUs that have one: --gpus {} (for example t {}, p {}, d {})", count,
+                                 l.tensor, l.pipeline, l.data);
+  }
+  return message;
+}
+
 }  // namespace
 
 Result<MegatronSearchResult> search_megatron_layouts(const GptModel& model, int global_batch, bool bf16,
                                                      const MegatronAxes& fixed, const Topology& topology, int keep) {
+  if (fixed.gpus && (*fixed.gpus < 1 || *fixed.gpus > topology.num_devices()))
+    return Error{fmt::format("the layout's {} GPUs: the topology {} has {}", *fixed.gpus, topology.name,
+                             topology.num_devices())};
   const auto start = std::chrono::steady_clock::now();
   auto gpu = gpu_model(topology.device.name);
   if (!gpu) return gpu.error();
@@ -239,6 +282,7 @@ Result<MegatronSearchResult> search_megatron_layouts(const GptModel& model, int 
   FamilyMap families;
   std::vector<MegatronCandidate> fitting =
       fitting_layouts(model, global_batch, bf16, fixed, topology, *gpu, result, families);
+  if (result.enumerated == 0) return Error{no_layout_message(model, global_batch, bf16, fixed, topology)};
   if (fitting.empty()) {
     Bytes least;
     for (const auto& [key, family] : families)

@@ -5,7 +5,11 @@
 // The search is exact over the layouts it enumerates:
 //   t: a divisor of the heads that divides the topology's innermost level
 //      (tensor parallelism inside a server);
-//   p: a divisor of the GPUs / t up to the layers; d = GPUs / (t p);
+//   p: a divisor of the GPUs / t up to the layers; d = GPUs / (t p), where
+//      GPUs is every GPU of the topology, or MegatronAxes::gpus of them;
+//      with d pinned (and no GPU count), any p up to the layers with t p d
+//      within the topology: the layout runs on the first t p d GPUs, as
+//      simulate runs a layout of fewer GPUs than the topology has;
 //   the split of the blocks: even (p dividing L), or (without interleaving)
 //      one or two blocks fewer on the first and/or the last stage, the
 //      others an equal share (Megatron-core's uneven pipeline);
@@ -40,8 +44,10 @@ namespace baton {
 
 struct MegatronAxes {  // a set field pins its axis
   std::optional<int> tensor, pipeline, micro_batch, layers_per_virtual_stage;
-  std::optional<int> zero_bubble;                   // MegatronLayout::zero_bubble: 0, 1 (ZB-H1), 2 (ZB-H2)
-  std::optional<VSchedule> v_schedule;              // MegatronLayout::v_schedule (kNone: no V)
+  std::optional<int> data;              // d
+  std::optional<int> gpus;              // t p d: this many of the topology's GPUs (the first ones); default all
+  std::optional<int> zero_bubble;       // MegatronLayout::zero_bubble: 0, 1 (ZB-H1), 2 (ZB-H2)
+  std::optional<VSchedule> v_schedule;  // MegatronLayout::v_schedule (kNone: no V)
   std::optional<std::pair<int, int>> stage_layers;  // first and last stage's blocks, (0, 0) even
   std::optional<Recompute> recompute;
   std::optional<bool> sequence_parallel, distributed_optimizer;
@@ -81,8 +87,10 @@ struct MegatronSearchResult {
 };
 
 // Searches the layouts for `model` at `global_batch` on `topology` (bf16 if
-// `bf16`); keeps the `keep` fastest. Error: no layout fits, or the topology's
-// GPU is unknown.
+// `bf16`); keeps the `keep` fastest. Errors: no layout exists for the GPU
+// count (d must divide the batch and p split the layers; the message names
+// the largest count below it that has one), none fits, the pinned GPU count
+// is more than the topology has, or the topology's GPU is unknown.
 Result<MegatronSearchResult> search_megatron_layouts(const GptModel& model, int global_batch, bool bf16,
                                                      const MegatronAxes& fixed, const Topology& topology, int keep = 5);
 

@@ -32,6 +32,7 @@ struct PlanArgs {
   MegatronArgs megatron;
   std::string emit;
   int keep = 5;
+  int gpus = 0;  // GPT: plan for this many of the topology's GPUs (0: all)
 };
 
 PlannerOptions planner_options(const PlanArgs& args) {
@@ -81,9 +82,10 @@ void write_plan(const PlanArgs& args, const PlannerOutcome& outcome, const Profi
 int run_plan(const PlanArgs& args, const CLI::App& cmd) {
   if (args.megatron.given()) {
     if (!args.profile.empty()) throw UsageError("plan: a GPT model given by Megatron's flags replaces --profile");
-    return run_megatron_plan(args.megatron,
-                             MegatronPlanArgs{args.topology, args.json, args.emit, args.keep, args.output}, cmd);
+    return run_megatron_plan(
+        args.megatron, MegatronPlanArgs{args.topology, args.json, args.emit, args.keep, args.output, args.gpus}, cmd);
   }
+  if (cmd.count("--gpus") > 0) throw UsageError("plan: --gpus goes with a GPT model given by Megatron's flags");
   if (args.profile.empty())
     throw UsageError("plan: give --profile, or a GPT model with Megatron's flags (--num-layers, --hidden-size, ...)");
   if (args.emit == "megatron")
@@ -146,7 +148,8 @@ void add_plan_command(CLI::App& app, CommandResult& result) {
       "      --plan plan.json --gantt out/plan.svg\n\n"
       "A GPT model in Megatron-LM's flags (no --profile) plans the whole layout: tensor, pipeline and data\n"
       "parallelism, micro-batch, interleaving, recomputation, sequence parallelism, the distributed\n"
-      "optimizer; a layout flag given pins its axis. Every reported time is simulated; --emit megatron\n"
+      "optimizer; a layout flag given pins its axis (--data-parallel-size d: any t x p x d up to the\n"
+      "topology's GPUs; --gpus N: t x p x d = N). Every reported time is simulated; --emit megatron\n"
       "prints the chosen layout as Megatron-LM flags, --emit torchrun the torchrun line for Megatron-LM's\n"
       "pretrain_gpt.py, and -o plan.json keeps the plan (model, layout, schedule, the topology it was made\n"
       "for) for `baton simulate --plan plan.json --topology ...`, which refuses it on another topology.\n"
@@ -180,6 +183,10 @@ void add_plan_command(CLI::App& app, CommandResult& result) {
                   "(Megatron-LM's pretrain_gpt.py for a GPT model, `baton run --plan` on -o's file for a profile)")
       ->check(CLI::IsMember({"megatron", "torchrun"}));
   cmd->add_option("--keep", args->keep, "GPT: how many of the best layouts to report (default 5)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--gpus", args->gpus,
+                  "GPT: lay the model out on this many of the topology's GPUs, the first ones (default: all; "
+                  "t x p x d must equal it, d divide the batch, p split the layers)")
       ->check(CLI::PositiveNumber);
   cmd->callback([args, cmd, &result] { result.exit_code = run_plan(*args, *cmd); });
 }

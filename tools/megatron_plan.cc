@@ -139,10 +139,15 @@ int run_megatron_plan(const MegatronArgs& flags, const MegatronPlanArgs& args, c
   checked.embedding_in_split = checked.loss_in_split = false;  // refused below (pinned_megatron_axes)
   const MegatronRun model_only = megatron_run(checked, topology);
   const GptModel& model = model_only.model;
-  std::fprintf(stderr, "baton: planning a %.1fB-parameter GPT on %s (%d GPUs)...\n", gpt_parameters(model, 1) / 1e9,
-               topology.name.c_str(), topology.num_devices());
-  const MegatronSearchResult found = take(search_megatron_layouts(
-      model, flags.global_batch, flags.bf16, pinned_megatron_axes(flags, cmd), topology, args.keep));
+  MegatronAxes axes = pinned_megatron_axes(flags, cmd);
+  if (args.gpus > 0) axes.gpus = args.gpus;
+  const std::string gpus = args.gpus > 0 ? fmt::format("{} of its {} GPUs", args.gpus, topology.num_devices())
+                           : axes.data ? fmt::format("d {} on at most its {} GPUs", *axes.data, topology.num_devices())
+                                       : fmt::format("{} GPUs", topology.num_devices());
+  std::fprintf(stderr, "baton: planning a %.1fB-parameter GPT on %s (%s)...\n", gpt_parameters(model, 1) / 1e9,
+               topology.name.c_str(), gpus.c_str());
+  const MegatronSearchResult found =
+      take(search_megatron_layouts(model, flags.global_batch, flags.bf16, axes, topology, args.keep));
   const MegatronLayout& chosen = found.best.front().layout;
   const MegatronPrediction prediction = take(predict_megatron(model, chosen, topology, false));
   if (!args.output.empty()) write_megatron_plan(args.output, model, chosen, topology, prediction);

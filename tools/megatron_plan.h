@@ -16,6 +16,7 @@ struct MegatronPlanArgs {
   std::string emit;  // "", "megatron", "torchrun"
   int keep = 5;
   std::string output;  // -o: the plan file (baton.plan.v1 with "megatron" and "topology")
+  int gpus = 0;        // --gpus: t x p x d equals it (0: every GPU of the topology)
 };
 
 // The torchrun line that starts `program` on the servers a job of `gpus`

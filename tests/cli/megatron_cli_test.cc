@@ -270,7 +270,8 @@ TEST_CASE("plan with Megatron flags emits a layout that simulate runs to the pla
   CHECK(simulated["layout"] == planned["layout"]);
 }
 
-TEST_CASE("plan pins a layout flag it is given and refuses --data-parallel-size", "[cli][megatron]") {
+TEST_CASE("plan pins a layout flag it is given, and --data-parallel-size and --gpus choose the GPUs",
+          "[cli][megatron]") {
   const CliRun pinned = run_baton("plan " + kSmallGpt + " --tensor-model-parallel-size 2 --json", "megatron-plan-pin");
   REQUIRE(pinned.exit_code == 0);
   CHECK(nlohmann::json::parse(pinned.out)["layout"]["tensor_model_parallel_size"] == 2);
@@ -284,9 +285,38 @@ TEST_CASE("plan pins a layout flag it is given and refuses --data-parallel-size"
   const CliRun bad = run_baton("plan " + kSmallGpt + " --tensor-model-parallel-size 3", "megatron-plan-bad");
   CHECK(bad.exit_code == 2);
   CHECK(bad.err.find("--tensor-model-parallel-size 3") != std::string::npos);
-  const CliRun refused = run_baton("plan " + kSmallGpt + " --data-parallel-size 4", "megatron-plan-dp");
-  CHECK(refused.exit_code == 2);
-  CHECK(refused.err.find("--data-parallel-size") != std::string::npos);
+  // d pinned: t x p x d up to the topology's 32 GPUs, the first ones.
+  const CliRun data = run_baton("plan " + kSmallGpt + " --data-parallel-size 4 --json", "megatron-plan-dp");
+  INFO(data.err);
+  REQUIRE(data.exit_code == 0);
+  const nlohmann::json by_data = nlohmann::json::parse(data.out);
+  CHECK(by_data["layout"]["data_parallel_size"] == 4);
+  const int tp = by_data["layout"]["tensor_model_parallel_size"].get<int>() *
+                 by_data["layout"]["pipeline_model_parallel_size"].get<int>();
+  CHECK(tp * 4 <= 32);
+  // Each candidate's label ("t 2 p 1 d 16 b 4 ...") names its d.
+  for (const auto& candidate : by_data["candidates"])
+    CHECK(candidate["layout"].get<std::string>().find(" d 4 ") != std::string::npos);
+  // --gpus: t x p x d is that many.
+  const CliRun twelve = run_baton("plan " + kSmallGpt + " --gpus 12 --json", "megatron-plan-gpus");
+  INFO(twelve.err);
+  REQUIRE(twelve.exit_code == 0);
+  const nlohmann::json planned12 = nlohmann::json::parse(twelve.out);
+  const nlohmann::json& l = planned12["layout"];
+  CHECK(l["tensor_model_parallel_size"].get<int>() * l["pipeline_model_parallel_size"].get<int>() *
+            l["data_parallel_size"].get<int>() ==
+        12);
+  const CliRun zero = run_baton("plan " + kSmallGpt + " --data-parallel-size 0", "megatron-plan-dp0");
+  CHECK(zero.exit_code == 2);
+  CHECK(zero.err.find("--data-parallel-size") != std::string::npos);
+  const CliRun too_many = run_baton("plan " + kSmallGpt + " --gpus 64", "megatron-plan-gpus64");
+  CHECK(too_many.exit_code == 2);
+  CHECK(too_many.err.find("64 GPUs") != std::string::npos);
+  const CliRun profile =
+      run_baton("plan --profile traces/vgg16_v100_mb32.json --topology topologies/pipedream_a.json --gpus 4",
+                "plan-gpus-profile");
+  CHECK(profile.exit_code == 2);
+  CHECK(profile.err.find("--gpus") != std::string::npos);
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 #include <numeric>
 #include <set>
 
+#include <fmt/format.h>
+
 #include "tests/catch_compat.h"
 
 #include "tests/megatron/megatron_test_support.h"
@@ -75,6 +77,63 @@ TEST_CASE("megatron search: nothing fits, said so", "[planner][megatron]") {
   CHECK(search_megatron_layouts(GptModel{96, 12288, 96, 2048, 50257}, 32, false, {}, bigger).ok());
   bigger.device.memory = Bytes::from_gib(least - 0.2);
   CHECK_FALSE(search_megatron_layouts(GptModel{96, 12288, 96, 2048, 50257}, 32, false, {}, bigger).ok());
+}
+
+TEST_CASE("megatron search: a GPU count no layout uses is said so, with the largest count below that has one",
+          "[planner][megatron]") {
+  // 10 layers, 2 heads, batch 15 on 32 GPUs: d must divide 15 and 32, so d
+  // 1 and t p = 32 with t in {1, 2}: p 16 or 32, more stages than layers. 30
+  // GPUs have one (t 2, p 1, d 15); 31 none (d 1 and t p = 31).
+  const Topology topology = shipped("a100_4x8.json");
+  const GptModel model{10, 2048, 2, 1024, 50257};
+  const auto found = search_megatron_layouts(model, 15, false, {}, topology);
+  REQUIRE_FALSE(found.ok());
+  const std::string& message = found.error().message;
+  CHECK(message.find("no layout uses 32 GPUs") != std::string::npos);
+  const std::string marker = "--gpus ";
+  const size_t at = message.find(marker);
+  REQUIRE(at != std::string::npos);
+  const int suggested = std::stoi(message.substr(at + marker.size()));
+  // The suggestion has a layout, and no count between it and 32 has one.
+  MegatronAxes fixed;
+  fixed.gpus = suggested;
+  const auto there = search_megatron_layouts(model, 15, false, fixed, topology);
+  REQUIRE(there.ok());
+  for (const MegatronCandidate& c : there->best) CHECK(c.layout.gpus() == suggested);
+  for (int count = suggested + 1; count < 32; ++count) {
+    fixed.gpus = count;
+    const auto none = search_megatron_layouts(model, 15, false, fixed, topology);
+    REQUIRE_FALSE(none.ok());
+    CHECK(none.error().message.find(fmt::format("no layout uses {} GPUs", count)) != std::string::npos);
+  }
+  fixed.gpus = 33;
+  const auto over = search_megatron_layouts(model, 15, false, fixed, topology);
+  REQUIRE_FALSE(over.ok());
+  CHECK(over.error().message.find("has 32") != std::string::npos);
+}
+
+TEST_CASE("megatron search: d pinned takes any t x p within the topology", "[planner][megatron]") {
+  const Topology topology = shipped("a100_4x8.json");
+  MegatronAxes fixed;
+  fixed.data = 3;  // 3 does not divide 32: layouts of 3, 6, ... 30 GPUs
+  const auto found = search_megatron_layouts(kModel, 48, false, fixed, topology, 1000000);
+  REQUIRE(found.ok());
+  std::set<int> counts;
+  for (const MegatronCandidate& c : found->best) {
+    CHECK(c.layout.data == 3);
+    CHECK(c.layout.gpus() <= 32);
+    counts.insert(c.layout.gpus());
+  }
+  CHECK(counts.size() > 1);
+  // Each is what the search finds with that GPU count pinned.
+  for (int count : counts) {
+    MegatronAxes exact;
+    exact.gpus = count;
+    exact.data = 3;
+    const auto same = search_megatron_layouts(kModel, 48, false, exact, topology, 1);
+    REQUIRE(same.ok());
+    CHECK(same->best.front().layout.gpus() == count);
+  }
 }
 
 TEST_CASE("megatron search: at sequence 8192 a 39B model fits 32 A100s only with recomputation",
