@@ -15,7 +15,8 @@ void read_pinned(const nlohmann::json& pinned, const FieldPath& at, MegatronAxes
   take(json_fields::check_known_keys(pinned, at,
                                      {"tensor_model_parallel_size", "pipeline_model_parallel_size", "micro_batch_size",
                                       "num_layers_per_virtual_pipeline_stage", "recompute_granularity",
-                                      "sequence_parallel", "use_distributed_optimizer", "zero_bubble", "v_schedule"}));
+                                      "sequence_parallel", "use_distributed_optimizer", "zero_bubble", "v_schedule",
+                                      "data_parallel_size", "gpus"}));
   const auto integer = [&](const char* name, int least, std::optional<int>& into) {
     if (pinned.contains(name)) into = static_cast<int>(take(json_fields::read_integer(pinned, at, name, least)));
   };
@@ -23,6 +24,8 @@ void read_pinned(const nlohmann::json& pinned, const FieldPath& at, MegatronAxes
   integer("pipeline_model_parallel_size", 1, axes.pipeline);
   integer("micro_batch_size", 1, axes.micro_batch);
   integer("num_layers_per_virtual_pipeline_stage", 0, axes.layers_per_virtual_stage);
+  integer("data_parallel_size", 1, axes.data);
+  integer("gpus", 1, axes.gpus);
   if (pinned.contains("recompute_granularity")) {
     const std::string r = take(json_fields::read_string(pinned, at, "recompute_granularity"));
     axes.recompute = parse_recompute(r);

@@ -9,7 +9,9 @@
 //           "recompute_granularity": "none"|"selective"|"full",
 //           "sequence_parallel", "use_distributed_optimizer": bool,
 //           "zero_bubble": "1f1b"|"zb-h1"|"zb-h2",
-//           "v_schedule": "none"|"zbv"|"dualpipev"}}
+//           "v_schedule": "none"|"zbv"|"dualpipev",
+//           "data_parallel_size", "gpus": int (plan's --data-parallel-size
+//           and --gpus)}}
 // and its expectation:
 //   "expected": {"iteration_time_s": num, "layout": "t 8 p 8 d 4 b 1 v 4 recompute selective sp"}
 #pragma once
