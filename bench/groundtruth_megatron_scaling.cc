@@ -75,7 +75,7 @@ struct Outcome {
   double published_s = 0.0;  // the iteration time the published figure implies
   double predicted_s = 0.0;
   double peak_gib = 0.0;
-  std::string tried;  // Table 1: every micro-batch size tried and its figure
+  std::string tried;  // every micro-batch size tried and its figure (Table 1 prints it)
   double error() const { return 100.0 * (predicted_tflops - published_tflops) / published_tflops; }
 };
 
@@ -169,7 +169,9 @@ std::vector<Outcome> table2(const MarkdownTable& t, const baton::Topology& topol
     o.predicted_s = p->seconds;
     o.peak_gib = p->peak_gib;
     o.published_s = o.predicted_s * o.predicted_tflops / o.published_tflops;
-    o.tried = p->fits ? "" : "does not fit";
+    if (!p->fits)
+      std::fprintf(stderr, "%s: Table 2's %s on %d GPUs does not fit (peak %.1f GiB)\n", kProgram, o.params.c_str(),
+                   gpus, p->peak_gib);
     out.push_back(o);
   }
   return out;

@@ -96,13 +96,16 @@ std::vector<PipelineShape> pipeline_shapes(const GptModel& model, int p, int m, 
   return shapes;
 }
 
+// With d pinned and no GPU count, a layout may use any t p d GPUs within the
+// topology; otherwise exactly the GPU count (see megatron_search.h).
+bool any_count_within(const MegatronAxes& fixed) { return fixed.data && !fixed.gpus; }
+
 // Every layout the search considers (see megatron_search.h).
 std::vector<MegatronLayout> enumerate(const GptModel& model, int global_batch, bool bf16, const MegatronAxes& fixed,
                                       const Topology& topology) {
   const int devices = topology.num_devices();
   const int gpus = fixed.gpus.value_or(devices);
-  // d pinned without a GPU count: any t p d within the topology.
-  const bool within = fixed.data && !fixed.gpus;
+  const bool within = any_count_within(fixed);
   const int inner = topology.levels.front().size;
   std::vector<MegatronLayout> out;
   for (int t : pinned_or(fixed.tensor, divisors(model.heads, inner))) {
@@ -243,7 +246,7 @@ void close_families(FamilyMap& families, MegatronSearchResult& result, const Gpt
 std::string no_layout_message(const GptModel& model, int global_batch, bool bf16, const MegatronAxes& fixed,
                               const Topology& topology) {
   const int gpus = fixed.gpus.value_or(topology.num_devices());
-  const bool within = fixed.data && !fixed.gpus;
+  const bool within = any_count_within(fixed);
   std::string message = within
                             ? fmt::format("no layout with d {} on at most {} GPUs", *fixed.data, topology.num_devices())
                             : fmt::format("no layout uses {} GPUs", gpus);

@@ -66,8 +66,8 @@ Result<IterationPrediction> predict_iteration(const Plan& plan, const Profile& p
                                               double q, int samples) {
   auto deterministic = simulate_iteration(plan, profile, topology);
   if (!deterministic) return deterministic.error();
-  const int workers = static_cast<int>(deterministic->trace.workers.size());
-  IterationPrediction prediction{std::move(*deterministic), executor_step_barrier(topology, workers), Seconds(0)};
+  IterationPrediction prediction{std::move(*deterministic), executor_step_barrier(topology, plan.num_workers()),
+                                 Seconds(0)};
   prediction.at_quantile = prediction.plain();
   if (!topology.device.noisy()) return prediction;
   const auto noisy = noisy_makespans(build_program(plan), stage_costs(profile, plan, topology), topology,
