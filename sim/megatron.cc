@@ -103,13 +103,18 @@ double gpt_parameters(const GptModel& model, int tensor) {
          2.0 * h;
 }
 
+// Per sample and layer the forward is 24 s h^2 (1 + s / 6h) FLOPs, the
+// backward twice that, and full recomputation one forward more: k = 3 or 4
+// passes. The logit layer (2 s h V forward) is never recomputed, so its term
+// is 6 B s h V either way: 96 B s L h^2 V / (16 L h) in Megatron's form.
 double megatron_model_flops(const GptModel& model, const MegatronLayout& layout) {
   const double k = layout.recompute == Recompute::kFull ? 4.0 : 3.0;
+  const double b = static_cast<double>(layout.global_batch);
   const double s = static_cast<double>(model.sequence);
   const double l = static_cast<double>(model.layers);
   const double h = static_cast<double>(model.hidden);
   const double v = static_cast<double>(padded_vocab(model, layout.tensor));
-  return 24.0 * k * layout.global_batch * s * l * h * h * (1.0 + s / (6.0 * h) + v / (16.0 * l * h));
+  return 24.0 * k * b * s * l * h * h * (1.0 + s / (6.0 * h)) + 6.0 * b * s * h * v;
 }
 
 namespace {

@@ -150,6 +150,8 @@ struct MegatronPrediction {
   Simulation simulation;
   Seconds iteration_time;
   double throughput_samples_per_s = 0.0;
+  // megatron_model_flops over the iteration and the GPUs (Narayanan et al. 2021,
+  // eq. 3; with full recomputation it counts the recomputed forward).
   double model_tflops_per_gpu = 0.0;
   MegatronBreakdown breakdown;
   MegatronMemory memory;

@@ -27,13 +27,19 @@ TEST_CASE("megatron: parameters L (12 h^2 + 13 h) + V h + s h + 2 h, about 175B 
   CHECK(std::abs(gpt_parameters(kGpt3, 1) / 1e9 - 174.6) < 0.1);
 }
 
-TEST_CASE("megatron: model FLOPs 24 k B s L h^2 (1 + s / 6h + V / 16 L h), k 4 with full recomputation", "[megatron]") {
+// Narayanan et al. 2021, eq. 3: 96 B s L h^2 (1 + s / 6h + V / 16 L h) with
+// full recomputation. Without it the layers count 3 passes, not 4, but the
+// logit layer (never recomputed) keeps its 96 B s L h^2 V / (16 L h) = 6 B s h V.
+TEST_CASE("megatron: model FLOPs 24 k B s L h^2 (1 + s / 6h) + 6 B s h V, k 4 with full recomputation, 3 without",
+          "[megatron]") {
   MegatronLayout l = layout(8, 16, 8, 1, 1536);
   const double s = 2048, L = 96, h = 12288, V = 51200, B = 1536;
-  const double base = 24 * B * s * L * h * h * (1 + s / (6 * h) + V / (16 * L * h));
-  CHECK(std::abs(megatron_model_flops(kGpt3, l) / (3 * base) - 1) < 1e-12);
+  const double layers = 24 * B * s * L * h * h * (1 + s / (6 * h));
+  const double logits = 6 * B * s * h * V;
+  CHECK(std::abs(megatron_model_flops(kGpt3, l) / (3 * layers + logits) - 1) < 1e-12);
   l.recompute = Recompute::kFull;
-  CHECK(std::abs(megatron_model_flops(kGpt3, l) / (4 * base) - 1) < 1e-12);
+  const double published = 96 * B * s * L * h * h * (1 + s / (6 * h) + V / (16 * L * h));
+  CHECK(std::abs(megatron_model_flops(kGpt3, l) / published - 1) < 1e-12);
 }
 
 TEST_CASE("megatron: microbatches B / (b d) and chunks L / (p x layers per virtual stage)", "[megatron]") {
