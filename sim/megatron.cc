@@ -1,10 +1,12 @@
 #include "sim/megatron.h"
 
+#include <algorithm>
 #include <initializer_list>
 
 #include <fmt/format.h>
 
 #include "sim/json_fields.h"
+#include "sim/plan.h"
 
 namespace baton {
 
@@ -234,6 +236,13 @@ Status check_megatron_layout(const GptModel& model, const MegatronLayout& layout
         "--micro-batch-size {} x --data-parallel-size {} does not divide --global-batch-size {}: each data-parallel "
         "rank needs a whole number of microbatches",
         layout.micro_batch, layout.data, layout.global_batch));
+  const int64_t chunks = static_cast<int64_t>(layout.pipeline) * std::max(1, layout.virtual_stages(model));
+  if (static_cast<int64_t>(layout.microbatches()) * chunks > kMaxMicrobatchStages)
+    return bad(fmt::format(
+        "--global-batch-size {} gives {} microbatches per data-parallel rank through {} pipeline chunks: more than the "
+        "{} microbatch-stage pairs baton simulates (about 1 GiB); a smaller --global-batch-size shows the same "
+        "steady state",
+        layout.global_batch, layout.microbatches(), chunks, kMaxMicrobatchStages));
   if (layout.layers_per_virtual_stage > 0 && layout.microbatches() % layout.pipeline != 0)
     return bad(
         fmt::format("--global-batch-size {} gives {} microbatches per data-parallel rank, not a multiple of "

@@ -255,6 +255,12 @@ Status check_plan(const Plan& plan, const Profile& profile, const Topology& topo
   if (auto ok = check_plan_topology(plan, topology, source); !ok) return ok;
   if (plan.stages.empty()) return root.field("stages").error("must hold at least one stage");
   if (plan.batches < 1) return root.field("microbatches").error("must be >= 1", plan.batches);
+  if (static_cast<int64_t>(plan.batches) * plan.num_stages() > kMaxMicrobatchStages)
+    return root.field("microbatches")
+        .error(fmt::format("x {} stages must be at most {} microbatch-stage pairs (about 1 GiB to simulate); fewer "
+                           "microbatches show the same steady state",
+                           plan.num_stages(), kMaxMicrobatchStages),
+               plan.batches);
   if (plan.schedule == Schedule::kDataParallel && plan.num_stages() != 1)
     return root.field("stages").error("must be a single stage for the dp schedule", stages_to_string(plan.stages));
   if (auto ok = check_chunks(plan, source); !ok) return ok;

@@ -1,6 +1,7 @@
 // baton: plan, simulate and execute pipeline-parallel training.
 #include <cstdio>
 #include <exception>
+#include <new>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -46,6 +47,14 @@ int main(int argc, char** argv) {
   } catch (const baton::cli::UsageError& e) {
     std::fprintf(stderr, "baton: %s\n", e.what());
     return baton::cli::kExitBadInput;
+  } catch (const std::bad_alloc&) {
+    // The inputs' checks bound what a command builds (kMaxMicrobatchStages);
+    // this is the last word where the machine has less memory than that.
+    std::fputs(
+        "baton: out of memory: the machine could not hold what this command builds (a smaller batch, "
+        "fewer microbatches or a smaller sweep needs less)\n",
+        stderr);
+    return 1;
   }
   return result.exit_code;
 }

@@ -2,10 +2,13 @@
 // parameter and FLOP counts, and bad layouts refused with the flag named.
 #include "tests/catch_compat.h"
 
+#include <fmt/format.h>
+
 #include "tests/megatron/megatron_test_support.h"
 
 #include "sim/megatron.h"
 #include "sim/megatron_sim.h"
+#include "sim/plan.h"
 
 namespace baton {
 namespace {
@@ -79,6 +82,18 @@ TEST_CASE("megatron: bad layouts are refused naming the flag", "[megatron]") {
   interleaved.layers_per_virtual_stage = 3;
   refused(interleaved, 1024, {"193 microbatches", "--pipeline-model-parallel-size 16"});
   refused(layout(1, 1, 1, 1, 8), 8, {"--hidden-size 100", "--num-attention-heads 3"}, GptModel{2, 100, 3, 16, 10});
+}
+
+TEST_CASE("megatron: microbatches x pipeline chunks beyond kMaxMicrobatchStages are refused, naming the batch",
+          "[megatron]") {
+  // p 8, d 4, micro-batch 1: B / 4 microbatches per rank through 8 chunks.
+  const int at_limit = static_cast<int>(kMaxMicrobatchStages / 8 * 4);
+  CHECK(check_megatron_layout(kGpt3, layout(8, 8, 4, 1, at_limit), 256).ok());
+  refused(layout(8, 8, 4, 1, at_limit + 4), 256,
+          {fmt::format("--global-batch-size {}", at_limit + 4), "8 pipeline chunks"});
+  MegatronLayout chunked = layout(8, 8, 4, 1, at_limit);  // 2 chunks per rank: twice the pairs
+  chunked.layers_per_virtual_stage = 6;
+  refused(chunked, 256, {"16 pipeline chunks"});
 }
 
 }  // namespace

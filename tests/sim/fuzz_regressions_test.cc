@@ -100,3 +100,43 @@ TEST_CASE("integers too large for an int are rejected, not wrapped", "[fuzz][pla
   CHECK(fine->microbatch_size == 1 << 24);
   CHECK(fine->stages[0].layers == LayerRange{0, 8});
 }
+
+namespace baton {
+namespace {
+
+// A mistyped --microbatches 100000000 made the simulator build a Program of
+// hundreds of millions of actions and end in std::bad_alloc; check_plan now
+// bounds microbatches x stages by kMaxMicrobatchStages.
+TEST_CASE("microbatches x stages beyond kMaxMicrobatchStages are refused by check_plan", "[fuzz][plan]") {
+  Profile profile;
+  profile.model = "two";
+  profile.microbatch_size = 1;
+  for (int i = 0; i < 2; ++i) {
+    Layer layer;
+    layer.name = "l" + std::to_string(i);
+    layer.forward = Seconds(1e-3);
+    layer.backward = Seconds(2e-3);
+    profile.layers.push_back(layer);
+  }
+  auto topology = parse_topology(R"({"format": "baton.topology.v1", "name": "two",
+      "device": {"name": "d", "memory_gib": 16},
+      "levels": [{"name": "l", "size": 2, "bandwidth_gbps": 10, "latency_us": 0}]})",
+                                 "two.json");
+  REQUIRE(topology.ok());
+  Plan plan;
+  auto stages = parse_stages("0-1,1-2");
+  REQUIRE(stages.ok());
+  plan.stages = *stages;
+  plan.microbatch_size = 1;
+  plan.batches = static_cast<int>(kMaxMicrobatchStages / 2);
+  REQUIRE(assign_devices(plan, *topology).ok());
+  CHECK(check_plan(plan, profile, *topology, "--stages").ok());
+  plan.batches += 1;
+  const Status too_many = check_plan(plan, profile, *topology, "--stages");
+  REQUIRE_FALSE(too_many.ok());
+  CHECK(too_many.error().message.find("microbatches") != std::string::npos);
+  CHECK(too_many.error().message.find(std::to_string(kMaxMicrobatchStages)) != std::string::npos);
+}
+
+}  // namespace
+}  // namespace baton
