@@ -43,6 +43,21 @@ struct SimulateArgs {
   MegatronArgs megatron;
 };
 
+// The profile's times, activations and transfers are per microbatch of its own
+// size, and the simulator does not scale them: a plan at another size would
+// keep the profile's timeline and only relabel its samples. `source` names
+// where the other size came from (the flag, or the plan file's field).
+void check_microbatch_size(int size, const std::string& source, const Profile& profile,
+                           const std::string& profile_path) {
+  if (size == profile.microbatch_size) return;
+  throw UsageError(fmt::format(
+      "{} is {} but profile {} was taken at {} samples per microbatch, and its per-microbatch times, activations "
+      "and transfers do not scale: simulate at {}, or get a profile at {} (baton profile analytic --arch ... "
+      "--microbatch-size {}, baton profile measure --model ... --microbatch-size {}, or baton import pipedream "
+      "--microbatch-size {} for the size a PipeDream profile was taken at)",
+      source, size, profile_path, profile.microbatch_size, profile.microbatch_size, size, size, size, size));
+}
+
 Plan base_plan(const SimulateArgs& args, const Profile& profile) {
   Plan plan;
   if (!args.plan.empty()) {
@@ -50,10 +65,15 @@ Plan base_plan(const SimulateArgs& args, const Profile& profile) {
   } else {
     plan.stages = take(parse_stages(args.stages));
     plan.batches = 64;
+    plan.microbatch_size = profile.microbatch_size;
   }
   plan.model = profile.model;
-  if (plan.microbatch_size < 1 || args.plan.empty()) plan.microbatch_size = profile.microbatch_size;
-  if (args.microbatch_size > 0) plan.microbatch_size = args.microbatch_size;
+  if (args.microbatch_size > 0) {  // the flag replaces the plan file's size
+    check_microbatch_size(args.microbatch_size, "--microbatch-size", profile, args.profile);
+    plan.microbatch_size = args.microbatch_size;
+  } else if (!args.plan.empty()) {
+    check_microbatch_size(plan.microbatch_size, args.plan + ": microbatch_size", profile, args.profile);
+  }
   if (args.microbatches > 0) plan.batches = args.microbatches;
   if (args.vertical_sync) plan.vertical_sync = true;
   return plan;
@@ -262,7 +282,10 @@ void add_simulate_command(CLI::App& app, CommandResult& result) {
                   "microbatches per iteration (flush schedules) or minibatches pushed through "
                   "(pipedream; raised to reach a steady state). Default 64")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--microbatch-size", args->microbatch_size, "samples per microbatch (default: the profile's)")
+  cmd->add_option("--microbatch-size", args->microbatch_size,
+                  "samples per microbatch: the profile's (its default), as a check; another size is refused,\n"
+                  "as is a plan file at another size: a profile's times hold at its own size only (get one\n"
+                  "at N samples with baton profile analytic|measure --microbatch-size N)")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--vertical-sync", args->vertical_sync, "pipedream: every stage uses stage 0's weight version");
   cmd->add_option("--virtual-stages", args->virtual_stages,

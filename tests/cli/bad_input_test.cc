@@ -153,3 +153,43 @@ TEST_CASE("a plan file with an unknown key is refused", "[cli][bad-input]") {
         "baton: " + plan.string() + ": stages[0] has an unknown key \"device\" (did you mean \"devices\"?)\n");
   CHECK_FALSE(fs::exists(trace));
 }
+
+TEST_CASE("simulate refuses a microbatch size other than the profile's, saying how to get one",
+          "[cli][bad-input][microbatch-size]") {
+  // The profile's times, activations and transfers are per microbatch of its
+  // 4 samples; at 8 the simulator would keep them and only double the samples.
+  expect_refused(kProfile, kTopology, "--stages 0-3,3-6 --microbatch-size 8",
+                 {"--microbatch-size is 8 but profile " + kProfile + " was taken at 4 samples per microbatch",
+                  "baton profile analytic --arch ... --microbatch-size 8",
+                  "baton profile measure --model ... --microbatch-size 8"});
+  // The profile's own size is accepted.
+  const CliRun same = run_baton(
+      "simulate --profile '" + kProfile + "' --topology '" + kTopology + "' --stages 0-3,3-6 --microbatch-size 4",
+      "microbatch-size-same");
+  CHECK(same.exit_code == 0);
+  CHECK(same.out.find("microbatches x 4 samples") != std::string::npos);
+}
+
+TEST_CASE("simulate refuses a plan file at a microbatch size other than the profile's",
+          "[cli][bad-input][microbatch-size]") {
+  const fs::path dir = scratch_dir("plan-microbatch-size");
+  const std::string stages = R"("stages": [{"layers": [0, 3], "replicas": 1}, {"layers": [3, 6], "replicas": 1}]})";
+  const fs::path plan = write(dir, "plan.json", R"({"format": "baton.plan.v1", "schedule": "1f1b",
+    "microbatch_size": 1024, "microbatches": 8, )" + stages);
+  expect_refused(
+      kProfile, kTopology, "--plan '" + plan.string() + "'",
+      {plan.string() + ": microbatch_size is 1024 but profile " + kProfile + " was taken at 4 samples per microbatch"});
+  // --microbatch-size replaces the file's size: at the profile's it runs.
+  const CliRun replaced = run_baton("simulate --profile '" + kProfile + "' --topology '" + kTopology + "' --plan '" +
+                                        plan.string() + "' --microbatch-size 4",
+                                    "plan-microbatch-size-replaced");
+  CHECK(replaced.exit_code == 0);
+  CHECK(replaced.out.find("8 microbatches x 4 samples") != std::string::npos);
+  // A file at the profile's size runs as it is.
+  const fs::path same = write(dir, "same.json", R"({"format": "baton.plan.v1", "schedule": "1f1b",
+    "microbatch_size": 4, "microbatches": 8, )" + stages);
+  const CliRun ran =
+      run_baton("simulate --profile '" + kProfile + "' --topology '" + kTopology + "' --plan '" + same.string() + "'",
+                "plan-microbatch-size-same");
+  CHECK(ran.exit_code == 0);
+}
