@@ -166,7 +166,8 @@ SweepPoint evaluate(const Profile& profile, const Topology& base, const SweepSpe
   point.throughput_samples_per_s = m.throughput_samples_per_s;
   point.iteration_time_s = m.iteration_time.value;
   point.bubble_fraction = m.bubble_fraction;
-  for (const WorkerMetrics& w : m.workers) point.peak_memory = max(point.peak_memory, w.peak_memory);
+  // Per device: workers placed on one device share its memory (Metrics::devices).
+  for (const DeviceMetrics& d : m.devices) point.peak_memory = max(point.peak_memory, d.peak_memory);
   point.fits = point.peak_memory <= topology.device.memory;
   return point;
 }

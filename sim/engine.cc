@@ -74,6 +74,9 @@ Engine::Engine(const Program& program, const std::vector<StageCost>& costs, cons
     for (int s : stages_of(info)) params += costs[s].params;
     memory_.emplace_back(params, costs[info.stage].stash, factor);
   }
+  device_held_.assign(static_cast<size_t>(topology.num_devices()), Bytes(0));
+  for (size_t w = 0; w < memory_.size(); ++w) device_held_[program.workers[w].device] += memory_[w].held();
+  raw_.device_peak_memory = device_held_;
   raw_.busy.assign(static_cast<size_t>(workers), Seconds(0.0));
   raw_.compute_intervals.resize(static_cast<size_t>(workers));
   raw_.stage0_completion.assign(static_cast<size_t>(microbatches_), Seconds(-1.0));
@@ -238,7 +241,18 @@ bool Engine::run_compute(int worker, const Action& action, Seconds now) {
   return true;
 }
 
+// Every worker's change reaches its device's sum as it happens, so the
+// device's peak is that of the sum at one instant, not the sum of the
+// workers' peaks (which may fall at different times).
 void Engine::track_memory(int worker, const Action& action, bool starting) {
+  const Bytes before = memory_[worker].held();
+  update_memory(worker, action, starting);
+  const auto device = static_cast<size_t>(program_.workers[worker].device);
+  device_held_[device] += memory_[worker].held() - before;
+  raw_.device_peak_memory[device] = max(raw_.device_peak_memory[device], device_held_[device]);
+}
+
+void Engine::update_memory(int worker, const Action& action, bool starting) {
   MemoryTracker& memory = memory_[worker];
   const size_t index = slot(action.stage, action.batch());
   if (action.kind == ActionKind::kStep) {

@@ -125,6 +125,7 @@ class Engine {
   // The part of `action`'s time its worker's host spends issuing it (StageCost).
   double host_share(const Action& action) const;
   void track_memory(int worker, const Action& action, bool starting);
+  void update_memory(int worker, const Action& action, bool starting);
   void record(int worker, const Action& action, Stream stream, Seconds start, Seconds end, Bytes bytes);
   void schedule(int worker, Seconds at) {
     state_[worker].next_event = at.value;
@@ -161,6 +162,7 @@ class Engine {
   std::vector<int> version_used_;                     // [stage * M + microbatch]
   std::vector<int> stage0_version_;                   // [microbatch], for vertical sync
   std::vector<MemoryTracker> memory_;
+  std::vector<Bytes> device_held_;  // [device]: the sum of its workers' MemoryTracker::held
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> queue_;
   const std::vector<double>* noise_factors_ = nullptr;      // set only with a noise seed
   const std::vector<Seconds>* allreduce_extras_ = nullptr;  // likewise

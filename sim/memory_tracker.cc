@@ -41,10 +41,11 @@ int MemoryTracker::versions_held() const {
   return live_referenced ? held : held + 1;
 }
 
+Bytes MemoryTracker::held() const { return params_ * versions_held() + params_ + optimizer_ + activations_; }
+
 void MemoryTracker::update() {
   const int versions = versions_held();
-  const Bytes total = params_ * versions + params_ + optimizer_ + activations_;
-  peak_ = max(peak_, total);
+  peak_ = max(peak_, held());
   peak_versions_ = std::max(peak_versions_, versions);
   peak_activations_ = max(peak_activations_, activations_);
   peak_inflight_ = std::max(peak_inflight_, inflight_);

@@ -44,6 +44,8 @@ class MemoryTracker {
   int versions_held() const;
   int inflight() const { return inflight_; }
   Bytes activations() const { return activations_; }
+  // The sum above, now (peak() is its largest value so far).
+  Bytes held() const;
   Bytes peak() const { return peak_; }
   int peak_versions() const { return peak_versions_; }
   Bytes peak_activations() const { return peak_activations_; }

@@ -19,6 +19,9 @@ nlohmann::json metrics_to_json(const Metrics& metrics) {
                        {"peak_activation_bytes", w.peak_activation_bytes.value},
                        {"peak_inflight_microbatches", w.peak_inflight_microbatches}});
   }
+  nlohmann::json devices = nlohmann::json::array();
+  for (const DeviceMetrics& d : metrics.devices)
+    devices.push_back({{"device", d.device}, {"workers", d.workers}, {"peak_memory_bytes", d.peak_memory.value}});
   return {{"iteration_time_s", metrics.iteration_time.value},
           {"throughput_samples_per_s", metrics.throughput_samples_per_s},
           {"bubble_fraction", metrics.bubble_fraction},
@@ -26,7 +29,8 @@ nlohmann::json metrics_to_json(const Metrics& metrics) {
           {"window_s", {metrics.window_start.value, metrics.window_end.value}},
           {"actions", metrics.actions},
           {"wall_seconds", metrics.wall_seconds},
-          {"workers", workers}};
+          {"workers", workers},
+          {"devices", devices}};
 }
 
 }  // namespace baton

@@ -9,7 +9,11 @@
 //   time is the compute (F, B, I, W, STEP) the worker ran inside the window;
 //   the overall figure is 1 - sum(busy) / (workers x window).
 // - memory, per worker, peak over the run of: weights x versions held,
-//   gradients, optimizer state, stashed activations (see docs/SIMULATOR.md).
+//   gradients, optimizer state, stashed activations (see docs/SIMULATOR.md);
+//   per device, peak over the run of the sum of what its workers hold at one
+//   instant: several workers on one device (`@` placement) share its memory,
+//   and whether a plan fits is decided per device. The device's peak lies
+//   between the largest of its workers' peaks and their sum.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +41,13 @@ struct WorkerMetrics {
   int peak_inflight_microbatches = 0;
 };
 
+// One device that runs at least one worker.
+struct DeviceMetrics {
+  int device = 0;
+  std::vector<int> workers;  // the workers placed on it, increasing
+  Bytes peak_memory;         // peak of the workers' sum, at one instant
+};
+
 struct Metrics {
   Seconds iteration_time;
   double throughput_samples_per_s = 0.0;
@@ -48,6 +59,7 @@ struct Metrics {
   int64_t actions_skipped = 0;  // of `actions`, jumped over as repeats (SimOptions::skip_repeats)
   double wall_seconds = 0.0;    // the simulator's own run time
   std::vector<WorkerMetrics> workers;
+  std::vector<DeviceMetrics> devices;  // by device id, those with workers only
 };
 
 nlohmann::json metrics_to_json(const Metrics& metrics);

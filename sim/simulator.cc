@@ -98,6 +98,22 @@ WorkerMetrics worker_metrics(int worker, const WorkerInfo& info, const MemoryTra
   return m;
 }
 
+// The devices that run workers, in device order, each with its workers and the
+// peak of their sum (RawRun::device_peak_memory).
+std::vector<DeviceMetrics> device_metrics(const Program& program, const RawRun& raw) {
+  std::map<int, DeviceMetrics> by_device;
+  for (int w = 0; w < program.num_workers(); ++w) {
+    const int device = program.workers[w].device;
+    DeviceMetrics& d = by_device[device];
+    d.device = device;
+    d.workers.push_back(w);
+    d.peak_memory = raw.device_peak_memory[static_cast<size_t>(device)];
+  }
+  std::vector<DeviceMetrics> devices;
+  for (auto& [device, d] : by_device) devices.push_back(std::move(d));
+  return devices;
+}
+
 Metrics metrics_of(const Program& program, const RawRun& raw, int microbatch_size) {
   Metrics metrics;
   metrics.makespan = raw.makespan;
@@ -117,6 +133,7 @@ Metrics metrics_of(const Program& program, const RawRun& raw, int microbatch_siz
     busy_total += busy;
     metrics.workers.push_back(worker_metrics(w, program.workers[w], raw.memory[w], busy, length));
   }
+  metrics.devices = device_metrics(program, raw);
   const double capacity = length.value * program.num_workers();
   metrics.bubble_fraction = capacity > 0 ? 1.0 - busy_total.value / capacity : 0.0;
   return metrics;
@@ -215,6 +232,12 @@ bool replicas_interchangeable(const Plan& plan, const Topology& topology) {
   if (d < 2 || plan.batches % d != 0) return false;
   for (const StagePlan& stage : plan.stages)
     if (stage.replicas != d || static_cast<int>(stage.devices.size()) != d) return false;
+  // Replica 0 alone would miss another replica's worker on one of its devices
+  // (sharing its compute stream and memory).
+  std::map<int, int> replica_of_device;
+  for (const StagePlan& stage : plan.stages)
+    for (int j = 0; j < d; ++j)
+      if (replica_of_device.emplace(stage.devices[j], j).first->second != j) return false;
   const Network network(topology);
   std::map<int, int> replica_of_link;
   const auto claim = [&](int link, int replica) {

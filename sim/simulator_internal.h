@@ -17,6 +17,9 @@ struct RawRun {
   int64_t skipped = 0;                // actions jumped over as repeats (engine_repeats.cc)
   std::vector<Span> spans;            // unsorted; only with record_trace
   std::vector<MemoryTracker> memory;  // per worker
+  // Per device: the peak over the run of the sum of what its workers hold at
+  // one instant (MemoryTracker::held, summed as the actions run).
+  std::vector<Bytes> device_peak_memory;
 };
 
 Result<RawRun> run_engine(const Program& program, const std::vector<StageCost>& costs, const Topology& topology,

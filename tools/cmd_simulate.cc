@@ -249,7 +249,8 @@ void add_simulate_command(CLI::App& app, CommandResult& result) {
       app.add_subcommand("simulate", "Predict a plan's throughput, bubbles and memory; draw its Gantt chart");
   cmd->footer(
       "Predict the timeline of a plan with the discrete-event simulator: time per iteration,\n"
-      "throughput, pipeline bubbles and peak memory per worker, and optionally a Gantt chart\n"
+      "throughput, pipeline bubbles and peak memory per worker and per device (workers placed on one\n"
+      "device with @ share its memory: the peak of their sum), and optionally a Gantt chart\n"
       "(SVG), a Perfetto/chrome://tracing trace (JSON) and a CSV of every action.\n\n"
       "Example:\n"
       "  baton simulate --profile traces/vgg16_v100_mb32.json --topology topologies/pipedream_a.json \\\n"

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "sim/stage_costs.h"
 #include "tools/report.h"
@@ -37,6 +38,30 @@ std::vector<const WorkerMetrics*> stage_peaks(const Metrics& metrics, const Plan
       if (peaks[s] == nullptr || w.peak_memory > peaks[s]->peak_memory) peaks[s] = &w;
   }
   return peaks;
+}
+
+// The device whose workers' sum peaked highest among those shared by several
+// workers; nullptr when every device runs one worker (its peak is then the
+// worker's, reported as such).
+const DeviceMetrics* fullest_shared_device(const Metrics& metrics) {
+  const DeviceMetrics* fullest = nullptr;
+  for (const DeviceMetrics& d : metrics.devices)
+    if (d.workers.size() > 1 && (fullest == nullptr || d.peak_memory > fullest->peak_memory)) fullest = &d;
+  return fullest;
+}
+
+// Whether every device holds what its workers hold at once.
+bool fits_memory(const Metrics& metrics, const Topology& topology) {
+  return std::all_of(metrics.devices.begin(), metrics.devices.end(),
+                     [&](const DeviceMetrics& d) { return d.peak_memory <= topology.device.memory; });
+}
+
+std::string shared_device_line(const Metrics& metrics, const Topology& topology) {
+  const DeviceMetrics* shared = fullest_shared_device(metrics);
+  if (shared == nullptr) return "";
+  return fmt::format("peak on one device  {} on device {} (workers {} share it: their sum at one instant){}\n",
+                     human_bytes(shared->peak_memory), shared->device, fmt::join(shared->workers, ", "),
+                     shared->peak_memory > topology.device.memory ? ": DOES NOT FIT" : "");
 }
 
 std::string window_note(const SimulatedPlan& run) {
@@ -76,6 +101,7 @@ std::string single_text(const SimulatedPlan& run, const Profile& profile, const 
   out += fmt::format("peak memory         {} on worker {} (device memory {}{})\n", human_bytes(worst->peak_memory),
                      worst->worker, human_bytes(topology.device.memory),
                      worst->peak_memory > topology.device.memory ? ": DOES NOT FIT" : "");
+  out += shared_device_line(m, topology);
   out += fmt::format("simulated actions   {}\n", m.actions);
   return out;
 }
@@ -108,10 +134,9 @@ std::string side_by_side_text(const std::vector<SimulatedPlan>& runs, const Prof
       return fmt::format("{} ({}v)", human_bytes(peaks[s]->peak_memory), peaks[s]->weight_versions);
     });
   }
+  // Per device: workers placed on one device share its memory.
   add_row(fmt::format("fits {}", human_bytes(topology.device.memory)), [&](const SimulatedPlan& r) {
-    for (const auto& w : r.simulation.metrics.workers)
-      if (w.peak_memory > topology.device.memory) return std::string("no");
-    return std::string("yes");
+    return std::string(fits_memory(r.simulation.metrics, topology) ? "yes" : "no");
   });
   std::string out = fmt::format("{} on {} ({} x {}), {} samples per microbatch\n\n", profile.model, topology.name,
                                 topology.num_devices(), topology.device.name, runs.front().plan.microbatch_size);
@@ -129,10 +154,14 @@ std::string simulations_text(const std::vector<SimulatedPlan>& runs, const Profi
   return side_by_side_text(runs, profile, topology);
 }
 
-nlohmann::json simulations_json(const std::vector<SimulatedPlan>& runs, const Profile&, const Topology&) {
+nlohmann::json simulations_json(const std::vector<SimulatedPlan>& runs, const Profile&, const Topology& topology) {
   nlohmann::json all = nlohmann::json::array();
   for (const auto& run : runs) {
     nlohmann::json entry = metrics_to_json(run.simulation.metrics);
+    for (nlohmann::json& device : entry["devices"])
+      device["fits"] = device["peak_memory_bytes"].get<int64_t>() <= topology.device.memory.value;
+    entry["device_memory_bytes"] = topology.device.memory.value;
+    entry["fits"] = fits_memory(run.simulation.metrics, topology);
     entry["schedule"] = schedule_name(run.plan.schedule);
     entry["plan"] = plan_to_json(run.plan);
     all.push_back(std::move(entry));

@@ -22,7 +22,9 @@ struct SimulatedPlan {
 
 // One run: a per-stage table and the headline figures. Several: one column per schedule.
 std::string simulations_text(const std::vector<SimulatedPlan>& runs, const Profile& profile, const Topology& topology);
-// One run: {"plan", "metrics"}; several: an array of those.
+// One run: the metrics (sim/metrics.h: metrics_to_json) with "schedule", "plan",
+// "device_memory_bytes", "fits" (every device's peak within it) and each of
+// "devices" with its own "fits"; several: an array of those.
 nlohmann::json simulations_json(const std::vector<SimulatedPlan>& runs, const Profile& profile,
                                 const Topology& topology);
 
