@@ -281,22 +281,29 @@ Status check_plan(const Plan& plan, const Profile& profile, const Topology& topo
   return ok_status();
 }
 
+Status check_virtual_stages(Schedule schedule, int virtual_stages, const std::string& source) {
+  const FieldPath at = FieldPath(source).field("virtual_stages");
+  const std::string name(schedule_name(schedule));
+  if (!runs_chunks(schedule)) {
+    if (virtual_stages == 1) return ok_status();
+    return at.error(fmt::format("must be 1 for {} (interleaved-1f1b, zbv and dualpipev run chunks)", name),
+                    virtual_stages);
+  }
+  if (schedule == Schedule::kInterleaved1F1B && virtual_stages < 2)
+    return at.error("must be >= 2 for interleaved-1f1b (with 1 chunk per device it is 1f1b: use --schedule 1f1b)",
+                    virtual_stages);
+  if (schedule != Schedule::kInterleaved1F1B && virtual_stages != 2)
+    return at.error(fmt::format("must be 2 for {} (two chunks per device, a V)", name), virtual_stages);
+  return ok_status();
+}
+
 Status check_chunks(const Plan& plan, const std::string& source) {
   const FieldPath root(source);
   const int v = plan.virtual_stages;
   const std::string name(schedule_name(plan.schedule));
-  if (!runs_chunks(plan.schedule)) {
-    if (v != 1)
-      return root.field("virtual_stages")
-          .error(fmt::format("must be 1 for {} (interleaved-1f1b, zbv and dualpipev run chunks)", name), v);
-    return ok_status();
-  }
+  if (auto ok = check_virtual_stages(plan.schedule, v, source); !ok) return ok;
+  if (!runs_chunks(plan.schedule)) return ok_status();
   const int stages = plan.num_stages();
-  if (plan.schedule == Schedule::kInterleaved1F1B && v < 2)
-    return root.field("virtual_stages")
-        .error("must be >= 2 for interleaved-1f1b (with 1 chunk per device it is 1f1b: use --schedule 1f1b)", v);
-  if (plan.schedule != Schedule::kInterleaved1F1B && v != 2)
-    return root.field("virtual_stages").error(fmt::format("must be 2 for {} (two chunks per device, a V)", name), v);
   if (stages % v != 0) {
     const int lower = std::max(v, stages / v * v);
     return root.field("stages").error(
@@ -431,6 +438,11 @@ Result<Plan> plan_from_json(const json& document, const std::string& source) {
   if (!virtual_stages) return virtual_stages.error();
   if (*virtual_stages > (1 << 16)) return root.field("virtual_stages").error("is too large", *virtual_stages);
   plan.virtual_stages = static_cast<int>(*virtual_stages);
+  // A file that gives its chunks per device must give a schedule that runs that
+  // many: `simulate --plan` sets each schedule's own count (plan_with_schedule),
+  // which would otherwise drop the file's without a word.
+  if (document.contains("virtual_stages"))
+    if (auto ok = check_virtual_stages(plan.schedule, plan.virtual_stages, source); !ok) return ok.error();
   auto stages = json_fields::read_array(document, root, "stages", true);
   if (!stages) return stages.error();
   int64_t workers = 0;

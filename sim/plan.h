@@ -8,7 +8,8 @@
 // File format `baton.plan.v1`:
 //   {"format": "baton.plan.v1", optional "model": str, "schedule": "pipedream"|"1f1b"|"gpipe"|"dp"|"zb-h1"|"zb-h2",
 //    "microbatch_size": int >= 1, "microbatches": int >= 1, optional "vertical_sync": bool,
-//    optional "virtual_stages": int >= 1 (chunks per device; default 1),
+//    optional "virtual_stages": int >= 1 (chunks per device; default 1; when given, one the
+//        schedule runs: check_virtual_stages),
 //    "stages": [{"layers": [begin, end], "replicas": int >= 1, optional "devices": [int]}],
 //    optional "prediction": {...}  (the planner's own figures, kept verbatim),
 //    optional "topology": {"name": str, "devices": int >= 1, "device": str}  (the cluster the
@@ -155,6 +156,10 @@ Status check_plan(const Plan& plan, const Profile& profile, const Topology& topo
 // at least 2p microbatches per replica. Any other schedule needs v = 1. The
 // error says what would fit.
 Status check_chunks(const Plan& plan, const std::string& source);
+// What check_chunks asks of v alone: 1 for a schedule that runs no chunks,
+// >= 2 for interleaved-1f1b, 2 for zbv and dualpipev. plan_from_json applies
+// it to a file that gives "virtual_stages".
+Status check_virtual_stages(Schedule schedule, int virtual_stages, const std::string& source);
 
 Result<Plan> plan_from_json(const nlohmann::json& document, const std::string& source);
 Result<Plan> parse_plan(std::string_view text, const std::string& source);

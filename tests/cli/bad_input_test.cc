@@ -154,6 +154,26 @@ TEST_CASE("a plan file with an unknown key is refused", "[cli][bad-input]") {
   CHECK_FALSE(fs::exists(trace));
 }
 
+TEST_CASE("a plan file whose virtual_stages its schedule does not run is refused", "[cli][bad-input]") {
+  // zb-h1 runs one stage per device; the file's 3 chunks per device would be
+  // dropped without a word.
+  const fs::path dir = scratch_dir("plan-virtual-stages");
+  const fs::path plan = write(dir, "plan.json", R"({"format": "baton.plan.v1", "schedule": "zb-h1",
+    "microbatch_size": 4, "microbatches": 6, "virtual_stages": 3,
+    "stages": [{"layers": [0, 1], "replicas": 1}, {"layers": [1, 2], "replicas": 1}, {"layers": [2, 3], "replicas": 1},
+               {"layers": [3, 6], "replicas": 1}]})");
+  const fs::path trace = dir / "trace.json";
+  const CliRun run = run_baton("simulate --profile '" + kProfile + "' --topology '" + kTopology + "' --plan '" +
+                                   plan.string() + "' --trace '" + trace.string() + "'",
+                               "plan-virtual-stages");
+  CHECK(run.exit_code == 2);
+  CHECK(run.err ==
+        "baton: " + plan.string() +
+            ": virtual_stages must be 1 for zb-h1 (interleaved-1f1b, zbv and dualpipev run chunks), got 3\n");
+  CHECK(run.out.empty());
+  CHECK_FALSE(fs::exists(trace));
+}
+
 TEST_CASE("simulate refuses a microbatch size other than the profile's, saying how to get one",
           "[cli][bad-input][microbatch-size]") {
   // The profile's times, activations and transfers are per microbatch of its

@@ -5,6 +5,7 @@
 // loader refuses.
 #include <algorithm>
 #include <map>
+#include <string>
 
 #include "tests/catch_compat.h"
 
@@ -322,6 +323,35 @@ TEST_CASE("chunked schedules: a plan that does not fit is refused, saying what w
   flat.virtual_stages = 2;
   CHECK(refusal(flat) ==
         "plan.json: virtual_stages must be 1 for 1f1b (interleaved-1f1b, zbv and dualpipev run chunks), got 2");
+}
+
+TEST_CASE("chunked schedules: a plan file's virtual_stages must be one its schedule runs", "[sim][chunks][plan]") {
+  const auto file = [](const std::string& schedule, int v) {
+    nlohmann::json document = plan_to_json(chunked_plan(Schedule::kOneFOneB, 6, 1, 12));
+    document["schedule"] = schedule;
+    document["virtual_stages"] = v;
+    return plan_from_json(document, "p.json");
+  };
+  // The schedules without chunks run one stage per device: v = 1, and nothing else.
+  for (const char* flat : {"1f1b", "zb-h1", "zb-h2", "gpipe", "pipedream"}) {
+    INFO(flat);
+    const auto three = file(flat, 3);
+    REQUIRE(!three.ok());
+    CHECK(three.error().message == "p.json: virtual_stages must be 1 for " + std::string(flat) +
+                                       " (interleaved-1f1b, zbv and dualpipev run chunks), got 3");
+    CHECK(file(flat, 1).ok());
+  }
+  // The V shapes run 2 chunks per device, interleaved-1f1b at least 2.
+  REQUIRE(!file("zbv", 3).ok());
+  CHECK(file("zbv", 3).error().message ==
+        "p.json: virtual_stages must be 2 for zbv (two chunks per device, a V), got 3");
+  REQUIRE(!file("interleaved-1f1b", 1).ok());
+  CHECK(file("zbv", 2).ok());
+  CHECK(file("interleaved-1f1b", 3).ok());
+  // Without the key the loader leaves v to the schedule (plan_with_schedule).
+  nlohmann::json unnamed = plan_to_json(chunked_plan(Schedule::kOneFOneB, 6, 1, 12));
+  unnamed["schedule"] = "zbv";
+  CHECK(plan_from_json(unnamed, "p.json").ok());
 }
 
 TEST_CASE("chunked schedules: virtual_stages round-trips through the plan file", "[sim][chunks][plan]") {
