@@ -4,7 +4,8 @@
 //
 // Case format `baton.check.v1`:
 //   {"format": "baton.check.v1", optional "name": str (default: the file's stem),
-//    "profile": path, "topology": path        (relative to the repository root or the case file),
+//    "profile": path, "topology": path        (see resolve: beside the case file, in a folder
+//                                               above it, or in the current directory),
 //    optional "options": {"cost_model", "straight", "activation_compression", "memory_limit_gib",
 //                "schedule", "microbatches"}   (all optional; the same meaning as `baton plan`'s),
 //    "expected": {"time_per_minibatch_s": num, "stages": "0-13x15,13-39x1", optional "schedule": str},
@@ -69,10 +70,21 @@ struct CheckCase {
   double tolerance = 1e-9;
 };
 
-std::string resolve(const std::string& path, const fs::path& case_file) {
+// A case's relative path is looked up beside the case file, then in each
+// folder above it (so the shipped cases, which name their files from the
+// repository root, work from any directory), then in the current directory.
+// An absolute path is taken as it is. Error when none of these holds it.
+std::string resolve(const std::string& path, const fs::path& case_file, const FieldPath& at) {
+  if (fs::path(path).is_absolute()) return path;
+  for (fs::path dir = fs::absolute(case_file).parent_path();; dir = dir.parent_path()) {
+    if (fs::exists(dir / path)) return (dir / path).string();
+    if (dir == dir.parent_path()) break;
+  }
   if (fs::exists(path)) return path;
-  const fs::path beside = case_file.parent_path() / path;
-  return fs::exists(beside) ? beside.string() : path;
+  throw UsageError(at.error("is found neither beside the case file, nor in a folder above it, nor in the current "
+                            "directory",
+                            path)
+                       .message);
 }
 
 // The object at `name`, checked to hold only `known` keys; nullptr when absent.
@@ -154,7 +166,8 @@ CheckCase load_case(const fs::path& file, bool update) {
   take(json_fields::check_known_keys(
       c.document, root, {"format", "name", "profile", "gpt", "topology", "options", "expected", "tolerance"}));
   c.name = take(json_fields::read_string_or(c.document, root, "name", file.stem().string()));
-  c.topology = load_topology_file(resolve(take(json_fields::read_string(c.document, root, "topology")), file));
+  c.topology = load_topology_file(
+      resolve(take(json_fields::read_string(c.document, root, "topology")), file, root.field("topology")));
   c.tolerance = case_tolerance(c.document, root);
   if (c.document.contains("gpt")) {
     if (c.document.contains("profile") || c.document.contains("options"))
@@ -165,7 +178,8 @@ CheckCase load_case(const fs::path& file, bool update) {
     if (!update) c.expected = gpt_expectation(c.document, root);
     return c;
   }
-  c.profile = load_profile_file(resolve(take(json_fields::read_string(c.document, root, "profile")), file));
+  c.profile = load_profile_file(
+      resolve(take(json_fields::read_string(c.document, root, "profile")), file, root.field("profile")));
   c.options = case_options(c.document, root);
   if (!update) c.expected = case_expectation(c.document, root);
   return c;
@@ -252,7 +266,10 @@ void add_check_command(CLI::App& app, CommandResult& result) {
       "Re-plans every case (*.json, format baton.check.v1) in DIR and compares the time per minibatch\n"
       "(within the case's tolerance) and the chosen split and schedule with the expected ones. Prints a\n"
       "diff for every case that moved and exits 1 if any did. --update rewrites the expectations (read the\n"
-      "diff first). Example: baton check tests/planner_cases");
+      "diff first). Example: baton check tests/planner_cases\n\n"
+      "A case's \"profile\" and \"topology\" paths, unless absolute, are looked up beside the case file,\n"
+      "then in each folder above it, then in the current directory: the shipped cases name theirs from\n"
+      "the repository root (\"traces/...\", \"topologies/...\") and run from any directory.");
   cmd->add_option("dir", args->dir, "folder of check cases")->required();
   cmd->add_flag("--update", args->update, "write the current results as the expected ones");
   cmd->callback([args, &result] { result.exit_code = run_check(*args); });

@@ -133,3 +133,35 @@ TEST_CASE("check re-plans a GPT layout case and reports a moved layout", "[cli][
   CHECK(bad.exit_code == 2);
   CHECK(bad.err.find("gpt.pinned.recompute_granularity must be none, selective or full") != std::string::npos);
 }
+
+TEST_CASE("check finds a case's files beside it or in a folder above it, from any directory", "[cli][check]") {
+  const fs::path binary = fs::path(BATON_BINARY_DIR) / "baton";
+  const fs::path elsewhere = scratch_dir("check-elsewhere-cwd");  // holds none of the cases' files
+  const fs::path tree = scratch_dir("check-tree");
+  fs::create_directories(tree / "data");
+  fs::create_directories(tree / "cases" / "nested" / "inputs");
+  fs::copy_file(fs::path(BATON_SOURCE_DIR) / "tests/data/tiny_profile.json", tree / "data" / "p.json");
+  fs::copy_file(fs::path(BATON_SOURCE_DIR) / "tests/data/tiny_topology.json",
+                tree / "cases" / "nested" / "inputs" / "t.json");
+  // "data/p.json" is two folders above the case (as the shipped cases name
+  // "traces/..." from the repository root); "inputs/t.json" is beside it
+  // (every *.json in the cases' folder is a case).
+  const fs::path cases = tree / "cases" / "nested";
+  std::ofstream(cases / "case.json") << R"({"format": "baton.check.v1", "name": "tiny", "profile": "data/p.json",
+    "topology": "inputs/t.json", "options": {"cost_model": "pipedream", "straight": true}})";
+  const CliRun update = run_baton("check --update " + quoted(cases), "check-tree-update", binary, elsewhere);
+  INFO(update.err);
+  CHECK(update.exit_code == 0);
+  const CliRun same = run_baton("check " + quoted(cases), "check-tree", binary, elsewhere);
+  CHECK(same.exit_code == 0);
+  CHECK(same.out.find("1 passed, 0 failed") != std::string::npos);
+
+  // A file found nowhere is named with the case file and the field.
+  std::ofstream(cases / "case.json") << R"({"format": "baton.check.v1", "name": "tiny", "profile": "data/p.json",
+    "topology": "missing/t.json", "options": {}, "expected": {"time_per_minibatch_s": 1.0, "stages": "0-6x1"}})";
+  const CliRun missing = run_baton("check " + quoted(cases), "check-missing", binary, elsewhere);
+  CHECK(missing.exit_code == 2);
+  CHECK(missing.err == "baton: " + (cases / "case.json").string() +
+                           ": topology is found neither beside the case file, nor in a folder above it, nor in the "
+                           "current directory, got \"missing/t.json\"\n");
+}

@@ -52,15 +52,18 @@ inline std::filesystem::path scratch_dir(const std::string& name) {
 inline std::string quoted(const std::filesystem::path& path) { return "'" + path.string() + "'"; }
 
 // `arguments` is appended to the binary path as is (quote paths yourself: quoted).
-// `binary`: another copy of baton to run instead of the built one.
+// `binary`: another copy of baton to run instead of the built one; `cwd`: the
+// directory it runs in (default: the source tree, whose relative paths the
+// tests name).
 inline CliRun run_baton(const std::string& arguments, const std::string& scratch = "cli",
-                        const std::filesystem::path& binary = std::filesystem::path(BATON_BINARY_DIR) / "baton") {
+                        const std::filesystem::path& binary = std::filesystem::path(BATON_BINARY_DIR) / "baton",
+                        const std::filesystem::path& cwd = BATON_SOURCE_DIR) {
   const auto dir = scratch_root() / (scratch + "-io");
   std::filesystem::create_directories(dir);
   const auto out = dir / "stdout.txt";
   const auto err = dir / "stderr.txt";
-  const std::string command = std::string("cd '") + BATON_SOURCE_DIR + "' && " + quoted(binary) + " " + arguments +
-                              " >'" + out.string() + "' 2>'" + err.string() + "'";
+  const std::string command = "cd " + quoted(cwd) + " && " + quoted(binary) + " " + arguments + " >'" + out.string() +
+                              "' 2>'" + err.string() + "'";
   const int status = std::system(command.c_str());
   CliRun run;
   run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
