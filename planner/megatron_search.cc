@@ -215,7 +215,7 @@ void close_families(FamilyMap& families, MegatronSearchResult& result, const Gpt
   for (auto& [key, family] : families) {
     if (family.simulated > 0) continue;
     if (family.not_fitting == family.enumerated)
-      family.reason = fmt::format("does not fit: the least peak is {:.1f} GiB of {:.0f} GiB", family.least_peak.gib(),
+      family.reason = fmt::format("does not fit: the least peak is {:.1f} GiB of {:.3g} GiB", family.least_peak.gib(),
                                   topology.device.memory.gib());
     else
       family.reason = fmt::format("its best lower bound, {:.3f} s, cannot beat the kept layouts (up to {:.3f} s)",
@@ -291,7 +291,7 @@ Result<MegatronSearchResult> search_megatron_layouts(const GptModel& model, int 
     for (const auto& [key, family] : families)
       if (family.not_fitting > 0 && (least.value == 0 || family.least_peak < least)) least = family.least_peak;
     return Error{fmt::format(
-        "no layout of the {} enumerated fits the {:.0f} GiB of one {}: the least peak of any is {:.1f} GiB, so a "
+        "no layout of the {} enumerated fits the {:.3g} GiB of one {}: the least peak of any is {:.1f} GiB, so a "
         "device of at least that much memory would fit one (or more GPUs, a smaller batch or model)",
         result.enumerated, topology.device.memory.gib(), topology.device.name, least.gib())};
   }

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "planner/pipedream_dp.h"
 #include "planner/planner.h"
@@ -79,11 +80,29 @@ void write_plan(const PlanArgs& args, const PlannerOutcome& outcome, const Profi
                path.c_str());
 }
 
+// The options of the profile search that a GPT layout search has no use for:
+// its layout flags pin the schedule (--num-layers-per-virtual-pipeline-stage,
+// --enable-zero-bubble, ...) and the batch, and its optimizer is Adam.
+void refuse_profile_options(const CLI::App& cmd) {
+  std::vector<std::string> given;
+  for (const char* flag : {"--cost-model", "--straight", "--activation-compression", "--schedule", "--microbatches",
+                           "--optimizer", "--virtual-stages"})
+    if (cmd.count(flag) > 0) given.push_back(flag);
+  if (given.empty()) return;
+  throw UsageError(
+      fmt::format("plan: {} {} with --profile; with Megatron's flags the layout flags pin the schedule and the batch "
+                  "(--num-layers-per-virtual-pipeline-stage, --enable-zero-bubble, --micro-batch-size, ...)",
+                  fmt::join(given, ", "), given.size() == 1 ? "goes" : "go"));
+}
+
 int run_plan(const PlanArgs& args, const CLI::App& cmd) {
   if (args.megatron.given()) {
     if (!args.profile.empty()) throw UsageError("plan: a GPT model given by Megatron's flags replaces --profile");
+    refuse_profile_options(cmd);
     return run_megatron_plan(
-        args.megatron, MegatronPlanArgs{args.topology, args.json, args.emit, args.keep, args.output, args.gpus}, cmd);
+        args.megatron,
+        MegatronPlanArgs{args.topology, args.json, args.emit, args.keep, args.output, args.gpus, args.memory_limit_gib},
+        cmd);
   }
   if (cmd.count("--gpus") > 0) throw UsageError("plan: --gpus goes with a GPT model given by Megatron's flags");
   if (args.profile.empty())
@@ -153,6 +172,8 @@ void add_plan_command(CLI::App& app, CommandResult& result) {
       "prints the chosen layout as Megatron-LM flags, --emit torchrun the torchrun line for Megatron-LM's\n"
       "pretrain_gpt.py, and -o plan.json keeps the plan (model, layout, schedule, the topology it was made\n"
       "for) for `baton simulate --plan plan.json --topology ...`, which refuses it on another topology.\n"
+      "--memory-limit-gib applies to both searches; --cost-model, --straight, --activation-compression,\n"
+      "--schedule, --microbatches, --optimizer and --virtual-stages only to --profile (refused here).\n"
       "Example:\n"
       "  baton plan --topology topologies/h100_32x8.json --num-layers 96 --hidden-size 12288 \\\n"
       "      --num-attention-heads 96 --seq-length 2048 --global-batch-size 1536 --bf16");

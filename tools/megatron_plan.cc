@@ -95,7 +95,7 @@ nlohmann::json plan_json(const GptModel& model, const MegatronLayout& chosen, co
 std::string plan_text(const GptModel& model, const MegatronLayout& chosen, const Topology& topology,
                       const MegatronPrediction& prediction, const MegatronSearchResult& found) {
   std::string out = fmt::format(
-      "searched {} layouts in {:.2f} s: {} do not fit the {:.0f} GiB, {} cannot beat the best by their lower "
+      "searched {} layouts in {:.2f} s: {} do not fit the {:.3g} GiB, {} cannot beat the best by their lower "
       "bound, {} simulated\n\nbest layouts (simulated):\n",
       found.enumerated, found.wall_seconds, found.not_fitting, topology.device.memory.gib(), found.pruned,
       found.simulated);
@@ -116,6 +116,12 @@ std::string plan_text(const GptModel& model, const MegatronLayout& chosen, const
   return out;
 }
 
+// The topology as the search sees it: --memory-limit-gib in place of its GPUs' memory.
+Topology with_memory_limit(Topology topology, double memory_limit_gib) {
+  if (memory_limit_gib > 0) topology.device.memory = Bytes::from_gib(memory_limit_gib);
+  return topology;
+}
+
 }  // namespace
 
 std::string torchrun_line(const Topology& topology, int gpus, const std::string& program) {
@@ -127,7 +133,7 @@ std::string torchrun_line(const Topology& topology, int gpus, const std::string&
 }
 
 int run_megatron_plan(const MegatronArgs& flags, const MegatronPlanArgs& args, const CLI::App& cmd) {
-  const Topology topology = load_topology_file(args.topology);
+  const Topology topology = with_memory_limit(load_topology_file(args.topology), args.memory_limit_gib);
   // The model flags and any pinned layout flag are checked as simulate checks
   // them, on one data-parallel rank (the search chooses d).
   MegatronArgs checked = flags;

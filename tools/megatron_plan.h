@@ -15,8 +15,9 @@ struct MegatronPlanArgs {
   bool json = false;
   std::string emit;  // "", "megatron", "torchrun"
   int keep = 5;
-  std::string output;  // -o: the plan file (baton.plan.v1 with "megatron" and "topology")
-  int gpus = 0;        // --gpus: t x p x d equals it (0: every GPU of the topology)
+  std::string output;             // -o: the plan file (baton.plan.v1 with "megatron" and "topology")
+  int gpus = 0;                   // --gpus: t x p x d equals it (0: every GPU of the topology)
+  double memory_limit_gib = 0.0;  // --memory-limit-gib: memory per GPU (0: the topology's)
 };
 
 // The torchrun line that starts `program` on the servers a job of `gpus`

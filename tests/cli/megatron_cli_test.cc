@@ -1,6 +1,7 @@
 // `baton simulate` with Megatron-LM's flags: the JSON figures, the text's
 // account of the time, traces with the model's layers, and bad layouts
 // refused with exit 2, the flag named and nothing written.
+#include <cmath>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
@@ -317,6 +318,40 @@ TEST_CASE("plan pins a layout flag it is given, and --data-parallel-size and --g
                 "plan-gpus-profile");
   CHECK(profile.exit_code == 2);
   CHECK(profile.err.find("--gpus") != std::string::npos);
+}
+
+TEST_CASE("plan with Megatron flags lays out within --memory-limit-gib and refuses the profile search's options",
+          "[cli][megatron]") {
+  const CliRun free = run_baton("plan " + kSmallGpt + " --json", "megatron-plan-limit");
+  INFO(free.err);
+  REQUIRE(free.exit_code == 0);
+  const nlohmann::json unlimited = nlohmann::json::parse(free.out);
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  const double chosen_gib = unlimited["candidates"][0]["peak_memory_bytes"].get<double>() / gib;
+  // Half the unlimited choice's peak (to the MiB below): that layout no
+  // longer fits, and every layout reported fits the limit.
+  const double limit_gib = std::floor(chosen_gib / 2 * 1024) / 1024;
+  const CliRun limited = run_baton("plan " + kSmallGpt + " --memory-limit-gib " + std::to_string(limit_gib) + " --json",
+                                   "megatron-plan-limit");
+  INFO(limited.err);
+  REQUIRE(limited.exit_code == 0);
+  const nlohmann::json within = nlohmann::json::parse(limited.out);
+  CHECK(within["layout"] != unlimited["layout"]);
+  for (const auto& candidate : within["candidates"])
+    CHECK(candidate["peak_memory_bytes"].get<double>() <= limit_gib * gib);
+  // 0.01 GiB is less than any layout's weights (about 0.9e9 parameters in
+  // fp16 over at most 32 GPUs: 0.9e9 x 2 / 32 bytes, about 0.05 GiB).
+  const CliRun none = run_baton("plan " + kSmallGpt + " --memory-limit-gib 0.01", "megatron-plan-limit");
+  CHECK(none.exit_code == 2);
+  CHECK(none.err.find("fits the 0.01 GiB of one A100-SXM4-80GB") != std::string::npos);
+  for (const std::string option : {"--cost-model pipedream", "--straight", "--activation-compression 2",
+                                   "--schedule 1f1b", "--microbatches 8", "--optimizer sgd", "--virtual-stages 2"}) {
+    const CliRun refused = run_baton("plan " + kSmallGpt + " " + option, "megatron-plan-refused");
+    INFO(option << ": " << refused.err);
+    CHECK(refused.exit_code == 2);
+    CHECK(refused.err.find("plan: " + option.substr(0, option.find(' ')) + " goes with --profile") !=
+          std::string::npos);
+  }
 }
 
 }  // namespace
