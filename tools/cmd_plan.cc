@@ -36,6 +36,21 @@ struct PlanArgs {
   int gpus = 0;  // GPT: plan for this many of the topology's GPUs (0: all)
 };
 
+// PipeDream's optimizer plans its own schedule (pipedream) with its own
+// minibatch count; a schedule, microbatch count or chunk count asked of it
+// would be silently dropped.
+void refuse_for_pipedream(const PlanArgs& args, const PlannerOptions& options) {
+  if (options.schedule && *options.schedule != Schedule::kPipeDream)
+    throw UsageError(fmt::format(
+        "--schedule {} with --cost-model pipedream: PipeDream's optimizer plans the pipedream schedule only; "
+        "use --cost-model baton (the default) for {}",
+        args.schedule, args.schedule));
+  if (options.microbatches > 0)
+    throw UsageError("--microbatches with --cost-model pipedream: PipeDream's optimizer keeps its own minibatch count");
+  if (args.virtual_stages > 0)
+    throw UsageError("--virtual-stages with --cost-model pipedream: PipeDream's optimizer plans no interleaving");
+}
+
 PlannerOptions planner_options(const PlanArgs& args) {
   PlannerOptions options;
   options.cost_model = take(parse_cost_model(args.cost_model));
@@ -54,6 +69,7 @@ PlannerOptions planner_options(const PlanArgs& args) {
     }
   }
   options.optimizer = take(parse_optimizer(args.optimizer));
+  if (options.cost_model == CostModel::kPipeDream) refuse_for_pipedream(args, options);
   if (args.virtual_stages > 0) {
     if (options.schedule && *options.schedule != Schedule::kInterleaved1F1B)
       throw UsageError("--virtual-stages applies to interleaved-1f1b (zbv and dualpipev run 2 chunks per device)");
@@ -62,6 +78,20 @@ PlannerOptions planner_options(const PlanArgs& args) {
     options.virtual_stages = args.virtual_stages;
   }
   return options;
+}
+
+// interleaved-1f1b cuts p v chunks from the layers, with p >= 2 ranks per
+// pipeline that divide the devices: a v the layers cannot give is refused
+// here rather than reported as no split fitting the memory.
+void check_virtual_stages(int virtual_stages, const Profile& profile, const Topology& topology) {
+  if (virtual_stages == 0) return;
+  int ranks = 2;
+  while (ranks < topology.num_devices() && topology.num_devices() % ranks != 0) ++ranks;
+  if (ranks * virtual_stages <= profile.num_layers()) return;
+  throw UsageError(fmt::format(
+      "--virtual-stages {}: interleaved-1f1b cuts p x {} chunks from the model's layers (p >= {} devices per "
+      "pipeline), and the profile has {} layers: at most {} chunks per device",
+      virtual_stages, virtual_stages, ranks, profile.num_layers(), profile.num_layers() / ranks));
 }
 
 void write_plan(const PlanArgs& args, const PlannerOutcome& outcome, const Profile& profile, const Topology& topology) {
@@ -114,6 +144,7 @@ int run_plan(const PlanArgs& args, const CLI::App& cmd) {
   const Profile profile = load_profile_file(args.profile);
   const Topology topology = load_topology_file(args.topology);
   PlannerOptions options = planner_options(args);
+  check_virtual_stages(options.virtual_stages, profile, topology);
   std::fprintf(stderr, "baton: planning %s (%d layers) on %s (%d devices)...\n", profile.model.c_str(),
                profile.num_layers(), topology.name.c_str(), topology.num_devices());
   // A line per schedule and microbatch count once planning has taken a second.
@@ -181,7 +212,9 @@ void add_plan_command(CLI::App& app, CommandResult& result) {
   cmd->add_option("--topology", args->topology, "cluster (baton.topology.v1 JSON)")->required();
   cmd->add_option("-o,--output", args->output, "write the chosen plan (baton.plan.v1 JSON)");
   cmd->add_flag("--json", args->json, "print the result as JSON");
-  cmd->add_option("--cost-model", args->cost_model, "baton (default) or pipedream");
+  cmd->add_option("--cost-model", args->cost_model,
+                  "baton (default) or pipedream (plans the pipedream schedule only: refuses --schedule, "
+                  "--microbatches and --virtual-stages)");
   cmd->add_flag("--straight", args->straight, "no stage replication");
   cmd->add_option("--activation-compression", args->activation_compression,
                   "R: activations and gradients cross cuts compressed R times")

@@ -87,3 +87,31 @@ TEST_CASE("plan: a bad option value is refused", "[cli][bad-input][plan]") {
   expect_plan_refused("tests/data/tiny_profile.json", "tests/data/tiny_topology.json", "--cost-model magic",
                       "unknown cost model \"magic\"");
 }
+
+TEST_CASE("plan: --cost-model pipedream refuses a schedule, microbatch count or chunk count it would drop",
+          "[cli][bad-input][plan]") {
+  const std::string vgg = "traces/vgg16_v100_mb32.json", pipedream_a = "topologies/pipedream_a.json";
+  expect_plan_refused(vgg, pipedream_a, "--cost-model pipedream --schedule 1f1b",
+                      "--schedule 1f1b with --cost-model pipedream: PipeDream's optimizer plans the pipedream "
+                      "schedule only");
+  expect_plan_refused(vgg, pipedream_a, "--cost-model pipedream --microbatches 16",
+                      "--microbatches with --cost-model pipedream");
+  expect_plan_refused(vgg, pipedream_a, "--cost-model pipedream --virtual-stages 2",
+                      "--virtual-stages with --cost-model pipedream");
+  // Its own schedule, named, is what it plans.
+  const CliRun named = run_baton(
+      "plan --profile " + vgg + " --topology " + pipedream_a + " --cost-model pipedream --schedule pipedream --json",
+      "plan-pipedream-named");
+  INFO(named.err);
+  CHECK(named.exit_code == 0);
+}
+
+TEST_CASE("plan: more chunks per device than the layers give names --virtual-stages and the layer count",
+          "[cli][bad-input][plan]") {
+  // vgg16's 39 layers on pipedream_a's 16 devices: p >= 2 devices per
+  // pipeline, so at most floor(39 / 2) = 19 chunks per device.
+  expect_plan_refused("traces/vgg16_v100_mb32.json", "topologies/pipedream_a.json",
+                      "--virtual-stages 100 --schedule interleaved-1f1b",
+                      "--virtual-stages 100: interleaved-1f1b cuts p x 100 chunks from the model's layers (p >= 2 "
+                      "devices per pipeline), and the profile has 39 layers: at most 19 chunks per device");
+}
