@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -93,6 +94,38 @@ std::string check_device_name(const std::string& name) {
       name.find_first_not_of("0123456789", 5) == std::string::npos)
     return "";
   return fmt::format("'{}' is not a device: cpu, cuda or cuda:N (N a GPU number)", name);
+}
+
+namespace {
+
+// A check() from a test of the value and what it must be.
+CLI::Validator numeric_check(std::function<bool(double)> accepts, std::string must_be) {
+  return CLI::Validator(
+      [accepts = std::move(accepts), must_be](std::string& text) -> std::string {
+        double value = 0;
+        if (!CLI::detail::lexical_cast(text, value))
+          return fmt::format("must be a number {}, got \"{}\"", must_be, text);
+        return accepts(value) ? "" : fmt::format("must be {}, got {}", must_be, text);
+      },
+      must_be);
+}
+
+}  // namespace
+
+CLI::Validator at_least(double minimum) {
+  return numeric_check([minimum](double v) { return v >= minimum; }, fmt::format("at least {}", minimum));
+}
+
+CLI::Validator more_than(double bound) {
+  return numeric_check([bound](double v) { return v > bound; }, fmt::format("more than {}", bound));
+}
+
+CLI::Validator in_range(double low, double high) {
+  return numeric_check([low, high](double v) { return v >= low && v <= high; }, fmt::format("in [{}, {}]", low, high));
+}
+
+CLI::Validator above_and_at_most(double low, double high) {
+  return numeric_check([low, high](double v) { return v > low && v <= high; }, fmt::format("in ({}, {}]", low, high));
 }
 
 }  // namespace baton::cli

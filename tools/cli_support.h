@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "sim/plan.h"
 #include "sim/profile.h"
 #include "sim/result.h"
@@ -51,5 +53,13 @@ std::vector<Schedule> parse_schedule_list(const std::string& text);
 // A --device value: "cpu", "cuda" or "cuda:N". Empty when it is one, else why
 // not (CLI11's check() form).
 std::string check_device_name(const std::string& name);
+
+// check()s for numeric flags: CLI11 prefixes the flag, so a refusal reads
+// "--gpus: must be at least 1, got 0" (not CLI11's "Value 0 not in range
+// 0.000000 to 1.79e308"). A value that is no number is refused likewise.
+CLI::Validator at_least(double minimum);                    // value >= minimum
+CLI::Validator more_than(double bound);                     // value > bound
+CLI::Validator in_range(double low, double high);           // low <= value <= high
+CLI::Validator above_and_at_most(double low, double high);  // low < value <= high
 
 }  // namespace baton::cli

@@ -305,14 +305,13 @@ void add_calibrate_command(CLI::App& app, CommandResult& result) {
   cmd->add_option("--nproc", args->nproc, "ranks (devices of the topology), >= 2 (default 2)");
   cmd->add_option("-o,--output", args->output, "write the topology here (default: standard output)");
   cmd->add_option("--memory-gib", args->memory_gib, "memory per device (default: this machine's / nproc)")
-      ->check(CLI::PositiveNumber);
+      ->check(more_than(0));
   cmd->add_option("--repeats", args->repeats, "round trips (all-reduces) timed per size (default 40)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   cmd->add_option("--loaded-rounds", args->loaded_rounds,
                   "messages each way of the loaded exchange (default 400; 0: none; ranks on one machine only)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--timeout", args->timeout_s, "seconds any single wait may take (default 30)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(0));
+  cmd->add_option("--timeout", args->timeout_s, "seconds any single wait may take (default 30)")->check(more_than(0));
   cmd->add_option("--device", args->device,
                   "cpu (default: Gloo ranks), or cuda / cuda:N: the threads backend's --nproc workers on that GPU "
                   "(run --device cuda), in this process; its topology marks them shared_compute: streams of one "

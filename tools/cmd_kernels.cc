@@ -121,11 +121,10 @@ void add_kernels_command(CLI::App& app, CommandResult& result) {
       ->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
   measure->add_option("--gemm", args->gemms, "a GEMM MxNxK or MxNxKxCOUNT ([m x k] x [k x n]), repeatable");
   measure->add_option("--stream-bytes", args->stream_bytes, "a copy's bytes read + written, repeatable")
-      ->check(CLI::PositiveNumber);
-  measure->add_option("--warmup", args->warmup, "calls thrown away per kernel (default 3)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(1));
+  measure->add_option("--warmup", args->warmup, "calls thrown away per kernel (default 3)")->check(at_least(0));
   measure->add_option("--repeats", args->repeats, "calls timed per kernel; the median is kept (default 10)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   measure->add_option("-o,--output", args->output, "write the measurements here (default: standard output)");
   measure->callback([args, &result] { result.exit_code = run_kernels_measure(*args); });
 

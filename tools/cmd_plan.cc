@@ -218,10 +218,10 @@ void add_plan_command(CLI::App& app, CommandResult& result) {
   cmd->add_flag("--straight", args->straight, "no stage replication");
   cmd->add_option("--activation-compression", args->activation_compression,
                   "R: activations and gradients cross cuts compressed R times")
-      ->check(CLI::PositiveNumber);
+      ->check(more_than(0));
   cmd->add_option("--memory-limit-gib", args->memory_limit_gib,
                   "memory per device (default: the topology's device memory)")
-      ->check(CLI::PositiveNumber);
+      ->check(more_than(0));
   cmd->add_option(
       "--schedule", args->schedule,
       fmt::format("auto (default: every schedule but dp, which is weighed on its own), {}", schedule_names()));
@@ -230,18 +230,17 @@ void add_plan_command(CLI::App& app, CommandResult& result) {
   cmd->add_option("--optimizer", args->optimizer, "sgd | momentum | adam: optimizer state in memory (default adam)");
   cmd->add_option("--virtual-stages", args->virtual_stages,
                   "interleaved-1f1b: chunks per device (default: tries 2, 3 and 4)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   add_megatron_flags(*cmd, args->megatron);
   cmd->add_option("--emit", args->emit,
                   "megatron: the chosen layout as Megatron-LM flags; torchrun: the line that launches it "
                   "(Megatron-LM's pretrain_gpt.py for a GPT model, `baton run --plan` on -o's file for a profile)")
       ->check(CLI::IsMember({"megatron", "torchrun"}));
-  cmd->add_option("--keep", args->keep, "GPT: how many of the best layouts to report (default 5)")
-      ->check(CLI::PositiveNumber);
+  cmd->add_option("--keep", args->keep, "GPT: how many of the best layouts to report (default 5)")->check(at_least(1));
   cmd->add_option("--gpus", args->gpus,
                   "GPT: lay the model out on this many of the topology's GPUs, the first ones (default: all; "
                   "t x p x d must equal it, d divide the batch, p split the layers)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   cmd->callback([args, cmd, &result] { result.exit_code = run_plan(*args, *cmd); });
 }
 

@@ -122,10 +122,10 @@ void add_profile_analytic_command(CLI::App& profile, CommandResult& result) {
   cmd->add_option("--arch", args->arch, "architecture (see --list)");
   cmd->add_option("--device", args->device, "device spec: v100, a100, h100, titanx, cpu (default v100)");
   cmd->add_option("--microbatch-size", args->microbatch_size, "samples per microbatch (default 32)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   cmd->add_option("--efficiency", args->efficiency,
-                  "override the fraction of peak FLOP/s that GEMMs and convolutions reach")
-      ->check(CLI::Range(0.0, 1.0));
+                  "override the fraction of peak FLOP/s that GEMMs and convolutions reach, in (0, 1]")
+      ->check(above_and_at_most(0.0, 1.0));
   cmd->add_option("-o,--output", args->output, "write the profile here (default: standard output)");
   cmd->add_flag("--list", args->list, "list the architectures and device specs");
   cmd->add_option("--topology", args->topology, "--arch gpt: the cluster (its device names the GPU)");

@@ -127,34 +127,31 @@ void add_profile_measure_command(CLI::App& profile, CommandResult& result) {
       "with --gap-us the profile sees the machine as a run uses it.\n"
       "Example: baton profile measure --model gpt-mini --microbatch-size 8 -o out/gpt-mini.json");
   cmd->add_option("--model", args->model, "mlp | vgg-mini | gpt-mini")->required();
-  cmd->add_option("--microbatch-size", args->microbatch_size, "samples per microbatch")
-      ->required()
-      ->check(CLI::PositiveNumber);
+  cmd->add_option("--microbatch-size", args->microbatch_size, "samples per microbatch")->required()->check(at_least(1));
   cmd->add_option("--device", args->device, "cpu (default), cuda or cuda:N")->check(check_device_name);
-  cmd->add_option("--warmup", args->warmup, "steps thrown away first (default 3)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--steps", args->steps, "steps measured; the median is kept (default 10)")
-      ->check(CLI::PositiveNumber);
+  cmd->add_option("--warmup", args->warmup, "steps thrown away first (default 3)")->check(at_least(0));
+  cmd->add_option("--steps", args->steps, "steps measured; the median is kept (default 10)")->check(at_least(1));
   cmd->add_option("--min-time", args->min_time_s,
                   "and keep measuring for at least this many seconds (default 0): on a shared machine whose\n"
                   "speed changes over seconds the median then spans those changes")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   cmd->add_option("--quantile", args->quantile,
                   "order statistic kept per layer: 0.5 the median (default), 0.1 the machine undisturbed")
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(in_range(0.0, 1.0));
   cmd->add_option("--gap-us", args->gap_us,
                   "sleep this long before each timed region (default 0), as stages wait between computations")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   cmd->add_option("--gap-at", args->gap_at,
                   "comma list of the first layers of a plan's stages, e.g. 0,3: sleep only before their\n"
                   "forwards and before the backwards of the stages' last layers (default: before every region)")
       ->delimiter(',')
-      ->check(CLI::Range(0, 1 << 20));
-  cmd->add_option("--threads", args->threads, "LibTorch intra-op threads (default 1)")->check(CLI::PositiveNumber);
+      ->check(in_range(0, 1 << 20));
+  cmd->add_option("--threads", args->threads, "LibTorch intra-op threads (default 1)")->check(at_least(1));
   cmd->add_flag("--whole-pass", args->whole_pass,
                 "also time the whole model's passes as one call each: the profile's call_cost_ms");
   cmd->add_option("--streams", args->streams,
                   "also run the whole model on this many streams at once against one (default 1: not measured)")
-      ->check(CLI::Range(1, 64));
+      ->check(in_range(1, 64));
   cmd->add_option("-o,--output", args->output, "write the profile here (default: standard output)");
   cmd->callback([args, &result] { result.exit_code = run_measure(*args); });
 }

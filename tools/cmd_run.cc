@@ -288,7 +288,7 @@ void add_run_command(CLI::App& app, CommandResult& result) {
   cmd->add_option("--schedule", args->schedule, fmt::format("{} (default: the plan's)", schedule_names()));
   cmd->add_option("--virtual-stages", args->virtual_stages,
                   "interleaved-1f1b: chunks (listed stages) per worker, >= 2 (default: the plan's, else 2)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   cmd->add_option("--model", args->model, "mlp | vgg-mini | gpt-mini (default: the plan's)");
   cmd->add_option("--backend", args->backend,
                   "threads (default) | gloo (a CPU process per worker) | nccl (a process per worker on GPU "
@@ -302,20 +302,19 @@ void add_run_command(CLI::App& app, CommandResult& result) {
                   "gloo, nccl: ranks to start here (default and only value: the plan's workers)");
   cmd->add_option("--steps", args->steps, "iterations: times the whole Program runs (default 3)");
   cmd->add_option("--microbatches", args->microbatches, "microbatches per iteration (default: the plan's, else 8)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--microbatch-size", args->microbatch_size, "samples per microbatch")->check(CLI::PositiveNumber);
+      ->check(at_least(1));
+  cmd->add_option("--microbatch-size", args->microbatch_size, "samples per microbatch")->check(at_least(1));
   cmd->add_flag("--vertical-sync", args->vertical_sync, "pipedream: every stage uses stage 0's weight version");
   cmd->add_flag("--no-weight-stashing", args->no_stashing, "pipedream: backward with the live weights (a study mode)");
   cmd->add_option("--lr", args->learning_rate, "SGD learning rate (default 0.05)");
   cmd->add_option("--seed", args->seed, "seed of weights and data (default 1)");
-  cmd->add_option("--threads", args->threads, "LibTorch intra-op threads per process (default 1)")
-      ->check(CLI::PositiveNumber);
+  cmd->add_option("--threads", args->threads, "LibTorch intra-op threads per process (default 1)")->check(at_least(1));
   cmd->add_option("--timeout", args->timeout_s,
                   "seconds any single wait may take; a silent rank is noticed after this long (default 30)")
-      ->check(CLI::PositiveNumber);
+      ->check(more_than(0));
   cmd->add_option("--checkpoint-dir", args->checkpoint_dir, "folder of the run's checkpoints (step-<n>/)");
   cmd->add_option("--checkpoint-every", args->checkpoint_every, "write a checkpoint every N completed steps")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   cmd->add_flag("--resume", args->resume,
                 "continue from the latest complete checkpoint in --checkpoint-dir (same model, plan and seed)");
   cmd->add_option("--trace", args->trace, "write the last step's measured trace (Chrome trace JSON)");

@@ -282,16 +282,16 @@ void add_simulate_command(CLI::App& app, CommandResult& result) {
   cmd->add_option("--microbatches", args->microbatches,
                   "microbatches per iteration (flush schedules) or minibatches pushed through "
                   "(pipedream; raised to reach a steady state). Default 64")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   cmd->add_option("--microbatch-size", args->microbatch_size,
                   "samples per microbatch: the profile's (its default), as a check; another size is refused,\n"
                   "as is a plan file at another size: a profile's times hold at its own size only (get one\n"
                   "at N samples with baton profile analytic|measure --microbatch-size N)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   cmd->add_flag("--vertical-sync", args->vertical_sync, "pipedream: every stage uses stage 0's weight version");
   cmd->add_option("--virtual-stages", args->virtual_stages,
                   "interleaved-1f1b: chunks (stages) per device, >= 2 (default: the plan's, else 2)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   cmd->add_option("--optimizer", args->optimizer, "sgd | momentum | adam: optimizer state in memory (default adam)");
   cmd->add_option("--trace", args->trace, "write a Chrome trace-event JSON (open in ui.perfetto.dev)");
   cmd->add_option("--gantt", args->gantt, "write an SVG Gantt chart");
@@ -302,7 +302,7 @@ void add_simulate_command(CLI::App& app, CommandResult& result) {
                   "compute_noise, allreduce_noise_us and transfer_noise_us, seeds 1..N) and print the\n"
                   "distribution of the iteration time (with --json: \"noise\": samples, q10_s, median_s,\n"
                   "mean_s, q90_s)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   add_megatron_flags(*cmd, args->megatron);
   cmd->callback([args, &result] { result.exit_code = run_simulate(*args); });
 }

@@ -302,12 +302,12 @@ void add_sweep_command(CLI::App& app, CommandResult& result) {
   cmd->add_option("--schedule", args->schedules,
                   fmt::format("profiles: comma list of {} (default pipedream,1f1b,gpipe,dp)", schedule_names()));
   cmd->add_option("--microbatches", args->microbatches, "profiles: microbatches per iteration (default 64)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   cmd->add_option("--split", args->split, "profiles: plan (default: plan each point), balanced or balanced:S");
   cmd->add_option("--stages", args->stages, "profiles: a fixed split for every point instead of --split");
   cmd->add_flag("--plan", args->plan, "GPT models: plan each point's layout (the varied axes pinned)");
   cmd->add_option("--shard", args->shard, "compute only slice K/N of the grid, or slurm (an array job's task)");
-  cmd->add_option("--threads", args->threads, "worker threads (default: all cores)")->check(CLI::PositiveNumber);
+  cmd->add_option("--threads", args->threads, "worker threads (default: all cores)")->check(at_least(1));
   cmd->add_option("--csv", args->csv, "write every point as CSV");
   cmd->add_option("--chart", args->chart, "write an SVG chart");
   cmd->add_flag("--quiet", args->quiet, "no progress bar");

@@ -356,20 +356,20 @@ void add_validate_command(CLI::App& app, CommandResult& result) {
   cmd->add_option("--stages", args->stages, "use these stages instead of the planner's (not for dp)");
   cmd->add_option("--microbatch-size", args->microbatch_size,
                   "samples per microbatch (default 32; with --profile, the profile's)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   cmd->add_option("--microbatches", args->microbatches,
                   "microbatches (pipedream: minibatches) per iteration "
                   "(default 8)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   cmd->add_option("--steps", args->steps, "iterations run per schedule, >= 2 (default 30)");
   cmd->add_option("--run-seconds", args->run_seconds,
                   "and at least as many as the prediction says take this long (default 3): a run then spans the\n"
                   "speed changes of a shared machine")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   cmd->add_option("--profile-seconds", args->profile_seconds,
                   "measure the profile for at least this long (default 3): its steps then span the\n"
                   "speed changes of a shared machine, as the run's steps do")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   cmd->add_option("--gap-us", args->gap_us,
                   "before each schedule's run, profile again on every rank at once with this sleep before each\n"
                   "stage's forward and backward (profile measure --gap-at); a schedule is predicted at its slice's\n"
@@ -378,24 +378,23 @@ void add_validate_command(CLI::App& app, CommandResult& result) {
   cmd->add_option("--quantile", args->quantile,
                   "order statistic compared: of the profile's steps per layer, of the noisy simulations and of\n"
                   "the run's steps (default 0.5: the median)")
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(in_range(0.0, 1.0));
   cmd->add_option("--tolerance", args->tolerance, "largest |iteration-time error| accepted (default 0.10)")
-      ->check(CLI::PositiveNumber);
+      ->check(more_than(0));
   cmd->add_option("--attempts", args->attempts,
                   "slice-and-run attempts per schedule (default 3): another while the run's compute per step is\n"
                   "off its slice's expectation by more than --drift (the machine changed speed); the last is kept")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   cmd->add_option("--drift", args->drift,
                   "largest |run compute / slice's expectation - 1| of a run kept before the last attempt (default "
                   "0.05)")
-      ->check(CLI::PositiveNumber);
+      ->check(more_than(0));
   cmd->add_option("--out", args->out, "directory for the report and its files (default out/validate)");
   cmd->add_option("--profile", args->profile, "use this profile instead of measuring one");
   cmd->add_option("--topology", args->topology, "use this topology instead of calibrating one");
-  cmd->add_option("--threads", args->threads, "LibTorch intra-op threads per rank (default 1)")
-      ->check(CLI::PositiveNumber);
+  cmd->add_option("--threads", args->threads, "LibTorch intra-op threads per rank (default 1)")->check(at_least(1));
   cmd->add_option("--timeout", args->timeout_s, "seconds any single wait of a rank may take (default 30)")
-      ->check(CLI::PositiveNumber);
+      ->check(more_than(0));
   cmd->callback([args, &result] { result.exit_code = run_validate(*args); });
 }
 

@@ -6,6 +6,7 @@
 
 namespace baton::cli {
 
+// The flags whose 0 field means "not given" (MegatronArgs) refuse an explicit 0.
 void add_megatron_flags(CLI::App& cmd, MegatronArgs& args) {
   const std::string group = "Megatron GPT (instead of --profile; Megatron-LM's own flag names)";
   cmd.add_option("--num-layers", args.model.layers, "transformer layers L")->group(group);
@@ -18,9 +19,11 @@ void add_megatron_flags(CLI::App& cmd, MegatronArgs& args) {
   cmd.add_option("--tensor-model-parallel-size", args.tensor, "tensor parallel t (default 1)")->group(group);
   cmd.add_option("--pipeline-model-parallel-size", args.pipeline, "pipeline parallel p (default 1)")->group(group);
   cmd.add_option("--data-parallel-size", args.data, "data parallel d (default: the topology's GPUs / (t p))")
+      ->check(at_least(1))
       ->group(group);
   cmd.add_option("--num-layers-per-virtual-pipeline-stage", args.layers_per_virtual_stage,
                  "interleaved 1F1B with L / (p x this) chunks per GPU")
+      ->check(at_least(1))
       ->group(group);
   cmd.add_option("--recompute-granularity", args.recompute,
                  "full | selective (default: no recomputation; `none` says so, and pins it for plan)")
@@ -35,9 +38,11 @@ void add_megatron_flags(CLI::App& cmd, MegatronArgs& args) {
       ->group(group);
   cmd.add_option("--decoder-first-pipeline-num-layers", args.first_stage_layers,
                  "blocks of the first pipeline stage (default: an even share; the other stages share the rest)")
+      ->check(at_least(1))
       ->group(group);
   cmd.add_option("--decoder-last-pipeline-num-layers", args.last_stage_layers,
                  "blocks of the last pipeline stage (default: an even share)")
+      ->check(at_least(1))
       ->group(group);
   cmd.add_flag("--account-for-embedding-in-pipeline-split", args.embedding_in_split,
                "count the embedding as a layer when splitting into stages (and chunks): the first holds a block fewer")
@@ -51,6 +56,7 @@ void add_megatron_flags(CLI::App& cmd, MegatronArgs& args) {
       ->group(group);
   cmd.add_option("--zero-bubble-max-pending-backward", args.zero_bubble_pending,
                  "p (ZB-H1, the default) or 2p (ZB-H2): microbatches held before their W passes run")
+      ->check(at_least(1))
       ->group(group);
   cmd.add_flag("--zero-bubble-heuristic", args.zero_bubble_heuristic,
                "with --enable-zero-bubble: the Zero Bubble authors' greedy scheduler on the stages' times (their "

@@ -19,7 +19,7 @@ struct MegatronArgs {
   int global_batch = 0;
   int tensor = 1;
   int pipeline = 1;
-  int data = 0;  // 0: the topology's GPUs / (t p)
+  int data = 0;  // 0: not given (the flag refuses 0), the topology's GPUs / (t p)
   int layers_per_virtual_stage = 0;
   std::string recompute;  // "", "selective", "full"
   bool sequence_parallel = false;
@@ -28,11 +28,11 @@ struct MegatronArgs {
   bool distributed_optimizer = false;
   bool overlap_grad_reduce = false;
   bool zero_bubble = false;            // --enable-zero-bubble
-  int zero_bubble_pending = 0;         // --zero-bubble-max-pending-backward (0: p)
+  int zero_bubble_pending = 0;         // --zero-bubble-max-pending-backward (0: not given, p)
   bool zero_bubble_heuristic = false;  // --zero-bubble-heuristic
   bool zero_bubble_v = false;          // --zero-bubble-v-schedule (ZB-V)
   bool dualpipev = false;              // --dualpipev
-  int first_stage_layers = 0;          // --decoder-first-pipeline-num-layers (0: even)
+  int first_stage_layers = 0;          // --decoder-first-pipeline-num-layers (0: not given, even)
   int last_stage_layers = 0;           // --decoder-last-pipeline-num-layers
   bool embedding_in_split = false;     // --account-for-embedding-in-pipeline-split
   bool loss_in_split = false;          // --account-for-loss-in-pipeline-split

@@ -1,0 +1,61 @@
+// Values the command line refuses before any work: a number out of its
+// range names the flag and the value, and an explicit 0 is never taken for
+// "the default".
+#include <string>
+
+#include "tests/catch_compat.h"
+
+#include "tests/cli/cli_runner.h"
+
+using namespace baton::testing;
+
+namespace {
+
+void expect_refused(const std::string& arguments, const std::string& message) {
+  const CliRun run = run_baton(arguments, "flag-checks");
+  INFO(arguments << "\nstderr: " << run.err);
+  CHECK(run.exit_code == 2);
+  CHECK(run.err.find(message) != std::string::npos);
+  CHECK(run.out.empty());
+}
+
+const std::string kGpt =
+    "--topology topologies/a100_4x8.json --num-layers 16 --hidden-size 2048 --num-attention-heads 16 "
+    "--seq-length 1024 --global-batch-size 64";
+
+}  // namespace
+
+TEST_CASE("a flag that must be positive says so, naming itself and the value", "[cli][bad-input]") {
+  const std::string plan = "plan --profile traces/vgg16_v100_mb32.json --topology topologies/pipedream_a.json ";
+  expect_refused(plan + "--activation-compression 0", "--activation-compression: must be more than 0, got 0");
+  expect_refused(plan + "--memory-limit-gib -1", "--memory-limit-gib: must be more than 0, got -1");
+  expect_refused(plan + "--keep 0", "--keep: must be at least 1, got 0");
+  expect_refused("plan " + kGpt + " --gpus 0", "--gpus: must be at least 1, got 0");
+  expect_refused("sweep --profile tests/data/tiny_profile.json --topology tests/data/tiny_topology.json --threads 0",
+                 "--threads: must be at least 1, got 0");
+  expect_refused("profile analytic --arch vgg16 --microbatch-size 0", "--microbatch-size: must be at least 1, got 0");
+  expect_refused("profile analytic --arch vgg16 --microbatch-size two",
+                 "--microbatch-size: must be a number at least 1, got \"two\"");
+  // CLI11's own wording is gone.
+  const CliRun run = run_baton(plan + "--keep 0", "flag-checks");
+  CHECK(run.err.find("not in range") == std::string::npos);
+}
+
+TEST_CASE("profile analytic --efficiency must be more than 0 and at most 1", "[cli][bad-input]") {
+  expect_refused("profile analytic --arch vgg16 --efficiency 0", "--efficiency: must be in (0, 1], got 0");
+  expect_refused("profile analytic --arch vgg16 --efficiency 1.5", "--efficiency: must be in (0, 1], got 1.5");
+  const CliRun one = run_baton("profile analytic --arch vgg16 --efficiency 1", "flag-checks-efficiency");
+  INFO(one.err);
+  CHECK(one.exit_code == 0);
+}
+
+TEST_CASE("an explicit 0 for a Megatron flag whose default is unset is refused, not taken as the default",
+          "[cli][bad-input][megatron]") {
+  for (const std::string command : {"simulate ", "plan ", "sweep "}) {
+    for (const std::string flag : {"--data-parallel-size", "--decoder-first-pipeline-num-layers",
+                                   "--decoder-last-pipeline-num-layers", "--num-layers-per-virtual-pipeline-stage"})
+      expect_refused(command + kGpt + " " + flag + " 0", flag + ": must be at least 1, got 0");
+    expect_refused(command + kGpt + " --enable-zero-bubble --zero-bubble-max-pending-backward 0",
+                   "--zero-bubble-max-pending-backward: must be at least 1, got 0");
+  }
+}
