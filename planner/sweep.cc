@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -21,6 +22,14 @@ int level_of(const std::string& key, const Topology& topology) {
 constexpr const char* kAxisNames =
     "bandwidth_gbps.L, latency_us.L (L = level index or name), servers, devices_per_server, memory_gib, "
     "microbatches, virtual_stages";
+
+// What an axis varies: bandwidth_gbps.L and latency_us.L by the level's
+// index, so a level's name and its index are one axis (check_axis first).
+std::string axis_key(const std::string& name, const Topology& topology) {
+  const auto dot = name.find('.');
+  if (dot == std::string::npos) return name;
+  return fmt::format("{}.{}", name.substr(0, dot), level_of(name.substr(dot + 1), topology));
+}
 
 }  // namespace
 
@@ -176,8 +185,15 @@ SweepPoint evaluate(const Profile& profile, const Topology& base, const SweepSpe
 
 Result<std::vector<SweepPoint>> run_sweep(const Profile& profile, const Topology& topology, const SweepSpec& spec,
                                           const std::function<void(size_t, size_t)>& progress) {
-  for (const SweepAxis& axis : spec.axes)
+  std::map<std::string, std::string> given_as;  // axis_key -> as given
+  for (const SweepAxis& axis : spec.axes) {
     if (auto ok = check_axis(axis, topology); !ok) return ok.error();
+    if (const auto [earlier, added] = given_as.emplace(axis_key(axis.name, topology), axis.name); !added)
+      return Error{earlier->second == axis.name
+                       ? fmt::format("--vary: axis {} given twice", axis.name)
+                       : fmt::format("--vary: axis {} given twice (as {} and {})", axis_key(axis.name, topology),
+                                     earlier->second, axis.name)};
+  }
   if (spec.schedules.empty()) return Error{"sweep: no schedule given"};
   const PointRange range = shard_range(sweep_size(spec), spec.shard);
   std::vector<SweepPoint> points(range.size());

@@ -89,3 +89,25 @@ TEST_CASE("sweep refuses a split it does not know", "[cli][sweep][bad-input]") {
     CHECK(run.csv.empty());
   }
 }
+
+TEST_CASE("sweep refuses an axis given twice, by the same name or by another name for it", "[cli][sweep][bad-input]") {
+  const std::string profile = "sweep --profile tests/data/tiny_profile.json --topology tests/data/tiny_topology.json ";
+  const struct {
+    std::string arguments, message;
+  } cases[] = {
+      {profile + "--vary servers=1 --vary servers=2", "--vary: axis servers given twice"},
+      // Level 1 of tiny_topology.json is named ethernet.
+      {profile + "--vary bandwidth_gbps.1=1,10 --vary bandwidth_gbps.ethernet=25",
+       "--vary: axis bandwidth_gbps.1 given twice (as bandwidth_gbps.1 and bandwidth_gbps.ethernet)"},
+      {"sweep --topology topologies/a100_4x8.json --num-layers 16 --hidden-size 2048 --num-attention-heads 16 "
+       "--seq-length 1024 --global-batch-size 64 --vary tp=1,2 --vary tensor-model-parallel-size=4",
+       "--vary: axis tensor-model-parallel-size given twice (as tp and tensor-model-parallel-size)"},
+  };
+  for (const auto& c : cases) {
+    const CliRun run = run_baton(c.arguments + " --quiet", "sweep-twice");
+    INFO(c.arguments << "\nstderr: " << run.err);
+    CHECK(run.exit_code == 2);
+    CHECK(run.err.find(c.message) != std::string::npos);
+    CHECK(run.out.empty());
+  }
+}
