@@ -109,11 +109,15 @@ std::string split_name(const SweepSpec& spec) {
 
 // The columns a terminal shows of a table: the axes, then `shown`.
 std::string summary(const SweepTable& table, const std::vector<std::string>& shown, size_t limit) {
-  std::vector<int> columns = table.axis_columns();
+  const std::vector<int> axes = table.axis_columns();
+  std::vector<int> columns = axes;
   for (const std::string& name : shown) {
-    std::string as_axis = name;  // tensor_model_parallel_size -> tensor-model-parallel-size
+    // A layout column an axis already shows (tensor_model_parallel_size, the
+    // axis tensor-model-parallel-size) is left out; every other one is shown.
+    std::string as_axis = name;
     std::replace(as_axis.begin(), as_axis.end(), '_', '-');
-    if (table.column(name) >= 0 && table.column(as_axis) < 0) columns.push_back(table.column(name));
+    const bool axis_shows_it = std::find(axes.begin(), axes.end(), table.column(as_axis)) != axes.end();
+    if (table.column(name) >= 0 && !axis_shows_it) columns.push_back(table.column(name));
   }
   std::vector<std::vector<std::string>> rows{{}};
   for (int c : columns) rows[0].push_back(table.header[c]);

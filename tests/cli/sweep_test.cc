@@ -111,3 +111,24 @@ TEST_CASE("sweep refuses an axis given twice, by the same name or by another nam
     CHECK(run.out.empty());
   }
 }
+
+TEST_CASE("a profile sweep's table on standard output shows each row's schedule and whether it fits", "[cli][sweep]") {
+  const CliRun run = run_baton(kGrid, "sweep-stdout");
+  INFO("stderr: " << run.err);
+  REQUIRE(run.exit_code == 0);
+  const std::string header = run.out.substr(0, run.out.find('\n'));
+  for (const char* column : {"bandwidth_gbps.1", "servers", "schedule", "devices", "stages", "fits"})
+    CHECK(header.find(column) != std::string::npos);
+  // 3 bandwidths x 2 server counts x 3 schedules, one line each after the
+  // header (and its rule, if any), every one naming its schedule and fit.
+  int rows = 0;
+  for (size_t at = run.out.find('\n') + 1; at < run.out.size(); at = run.out.find('\n', at) + 1) {
+    const std::string line = run.out.substr(at, run.out.find('\n', at) - at);
+    const bool scheduled = line.find("pipedream") != std::string::npos || line.find("1f1b") != std::string::npos ||
+                           line.find("gpipe") != std::string::npos;
+    if (!scheduled) continue;
+    ++rows;
+    CHECK((line.find(" yes") != std::string::npos || line.find(" no") != std::string::npos));
+  }
+  CHECK(rows == 3 * 2 * 3);
+}
