@@ -172,6 +172,7 @@ SweepPoint evaluate(const Profile& profile, const Topology& base, const SweepSpe
   }
   const Metrics& m = simulation->metrics;
   point.stages = stages_to_string(plan->stages);
+  point.num_stages = plan->num_stages();
   point.throughput_samples_per_s = m.throughput_samples_per_s;
   point.iteration_time_s = m.iteration_time.value;
   point.bubble_fraction = m.bubble_fraction;
@@ -213,8 +214,13 @@ SweepTable profile_sweep_table(const std::vector<SweepPoint>& points, const Swee
     std::vector<std::string> row = {std::to_string(p.point), std::to_string(sweep_size(spec)), model, topology.name};
     for (double v : p.axis_values) row.push_back(fmt::format("{:g}", v));
     const bool figures = p.error.empty();
+    // A balanced split is labelled with the stages the point ran: fewer than
+    // asked where it has fewer devices.
+    const bool balanced = spec.split == SplitStrategy::kBalanced && p.schedule != Schedule::kDataParallel;
+    const std::string point_split =
+        balanced && p.num_stages > 0 ? fmt::format("{} balanced stages", p.num_stages) : split;
     for (std::string field :
-         {std::string(schedule_name(p.schedule)), split, std::to_string(p.devices), p.stages,
+         {std::string(schedule_name(p.schedule)), point_split, std::to_string(p.devices), p.stages,
           figures ? fmt::format("{:.6f}", p.throughput_samples_per_s) : "",
           figures ? fmt::format("{:.9f}", p.iteration_time_s) : "",
           figures ? fmt::format("{:.6f}", p.bubble_fraction) : "", figures ? std::to_string(p.peak_memory.value) : "",

@@ -60,6 +60,7 @@ struct SweepPoint {
   Schedule schedule = Schedule::kPipeDream;
   int devices = 0;
   std::string stages;  // "0-13x15,13-39x1", or empty on error
+  int num_stages = 0;  // of `stages` (--split balanced:S runs fewer where the point has fewer devices)
   double throughput_samples_per_s = 0.0;
   double iteration_time_s = 0.0;
   double bubble_fraction = 0.0;

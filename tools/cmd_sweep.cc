@@ -98,10 +98,18 @@ void configure_split(const SweepArgs& args, SweepSpec& spec) {
   }
 }
 
+// balanced:S given: S stages need S layers. (A point with fewer than S
+// devices runs as many stages as it has devices, and its rows say so.)
+void check_balanced_stages(const SweepSpec& spec, const Profile& profile) {
+  if (spec.balanced_stages > profile.num_layers())
+    throw UsageError(fmt::format("--split balanced:{}: {} stages need as many layers, and the profile has {}",
+                                 spec.balanced_stages, spec.balanced_stages, profile.num_layers()));
+}
+
 std::string split_name(const SweepSpec& spec) {
   switch (spec.split) {
     case SplitStrategy::kPlan: return "planned per point";
-    case SplitStrategy::kBalanced: return fmt::format("{} balanced stages", spec.balanced_stages);
+    case SplitStrategy::kBalanced: return fmt::format("up to {} balanced stages", spec.balanced_stages);
     case SplitStrategy::kFixed: return "fixed stages";
   }
   return "";
@@ -187,6 +195,7 @@ int run_profile_sweep(const SweepArgs& args) {
   spec.schedules = parse_schedule_list(args.schedules);
   spec.microbatches = args.microbatches;
   configure_split(args, spec);
+  if (args.split.starts_with("balanced:")) check_balanced_stages(spec, profile);
   spec.threads = threads_of(args);
   spec.shard = shard_of(args);
   const auto started = std::chrono::steady_clock::now();

@@ -58,7 +58,8 @@ TEST_CASE("sweep plans each point unless told to balance", "[cli][sweep]") {
   CHECK(balanced.csv == balanced_4.csv);  // `balanced` is 4 stages
   CHECK(by_default.csv != balanced.csv);
   CHECK(by_default.chart.find("(planned per point)") != std::string::npos);
-  CHECK(balanced.chart.find("(4 balanced stages)") != std::string::npos);
+  // The title names the first point's split: 1 server of 2 devices, 2 stages.
+  CHECK(balanced.chart.find("(2 balanced stages)") != std::string::npos);
 }
 
 TEST_CASE("sweep draws a line per schedule and server count, and a legend of each once", "[cli][sweep]") {
@@ -131,4 +132,25 @@ TEST_CASE("a profile sweep's table on standard output shows each row's schedule 
     CHECK((line.find(" yes") != std::string::npos || line.find(" no") != std::string::npos));
   }
   CHECK(rows == 3 * 2 * 3);
+}
+
+TEST_CASE("sweep --split balanced:S refuses more stages than layers and labels the stages each point ran",
+          "[cli][sweep][bad-input]") {
+  // tiny_profile.json has 6 layers.
+  const SweepRun too_many = sweep("--split balanced:7", "balanced-7");
+  INFO("stderr: " << too_many.run.err);
+  CHECK(too_many.run.exit_code == 2);
+  CHECK(too_many.run.err.find("--split balanced:7: 7 stages need as many layers, and the profile has 6") !=
+        std::string::npos);
+  // servers=1 gives 2 x 1 = 2 devices, servers=2 gives 2 x 2 = 4: balanced:4
+  // runs 2 stages on the first and 4 on the second, and the rows say which.
+  const SweepRun four = sweep("--split balanced:4", "balanced-labels");
+  REQUIRE(four.run.exit_code == 0);
+  const auto table = baton::parse_sweep_csv(four.csv, "sweep.csv");
+  REQUIRE(table.ok());
+  const int servers = table->column("servers"), split = table->column("split");
+  for (const auto& row : table->rows) {
+    INFO(row[servers] << ": " << row[split]);
+    CHECK(row[split] == (row[servers] == "1" ? "2 balanced stages" : "4 balanced stages"));
+  }
 }
