@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "sim/gpu_model_check.h"
 #include "sim/kernels_file.h"
@@ -94,7 +95,11 @@ int run_kernels_measure(const KernelArgs& args) {
 
 int run_kernels_check(const KernelArgs& args) {
   const MeasuredKernels measured = take(parse_kernels(read_file(args.input), args.input));
-  const GpuModel model = take(gpu_model(args.gpu));
+  const auto found = gpu_model(args.gpu);
+  if (!found)  // gpu_model's message sends the reader to a topology, which kernels check has none of
+    throw UsageError(fmt::format("--gpu {}: no GPU model of that name; known are {} (or a100, h100, h200, v100)",
+                                 args.gpu, fmt::join(gpu_models(), ", ")));
+  const GpuModel& model = *found;
   const std::string text = kernel_check_markdown(check_kernels(model, measured), model, measured);
   write_output(args.output, text);
   return 0;
