@@ -2,13 +2,42 @@
 #include <cstdio>
 #include <exception>
 #include <new>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 
 #include "sim/allocator.h"
 #include "tools/cli_support.h"
 #include "tools/commands.h"
+
+namespace {
+
+// CLI11 answers a misspelled command (`baton plna`) with "A subcommand is
+// required": the word that names no command, and the commands there are.
+// Empty when the command words are known (or end before a command is due).
+std::string unknown_command(CLI::App& app, int argc, char** argv) {
+  CLI::App* at = &app;
+  for (int i = 1; i < argc && at->get_require_subcommand_min() > 0; ++i) {
+    const std::string word = argv[i];
+    if (word.empty() || word[0] == '-') return "";
+    std::vector<std::string> names;
+    CLI::App* next = nullptr;
+    for (CLI::App* command : at->get_subcommands([](CLI::App*) { return true; })) {
+      names.push_back(command->get_name());
+      if (command->check_name(word)) next = command;
+    }
+    if (next == nullptr)
+      return fmt::format("unknown command '{}'; the commands{} are: {}", word,
+                         at == &app ? "" : " of " + at->get_name(), fmt::join(names, ", "));
+    at = next;
+  }
+  return "";
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   baton::keep_freed_memory();
@@ -37,6 +66,10 @@ int main(int argc, char** argv) {
   if (argc <= 1) {
     // As git does: a bare `baton` shows what it can do, and is still a usage error.
     std::fputs(app.help().c_str(), stdout);
+    return baton::cli::kExitBadInput;
+  }
+  if (const std::string unknown = unknown_command(app, argc, argv); !unknown.empty()) {
+    std::fprintf(stderr, "baton: %s\n", unknown.c_str());
     return baton::cli::kExitBadInput;
   }
   try {

@@ -1,6 +1,6 @@
 // Values the command line refuses before any work: a number out of its
-// range names the flag and the value, and an explicit 0 is never taken for
-// "the default".
+// range names the flag and the value, an explicit 0 is never taken for "the
+// default", and a misspelled command names itself and the commands there are.
 #include <string>
 
 #include "tests/catch_compat.h"
@@ -58,4 +58,17 @@ TEST_CASE("an explicit 0 for a Megatron flag whose default is unset is refused, 
     expect_refused(command + kGpt + " --enable-zero-bubble --zero-bubble-max-pending-backward 0",
                    "--zero-bubble-max-pending-backward: must be at least 1, got 0");
   }
+}
+
+TEST_CASE("a misspelled command names itself and lists the commands", "[cli][usage]") {
+  expect_refused("plna --topology topologies/pipedream_a.json",
+                 "baton: unknown command 'plna'; the commands are: plan, ");
+  const CliRun run = run_baton("plna", "flag-checks-command");
+  for (const char* command : {"plan", "simulate", "sweep", "profile", "kernels"})
+    CHECK(run.err.find(command) != std::string::npos);
+  CHECK(run.err.find("A subcommand is required") == std::string::npos);
+  expect_refused("profile analytc --arch vgg16",
+                 "baton: unknown command 'analytc'; the commands of profile are: analytic, measure");
+  // A known command still reaches its own parser.
+  CHECK(run_baton("plan --help", "flag-checks-help").exit_code == 0);
 }
