@@ -37,10 +37,12 @@ Result<Shard> slurm_shard(const std::function<const char*(const char*)>& getenv)
   const char* id = getenv("SLURM_ARRAY_TASK_ID");
   const char* count = getenv("SLURM_ARRAY_TASK_COUNT");
   const char* min = getenv("SLURM_ARRAY_TASK_MIN");
-  if (id == nullptr || count == nullptr)
-    return Error{
-        "--shard slurm: SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT are not set (run it as a job array: "
-        "sbatch --array=0-N-1)"};
+  if (id == nullptr || count == nullptr) {
+    const std::string missing = id == nullptr && count == nullptr ? "SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT are"
+                                : id == nullptr                   ? "SLURM_ARRAY_TASK_ID is"
+                                                                  : "SLURM_ARRAY_TASK_COUNT is";
+    return Error{fmt::format("--shard slurm: {} not set (run it as a job array: sbatch --array=0-N-1)", missing)};
+  }
   const auto k = whole(id, 0), n = whole(count, 1), first = whole(min ? min : "0", 0);
   if (k < 0 || n < 0 || first < 0 || k < first || k - first >= n)
     return Error{fmt::format(

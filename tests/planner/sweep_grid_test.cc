@@ -51,6 +51,20 @@ TEST_CASE("sweep grid: --shard slurm reads the array task, counted from the arra
   CHECK(outside.error().message.find("SLURM_ARRAY_TASK_ID=0") != std::string::npos);
 }
 
+TEST_CASE("sweep grid: --shard slurm names the one array variable that is missing") {
+  const auto no_count = parse_shard("slurm", environment({{"SLURM_ARRAY_TASK_ID", "0"}}));
+  REQUIRE_FALSE(no_count.ok());
+  CHECK(no_count.error().message.find("SLURM_ARRAY_TASK_COUNT is not set") != std::string::npos);
+  CHECK(no_count.error().message.find("SLURM_ARRAY_TASK_ID") == std::string::npos);
+  const auto no_id = parse_shard("slurm", environment({{"SLURM_ARRAY_TASK_COUNT", "4"}}));
+  REQUIRE_FALSE(no_id.ok());
+  CHECK(no_id.error().message.find("SLURM_ARRAY_TASK_ID is not set") != std::string::npos);
+  const auto neither = parse_shard("slurm", environment({}));
+  REQUIRE_FALSE(neither.ok());
+  CHECK(neither.error().message.find("SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT are not set") !=
+        std::string::npos);
+}
+
 TEST_CASE(
     "sweep grid: the N shards are disjoint, contiguous and cover the grid, floor(K T / N) to floor((K+1) T / N)") {
   for (size_t total : {0u, 1u, 7u, 18u, 1000u})
