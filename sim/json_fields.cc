@@ -138,6 +138,9 @@ Result<int64_t> read_integer(const Json& object, const FieldPath& at, std::strin
       return here.error("must be a whole number", *value);
   } else if (!value->is_number_integer()) {
     return here.error("must be a whole number", *value);
+  } else if (value->is_number_unsigned() && value->get<uint64_t>() > uint64_t(INT64_MAX)) {
+    // Read as int64_t it would wrap to a negative number.
+    return here.error(fmt::format("is too large (at most {})", INT64_MAX), *value);
   }
   const int64_t number = value->is_number_float() ? static_cast<int64_t>(value->get<double>()) : value->get<int64_t>();
   if (number < min_value) return here.error(fmt::format("must be >= {}", min_value), *value);

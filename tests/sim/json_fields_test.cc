@@ -94,3 +94,16 @@ TEST_CASE("read_number_list reads a non-empty array of finite numbers", "[json_f
   CHECK(empty.error().message ==
         "t.json: device.compute_noise must be a non-empty array, each a finite number, got []");
 }
+
+TEST_CASE("read_integer says a whole number above int64's range is too large, not negative", "[json_fields]") {
+  const FieldPath at = FieldPath("p.json").field("layers").index(0);
+  // 2^63 = 9223372036854775808: JSON's unsigned reading of it would wrap to -2^63 as int64_t.
+  auto too_large = read_integer(Json::parse(R"({"output_bytes": 9223372036854775808})"), at, "output_bytes", 0);
+  REQUIRE_FALSE(too_large.ok());
+  CHECK(too_large.error().message ==
+        "p.json: layers[0].output_bytes is too large (at most 9223372036854775807), got 9223372036854775808");
+  // 2^63 - 1, the largest int64_t, is read as it is.
+  auto largest = read_integer(Json::parse(R"({"output_bytes": 9223372036854775807})"), at, "output_bytes", 0);
+  REQUIRE(largest.ok());
+  CHECK(*largest == INT64_MAX);
+}
