@@ -1,4 +1,5 @@
 // `baton plan`: choose the split, replication, schedule and microbatch count.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <memory>
@@ -8,6 +9,7 @@
 
 #include "planner/pipedream_dp.h"
 #include "planner/planner.h"
+#include "sim/plan.h"
 #include "tools/cli_support.h"
 #include "tools/commands.h"
 #include "tools/megatron_plan.h"
@@ -49,6 +51,18 @@ void refuse_for_pipedream(const PlanArgs& args, const PlannerOptions& options) {
     throw UsageError("--microbatches with --cost-model pipedream: PipeDream's optimizer keeps its own minibatch count");
   if (args.virtual_stages > 0)
     throw UsageError("--virtual-stages with --cost-model pipedream: PipeDream's optimizer plans no interleaving");
+}
+
+// A plan may cut as many stages as the model has layers, and check_plan bounds
+// microbatches x stages (kMaxMicrobatchStages): a count the plans it would
+// search cannot all be simulated with is refused before the search starts.
+void check_microbatches(int microbatches, const Profile& profile) {
+  const int64_t most = kMaxMicrobatchStages / std::max(1, profile.num_layers());
+  if (microbatches > most)
+    throw UsageError(fmt::format(
+        "--microbatches {}: at most {} for {} ({} layers, so up to {} stages), to keep microbatches x stages within "
+        "the {} pairs baton simulates (about 1 GiB); fewer microbatches show the same steady state",
+        microbatches, most, profile.model, profile.num_layers(), profile.num_layers(), kMaxMicrobatchStages));
 }
 
 PlannerOptions planner_options(const PlanArgs& args) {
@@ -145,6 +159,7 @@ int run_plan(const PlanArgs& args, const CLI::App& cmd) {
   const Topology topology = load_topology_file(args.topology);
   PlannerOptions options = planner_options(args);
   check_virtual_stages(options.virtual_stages, profile, topology);
+  check_microbatches(options.microbatches, profile);
   std::fprintf(stderr, "baton: planning %s (%d layers) on %s (%d devices)...\n", profile.model.c_str(),
                profile.num_layers(), topology.name.c_str(), topology.num_devices());
   // A line per schedule and microbatch count once planning has taken a second.

@@ -115,3 +115,12 @@ TEST_CASE("plan: more chunks per device than the layers give names --virtual-sta
                       "--virtual-stages 100: interleaved-1f1b cuts p x 100 chunks from the model's layers (p >= 2 "
                       "devices per pipeline), and the profile has 39 layers: at most 19 chunks per device");
 }
+
+TEST_CASE("plan: --microbatches beyond what its plans could simulate is refused before the search",
+          "[cli][bad-input][plan]") {
+  // vgg16 has 39 layers: at most floor(2^22 / 39) = 107546 microbatches.
+  const int most = (1 << 22) / 39;
+  expect_plan_refused("traces/vgg16_v100_mb32.json", "topologies/pipedream_a.json",
+                      "--microbatches " + std::to_string(most + 1),
+                      "--microbatches " + std::to_string(most + 1) + ": at most " + std::to_string(most));
+}
