@@ -354,9 +354,10 @@ void add_validate_command(CLI::App& app, CommandResult& result) {
   cmd->add_option("--schedule", args->schedules,
                   fmt::format("comma list of {} (default: pipedream,1f1b,gpipe,dp)", schedule_names()));
   cmd->add_option("--stages", args->stages, "use these stages instead of the planner's (not for dp)");
-  cmd->add_option("--microbatch-size", args->microbatch_size,
-                  "samples per microbatch (default 32; with --profile, the profile's)")
-      ->check(at_least(1));
+  CLI::Option* microbatch_size =
+      cmd->add_option("--microbatch-size", args->microbatch_size,
+                      "samples per microbatch (default 32; with --profile, the profile's, and another is refused)")
+          ->check(at_least(1));
   cmd->add_option("--microbatches", args->microbatches,
                   "microbatches (pipedream: minibatches) per iteration "
                   "(default 8)")
@@ -395,7 +396,10 @@ void add_validate_command(CLI::App& app, CommandResult& result) {
   cmd->add_option("--threads", args->threads, "LibTorch intra-op threads per rank (default 1)")->check(at_least(1));
   cmd->add_option("--timeout", args->timeout_s, "seconds any single wait of a rank may take (default 30)")
       ->check(more_than(0));
-  cmd->callback([args, &result] { result.exit_code = run_validate(*args); });
+  cmd->callback([args, microbatch_size, &result] {
+    args->microbatch_size_given = microbatch_size->count() > 0;
+    result.exit_code = run_validate(*args);
+  });
 }
 
 }  // namespace baton::cli

@@ -37,6 +37,12 @@ Profile obtain_profile(const ValidateArgs& args, const exec::ModelInfo& model, c
   Profile profile;
   if (!args.profile.empty()) {
     profile = load_profile_file(args.profile);
+    // The profile's times hold at its own microbatch size only.
+    if (args.microbatch_size_given && args.microbatch_size != profile.microbatch_size)
+      throw UsageError(fmt::format(
+          "--microbatch-size {}: the profile {} was measured at {} samples per microbatch; leave the flag out, or "
+          "drop --profile to measure one at {}",
+          args.microbatch_size, args.profile, profile.microbatch_size, args.microbatch_size));
   } else {
     progress(fmt::format("measuring the profile of {} (microbatch size {})", model.name, args.microbatch_size));
     exec::ProfileOptions options;

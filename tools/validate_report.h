@@ -47,6 +47,7 @@ struct ValidateArgs {
   std::string schedules = "pipedream,1f1b,gpipe,dp";
   std::string stages;
   int microbatch_size = 32;
+  bool microbatch_size_given = false;  // --microbatch-size on the command line
   int microbatches = 8;
   int steps = 30;
   double run_seconds = 3.0;

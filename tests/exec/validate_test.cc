@@ -271,6 +271,19 @@ TEST_CASE("validate exits 1 when an error exceeds the tolerance, and 2 on bad in
     CHECK(run.exit_code == 2);
     CHECK(run.err.find("are not those of model 'mlp'") != std::string::npos);
   }
+  SECTION("a profile at another microbatch size than --microbatch-size") {
+    const fs::path profile = dir / "mlp2.json";
+    REQUIRE(run_baton(fmt::format("profile measure --model mlp --microbatch-size 2 --warmup 0 --steps 1 -o '{}'",
+                                  profile.string()),
+                      "validate-profile-size")
+                .exit_code == 0);
+    const CliRun run = run_baton(fmt::format("validate --model mlp --profile '{}' --microbatch-size 4 --out '{}'",
+                                             profile.string(), (dir / "out").string()),
+                                 "validate-profile-size");
+    CHECK(run.exit_code == 2);
+    CHECK(run.err.find("--microbatch-size 4: the profile") != std::string::npos);
+    CHECK(run.err.find("measured at 2 samples") != std::string::npos);
+  }
   SECTION("a topology with fewer devices than ranks") {
     const CliRun run = run_baton(fmt::format("validate --model mlp --nproc 3 --topology topologies/cpu_2core.json "
                                              "--out '{}'",
