@@ -40,6 +40,32 @@ std::vector<const WorkerMetrics*> stage_peaks(const Metrics& metrics, const Plan
   return peaks;
 }
 
+// Each stage's bubble over the workers that run it: "18.8%" when they agree
+// to the printed digit, else their range "18.8-35.1%" (replicas of a stage
+// can run different numbers of microbatches, and so idle differently).
+std::vector<std::string> stage_bubbles(const Metrics& metrics, const Plan& plan) {
+  const int stages = plan.num_stages();
+  std::vector<double> low(static_cast<size_t>(stages), 1.0);
+  std::vector<double> high(static_cast<size_t>(stages), 0.0);
+  const std::vector<WorkerInfo> workers = workers_of(plan);
+  for (const WorkerMetrics& w : metrics.workers) {
+    const std::vector<int> of = w.worker >= 0 && w.worker < static_cast<int>(workers.size())
+                                    ? stages_of(workers[w.worker])
+                                    : std::vector<int>{w.stage};
+    for (int s : of) {
+      low[s] = std::min(low[s], w.bubble_fraction);
+      high[s] = std::max(high[s], w.bubble_fraction);
+    }
+  }
+  std::vector<std::string> out;
+  for (int s = 0; s < stages; ++s) {
+    const std::string from = percent(low[s]);
+    const std::string to = percent(high[s]);
+    out.push_back(from == to ? to : from.substr(0, from.size() - 1) + "-" + to);
+  }
+  return out;
+}
+
 // The device whose workers' sum peaked highest among those shared by several
 // workers; nullptr when every device runs one worker (its peak is then the
 // worker's, reported as such).
@@ -77,6 +103,7 @@ std::string single_text(const SimulatedPlan& run, const Profile& profile, const 
   const Metrics& m = run.simulation.metrics;
   const auto costs = stage_costs(profile, run.plan, topology);
   const auto peaks = stage_peaks(m, run.plan);
+  const auto bubbles = stage_bubbles(m, run.plan);
   std::vector<std::vector<std::string>> rows = {{"stage", "layers", "replicas", "devices", "forward", "backward",
                                                  "sends", "weights", "versions", "activations", "peak memory",
                                                  "bubble"}};
@@ -87,7 +114,7 @@ std::string single_text(const SimulatedPlan& run, const Profile& profile, const 
                     device_list(stage.devices), human_seconds(costs[s].forward), human_seconds(costs[s].backward),
                     human_bytes(costs[s].activation_out), human_bytes(w.weight_bytes),
                     std::to_string(w.weight_versions), human_bytes(w.peak_activation_bytes), human_bytes(w.peak_memory),
-                    percent(w.bubble_fraction)});
+                    bubbles[s]});
   }
   std::string out = fmt::format("{} on {} ({} x {}, {} memory), schedule {}\n\n", profile.model, topology.name,
                                 topology.num_devices(), topology.device.name, human_bytes(topology.device.memory),
