@@ -75,7 +75,10 @@ Engine::Engine(const Program& program, const std::vector<StageCost>& costs, cons
     memory_.emplace_back(params, costs[info.stage].stash, factor);
   }
   device_held_.assign(static_cast<size_t>(topology.num_devices()), Bytes(0));
-  for (size_t w = 0; w < memory_.size(); ++w) device_held_[program.workers[w].device] += memory_[w].held();
+  for (size_t w = 0; w < memory_.size(); ++w) {
+    raw_.memory_device.push_back(topology.memory_device(program.workers[w].device));
+    device_held_[static_cast<size_t>(raw_.memory_device.back())] += memory_[w].held();
+  }
   raw_.device_peak_memory = device_held_;
   raw_.busy.assign(static_cast<size_t>(workers), Seconds(0.0));
   raw_.compute_intervals.resize(static_cast<size_t>(workers));
@@ -247,7 +250,7 @@ bool Engine::run_compute(int worker, const Action& action, Seconds now) {
 void Engine::track_memory(int worker, const Action& action, bool starting) {
   const Bytes before = memory_[worker].held();
   update_memory(worker, action, starting);
-  const auto device = static_cast<size_t>(program_.workers[worker].device);
+  const auto device = static_cast<size_t>(raw_.memory_device[static_cast<size_t>(worker)]);
   device_held_[device] += memory_[worker].held() - before;
   raw_.device_peak_memory[device] = max(raw_.device_peak_memory[device], device_held_[device]);
 }

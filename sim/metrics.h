@@ -43,6 +43,8 @@ struct WorkerMetrics {
 
 // One device that runs at least one worker.
 struct DeviceMetrics {
+  // The device; with a shared_compute topology the first device of the unit
+  // whose streams share one physical device's memory (Topology::memory_device).
   int device = 0;
   std::vector<int> workers;  // the workers placed on it, increasing
   Bytes peak_memory;         // peak of the workers' sum, at one instant

@@ -103,7 +103,7 @@ WorkerMetrics worker_metrics(int worker, const WorkerInfo& info, const MemoryTra
 std::vector<DeviceMetrics> device_metrics(const Program& program, const RawRun& raw) {
   std::map<int, DeviceMetrics> by_device;
   for (int w = 0; w < program.num_workers(); ++w) {
-    const int device = program.workers[w].device;
+    const int device = raw.memory_device[static_cast<size_t>(w)];
     DeviceMetrics& d = by_device[device];
     d.device = device;
     d.workers.push_back(w);

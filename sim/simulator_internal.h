@@ -18,8 +18,10 @@ struct RawRun {
   std::vector<Span> spans;            // unsorted; only with record_trace
   std::vector<MemoryTracker> memory;  // per worker
   // Per device: the peak over the run of the sum of what its workers hold at
-  // one instant (MemoryTracker::held, summed as the actions run).
+  // one instant (MemoryTracker::held, summed as the actions run), indexed by
+  // Topology::memory_device (streams of one shared device count on its first).
   std::vector<Bytes> device_peak_memory;
+  std::vector<int> memory_device;  // per worker: Topology::memory_device of its device
 };
 
 Result<RawRun> run_engine(const Program& program, const std::vector<StageCost>& costs, const Topology& topology,

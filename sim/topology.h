@@ -157,11 +157,15 @@ struct Topology {
   // The compute stream `device` computes on: the device itself, or with
   // levels[0].shared_compute the unit of level 0 that holds it; and how many
   // there are.
-  int compute_unit(int device) const {
-    return levels.front().shared_compute ? device / levels.front().size : device;
-  }
+  int compute_unit(int device) const { return levels.front().shared_compute ? device / levels.front().size : device; }
   int num_compute_units() const {
     return levels.front().shared_compute ? num_devices() / levels.front().size : num_devices();
+  }
+  // The device whose memory `device` holds its data in: itself, or with
+  // levels[0].shared_compute the first device of its unit (the streams of one
+  // physical device share its memory as they share its compute).
+  int memory_device(int device) const {
+    return levels.front().shared_compute ? compute_unit(device) * levels.front().size : device;
   }
   // Devices in one unit of level `level` (level -1: a single device).
   int devices_per_unit(int level) const;

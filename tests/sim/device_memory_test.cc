@@ -102,3 +102,23 @@ TEST_CASE("device memory: metrics_to_json lists every device with its workers an
   // 2 stages x 2 p x 4 (Adam), plus 3 microbatches of 2 o (stage 0) and 3 o (stage 1).
   CHECK(json["devices"][0]["peak_memory_bytes"] == (kParams * 16 + kOutput * (3 * 5)).value);
 }
+
+TEST_CASE("device memory: the streams of a shared_compute unit share its one device's memory",
+          "[sim][memory][devices]") {
+  // Two devices in one shared_compute unit are two streams of one physical
+  // device (the threads backend's workers on one GPU): stages on devices 0 and
+  // 1 hold their data in the same memory, as the GPipe case above on one
+  // device: 2 p x 4 (Adam) per stage, plus M stashes of 2 o and 3 o.
+  const int microbatches = 9;
+  Topology topology = make_flat_topology(2, 100.0, Seconds(0.0));
+  topology.levels.front().shared_compute = true;
+  CHECK(topology.memory_device(0) == 0);
+  CHECK(topology.memory_device(1) == 0);
+  const Plan plan = make_plan("0-2x1@0,2-4x1@1", Schedule::kGPipe, microbatches, topology);
+  const Simulation sim = simulate_ok(plan, uniform(4), topology);
+  const Bytes stage_static = kParams * 2 * 4;
+  REQUIRE(sim.metrics.devices.size() == 1);
+  CHECK(sim.metrics.devices[0].device == 0);
+  CHECK(sim.metrics.devices[0].workers == std::vector<int>{0, 1});
+  CHECK(sim.metrics.devices[0].peak_memory == stage_static * 2 + kOutput * (2 + 3) * microbatches);
+}
