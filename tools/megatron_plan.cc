@@ -126,10 +126,18 @@ Topology with_memory_limit(Topology topology, double memory_limit_gib) {
 
 std::string torchrun_line(const Topology& topology, int gpus, const std::string& program) {
   const int per_server = std::min(gpus, topology.levels.front().size);
-  const int servers = (gpus + per_server - 1) / per_server;
+  const int full = gpus / per_server;
+  const int rest = gpus % per_server;
+  const int servers = full + (rest > 0 ? 1 : 0);
+  // A partly used last server runs fewer processes: torchrun ranks each node's
+  // processes after the sum of the nodes before it (its elastic agent's rank
+  // assignment), so the world is t x p x d and rank order is the simulated
+  // placement's, whole servers first.
+  const std::string per_node =
+      rest == 0 ? std::to_string(per_server) : fmt::format("$((NODE_RANK < {} ? {} : {}))", full, per_server, rest);
   const std::string rendezvous =
       servers > 1 ? " --node-rank=$NODE_RANK --master-addr=$MASTER_ADDR --master-port=${MASTER_PORT:-29500}" : "";
-  return fmt::format("torchrun --nnodes={} --nproc-per-node={}{} {}", servers, per_server, rendezvous, program);
+  return fmt::format("torchrun --nnodes={} --nproc-per-node={}{} {}", servers, per_node, rendezvous, program);
 }
 
 int run_megatron_plan(const MegatronArgs& flags, const MegatronPlanArgs& args, const CLI::App& cmd) {

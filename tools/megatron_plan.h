@@ -21,7 +21,9 @@ struct MegatronPlanArgs {
 };
 
 // The torchrun line that starts `program` on the servers a job of `gpus`
-// GPUs spans on `topology` (consecutive GPUs, whole servers first).
+// GPUs spans on `topology` (consecutive GPUs, whole servers first): where the
+// last server is used in part, --nproc-per-node is a shell expression of
+// $NODE_RANK giving it the rest (12 GPUs on servers of 8: 8 on node 0, 4 on 1).
 std::string torchrun_line(const Topology& topology, int gpus, const std::string& program);
 
 // Plans the layout; `cmd` tells which layout flags were given (those pin their axis).

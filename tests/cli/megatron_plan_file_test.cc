@@ -73,6 +73,15 @@ TEST_CASE("plan --emit torchrun prints the launch line of the chosen layout", "[
   CHECK(gpt.out.find(" pretrain_gpt.py --num-layers 16 ") != std::string::npos);
   CHECK(gpt.out.find("--tensor-model-parallel-size 8 --pipeline-model-parallel-size 2") != std::string::npos);
 
+  // 12 GPUs on servers of 8 (t 1 x p 3 x d 4, or any layout of 12): node 0
+  // runs 8 processes and node 1 the other 4, a world of 8 + 4 = 12.
+  const CliRun partial = run_baton("plan --topology topologies/a100_4x8.json " + kModel + "--gpus 12 --emit torchrun",
+                                   "megatron-emit-torchrun-partial");
+  INFO(partial.err);
+  REQUIRE(partial.exit_code == 0);
+  CHECK(partial.out.rfind("torchrun --nnodes=2 --nproc-per-node=$((NODE_RANK < 1 ? 8 : 4)) --node-rank=$NODE_RANK",
+                          0) == 0);
+
   const fs::path dir = scratch_dir("profile-emit-torchrun");
   const CliRun profile = run_baton(
       "plan --profile tests/data/tiny_profile.json --topology tests/data/tiny_topology.json "
