@@ -133,6 +133,12 @@ Status assign_devices(Plan& plan, const Topology& topology);
 // name, device count or device differ (a plan made for another cluster).
 Status check_plan_topology(const Plan& plan, const Topology& topology, const std::string& source);
 
+// Bounds that keep worker counts (Plan::num_workers, an int) from overflowing,
+// for --stages and plan files alike: replicas per stage, and workers in all
+// (no more than a topology can hold devices).
+inline constexpr int kMaxReplicas = 1 << 20;
+inline constexpr int64_t kMaxWorkers = int64_t{1} << 24;
+
 // The most microbatch-stage pairs (microbatches per iteration x stages) a plan
 // may ask the simulator for. Each pair is four to six actions, about 220 bytes
 // of Program, timeline and trace (measured: 3.2 million actions of a 2-stage
