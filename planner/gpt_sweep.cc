@@ -280,14 +280,11 @@ std::vector<std::string> evaluate(const GptSweepSpec& spec, const Topology& base
 
 Result<SweepTable> run_gpt_sweep(GptSweepSpec spec, const Topology& base,
                                  const std::function<void(size_t, size_t)>& progress) {
-  std::map<std::string, std::string> given_as;  // canonical name -> as given
+  GivenAxes given;
   for (GptSweepAxis& axis : spec.axes) {
     const std::string as_given = axis.name;
-    if (auto ok = check_gpt_axis(axis, spec.topologies); !ok) return ok.error();
-    if (const auto [earlier, added] = given_as.emplace(axis.name, as_given); !added)
-      return Error{earlier->second == as_given ? fmt::format("--vary: axis {} given twice", as_given)
-                                               : fmt::format("--vary: axis {} given twice (as {} and {})", axis.name,
-                                                             earlier->second, as_given)};
+    if (auto ok = check_gpt_axis(axis, spec.topologies); !ok) return ok.error();  // makes the name canonical
+    if (auto ok = given.add(axis.name, as_given); !ok) return ok.error();
     if (spec.plan && axis.name == "overlap-grad-reduce")
       return Error{"--vary overlap-grad-reduce: the layout search does not vary it; sweep it without --plan"};
   }

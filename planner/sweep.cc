@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 
 #include <fmt/format.h>
 
@@ -186,14 +185,10 @@ SweepPoint evaluate(const Profile& profile, const Topology& base, const SweepSpe
 
 Result<std::vector<SweepPoint>> run_sweep(const Profile& profile, const Topology& topology, const SweepSpec& spec,
                                           const std::function<void(size_t, size_t)>& progress) {
-  std::map<std::string, std::string> given_as;  // axis_key -> as given
+  GivenAxes given;
   for (const SweepAxis& axis : spec.axes) {
     if (auto ok = check_axis(axis, topology); !ok) return ok.error();
-    if (const auto [earlier, added] = given_as.emplace(axis_key(axis.name, topology), axis.name); !added)
-      return Error{earlier->second == axis.name
-                       ? fmt::format("--vary: axis {} given twice", axis.name)
-                       : fmt::format("--vary: axis {} given twice (as {} and {})", axis_key(axis.name, topology),
-                                     earlier->second, axis.name)};
+    if (auto ok = given.add(axis_key(axis.name, topology), axis.name); !ok) return ok.error();
   }
   if (spec.schedules.empty()) return Error{"sweep: no schedule given"};
   const PointRange range = shard_range(sweep_size(spec), spec.shard);

@@ -19,6 +19,13 @@ std::optional<double> parse_number(const std::string& text) {
   return value;
 }
 
+Status GivenAxes::add(const std::string& key, const std::string& as_given) {
+  const auto [earlier, added] = as_given_.emplace(key, as_given);
+  if (added) return ok_status();
+  if (earlier->second == as_given) return Error{fmt::format("--vary: axis {} given twice", as_given)};
+  return Error{fmt::format("--vary: axis {} given twice (as {} and {})", key, earlier->second, as_given)};
+}
+
 std::optional<int64_t> parse_whole(const std::string& text, int64_t least) {
   if (text.empty() || text.size() > 18 || !std::all_of(text.begin(), text.end(), ::isdigit)) return std::nullopt;
   const int64_t value = std::stoll(text);

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,6 +25,17 @@ namespace baton {
 std::optional<double> parse_number(const std::string& text);
 // A whole number >= `least`, digits only (at most 18), or nothing.
 std::optional<int64_t> parse_whole(const std::string& text, int64_t least);
+
+// The axes of one sweep, by what each varies (`key`: an alias and its name, a
+// level's name and its index, are one key) and as the user gave it. add()
+// refuses a key given before, naming both spellings where they differ.
+class GivenAxes {
+ public:
+  Status add(const std::string& key, const std::string& as_given);
+
+ private:
+  std::map<std::string, std::string> as_given_;  // key -> as first given
+};
 
 struct Shard {
   int index = 0;  // 0-based
