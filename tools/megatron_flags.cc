@@ -111,11 +111,7 @@ MegatronAxes pinned_megatron_axes(const MegatronArgs& flags, const CLI::App& cmd
     throw UsageError(
         "plan: the search chooses the first and last stages' blocks itself (one or two fewer included); "
         "--account-for-embedding/loss-in-pipeline-split are for simulate");
-  if (given("--data-parallel-size")) {
-    if (flags.data < 1)
-      throw UsageError(fmt::format("--data-parallel-size must be a positive number, got {}", flags.data));
-    axes.data = flags.data;
-  }
+  if (given("--data-parallel-size")) axes.data = flags.data;  // >= 1: the flag's check refuses less
   return axes;
 }
 
