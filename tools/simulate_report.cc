@@ -25,45 +25,37 @@ std::string device_list(const std::vector<int>& devices) {
   return text;
 }
 
-// Largest peak memory among the workers of each stage (a worker that runs
-// several chunks counts, whole, for each of them).
-std::vector<const WorkerMetrics*> stage_peaks(const Metrics& metrics, const Plan& plan) {
-  std::vector<const WorkerMetrics*> peaks(static_cast<size_t>(plan.num_stages()), nullptr);
+// The workers of each stage, from the metrics (a worker that runs several
+// chunks counts, whole, for each of them).
+std::vector<std::vector<const WorkerMetrics*>> workers_by_stage(const Metrics& metrics, const Plan& plan) {
+  std::vector<std::vector<const WorkerMetrics*>> by_stage(static_cast<size_t>(plan.num_stages()));
   const std::vector<WorkerInfo> workers = workers_of(plan);
   for (const WorkerMetrics& w : metrics.workers) {
     const std::vector<int> stages = w.worker >= 0 && w.worker < static_cast<int>(workers.size())
                                         ? stages_of(workers[w.worker])
                                         : std::vector<int>{w.stage};
-    for (int s : stages)
-      if (peaks[s] == nullptr || w.peak_memory > peaks[s]->peak_memory) peaks[s] = &w;
+    for (int s : stages) by_stage[s].push_back(&w);
   }
-  return peaks;
+  return by_stage;
 }
 
-// Each stage's bubble over the workers that run it: "18.8%" when they agree
-// to the printed digit, else their range "18.8-35.1%" (replicas of a stage
-// can run different numbers of microbatches, and so idle differently).
-std::vector<std::string> stage_bubbles(const Metrics& metrics, const Plan& plan) {
-  const int stages = plan.num_stages();
-  std::vector<double> low(static_cast<size_t>(stages), 1.0);
-  std::vector<double> high(static_cast<size_t>(stages), 0.0);
-  const std::vector<WorkerInfo> workers = workers_of(plan);
-  for (const WorkerMetrics& w : metrics.workers) {
-    const std::vector<int> of = w.worker >= 0 && w.worker < static_cast<int>(workers.size())
-                                    ? stages_of(workers[w.worker])
-                                    : std::vector<int>{w.stage};
-    for (int s : of) {
-      low[s] = std::min(low[s], w.bubble_fraction);
-      high[s] = std::max(high[s], w.bubble_fraction);
-    }
-  }
-  std::vector<std::string> out;
-  for (int s = 0; s < stages; ++s) {
-    const std::string from = percent(low[s]);
-    const std::string to = percent(high[s]);
-    out.push_back(from == to ? to : from.substr(0, from.size() - 1) + "-" + to);
-  }
-  return out;
+// The worker of largest peak memory in each stage.
+const WorkerMetrics* peak_worker(const std::vector<const WorkerMetrics*>& workers) {
+  return *std::max_element(workers.begin(), workers.end(), [](const WorkerMetrics* a, const WorkerMetrics* b) {
+    return a->peak_memory < b->peak_memory;
+  });
+}
+
+// A stage's bubble over the workers that run it: "18.8%" when they agree to
+// the printed digit, else their range "18.8-35.1%" (replicas of a stage can
+// run different numbers of microbatches, and so idle differently).
+std::string bubble_span(const std::vector<const WorkerMetrics*>& workers) {
+  const auto [low, high] = std::minmax_element(
+      workers.begin(), workers.end(),
+      [](const WorkerMetrics* a, const WorkerMetrics* b) { return a->bubble_fraction < b->bubble_fraction; });
+  const std::string from = percent((*low)->bubble_fraction);
+  const std::string to = percent((*high)->bubble_fraction);
+  return from == to ? to : from.substr(0, from.size() - 1) + "-" + to;
 }
 
 // The device whose workers' sum peaked highest among those shared by several
@@ -102,19 +94,18 @@ std::string window_note(const SimulatedPlan& run) {
 std::string single_text(const SimulatedPlan& run, const Profile& profile, const Topology& topology) {
   const Metrics& m = run.simulation.metrics;
   const auto costs = stage_costs(profile, run.plan, topology);
-  const auto peaks = stage_peaks(m, run.plan);
-  const auto bubbles = stage_bubbles(m, run.plan);
+  const auto by_stage = workers_by_stage(m, run.plan);
   std::vector<std::vector<std::string>> rows = {{"stage", "layers", "replicas", "devices", "forward", "backward",
                                                  "sends", "weights", "versions", "activations", "peak memory",
                                                  "bubble"}};
   for (int s = 0; s < run.plan.num_stages(); ++s) {
     const StagePlan& stage = run.plan.stages[s];
-    const WorkerMetrics& w = *peaks[s];
+    const WorkerMetrics& w = *peak_worker(by_stage[s]);
     rows.push_back({std::to_string(s), layer_span(profile, stage.layers), std::to_string(stage.replicas),
                     device_list(stage.devices), human_seconds(costs[s].forward), human_seconds(costs[s].backward),
                     human_bytes(costs[s].activation_out), human_bytes(w.weight_bytes),
                     std::to_string(w.weight_versions), human_bytes(w.peak_activation_bytes), human_bytes(w.peak_memory),
-                    bubbles[s]});
+                    bubble_span(by_stage[s])});
   }
   std::string out = fmt::format("{} on {} ({} x {}, {} memory), schedule {}\n\n", profile.model, topology.name,
                                 topology.num_devices(), topology.device.name, human_bytes(topology.device.memory),
@@ -157,8 +148,8 @@ std::string side_by_side_text(const std::vector<SimulatedPlan>& runs, const Prof
   for (int s = 0; s < most_stages; ++s) {
     add_row(fmt::format("peak memory, stage {}", s), [s](const SimulatedPlan& r) {
       if (s >= r.plan.num_stages()) return std::string("-");
-      const auto peaks = stage_peaks(r.simulation.metrics, r.plan);
-      return fmt::format("{} ({}v)", human_bytes(peaks[s]->peak_memory), peaks[s]->weight_versions);
+      const WorkerMetrics& peak = *peak_worker(workers_by_stage(r.simulation.metrics, r.plan)[s]);
+      return fmt::format("{} ({}v)", human_bytes(peak.peak_memory), peak.weight_versions);
     });
   }
   // Per device: workers placed on one device share its memory.
