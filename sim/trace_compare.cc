@@ -1,5 +1,6 @@
 #include "sim/trace_compare.h"
 
+#include <algorithm>
 #include <set>
 #include <utility>
 
@@ -30,6 +31,20 @@ void divide(ComparedFigure& figure, double by) {
 }
 
 }  // namespace
+
+TraceShape trace_shape(const Trace& trace) {
+  TraceShape shape;
+  std::set<int32_t> workers;
+  for (const Span& span : trace.spans) {
+    if (span.stream == Stream::kTensorComm) continue;
+    workers.insert(span.worker);
+    ++shape.spans;
+    shape.stages = std::max(shape.stages, span.action.stage + 1);
+    if (span.action.kind == ActionKind::kForward) shape.batches = std::max(shape.batches, span.action.batch() + 1);
+  }
+  shape.workers = static_cast<int>(workers.size());
+  return shape;
+}
 
 Seconds makespan(const Trace& trace) {
   if (trace.spans.empty()) return Seconds(0);

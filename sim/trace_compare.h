@@ -56,6 +56,20 @@ struct SpanPairing {
   int only_measured = 0;
 };
 
+// What a trace's spans say of the Program behind it: the workers that have
+// spans, the stages, the batches (microbatches, or pipedream's minibatches)
+// its forward spans cover (highest batch + 1), and the action spans (the
+// spans pair_spans pairs: tensor-parallel collectives inside an action left
+// out). Two traces of one Program have equal shapes.
+struct TraceShape {
+  int workers = 0;
+  int stages = 0;
+  int batches = 0;
+  int spans = 0;
+  bool operator==(const TraceShape&) const = default;
+};
+TraceShape trace_shape(const Trace& trace);
+
 // Last span end - first span start; 0 for a trace without spans.
 Seconds makespan(const Trace& trace);
 SpanPairing pair_spans(const Trace& predicted, const Trace& measured);

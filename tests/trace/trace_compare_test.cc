@@ -153,4 +153,20 @@ TEST_CASE("trace compare: a figure predicted as 0 has no error") {
   CHECK_FALSE(c.iteration.has_error());
 }
 
+TEST_CASE("trace shape: the workers, stages, forward batches and action spans a trace holds") {
+  const TraceShape shape = trace_shape(predicted_dp());
+  CHECK(shape.workers == 2);  // w0 and w1
+  CHECK(shape.stages == 1);   // every action on s0
+  CHECK(shape.batches == 2);  // F0 and F1
+  CHECK(shape.spans == 6);
+  Trace measured = measured_dp();
+  CHECK(trace_shape(measured) == shape);
+  measured.spans.push_back(make_span(1, 3, "s1:F2", 16, 17));  // a third batch, on a second stage
+  const TraceShape more = trace_shape(measured);
+  CHECK(more.stages == 2);
+  CHECK(more.batches == 3);
+  CHECK(more.spans == 7);
+  CHECK_FALSE(more == shape);
+}
+
 }  // namespace baton
