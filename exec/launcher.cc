@@ -150,6 +150,8 @@ std::vector<std::vector<int>> rank_cpus(const std::vector<int>& allowed, int npr
 
 Result<LaunchOutcome> launch_local_ranks(const LaunchSpec& spec) {
   if (spec.nproc < 1) return Error{fmt::format("--nproc must be >= 1, got {}", spec.nproc)};
+  if (spec.nproc > kMaxLocalRanks)
+    return Error{fmt::format("--nproc {}: at most {} ranks start on one machine", spec.nproc, kMaxLocalRanks)};
   LaunchOutcome outcome;
   outcome.master_port = spec.master_port;
   if (outcome.master_port == 0) {

@@ -31,6 +31,12 @@
 
 namespace baton::exec {
 
+// The most ranks (or threads-backend workers) started on one machine: each
+// loads its own copy of the model and LibTorch, and more than this many only
+// compete for the machine's cores. Larger worlds start their ranks with
+// torchrun, Slurm or mpirun (RANK, WORLD_SIZE, ... in each rank's environment).
+constexpr int kMaxLocalRanks = 256;
+
 struct LaunchSpec {
   std::string executable;              // path of the program to start
   std::vector<std::string> arguments;  // argv[1..]

@@ -48,7 +48,8 @@ Result<DeviceType> read_device(const json& document, const FieldPath& root) {
   auto memory = json_fields::read_number(*it, at, "memory_gib", 0.0, /*strict=*/true);
   if (!memory) return memory.error();
   // Bytes holds an int64; 1 PiB keeps the conversion (and sums of it) far from overflow.
-  if (*memory > 1048576.0) return at.field("memory_gib").error("must be <= 1048576", (*it)["memory_gib"]);
+  if (*memory > kMaxDeviceMemoryGib)
+    return at.field("memory_gib").error(fmt::format("must be <= {}", kMaxDeviceMemoryGib), (*it)["memory_gib"]);
   device.memory = Bytes::from_gib(*memory);
   auto speed = json_fields::read_number_or(*it, at, "relative_speed", 0.0, true, 1.0);
   if (!speed) return speed.error();

@@ -107,6 +107,10 @@
 
 namespace baton {
 
+// The most memory a device may have (1 PiB): a topology file's memory_gib and
+// the flags that set a device's memory are held to it.
+constexpr double kMaxDeviceMemoryGib = 1048576.0;
+
 struct DeviceType {
   std::string name;
   Bytes memory;

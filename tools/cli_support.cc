@@ -1,5 +1,6 @@
 #include "tools/cli_support.h"
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -103,7 +104,7 @@ CLI::Validator numeric_check(std::function<bool(double)> accepts, std::string mu
   return CLI::Validator(
       [accepts = std::move(accepts), must_be](std::string& text) -> std::string {
         double value = 0;
-        if (!CLI::detail::lexical_cast(text, value))
+        if (!CLI::detail::lexical_cast(text, value) || !std::isfinite(value))
           return fmt::format("must be a number {}, got \"{}\"", must_be, text);
         return accepts(value) ? "" : fmt::format("must be {}, got {}", must_be, text);
       },

@@ -20,8 +20,10 @@
 
 #include <fmt/format.h>
 
+#include "exec/launcher.h"
 #include "sim/link_fit.h"
 #include "sim/stats.h"
+#include "sim/topology.h"
 #include "tools/cli_support.h"
 #include "tools/commands.h"
 #include "tools/executor_handoff.h"
@@ -266,7 +268,6 @@ int run_on_device(const CalibrateArgs& args) {
 }
 
 int run_calibrate(const CalibrateArgs& args) {
-  if (args.nproc < 2) throw UsageError(fmt::format("calibrate: --nproc must be >= 2, got {}", args.nproc));
   if (args.device != "cpu") return run_on_device(args);
   if (const auto env = rank_env_from_environment()) return run_rank(args, *env);
   const Status launched = launch_self_ranks(own_arguments(), args.nproc, Seconds(4 * args.timeout_s + 60.0));
@@ -302,10 +303,12 @@ void add_calibrate_command(CLI::App& app, CommandResult& result) {
       "Example:\n"
       "  baton calibrate --nproc 2 -o out/link.json\n"
       "  baton simulate --profile out/mlp.json --topology out/link.json --stages 0-3,3-6 --schedule 1f1b");
-  cmd->add_option("--nproc", args->nproc, "ranks (devices of the topology), >= 2 (default 2)");
+  cmd->add_option("--nproc", args->nproc,
+                  fmt::format("ranks (devices of the topology), 2 to {} (default 2)", exec::kMaxLocalRanks))
+      ->check(in_range(2, exec::kMaxLocalRanks));
   cmd->add_option("-o,--output", args->output, "write the topology here (default: standard output)");
   cmd->add_option("--memory-gib", args->memory_gib, "memory per device (default: this machine's / nproc)")
-      ->check(more_than(0));
+      ->check(above_and_at_most(0, kMaxDeviceMemoryGib));
   cmd->add_option("--repeats", args->repeats, "round trips (all-reduces) timed per size (default 40)")
       ->check(at_least(1));
   cmd->add_option("--loaded-rounds", args->loaded_rounds,

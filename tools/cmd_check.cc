@@ -28,6 +28,7 @@
 
 #include "planner/planner.h"
 #include "sim/json_fields.h"
+#include "sim/topology.h"
 #include "tools/check_gpt.h"
 #include "tools/cli_support.h"
 #include "tools/commands.h"
@@ -117,6 +118,11 @@ PlannerOptions case_options(const json& document, const FieldPath& root) {
   options.activation_compression =
       take(json_fields::read_number_or(options_json, at, "activation_compression", 0.0, false, 0.0));
   const double limit = take(json_fields::read_number_or(options_json, at, "memory_limit_gib", 0.0, false, 0.0));
+  if (limit > kMaxDeviceMemoryGib) {
+    throw UsageError(at.field("memory_limit_gib")
+                         .error(fmt::format("must be <= {}", kMaxDeviceMemoryGib), options_json["memory_limit_gib"])
+                         .message);
+  }
   if (limit > 0) options.memory_limit = Bytes::from_gib(limit);
   const std::string schedule = take(json_fields::read_string_or(options_json, at, "schedule", "auto"));
   if (schedule != "auto") {

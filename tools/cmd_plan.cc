@@ -10,6 +10,7 @@
 #include "planner/pipedream_dp.h"
 #include "planner/planner.h"
 #include "sim/plan.h"
+#include "sim/topology.h"
 #include "tools/cli_support.h"
 #include "tools/commands.h"
 #include "tools/megatron_plan.h"
@@ -236,7 +237,7 @@ void add_plan_command(CLI::App& app, CommandResult& result) {
       ->check(more_than(0));
   cmd->add_option("--memory-limit-gib", args->memory_limit_gib,
                   "memory per device (default: the topology's device memory)")
-      ->check(more_than(0));
+      ->check(above_and_at_most(0, kMaxDeviceMemoryGib));
   cmd->add_option(
       "--schedule", args->schedule,
       fmt::format("auto (default: every schedule but dp, which is weighed on its own), {}", schedule_names()));

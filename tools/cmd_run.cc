@@ -21,6 +21,7 @@
 
 #if BATON_HAVE_EXEC
 #include "exec/executor.h"
+#include "exec/launcher.h"
 #include "sim/plan_layouts.h"
 #include "sim/trace_writers.h"
 #include "tools/rank_launch.h"
@@ -306,7 +307,7 @@ void add_run_command(CLI::App& app, CommandResult& result) {
   cmd->add_option("--microbatch-size", args->microbatch_size, "samples per microbatch")->check(at_least(1));
   cmd->add_flag("--vertical-sync", args->vertical_sync, "pipedream: every stage uses stage 0's weight version");
   cmd->add_flag("--no-weight-stashing", args->no_stashing, "pipedream: backward with the live weights (a study mode)");
-  cmd->add_option("--lr", args->learning_rate, "SGD learning rate (default 0.05)");
+  cmd->add_option("--lr", args->learning_rate, "SGD learning rate, > 0 (default 0.05)")->check(more_than(0));
   cmd->add_option("--seed", args->seed, "seed of weights and data (default 1)");
   cmd->add_option("--threads", args->threads, "LibTorch intra-op threads per process (default 1)")->check(at_least(1));
   cmd->add_option("--timeout", args->timeout_s,
@@ -335,6 +336,12 @@ namespace {
 // only ends a run whose ranks are all stuck, allowing the rendezvous and
 // every step one timeout each.
 int launch(const RunArgs& args, const Plan& plan, const exec::TrainOptions& options) {
+  if (plan.num_workers() > exec::kMaxLocalRanks) {
+    throw UsageError(fmt::format(
+        "run: the plan has {} workers, and at most {} ranks start on one machine; start them with torchrun, Slurm "
+        "or mpirun (RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT in each rank's environment)",
+        plan.num_workers(), exec::kMaxLocalRanks));
+  }
   const int nproc = args.nproc > 0 ? args.nproc : plan.num_workers();
   if (nproc != plan.num_workers()) {
     throw UsageError(
@@ -365,6 +372,10 @@ int run_command(const RunArgs& args) {
     options.device = "cuda";
   }
   if (args.backend == "threads") {
+    if (plan.num_workers() > exec::kMaxLocalRanks) {
+      throw UsageError(fmt::format("run: the plan has {} workers; the threads backend runs at most {} in one process",
+                                   plan.num_workers(), exec::kMaxLocalRanks));
+    }
     auto report = exec::run_threads(plan, options);
     if (!report) return fail("run: " + report.error().message);
     write_outputs(args, *report, plan);

@@ -58,6 +58,7 @@
 
 #include <fmt/format.h>
 
+#include "exec/launcher.h"
 #include "tools/cli_support.h"
 #include "tools/commands.h"
 #include "tools/executor_handoff.h"
@@ -256,7 +257,6 @@ int run_validate(const ValidateArgs& args) {
         "validate: RANK/WORLD_SIZE are set; validate starts its ranks itself (run it once, not "
         "under torchrun)");
   }
-  if (args.nproc < 2) throw UsageError(fmt::format("validate: --nproc must be >= 2, got {}", args.nproc));
   if (args.steps < 2) throw UsageError("validate: --steps must be >= 2 (step 0 is not measured)");
   if (on_gpu(args)) {
     if (auto info = exec::device_info(args.device); !info) {
@@ -345,7 +345,9 @@ void add_validate_command(CLI::App& app, CommandResult& result) {
   cmd->add_option("--model", args->model, "mlp | vgg-mini | gpt-mini")->required();
   cmd->add_option("--backend", args->backend, "gloo (CPU processes over c10d Gloo)")->check(CLI::IsMember({"gloo"}));
   cmd->add_option("--nproc", args->nproc,
-                  "ranks on this machine (with --device cuda: workers on the GPU), >= 2 (default 2)");
+                  fmt::format("ranks on this machine (with --device cuda: workers on the GPU), 2 to {} (default 2)",
+                              exec::kMaxLocalRanks))
+      ->check(in_range(2, exec::kMaxLocalRanks));
   cmd->add_option("--device", args->device,
                   "cpu (default: gloo ranks), or cuda / cuda:N: --nproc workers of the threads backend on that GPU, "
                   "each on its own CUDA stream, timed with CUDA events; the profile and the link (calibrate "

@@ -28,7 +28,7 @@ const std::string kGpt =
 TEST_CASE("a flag that must be positive says so, naming itself and the value", "[cli][bad-input]") {
   const std::string plan = "plan --profile traces/vgg16_v100_mb32.json --topology topologies/pipedream_a.json ";
   expect_refused(plan + "--activation-compression 0", "--activation-compression: must be more than 0, got 0");
-  expect_refused(plan + "--memory-limit-gib -1", "--memory-limit-gib: must be more than 0, got -1");
+  expect_refused(plan + "--memory-limit-gib -1", "--memory-limit-gib: must be in (0, 1048576], got -1");
   expect_refused(plan + "--keep 0", "--keep: must be at least 1, got 0");
   expect_refused("plan " + kGpt + " --gpus 0", "--gpus: must be at least 1, got 0");
   expect_refused("sweep --profile tests/data/tiny_profile.json --topology tests/data/tiny_topology.json --threads 0",
@@ -39,6 +39,32 @@ TEST_CASE("a flag that must be positive says so, naming itself and the value", "
   // CLI11's own wording is gone.
   const CliRun run = run_baton(plan + "--keep 0", "flag-checks");
   CHECK(run.err.find("not in range") == std::string::npos);
+}
+
+TEST_CASE("a number flag refuses infinity and NaN, which no range holds", "[cli][bad-input]") {
+  const std::string plan = "plan --profile traces/vgg16_v100_mb32.json --topology topologies/pipedream_a.json ";
+  // --memory-limit-gib inf planned against "-8589934592.00 GiB per device" (the GiB overflowed int64 bytes).
+  expect_refused(plan + "--memory-limit-gib inf", "--memory-limit-gib: must be a number in (0, 1048576], got \"inf\"");
+  expect_refused("run --model mlp --lr nan", "--lr: must be a number more than 0, got \"nan\"");
+  expect_refused("run --model mlp --timeout inf", "--timeout: must be a number more than 0, got \"inf\"");
+}
+
+TEST_CASE("a device's memory from a flag is held to a topology file's 1 PiB", "[cli][bad-input]") {
+  const std::string plan = "plan --profile traces/vgg16_v100_mb32.json --topology topologies/pipedream_a.json ";
+  expect_refused(plan + "--memory-limit-gib 1e300", "--memory-limit-gib: must be in (0, 1048576], got 1e300");
+  expect_refused("calibrate --memory-gib 2e6", "--memory-gib: must be in (0, 1048576], got 2e6");
+}
+
+TEST_CASE("run's learning rate must be more than 0", "[cli][bad-input]") {
+  expect_refused("run --model mlp --lr -0.1", "--lr: must be more than 0, got -0.1");
+  expect_refused("run --model mlp --lr 0", "--lr: must be more than 0, got 0");
+}
+
+TEST_CASE("commands that start ranks here start 2 to 256 of them", "[cli][bad-input]") {
+  // calibrate --nproc 100000 began starting a hundred thousand processes.
+  expect_refused("calibrate --nproc 100000", "--nproc: must be in [2, 256], got 100000");
+  expect_refused("calibrate --nproc 1", "--nproc: must be in [2, 256], got 1");
+  expect_refused("validate --model mlp --nproc 257", "--nproc: must be in [2, 256], got 257");
 }
 
 TEST_CASE("profile analytic --efficiency must be more than 0 and at most 1", "[cli][bad-input]") {

@@ -342,4 +342,29 @@ TEST_CASE("the loaded profile sleeps once per stage's forward and backward with 
   CHECK(bad.err.find("--gap-at") != std::string::npos);
 }
 
+TEST_CASE("a plan of more workers than start on one machine is refused before any starts", "[exec][cli]") {
+  // 300 data-parallel replicas of the mlp on a 300-device topology: more than
+  // exec::kMaxLocalRanks (256) threads or processes here.
+  const fs::path dir = scratch_dir("exec-many-workers");
+  const std::string profile = write_profile(dir, "mlp", "mlp", 6);
+  const fs::path topology = dir / "wide.json";
+  std::ofstream(topology)
+      << R"({"format": "baton.topology.v1", "name": "wide", "device": {"name": "cpu", "memory_gib": 8},
+    "levels": [{"name": "net", "size": 300, "bandwidth_gbps": 10, "latency_us": 5}]})";
+  const std::string common = fmt::format(
+      "run --profile '{}' --topology '{}' --stages 0-6x300 --schedule dp --model mlp "
+      "--steps 1",
+      profile, topology.string());
+  const CliRun threads = run_baton(common, "exec-many-workers");
+  INFO(threads.err);
+  CHECK(threads.exit_code == 2);
+  CHECK(threads.err.find("the plan has 300 workers; the threads backend runs at most 256 in one process") !=
+        std::string::npos);
+  const CliRun gloo = run_baton(common + " --backend gloo", "exec-many-workers");
+  INFO(gloo.err);
+  CHECK(gloo.exit_code == 2);
+  CHECK(gloo.err.find("the plan has 300 workers, and at most 256 ranks start on one machine; start them with "
+                      "torchrun") != std::string::npos);
+}
+
 }  // namespace baton::testing

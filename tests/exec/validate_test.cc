@@ -295,7 +295,7 @@ TEST_CASE("validate exits 1 when an error exceeds the tolerance, and 2 on bad in
   SECTION("one rank") {
     const CliRun run = run_baton("validate --model mlp --nproc 1", "validate-nproc");
     CHECK(run.exit_code == 2);
-    CHECK(run.err.find("--nproc must be >= 2") != std::string::npos);
+    CHECK(run.err.find("--nproc: must be in [2, 256], got 1") != std::string::npos);
   }
 }
 
