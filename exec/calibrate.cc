@@ -33,6 +33,7 @@
 
 #include <fmt/format.h>
 
+#include "exec/errors.h"
 #include "exec/executor.h"
 #include "exec/transport_gloo.h"
 
@@ -290,7 +291,7 @@ Result<LinkMeasurement> measure_link_rank(const RankEnv& env, const LinkOptions&
     if (env.rank != 0) return LinkMeasurement{env.world_size, {}, {}, {}, {}};
     return out;
   } catch (const std::exception& e) {
-    return Error{fmt::format("rank {}: link calibration: {}", env.rank, e.what())};
+    return Error{fmt::format("rank {}: link calibration: {}", env.rank, error_text(e))};
   }
 }
 

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "exec/device.h"
+#include "exec/errors.h"
 #include "exec/executor.h"
 #include "exec/transport_threads.h"
 
@@ -141,7 +142,7 @@ Result<LinkMeasurement> measure_link_threads(const std::string& device, int work
     }
     return out;
   } catch (const std::exception& e) {
-    return Error{fmt::format("link calibration on {}: {}", device, e.what())};
+    return Error{fmt::format("link calibration on {}: {}", device, error_text(e))};
   }
 }
 

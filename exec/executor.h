@@ -287,6 +287,12 @@ struct MeasuredProfile {
   std::vector<HostTimes> host;          // per layer
   std::optional<WholePass> whole_pass;  // with ProfileOptions::whole_pass
 };
+// What measure_profile refuses before it measures anything: an unknown
+// model, a microbatch size < 1, steps < 1, warmup < 0, streams outside 1-64,
+// a --gap-at layer the model does not have. Its failures afterwards (a device
+// it cannot use, memory LibTorch cannot allocate) are the run's, not the
+// request's.
+Status check_profile_request(std::string_view model, int microbatch_size, const ProfileOptions& options);
 Result<MeasuredProfile> measure_profile(std::string_view model, int microbatch_size, const ProfileOptions& options);
 
 // --- Kernel timing (baton kernels measure) ----------------------------------------

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "exec/device.h"
+#include "exec/errors.h"
 #include "exec/executor.h"
 #include "sim/stats.h"
 
@@ -87,7 +88,7 @@ Result<MeasuredKernels> measure_kernels(const KernelOptions& options) {
     at::Tensor one = at::zeros({1}, tensor);
     out.tiny_kernel = median_time(device, options.warmup, options.repeats, [&] { one.add_(1); });
   } catch (const std::exception& e) {
-    return Error{fmt::format("kernels on {}: {}", out.device, e.what())};
+    return Error{fmt::format("kernels on {}: {}", out.device, error_text(e))};
   }
   return out;
 }

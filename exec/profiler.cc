@@ -40,6 +40,7 @@
 #include <fmt/format.h>
 
 #include "exec/device.h"
+#include "exec/errors.h"
 #include "exec/executor.h"
 #include "exec/model.h"
 #include "exec/sample_loader.h"
@@ -265,8 +266,7 @@ Result<SharedStreams> measure_shared_streams(const ModelDef& model, const Profil
   std::string failure;
   int passes = 2;
   std::vector<double> alone(kRounds, 0.0);
-  std::vector<std::vector<std::pair<double, double>>> spans(kRounds,
-                                                            std::vector<std::pair<double, double>>(streams));
+  std::vector<std::vector<std::pair<double, double>>> spans(kRounds, std::vector<std::pair<double, double>>(streams));
   const Clock::time_point zero = Clock::now();
   const auto since = [&] { return std::chrono::duration<double>(Clock::now() - zero).count(); };
   const auto work = [&](int index) {
@@ -313,7 +313,7 @@ Result<SharedStreams> measure_shared_streams(const ModelDef& model, const Profil
       }
     } catch (const std::exception& e) {
       const std::lock_guard<std::mutex> lock(guard);
-      if (failure.empty()) failure = e.what();
+      if (failure.empty()) failure = error_text(e);
       // Nothing throws after a thread's last arrival: this arrives at the phase
       // the others wait in, and their rounds go on without it.
       sync.arrive_and_drop();
@@ -337,10 +337,11 @@ Result<SharedStreams> measure_shared_streams(const ModelDef& model, const Profil
     speedups.push_back(streams * alone[round] / (last - first));
   }
   if (options.progress)
-    options.progress(fmt::format("{} streams at once: {} whole passes each in {:.3f} ms, {} alone in {:.3f} ms: "
-                                 "speedup {:.3f} (median of {:.3f})",
-                                 streams, passes, 1e3 * quantile(together, 0.5), passes, 1e3 * quantile(alone, 0.5),
-                                 quantile(speedups, 0.5), fmt::join(speedups, ", ")));
+    options.progress(
+        fmt::format("{} streams at once: {} whole passes each in {:.3f} ms, {} alone in {:.3f} ms: "
+                    "speedup {:.3f} (median of {:.3f})",
+                    streams, passes, 1e3 * quantile(together, 0.5), passes, 1e3 * quantile(alone, 0.5),
+                    quantile(speedups, 0.5), fmt::join(speedups, ", ")));
   return SharedStreams{streams, quantile(speedups, 0.5)};
 }
 
@@ -352,14 +353,27 @@ bool gap_before(const std::vector<int>& gap_at, int layers, int layer, bool forw
   return forward ? listed(layer) : layer + 1 == layers || listed(layer + 1);
 }
 
-Result<MeasuredProfile> measure_profile(std::string_view model_name, int microbatch_size,
-                                        const ProfileOptions& options) {
+Status check_profile_request(std::string_view model_name, int microbatch_size, const ProfileOptions& options) {
   auto model = make_model(model_name);
   if (!model) return model.error();
   if (microbatch_size < 1) return Error{fmt::format("microbatch size must be >= 1, got {}", microbatch_size)};
   if (options.steps < 1 || options.warmup < 0) return Error{"profile: steps must be >= 1 and warmup >= 0"};
   if (options.streams < 1 || options.streams > 64)
     return Error{fmt::format("profile: streams must be 1 (none measured) to 64, got {}", options.streams)};
+  for (int layer : options.gap_at) {
+    if (layer >= model->num_layers()) {
+      return Error{fmt::format("profile: --gap-at {}: model '{}' has {} layers (0 to {})", layer, model_name,
+                               model->num_layers(), model->num_layers() - 1)};
+    }
+  }
+  return ok_status();
+}
+
+Result<MeasuredProfile> measure_profile(std::string_view model_name, int microbatch_size,
+                                        const ProfileOptions& options) {
+  if (auto request = check_profile_request(model_name, microbatch_size, options); !request) return request.error();
+  auto model = make_model(model_name);
+  if (!model) return model.error();
   auto clock = make_worker_device(options.device);
   if (!clock) return clock.error();
   WorkerDevice& device = **clock;
@@ -397,8 +411,9 @@ Result<MeasuredProfile> measure_profile(std::string_view model_name, int microba
       profiler.measure_step(times, output_bytes);
       if (options.whole_pass) profiler.measure_whole_pass(whole);
       if (options.progress && (step < options.steps || step % 50 == 0)) {
-        options.progress(fmt::format("measured step {}/{}{}", step + 1, options.steps,
-                                     step < options.steps ? "" : fmt::format(" ({:.1f} s)", elapsed())));
+        options.progress(step < options.steps ? fmt::format("measured step {}/{}", step + 1, options.steps)
+                                              : fmt::format("measured step {} ({:.1f} s of at least {:.1f} s)",
+                                                            step + 1, elapsed(), options.min_time.value));
       }
     }
     std::vector<HostTimes> host;
@@ -428,7 +443,7 @@ Result<MeasuredProfile> measure_profile(std::string_view model_name, int microba
     }
     return measured;
   } catch (const std::exception& e) {
-    return Error{fmt::format("profiling {}: {}", model_name, e.what())};
+    return Error{fmt::format("profiling {}: {}", model_name, error_text(e))};
   }
 }
 

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "exec/device.h"
+#include "exec/errors.h"
 #include "exec/executor.h"
 #include "exec/model.h"
 #include "exec/run_setup.h"
@@ -167,7 +168,7 @@ Result<ReferenceReport> train_reference(const Plan& plan, const TrainOptions& op
     if (plan.schedule == Schedule::kPipeDream) return train_pipedream(ref);
     return train_flush(ref);
   } catch (const std::exception& e) {
-    return Error{fmt::format("reference training: {}", e.what())};
+    return Error{fmt::format("reference training: {}", error_text(e))};
   }
 }
 

@@ -25,6 +25,7 @@
 
 #include "exec/checkpoint.h"
 #include "exec/cuda/nccl_links.h"
+#include "exec/errors.h"
 #include "exec/executor.h"
 #include "exec/run_setup.h"
 #include "exec/transport_gloo.h"
@@ -296,7 +297,7 @@ Result<RunReport> run_gloo_rank(const Plan& plan, const TrainOptions& options, c
     }
     return gather_at_root(rank, *first_step, std::move(spans), std::move(losses), walls);
   } catch (const std::exception& e) {
-    return Error{fmt::format("rank {}: {}", env.rank, e.what())};
+    return Error{fmt::format("rank {}: {}", env.rank, error_text(e))};
   }
 }
 

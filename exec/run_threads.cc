@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "exec/checkpoint.h"
+#include "exec/errors.h"
 #include "exec/executor.h"
 #include "exec/run_setup.h"
 #include "exec/transport_threads.h"
@@ -153,7 +154,7 @@ Result<StepReport> run_step(ThreadsWorld& world, StepCrew& crew, int step, std::
     try {
       results[w] = world.workers[w]->run_iteration(step, origin, spans ? &(*spans)[w] : nullptr);
     } catch (const std::exception& e) {
-      results[w] = Error{fmt::format("worker {}, step {}: {}", w, step, e.what())};
+      results[w] = Error{fmt::format("worker {}, step {}: {}", w, step, error_text(e))};
     }
     world.devices[w]->unbind_thread();
     if (!results[w]) world.abort();
@@ -244,7 +245,7 @@ Result<RunReport> run_threads(const Plan& plan, const TrainOptions& options) {
     for (const auto& worker : world.workers) report.workers.push_back(worker->stats());
     return report;
   } catch (const std::exception& e) {
-    return Error{fmt::format("threads backend: {}", e.what())};
+    return Error{fmt::format("threads backend: {}", error_text(e))};
   }
 }
 

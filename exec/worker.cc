@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "exec/errors.h"
+
 namespace baton::exec {
 
 namespace {
@@ -144,7 +146,7 @@ Status Worker::run_iteration(int step, const Origin& origin, std::vector<Span>* 
       cur_ = &chunk_for(action.stage);
       timing = run_action(action);
     } catch (const std::exception& e) {
-      timing = Error{e.what()};
+      timing = Error{error_text(e)};
     }
     if (is_compute(action.kind)) stats_.compute_cpu += thread_cpu_time() - cpu_start;
     if (!timing) {

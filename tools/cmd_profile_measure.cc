@@ -52,7 +52,13 @@ int run_measure(const MeasureArgs& args) {
   options.progress = [&args](const std::string& line) {
     std::fprintf(stderr, "profile %s: %s\n", args.model.c_str(), line.c_str());
   };
-  const exec::MeasuredProfile measured = take(exec::measure_profile(args.model, args.microbatch_size, options));
+  take(exec::check_profile_request(args.model, args.microbatch_size, options));  // a bad request: exit 2
+  auto result = exec::measure_profile(args.model, args.microbatch_size, options);
+  if (!result) {
+    std::fprintf(stderr, "baton: %s\n", result.error().message.c_str());
+    return 1;
+  }
+  const exec::MeasuredProfile& measured = *result;
   const Profile& profile = measured.profile;
   // The spread around the medians rides along as the profile's compute_noise
   // (sim/profile.h), which the simulator does not read; `baton validate`

@@ -340,6 +340,25 @@ TEST_CASE("the loaded profile sleeps once per stage's forward and backward with 
   const CliRun bad = run_baton("profile measure --model mlp --microbatch-size 2 --steps 1 --gap-at 0,x", "gap-at");
   CHECK(bad.exit_code == 2);
   CHECK(bad.err.find("--gap-at") != std::string::npos);
+  const CliRun beyond = run_baton("profile measure --model mlp --microbatch-size 2 --steps 1 --gap-at 0,6", "gap-at");
+  CHECK(beyond.exit_code == 2);
+  CHECK(beyond.err.find("--gap-at 6: model 'mlp' has 6 layers (0 to 5)") != std::string::npos);
+  CHECK(beyond.out.empty());
+}
+
+TEST_CASE(
+    "profile measure: memory LibTorch cannot allocate fails the run (exit 1) in one line, without LibTorch's "
+    "backtrace",
+    "[exec][cli][profile]") {
+  // The mlp at 2e9 samples per microbatch: its input alone is 2e9 x 32 floats, 256 GB.
+  const CliRun run =
+      run_baton("profile measure --model mlp --microbatch-size 2000000000 --warmup 0 --steps 1", "profile-no-memory");
+  INFO(run.err);
+  CHECK(run.exit_code == 1);
+  CHECK(run.err.find("baton: profiling mlp: ") == 0);
+  CHECK(run.err.find("can't allocate memory") != std::string::npos);
+  CHECK(run.err.find("frame #") == std::string::npos);
+  CHECK(run.out.empty());
 }
 
 TEST_CASE("a plan of more workers than start on one machine is refused before any starts", "[exec][cli]") {
