@@ -62,7 +62,10 @@ GemmShape parse_gemm(const std::string& text) {
 
 #if BATON_HAVE_EXEC
 
-MeasuredKernels measure(const KernelArgs& args, std::vector<GemmShape> gemms, std::vector<int64_t> stream_bytes) {
+// The measurement, or why it failed on the device (a run's failure, exit 1,
+// not a bad request: the flags are checked before).
+Result<MeasuredKernels> measure(const KernelArgs& args, std::vector<GemmShape> gemms,
+                                std::vector<int64_t> stream_bytes) {
   exec::KernelOptions options;
   options.device = args.device;
   options.dtype = args.dtype;
@@ -71,12 +74,12 @@ MeasuredKernels measure(const KernelArgs& args, std::vector<GemmShape> gemms, st
   options.warmup = args.warmup;
   options.repeats = args.repeats;
   options.progress = [](const std::string& line) { std::fprintf(stderr, "kernels: %s\n", line.c_str()); };
-  return take(exec::measure_kernels(options));
+  return exec::measure_kernels(options);
 }
 
 #else
 
-MeasuredKernels measure(const KernelArgs&, std::vector<GemmShape>, std::vector<int64_t>) {
+Result<MeasuredKernels> measure(const KernelArgs&, std::vector<GemmShape>, std::vector<int64_t>) {
   hand_to_executor("kernels measure");
 }
 
@@ -86,9 +89,13 @@ int run_kernels_measure(const KernelArgs& args) {
   std::vector<GemmShape> gemms;
   for (const std::string& gemm : args.gemms) gemms.push_back(parse_gemm(gemm));
   if (gemms.empty()) gemms = gpt_gemm_shapes();
-  const MeasuredKernels measured =
+  const Result<MeasuredKernels> measured =
       measure(args, std::move(gemms), args.stream_bytes.empty() ? stream_sizes_bytes() : args.stream_bytes);
-  const std::string text = kernels_to_json(measured).dump(2) + "\n";
+  if (!measured) {
+    std::fprintf(stderr, "baton: %s\n", measured.error().message.c_str());
+    return 1;
+  }
+  const std::string text = kernels_to_json(*measured).dump(2) + "\n";
   write_output(args.output, text);
   return 0;
 }

@@ -361,6 +361,23 @@ TEST_CASE(
   CHECK(run.out.empty());
 }
 
+TEST_CASE("kernels measure: a copy too large for memory fails the run (exit 1) in one line, nothing written",
+          "[exec][cli][kernels]") {
+  const fs::path dir = scratch_dir("kernels-no-memory");
+  const fs::path out = dir / "kernels.json";
+  // 1e15 bytes read + written: a source and a destination of 500 TB each.
+  const CliRun run = run_baton(fmt::format("kernels measure --dtype fp32 --gemm 64x64x64 --stream-bytes "
+                                           "1000000000000000 --repeats 1 -o '{}'",
+                                           out.string()),
+                               "kernels-no-memory");
+  INFO(run.err);
+  CHECK(run.exit_code == 1);
+  CHECK(run.err.find("baton: kernels on cpu: ") != std::string::npos);
+  CHECK(run.err.find("can't allocate memory") != std::string::npos);
+  CHECK(run.err.find("frame #") == std::string::npos);
+  CHECK_FALSE(fs::exists(out));
+}
+
 TEST_CASE("a plan of more workers than start on one machine is refused before any starts", "[exec][cli]") {
   // 300 data-parallel replicas of the mlp on a 300-device topology: more than
   // exec::kMaxLocalRanks (256) threads or processes here.
