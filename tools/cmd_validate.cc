@@ -390,7 +390,7 @@ void add_validate_command(CLI::App& app, CommandResult& result) {
       ->check(at_least(1));
   cmd->add_option("--drift", args->drift,
                   "largest |run compute / slice's expectation - 1| of a run kept before the last attempt (default "
-                  "0.05)")
+                  "0.03)")
       ->check(more_than(0));
   cmd->add_option("--out", args->out, "directory for the report and its files (default out/validate)");
   cmd->add_option("--profile", args->profile, "use this profile instead of measuring one");

@@ -56,7 +56,7 @@ struct ValidateArgs {
   double gap_us = 300.0;
   double tolerance = 0.10;
   int attempts = 3;
-  double drift = 0.05;
+  double drift = 0.03;
   std::string out = "out/validate";
   std::string profile;
   std::string topology;
