@@ -133,6 +133,7 @@ std::pair<Plan, exec::ModelInfo> plan_from_stages(const RunArgs& args) {
   plan.microbatch_size = profile.microbatch_size;
   // The schedule first: one that runs chunks puts several stages on one device.
   plan = with_schedule_flags(plan, args, profile.num_layers());
+  take(check_chunks(plan, "--stages"));  // before the devices, which chunks share
   check_plan_fits_topology(plan, topology, args.topology, "--stages");
   take(assign_devices(plan, topology));
   take(check_plan(plan, profile, topology, "--stages"));
@@ -169,6 +170,17 @@ std::pair<Plan, exec::ModelInfo> resolve_plan(const RunArgs& args) {
   plan = with_schedule_flags(plan, args, static_cast<int>(model.layer_names.size()));
   if (args.microbatches > 0) plan.batches = args.microbatches;
   if (args.microbatch_size > 0) plan.microbatch_size = args.microbatch_size;
+  if ((args.vertical_sync || args.no_stashing) && plan.schedule != Schedule::kPipeDream) {
+    throw UsageError(
+        fmt::format("run: {} is pipedream's (its stages hold several weight versions); {} flushes and holds one",
+                    args.vertical_sync ? "--vertical-sync" : "--no-weight-stashing", schedule_name(plan.schedule)));
+  }
+  if (args.nproc > 0 && args.backend == "threads") {
+    throw UsageError(
+        fmt::format("run: --nproc starts a process per worker (--backend gloo or nccl); the threads "
+                    "backend runs the plan's {} workers in this process",
+                    plan.num_workers()));
+  }
   if (args.vertical_sync) plan.vertical_sync = true;
   take(exec::check_plan_for_model(plan, model, args.plan.empty() ? "--stages" : args.plan));
   return {plan, model};

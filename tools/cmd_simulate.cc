@@ -213,6 +213,7 @@ int run_simulate(const SimulateArgs& args) {
   for (Schedule schedule : schedules) {
     Plan plan = plan_with_schedule(base, schedule, profile.num_layers());
     if (schedule == Schedule::kInterleaved1F1B && args.virtual_stages > 0) plan.virtual_stages = args.virtual_stages;
+    take(check_chunks(plan, plan_source));  // before the devices, which chunks share
     take(assign_devices(plan, topology));
     take(check_plan(plan, profile, topology, plan_source));
     if (schedule == Schedule::kPipeDream) plan.batches = pipedream_minibatches(plan);

@@ -114,6 +114,7 @@ Plan plan_for(Schedule schedule, const ValidateArgs& args, const Profile& profil
   if (schedule == Schedule::kPipeDream) {
     plan.batches = whole_pipedream_rounds(plan);  // what the executor runs
   }
+  take(check_chunks(plan, "the plan"));  // before the devices, which chunks share
   take(assign_devices(plan, topology));
   take(check_plan(plan, profile, topology, "the plan"));
   return plan;

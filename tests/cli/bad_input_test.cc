@@ -97,6 +97,14 @@ TEST_CASE("more replicas than devices is refused", "[cli][bad-input]") {
   expect_refused(kProfile, kTopology, "--stages 0-3x3,3-6x2", {"5 devices", "has 4"});
 }
 
+TEST_CASE("stages that chunks cannot place are refused as such, not as too many devices", "[cli][bad-input]") {
+  // Six stages, four chunks per device: 6 is no multiple of 4. The devices were
+  // counted first, one per stage, and the message said 6 devices were needed.
+  expect_refused(kProfile, kTopology, "--stages 0-1,1-2,2-3,3-4,4-5,5-6 --schedule interleaved-1f1b --virtual-stages 4",
+                 {"--stages: stages hold 6 stages, which interleaved-1f1b with 4 chunks per device cannot place: give "
+                  "a multiple of 4 (for example 4 or 8)"});
+}
+
 TEST_CASE("bad stage syntax and unknown schedules are refused", "[cli][bad-input]") {
   expect_refused(kProfile, kTopology, "--stages 0-3y2,3-6", {"--stages", "0-3y2"});
   expect_refused(kProfile, kTopology, "--stages 0-3,3-6 --schedule zigzag", {"unknown schedule \"zigzag\""});

@@ -378,6 +378,30 @@ TEST_CASE("kernels measure: a copy too large for memory fails the run (exit 1) i
   CHECK_FALSE(fs::exists(out));
 }
 
+TEST_CASE("run refuses flags its backend or schedule would ignore, and stages chunks cannot place", "[exec][cli]") {
+  const fs::path dir = scratch_dir("exec-ignored-flags");
+  const std::string profile = write_profile(dir, "mlp", "mlp", 6);
+  const std::string common =
+      fmt::format("run --profile '{}' --topology topologies/cpu_2core.json --model mlp --steps 1 ", profile);
+  const auto refused = [&](const std::string& extra, const std::string& message) {
+    const CliRun run = run_baton(common + extra, "exec-ignored-flags");
+    INFO(extra << "\n" << run.err);
+    CHECK(run.exit_code == 2);
+    CHECK(run.err.find(message) != std::string::npos);
+    CHECK(run.out.empty());
+  };
+  refused("--stages 0-3,3-6 --schedule 1f1b --nproc 5",
+          "run: --nproc starts a process per worker (--backend gloo or nccl); the threads backend runs the plan's 2 "
+          "workers in this process");
+  refused("--stages 0-3,3-6 --schedule 1f1b --vertical-sync",
+          "run: --vertical-sync is pipedream's (its stages hold several weight versions); 1f1b flushes and holds one");
+  refused("--stages 0-3,3-6 --schedule gpipe --no-weight-stashing",
+          "run: --no-weight-stashing is pipedream's (its stages hold several weight versions); gpipe flushes and "
+          "holds one");
+  refused("--stages 0-1,1-2,2-3,3-6 --schedule interleaved-1f1b --virtual-stages 3",
+          "--stages: stages hold 4 stages, which interleaved-1f1b with 3 chunks per device cannot place");
+}
+
 TEST_CASE("a plan of more workers than start on one machine is refused before any starts", "[exec][cli]") {
   // 300 data-parallel replicas of the mlp on a 300-device topology: more than
   // exec::kMaxLocalRanks (256) threads or processes here.
