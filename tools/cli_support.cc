@@ -117,6 +117,10 @@ CLI::Validator at_least(double minimum) {
   return numeric_check([minimum](double v) { return v >= minimum; }, fmt::format("at least {}", minimum));
 }
 
+CLI::Validator at_most(double maximum) {
+  return numeric_check([maximum](double v) { return v <= maximum; }, fmt::format("at most {}", maximum));
+}
+
 CLI::Validator more_than(double bound) {
   return numeric_check([bound](double v) { return v > bound; }, fmt::format("more than {}", bound));
 }

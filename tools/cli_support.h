@@ -56,8 +56,10 @@ std::string check_device_name(const std::string& name);
 
 // check()s for numeric flags: CLI11 prefixes the flag, so a refusal reads
 // "--gpus: must be at least 1, got 0" (not CLI11's "Value 0 not in range
-// 0.000000 to 1.79e308"). A value that is no number is refused likewise.
+// 0.000000 to 1.79e308"). A value that is no number, or not a finite one
+// (inf, nan), is refused likewise.
 CLI::Validator at_least(double minimum);                    // value >= minimum
+CLI::Validator at_most(double maximum);                     // value <= maximum
 CLI::Validator more_than(double bound);                     // value > bound
 CLI::Validator in_range(double low, double high);           // low <= value <= high
 CLI::Validator above_and_at_most(double low, double high);  // low < value <= high

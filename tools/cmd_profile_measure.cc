@@ -145,8 +145,9 @@ void add_profile_measure_command(CLI::App& profile, CommandResult& result) {
                   "order statistic kept per layer: 0.5 the median (default), 0.1 the machine undisturbed")
       ->check(in_range(0.0, 1.0));
   cmd->add_option("--gap-us", args->gap_us,
-                  "sleep this long before each timed region (default 0), as stages wait between computations")
-      ->check(at_least(0));
+                  "sleep this long before each timed region (default 0, at most 1 s), as stages wait between "
+                  "computations")
+      ->check(in_range(0, 1e6));
   cmd->add_option("--gap-at", args->gap_at,
                   "comma list of the first layers of a plan's stages, e.g. 0,3: sleep only before their\n"
                   "forwards and before the backwards of the stages' last layers (default: before every region)")

@@ -47,6 +47,11 @@ TEST_CASE("a number flag refuses infinity and NaN, which no range holds", "[cli]
   expect_refused(plan + "--memory-limit-gib inf", "--memory-limit-gib: must be a number in (0, 1048576], got \"inf\"");
   expect_refused("run --model mlp --lr nan", "--lr: must be a number more than 0, got \"nan\"");
   expect_refused("run --model mlp --timeout inf", "--timeout: must be a number more than 0, got \"inf\"");
+  // validate --gap-us nan ran, and predicted at a slice's speed measured with NaN microseconds of sleep.
+  expect_refused("validate --model mlp --gap-us nan", "--gap-us: must be a number at most 1000000, got \"nan\"");
+  expect_refused("validate --model mlp --gap-us 2e6", "--gap-us: must be at most 1000000, got 2e6");
+  expect_refused("profile measure --model mlp --microbatch-size 2 --gap-us 2e6",
+                 "--gap-us: must be in [0, 1000000], got 2e6");
 }
 
 TEST_CASE("a device's memory from a flag is held to a topology file's 1 PiB", "[cli][bad-input]") {
