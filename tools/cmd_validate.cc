@@ -377,8 +377,8 @@ void add_validate_command(CLI::App& app, CommandResult& result) {
   cmd->add_option("--gap-us", args->gap_us,
                   "before each schedule's run, profile again on every rank at once with this sleep before each\n"
                   "stage's forward and backward (profile measure --gap-at); a schedule is predicted at its slice's\n"
-                  "speed (alone / so), with the noise of all the slices' samples (default 300, at most 1 s; < 0: skip, and\n"
-                  "predict at the topology's speed without compute noise)")
+                  "speed (alone / so), with the noise of all the slices' samples (default 300, at most 1 s;\n"
+                  "< 0: skip, and predict at the topology's speed without compute noise)")
       ->check(at_most(1e6));
   cmd->add_option("--quantile", args->quantile,
                   "order statistic compared: of the profile's steps per layer, of the noisy simulations and of\n"
