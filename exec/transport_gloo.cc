@@ -13,6 +13,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "exec/errors.h"
+
 namespace baton::exec {
 
 namespace {
@@ -123,8 +125,14 @@ Result<GlooGroups> connect_world(const RankEnv& env, Seconds timeout) {
     groups.world = make_group(prefixed, env.master_addr, env.rank, env.world_size, timeout);
     return groups;
   } catch (const std::exception& e) {
-    return Error{
-        fmt::format("rank {}: rendezvous at {}:{} failed: {}", env.rank, env.master_addr, env.master_port, e.what())};
+    const std::string reason = first_line(error_text(e));
+    if (is_timeout(reason) || mentions(reason, "Socket Timeout")) {
+      return Error{fmt::format(
+          "rendezvous at {}:{}: not all {} ranks met within {:g} s (--timeout): is every rank started, with the "
+          "same MASTER_ADDR and MASTER_PORT? ({})",
+          env.master_addr, env.master_port, env.world_size, timeout.value, reason)};
+    }
+    return Error{fmt::format("rendezvous at {}:{} failed: {}", env.master_addr, env.master_port, reason)};
   }
 }
 

@@ -2,7 +2,9 @@
 
 #if BATON_HAVE_EXEC
 
+#include <cerrno>
 #include <cstdlib>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -19,8 +21,11 @@ std::optional<exec::RankEnv> rank_env_from_environment() {
     const char* value = std::getenv(name);
     if (value == nullptr || *value == '\0') return fallback;
     char* end = nullptr;
+    errno = 0;
     const long parsed = std::strtol(value, &end, 10);
     if (*end != '\0') throw UsageError(fmt::format("environment: {}={} is not a number", name, value));
+    if (errno == ERANGE || parsed < 0 || parsed > std::numeric_limits<int>::max())
+      throw UsageError(fmt::format("environment: {}={} is out of range", name, value));
     return static_cast<int>(parsed);
   };
   exec::RankEnv env;
@@ -28,6 +33,8 @@ std::optional<exec::RankEnv> rank_env_from_environment() {
   env.world_size = number("WORLD_SIZE", 1);
   env.local_rank = number("LOCAL_RANK", env.rank);
   env.master_port = number("MASTER_PORT", 29500);
+  if (env.master_port < 1 || env.master_port > 65535)
+    throw UsageError(fmt::format("environment: MASTER_PORT={} is not a TCP port (1 to 65535)", env.master_port));
   if (const char* addr = std::getenv("MASTER_ADDR"); addr != nullptr && *addr != '\0') env.master_addr = addr;
   return env;
 }

@@ -3,12 +3,15 @@
 // port), plan refusal before any rank starts, and `baton compare`.
 #include "tests/exec/exec_test_support.h"
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <string>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "exec/launcher.h"
 #include "sim/profile.h"
 #include "sim/schedules.h"
 #include "sim/trace_reader.h"
@@ -400,6 +403,47 @@ TEST_CASE("run refuses flags its backend or schedule would ignore, and stages ch
           "holds one");
   refused("--stages 0-1,1-2,2-3,3-6 --schedule interleaved-1f1b --virtual-stages 3",
           "--stages: stages hold 4 stages, which interleaved-1f1b with 3 chunks per device cannot place");
+}
+
+// Sets a rank's torchrun-style variables for the commands run while it lives.
+struct RankVariables {
+  explicit RankVariables(int port) {
+    ::setenv("RANK", "0", 1);
+    ::setenv("WORLD_SIZE", "2", 1);
+    ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+    ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+  }
+  ~RankVariables() {
+    for (const char* name : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) ::unsetenv(name);
+  }
+};
+
+TEST_CASE("a rank whose peers never come ends within --timeout naming the rendezvous, and a bad MASTER_PORT is refused",
+          "[exec][gloo][cli]") {
+  const fs::path dir = scratch_dir("exec-lonely-rank");
+  const std::string profile = write_profile(dir, "mlp", "mlp", 6);
+  const std::string command = fmt::format(
+      "run --profile '{}' --topology topologies/cpu_2core.json --stages 0-3,3-6 --schedule 1f1b --model mlp "
+      "--steps 1 --backend gloo --timeout 2",
+      profile);
+  const int port = exec::free_local_port().value();
+  {
+    const RankVariables variables(port);
+    const CliRun run = run_baton(command, "exec-lonely-rank");
+    INFO(run.err);
+    CHECK(run.exit_code == 1);
+    CHECK(run.err.find(fmt::format("run: rank 0: rendezvous at 127.0.0.1:{}: not all 2 ranks met within 2 s "
+                                   "(--timeout): is every rank started, with the same MASTER_ADDR and MASTER_PORT?",
+                                   port)) != std::string::npos);
+    CHECK(run.err.find("frame #") == std::string::npos);
+  }
+  {
+    const RankVariables variables(99999);
+    const CliRun run = run_baton(command, "exec-lonely-rank");
+    INFO(run.err);
+    CHECK(run.exit_code == 2);
+    CHECK(run.err.find("environment: MASTER_PORT=99999 is not a TCP port (1 to 65535)") != std::string::npos);
+  }
 }
 
 TEST_CASE("a plan of more workers than start on one machine is refused before any starts", "[exec][cli]") {
