@@ -107,6 +107,10 @@ struct TrainOptions {
   // n < steps completed steps, made by the same model, plan and seed) with
   // step n, up to `steps`.
   bool resume = false;
+  // Optional: called after each step with its number and wall time, by the
+  // threads backend and by rank 0 of the gloo backend (whose step ends at the
+  // barrier every rank meets). `baton run` prints its progress from it.
+  std::function<void(int step, Seconds wall)> on_step;
 };
 
 // Final weights: layers[l][p] = parameter p of layer l, flattened row-major.

@@ -185,6 +185,7 @@ Status run_steps(Rank& rank, int first_step, std::vector<Span>& spans, Losses& l
     if (Status s = rank.worker->run_iteration(step, origin, last ? &spans : nullptr); !s) return s;
     if (Status s = rank.barrier(fmt::format("barrier after step {}", step)); !s) return s;
     walls.emplace_back(std::chrono::duration<double>(Clock::now() - origin.host).count());
+    if (rank.env.rank == 0 && rank.options.on_step) rank.options.on_step(step, walls.back());
     for (const auto& [microbatch, loss] : rank.worker->losses()) losses.emplace_back(step, microbatch, loss);
     if (!checkpoint_due(rank.options, step + 1)) continue;
     if (Status s = save_checkpoint(rank, step + 1); !s) return s;

@@ -234,6 +234,7 @@ Result<RunReport> run_threads(const Plan& plan, const TrainOptions& options) {
       auto result = run_step(world, crew, step, last ? &spans : nullptr);
       if (!result) return result.error();
       report.steps.push_back(*result);
+      if (options.on_step) options.on_step(step, result->wall);
       if (!checkpoint_due(options, step + 1)) continue;
       if (Status s = save_checkpoint(run, world, options, step + 1); !s) return s.error();
     }

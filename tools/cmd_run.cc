@@ -9,9 +9,12 @@
 // launcher: it checks the plan, then starts --nproc copies of itself on
 // 127.0.0.1 and waits for them. Rank 0 prints the report and writes outputs.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <memory>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -23,6 +26,7 @@
 #include "exec/executor.h"
 #include "exec/launcher.h"
 #include "sim/plan_layouts.h"
+#include "sim/stats.h"
 #include "sim/trace_writers.h"
 #include "tools/rank_launch.h"
 #include "tools/report.h"
@@ -186,6 +190,24 @@ std::pair<Plan, exec::ModelInfo> resolve_plan(const RunArgs& args) {
   return {plan, model};
 }
 
+// Progress on stderr for runs that take a while: a line at most every
+// kProgressEvery seconds (none for a run shorter than that), with the step
+// reached and the last step's wall time.
+constexpr double kProgressEvery = 2.0;
+
+std::function<void(int, Seconds)> step_progress(int steps) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = std::make_shared<Clock::time_point>(Clock::now());
+  const auto last = std::make_shared<Clock::time_point>(*start);
+  return [=](int step, Seconds wall) {
+    const Clock::time_point now = Clock::now();
+    if (std::chrono::duration<double>(now - *last).count() < kProgressEvery || step + 1 == steps) return;
+    *last = now;
+    std::fprintf(stderr, "run: step %d of %d done after %.1f s (this one %s)\n", step + 1, steps,
+                 std::chrono::duration<double>(now - *start).count(), human_seconds(wall).c_str());
+  };
+}
+
 exec::TrainOptions train_options(const RunArgs& args, const std::string& model) {
   if (args.steps < 1) throw UsageError("run: --steps must be >= 1");
   exec::TrainOptions options;
@@ -202,6 +224,7 @@ exec::TrainOptions train_options(const RunArgs& args, const std::string& model) 
   options.checkpoint_dir = args.checkpoint_dir;
   options.checkpoint_every = args.checkpoint_every;
   options.resume = args.resume;
+  options.on_step = step_progress(args.steps);
   return options;
 }
 
@@ -210,12 +233,28 @@ std::string report_text(const exec::RunReport& report, const Plan& plan, const s
       fmt::format("run: {} with {} on {} worker(s), stages {}, {} microbatches of {}, backend {} on {}\n", plan.model,
                   schedule_name(plan.schedule), plan.num_workers(), stages_to_string(plan.stages), plan.batches,
                   plan.microbatch_size, backend, report.device);
+  // Every step up to kShownSteps, else the first and last few (all of them
+  // are in --json and --report) and the wall times' median and range.
+  constexpr size_t kShownSteps = 12;
+  constexpr size_t kEnds = 5;
+  const size_t count = report.steps.size();
   std::vector<std::vector<std::string>> steps{{"step", "wall time", "mean loss"}};
-  for (size_t s = 0; s < report.steps.size(); ++s) {
+  for (size_t s = 0; s < count; ++s) {
+    if (count > kShownSteps && s >= kEnds && s + kEnds < count) {
+      if (s == kEnds) steps.push_back({"...", "", ""});
+      continue;
+    }
     steps.push_back({std::to_string(report.first_step + static_cast<int>(s)), human_seconds(report.steps[s].wall),
                      fmt::format("{:.6f}", report.steps[s].mean_loss)});
   }
   out += "\n" + render_table(steps);
+  if (count > kShownSteps) {
+    std::vector<double> walls;
+    for (const exec::StepReport& step : report.steps) walls.push_back(step.wall.value);
+    out += fmt::format("{} steps: wall time median {}, {} to {} (every step: --json or --report)\n", count,
+                       human_seconds(Seconds(quantile(walls, 0.5))), human_seconds(Seconds(quantile(walls, 0.0))),
+                       human_seconds(Seconds(quantile(walls, 1.0))));
+  }
   std::vector<std::vector<std::string>> workers{
       {"worker", "actions", "compute", "waiting", "overhead/action", "(cpu time)", "weight versions"}};
   for (size_t w = 0; w < report.workers.size(); ++w) {
@@ -280,7 +319,9 @@ void add_run_command(CLI::App& app, CommandResult& result) {
   CLI::App* cmd = app.add_subcommand("run", "Execute a plan with LibTorch and record a measured trace");
   cmd->footer(
       "Execute a plan's Program with the LibTorch executor on synthetic data and measure it: time per\n"
-      "step, loss, a measured trace with the simulator's action ids (compare it with `baton compare`).\n\n"
+      "step, loss, a measured trace with the simulator's action ids (compare it with `baton compare`).\n"
+      "A run that takes more than 2 s reports its progress on stderr every 2 s; the text shows up to 12\n"
+      "steps (else the first and last 5 and the wall times' median and range), --json every one.\n\n"
       "Examples:\n"
       "  baton run --plan plan.json --model mlp --backend threads --steps 5 --trace out/measured.json\n"
       "  baton profile measure --model mlp --microbatch-size 32 -o out/mlp.json\n"

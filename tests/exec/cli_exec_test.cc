@@ -405,6 +405,41 @@ TEST_CASE("run refuses flags its backend or schedule would ignore, and stages ch
           "--stages: stages hold 4 stages, which interleaved-1f1b with 3 chunks per device cannot place");
 }
 
+TEST_CASE("run's text shows the first and last steps of a long run with the wall times' median and range",
+          "[exec][cli]") {
+  const fs::path dir = scratch_dir("exec-long-run");
+  const std::string profile = write_profile(dir, "mlp", "mlp", 6);
+  const std::string command = fmt::format(
+      "run --profile '{}' --topology topologies/cpu_2core.json --stages 0-3,3-6 --schedule 1f1b --model mlp", profile);
+  const CliRun run = run_baton(command + " --steps 14", "exec-long-run");
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  // Steps 0-4, a "..." row, steps 9-13: 5 + 5 of 14 (more than 12 shown in full).
+  for (const std::string shown : {"\n0 ", "\n4 ", "\n...", "\n9 ", "\n13 "})
+    CHECK(run.out.find(shown) != std::string::npos);
+  for (const std::string hidden : {"\n5 ", "\n8 "}) CHECK(run.out.find(hidden) == std::string::npos);
+  CHECK(run.out.find("14 steps: wall time median ") != std::string::npos);
+  // Every step in --json.
+  const CliRun json = run_baton(command + " --steps 14 --json", "exec-long-run");
+  REQUIRE(json.exit_code == 0);
+  CHECK(nlohmann::json::parse(json.out)["steps"].size() == 14);
+}
+
+TEST_CASE("run reports progress on stderr while a run takes more than 2 s, not at its last step", "[exec][cli]") {
+  const fs::path dir = scratch_dir("exec-progress");
+  const std::string profile = write_profile(dir, "mlp", "mlp", 6);
+  // 200 steps of 64 microbatches: seconds on any machine.
+  const CliRun run =
+      run_baton(fmt::format("run --profile '{}' --topology topologies/cpu_2core.json --stages 0-3,3-6 --schedule 1f1b "
+                            "--model mlp --microbatches 64 --steps 200",
+                            profile),
+                "exec-progress");
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  CHECK(run.err.find(" of 200 done after ") != std::string::npos);
+  CHECK(run.err.find("step 200 of 200") == std::string::npos);
+}
+
 // Sets a rank's torchrun-style variables for the commands run while it lives.
 struct RankVariables {
   explicit RankVariables(int port) {
