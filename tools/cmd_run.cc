@@ -10,6 +10,7 @@
 // 127.0.0.1 and waits for them. Rank 0 prints the report and writes outputs.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -191,17 +192,27 @@ std::pair<Plan, exec::ModelInfo> resolve_plan(const RunArgs& args) {
 }
 
 // Progress on stderr for runs that take a while: a line at most every
-// kProgressEvery seconds (none for a run shorter than that), with the step
-// reached and the last step's wall time.
-constexpr double kProgressEvery = 2.0;
+// BATON_PROGRESS_EVERY seconds (default 2; 0: after every step), none for
+// the last step (the report follows), with the step reached and the last
+// step's wall time.
+double progress_every_s() {
+  const char* text = std::getenv("BATON_PROGRESS_EVERY");
+  if (text == nullptr || *text == '\0') return 2.0;
+  char* end = nullptr;
+  const double value = std::strtod(text, &end);
+  if (*end != '\0' || !std::isfinite(value) || value < 0)
+    throw UsageError(fmt::format("environment: BATON_PROGRESS_EVERY={} is not a number of seconds >= 0", text));
+  return value;
+}
 
 std::function<void(int, Seconds)> step_progress(int steps) {
   using Clock = std::chrono::steady_clock;
+  const double every = progress_every_s();
   const auto start = std::make_shared<Clock::time_point>(Clock::now());
   const auto last = std::make_shared<Clock::time_point>(*start);
   return [=](int step, Seconds wall) {
     const Clock::time_point now = Clock::now();
-    if (std::chrono::duration<double>(now - *last).count() < kProgressEvery || step + 1 == steps) return;
+    if (std::chrono::duration<double>(now - *last).count() < every || step + 1 == steps) return;
     *last = now;
     std::fprintf(stderr, "run: step %d of %d done after %.1f s (this one %s)\n", step + 1, steps,
                  std::chrono::duration<double>(now - *start).count(), human_seconds(wall).c_str());
@@ -320,8 +331,9 @@ void add_run_command(CLI::App& app, CommandResult& result) {
   cmd->footer(
       "Execute a plan's Program with the LibTorch executor on synthetic data and measure it: time per\n"
       "step, loss, a measured trace with the simulator's action ids (compare it with `baton compare`).\n"
-      "A run that takes more than 2 s reports its progress on stderr every 2 s; the text shows up to 12\n"
-      "steps (else the first and last 5 and the wall times' median and range), --json every one.\n\n"
+      "A run that takes more than 2 s reports its progress on stderr every 2 s (BATON_PROGRESS_EVERY=S:\n"
+      "every S s); the text shows up to 12 steps (else the first and last 5 and the wall times' median\n"
+      "and range), --json every one.\n\n"
       "Examples:\n"
       "  baton run --plan plan.json --model mlp --backend threads --steps 5 --trace out/measured.json\n"
       "  baton profile measure --model mlp --microbatch-size 32 -o out/mlp.json\n"

@@ -425,19 +425,42 @@ TEST_CASE("run's text shows the first and last steps of a long run with the wall
   CHECK(nlohmann::json::parse(json.out)["steps"].size() == 14);
 }
 
-TEST_CASE("run reports progress on stderr while a run takes more than 2 s, not at its last step", "[exec][cli]") {
+// Sets an environment variable for the commands run while it lives.
+struct Variable {
+  Variable(const char* name, const std::string& value) : name(name) { ::setenv(name, value.c_str(), 1); }
+  ~Variable() { ::unsetenv(name); }
+  const char* name;
+};
+
+TEST_CASE("run reports progress on stderr at most every BATON_PROGRESS_EVERY seconds, never at its last step",
+          "[exec][cli]") {
   const fs::path dir = scratch_dir("exec-progress");
   const std::string profile = write_profile(dir, "mlp", "mlp", 6);
-  // 200 steps of 64 microbatches: seconds on any machine.
-  const CliRun run =
-      run_baton(fmt::format("run --profile '{}' --topology topologies/cpu_2core.json --stages 0-3,3-6 --schedule 1f1b "
-                            "--model mlp --microbatches 64 --steps 200",
-                            profile),
-                "exec-progress");
-  INFO(run.err);
-  REQUIRE(run.exit_code == 0);
-  CHECK(run.err.find(" of 200 done after ") != std::string::npos);
-  CHECK(run.err.find("step 200 of 200") == std::string::npos);
+  const std::string command = fmt::format(
+      "run --profile '{}' --topology topologies/cpu_2core.json --stages 0-3,3-6 --schedule 1f1b --model mlp "
+      "--steps 5",
+      profile);
+  {
+    // 0 s: after every step but the last, whose report follows.
+    const Variable every("BATON_PROGRESS_EVERY", "0");
+    const CliRun run = run_baton(command, "exec-progress");
+    INFO(run.err);
+    REQUIRE(run.exit_code == 0);
+    for (int step = 1; step <= 4; ++step)
+      CHECK(run.err.find(fmt::format("run: step {} of 5 done after ", step)) != std::string::npos);
+    CHECK(run.err.find("step 5 of 5") == std::string::npos);
+  }
+  {
+    // An hour: none in a run of milliseconds.
+    const Variable every("BATON_PROGRESS_EVERY", "3600");
+    const CliRun run = run_baton(command, "exec-progress");
+    REQUIRE(run.exit_code == 0);
+    CHECK(run.err.find(" done after ") == std::string::npos);
+  }
+  const Variable bad("BATON_PROGRESS_EVERY", "soon");
+  const CliRun run = run_baton(command, "exec-progress");
+  CHECK(run.exit_code == 2);
+  CHECK(run.err.find("environment: BATON_PROGRESS_EVERY=soon is not a number of seconds >= 0") != std::string::npos);
 }
 
 // Sets a rank's torchrun-style variables for the commands run while it lives.
