@@ -465,15 +465,11 @@ TEST_CASE("run reports progress on stderr at most every BATON_PROGRESS_EVERY sec
 
 // Sets a rank's torchrun-style variables for the commands run while it lives.
 struct RankVariables {
-  explicit RankVariables(int port) {
-    ::setenv("RANK", "0", 1);
-    ::setenv("WORLD_SIZE", "2", 1);
-    ::setenv("MASTER_ADDR", "127.0.0.1", 1);
-    ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-  }
-  ~RankVariables() {
-    for (const char* name : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) ::unsetenv(name);
-  }
+  explicit RankVariables(int port) : master_port("MASTER_PORT", std::to_string(port)) {}
+  Variable rank{"RANK", "0"};
+  Variable world_size{"WORLD_SIZE", "2"};
+  Variable master_addr{"MASTER_ADDR", "127.0.0.1"};
+  Variable master_port;
 };
 
 TEST_CASE("a rank whose peers never come ends within --timeout naming the rendezvous, and a bad MASTER_PORT is refused",
