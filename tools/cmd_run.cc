@@ -207,15 +207,13 @@ double progress_every_s() {
 
 std::function<void(int, Seconds)> step_progress(int steps) {
   using Clock = std::chrono::steady_clock;
-  const double every = progress_every_s();
-  const auto start = std::make_shared<Clock::time_point>(Clock::now());
-  const auto last = std::make_shared<Clock::time_point>(*start);
-  return [=](int step, Seconds wall) {
+  const Clock::time_point start = Clock::now();
+  return [every = progress_every_s(), start, last = start, steps](int step, Seconds wall) mutable {
     const Clock::time_point now = Clock::now();
-    if (std::chrono::duration<double>(now - *last).count() < every || step + 1 == steps) return;
-    *last = now;
+    if (std::chrono::duration<double>(now - last).count() < every || step + 1 == steps) return;
+    last = now;
     std::fprintf(stderr, "run: step %d of %d done after %.1f s (this one %s)\n", step + 1, steps,
-                 std::chrono::duration<double>(now - *start).count(), human_seconds(wall).c_str());
+                 std::chrono::duration<double>(now - start).count(), human_seconds(wall).c_str());
   };
 }
 
