@@ -2,12 +2,17 @@
 // executor only through exec/executor.h.
 #pragma once
 
+#include <filesystem>
+#include <fstream>
 #include <string>
+
+#include <fmt/format.h>
 
 #include "tests/catch_compat.h"
 
 #include "exec/executor.h"
 #include "sim/plan.h"
+#include "sim/profile.h"
 
 namespace baton::testing {
 
@@ -63,6 +68,24 @@ inline ResumedRun run_and_resume_at_two(const Plan& plan, const exec::TrainOptio
   CHECK(resumed->first_step == 2);
   REQUIRE(resumed->steps.size() == 2);
   return ResumedRun{std::move(*uninterrupted), std::move(*resumed)};
+}
+
+// A profile of `layers` identical layers named as those of zoo model
+// `named_as` (the first ones, then "extra<l>"), under the model name `model`.
+inline std::string write_profile(const std::filesystem::path& dir, const std::string& model,
+                                 const std::string& named_as, int layers) {
+  Profile profile = make_uniform_profile(layers, Seconds(1e-3), Seconds(2e-3), Bytes(1024), Bytes(4096), 4);
+  profile.model = model;
+  auto info = exec::model_info(named_as);
+  REQUIRE(info.ok());
+  for (int l = 0; l < layers; ++l) {
+    profile.layers[static_cast<size_t>(l)].name = static_cast<size_t>(l) < info->layer_names.size()
+                                                      ? info->layer_names[static_cast<size_t>(l)]
+                                                      : fmt::format("extra{}", l);
+  }
+  const std::filesystem::path path = dir / (model + "-as-" + named_as + ".profile.json");
+  std::ofstream(path) << profile_to_json(profile).dump(2);
+  return path.string();
 }
 
 }  // namespace baton::testing
