@@ -101,10 +101,10 @@ Result<GpuModel> gpu_model(const std::string& device_name) {
     const std::string name = lower(model.name);
     if (name == wanted || name.substr(0, 4) == wanted) return model;
   }
-  return Error(
+  return Error{
       fmt::format("no GPU model for device '{}': known are {} (or a100, h100, h200, v100); name one in the "
                   "topology's device.name",
-                  device_name, fmt::join(gpu_models(), ", ")));
+                  device_name, fmt::join(gpu_models(), ", "))};
 }
 
 }  // namespace baton

@@ -1,17 +1,30 @@
 #include "sim/trace_reader.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include <fmt/format.h>
 
 #include "sim/json_fields.h"
+#include "sim/trace_writers.h"
 
 namespace baton {
 
 namespace {
 
 using json_fields::FieldPath;
+
+// Worker ids (pid, "worker W" in a process name) and action indices above
+// these are refused: the reader makes a worker entry for every id up to the
+// highest, so a few bytes naming worker 2^31 would ask for gigabytes.
+constexpr int64_t kMaxTraceWorkers = int64_t{1} << 20;
+constexpr int64_t kMaxActionIndex = (int64_t{1} << 31) - 1;
+// Stages and batches are counted as the highest + 1 (trace_shape): kept well
+// inside an int.
+constexpr int64_t kMaxTraceStages = int64_t{1} << 24;
+constexpr int64_t kMaxTraceBatch = (int64_t{1} << 30) - 1;
 
 std::string where(const std::string& source, size_t index) { return fmt::format("{}: traceEvents[{}]", source, index); }
 
@@ -22,7 +35,7 @@ bool parse_process_name(const std::string& name, int& worker, WorkerInfo& info) 
       std::sscanf(name.c_str(), "worker %d (stage %d)", &w, &stage) == 2) {
     worker = w;
     info = WorkerInfo{stage, replica, device, {}};
-    return w >= 0;
+    return w >= 0 && w < kMaxTraceWorkers && stage >= 0 && stage < kMaxTraceStages;
   }
   return false;
 }
@@ -52,12 +65,23 @@ Result<Span> read_span(const nlohmann::json& event, const std::string& source, s
       return Error{fmt::format("{}: \"{}\" must be a number", at, key)};
     return object[key].get<double>();
   };
-  auto pid = number(event, "pid");
+  // An integer in [0, most], as JSON writes it (no fraction, no exponent).
+  const auto whole = [&](const nlohmann::json& object, const char* key, int64_t most) -> Result<int64_t> {
+    const auto value = object.find(key);
+    if (value == object.end() || !value->is_number_integer() ||
+        (value->is_number_unsigned() && value->get<uint64_t>() > static_cast<uint64_t>(most)) ||
+        (!value->is_number_unsigned() && (value->get<int64_t>() < 0 || value->get<int64_t>() > most)))
+      return Error{fmt::format("{}: \"{}\" must be an integer from 0 to {}", at, key, most)};
+    return value->get<int64_t>();
+  };
+  auto pid = whole(event, "pid", kMaxTraceWorkers - 1);
   auto ts = number(event, "ts");
   auto dur = number(event, "dur");
   if (!pid) return pid.error();
   if (!ts) return ts.error();
   if (!dur) return dur.error();
+  if (*dur < 0 || !std::isfinite(*ts + *dur))
+    return Error{fmt::format("{}: \"dur\" must be >= 0 and ts + dur a finite time", at)};
   if (!event.contains("args") || !event["args"].is_object())
     return Error{fmt::format("{}: \"args\" must be an object", at)};
   const nlohmann::json& args = event["args"];
@@ -65,14 +89,20 @@ Result<Span> read_span(const nlohmann::json& event, const std::string& source, s
                                               {"microbatch", "stage", "action_index", "bytes", "action"});
       !ok)
     return ok.error();
-  if (event.contains("tid") && !event["tid"].is_number_integer())
-    return Error{fmt::format("{}: \"tid\" must be 0 (compute) or 1 (comm)", at)};
+  if (event.contains("tid") && !(event["tid"] == 0 || event["tid"] == 1 || event["tid"] == 2))
+    return Error{fmt::format("{}: \"tid\" must be 0 (compute), 1 (comm) or 2 (tensor-parallel collectives)", at)};
   if (!args.contains("action") || !args["action"].is_string())
     return Error{fmt::format("{}: args.action must be an action's text form", at)};
   auto action = parse_action(args["action"].get<std::string>());
   if (!action) return Error{fmt::format("{}: args.action: {}", at, action.error().message)};
-  auto index = number(args, "action_index");
+  if (action->stage >= kMaxTraceStages || action->batch() > kMaxTraceBatch)
+    return Error{
+        fmt::format("{}: args.action: stage below {} and batch at most {}", at, kMaxTraceStages, kMaxTraceBatch)};
+  auto index = whole(args, "action_index", kMaxActionIndex);
   if (!index) return index.error();
+  Result<int64_t> bytes =
+      args.contains("bytes") ? whole(args, "bytes", std::numeric_limits<int64_t>::max()) : Result<int64_t>(0);
+  if (!bytes) return bytes.error();
   Span span;
   span.worker = static_cast<int32_t>(*pid);
   span.action_index = static_cast<int32_t>(*index);
@@ -81,9 +111,7 @@ Result<Span> read_span(const nlohmann::json& event, const std::string& source, s
   span.stream = tid == 1 ? Stream::kComm : tid == 2 ? Stream::kTensorComm : Stream::kCompute;
   span.start = Seconds::from_us(*ts);
   span.end = Seconds::from_us(*ts + *dur);
-  span.bytes = Bytes(args.contains("bytes") && args["bytes"].is_number() ? args["bytes"].get<int64_t>() : 0);
-  if (span.worker < 0 || span.action_index < 0 || *dur < 0)
-    return Error{fmt::format("{}: pid, action_index and dur must be >= 0", at)};
+  span.bytes = Bytes(*bytes);
   return span;
 }
 
@@ -120,6 +148,10 @@ Result<Trace> trace_from_chrome_json(const nlohmann::json& document, const std::
     if (!span) return span.error();
     trace.spans.push_back(*span);
   }
+  // A worker whose spans no process name describes is described as the
+  // writers describe it (trace_workers: the stage of its first span), so the
+  // trace read is the trace a writer would write back.
+  trace.workers = trace_workers(trace);
   for (const Span& span : trace.spans) trace.num_stages = std::max(trace.num_stages, span.action.stage + 1);
   for (const WorkerInfo& info : trace.workers) trace.num_stages = std::max(trace.num_stages, info.stage + 1);
   std::stable_sort(trace.spans.begin(), trace.spans.end(), [](const Span& a, const Span& b) {

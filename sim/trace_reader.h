@@ -6,10 +6,16 @@
 // - "ph": "M" events named "process_name" with args.name
 //   "worker W (stage S, replica R, device D)" (or "worker W (stage S)")
 //   describe the workers; other metadata is ignored;
-// - "ph": "X" events are spans: pid = worker, tid 0 compute / 1 comm,
-//   ts and dur in microseconds, args.action the action's full text form
-//   ("s2:F7"), args.action_index, args.bytes (default 0);
+// - "ph": "X" events are spans: pid = worker (an integer below 2^20), tid 0
+//   compute / 1 comm / 2 tensor-parallel collectives, ts and dur in
+//   microseconds (dur >= 0, ts + dur finite), args.action the action's full
+//   text form ("s2:F7"; stage below 2^24, batch below 2^30),
+//   args.action_index (an integer >= 0), args.bytes (an integer >= 0,
+//   default 0);
 // - other event phases are ignored.
+// A worker with spans and no process name is described as the writers
+// describe it (sim/trace_writers.h trace_workers: the stage of its first
+// span), so what is read writes back as it was read.
 // What the writer writes is all that is accepted where the reader reads: the
 // document holds only "traceEvents", "displayTimeUnit" and "otherData",
 // otherData only "origin" (a string), a span only ph, pid, tid, name, cat,

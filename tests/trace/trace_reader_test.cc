@@ -64,11 +64,64 @@ TEST_CASE("trace reader: wrong types are refused, not thrown") {
   json tid = written_small_trace();
   tid["traceEvents"][kFirstSpan]["tid"] = "comm";
   CHECK(refusal(trace_from_chrome_json(tid, "a.json")) ==
-        R"(a.json: traceEvents[12]: "tid" must be 0 (compute) or 1 (comm))");
+        R"(a.json: traceEvents[12]: "tid" must be 0 (compute), 1 (comm) or 2 (tensor-parallel collectives))");
   json phase = written_small_trace();
   phase["traceEvents"][0]["ph"] = 7;  // not a phase baton writes: skipped
   phase["traceEvents"][1]["name"] = 7;
   CHECK(trace_from_chrome_json(phase, "a.json").ok());
+}
+
+TEST_CASE("trace reader: numbers no trace holds are refused, naming the field and its range") {
+  const auto with = [](const char* key, json value, bool in_args = false) {
+    json document = written_small_trace();
+    (in_args ? document["traceEvents"][kFirstSpan]["args"] : document["traceEvents"][kFirstSpan])[key] = value;
+    return refusal(trace_from_chrome_json(document, "a.json"));
+  };
+  // 2^20 workers at most: the reader makes an entry for every worker id up to
+  // the highest, so pid 2^31 from a few bytes would ask for gigabytes.
+  CHECK(with("pid", 1 << 20) == R"(a.json: traceEvents[12]: "pid" must be an integer from 0 to 1048575)");
+  CHECK(with("pid", -1) == R"(a.json: traceEvents[12]: "pid" must be an integer from 0 to 1048575)");
+  CHECK(with("pid", 0.5) == R"(a.json: traceEvents[12]: "pid" must be an integer from 0 to 1048575)");
+  CHECK(with("pid", 1e300) == R"(a.json: traceEvents[12]: "pid" must be an integer from 0 to 1048575)");
+  CHECK(with("tid", 3) ==
+        R"(a.json: traceEvents[12]: "tid" must be 0 (compute), 1 (comm) or 2 (tensor-parallel collectives))");
+  CHECK(with("dur", -1) == R"(a.json: traceEvents[12]: "dur" must be >= 0 and ts + dur a finite time)");
+  json endless = written_small_trace();
+  endless["traceEvents"][kFirstSpan]["ts"] = 1.7e308;
+  endless["traceEvents"][kFirstSpan]["dur"] = 1.7e308;  // ends past the largest double
+  CHECK(refusal(trace_from_chrome_json(endless, "a.json")) ==
+        R"(a.json: traceEvents[12]: "dur" must be >= 0 and ts + dur a finite time)");
+  CHECK(with("action_index", 2147483648.0, true) ==
+        R"(a.json: traceEvents[12]: "action_index" must be an integer from 0 to 2147483647)");
+  CHECK(with("bytes", 1.5, true) ==
+        R"(a.json: traceEvents[12]: "bytes" must be an integer from 0 to 9223372036854775807)");
+  CHECK(with("action", "s16777216:F0", true) ==
+        "a.json: traceEvents[12]: args.action: stage below 16777216 and batch at most 1073741823");
+  CHECK(with("action", "s0:F1073741824", true) ==
+        "a.json: traceEvents[12]: args.action: stage below 16777216 and batch at most 1073741823");
+}
+
+TEST_CASE("trace reader: a worker no process name describes is described from its first span") {
+  // Other tools' traces may leave a worker out of the metadata: the reader
+  // describes it as the writers do, so what it read writes back as read.
+  json document = written_small_trace();
+  json events = json::array();
+  for (const json& event : document["traceEvents"])
+    if (!(event["ph"] == "M" && event["pid"] == 1)) events.push_back(event);
+  document["traceEvents"] = events;
+  auto read = trace_from_chrome_json(document, "a.json");
+  REQUIRE(read.ok());
+  REQUIRE(read->workers.size() == 2);
+  int first_stage = -1;
+  for (const Span& span : read->spans)
+    if (span.worker == 1) {
+      first_stage = span.action.stage;
+      break;
+    }
+  CHECK(read->workers[1].stage == first_stage);
+  auto again = parse_chrome_trace(trace_to_chrome_json(*read), "b.json");
+  REQUIRE(again.ok());
+  CHECK(trace_to_chrome_json(*again) == trace_to_chrome_json(*read));
 }
 
 TEST_CASE("trace reader: events of other phases and other tools' metadata are not checked") {
