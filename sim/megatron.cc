@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <initializer_list>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -208,6 +209,14 @@ Status check_megatron_layout(const GptModel& model, const MegatronLayout& layout
   if (model.heads < 1) return bad("--num-attention-heads must be at least 1");
   if (model.sequence < 1) return bad("--seq-length must be at least 1");
   if (model.vocab < 1) return bad("--vocab-size must be at least 1");
+  // The bounds (sim/megatron.h): GPT-3 has 96 layers and hidden 12288.
+  for (const auto& [value, most, flag] :
+       {std::tuple{model.layers, kMaxGptLayers, "--num-layers"},
+        std::tuple{model.hidden, kMaxGptHidden, "--hidden-size"},
+        std::tuple{model.sequence, kMaxGptSequence, "--seq-length"},
+        std::tuple{model.vocab, kMaxGptVocab, "--vocab-size"},
+        std::tuple{int64_t{layout.micro_batch}, kMaxGptMicroBatch, "--micro-batch-size"}})
+    if (value > most) return bad(fmt::format("{} must be at most {}, got {}", flag, most, value));
   if (model.hidden % model.heads != 0)
     return bad(fmt::format("--hidden-size {} is not divisible by --num-attention-heads {}", model.hidden, model.heads));
   if (layout.tensor < 1) return bad("--tensor-model-parallel-size must be at least 1");

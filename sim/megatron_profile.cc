@@ -162,9 +162,9 @@ Layer to_layer(const std::string& name, const std::string& what, const MegatronL
   layer.backward_input = layer.backward - weight;
   const double optimizer_bytes = time.parameters * kOptimizerBytes / (layout.distributed_optimizer ? layout.data : 1);
   layer.optimizer = time.embedding_allreduce + gpu.memory_bound(optimizer_bytes);
-  layer.output_bytes = Bytes(static_cast<int64_t>(output_bytes));
+  layer.output_bytes = Bytes::counted(output_bytes);
   const double gradient_bytes = layout.bf16 ? 4.0 : 2.0;
-  layer.param_bytes = Bytes(static_cast<int64_t>(time.parameters * layout.tensor * gradient_bytes));
+  layer.param_bytes = Bytes::counted(time.parameters * layout.tensor * gradient_bytes);
   layer.description = fmt::format(
       "{}; per microbatch on one of {} tensor-parallel ranks: forward {:.3f} ms compute + {:.3f} ms TP "
       "collectives, backward {:.3f} ms compute + {:.3f} ms exposed TP collectives + {:.3f} ms recomputation "

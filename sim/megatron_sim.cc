@@ -92,7 +92,7 @@ CollectiveTime embedding_allreduce(const Topology& topology, const MegatronLayou
   if (layout.pipeline < 2 || layout.v_schedule != VSchedule::kNone) return [](double) { return Seconds(0.0); };
   const std::vector<int> pair = {0, (layout.pipeline - 1) * layout.tensor * layout.data};
   const Network network(topology);
-  return [network, pair](double bytes) { return network.allreduce_time(pair, Bytes(static_cast<int64_t>(bytes))); };
+  return [network, pair](double bytes) { return network.allreduce_time(pair, Bytes::counted(bytes)); };
 }
 
 double megatron_layer_activation_bytes(const GptModel& model, const MegatronLayout& layout) {
@@ -245,10 +245,9 @@ MegatronMemory megatron_memory(const GptModel& model, const MegatronLayout& layo
     MegatronRankMemory entry;
     entry.rank = rank;
     const double parameters = megatron_rank_work(profile, plan, rank).parameters;
-    entry.weights_and_optimizer = Bytes(static_cast<int64_t>(parameters * (2.0 + gradient + states)));
+    entry.weights_and_optimizer = Bytes::counted(parameters * (2.0 + gradient + states));
     const bool last = plan.rank_of(last_stage) == rank;
-    entry.activations =
-        Bytes(static_cast<int64_t>(peaks[rank].block_microbatches * per_block + working + (last ? logits : 0.0)));
+    entry.activations = Bytes::counted(peaks[rank].block_microbatches * per_block + working + (last ? logits : 0.0));
     entry.inflight_microbatches = peaks[rank].microbatches;
     entry.peak = entry.weights_and_optimizer + entry.activations;
     memory.ranks.push_back(entry);

@@ -54,6 +54,16 @@ struct Bytes {
 
   static constexpr int64_t kGiB = int64_t{1} << 30;
   static constexpr Bytes from_gib(double gib) { return Bytes(static_cast<int64_t>(gib * static_cast<double>(kGiB))); }
+  // A size a model computes in floating point, held to [0, 2^60 bytes] (an
+  // exbibyte, more than any device holds, with room to add a few): a model's
+  // arithmetic outgrows int64 before its inputs look absurd (attention's
+  // scores grow as heads x sequence^2 x micro-batch), and casting such a
+  // double to int64 is undefined. NaN and infinity give the bound.
+  static constexpr int64_t kMaxCounted = int64_t{1} << 60;
+  static constexpr Bytes counted(double bytes) {
+    if (!(bytes < static_cast<double>(kMaxCounted))) return Bytes(kMaxCounted);
+    return Bytes(bytes > 0.0 ? static_cast<int64_t>(bytes) : 0);
+  }
   constexpr double gib() const { return static_cast<double>(value) / static_cast<double>(kGiB); }
   constexpr double mib() const { return static_cast<double>(value) / (1024.0 * 1024.0); }
 

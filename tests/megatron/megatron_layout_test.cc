@@ -84,6 +84,48 @@ TEST_CASE("megatron: bad layouts are refused naming the flag", "[megatron]") {
   refused(layout(1, 1, 1, 1, 8), 8, {"--hidden-size 100", "--num-attention-heads 3"}, GptModel{2, 100, 3, 16, 10});
 }
 
+TEST_CASE("megatron: dimensions beyond the bounds are refused, naming the flag and its bound", "[megatron]") {
+  // Each bound, then one more: 2^16 layers, hidden 2^18, 2^20 tokens, a
+  // vocabulary of 2^24, micro-batch 2^20 (sim/megatron.h).
+  const GptModel largest{kMaxGptLayers, kMaxGptHidden, 64, kMaxGptSequence, kMaxGptVocab};
+  MegatronLayout one = layout(1, 1, 1, 1, 1);
+  CHECK(check_megatron_layout(largest, one, 1).ok());
+  GptModel over = largest;
+  over.layers += 1;
+  refused(one, 1, {"--num-layers must be at most 65536, got 65537"}, over);
+  over = largest;
+  over.hidden *= 2;
+  refused(one, 1, {"--hidden-size must be at most 262144, got 524288"}, over);
+  over = largest;
+  over.sequence += 1;
+  refused(one, 1, {"--seq-length must be at most 1048576"}, over);
+  over = largest;
+  over.vocab += 1;
+  refused(one, 1, {"--vocab-size must be at most 16777216"}, over);
+  const int micro = static_cast<int>(kMaxGptMicroBatch) * 2;
+  refused(layout(1, 1, 1, micro, micro), 1, {"--micro-batch-size must be at most 1048576"});
+}
+
+TEST_CASE("megatron: the largest model's memory counts in bytes without overflowing, and does not fit", "[megatron]") {
+  // Its weights, gradients and optimizer state (16 bytes a parameter, about
+  // 16 x 12 L h^2 = 8.6e17 bytes) count exactly; its activations without
+  // recomputation (attention's scores alone a s^2 b = 2^18 x 2^40 bytes)
+  // are held to Bytes::kMaxCounted. A cast of the double would be undefined.
+  const GptModel largest{kMaxGptLayers, kMaxGptHidden, kMaxGptHidden, kMaxGptSequence, kMaxGptVocab};
+  MegatronLayout l = layout(1, 1, 1, 1, 1);
+  l.recompute = Recompute::kNone;
+  auto p = predict_megatron(largest, l, testing::shipped_topology("a100_vtrain.json"), false);
+  REQUIRE(p.ok());
+  REQUIRE(p->memory.ranks.size() == 1);
+  const MegatronRankMemory& rank = p->memory.ranks[0];
+  const double parameters = gpt_parameters(largest, 1);
+  CHECK(rank.weights_and_optimizer.value > 0);
+  CHECK(static_cast<double>(rank.weights_and_optimizer.value) >= 16.0 * parameters * 0.99);
+  CHECK(rank.activations.value == Bytes::kMaxCounted);
+  CHECK(rank.peak == rank.weights_and_optimizer + rank.activations);
+  CHECK_FALSE(p->memory.fits());
+}
+
 TEST_CASE("megatron: microbatches x pipeline chunks beyond kMaxMicrobatchStages are refused, naming the batch",
           "[megatron]") {
   // p 8, d 4, micro-batch 1: B / 4 microbatches per rank through 8 chunks.
