@@ -228,7 +228,8 @@ Result<Profile> profile_from_json(const json& document, const std::string& sourc
   profile.device = *device;
   auto mbs = json_fields::read_integer(document, root, "microbatch_size", 1);
   if (!mbs) return mbs.error();
-  if (*mbs > (1 << 24)) return root.field("microbatch_size").error("is too large", *mbs);
+  if (*mbs > kMaxMicrobatchSize)
+    return root.field("microbatch_size").error(fmt::format("is too large (at most {})", kMaxMicrobatchSize), *mbs);
   profile.microbatch_size = static_cast<int>(*mbs);
   auto layers = json_fields::read_array(document, root, "layers", /*non_empty=*/true);
   if (!layers) return layers.error();

@@ -70,6 +70,10 @@
 
 namespace baton {
 
+// The most samples per microbatch a profile holds (the loader refuses more):
+// the commands that write profiles take no more.
+inline constexpr int kMaxMicrobatchSize = 1 << 24;
+
 struct Layer {
   std::string name;
   std::string description;  // free text, e.g. "Conv2d(3, 64, 3x3)"

@@ -61,7 +61,8 @@ void add_import_command(CLI::App& app, CommandResult& result) {
   cmd->add_option("--model", args->model, "model name to record");
   cmd->add_option("--device", args->device, "device the profile was measured on, to record");
   cmd->add_option("--microbatch-size", args->microbatch_size, "samples per minibatch the profile was taken at")
-      ->check(at_least(1));
+      ->check(at_least(1))
+      ->check(at_most(kMaxMicrobatchSize));
   cmd->callback([args, &result] { result.exit_code = run_import(*args); });
 }
 

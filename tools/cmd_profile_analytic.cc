@@ -122,7 +122,8 @@ void add_profile_analytic_command(CLI::App& profile, CommandResult& result) {
   cmd->add_option("--arch", args->arch, "architecture (see --list)");
   cmd->add_option("--device", args->device, "device spec: v100, a100, h100, titanx, cpu (default v100)");
   cmd->add_option("--microbatch-size", args->microbatch_size, "samples per microbatch (default 32)")
-      ->check(at_least(1));
+      ->check(at_least(1))
+      ->check(at_most(kMaxMicrobatchSize));
   cmd->add_option("--efficiency", args->efficiency,
                   "override the fraction of peak FLOP/s that GEMMs and convolutions reach, in (0, 1]")
       ->check(above_and_at_most(0.0, 1.0));

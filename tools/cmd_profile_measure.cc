@@ -133,7 +133,10 @@ void add_profile_measure_command(CLI::App& profile, CommandResult& result) {
       "with --gap-us the profile sees the machine as a run uses it.\n"
       "Example: baton profile measure --model gpt-mini --microbatch-size 8 -o out/gpt-mini.json");
   cmd->add_option("--model", args->model, "mlp | vgg-mini | gpt-mini")->required();
-  cmd->add_option("--microbatch-size", args->microbatch_size, "samples per microbatch")->required()->check(at_least(1));
+  cmd->add_option("--microbatch-size", args->microbatch_size, "samples per microbatch")
+      ->required()
+      ->check(at_least(1))
+      ->check(at_most(kMaxMicrobatchSize));
   cmd->add_option("--device", args->device, "cpu (default), cuda or cuda:N")->check(check_device_name);
   cmd->add_option("--warmup", args->warmup, "steps thrown away first (default 3)")->check(at_least(0));
   cmd->add_option("--steps", args->steps, "steps measured; the median is kept (default 10)")->check(at_least(1));

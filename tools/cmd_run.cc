@@ -367,7 +367,9 @@ void add_run_command(CLI::App& app, CommandResult& result) {
   cmd->add_option("--steps", args->steps, "iterations: times the whole Program runs (default 3)");
   cmd->add_option("--microbatches", args->microbatches, "microbatches per iteration (default: the plan's, else 8)")
       ->check(at_least(1));
-  cmd->add_option("--microbatch-size", args->microbatch_size, "samples per microbatch")->check(at_least(1));
+  cmd->add_option("--microbatch-size", args->microbatch_size, "samples per microbatch")
+      ->check(at_least(1))
+      ->check(at_most(kMaxMicrobatchSize));
   cmd->add_flag("--vertical-sync", args->vertical_sync, "pipedream: every stage uses stage 0's weight version");
   cmd->add_flag("--no-weight-stashing", args->no_stashing, "pipedream: backward with the live weights (a study mode)");
   cmd->add_option("--lr", args->learning_rate, "SGD learning rate, > 0 (default 0.05)")->check(more_than(0));

@@ -360,7 +360,8 @@ void add_validate_command(CLI::App& app, CommandResult& result) {
   CLI::Option* microbatch_size =
       cmd->add_option("--microbatch-size", args->microbatch_size,
                       "samples per microbatch (default 32; with --profile, the profile's, and another is refused)")
-          ->check(at_least(1));
+          ->check(at_least(1))
+          ->check(at_most(kMaxMicrobatchSize));
   cmd->add_option("--microbatches", args->microbatches,
                   "microbatches (pipedream: minibatches) per iteration "
                   "(default 8)")

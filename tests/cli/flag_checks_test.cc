@@ -54,6 +54,26 @@ TEST_CASE("a number flag refuses infinity and NaN, which no range holds", "[cli]
                  "--gap-us: must be in [0, 1000000], got 2e6");
 }
 
+TEST_CASE("a microbatch size no profile holds is refused where a profile is written", "[cli][bad-input]") {
+  // profile analytic --microbatch-size 2147483647 wrote a profile that every
+  // command then refused to load ("microbatch_size is too large").
+  expect_refused("profile analytic --arch gpt-175b --microbatch-size 2147483647",
+                 "--microbatch-size: must be at most 16777216, got 2147483647");
+  expect_refused("profile measure --model mlp --microbatch-size 16777217",
+                 "--microbatch-size: must be at most 16777216, got 16777217");
+  expect_refused("import pipedream x.txt --microbatch-size 16777217",
+                 "--microbatch-size: must be at most 16777216, got 16777217");
+  expect_refused("validate --model mlp --microbatch-size 16777217",
+                 "--microbatch-size: must be at most 16777216, got 16777217");
+  expect_refused("run --model mlp --microbatch-size 16777217",
+                 "--microbatch-size: must be at most 16777216, got 16777217");
+  // Megatron's dimensions (sim/megatron.h): --hidden-size 1e9 printed -8589934592 GiB of weights that fit.
+  expect_refused(
+      "simulate --topology topologies/a100_4x8.json --num-layers 16 --hidden-size 1000000000 "
+      "--num-attention-heads 16 --seq-length 1024 --global-batch-size 64",
+      "--hidden-size must be at most 262144, got 1000000000");
+}
+
 TEST_CASE("a device's memory from a flag is held to a topology file's 1 PiB", "[cli][bad-input]") {
   const std::string plan = "plan --profile traces/vgg16_v100_mb32.json --topology topologies/pipedream_a.json ";
   expect_refused(plan + "--memory-limit-gib 1e300", "--memory-limit-gib: must be in (0, 1048576], got 1e300");

@@ -334,12 +334,18 @@ TEST_CASE(
     "profile measure: memory LibTorch cannot allocate fails the run (exit 1) in one line, without LibTorch's "
     "backtrace",
     "[exec][cli][profile]") {
-  // The mlp at 2e9 samples per microbatch: its input alone is 2e9 x 32 floats, 256 GB.
+  // vgg-mini at the largest microbatch a profile holds (2^24 samples): its
+  // input alone is 2^24 x 3 x 16 x 16 floats, 48 GiB, beyond the 8 GiB of
+  // address space the shell leaves the command, so its first allocation
+  // fails on any machine.
+  const std::string baton = (fs::path(BATON_BINARY_DIR) / "baton").string();
   const CliRun run =
-      run_baton("profile measure --model mlp --microbatch-size 2000000000 --warmup 0 --steps 1", "profile-no-memory");
+      run_baton("-c 'ulimit -v 8388608 && exec \"" + baton +
+                    "\" profile measure --model vgg-mini --microbatch-size 16777216 --warmup 0 --steps 1'",
+                "profile-no-memory", "/bin/sh");
   INFO(run.err);
   CHECK(run.exit_code == 1);
-  CHECK(run.err.find("baton: profiling mlp: ") == 0);
+  CHECK(run.err.find("baton: profiling vgg-mini: ") == 0);
   CHECK(run.err.find("can't allocate memory") != std::string::npos);
   CHECK(run.err.find("frame #") == std::string::npos);
   CHECK(run.out.empty());
