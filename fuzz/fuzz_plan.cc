@@ -21,7 +21,7 @@ using baton::fuzz::fail;
 bool program_must_validate(const Plan& plan) {
   if (plan.schedule != baton::Schedule::kPipeDream) return true;
   for (const baton::StagePlan& stage : plan.stages) {
-    if (plan.microbatches % stage.replicas != 0) return false;
+    if (plan.batches % stage.replicas != 0) return false;
   }
   return true;
 }
@@ -46,7 +46,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // check_plan must cope with any parsed plan, however large.
   (void)baton::check_plan(*parsed, profile, topology, "fuzz.plan.json");
   if (baton::fuzz::total_workers(parsed->stages) > baton::fuzz::kMaxWorkers ||
-      parsed->microbatches > baton::fuzz::kMaxMicrobatches)
+      parsed->batches > baton::fuzz::kMaxMicrobatches)
     return 0;
   Plan plan = *parsed;
   if (!baton::assign_devices(plan, topology)) return 0;

@@ -34,7 +34,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!stages) return 0;
   check_round_trip(*stages);
   baton::Plan plan;
-  plan.microbatches = 8;
+  plan.batches = 8;
   plan.stages = std::move(*stages);
   const baton::Profile& profile = baton::fuzz::fixture_profile();
   const baton::Topology& topology = baton::fuzz::fixture_topology();
