@@ -89,6 +89,15 @@ std::vector<Schedule> parse_schedule_list(const std::string& text) {
 
 Plan load_plan_file(const std::string& path) { return take(parse_plan(read_file(path), path)); }
 
+void check_planner_microbatches(int64_t microbatches, const Profile& profile, std::string_view name) {
+  const int64_t most = kMaxMicrobatchStages / std::max(1, profile.num_layers());
+  if (microbatches > most)
+    throw UsageError(fmt::format(
+        "{} {}: at most {} for {} ({} layers, so up to {} stages), to keep microbatches x stages within "
+        "the {} pairs baton simulates (about 1 GiB); fewer microbatches show the same steady state",
+        name, microbatches, most, profile.model, profile.num_layers(), profile.num_layers(), kMaxMicrobatchStages));
+}
+
 std::string check_device_name(const std::string& name) {
   if (name == "cpu" || name == "cuda") return "";
   if (name.starts_with("cuda:") && name.size() > 5 && name.size() < 9 &&

@@ -9,6 +9,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -46,6 +47,13 @@ void write_output(const std::string& path, const std::string& contents);
 Profile load_profile_file(const std::string& path);
 Topology load_topology_file(const std::string& path);
 Plan load_plan_file(const std::string& path);
+
+// A plan may cut as many stages as the model has layers, and check_plan bounds
+// microbatches x stages (kMaxMicrobatchStages): a microbatch count the plans
+// a search would try cannot all be simulated with is a UsageError before the
+// search starts. `name` is what the user wrote it as ("--microbatches", a
+// check case's "case.json: options.microbatches").
+void check_planner_microbatches(int64_t microbatches, const Profile& profile, std::string_view name);
 
 // "pipedream,1f1b" -> schedules; an unknown name is a UsageError.
 std::vector<Schedule> parse_schedule_list(const std::string& text);

@@ -131,7 +131,12 @@ PlannerOptions case_options(const json& document, const FieldPath& root) {
       throw UsageError(at.field("schedule").error(fmt::format("must be auto, {}", schedule_names()), schedule).message);
     options.schedule = *parsed;
   }
-  options.microbatches = static_cast<int>(take(json_fields::read_integer_or(options_json, at, "microbatches", 0, 0)));
+  // Held to the simulator's pairs here; against the case's model in read_case.
+  const int64_t microbatches = take(json_fields::read_integer_or(options_json, at, "microbatches", 0, 0));
+  if (microbatches > kMaxMicrobatchStages)
+    throw UsageError(
+        at.field("microbatches").error(fmt::format("must be at most {}", kMaxMicrobatchStages), microbatches).message);
+  options.microbatches = static_cast<int>(microbatches);
   return options;
 }
 
@@ -187,6 +192,7 @@ CheckCase load_case(const fs::path& file, bool update) {
   c.profile = load_profile_file(
       resolve(take(json_fields::read_string(c.document, root, "profile")), file, root.field("profile")));
   c.options = case_options(c.document, root);
+  check_planner_microbatches(c.options.microbatches, c.profile, c.source + ": options.microbatches");
   if (!update) c.expected = case_expectation(c.document, root);
   return c;
 }

@@ -54,18 +54,6 @@ void refuse_for_pipedream(const PlanArgs& args, const PlannerOptions& options) {
     throw UsageError("--virtual-stages with --cost-model pipedream: PipeDream's optimizer plans no interleaving");
 }
 
-// A plan may cut as many stages as the model has layers, and check_plan bounds
-// microbatches x stages (kMaxMicrobatchStages): a count the plans it would
-// search cannot all be simulated with is refused before the search starts.
-void check_microbatches(int microbatches, const Profile& profile) {
-  const int64_t most = kMaxMicrobatchStages / std::max(1, profile.num_layers());
-  if (microbatches > most)
-    throw UsageError(fmt::format(
-        "--microbatches {}: at most {} for {} ({} layers, so up to {} stages), to keep microbatches x stages within "
-        "the {} pairs baton simulates (about 1 GiB); fewer microbatches show the same steady state",
-        microbatches, most, profile.model, profile.num_layers(), profile.num_layers(), kMaxMicrobatchStages));
-}
-
 PlannerOptions planner_options(const PlanArgs& args) {
   PlannerOptions options;
   options.cost_model = take(parse_cost_model(args.cost_model));
@@ -160,7 +148,7 @@ int run_plan(const PlanArgs& args, const CLI::App& cmd) {
   const Topology topology = load_topology_file(args.topology);
   PlannerOptions options = planner_options(args);
   check_virtual_stages(options.virtual_stages, profile, topology);
-  check_microbatches(options.microbatches, profile);
+  check_planner_microbatches(options.microbatches, profile, "--microbatches");
   std::fprintf(stderr, "baton: planning %s (%d layers) on %s (%d devices)...\n", profile.model.c_str(),
                profile.num_layers(), topology.name.c_str(), topology.num_devices());
   // A line per schedule and microbatch count once planning has taken a second.

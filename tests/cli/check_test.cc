@@ -60,6 +60,29 @@ TEST_CASE("check refuses a case with an unknown key, naming it", "[cli][check][b
   CHECK(run.out.empty());
 }
 
+TEST_CASE("check refuses a case's microbatches that plan would refuse, naming the case and the bound",
+          "[cli][check][bad-input]") {
+  // 10^12 was cast to int and wrapped to a negative count (the case passed as
+  // if none were given); 4,194,304 for a 6-layer model planned for 36 s.
+  const fs::path dir = scratch_dir("check-microbatches");
+  const auto with_microbatches = [&](const std::string& count) {
+    std::ofstream(dir / "case.json") << R"({"format": "baton.check.v1", "name": "tiny",
+      "profile": "tests/data/tiny_profile.json", "topology": "tests/data/tiny_topology.json",
+      "options": {"microbatches": )" << count
+                                     << R"(}, "expected": {"time_per_minibatch_s": 1.0, "stages": "0-6x1"}})";
+    return run_baton("check '" + dir.string() + "'", "check-microbatches");
+  };
+  const std::string file = (dir / "case.json").string();
+  const CliRun wrapped = with_microbatches("1000000000000");
+  CHECK(wrapped.exit_code == 2);
+  CHECK(wrapped.err == "baton: " + file + ": options.microbatches must be at most 4194304, got 1000000000000\n");
+  // 6 layers: at most 2^22 / 6 = 699050 microbatches.
+  const CliRun too_many = with_microbatches("699051");
+  CHECK(too_many.exit_code == 2);
+  CHECK(too_many.err.find("baton: " + file + ": options.microbatches 699051: at most 699050 for") == 0);
+  CHECK(too_many.out.empty());
+}
+
 TEST_CASE("check --update rewrites no case when one is refused", "[cli][check][bad-input]") {
   // a.json is good and comes first; b.json has a misspelled top-level key.
   // Every case is read before any is planned, so a.json is left as it was.
