@@ -157,6 +157,16 @@ TEST_CASE("check re-plans a GPT layout case and reports a moved layout", "[cli][
   CHECK(bad.err.find("gpt.pinned.recompute_granularity must be none, selective or full") != std::string::npos);
 }
 
+TEST_CASE("check refuses a GPT case's counts an int does not hold, naming the field", "[cli][check][bad-input]") {
+  // They were cast to int: 4294967298 tensor-parallel ranks read as 2.
+  const fs::path dir = scratch_dir("check-gpt-wrapped");
+  write_gpt_case(dir, R"({"tensor_model_parallel_size": 4294967298})", R"({"iteration_time_s": 1.0, "layout": "x"})");
+  const CliRun run = run_baton("check '" + dir.string() + "'", "check-gpt-wrapped");
+  CHECK(run.exit_code == 2);
+  CHECK(run.err == "baton: " + (dir / "gpt.json").string() +
+                       ": gpt.pinned.tensor_model_parallel_size must be at most 2147483647, got 4294967298\n");
+}
+
 TEST_CASE("check finds a case's files beside it or in a folder above it, from any directory", "[cli][check]") {
   const fs::path binary = fs::path(BATON_BINARY_DIR) / "baton";
   const fs::path elsewhere = scratch_dir("check-elsewhere-cwd");  // holds none of the cases' files
