@@ -128,7 +128,8 @@ Result<double> read_number_or(const Json& object, const FieldPath& at, std::stri
   return read_number(object, at, name, min_value, strict);
 }
 
-Result<int64_t> read_integer(const Json& object, const FieldPath& at, std::string_view name, int64_t min_value) {
+Result<int64_t> read_integer(const Json& object, const FieldPath& at, std::string_view name, int64_t min_value,
+                             int64_t max_value) {
   const Json* value = find_field(object, name);
   const FieldPath here = at.field(name);
   if (value == nullptr) return here.error("is missing");
@@ -144,13 +145,14 @@ Result<int64_t> read_integer(const Json& object, const FieldPath& at, std::strin
   }
   const int64_t number = value->is_number_float() ? static_cast<int64_t>(value->get<double>()) : value->get<int64_t>();
   if (number < min_value) return here.error(fmt::format("must be >= {}", min_value), *value);
+  if (number > max_value) return here.error(fmt::format("must be at most {}", max_value), *value);
   return number;
 }
 
 Result<int64_t> read_integer_or(const Json& object, const FieldPath& at, std::string_view name, int64_t min_value,
-                                int64_t fallback) {
+                                int64_t fallback, int64_t max_value) {
   if (find_field(object, name) == nullptr) return fallback;
-  return read_integer(object, at, name, min_value);
+  return read_integer(object, at, name, min_value, max_value);
 }
 
 Result<const Json*> read_array(const Json& object, const FieldPath& at, std::string_view name, bool non_empty) {

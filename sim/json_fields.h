@@ -55,10 +55,11 @@ Result<double> read_number(const Json& object, const FieldPath& at, std::string_
                            bool strict);
 Result<double> read_number_or(const Json& object, const FieldPath& at, std::string_view name, double min_value,
                               bool strict, double fallback);
-// A whole number >= min_value.
-Result<int64_t> read_integer(const Json& object, const FieldPath& at, std::string_view name, int64_t min_value);
+// A whole number in [min_value, max_value] ("must be at most N" above it).
+Result<int64_t> read_integer(const Json& object, const FieldPath& at, std::string_view name, int64_t min_value,
+                             int64_t max_value = INT64_MAX);
 Result<int64_t> read_integer_or(const Json& object, const FieldPath& at, std::string_view name, int64_t min_value,
-                                int64_t fallback);
+                                int64_t fallback, int64_t max_value = INT64_MAX);
 // The field must be an array (possibly empty unless `non_empty`).
 Result<const Json*> read_array(const Json& object, const FieldPath& at, std::string_view name, bool non_empty);
 // `value` (the field at `at`) must be a non-empty array of finite numbers,

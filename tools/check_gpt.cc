@@ -12,14 +12,8 @@ namespace {
 
 using json_fields::FieldPath;
 
-// An integer field that an int holds: a larger one is refused, not wrapped.
-int read_int(const nlohmann::json& object, const FieldPath& at, const char* name, int least) {
-  const int64_t value = take(json_fields::read_integer(object, at, name, least));
-  constexpr int64_t most = std::numeric_limits<int>::max();
-  if (value > most)
-    throw UsageError(at.field(name).error(fmt::format("must be at most {}", most), object[name]).message);
-  return static_cast<int>(value);
-}
+// Counts an int holds: a larger one is refused, not wrapped.
+constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
 
 void read_pinned(const nlohmann::json& pinned, const FieldPath& at, MegatronAxes& axes) {
   take(json_fields::check_object(pinned, at));
@@ -29,7 +23,8 @@ void read_pinned(const nlohmann::json& pinned, const FieldPath& at, MegatronAxes
        "num_layers_per_virtual_pipeline_stage", "recompute_granularity", "sequence_parallel",
        "use_distributed_optimizer", "zero_bubble", "v_schedule", "data_parallel_size", "gpus"}));
   const auto integer = [&](const char* name, int least, std::optional<int>& into) {
-    if (pinned.contains(name)) into = read_int(pinned, at, name, least);
+    if (pinned.contains(name))
+      into = static_cast<int>(take(json_fields::read_integer(pinned, at, name, least, kMaxInt)));
   };
   integer("tensor_model_parallel_size", 1, axes.tensor);
   integer("pipeline_model_parallel_size", 1, axes.pipeline);
@@ -75,7 +70,7 @@ GptCheck read_gpt_check(const nlohmann::json& gpt, const FieldPath& at) {
   check.model.heads = take(json_fields::read_integer(gpt, at, "num_attention_heads", 1));
   check.model.sequence = take(json_fields::read_integer(gpt, at, "seq_length", 1));
   check.model.vocab = take(json_fields::read_integer_or(gpt, at, "vocab_size", 1, 50257));
-  check.global_batch = read_int(gpt, at, "global_batch_size", 1);
+  check.global_batch = static_cast<int>(take(json_fields::read_integer(gpt, at, "global_batch_size", 1, kMaxInt)));
   if (gpt.contains("bf16")) {
     if (!gpt["bf16"].is_boolean())
       throw UsageError(at.field("bf16").error("must be true or false", gpt["bf16"]).message);

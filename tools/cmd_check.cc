@@ -131,12 +131,9 @@ PlannerOptions case_options(const json& document, const FieldPath& root) {
       throw UsageError(at.field("schedule").error(fmt::format("must be auto, {}", schedule_names()), schedule).message);
     options.schedule = *parsed;
   }
-  // Held to the simulator's pairs here; against the case's model in read_case.
-  const int64_t microbatches = take(json_fields::read_integer_or(options_json, at, "microbatches", 0, 0));
-  if (microbatches > kMaxMicrobatchStages)
-    throw UsageError(
-        at.field("microbatches").error(fmt::format("must be at most {}", kMaxMicrobatchStages), microbatches).message);
-  options.microbatches = static_cast<int>(microbatches);
+  // Held to the simulator's pairs here; against the case's model in load_case.
+  options.microbatches = static_cast<int>(
+      take(json_fields::read_integer_or(options_json, at, "microbatches", 0, 0, kMaxMicrobatchStages)));
   return options;
 }
 
