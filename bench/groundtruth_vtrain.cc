@@ -38,6 +38,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -357,19 +358,14 @@ void print_by_tensor_parallel(const std::vector<Row>& rows) {
   std::printf("By tensor-parallel size (error = (predicted - measured) / measured):\n\n");
   std::printf("| rows | t | count | mean error | MAPE | worst |\n|---|---|---|---|---|---|\n");
   for (const char* file : {"multi", "single"}) {
-    std::vector<int> sizes;
+    std::map<int, std::vector<const Row*>> by_t;
     for (const Row& r : rows)
-      if (r.file == file) sizes.push_back(r.layout.tensor);
-    std::sort(sizes.begin(), sizes.end());
-    sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
-    for (int t : sizes) {
-      std::vector<const Row*> set;
+      if (r.file == file) by_t[r.layout.tensor].push_back(&r);
+    for (const auto& [t, set] : by_t) {
       double signed_sum = 0.0, worst = 0.0;
-      for (const Row& r : rows) {
-        if (r.file != file || r.layout.tensor != t) continue;
-        set.push_back(&r);
-        signed_sum += r.error();
-        if (std::abs(r.error()) > std::abs(worst)) worst = r.error();
+      for (const Row* r : set) {
+        signed_sum += r->error();
+        if (std::abs(r->error()) > std::abs(worst)) worst = r->error();
       }
       std::printf("| %s-node | %d | %zu | %+.1f%% | %.1f%% | %+.1f%% |\n", file, t, set.size(),
                   100.0 * signed_sum / static_cast<double>(set.size()), mape(set), 100.0 * worst);

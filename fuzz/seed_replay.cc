@@ -16,6 +16,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <system_error>
 #include <vector>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
@@ -31,9 +32,11 @@ int main(int argc, char** argv) {
         if (entry.is_regular_file()) inputs.push_back(entry.path());
     } else if (fs::is_regular_file(path, error)) {
       inputs.push_back(path);
+    } else {
+      error = std::make_error_code(std::errc::no_such_file_or_directory);
     }
-    if (error || (!fs::is_directory(path) && !fs::is_regular_file(path))) {
-      std::fprintf(stderr, "seed replay: %s: not a file or folder\n", argv[i]);
+    if (error) {
+      std::fprintf(stderr, "seed replay: %s: not a file or folder (%s)\n", argv[i], error.message().c_str());
       return 2;
     }
   }

@@ -3,7 +3,7 @@
 # corpus fuzz/corpus/<target>/ (the crash regressions the fuzzers found are
 # seeds there too): a target that stops compiling fails the build, a seed that
 # breaks a property fails the suite. Fuzzing itself is tools/fuzz (clang).
-set(baton_fuzz_targets fuzz_profile fuzz_topology fuzz_plan fuzz_stages fuzz_action fuzz_trace fuzz_kernels)
+include(${PROJECT_SOURCE_DIR}/fuzz/targets.cmake)
 foreach(target ${baton_fuzz_targets})
   add_executable(${target}_seeds ${PROJECT_SOURCE_DIR}/fuzz/${target}.cc ${PROJECT_SOURCE_DIR}/fuzz/seed_replay.cc)
   target_link_libraries(${target}_seeds PRIVATE baton::sim baton::options)

@@ -19,6 +19,15 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// `baton run` of the mlp in two 1F1B stages on the 2-core topology, from a
+// uniform profile written in `dir`, then `extra`.
+std::string mlp_two_stages(const fs::path& dir, const std::string& extra) {
+  const std::string profile = write_profile(dir, "mlp", "mlp", 6);
+  return fmt::format(
+      "run --profile '{}' --topology topologies/cpu_2core.json --stages 0-3,3-6 --schedule 1f1b --model mlp {}",
+      profile, extra);
+}
+
 TEST_CASE("run refuses flags its backend or schedule would ignore, and stages chunks cannot place", "[exec][cli]") {
   const fs::path dir = scratch_dir("exec-ignored-flags");
   const std::string profile = write_profile(dir, "mlp", "mlp", 6);
@@ -45,11 +54,8 @@ TEST_CASE("run refuses flags its backend or schedule would ignore, and stages ch
 
 TEST_CASE("run's text shows the first and last steps of a long run with the wall times' median and range",
           "[exec][cli]") {
-  const fs::path dir = scratch_dir("exec-long-run");
-  const std::string profile = write_profile(dir, "mlp", "mlp", 6);
-  const std::string command = fmt::format(
-      "run --profile '{}' --topology topologies/cpu_2core.json --stages 0-3,3-6 --schedule 1f1b --model mlp", profile);
-  const CliRun run = run_baton(command + " --steps 14", "exec-long-run");
+  const std::string command = mlp_two_stages(scratch_dir("exec-long-run"), "--steps 14");
+  const CliRun run = run_baton(command, "exec-long-run");
   INFO(run.err);
   REQUIRE(run.exit_code == 0);
   // Steps 0-4, a "..." row, steps 9-13: 5 + 5 of 14 (more than 12 shown in full).
@@ -58,7 +64,7 @@ TEST_CASE("run's text shows the first and last steps of a long run with the wall
   for (const std::string hidden : {"\n5 ", "\n8 "}) CHECK(run.out.find(hidden) == std::string::npos);
   CHECK(run.out.find("14 steps: wall time median ") != std::string::npos);
   // Every step in --json.
-  const CliRun json = run_baton(command + " --steps 14 --json", "exec-long-run");
+  const CliRun json = run_baton(command + " --json", "exec-long-run");
   REQUIRE(json.exit_code == 0);
   CHECK(nlohmann::json::parse(json.out)["steps"].size() == 14);
 }
@@ -72,12 +78,7 @@ struct Variable {
 
 TEST_CASE("run reports progress on stderr at most every BATON_PROGRESS_EVERY seconds, never at its last step",
           "[exec][cli]") {
-  const fs::path dir = scratch_dir("exec-progress");
-  const std::string profile = write_profile(dir, "mlp", "mlp", 6);
-  const std::string command = fmt::format(
-      "run --profile '{}' --topology topologies/cpu_2core.json --stages 0-3,3-6 --schedule 1f1b --model mlp "
-      "--steps 5",
-      profile);
+  const std::string command = mlp_two_stages(scratch_dir("exec-progress"), "--steps 5");
   {
     // 0 s: after every step but the last, whose report follows.
     const Variable every("BATON_PROGRESS_EVERY", "0");
@@ -112,12 +113,7 @@ struct RankVariables {
 
 TEST_CASE("a rank whose peers never come ends within --timeout naming the rendezvous, and a bad MASTER_PORT is refused",
           "[exec][gloo][cli]") {
-  const fs::path dir = scratch_dir("exec-lonely-rank");
-  const std::string profile = write_profile(dir, "mlp", "mlp", 6);
-  const std::string command = fmt::format(
-      "run --profile '{}' --topology topologies/cpu_2core.json --stages 0-3,3-6 --schedule 1f1b --model mlp "
-      "--steps 1 --backend gloo --timeout 2",
-      profile);
+  const std::string command = mlp_two_stages(scratch_dir("exec-lonely-rank"), "--steps 1 --backend gloo --timeout 2");
   const int port = exec::free_local_port().value();
   {
     const RankVariables variables(port);
