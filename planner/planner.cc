@@ -98,9 +98,18 @@ std::vector<std::pair<Schedule, int>> combinations(const PlannerOptions& options
   return all;
 }
 
-PlanChoice data_parallel_choice(const Profile& profile, const Topology& topology, Optimizer optimizer) {
-  const Plan plan = data_parallel_plan(profile, topology.num_devices(), topology.num_devices());
+PlanChoice data_parallel_choice(const Profile& profile, const Topology& topology, Optimizer optimizer,
+                                int microbatches) {
+  const Plan plan = data_parallel_plan(profile, topology.num_devices(), microbatches);
   return PlanChoice{plan, estimate_plan(profile, topology, plan, optimizer), std::nullopt};
+}
+
+// The baseline's microbatches per step: a flush schedule's M (the same samples
+// per optimizer step, each replica accumulating M / D of them), never fewer
+// than one per device; PipeDream's steady state, which flushes nothing, against
+// the paper's baseline of one microbatch per device and an all-reduce per step.
+int data_parallel_baseline_microbatches(const Plan& chosen, int devices) {
+  return runs_steady_state(chosen.schedule) ? devices : std::max(chosen.batches, devices);
 }
 
 Error no_fit_error(const Profile& profile, const Topology& topology, Bytes limit, Bytes smallest) {
@@ -126,11 +135,8 @@ Result<PlannerOutcome> plan_with_baton(const Profile& profile, const Topology& t
                        static_cast<int>(k + 1), static_cast<int>(all.size()));
   }
   if (options.schedule == Schedule::kDataParallel) {
-    PlanChoice dp = data_parallel_choice(profile, topology, options.optimizer);
-    if (options.microbatches > 0) {
-      dp.plan.batches = options.microbatches;
-      dp.estimate = estimate_plan(profile, topology, dp.plan, options.optimizer);
-    }
+    const int microbatches = options.microbatches > 0 ? options.microbatches : topology.num_devices();
+    PlanChoice dp = data_parallel_choice(profile, topology, options.optimizer, microbatches);
     if (dp.estimate.peak_memory > limit) return no_fit_error(profile, topology, limit, dp.estimate.peak_memory);
     choices.push_back(std::move(dp));
   }
@@ -191,7 +197,9 @@ Result<PlannerOutcome> make_plan(const Profile& profile, const Topology& topolog
   const StageCost whole = stage_cost(profile, LayerRange{0, profile.num_layers()}, topology.device.relative_speed);
   outcome->single_device_per_sample = (whole.forward + whole.backward) / double(profile.microbatch_size);
   if (!options.straight && topology.num_devices() > 1)
-    outcome->data_parallel = data_parallel_choice(effective, topology, options.optimizer);
+    outcome->data_parallel =
+        data_parallel_choice(effective, topology, options.optimizer,
+                             data_parallel_baseline_microbatches(outcome->best.plan, topology.num_devices()));
   if (outcome->layer_order.empty())
     for (int i = 0; i < profile.num_layers(); ++i) outcome->layer_order.push_back(i);
   return outcome;

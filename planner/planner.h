@@ -59,9 +59,12 @@ struct PlanChoice {
 
 struct PlannerOutcome {
   PlanChoice best;
-  std::vector<PlanChoice> runners_up;       // other schedules / microbatch counts, best first
-  Seconds single_device_per_sample;         // the whole model as one stage (sim/stage_costs.h), per sample
-  std::optional<PlanChoice> data_parallel;  // every device replicating the whole model
+  std::vector<PlanChoice> runners_up;  // other schedules / microbatch counts, best first
+  Seconds single_device_per_sample;    // the whole model as one stage (sim/stage_costs.h), per sample
+  // Every device replicating the whole model, at the best plan's samples per
+  // optimizer step (a flush schedule's M microbatches, at least one per
+  // device; one per device against PipeDream's steady state).
+  std::optional<PlanChoice> data_parallel;
   // pipedream cost model: the reference objective T and the layer order its
   // stages refer to (identity for chains).
   std::optional<Seconds> pipedream_time;

@@ -136,8 +136,8 @@ std::string outcome_text(const PlannerOutcome& outcome, const Profile& profile, 
   out += fmt::format("speedup     x{:.2f} over one device", outcome.single_device_per_sample.value / per_sample);
   if (outcome.data_parallel) {
     const PlanChoice& dp = *outcome.data_parallel;
-    out += fmt::format(", x{:.2f} over data parallelism on {} devices ({:.1f} samples/s{})",
-                       dp.time_per_sample_s() / per_sample, dp.plan.stages[0].replicas,
+    out += fmt::format(", x{:.2f} over data parallelism on {} devices at {} microbatches per step ({:.1f} samples/s{})",
+                       dp.time_per_sample_s() / per_sample, dp.plan.stages[0].replicas, dp.plan.batches,
                        dp.estimate.throughput_samples_per_s,
                        dp.estimate.peak_memory > outcome.memory_limit ? ", does not fit memory" : "");
   }
