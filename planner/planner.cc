@@ -32,8 +32,7 @@ bool fits(const PlanChoice& choice, Bytes limit) { return choice.estimate.peak_m
 
 Profile compressed(Profile profile, double ratio) {
   if (ratio <= 0) return profile;
-  for (Layer& layer : profile.layers)
-    layer.output_bytes = Bytes(static_cast<int64_t>(double(layer.output_bytes.value) / ratio));
+  for (Layer& layer : profile.layers) layer.output_bytes = Bytes::counted(double(layer.output_bytes.value) / ratio);
   return profile;
 }
 

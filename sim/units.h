@@ -67,18 +67,38 @@ struct Bytes {
   constexpr double gib() const { return static_cast<double>(value) / static_cast<double>(kGiB); }
   constexpr double mib() const { return static_cast<double>(value) / (1024.0 * 1024.0); }
 
-  constexpr Bytes operator+(Bytes o) const { return Bytes(value + o.value); }
-  constexpr Bytes operator-(Bytes o) const { return Bytes(value - o.value); }
-  constexpr Bytes operator*(int64_t k) const { return Bytes(value * k); }
+  // Sums, differences and multiples saturate at int64's ends instead of
+  // wrapping (which is undefined, and turned a profile of absurd sizes into a
+  // negative or zero peak that "fits"): a saturated size stays larger than any
+  // memory, so what cannot fit is reported as not fitting.
+  constexpr Bytes operator+(Bytes o) const { return Bytes(saturated_add(value, o.value)); }
+  constexpr Bytes operator-(Bytes o) const { return Bytes(saturated_sub(value, o.value)); }
+  constexpr Bytes operator*(int64_t k) const {
+    int64_t product = 0;
+    if (__builtin_mul_overflow(value, k, &product)) return Bytes((value < 0) != (k < 0) ? INT64_MIN : INT64_MAX);
+    return Bytes(product);
+  }
   constexpr Bytes& operator+=(Bytes o) {
-    value += o.value;
+    value = saturated_add(value, o.value);
     return *this;
   }
   constexpr Bytes& operator-=(Bytes o) {
-    value -= o.value;
+    value = saturated_sub(value, o.value);
     return *this;
   }
   constexpr auto operator<=>(const Bytes&) const = default;
+
+ private:
+  static constexpr int64_t saturated_add(int64_t a, int64_t b) {
+    int64_t sum = 0;
+    if (__builtin_add_overflow(a, b, &sum)) return b < 0 ? INT64_MIN : INT64_MAX;
+    return sum;
+  }
+  static constexpr int64_t saturated_sub(int64_t a, int64_t b) {
+    int64_t difference = 0;
+    if (__builtin_sub_overflow(a, b, &difference)) return b < 0 ? INT64_MAX : INT64_MIN;
+    return difference;
+  }
 };
 
 constexpr Bytes max(Bytes a, Bytes b) { return a.value < b.value ? b : a; }

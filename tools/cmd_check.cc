@@ -116,7 +116,7 @@ PlannerOptions case_options(const json& document, const FieldPath& root) {
     options.straight = options_json["straight"].get<bool>();
   }
   options.activation_compression =
-      take(json_fields::read_number_or(options_json, at, "activation_compression", 0.0, false, 0.0));
+      take(json_fields::read_number_or(options_json, at, "activation_compression", 1.0, false, 0.0));
   const double limit = take(json_fields::read_number_or(options_json, at, "memory_limit_gib", 0.0, false, 0.0));
   if (limit > kMaxDeviceMemoryGib) {
     throw UsageError(at.field("memory_limit_gib")

@@ -88,6 +88,31 @@ TEST_CASE("plan: a bad option value is refused", "[cli][bad-input][plan]") {
                       "unknown cost model \"magic\"");
 }
 
+TEST_CASE("plan: an activation compression under 1 (an expansion) is refused", "[cli][bad-input][plan]") {
+  // 1e-14 once multiplied each cut's bytes past int64 and the search chose a
+  // plan whose simulation deadlocked on negative sizes.
+  for (const char* ratio : {"1e-14", "0.5", "0"})
+    expect_plan_refused("traces/vgg16_v100_mb32.json", "topologies/pipedream_a.json",
+                        std::string("--activation-compression ") + ratio,
+                        std::string("--activation-compression: must be at least 1, got ") + ratio);
+}
+
+TEST_CASE("plan: layers of absurd sizes do not fit, their sums held at int64's end instead of wrapping",
+          "[cli][bad-input][plan]") {
+  // 2^59 bytes of parameters in each of 16 layers: the sum is 2^63, past
+  // int64. Wrapped, every stage held 0 B and the plan "fit"; held at the end,
+  // no split fits 80 GiB.
+  const fs::path dir = scratch_dir("absurd-sizes");
+  std::string layers;
+  for (int i = 0; i < 16; ++i) {
+    if (i > 0) layers += ",";
+    layers += R"({"name": "l)" + std::to_string(i) +
+              R"(", "forward_ms": 1, "backward_ms": 2, "output_bytes": 1000, "param_bytes": 576460752303423488})";
+  }
+  expect_plan_refused(write_profile(dir, layers).string(), "topologies/a100_4x8.json", "--schedule 1f1b",
+                      "the smallest memory any split needs is");
+}
+
 TEST_CASE("plan: --cost-model pipedream refuses a schedule, microbatch count or chunk count it would drop",
           "[cli][bad-input][plan]") {
   const std::string vgg = "traces/vgg16_v100_mb32.json", pipedream_a = "topologies/pipedream_a.json";

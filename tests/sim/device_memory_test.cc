@@ -122,3 +122,24 @@ TEST_CASE("device memory: the streams of a shared_compute unit share its one dev
   CHECK(sim.metrics.devices[0].workers == std::vector<int>{0, 1});
   CHECK(sim.metrics.devices[0].peak_memory == stage_static * 2 + kOutput * (2 + 3) * microbatches);
 }
+
+TEST_CASE("Bytes: sums, differences and multiples saturate at int64's ends instead of wrapping",
+          "[sim][memory][units]") {
+  constexpr int64_t top = INT64_MAX, bottom = INT64_MIN;
+  const Bytes half(int64_t{1} << 62);
+  CHECK((half + half).value == top);  // 2^63 does not fit: held at 2^63 - 1
+  CHECK((half * 2).value == top);
+  CHECK((half * -2).value == bottom);
+  CHECK((Bytes(bottom) - Bytes(1)).value == bottom);
+  CHECK((Bytes(top) - Bytes(-1)).value == top);
+  Bytes sum(top - 5);
+  sum += Bytes(10);
+  CHECK(sum.value == top);
+  sum -= Bytes(top);
+  CHECK(sum.value == 0);
+  // Within range the arithmetic is exact.
+  CHECK((Bytes(3) + Bytes(4)).value == 7);
+  CHECK((Bytes(3) - Bytes(4)).value == -1);
+  CHECK((Bytes(3) * 5).value == 15);
+  static_assert((Bytes(int64_t{1} << 62) * 4).value == INT64_MAX, "constexpr, saturated");
+}
