@@ -6,6 +6,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #include <fmt/format.h>
@@ -105,8 +106,18 @@ void run_points(PointRange range, int threads, const std::function<void(size_t)>
       }
     }
   };
+  // No more threads than points; where the system grants fewer than asked,
+  // those it granted share the points.
   std::vector<std::thread> pool;
-  for (int t = 0; t < std::max(threads, 1); ++t) pool.emplace_back(worker);
+  const size_t wanted = std::clamp<size_t>(static_cast<size_t>(std::max(threads, 1)), 1, std::max<size_t>(total, 1));
+  for (size_t t = 0; t < wanted; ++t) {
+    try {
+      pool.emplace_back(worker);
+    } catch (const std::system_error&) {
+      if (pool.empty()) throw;
+      break;
+    }
+  }
   std::unique_lock<std::mutex> lock(mutex);
   while (done.load() < total) {
     lock.unlock();

@@ -156,7 +156,8 @@ void add_profile_measure_command(CLI::App& profile, CommandResult& result) {
                   "forwards and before the backwards of the stages' last layers (default: before every region)")
       ->delimiter(',')
       ->check(in_range(0, 1 << 20));
-  cmd->add_option("--threads", args->threads, "LibTorch intra-op threads (default 1)")->check(at_least(1));
+  cmd->add_option("--threads", args->threads, "LibTorch intra-op threads (1 to 1024, default 1)")
+      ->check(in_range(1, 1024));
   cmd->add_flag("--whole-pass", args->whole_pass,
                 "also time the whole model's passes as one call each: the profile's call_cost_ms");
   cmd->add_option("--streams", args->streams,

@@ -374,7 +374,8 @@ void add_run_command(CLI::App& app, CommandResult& result) {
   cmd->add_flag("--no-weight-stashing", args->no_stashing, "pipedream: backward with the live weights (a study mode)");
   cmd->add_option("--lr", args->learning_rate, "SGD learning rate, > 0 (default 0.05)")->check(more_than(0));
   cmd->add_option("--seed", args->seed, "seed of weights and data (default 1)");
-  cmd->add_option("--threads", args->threads, "LibTorch intra-op threads per process (default 1)")->check(at_least(1));
+  cmd->add_option("--threads", args->threads, "LibTorch intra-op threads per process (1 to 1024, default 1)")
+      ->check(in_range(1, 1024));
   cmd->add_option("--timeout", args->timeout_s,
                   "seconds any single wait may take; a silent rank is noticed after this long (default 30)")
       ->check(more_than(0));

@@ -320,7 +320,8 @@ void add_sweep_command(CLI::App& app, CommandResult& result) {
   cmd->add_option("--stages", args->stages, "profiles: a fixed split for every point instead of --split");
   cmd->add_flag("--plan", args->plan, "GPT models: plan each point's layout (the varied axes pinned)");
   cmd->add_option("--shard", args->shard, "compute only slice K/N of the grid, or slurm (an array job's task)");
-  cmd->add_option("--threads", args->threads, "worker threads (default: all cores)")->check(at_least(1));
+  cmd->add_option("--threads", args->threads, "worker threads, 1 to 1024 (default: all cores)")
+      ->check(in_range(1, 1024));
   cmd->add_option("--csv", args->csv, "write every point as CSV");
   cmd->add_option("--chart", args->chart, "write an SVG chart");
   cmd->add_flag("--quiet", args->quiet, "no progress bar");
@@ -329,6 +330,7 @@ void add_sweep_command(CLI::App& app, CommandResult& result) {
   cmd->callback([args, cmd, &result] {
     if (cmd->got_subcommand("merge")) return;
     if (args->topology.empty()) throw UsageError("sweep: --topology is required");
+    if (!args->megatron.given()) refuse_megatron_flags(*cmd, "sweep");
     result.exit_code = args->megatron.given() ? run_gpt_sweep_command(*args, *cmd) : run_profile_sweep(*args);
   });
 }

@@ -398,7 +398,8 @@ void add_validate_command(CLI::App& app, CommandResult& result) {
   cmd->add_option("--out", args->out, "directory for the report and its files (default out/validate)");
   cmd->add_option("--profile", args->profile, "use this profile instead of measuring one");
   cmd->add_option("--topology", args->topology, "use this topology instead of calibrating one");
-  cmd->add_option("--threads", args->threads, "LibTorch intra-op threads per rank (default 1)")->check(at_least(1));
+  cmd->add_option("--threads", args->threads, "LibTorch intra-op threads per rank (1 to 1024, default 1)")
+      ->check(in_range(1, 1024));
   cmd->add_option("--timeout", args->timeout_s, "seconds any single wait of a rank may take (default 30)")
       ->check(more_than(0));
   cmd->callback([args, microbatch_size, &result] {

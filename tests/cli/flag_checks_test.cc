@@ -27,12 +27,12 @@ const std::string kGpt =
 
 TEST_CASE("a flag that must be positive says so, naming itself and the value", "[cli][bad-input]") {
   const std::string plan = "plan --profile traces/vgg16_v100_mb32.json --topology topologies/pipedream_a.json ";
-  expect_refused(plan + "--activation-compression 0", "--activation-compression: must be more than 0, got 0");
+  expect_refused(plan + "--activation-compression 0", "--activation-compression: must be at least 1, got 0");
   expect_refused(plan + "--memory-limit-gib -1", "--memory-limit-gib: must be in (0, 1048576], got -1");
   expect_refused(plan + "--keep 0", "--keep: must be at least 1, got 0");
   expect_refused("plan " + kGpt + " --gpus 0", "--gpus: must be at least 1, got 0");
   expect_refused("sweep --profile tests/data/tiny_profile.json --topology tests/data/tiny_topology.json --threads 0",
-                 "--threads: must be at least 1, got 0");
+                 "--threads: must be in [1, 1024], got 0");
   expect_refused("profile analytic --arch vgg16 --microbatch-size 0", "--microbatch-size: must be at least 1, got 0");
   expect_refused("profile analytic --arch vgg16 --microbatch-size two",
                  "--microbatch-size: must be a number at least 1, got \"two\"");
