@@ -83,7 +83,9 @@ bool is_lost_connection(const std::string& reason) {
 }
 
 // "Timed out waiting 5000ms for recv ..." (gloo) or "Operation timed out!" (c10d).
-bool is_timeout(const std::string& reason) { return mentions(reason, "imed out"); }
+// LibTorch 1.13's store and Gloo say "timed out" / "Socket Timeout"; 2.x's
+// store says "wait timeout after 2000ms, keys: ...".
+bool is_timeout(const std::string& reason) { return mentions(reason, "imed out") || mentions(reason, "imeout"); }
 
 // c10's exceptions append a backtrace to their message: keep the message.
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
@@ -126,7 +128,7 @@ Result<GlooGroups> connect_world(const RankEnv& env, Seconds timeout) {
     return groups;
   } catch (const std::exception& e) {
     const std::string reason = first_line(error_text(e));
-    if (is_timeout(reason) || mentions(reason, "Socket Timeout")) {
+    if (is_timeout(reason)) {
       return Error{fmt::format(
           "rendezvous at {}:{}: not all {} ranks met within {:g} s (--timeout): is every rank started, with the "
           "same MASTER_ADDR and MASTER_PORT? ({})",
