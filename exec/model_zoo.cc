@@ -6,6 +6,7 @@
 
 #include "exec/executor.h"
 #include "exec/model.h"
+#include "exec/model_names.h"
 #include "exec/weight_grad.h"
 
 namespace baton::exec {
@@ -181,7 +182,7 @@ Result<ModelDef> make_model(std::string_view name) {
   return Error{fmt::format("unknown model '{}' (known: mlp, vgg-mini, gpt-mini)", name)};
 }
 
-std::vector<std::string> model_names() { return {"mlp", "vgg-mini", "gpt-mini"}; }
+std::vector<std::string> model_names() { return {kZooModelNames.begin(), kZooModelNames.end()}; }
 
 Result<ModelInfo> model_info(std::string_view name) {
   auto model = make_model(name);

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace baton::cli {
 
@@ -104,6 +105,17 @@ std::string check_device_name(const std::string& name) {
       name.find_first_not_of("0123456789", 5) == std::string::npos)
     return "";
   return fmt::format("'{}' is not a device: cpu, cuda or cuda:N (N a GPU number)", name);
+}
+
+std::vector<std::string> given_flags(const CLI::App& cmd, std::initializer_list<const char*> flags) {
+  std::vector<std::string> given;
+  for (const char* flag : flags)
+    if (cmd.count(flag) > 0) given.push_back(flag);
+  return given;
+}
+
+std::string flags_go(const std::vector<std::string>& flags) {
+  return fmt::format("{} {}", fmt::join(flags, ", "), flags.size() == 1 ? "goes" : "go");
 }
 
 namespace {

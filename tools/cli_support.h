@@ -58,6 +58,11 @@ void check_planner_microbatches(int64_t microbatches, const Profile& profile, st
 // "pipedream,1f1b" -> schedules; an unknown name is a UsageError.
 std::vector<Schedule> parse_schedule_list(const std::string& text);
 
+// The flags among `flags` that `cmd`'s command line gave, in that order, and
+// the subject of a refusal of them: "--a goes" or "--a, --b go".
+std::vector<std::string> given_flags(const CLI::App& cmd, std::initializer_list<const char*> flags);
+std::string flags_go(const std::vector<std::string>& flags);
+
 // A --device value: "cpu", "cuda" or "cuda:N". Empty when it is one, else why
 // not (CLI11's check() form).
 std::string check_device_name(const std::string& name);

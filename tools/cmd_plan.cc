@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "exec/model_names.h"
 #include "planner/pipedream_dp.h"
 #include "planner/planner.h"
 #include "sim/plan.h"
@@ -138,6 +139,7 @@ int run_plan(const PlanArgs& args, const CLI::App& cmd) {
         cmd);
   }
   if (cmd.count("--gpus") > 0) throw UsageError("plan: --gpus goes with a GPT model given by Megatron's flags");
+  refuse_megatron_flags(cmd, "plan");
   if (args.profile.empty())
     throw UsageError("plan: give --profile, or a GPT model with Megatron's flags (--num-layers, --hidden-size, ...)");
   if (args.emit == "megatron")
@@ -145,6 +147,11 @@ int run_plan(const PlanArgs& args, const CLI::App& cmd) {
   if (args.emit == "torchrun" && args.output.empty())
     throw UsageError("plan: --emit torchrun needs -o plan.json (the line runs `baton run --plan` on that file)");
   const Profile profile = load_profile_file(args.profile);
+  if (args.emit == "torchrun" && !is_zoo_model(profile.model))
+    throw UsageError(fmt::format(
+        "plan: --emit torchrun prints a line that runs `baton run --plan`, whose executor runs the models of its "
+        "zoo ({}); {} holds \"{}\", which it cannot run (plan and simulate it; run it with a framework of your own)",
+        fmt::join(kZooModelNames, ", "), args.profile, profile.model));
   const Topology topology = load_topology_file(args.topology);
   PlannerOptions options = planner_options(args);
   check_virtual_stages(options.virtual_stages, profile, topology);
@@ -221,8 +228,8 @@ void add_plan_command(CLI::App& app, CommandResult& result) {
                   "--microbatches and --virtual-stages)");
   cmd->add_flag("--straight", args->straight, "no stage replication");
   cmd->add_option("--activation-compression", args->activation_compression,
-                  "R: activations and gradients cross cuts compressed R times")
-      ->check(more_than(0));
+                  "R >= 1: activations and gradients cross cuts compressed R times (1: as they are)")
+      ->check(at_least(1));
   cmd->add_option("--memory-limit-gib", args->memory_limit_gib,
                   "memory per device (default: the topology's device memory)")
       ->check(above_and_at_most(0, kMaxDeviceMemoryGib));

@@ -28,7 +28,13 @@ struct AnalyticArgs {
 };
 
 // --arch gpt: one tensor-parallel rank of a Megatron GPT (sim/megatron_profile.h).
-int run_gpt_profile(const AnalyticArgs& args) {
+int run_gpt_profile(const AnalyticArgs& args, const CLI::App& cmd) {
+  if (const std::vector<std::string> given = given_flags(cmd, {"--device", "--microbatch-size", "--efficiency"});
+      !given.empty())
+    throw UsageError(fmt::format(
+        "profile analytic --arch gpt: {} with the other architectures; a GPT's GPU is its --topology's device, its "
+        "batch --micro-batch-size, and its kernels' efficiencies the GPU model's (docs/TRANSFORMERS.md)",
+        flags_go(given)));
   if (args.topology.empty())
     throw UsageError("profile analytic --arch gpt: --topology is required (it names the GPU and its links)");
   const Topology topology = load_topology_file(args.topology);
@@ -68,7 +74,7 @@ std::string joined(const std::vector<std::string>& names) {
   return text;
 }
 
-int run_analytic(const AnalyticArgs& args) {
+int run_analytic(const AnalyticArgs& args, const CLI::App& cmd) {
   if (args.list) {
     std::printf("architectures: %s, gpt (Megatron flags, --topology)\n", joined(analytic_architectures()).c_str());
     for (const std::string& name : analytic_devices()) {
@@ -78,9 +84,10 @@ int run_analytic(const AnalyticArgs& args) {
     return 0;
   }
   if (args.arch.empty()) throw UsageError("profile analytic: --arch is required (see --list)");
-  if (args.arch == "gpt") return run_gpt_profile(args);
-  if (args.megatron.given() || !args.topology.empty())
-    throw UsageError("profile analytic: Megatron's flags and --topology go with --arch gpt");
+  if (args.arch == "gpt") return run_gpt_profile(args, cmd);
+  refuse_megatron_flags(cmd, "profile analytic", "--arch " + args.arch);
+  if (!args.topology.empty() || !args.group_topology.empty())
+    throw UsageError("profile analytic: --topology and --group-topology go with --arch gpt");
   DeviceSpec spec = take(device_spec(args.device));
   if (args.efficiency > 0) spec.efficiency = args.efficiency;
   const Profile profile = take(make_analytic_profile(args.arch, spec, args.microbatch_size));
@@ -133,7 +140,7 @@ void add_profile_analytic_command(CLI::App& profile, CommandResult& result) {
   cmd->add_option("--group-topology", args->group_topology,
                   "--arch gpt: also write the topology whose devices are tensor-parallel groups");
   add_megatron_flags(*cmd, args->megatron);
-  cmd->callback([args, &result] { result.exit_code = run_analytic(*args); });
+  cmd->callback([args, cmd, &result] { result.exit_code = run_analytic(*args, *cmd); });
 }
 
 }  // namespace baton::cli

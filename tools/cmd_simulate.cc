@@ -136,12 +136,19 @@ nlohmann::json noise_summary(const SimulateArgs& args, const SimulatedPlan& run,
   return summary;
 }
 
-// A GPT layout's schedule and batch are its own.
-void refuse_schedule_flags(const SimulateArgs& args) {
+// A GPT layout's schedule and batch are its own, and a profile's flags are not
+// for it: refused, not ignored.
+void refuse_schedule_flags(const SimulateArgs& args, const CLI::App& cmd) {
   if (!args.schedules.empty() || args.virtual_stages > 0 || args.microbatches > 0 || args.microbatch_size > 0)
     throw UsageError(
         "simulate: with Megatron's flags the schedule is 1F1B, interleaved with "
         "--num-layers-per-virtual-pipeline-stage; the batch is --micro-batch-size and --global-batch-size");
+  const std::vector<std::string> given = given_flags(cmd, {"--vertical-sync", "--optimizer", "--noise-samples"});
+  if (!given.empty())
+    throw UsageError(
+        fmt::format("simulate: {} with --profile; a GPT model trains with Adam in mixed precision (--fp16, --bf16, "
+                    "--use-distributed-optimizer) and its prediction has no noise model",
+                    flags_go(given)));
 }
 
 // A GPT model and layout: predict_megatron (sim/megatron_sim.h), its outputs and report.
@@ -160,21 +167,26 @@ int simulate_megatron(const SimulateArgs& args, const GptModel& model, const Meg
 }
 
 // A GPT model given by Megatron's flags.
-int run_megatron_simulate(const SimulateArgs& args) {
+int run_megatron_simulate(const SimulateArgs& args, const CLI::App& cmd) {
   if (!args.profile.empty() || !args.plan.empty() || !args.stages.empty())
     throw UsageError("simulate: a GPT model given by Megatron's flags replaces --profile, --stages and --plan");
-  refuse_schedule_flags(args);
+  refuse_schedule_flags(args, cmd);
   const Topology topology = load_topology_file(args.topology);
   const MegatronRun run = megatron_run(args.megatron, topology);
   return simulate_megatron(args, run.model, run.layout, topology);
 }
 
 // A plan file of `baton plan -o` with Megatron's flags: its model and layout.
-int run_megatron_plan_file(const SimulateArgs& args, const Plan& plan) {
+int run_megatron_plan_file(const SimulateArgs& args, const Plan& plan, const CLI::App& cmd) {
   if (!args.profile.empty() || !args.stages.empty())
     throw UsageError(
         fmt::format("simulate: {} is a GPT layout (its \"megatron\"); it needs no --profile or --stages", args.plan));
-  refuse_schedule_flags(args);
+  if (const std::vector<std::string> given = given_megatron_flags(cmd); !given.empty())
+    throw UsageError(fmt::format(
+        "simulate: {} with Megatron's flags, not with {}: the plan file holds its model and layout (simulate it as "
+        "it is, or give the whole model and layout by the flags without --plan)",
+        flags_go(given), args.plan));
+  refuse_schedule_flags(args, cmd);
   const Topology topology = load_topology_file(args.topology);
   take(check_plan_topology(plan, topology, args.plan));
   const MegatronSpec spec = take(megatron_from_arguments(plan.megatron, args.plan + ": megatron"));
@@ -182,12 +194,13 @@ int run_megatron_plan_file(const SimulateArgs& args, const Plan& plan) {
   return simulate_megatron(args, spec.model, spec.layout, topology);
 }
 
-int run_simulate(const SimulateArgs& args) {
-  if (args.megatron.given()) return run_megatron_simulate(args);
+int run_simulate(const SimulateArgs& args, const CLI::App& cmd) {
+  if (args.megatron.given()) return run_megatron_simulate(args, cmd);
   if (!args.plan.empty()) {
     const Plan plan = load_plan_file(args.plan);
-    if (!plan.megatron.is_null()) return run_megatron_plan_file(args, plan);
+    if (!plan.megatron.is_null()) return run_megatron_plan_file(args, plan, cmd);
   }
+  refuse_megatron_flags(cmd, "simulate");
   if (args.profile.empty())
     throw UsageError(
         "simulate: give --profile with --stages or --plan, or a GPT model with Megatron's flags "
@@ -305,7 +318,7 @@ void add_simulate_command(CLI::App& app, CommandResult& result) {
                   "mean_s, q90_s)")
       ->check(at_least(0));
   add_megatron_flags(*cmd, args->megatron);
-  cmd->callback([args, &result] { result.exit_code = run_simulate(*args); });
+  cmd->callback([args, cmd, &result] { result.exit_code = run_simulate(*args, *cmd); });
 }
 
 }  // namespace baton::cli

@@ -1,14 +1,20 @@
 #include "tools/megatron_flags.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "tools/cli_support.h"
 
 namespace baton::cli {
 
+namespace {
+const std::string kGroup = "Megatron GPT (instead of --profile; Megatron-LM's own flag names)";
+}  // namespace
+
 // The flags whose 0 field means "not given" (MegatronArgs) refuse an explicit 0.
 void add_megatron_flags(CLI::App& cmd, MegatronArgs& args) {
-  const std::string group = "Megatron GPT (instead of --profile; Megatron-LM's own flag names)";
+  const std::string& group = kGroup;
   cmd.add_option("--num-layers", args.model.layers, "transformer layers L")->group(group);
   cmd.add_option("--hidden-size", args.model.hidden, "hidden size h")->group(group);
   cmd.add_option("--num-attention-heads", args.model.heads, "attention heads a")->group(group);
@@ -185,6 +191,25 @@ MegatronRun megatron_run(const MegatronArgs& args, const Topology& topology) {
   }
   take(check_megatron_layout(run.model, layout, topology.num_devices()));
   return run;
+}
+
+std::vector<std::string> given_megatron_flags(const CLI::App& cmd) {
+  std::vector<std::string> given;
+  for (const CLI::Option* option : cmd.get_options())
+    if (option->get_group() == kGroup && option->count() > 0) given.push_back(option->get_name());
+  return given;
+}
+
+void refuse_megatron_flags(const CLI::App& cmd, std::string_view command, std::string_view instead) {
+  const std::vector<std::string> given = given_megatron_flags(cmd);
+  if (given.empty()) return;
+  throw UsageError(fmt::format(
+      "{}: {} with a GPT model given by Megatron's flags (--num-layers, --hidden-size, --num-attention-heads, "
+      "--seq-length), not with {}{}",
+      command, flags_go(given), instead,
+      std::find(given.begin(), given.end(), "--micro-batch-size") != given.end()
+          ? " (here the samples per microbatch are --microbatch-size)"
+          : ""));
 }
 
 }  // namespace baton::cli

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -43,6 +45,12 @@ struct MegatronArgs {
 
 // Adds the flags to `cmd` (in a "Megatron GPT" group).
 void add_megatron_flags(CLI::App& cmd, MegatronArgs& args);
+
+// The flags of that group `cmd`'s command line gave, by name; and a UsageError
+// naming them where `command` runs something else (`instead`: "--profile"),
+// which would ignore them.
+std::vector<std::string> given_megatron_flags(const CLI::App& cmd);
+void refuse_megatron_flags(const CLI::App& cmd, std::string_view command, std::string_view instead = "--profile");
 
 // The model and layout the flags give on `topology`; UsageError naming the flag
 // for a missing model flag or an invalid layout (check_megatron_layout).

@@ -36,6 +36,25 @@ std::string megatron_flags_of(const GptModel& model, const MegatronLayout& l) {
   return text;
 }
 
+// The emitted line runs as printed only where its flags exist: a zero-bubble
+// schedule needs the Zero Bubble authors' fork of Megatron-LM, and DualPipeV
+// has no Megatron-LM flag at all. Said on stderr, with how to pin it away.
+void note_unstock_flags(const MegatronLayout& l) {
+  if (l.v_schedule == VSchedule::kDualPipeV)
+    std::fputs(
+        "baton: note: --dualpipev is baton's own flag: no Megatron-LM runs DualPipeV (DeepSeek's DualPipe code "
+        "runs it outside Megatron); --dualpipev=false keeps the search off the V schedules, and "
+        "--enable-zero-bubble=false off the Zero Bubble fork's\n",
+        stderr);
+  else if (l.zero_bubble > 0 || l.v_schedule == VSchedule::kZbV)
+    std::fputs(
+        "baton: note: --enable-zero-bubble, --zero-bubble-max-pending-backward and --zero-bubble-v-schedule are "
+        "flags of the Zero Bubble authors' fork of Megatron-LM (sail-sg/zero-bubble-pipeline-parallelism), not of "
+        "Megatron-LM itself; --enable-zero-bubble=false --zero-bubble-v-schedule=false keeps the search to 1F1B "
+        "and its interleaving\n",
+        stderr);
+}
+
 void write_megatron_plan(const std::string& path, const GptModel& model, const MegatronLayout& layout,
                          const Topology& topology, const MegatronPrediction& prediction) {
   Plan plan = prediction.plan;
@@ -165,6 +184,7 @@ int run_megatron_plan(const MegatronArgs& flags, const MegatronPlanArgs& args, c
   const MegatronLayout& chosen = found.best.front().layout;
   const MegatronPrediction prediction = take(predict_megatron(model, chosen, topology, false));
   if (!args.output.empty()) write_megatron_plan(args.output, model, chosen, topology, prediction);
+  if (!args.emit.empty()) note_unstock_flags(chosen);
   if (args.emit == "megatron") {
     std::fputs((megatron_flags_of(model, chosen) + "\n").c_str(), stdout);
     return 0;

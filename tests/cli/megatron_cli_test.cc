@@ -216,6 +216,56 @@ TEST_CASE("simulate refuses a bad Megatron layout naming the flag", "[cli][megat
       {"give one of them"});
 }
 
+TEST_CASE("simulate refuses the flags of one form given with the other, naming them", "[cli][megatron][bad-input]") {
+  // A GPT model has no profile's optimizer choice, weight-version rule or noise model.
+  refused("--optimizer sgd", {"simulate: --optimizer goes with --profile"});
+  refused("--vertical-sync --noise-samples 3", {"simulate: --vertical-sync, --noise-samples go with --profile"});
+  // A profile's simulation would ignore Megatron's layout flags (the model
+  // flags themselves choose the Megatron form and refuse --profile).
+  const fs::path dir = scratch_dir("profile-with-megatron-flags");
+  const fs::path trace = dir / "trace.json";
+  const CliRun run = run_baton(
+      "simulate --profile traces/vgg16_v100_mb32.json --topology topologies/pipedream_a.json --stages 0-39x16 "
+      "--micro-batch-size 4 --bf16 --dualpipev --trace " +
+          quoted(trace),
+      "profile-with-megatron-flags");
+  INFO(run.err);
+  CHECK(run.exit_code == 2);
+  CHECK(run.err.find("simulate: --micro-batch-size, --bf16, --dualpipev go with a GPT model given by Megatron's "
+                     "flags (--num-layers, --hidden-size, --num-attention-heads, --seq-length), not with --profile "
+                     "(here the samples per microbatch are --microbatch-size)") != std::string::npos);
+  CHECK_FALSE(fs::exists(trace));
+  CHECK(run.out.empty());
+}
+
+TEST_CASE("plan, sweep and profile analytic refuse Megatron's layout flags with a profile",
+          "[cli][megatron][bad-input]") {
+  const std::string vgg = "--profile traces/vgg16_v100_mb32.json --topology topologies/pipedream_a.json ";
+  const CliRun plan = run_baton("plan " + vgg + "--tensor-model-parallel-size 4", "plan-with-megatron-flags");
+  CHECK(plan.exit_code == 2);
+  CHECK(plan.err.find("plan: --tensor-model-parallel-size goes with a GPT model given by Megatron's flags") !=
+        std::string::npos);
+  const CliRun sweep = run_baton("sweep " + vgg + "--split balanced --vary servers=1,2 --enable-zero-bubble",
+                                 "sweep-with-megatron-flags");
+  CHECK(sweep.exit_code == 2);
+  CHECK(sweep.err.find("sweep: --enable-zero-bubble goes with a GPT model") != std::string::npos);
+  const CliRun analytic =
+      run_baton("profile analytic --arch vgg16 --micro-batch-size 2", "analytic-with-megatron-flags");
+  CHECK(analytic.exit_code == 2);
+  CHECK(analytic.err.find("profile analytic: --micro-batch-size goes with a GPT model given by Megatron's flags") !=
+        std::string::npos);
+  CHECK(analytic.err.find("not with --arch vgg16") != std::string::npos);
+  // And --arch gpt refuses the other architectures' flags.
+  const CliRun gpt = run_baton(
+      "profile analytic --arch gpt --topology topologies/a100_4x8.json --num-layers 4 --hidden-size 1024 "
+      "--num-attention-heads 16 --seq-length 1024 --device h100 --efficiency 0.5",
+      "analytic-gpt-with-profile-flags");
+  CHECK(gpt.exit_code == 2);
+  CHECK(gpt.err.find("profile analytic --arch gpt: --device, --efficiency go with the other architectures") !=
+        std::string::npos);
+  CHECK(gpt.out.empty());
+}
+
 TEST_CASE("simulate counts the embedding and the loss as layers of the split when told", "[cli][megatron]") {
   // The Zero Bubble paper's 1.5B model (Qi et al., ICLR 2024, Table 3): 22
   // blocks + 2 counted layers = 3 per stage on p = 8; interleaved with one

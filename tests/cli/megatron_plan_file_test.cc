@@ -54,6 +54,14 @@ TEST_CASE("a Megatron plan file names its model, layout and topology and simulat
   CHECK(elsewhere.err.find("was made for topology \"a100-4x8\" (32 x A100-SXM4-80GB), not \"h100-32x8\"") !=
         std::string::npos);
 
+  // The file holds the layout: a layout flag beside it is refused, not ignored.
+  const CliRun relaid =
+      run_baton("simulate --topology topologies/a100_4x8.json --tensor-model-parallel-size 8 --plan " + quoted(plan),
+                "megatron-plan-relaid");
+  CHECK(relaid.exit_code == 2);
+  CHECK(relaid.err.find("--tensor-model-parallel-size goes with Megatron's flags, not with " + plan.string() +
+                        ": the plan file holds its model and layout") != std::string::npos);
+
   const CliRun run = run_baton("run --plan " + quoted(plan), "megatron-plan-run");
   CHECK(run.exit_code == 2);
   if (run.err.find("built without LibTorch") == std::string::npos) {  // the executor is there: it says why
@@ -83,8 +91,9 @@ TEST_CASE("plan --emit torchrun prints the launch line of the chosen layout", "[
                           0) == 0);
 
   const fs::path dir = scratch_dir("profile-emit-torchrun");
+  // A model of the executor's zoo (measured on an H200, data/measured): the line runs it.
   const CliRun profile = run_baton(
-      "plan --profile tests/data/tiny_profile.json --topology tests/data/tiny_topology.json "
+      "plan --profile data/measured/h200/second-call/profiles/mlp.json --topology tests/data/tiny_topology.json "
       "--schedule 1f1b --microbatches 8 -o " +
           quoted(dir / "plan.json") + " --emit torchrun",
       "profile-emit-torchrun");
@@ -98,6 +107,18 @@ TEST_CASE("plan --emit torchrun prints the launch line of the chosen layout", "[
                 "profile-emit-torchrun-bad");
   CHECK(without_file.exit_code == 2);
   CHECK(without_file.err.find("--emit torchrun needs -o") != std::string::npos);
+  // A model the executor has no code for: its line would only fail in `baton run`.
+  const fs::path unknown = dir / "tiny-plan.json";
+  const CliRun not_zoo = run_baton(
+      "plan --profile tests/data/tiny_profile.json --topology tests/data/tiny_topology.json "
+      "-o " +
+          quoted(unknown) + " --emit torchrun",
+      "profile-emit-torchrun-not-zoo");
+  CHECK(not_zoo.exit_code == 2);
+  CHECK(
+      not_zoo.err.find("(mlp, vgg-mini, gpt-mini); tests/data/tiny_profile.json holds \"tiny\", which it cannot run") !=
+      std::string::npos);
+  CHECK_FALSE(fs::exists(unknown));
 }
 
 TEST_CASE("plan pins the zero-bubble schedule either way and emits the fork's flags", "[cli][megatron]") {
@@ -109,6 +130,8 @@ TEST_CASE("plan pins the zero-bubble schedule either way and emits the fork's fl
   REQUIRE(zb.exit_code == 0);
   CHECK(zb.out.find("--pipeline-model-parallel-size 4") != std::string::npos);
   CHECK(zb.out.find(" --enable-zero-bubble --zero-bubble-max-pending-backward 8") != std::string::npos);
+  // The line needs the Zero Bubble authors' fork, and says so on stderr.
+  CHECK(zb.err.find("flags of the Zero Bubble authors' fork of Megatron-LM") != std::string::npos);
 
   const CliRun off =
       run_baton("plan --topology topologies/a100_4x8.json " + kModel + "--enable-zero-bubble=false --json --keep 20",
@@ -142,6 +165,13 @@ TEST_CASE("plan pins a V either way: --dualpipev searches only DualPipeV, --zero
       run_baton("plan --topology topologies/a100_4x8.json " + kModel + "--dualpipev --emit megatron", "megatron-v-pin");
   REQUIRE(emitted.exit_code == 0);
   CHECK(emitted.out.find(" --dualpipev") != std::string::npos);
+  CHECK(emitted.err.find("--dualpipev is baton's own flag: no Megatron-LM runs DualPipeV") != std::string::npos);
+  // Megatron-LM's own schedules need no note.
+  const CliRun stock = run_baton("plan --topology topologies/a100_4x8.json " + kModel +
+                                     "--enable-zero-bubble=false --zero-bubble-v-schedule=false --emit megatron",
+                                 "megatron-v-pin");
+  REQUIRE(stock.exit_code == 0);
+  CHECK(stock.err.find("note:") == std::string::npos);
   const CliRun off = run_baton(
       "plan --topology topologies/a100_4x8.json " + kModel + "--zero-bubble-v-schedule=false --json --keep 20",
       "megatron-v-pin");
