@@ -42,7 +42,11 @@ void write_output(const std::string& path, const std::string& contents) {
   }
 }
 
-void write_file_atomic(const std::string& path, const std::string& contents) {
+namespace {
+
+// `contents` into PATH.tmp beside `path` (its folder made); UsageError naming
+// `path` when that fails, with nothing left behind.
+std::filesystem::path write_temporary(const std::string& path, const std::string& contents) {
   namespace fs = std::filesystem;
   const fs::path target(path);
   if (target.has_parent_path()) {
@@ -51,21 +55,44 @@ void write_file_atomic(const std::string& path, const std::string& contents) {
     if (ec) throw UsageError(fmt::format("{}: cannot create folder: {}", path, ec.message()));
   }
   const fs::path temporary = fs::path(path + ".tmp");
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out) throw UsageError(fmt::format("{}: cannot open for writing", path));
-    out << contents;
-    out.flush();
-    if (!out) {
-      std::remove(temporary.c_str());
-      throw UsageError(fmt::format("{}: write failed", path));
-    }
-  }
-  std::error_code ec;
-  fs::rename(temporary, target, ec);
-  if (ec) {
+  std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+  if (!out) throw UsageError(fmt::format("{}: cannot open for writing", path));
+  out << contents;
+  out.flush();
+  if (!out) {
+    out.close();
     std::remove(temporary.c_str());
-    throw UsageError(fmt::format("{}: cannot move into place: {}", path, ec.message()));
+    throw UsageError(fmt::format("{}: write failed", path));
+  }
+  return temporary;
+}
+
+}  // namespace
+
+void write_file_atomic(const std::string& path, const std::string& contents) { write_files_atomic({{path, contents}}); }
+
+void write_files_atomic(const std::vector<std::pair<std::string, std::string>>& files) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> temporaries;
+  const auto remove_temporaries = [&] {
+    for (const fs::path& temporary : temporaries) std::remove(temporary.c_str());
+  };
+  try {
+    for (const auto& [path, contents] : files) temporaries.push_back(write_temporary(path, contents));
+  } catch (const UsageError&) {
+    remove_temporaries();
+    throw;
+  }
+  // Every file is written: move them into place. A rename fails only where
+  // the target cannot be replaced (a folder of that name, say).
+  for (size_t i = 0; i < files.size(); ++i) {
+    std::error_code ec;
+    fs::rename(temporaries[i], files[i].first, ec);
+    if (ec) {
+      temporaries.erase(temporaries.begin(), temporaries.begin() + static_cast<std::ptrdiff_t>(i));
+      remove_temporaries();
+      throw UsageError(fmt::format("{}: cannot move into place: {}", files[i].first, ec.message()));
+    }
   }
 }
 

@@ -102,12 +102,14 @@ void write_plan(const PlanArgs& args, const PlannerOutcome& outcome, const Profi
   Plan plan = outcome.best.plan;
   plan.prediction = prediction_json(outcome);
   plan.made_for = plan_topology_of(topology);
-  write_file_atomic(args.output, plan_to_json(plan).dump(2) + "\n");
+  std::vector<std::pair<std::string, std::string>> files{{args.output, plan_to_json(plan).dump(2) + "\n"}};
   bool reordered = false;
   for (size_t i = 0; i < outcome.layer_order.size(); ++i) reordered |= outcome.layer_order[i] != int(i);
-  if (!reordered) return;
   const std::string path = args.output + ".profile.json";
-  write_file_atomic(path, profile_to_json(take(reorder_layers(profile, outcome.layer_order))).dump(2) + "\n");
+  if (reordered)
+    files.emplace_back(path, profile_to_json(take(reorder_layers(profile, outcome.layer_order))).dump(2) + "\n");
+  write_files_atomic(files);
+  if (!reordered) return;
   std::fprintf(stderr,
                "baton: the plan's stages refer to a topological order of the DAG that differs from the "
                "profile's; wrote that order as %s\n",

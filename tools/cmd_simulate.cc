@@ -88,18 +88,21 @@ std::string with_suffix(const std::string& path, Schedule schedule, bool several
   return fmt::format("{}.{}{}", path.substr(0, dot), schedule_name(schedule), path.substr(dot));
 }
 
-void write_outputs(const SimulateArgs& args, const SimulatedPlan& run, bool several) {
+// The files --trace, --csv and --gantt ask for, as (path, contents); written
+// together (write_files_atomic), so a path that cannot be written leaves none.
+using OutputFiles = std::vector<std::pair<std::string, std::string>>;
+void add_outputs(const SimulateArgs& args, const SimulatedPlan& run, bool several, OutputFiles& files) {
   const Schedule schedule = run.plan.schedule;
   if (!args.trace.empty())
-    write_file_atomic(with_suffix(args.trace, schedule, several), trace_to_chrome_json(run.simulation.trace));
+    files.emplace_back(with_suffix(args.trace, schedule, several), trace_to_chrome_json(run.simulation.trace));
   if (!args.csv.empty())
-    write_file_atomic(with_suffix(args.csv, schedule, several), trace_to_csv(run.simulation.trace));
+    files.emplace_back(with_suffix(args.csv, schedule, several), trace_to_csv(run.simulation.trace));
   if (!args.gantt.empty()) {
     GanttOptions gantt;
     gantt.title =
         fmt::format("{}: {} on {} ({} stages, {} microbatches), predicted", run.plan.model, schedule_name(schedule),
                     run.topology_name, run.plan.num_stages(), run.simulated_microbatches);
-    write_file_atomic(with_suffix(args.gantt, schedule, several), trace_to_svg(run.simulation.trace, gantt));
+    files.emplace_back(with_suffix(args.gantt, schedule, several), trace_to_svg(run.simulation.trace, gantt));
   }
 }
 
@@ -156,9 +159,12 @@ int simulate_megatron(const SimulateArgs& args, const GptModel& model, const Meg
                       const Topology& topology) {
   const bool trace = !args.trace.empty() || !args.gantt.empty() || !args.csv.empty();
   const MegatronPrediction prediction = take(predict_megatron(model, layout, topology, trace));
-  if (trace)
-    write_outputs(args, SimulatedPlan{prediction.plan, topology.name, prediction.plan.batches, prediction.simulation},
-                  false);
+  if (trace) {
+    OutputFiles files;
+    add_outputs(args, SimulatedPlan{prediction.plan, topology.name, prediction.plan.batches, prediction.simulation},
+                false, files);
+    write_files_atomic(files);
+  }
   if (args.json)
     std::fputs((megatron_json(model, layout, topology, prediction).dump(2) + "\n").c_str(), stdout);
   else
@@ -237,9 +243,11 @@ int run_simulate(const SimulateArgs& args, const CLI::App& cmd) {
     if (!simulation) throw UsageError(simulation.error().message);
     runs.push_back(SimulatedPlan{plan, topology.name, plan.batches, std::move(*simulation)});
   }
+  OutputFiles files;
+  for (const SimulatedPlan& run : runs) add_outputs(args, run, runs.size() > 1, files);
+  write_files_atomic(files);
   std::vector<nlohmann::json> noise;
   for (const SimulatedPlan& run : runs) {
-    write_outputs(args, run, runs.size() > 1);
     if (args.noise_samples > 0) noise.push_back(noise_summary(args, run, profile, topology, options));
     std::fprintf(stderr, "baton: simulated %s: %lld actions in %.3f s\n",
                  std::string(schedule_name(run.plan.schedule)).c_str(),

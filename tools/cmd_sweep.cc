@@ -163,9 +163,10 @@ Shard shard_of(const SweepArgs& args) {
 // Writes the CSV and the chart (the chart drawn first, so a chart that
 // cannot be drawn writes nothing).
 void write_table(const std::string& csv_path, const std::string& chart_path, const SweepTable& table) {
-  const std::string chart = chart_path.empty() ? "" : take(sweep_chart_svg(table));
-  if (!csv_path.empty()) write_file_atomic(csv_path, sweep_csv(table));
-  if (!chart_path.empty()) write_file_atomic(chart_path, chart);
+  std::vector<std::pair<std::string, std::string>> files;
+  if (!csv_path.empty()) files.emplace_back(csv_path, sweep_csv(table));
+  if (!chart_path.empty()) files.emplace_back(chart_path, take(sweep_chart_svg(table)));
+  write_files_atomic(files);
 }
 
 // write_table, then the summary of the points.

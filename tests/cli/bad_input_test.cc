@@ -221,3 +221,21 @@ TEST_CASE("simulate refuses a plan file at a microbatch size other than the prof
                 "plan-microbatch-size-same");
   CHECK(ran.exit_code == 0);
 }
+
+TEST_CASE("simulate writes all of --trace, --csv and --gantt or none of them", "[cli][bad-input]") {
+  // The Gantt chart's folder cannot be made (a file stands where it would
+  // be): the trace and CSV, which come first, are not left behind either.
+  const fs::path dir = scratch_dir("outputs-all-or-none");
+  const fs::path blocker = write(dir, "not-a-folder", "a file");
+  const fs::path trace = dir / "t.json", csv = dir / "t.csv", gantt = blocker / "g.svg";
+  const CliRun run = run_baton("simulate --profile " + kProfile + " --topology " + kTopology +
+                                   " --stages 0-3,3-6 --schedule 1f1b,gpipe" + " --trace " + quoted(trace) + " --csv " +
+                                   quoted(csv) + " --gantt " + quoted(gantt),
+                               "outputs-all-or-none");
+  INFO("stderr: " << run.err);
+  CHECK(run.exit_code == 2);
+  CHECK(run.err.find("cannot create folder") != std::string::npos);
+  size_t left = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) left += entry.path() != blocker;
+  CHECK(left == 0);  // no trace, CSV or temporary of either schedule
+}
