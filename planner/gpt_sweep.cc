@@ -88,15 +88,25 @@ bool cluster_axis(const std::string& name) {
          name.rfind("bandwidth_gbps.", 0) == 0 || name.rfind("latency_us.", 0) == 0;
 }
 
-Status check_cluster_axis(const GptSweepAxis& axis) {
+// A cluster axis' values are numbers each topology of the sweep takes, as a
+// profile sweep's (planner/sweep.h's apply_axis: servers >= 1 and whole, a
+// level that exists, a bandwidth > 0, ...).
+Status check_cluster_axis(const GptSweepAxis& axis, const std::map<std::string, Topology>& topologies) {
   if (axis.name == "microbatches" || axis.name == "virtual_stages")
     return Error{fmt::format("--vary {}: GPT sweeps vary {} instead", axis.name,
                              axis.name == "microbatches" ? "micro-batch-size or global-batch-size"
                                                          : "num-layers-per-virtual-pipeline-stage")};
   if (!cluster_axis(axis.name))
     return Error{fmt::format("--vary: unknown axis \"{}\" for a GPT model (expected {})", axis.name, kAxisList)};
-  for (const std::string& text : axis.values)
-    if (!parse_number(text)) return Error{fmt::format("--vary {}: \"{}\" is not a number", axis.name, text)};
+  for (const std::string& text : axis.values) {
+    const std::optional<double> value = parse_number(text);
+    if (!value) return Error{fmt::format("--vary {}: \"{}\" is not a number", axis.name, text)};
+    for (const auto& [file, topology] : topologies) {
+      Topology copy = topology;
+      PointKnobs unused;
+      if (auto ok = apply_axis(axis.name, *value, copy, unused); !ok) return ok;
+    }
+  }
   return ok_status();
 }
 
@@ -135,7 +145,7 @@ void apply_layout_axis(const std::string& name, const std::string& value, Megatr
 Status check_gpt_axis(GptSweepAxis& axis, const std::map<std::string, Topology>& topologies) {
   if (axis.values.empty()) return Error{fmt::format("--vary {}: no values given", axis.name)};
   const AxisInfo* info = find_axis(axis.name);
-  if (info == nullptr) return check_cluster_axis(axis);
+  if (info == nullptr) return check_cluster_axis(axis, topologies);
   axis.name = info->name;
   for (std::string& value : axis.values) {
     auto canonical = canonical_value(*info, value);
@@ -281,9 +291,14 @@ std::vector<std::string> evaluate(const GptSweepSpec& spec, const Topology& base
 Result<SweepTable> run_gpt_sweep(GptSweepSpec spec, const Topology& base,
                                  const std::function<void(size_t, size_t)>& progress) {
   GivenAxes given;
+  // The topologies the points run on: the topology axis' files, else `base`.
+  std::map<std::string, Topology> swept = spec.topologies;
+  const bool varies_topology =
+      std::any_of(spec.axes.begin(), spec.axes.end(), [](const GptSweepAxis& axis) { return axis.name == "topology"; });
+  if (!varies_topology) swept = {{"", base}};
   for (GptSweepAxis& axis : spec.axes) {
     const std::string as_given = axis.name;
-    if (auto ok = check_gpt_axis(axis, spec.topologies); !ok) return ok.error();  // makes the name canonical
+    if (auto ok = check_gpt_axis(axis, swept); !ok) return ok.error();  // makes the name canonical
     if (auto ok = given.add(axis.name, as_given); !ok) return ok.error();
     if (spec.plan && axis.name == "overlap-grad-reduce")
       return Error{"--vary overlap-grad-reduce: the layout search does not vary it; sweep it without --plan"};

@@ -18,6 +18,8 @@ int level_of(const std::string& key, const Topology& topology) {
   return -1;
 }
 
+constexpr int64_t kMaxSweptDevices = int64_t{1} << 20;
+
 constexpr const char* kAxisNames =
     "bandwidth_gbps.L, latency_us.L (L = level index or name), servers, devices_per_server, memory_gib, "
     "microbatches, virtual_stages";
@@ -52,6 +54,12 @@ Status apply_axis(const std::string& name, double value, Topology& topology, Poi
     if (!whole) return Error{fmt::format("--vary {}: values must be whole numbers >= 1, got {}", name, value)};
     if (name == "servers") topology.levels.back().size = static_cast<int>(value);
     if (name == "devices_per_server") topology.levels.front().size = static_cast<int>(value);
+    // As `--stages` bounds a stage's replicas: a cluster a sweep point can simulate.
+    double devices = 1;  // the product in floating point: int would overflow first
+    for (const Level& level : topology.levels) devices *= level.size;
+    if (devices > static_cast<double>(kMaxSweptDevices))
+      return Error{fmt::format("--vary {}: {} makes a cluster of {:.0f} devices, more than {}", name, value, devices,
+                               kMaxSweptDevices)};
     if (name == "microbatches") knobs.microbatches = static_cast<int>(value);
     return ok_status();
   }
@@ -62,7 +70,8 @@ Status apply_axis(const std::string& name, double value, Topology& topology, Poi
     return ok_status();
   }
   if (name == "memory_gib") {
-    if (!(value > 0)) return Error{fmt::format("--vary memory_gib: must be > 0, got {}", value)};
+    if (!(value > 0) || value > kMaxDeviceMemoryGib)
+      return Error{fmt::format("--vary memory_gib: must be > 0 and <= {}, got {}", kMaxDeviceMemoryGib, value)};
     topology.device.memory = Bytes::from_gib(value);
     return ok_status();
   }

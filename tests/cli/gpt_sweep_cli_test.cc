@@ -59,11 +59,20 @@ TEST_CASE("gpt sweep: refuses profile flags, a chart of one shard and an unknown
   const struct {
     std::string extra;
     const char* said;
-  } cases[] = {{"--schedule 1f1b", "--schedule: not for a GPT model"},
-               {"--shard 1/2 --csv x.csv --chart " + quoted(dir / "x.svg"), "--chart with --shard"},
-               {"--shard 1/2", "--shard needs --csv"},
-               {"--shard 3/2 --csv " + quoted(dir / "x.csv"), "--shard: expected K/N"},
-               {"--vary microbatches=4", "GPT sweeps vary micro-batch-size or global-batch-size instead"}};
+  } cases[] = {
+      {"--schedule 1f1b", "--schedule: not for a GPT model"},
+      {"--shard 1/2 --csv x.csv --chart " + quoted(dir / "x.svg"), "--chart with --shard"},
+      {"--shard 1/2", "--shard needs --csv"},
+      {"--shard 3/2 --csv " + quoted(dir / "x.csv"), "--shard: expected K/N"},
+      {"--vary microbatches=4", "GPT sweeps vary micro-batch-size or global-batch-size instead"},
+      // Cluster axes take what a profile sweep's take (they once ran, each point an error row).
+      {"--vary servers=0", "--vary servers: values must be whole numbers >= 1, got 0"},
+      {"--vary servers=0.5", "--vary servers: values must be whole numbers >= 1, got 0.5"},
+      {"--vary memory_gib=-1", "--vary memory_gib: must be > 0 and <= 1048576, got -1"},
+      {"--vary bandwidth_gbps.0=0", "--vary bandwidth_gbps.0: bandwidth must be > 0, got 0"},
+      {"--vary latency_us.0=-1", "--vary latency_us.0: latency must be >= 0, got -1"},
+      {"--vary bandwidth_gbps.9=1", "--vary bandwidth_gbps.9: the topology has no level \"9\""},
+      {"--vary servers=200000", "--vary servers: 200000 makes a cluster of 1600000 devices, more than 1048576"}};
   for (const auto& c : cases) {
     const CliRun run = run_baton(kGpt + " " + c.extra, "gpt-sweep-bad");
     INFO(c.extra << ": " << run.err);

@@ -189,5 +189,25 @@ TEST_CASE("sweep: one axis draws solid lines, one per schedule") {
   CHECK(sweep_chart_options(table).dash_title.empty());
 }
 
+TEST_CASE("sweep: a cluster axis stays within what the loaders take and a point can simulate") {
+  // The topology loader's memory bound (kMaxDeviceMemoryGib), and at most 2^20
+  // devices in all, whichever axis makes them.
+  const Topology topology = shipped_topology("topologies/pipedream_a.json");  // 4 servers x 4 GPUs
+  PointKnobs knobs;
+  Topology copy = topology;
+  CHECK(apply_axis("memory_gib", 1048576, copy, knobs).ok());
+  CHECK(apply_axis("memory_gib", 1e300, copy, knobs).error().message ==
+        "--vary memory_gib: must be > 0 and <= 1048576, got 1e+300");
+  copy = topology;
+  CHECK(apply_axis("servers", 262144, copy, knobs).ok());  // 2^18 x 4 = 2^20
+  CHECK(copy.num_devices() == 1 << 20);
+  copy = topology;
+  CHECK(apply_axis("servers", 262145, copy, knobs).error().message ==
+        "--vary servers: 262145 makes a cluster of 1048580 devices, more than 1048576");
+  copy = topology;
+  CHECK(apply_axis("devices_per_server", 1 << 20, copy, knobs).error().message ==
+        "--vary devices_per_server: 1048576 makes a cluster of 4194304 devices, more than 1048576");
+}
+
 }  // namespace
 }  // namespace baton
