@@ -51,7 +51,8 @@ Status apply_axis(const std::string& name, double value, Topology& topology, Poi
   }
   const bool whole = value >= 1 && std::floor(value) == value && value <= (1 << 20);
   if (name == "servers" || name == "devices_per_server" || name == "microbatches") {
-    if (!whole) return Error{fmt::format("--vary {}: values must be whole numbers >= 1, got {}", name, value)};
+    if (!whole)
+      return Error{fmt::format("--vary {}: values must be whole numbers from 1 to 1048576, got {}", name, value)};
     if (name == "servers") topology.levels.back().size = static_cast<int>(value);
     if (name == "devices_per_server") topology.levels.front().size = static_cast<int>(value);
     // As `--stages` bounds a stage's replicas: a cluster a sweep point can simulate.

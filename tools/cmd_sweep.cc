@@ -170,7 +170,21 @@ void write_table(const std::string& csv_path, const std::string& chart_path, con
 }
 
 // write_table, then the summary of the points.
+// A whole grid of which no point could be computed was asked wrongly (a flag
+// every point shares: --microbatches beyond what any split simulates, a
+// schedule the split cannot run): refused, nothing written. A shard's points
+// may all fail where others do not, and its CSV is part of the merge.
+void check_some_point_computed(const SweepArgs& args, const SweepTable& table) {
+  const int error = table.column("error");
+  if (!args.shard.empty() || error < 0 || table.rows.empty()) return;
+  for (const auto& row : table.rows)
+    if (row[static_cast<size_t>(error)].empty()) return;
+  throw UsageError(fmt::format("sweep: no point of the {} could be computed; the first: {}", table.rows.size(),
+                               table.rows.front()[static_cast<size_t>(error)]));
+}
+
 void write_outputs(const SweepArgs& args, const SweepTable& table, const std::vector<std::string>& shown) {
+  check_some_point_computed(args, table);
   write_table(args.csv, args.chart, table);
   std::fputs(summary(table, shown, 60).c_str(), stdout);
 }

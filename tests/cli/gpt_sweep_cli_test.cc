@@ -66,8 +66,8 @@ TEST_CASE("gpt sweep: refuses profile flags, a chart of one shard and an unknown
       {"--shard 3/2 --csv " + quoted(dir / "x.csv"), "--shard: expected K/N"},
       {"--vary microbatches=4", "GPT sweeps vary micro-batch-size or global-batch-size instead"},
       // Cluster axes take what a profile sweep's take (they once ran, each point an error row).
-      {"--vary servers=0", "--vary servers: values must be whole numbers >= 1, got 0"},
-      {"--vary servers=0.5", "--vary servers: values must be whole numbers >= 1, got 0.5"},
+      {"--vary servers=0", "--vary servers: values must be whole numbers from 1 to 1048576, got 0"},
+      {"--vary servers=0.5", "--vary servers: values must be whole numbers from 1 to 1048576, got 0.5"},
       {"--vary memory_gib=-1", "--vary memory_gib: must be > 0 and <= 1048576, got -1"},
       {"--vary bandwidth_gbps.0=0", "--vary bandwidth_gbps.0: bandwidth must be > 0, got 0"},
       {"--vary latency_us.0=-1", "--vary latency_us.0: latency must be >= 0, got -1"},

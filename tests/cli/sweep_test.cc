@@ -91,6 +91,31 @@ TEST_CASE("sweep refuses a split it does not know", "[cli][sweep][bad-input]") {
   }
 }
 
+TEST_CASE("sweep refuses a grid of which no point could be computed, writing nothing", "[cli][sweep][bad-input]") {
+  // Interleaved 1F1B needs the planner's chunked layouts: under --split
+  // balanced every point fails alike. (Where a schedule fails and another
+  // does not, the failed points are error rows of a table that is written.)
+  const fs::path dir = scratch_dir("sweep-no-point");
+  const CliRun run = run_baton(
+      "sweep --profile tests/data/tiny_profile.json --topology tests/data/tiny_topology.json --split balanced "
+      "--schedule interleaved-1f1b --vary servers=1,2 --quiet --csv " +
+          quoted(dir / "sweep.csv"),
+      "sweep-no-point");
+  INFO(run.err);
+  CHECK(run.exit_code == 2);
+  CHECK(run.err.find("sweep: no point of the 2 could be computed; the first: interleaved-1f1b runs several chunks "
+                     "per device: its points need --split plan") != std::string::npos);
+  CHECK(fs::is_empty(dir));
+  // A shard's points may all fail where others' do not: its CSV is written for the merge.
+  const CliRun shard = run_baton(
+      "sweep --profile tests/data/tiny_profile.json --topology tests/data/tiny_topology.json --split balanced "
+      "--schedule interleaved-1f1b --vary servers=1,2 --quiet --shard 1/2 --csv " +
+          quoted(dir / "shard.csv"),
+      "sweep-no-point-shard");
+  CHECK(shard.exit_code == 0);
+  CHECK(fs::exists(dir / "shard.csv"));
+}
+
 TEST_CASE("sweep refuses an axis given twice, by the same name or by another name for it", "[cli][sweep][bad-input]") {
   const std::string profile = "sweep --profile tests/data/tiny_profile.json --topology tests/data/tiny_topology.json ";
   const struct {
