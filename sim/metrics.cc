@@ -28,7 +28,6 @@ nlohmann::json metrics_to_json(const Metrics& metrics) {
           {"makespan_s", metrics.makespan.value},
           {"window_s", {metrics.window_start.value, metrics.window_end.value}},
           {"actions", metrics.actions},
-          {"wall_seconds", metrics.wall_seconds},
           {"workers", workers},
           {"devices", devices}};
 }

@@ -59,7 +59,7 @@ struct Metrics {
   Seconds window_end;
   int64_t actions = 0;
   int64_t actions_skipped = 0;  // of `actions`, jumped over as repeats (SimOptions::skip_repeats)
-  double wall_seconds = 0.0;    // the simulator's own run time
+  double wall_seconds = 0.0;    // the simulator's own run time (stderr only: the JSON is the same every run)
   std::vector<WorkerMetrics> workers;
   std::vector<DeviceMetrics> devices;  // by device id, those with workers only
 };

@@ -181,8 +181,7 @@ nlohmann::json megatron_json(const GptModel& model, const MegatronLayout& layout
       {"fit_hints", p.fit_hints},
       {"actions", p.simulation.metrics.actions},
       {"actions_skipped", p.simulation.metrics.actions_skipped},
-      {"simulated_replicas", p.simulation.one_replica ? 1 : layout.data},
-      {"simulator_wall_s", p.simulation.metrics.wall_seconds}};
+      {"simulated_replicas", p.simulation.one_replica ? 1 : layout.data}};
 }
 
 }  // namespace baton::cli

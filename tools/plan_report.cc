@@ -42,10 +42,7 @@ nlohmann::json choice_json(const PlanChoice& choice) {
                           {"predicted_peak_memory_bytes", choice.estimate.peak_memory.value},
                           {"bottleneck", choice.estimate.bottleneck},
                           {"bottleneck_stage", choice.estimate.bottleneck_stage}};
-  if (choice.simulated) {
-    entry["simulated"] = metrics_to_json(*choice.simulated);
-    entry["simulated"].erase("wall_seconds");
-  }
+  if (choice.simulated) entry["simulated"] = metrics_to_json(*choice.simulated);
   return entry;
 }
 

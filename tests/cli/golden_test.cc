@@ -80,3 +80,22 @@ TEST_CASE("the simulator is deterministic: same input, byte-identical output", "
   CHECK(first.csv == second.csv);
   CHECK(first.chrome == second.chrome);
 }
+
+TEST_CASE("the same input gives byte-identical JSON: no run time in simulate's or plan's figures", "[cli][golden]") {
+  // The simulator's own run time (once "wall_seconds" and "simulator_wall_s")
+  // and the GPT search's ("wall_s") varied from run to run; they are on stderr.
+  const std::string gpt =
+      "--topology topologies/a100_4x8.json --num-layers 16 --hidden-size 2048 --num-attention-heads 16 "
+      "--seq-length 1024 --global-batch-size 64 --json";
+  for (const std::string& command :
+       {std::string("simulate --profile traces/vgg16_v100_mb32.json --topology topologies/pipedream_a.json "
+                    "--stages 0-39x16 --schedule 1f1b,gpipe --json"),
+        "simulate " + gpt + " --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2", "plan " + gpt}) {
+    const CliRun first = run_baton(command, "same-json-1");
+    const CliRun second = run_baton(command, "same-json-2");
+    INFO(command << "\n" << first.err);
+    REQUIRE(first.exit_code == 0);
+    CHECK(first.out.find("wall") == std::string::npos);
+    CHECK(first.out == second.out);
+  }
+}
