@@ -224,6 +224,13 @@ CaseOutcome check_case(CheckCase& c) {
   const double time = outcome->time;
   const std::string& stages = outcome->stages;
   const std::string& schedule = outcome->schedule;
+  // A plan without a finite, positive time is no expectation to keep (JSON
+  // would hold null, which the next check refuses) nor one to compare with.
+  if (!(std::isfinite(time) && time > 0))
+    return CaseOutcome{false,
+                       fmt::format("FAIL {}: the plan ({}) has no positive, finite time per iteration ({}); nothing "
+                                   "written\n",
+                                   c.name, stages, time)};
   if (!c.expected) {
     c.document["expected"] = c.gpt ? json{{"iteration_time_s", time}, {"layout", stages}}
                                    : json{{"time_per_minibatch_s", time}, {"stages", stages}, {"schedule", schedule}};

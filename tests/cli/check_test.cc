@@ -116,6 +116,25 @@ TEST_CASE("check --update needs no expected, check does", "[cli][check][bad-inpu
   CHECK(run_baton("check '" + dir.string() + "'", "check-no-expected-again").exit_code == 0);
 }
 
+TEST_CASE("check --update keeps no expectation a later check would refuse: a plan of no time", "[cli][check]") {
+  // Layers of no time and no bytes: the plan takes 0 s, which "expected"
+  // cannot hold (it must be > 0), so the case is failed and left as it was.
+  const fs::path dir = scratch_dir("check-zero-time"), profiles = scratch_dir("check-zero-time-profile");
+  std::ofstream(profiles / "zero.json") << R"({"format": "baton.profile.v1", "model": "zero", "microbatch_size": 1,
+    "layers": [{"name": "a", "forward_ms": 0, "backward_ms": 0, "output_bytes": 0, "param_bytes": 0},
+               {"name": "b", "forward_ms": 0, "backward_ms": 0, "output_bytes": 0, "param_bytes": 0}]})";
+  const std::string text = R"({"format": "baton.check.v1", "name": "zero", "profile": ")" +
+                           (profiles / "zero.json").string() +
+                           R"(", "topology": "tests/data/tiny_topology.json", "options": {"schedule": "1f1b"}})";
+  std::ofstream(dir / "case.json") << text;
+  const CliRun update = run_baton("check --update '" + dir.string() + "'", "check-zero-time");
+  INFO(update.err);
+  CHECK(update.exit_code == 1);
+  CHECK(update.out.find("FAIL zero: the plan (") != std::string::npos);
+  CHECK(update.out.find(") has no positive, finite time per iteration (0); nothing written") != std::string::npos);
+  CHECK(slurp(dir / "case.json") == text);
+}
+
 namespace {
 
 void write_gpt_case(const fs::path& dir, const std::string& pinned, const std::string& expected) {
