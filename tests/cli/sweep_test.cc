@@ -96,22 +96,17 @@ TEST_CASE("sweep refuses a grid of which no point could be computed, writing not
   // balanced every point fails alike. (Where a schedule fails and another
   // does not, the failed points are error rows of a table that is written.)
   const fs::path dir = scratch_dir("sweep-no-point");
-  const CliRun run = run_baton(
+  const std::string grid =
       "sweep --profile tests/data/tiny_profile.json --topology tests/data/tiny_topology.json --split balanced "
-      "--schedule interleaved-1f1b --vary servers=1,2 --quiet --csv " +
-          quoted(dir / "sweep.csv"),
-      "sweep-no-point");
+      "--schedule interleaved-1f1b --vary servers=1,2 --quiet ";
+  const CliRun run = run_baton(grid + "--csv " + quoted(dir / "sweep.csv"), "sweep-no-point");
   INFO(run.err);
   CHECK(run.exit_code == 2);
   CHECK(run.err.find("sweep: no point of the 2 could be computed; the first: interleaved-1f1b runs several chunks "
                      "per device: its points need --split plan") != std::string::npos);
   CHECK(fs::is_empty(dir));
   // A shard's points may all fail where others' do not: its CSV is written for the merge.
-  const CliRun shard = run_baton(
-      "sweep --profile tests/data/tiny_profile.json --topology tests/data/tiny_topology.json --split balanced "
-      "--schedule interleaved-1f1b --vary servers=1,2 --quiet --shard 1/2 --csv " +
-          quoted(dir / "shard.csv"),
-      "sweep-no-point-shard");
+  const CliRun shard = run_baton(grid + "--shard 1/2 --csv " + quoted(dir / "shard.csv"), "sweep-no-point-shard");
   CHECK(shard.exit_code == 0);
   CHECK(fs::exists(dir / "shard.csv"));
 }
