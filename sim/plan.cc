@@ -166,9 +166,10 @@ Result<StagePlan> parse_one_stage(std::string_view item) {
 }  // namespace
 
 Result<std::vector<StagePlan>> parse_stages(std::string_view text) {
+  if (text.empty()) return Error{"--stages: no stage given"};
   std::vector<StagePlan> stages;
   int64_t workers = 0;
-  while (!text.empty()) {
+  for (;;) {  // every comma is followed by a stage: "0-3," is refused as ",0-3" is
     const auto comma = text.find(',');
     auto stage = parse_one_stage(text.substr(0, comma));
     if (!stage) return stage.error();
@@ -176,10 +177,9 @@ Result<std::vector<StagePlan>> parse_stages(std::string_view text) {
     if (workers > kMaxWorkers)
       return Error{fmt::format("--stages: more than {} workers (replicas) in all", kMaxWorkers)};
     stages.push_back(*stage);
-    text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
+    if (comma == std::string_view::npos) return stages;
+    text = text.substr(comma + 1);
   }
-  if (stages.empty()) return Error{"--stages: no stage given"};
-  return stages;
 }
 
 Status assign_devices(Plan& plan, const Topology& topology) {

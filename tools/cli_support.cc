@@ -101,6 +101,7 @@ Profile load_profile_file(const std::string& path) { return take(parse_profile(r
 Topology load_topology_file(const std::string& path) { return take(parse_topology(read_file(path), path)); }
 
 std::vector<Schedule> parse_schedule_list(const std::string& text) {
+  if (text.empty()) throw UsageError(fmt::format("--schedule: expected one of {}, or a comma list", schedule_names()));
   std::vector<Schedule> schedules;
   size_t begin = 0;
   while (begin <= text.size()) {

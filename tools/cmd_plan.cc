@@ -61,7 +61,13 @@ PlannerOptions planner_options(const PlanArgs& args) {
   options.straight = args.straight;
   options.activation_compression = args.activation_compression;
   if (args.memory_limit_gib > 0) options.memory_limit = Bytes::from_gib(args.memory_limit_gib);
-  if (args.schedule != "auto") options.schedule = take(parse_schedule(args.schedule));
+  if (args.schedule != "auto") {
+    auto schedule = parse_schedule(args.schedule);
+    if (!schedule)
+      throw UsageError(
+          fmt::format("--schedule: expected auto or one of {}, got \"{}\"", schedule_names(), args.schedule));
+    options.schedule = *schedule;
+  }
   if (args.microbatches != "auto") {
     try {
       size_t used = 0;

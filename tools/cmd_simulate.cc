@@ -142,7 +142,7 @@ nlohmann::json noise_summary(const SimulateArgs& args, const SimulatedPlan& run,
 // A GPT layout's schedule and batch are its own, and a profile's flags are not
 // for it: refused, not ignored.
 void refuse_schedule_flags(const SimulateArgs& args, const CLI::App& cmd) {
-  if (!args.schedules.empty() || args.virtual_stages > 0 || args.microbatches > 0 || args.microbatch_size > 0)
+  if (cmd.count("--schedule") > 0 || args.virtual_stages > 0 || args.microbatches > 0 || args.microbatch_size > 0)
     throw UsageError(
         "simulate: with Megatron's flags the schedule is 1F1B, interleaved with "
         "--num-layers-per-virtual-pipeline-stage; the batch is --micro-batch-size and --global-batch-size");
@@ -218,7 +218,7 @@ int run_simulate(const SimulateArgs& args, const CLI::App& cmd) {
   const Plan base = base_plan(args, profile);
   const std::string plan_source = args.plan.empty() ? std::string("--stages") : args.plan;
   std::vector<Schedule> schedules =
-      args.schedules.empty() ? std::vector<Schedule>{base.schedule} : parse_schedule_list(args.schedules);
+      cmd.count("--schedule") == 0 ? std::vector<Schedule>{base.schedule} : parse_schedule_list(args.schedules);
   SimOptions options;
   options.optimizer = take(parse_optimizer(args.optimizer));
   options.record_trace = !args.trace.empty() || !args.gantt.empty() || !args.csv.empty();
@@ -229,6 +229,10 @@ int run_simulate(const SimulateArgs& args, const CLI::App& cmd) {
     throw UsageError(
         "simulate: --virtual-stages applies to interleaved-1f1b (zbv and dualpipev run 2 chunks per "
         "device, the other schedules 1)");
+  if (args.vertical_sync &&
+      std::none_of(schedules.begin(), schedules.end(), [](Schedule s) { return s == Schedule::kPipeDream; }))
+    throw UsageError(
+        "simulate: --vertical-sync applies to pipedream (its weight versions); the flush schedules keep one");
   for (Schedule schedule : schedules) {
     Plan plan = plan_with_schedule(base, schedule, profile.num_layers());
     if (schedule == Schedule::kInterleaved1F1B && args.virtual_stages > 0) plan.virtual_stages = args.virtual_stages;

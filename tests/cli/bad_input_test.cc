@@ -108,6 +108,11 @@ TEST_CASE("stages that chunks cannot place are refused as such, not as too many 
 TEST_CASE("bad stage syntax and unknown schedules are refused", "[cli][bad-input]") {
   expect_refused(kProfile, kTopology, "--stages 0-3y2,3-6", {"--stages", "0-3y2"});
   expect_refused(kProfile, kTopology, "--stages 0-3,3-6 --schedule zigzag", {"unknown schedule \"zigzag\""});
+  expect_refused(kProfile, kTopology, "--stages 0-3,3-6 --schedule ''",
+                 {"--schedule: expected one of pipedream, 1f1b"});
+  expect_refused(kProfile, kTopology, "--stages 0-3,3-6,", {"--stages: \"\" has no layer range"});
+  expect_refused(kProfile, kTopology, "--stages 0-3,3-6 --schedule 1f1b,gpipe --vertical-sync",
+                 {"--vertical-sync applies to pipedream"});
 }
 
 TEST_CASE("a missing input file is refused", "[cli][bad-input]") {
