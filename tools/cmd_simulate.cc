@@ -62,6 +62,11 @@ Plan base_plan(const SimulateArgs& args, const Profile& profile) {
   Plan plan;
   if (!args.plan.empty()) {
     plan = load_plan_file(args.plan);
+    // A plan names its model (optional in the format): one made for another
+    // model's layers is refused, as one made for another topology is.
+    if (!plan.model.empty() && plan.model != profile.model)
+      throw UsageError(fmt::format("simulate: {} was made for model \"{}\", not \"{}\" ({}'s)", args.plan, plan.model,
+                                   profile.model, args.profile));
   } else {
     plan.stages = take(parse_stages(args.stages));
     plan.batches = 64;

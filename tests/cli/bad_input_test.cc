@@ -244,3 +244,23 @@ TEST_CASE("simulate writes all of --trace, --csv and --gantt or none of them", "
   for (const auto& entry : fs::directory_iterator(dir)) left += entry.path() != blocker;
   CHECK(left == 0);  // no trace, CSV or temporary of either schedule
 }
+
+TEST_CASE("simulate refuses a plan file made for another model", "[cli][bad-input]") {
+  // The tiny profile's plan, its "model" changed: the layer ranges still fit,
+  // but the stages were chosen for another model's layers.
+  const fs::path dir = scratch_dir("plan-other-model");
+  const fs::path plan = dir / "plan.json";
+  const CliRun planned = run_baton(
+      "plan --profile " + kProfile + " --topology " + kTopology + " --schedule 1f1b -o " + quoted(plan), "plan-mine");
+  REQUIRE(planned.exit_code == 0);
+  CHECK(run_baton("simulate --profile " + kProfile + " --topology " + kTopology + " --plan " + quoted(plan),
+                  "plan-mine-simulated")
+            .exit_code == 0);
+  std::string text = slurp(plan);
+  const std::string mine = "\"model\": \"tiny\"";
+  REQUIRE(text.find(mine) != std::string::npos);
+  text.replace(text.find(mine), mine.size(), "\"model\": \"resnet50\"");
+  write(dir, "other.json", text);
+  expect_refused(kProfile, kTopology, "--plan " + quoted(dir / "other.json"),
+                 {"other.json was made for model \"resnet50\", not \"tiny\" (" + kProfile + "'s)"});
+}
