@@ -107,6 +107,10 @@ Result<SweepTable> merge_sweep_tables(const std::vector<SweepPart>& parts) {
   SweepTable merged{parts.front().table.header, {}};
   std::map<size_t, std::pair<const std::vector<std::string>*, std::string>> by_point;
   size_t grid = 0;
+  // What every row of one sweep has alike: its model (the topology may be an
+  // axis). Held against the first row read.
+  const std::vector<std::string>* first_row = nullptr;
+  std::string first_source;
   for (const SweepPart& part : parts) {
     if (part.table.header != merged.header)
       return Error{fmt::format("sweep merge: {} has other columns than {} (not shards of one sweep)", part.source,
@@ -120,6 +124,13 @@ Result<SweepTable> merge_sweep_tables(const std::vector<SweepPart>& parts) {
         return Error{
             fmt::format("sweep merge: {} is from a grid of {} points, the others {}", part.source, *points, grid)};
       grid = *points;
+      if (first_row == nullptr) {
+        first_row = &row;
+        first_source = part.source;
+      }
+      if (row.size() > 2 && row[2] != (*first_row)[2])  // the model column (sweep_lead_columns)
+        return Error{fmt::format("sweep merge: {} swept model \"{}\", {} \"{}\" (not shards of one sweep)", part.source,
+                                 row[2], first_source, (*first_row)[2])};
       if (*point >= grid) return Error{fmt::format("sweep merge: {}: point {} of {}", part.source, *point, grid)};
       auto [it, added] = by_point.emplace(*point, std::make_pair(&row, part.source));
       if (!added)

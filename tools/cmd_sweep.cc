@@ -256,6 +256,8 @@ int run_gpt_sweep_command(const SweepArgs& args, const CLI::App& cmd) {
 }
 
 int run_sweep_merge(const MergeArgs& args) {
+  if (args.csv.empty() && args.chart.empty())
+    throw UsageError("sweep merge: give --csv, --chart or both (what to write the merged sweep as)");
   std::vector<SweepPart> parts;
   for (const std::string& file : args.inputs)
     parts.push_back(SweepPart{file, take(parse_sweep_csv(read_file(file), file))});

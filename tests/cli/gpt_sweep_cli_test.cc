@@ -52,6 +52,10 @@ TEST_CASE("gpt sweep: 4 shards merged are the unsharded CSV and chart, byte for 
   CHECK(partial.exit_code == 2);
   CHECK(partial.err.find("points are missing") != std::string::npos);
   CHECK_FALSE(fs::exists(dir / "partial.csv"));
+  // Nothing to write it as: refused rather than a merge that writes nothing.
+  const CliRun nowhere = run_baton("sweep merge " + shards, "gpt-sweep-nowhere");
+  CHECK(nowhere.exit_code == 2);
+  CHECK(nowhere.err.find("sweep merge: give --csv, --chart or both") != std::string::npos);
 }
 
 TEST_CASE("gpt sweep: refuses profile flags, a chart of one shard and an unknown axis", "[cli][sweep][bad-input]") {

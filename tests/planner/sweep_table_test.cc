@@ -66,6 +66,18 @@ TEST_CASE("sweep table: merging refuses a repeated, a missing or a foreign shard
   const auto grids = merge_sweep_tables({{"a.csv", a}, {"b.csv", table_of({row(2, 4)})}});
   REQUIRE_FALSE(grids.ok());
   CHECK(grids.error().message.find("grid of 4 points, the others 3") != std::string::npos);
+  // Same columns and grid size, another model: shards of two sweeps.
+  SweepTable other_model = b;
+  other_model.rows[0][2] = "vgg16";
+  const auto models = merge_sweep_tables({{"a.csv", a}, {"vgg.csv", other_model}});
+  REQUIRE_FALSE(models.ok());
+  CHECK(models.error().message ==
+        "sweep merge: vgg.csv swept model \"vgg16\", a.csv \"GPT 1.3B (24 layers, h 2048)\" (not shards of one "
+        "sweep)");
+  // The topology may be an axis: rows of one sweep name different ones.
+  SweepTable elsewhere = b;
+  elsewhere.rows[0][3] = "h100";
+  CHECK(merge_sweep_tables({{"a.csv", a}, {"b.csv", elsewhere}}).ok());
 }
 
 }  // namespace
