@@ -37,6 +37,33 @@ std::string unknown_command(CLI::App& app, int argc, char** argv) {
   return "";
 }
 
+// CLI11 says "Could not convert: --num-layers = abc" for a value its option's
+// type cannot hold; in baton's words, with what the option takes. The type
+// comes from the option in the command that was run (CLI11's INT or UINT:
+// baton's counts are ints; its real-valued flags' checks refuse a non-number
+// first). Empty where the message is not of that form.
+std::string conversion_message(const CLI::App& app, const std::string& what) {
+  const std::string lead = "Could not convert: ";
+  const size_t equals = what.find(" = ");
+  if (what.rfind(lead, 0) != 0 || equals == std::string::npos) return "";
+  const std::string name = what.substr(lead.size(), equals - lead.size());
+  const std::string value = what.substr(equals + 3);
+  std::vector<const CLI::App*> commands{&app};
+  for (size_t i = 0; i < commands.size(); ++i)
+    for (const CLI::App* sub : commands[i]->get_subcommands({})) commands.push_back(sub);
+  for (auto it = commands.rbegin(); it != commands.rend(); ++it) {  // the innermost command first
+    if ((*it)->get_name() != "baton" && !(*it)->parsed()) continue;
+    const CLI::Option* option = (*it)->get_option_no_throw(name);
+    if (option == nullptr) continue;
+    const std::string type = option->get_type_name();  // "INT", or "INT:" and a check's description
+    const auto is = [&](const char* kind) { return type == kind || type.rfind(std::string(kind) + ":", 0) == 0; };
+    if (is("INT") || is("UINT"))
+      return fmt::format("{}: expected a whole number of at most 2147483647, got \"{}\"", name, value);
+    return "";
+  }
+  return "";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -74,6 +101,11 @@ int main(int argc, char** argv) {
   }
   try {
     app.parse(argc, argv);
+  } catch (const CLI::ConversionError& e) {
+    const std::string message = conversion_message(app, e.what());
+    if (message.empty()) return app.exit(e) == 0 ? 0 : baton::cli::kExitBadInput;
+    std::fprintf(stderr, "baton: %s\n", message.c_str());
+    return baton::cli::kExitBadInput;
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
     return code == 0 ? 0 : baton::cli::kExitBadInput;

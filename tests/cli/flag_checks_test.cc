@@ -123,3 +123,15 @@ TEST_CASE("a misspelled command names itself and lists the commands", "[cli][usa
   // A known command still reaches its own parser.
   CHECK(run_baton("plan --help", "flag-checks-help").exit_code == 0);
 }
+
+TEST_CASE("a value its flag's type cannot hold names the flag, the value and what it takes", "[cli][bad-input]") {
+  // Once CLI11's "Could not convert: --global-batch-size = 2147483648".
+  expect_refused("simulate " + kGpt + " --micro-batch-size 2147483648",
+                 "baton: --micro-batch-size: expected a whole number of at most 2147483647, got \"2147483648\"");
+  expect_refused("simulate " + kGpt + " --data-parallel-size 1.5",
+                 "baton: --data-parallel-size: expected a whole number of at most 2147483647, got \"1.5\"");
+  expect_refused("plan --profile traces/vgg16_v100_mb32.json --topology topologies/pipedream_a.json --microbatches 1e3",
+                 "--microbatches");
+  expect_refused("profile analytic --arch vgg16 --efficiency half",
+                 "--efficiency: must be a number in (0, 1], got \"half\"");
+}
