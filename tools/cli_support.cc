@@ -13,6 +13,9 @@
 namespace baton::cli {
 
 std::string read_file(const std::string& path) {
+  // A folder opens as a stream of nothing on Linux: say what it is.
+  if (std::error_code ec; std::filesystem::is_directory(path, ec))
+    throw UsageError(fmt::format("{}: is a folder, not a file", path));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UsageError(fmt::format("{}: cannot open for reading", path));
   std::ostringstream text;

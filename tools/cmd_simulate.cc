@@ -216,8 +216,9 @@ int run_simulate(const SimulateArgs& args, const CLI::App& cmd) {
     throw UsageError(
         "simulate: give --profile with --stages or --plan, or a GPT model with Megatron's flags "
         "(--num-layers, --hidden-size, ...)");
-  if (args.plan.empty() == args.stages.empty())
+  if ((cmd.count("--plan") > 0) == (cmd.count("--stages") > 0))
     throw UsageError("simulate: give exactly one of --plan FILE or --stages RANGES");
+  if (cmd.count("--plan") > 0 && args.plan.empty()) throw UsageError("simulate: --plan names no file");
   const Profile profile = load_profile_file(args.profile);
   const Topology topology = load_topology_file(args.topology);
   const Plan base = base_plan(args, profile);

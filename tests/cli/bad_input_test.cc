@@ -111,6 +111,9 @@ TEST_CASE("bad stage syntax and unknown schedules are refused", "[cli][bad-input
   expect_refused(kProfile, kTopology, "--stages 0-3,3-6 --schedule ''",
                  {"--schedule: expected one of pipedream, 1f1b"});
   expect_refused(kProfile, kTopology, "--stages 0-3,3-6,", {"--stages: \"\" has no layer range"});
+  expect_refused(kProfile, kTopology, "--stages ''", {"--stages: no stage given"});
+  expect_refused(kProfile, kTopology, "--plan ''", {"simulate: --plan names no file"});
+  expect_refused("tests/data", kTopology, "--stages 0-6", {"tests/data: is a folder, not a file"});
   expect_refused(kProfile, kTopology, "--stages 0-3,3-6 --schedule 1f1b,gpipe --vertical-sync",
                  {"--vertical-sync applies to pipedream"});
 }
