@@ -28,9 +28,11 @@ struct RangeTables {
   std::vector<double> backward_prefix;
   double forward_call = 0.0;
   double backward_call = 0.0;
-  std::vector<int64_t> params_prefix;
-  std::vector<std::vector<int64_t>> out;    // out[i][j]: bytes stage [i, j) sends on
-  std::vector<std::vector<int64_t>> stash;  // stash[i][j]: bytes per in-flight microbatch
+  // Bytes in floating point, as the search weighs them (exact to 2^53; a
+  // profile of absurd sizes cannot overflow a sum).
+  std::vector<double> params_prefix;
+  std::vector<std::vector<double>> out;    // out[i][j]: bytes stage [i, j) sends on
+  std::vector<std::vector<double>> stash;  // stash[i][j]: bytes per in-flight microbatch
 };
 
 std::vector<int> last_use(const Profile& profile) {
@@ -48,26 +50,26 @@ RangeTables range_tables(const Profile& profile, double speed) {
   t.backward_prefix.assign(n + 1, 0.0);
   t.forward_call = profile.call_cost.forward.value / speed;
   t.backward_call = profile.call_cost.backward.value / speed;
-  t.params_prefix.assign(n + 1, 0);
+  t.params_prefix.assign(n + 1, 0.0);
   for (int i = 0; i < n; ++i) {
     const Layer& layer = profile.layers[i];
     t.compute_prefix[i + 1] = t.compute_prefix[i] + (layer.forward + layer.backward).value / speed;
     t.forward_prefix[i + 1] = t.forward_prefix[i] + layer.forward.value / speed;
     t.backward_prefix[i + 1] = t.backward_prefix[i] + layer.backward.value / speed;
-    t.params_prefix[i + 1] = t.params_prefix[i] + layer.param_bytes.value;
+    t.params_prefix[i + 1] = t.params_prefix[i] + double(layer.param_bytes.value);
   }
   const std::vector<int> last = last_use(profile);
-  t.out.assign(n + 1, std::vector<int64_t>(n + 1, 0));
-  t.stash.assign(n + 1, std::vector<int64_t>(n + 1, 0));
+  t.out.assign(n + 1, std::vector<double>(n + 1, 0.0));
+  t.stash.assign(n + 1, std::vector<double>(n + 1, 0.0));
   for (int j = 1; j <= n; ++j) {  // out[i][j] = sum_{p in [i, j), last_use[p] >= j} bytes
-    int64_t sum = 0;
+    double sum = 0.0;
     for (int i = j - 1; i >= 0; --i) {
-      if (last[i] >= j) sum += profile.layers[i].output_bytes.value;
+      if (last[i] >= j) sum += double(profile.layers[i].output_bytes.value);
       t.out[i][j] = sum;
     }
   }
   for (int i = 0; i < n; ++i) {  // stash = input bytes (producers < i used in [i, j)) + own outputs
-    std::vector<int64_t> enters(n + 1, 0);
+    std::vector<double> enters(n + 1, 0.0);
     for (int p = 0; p < i; ++p) {
       int first = n;
       for (int c = i; c < n && first == n; ++c)
@@ -76,12 +78,12 @@ RangeTables range_tables(const Profile& profile, double speed) {
             first = c;
             break;
           }
-      if (first < n) enters[first] += profile.layers[p].output_bytes.value;
+      if (first < n) enters[first] += double(profile.layers[p].output_bytes.value);
     }
-    int64_t input = 0, own = 0;
+    double input = 0.0, own = 0.0;
     for (int j = i + 1; j <= n; ++j) {
       input += enters[j - 1];
-      own += profile.layers[j - 1].output_bytes.value;
+      own += double(profile.layers[j - 1].output_bytes.value);
       t.stash[i][j] = input + own;
     }
   }
@@ -237,10 +239,10 @@ std::pair<double, double> Search::allreduce_coefficients(int start, int ri) cons
 // schedule's generator lays out its work (planner/stage_demand.h).
 double Search::stage_term(int i, int j, int start, int ri, const StageDemand& demand, double* memory) const {
   const int r = replicas_[ri];
-  const Bytes params(tables_.params_prefix[j] - tables_.params_prefix[i]);
-  *memory = demand.peak_bytes(double(params.value), double(tables_.stash[i][j]));
+  const double params = tables_.params_prefix[j] - tables_.params_prefix[i];
+  *memory = demand.peak_bytes(params, tables_.stash[i][j]);
   const auto [per_byte, fixed] = allreduce_coefficients(start, ri);
-  const double allreduce = r > 1 ? per_byte * double(params.value) + fixed : 0.0;
+  const double allreduce = r > 1 ? per_byte * params + fixed : 0.0;
   const auto pass = [&](const std::vector<double>& prefix, double per_call) {
     return one_call(Seconds(prefix[j] - prefix[i]), j - i, Seconds(per_call)).value;
   };
@@ -322,7 +324,7 @@ void Search::run(int devices, std::vector<std::pair<double, Plan>>& found) {
             const double memory = memories[i];
             // A stage grows (its parameters and stash) as i falls: none further fits.
             if (!minimize_memory_ && memory > limit) break;
-            const double cut = per_byte * double(tables_.out[i][j]);
+            const double cut = per_byte * tables_.out[i][j];
             const double value = minimize_memory_ ? std::max(tail, memory) : std::max({tail, terms[i], cut});
             double& cell = best_[index(i, u + r, ri)];
             if (value < cell) {
@@ -377,11 +379,11 @@ double Search::shared_bottleneck(int ri) {
       issued[unit] += term * share;
       largest[unit] = std::max(largest[unit], term);
     }
-    if (next != none) worst = std::max(worst, cut_seconds_per_byte(start, stage_ri, next) * double(tables_.out[i][j]));
+    if (next != none) worst = std::max(worst, cut_seconds_per_byte(start, stage_ri, next) * tables_.out[i][j]);
   });
   for (size_t unit = 0; unit < units; ++unit)
-    worst = std::max(worst, capacity > 1.0 ? std::max({load[unit] / capacity, issued[unit], largest[unit]})
-                                           : load[unit]);
+    worst =
+        std::max(worst, capacity > 1.0 ? std::max({load[unit] / capacity, issued[unit], largest[unit]}) : load[unit]);
   return worst;
 }
 

@@ -8,7 +8,7 @@ namespace baton {
 MemoryTracker::MemoryTracker(Bytes params, Bytes stash_per_microbatch, double optimizer_factor)
     : params_(params),
       stash_(stash_per_microbatch),
-      optimizer_(static_cast<int64_t>(std::llround(static_cast<double>(params.value) * optimizer_factor))) {
+      optimizer_(Bytes::rounded(static_cast<double>(params.value) * optimizer_factor)) {
   update();
 }
 

@@ -64,6 +64,8 @@ struct Bytes {
     if (!(bytes < static_cast<double>(kMaxCounted))) return Bytes(kMaxCounted);
     return Bytes(bytes > 0.0 ? static_cast<int64_t>(bytes) : 0);
   }
+  // The same, rounded to the nearest byte (a size times a factor, say).
+  static Bytes rounded(double bytes) { return counted(std::round(bytes)); }
   constexpr double gib() const { return static_cast<double>(value) / static_cast<double>(kGiB); }
   constexpr double mib() const { return static_cast<double>(value) / (1024.0 * 1024.0); }
 

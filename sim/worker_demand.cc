@@ -23,7 +23,7 @@ void add_to_frontier(std::vector<MemoryPoint>& frontier, MemoryPoint point) {
 }  // namespace
 
 Bytes WorkerDemand::peak_bytes(Bytes params, Bytes stash, double optimizer_factor) const {
-  const Bytes fixed = params + Bytes(std::llround(static_cast<double>(params.value) * optimizer_factor));
+  const Bytes fixed = params + Bytes::rounded(static_cast<double>(params.value) * optimizer_factor);
   Bytes peak = params + fixed;  // one version, nothing in flight
   for (const MemoryPoint& p : memory) peak = max(peak, params * p.versions + fixed + stash * p.in_flight);
   return peak;

@@ -109,8 +109,18 @@ TEST_CASE("plan: layers of absurd sizes do not fit, their sums held at int64's e
     layers += R"({"name": "l)" + std::to_string(i) +
               R"(", "forward_ms": 1, "backward_ms": 2, "output_bytes": 1000, "param_bytes": 576460752303423488})";
   }
-  expect_plan_refused(write_profile(dir, layers).string(), "topologies/a100_4x8.json", "--schedule 1f1b",
+  const fs::path profile = write_profile(dir, layers);
+  expect_plan_refused(profile.string(), "topologies/a100_4x8.json", "--schedule 1f1b",
                       "the smallest memory any split needs is");
+  // simulate of a split says the same: 2^62 bytes of weights a stage (and the
+  // optimizer's state, once a double cast to int64 past its range) do not fit.
+  const CliRun simulated = run_baton(
+      "simulate --profile " + quoted(profile) + " --topology topologies/a100_4x8.json --stages 0-8x2,8-16x2 --json",
+      "plan-bad-absurd-simulate");
+  INFO(simulated.err);
+  REQUIRE(simulated.exit_code == 0);
+  CHECK(simulated.out.find("\"fits\": false") != std::string::npos);
+  CHECK(simulated.out.find("\"fits\": true") == std::string::npos);
 }
 
 TEST_CASE("plan: --cost-model pipedream refuses a schedule, microbatch count or chunk count it would drop",
