@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "exec/executor.h"
 #include "exec/model.h"
@@ -179,7 +180,7 @@ Result<ModelDef> make_model(std::string_view name) {
   if (name == "mlp") return make_mlp();
   if (name == "vgg-mini") return make_vgg_mini();
   if (name == "gpt-mini") return make_gpt_mini();
-  return Error{fmt::format("unknown model '{}' (known: mlp, vgg-mini, gpt-mini)", name)};
+  return Error{fmt::format("unknown model '{}' (known: {})", name, fmt::join(kZooModelNames, ", "))};
 }
 
 std::vector<std::string> model_names() { return {kZooModelNames.begin(), kZooModelNames.end()}; }

@@ -18,8 +18,6 @@ int level_of(const std::string& key, const Topology& topology) {
   return -1;
 }
 
-constexpr int64_t kMaxSweptDevices = int64_t{1} << 20;
-
 constexpr const char* kAxisNames =
     "bandwidth_gbps.L, latency_us.L (L = level index or name), servers, devices_per_server, memory_gib, "
     "microbatches, virtual_stages";
@@ -55,12 +53,12 @@ Status apply_axis(const std::string& name, double value, Topology& topology, Poi
       return Error{fmt::format("--vary {}: values must be whole numbers from 1 to 1048576, got {}", name, value)};
     if (name == "servers") topology.levels.back().size = static_cast<int>(value);
     if (name == "devices_per_server") topology.levels.front().size = static_cast<int>(value);
-    // As `--stages` bounds a stage's replicas: a cluster a sweep point can simulate.
+    // As `--stages` bounds a stage's replicas (sim/plan.h): a cluster a sweep point can simulate.
     double devices = 1;  // the product in floating point: int would overflow first
     for (const Level& level : topology.levels) devices *= level.size;
-    if (devices > static_cast<double>(kMaxSweptDevices))
+    if (devices > kMaxReplicas)
       return Error{fmt::format("--vary {}: {} makes a cluster of {:.0f} devices, more than {}", name, value, devices,
-                               kMaxSweptDevices)};
+                               kMaxReplicas)};
     if (name == "microbatches") knobs.microbatches = static_cast<int>(value);
     return ok_status();
   }

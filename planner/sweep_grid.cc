@@ -109,7 +109,7 @@ void run_points(PointRange range, int threads, const std::function<void(size_t)>
   // No more threads than points; where the system grants fewer than asked,
   // those it granted share the points.
   std::vector<std::thread> pool;
-  const size_t wanted = std::clamp<size_t>(static_cast<size_t>(std::max(threads, 1)), 1, std::max<size_t>(total, 1));
+  const size_t wanted = std::min<size_t>(std::max(threads, 1), std::max<size_t>(total, 1));
   for (size_t t = 0; t < wanted; ++t) {
     try {
       pool.emplace_back(worker);

@@ -169,7 +169,6 @@ void write_table(const std::string& csv_path, const std::string& chart_path, con
   write_files_atomic(files);
 }
 
-// write_table, then the summary of the points.
 // A whole grid of which no point could be computed was asked wrongly (a flag
 // every point shares: --microbatches beyond what any split simulates, a
 // schedule the split cannot run): refused, nothing written. A shard's points
@@ -183,6 +182,7 @@ void check_some_point_computed(const SweepArgs& args, const SweepTable& table) {
                                table.rows.front()[static_cast<size_t>(error)]));
 }
 
+// check_some_point_computed, write_table, then the summary of the points.
 void write_outputs(const SweepArgs& args, const SweepTable& table, const std::vector<std::string>& shown) {
   check_some_point_computed(args, table);
   write_table(args.csv, args.chart, table);
