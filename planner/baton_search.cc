@@ -135,18 +135,36 @@ std::vector<int> device_counts(const Topology& topology, bool straight, int laye
   return counts;
 }
 
+// What a run of the program minimizes (baton_search.h).
+struct Objective {
+  enum Kind {
+    kBottleneck,  // the busiest stage's time per microbatch, or its busiest cut
+    kMemory,      // the largest stage's peak memory (when nothing fits)
+    kFill,        // the sum of the stages' latencies, each stage's period and cut within `ceiling`
+  };
+  Kind kind = kBottleneck;
+  double ceiling = kInfinity;
+};
+
+// A stage's device time per microbatch (its period, what bounds the rate) and
+// the time one microbatch spends in it, forward and backward on one replica
+// (what the fill and drain of a flush schedule add up).
+struct StageTerm {
+  double period = 0.0;
+  double latency = 0.0;
+};
+
 // The search for one number of devices D; fills `found` with (value, plan).
 class Search {
  public:
   Search(const Profile& profile, const Topology& topology, const SearchOptions& options, const RangeTables& tables,
-         const std::vector<int>& replicas, bool minimize_memory)
+         const std::vector<int>& replicas)
       : profile_(profile),
         topology_(topology),
         options_(options),
         tables_(tables),
         replicas_(replicas),
         network_(topology),
-        minimize_memory_(minimize_memory),
         cut_memo_(static_cast<size_t>(topology.num_devices()) * replicas.size() * replicas.size(),
                   std::numeric_limits<double>::quiet_NaN()),
         allreduce_memo_(static_cast<size_t>(topology.num_devices()) * replicas.size()),
@@ -165,14 +183,32 @@ class Search {
     cut_alignment_ = topology.devices_per_unit(topology.num_levels() - 2);
   }
 
-  void run(int devices, std::vector<std::pair<double, Plan>>& found);
+  // kFill's found values are the flush estimate of each plan (fill_estimate).
+  void run(int devices, Objective objective, std::vector<std::pair<double, Plan>>& found);
 
  private:
   size_t index(int j, int u, int ri) const {
     return (static_cast<size_t>(j) * (devices_ + 1) + u) * (replicas_.size() + 1) + ri;
   }
-  double stage_term(int i, int j, int start, int ri, const StageDemand& demand, double* memory) const;
+  // Forward and backward of layers [i, j) on one device, each pass one call.
+  double compute(int i, int j) const;
+  StageTerm stage_term(int i, int j, int start, int ri, const StageDemand& demand, double* memory) const;
   double cut_seconds_per_byte(int start, int ri, int next_ri);
+  // One microbatch's activation there and its gradient back across the cut
+  // after a stage at `start` with ri's replicas, its first device to the next
+  // stage's first on one rail of the level they meet at: per byte of the
+  // activation (RangeTables::out) and fixed.
+  std::pair<double, double> cut_latency(int start, int ri) const;
+  double fill_estimate(int ri);
+  // A stage's busiest worker's time per iteration beyond one microbatch's latency.
+  double steady(const StageTerm& term) const { return options_.microbatches * term.period - term.latency; }
+
+ public:
+  // One microbatch's forward and backward through the whole model on one
+  // device, one call each: no split's latency is less.
+  double whole_latency() const { return compute(0, profile_.num_layers()); }
+
+ private:
   // all-reduce time over devices [start, start + r) = per_byte x bytes + fixed.
   std::pair<double, double> allreduce_coefficients(int start, int ri) const;
   // Calls visit(i, j, ri, next_ri, start) for each stage [i, j) of the split
@@ -188,7 +224,6 @@ class Search {
   const RangeTables& tables_;
   const std::vector<int>& replicas_;
   Network network_;
-  bool minimize_memory_;
   int devices_ = 0;
   std::vector<double> best_;
   std::vector<int> next_j_;
@@ -235,22 +270,33 @@ std::pair<double, double> Search::allreduce_coefficients(int start, int ri) cons
   return *memo;
 }
 
+double Search::compute(int i, int j) const {
+  const auto pass = [&](const std::vector<double>& prefix, double per_call) {
+    return one_call(Seconds(prefix[j] - prefix[i]), j - i, Seconds(per_call)).value;
+  };
+  return tables_.forward_call == 0.0 && tables_.backward_call == 0.0
+             ? tables_.compute_prefix[j] - tables_.compute_prefix[i]
+             : pass(tables_.forward_prefix, tables_.forward_call) +
+                   pass(tables_.backward_prefix, tables_.backward_call);
+}
+
 // The stage's device time per microbatch and its peak memory, as its
 // schedule's generator lays out its work (planner/stage_demand.h).
-double Search::stage_term(int i, int j, int start, int ri, const StageDemand& demand, double* memory) const {
+StageTerm Search::stage_term(int i, int j, int start, int ri, const StageDemand& demand, double* memory) const {
   const int r = replicas_[ri];
   const double params = tables_.params_prefix[j] - tables_.params_prefix[i];
   *memory = demand.peak_bytes(params, tables_.stash[i][j]);
   const auto [per_byte, fixed] = allreduce_coefficients(start, ri);
   const double allreduce = r > 1 ? per_byte * params + fixed : 0.0;
-  const auto pass = [&](const std::vector<double>& prefix, double per_call) {
-    return one_call(Seconds(prefix[j] - prefix[i]), j - i, Seconds(per_call)).value;
-  };
-  const double compute =
-      tables_.forward_call == 0.0 && tables_.backward_call == 0.0
-          ? tables_.compute_prefix[j] - tables_.compute_prefix[i]
-          : pass(tables_.forward_prefix, tables_.forward_call) + pass(tables_.backward_prefix, tables_.backward_call);
-  return compute * demand.forwards_per_microbatch() + allreduce * demand.allreduces_per_microbatch();
+  const double pass = compute(i, j);
+  return {pass * demand.forwards_per_microbatch() + allreduce * demand.allreduces_per_microbatch(), pass};
+}
+
+std::pair<double, double> Search::cut_latency(int start, int ri) const {
+  const int level = topology_.common_level(start, start + replicas_[ri]);
+  if (level < 0) return {0.0, 0.0};
+  const Level& link = topology_.levels[level];
+  return {2.0 / link.rail_bandwidth().bytes_per_s, 2.0 * link.latency.value};
 }
 
 double Search::cut_seconds_per_byte(int start, int ri, int next_ri) {
@@ -288,7 +334,7 @@ double Search::cut_seconds_per_byte(int start, int ri, int next_ri) {
   return memo = busiest;
 }
 
-void Search::run(int devices, std::vector<std::pair<double, Plan>>& found) {
+void Search::run(int devices, Objective objective, std::vector<std::pair<double, Plan>>& found) {
   devices_ = devices;
   if (sees_upstream(options_.schedule)) std::fill(demand_table_.begin(), demand_table_.end(), nullptr);
   const int layers = profile_.num_layers();
@@ -299,16 +345,24 @@ void Search::run(int devices, std::vector<std::pair<double, Plan>>& found) {
   next_ri_.assign(cells, -1);
   best_[index(layers, 0, none)] = 0.0;
   const double limit = double(options_.memory_limit.value);
+  const bool memory_only = objective.kind == Objective::kMemory;
+  const bool fill = objective.kind == Objective::kFill;
+  const double microbatches = options_.microbatches;
   // A stage's term and memory depend on (i, j, its devices), not on the
   // stage after it: computed once per (j, u, ri) for every i, then combined
   // with each tail. Each cell still sees its candidates (j, nri) in the same
   // order, so ties break as they always did.
-  std::vector<double> terms(static_cast<size_t>(layers)), memories(static_cast<size_t>(layers));
+  std::vector<StageTerm> terms(static_cast<size_t>(layers));
+  std::vector<double> memories(static_cast<size_t>(layers));
+  std::pair<double, double> crossing;  // cut_latency of the stage, under kFill
   for (int j = layers; j >= 1; --j) {
     for (int u = 0; u < devices; ++u) {
       for (int ri = 0; ri < none; ++ri) {
         const int r = replicas_[ri];
-        if (u + r > devices) break;
+        // Under kFill no stage has more replicas than microbatches: the rest
+        // would idle, and the same split with fewer is as fast (a smaller
+        // all-reduce) on fewer devices, another count of this search.
+        if (u + r > devices || (fill && r > options_.microbatches)) break;
         const int start = devices - u - r;
         bool computed = false;
         for (int nri = 0; nri <= none; ++nri) {
@@ -317,15 +371,25 @@ void Search::run(int devices, std::vector<std::pair<double, Plan>>& found) {
           if (!computed) {
             const StageDemand& demand = this->demand(ri, u + r);
             for (int i = j - 1; i >= 0; --i) terms[i] = stage_term(i, j, start, ri, demand, &memories[i]);
+            if (fill) crossing = cut_latency(start, ri);
             computed = true;
           }
           const double per_byte = nri == none ? 0.0 : cut_seconds_per_byte(start, ri, nri);
           for (int i = j - 1; i >= 0; --i) {
             const double memory = memories[i];
             // A stage grows (its parameters and stash) as i falls: none further fits.
-            if (!minimize_memory_ && memory > limit) break;
+            if (!memory_only && memory > limit) break;
             const double cut = per_byte * tables_.out[i][j];
-            const double value = minimize_memory_ ? std::max(tail, memory) : std::max({tail, terms[i], cut});
+            double value = 0.0;
+            if (memory_only) {
+              value = std::max(tail, memory);
+            } else if (fill) {
+              if (steady(terms[i]) > objective.ceiling || microbatches * cut > objective.ceiling) continue;
+              value = tail + terms[i].latency;
+              if (nri != none) value += crossing.first * tables_.out[i][j] + crossing.second;
+            } else {
+              value = std::max({tail, terms[i].period, cut});
+            }
             double& cell = best_[index(i, u + r, ri)];
             if (value < cell) {
               cell = value;
@@ -340,8 +404,36 @@ void Search::run(int devices, std::vector<std::pair<double, Plan>>& found) {
   const bool shared = topology_.levels.front().shared_compute;
   for (int ri = 0; ri < none; ++ri) {
     const double value = best_[index(0, devices, ri)];
-    if (value < kInfinity) found.emplace_back(shared && !minimize_memory_ ? shared_bottleneck(ri) : value, rebuild(ri));
+    if (value == kInfinity) continue;
+    if (fill)
+      found.emplace_back(fill_estimate(ri), rebuild(ri));
+    else
+      found.emplace_back(shared && !memory_only ? shared_bottleneck(ri) : value, rebuild(ri));
   }
+}
+
+// A flush schedule's iteration of M microbatches, estimated from the split's
+// stages: the most any stage's busiest worker is busy beyond the time one
+// microbatch spends in it (Search::steady), or M times a cut's busiest link's
+// time, plus the time one microbatch takes through every stage and cut and back
+// (the fill and drain around it). For p equal stages of one replica, period
+// and latency t: (M - 1) t + p t = (M + p - 1) t, 1F1B's and GPipe's iteration.
+double Search::fill_estimate(int ri) {
+  double busiest = 0.0, through = 0.0;
+  const int none = static_cast<int>(replicas_.size());
+  const double microbatches = options_.microbatches;
+  walk(ri, [&](int i, int j, int stage_ri, int next, int start) {
+    double memory = 0.0;
+    const StageTerm term = stage_term(i, j, start, stage_ri, demand(stage_ri, devices_ - start), &memory);
+    busiest = std::max(busiest, steady(term));
+    through += term.latency;
+    if (next != none) {
+      busiest = std::max(busiest, microbatches * cut_seconds_per_byte(start, stage_ri, next) * tables_.out[i][j]);
+      const auto [per_byte, fixed] = cut_latency(start, stage_ri);
+      through += per_byte * tables_.out[i][j] + fixed;
+    }
+  });
+  return busiest + through;
 }
 
 // Where level 0's devices are streams of one device (Level::shared_compute),
@@ -365,7 +457,7 @@ double Search::shared_bottleneck(int ri) {
   const int none = static_cast<int>(replicas_.size());
   walk(ri, [&](int i, int j, int stage_ri, int next, int start) {
     double memory = 0.0;
-    const double term = stage_term(i, j, start, stage_ri, demand(stage_ri, devices_ - start), &memory);
+    const double term = stage_term(i, j, start, stage_ri, demand(stage_ri, devices_ - start), &memory).period;
     double share = 1.0;
     if (capacity > 1.0) {
       const StageCost cost = stage_cost(profile_, LayerRange{i, j}, topology_.device.relative_speed);
@@ -415,22 +507,64 @@ Plan Search::rebuild(int ri) const {
   return plan;
 }
 
-std::vector<std::pair<double, Plan>> run_all(const Profile& profile, const Topology& topology,
-                                             const SearchOptions& options, bool minimize_memory) {
-  const RangeTables tables = range_tables(profile, topology.device.relative_speed);
-  const std::vector<int> replicas = replica_counts(topology, options.straight, options.schedule);
-  Search search(profile, topology, options, tables, replicas, minimize_memory);
-  std::vector<std::pair<double, Plan>> found;
-  for (int devices : device_counts(topology, options.straight, profile.num_layers())) search.run(devices, found);
+using Found = std::vector<std::pair<double, Plan>>;
+
+Found run_all(Search& search, const std::vector<int>& device_counts, Objective objective) {
+  Found found;
+  for (int devices : device_counts) search.run(devices, objective, found);
   std::stable_sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   return found;
+}
+
+bool same_split(const Plan& a, const Plan& b) {
+  if (a.stages.size() != b.stages.size()) return false;
+  for (size_t s = 0; s < a.stages.size(); ++s)
+    if (a.stages[s].layers != b.stages[s].layers || a.stages[s].devices != b.stages[s].devices) return false;
+  return true;
+}
+
+// A flush schedule's fill and drain count too, which the smallest bottleneck
+// ignores. Search::fill_estimate values a split at its busiest stage's steady
+// part plus its latency through all stages; for ceilings on the steady part,
+// the program finds the split of least latency within each, and the best
+// estimates not already among the candidates are added to them. The ceilings
+// run evenly from M B - S_min, under which no split's steady part lies (B the
+// smallest bottleneck, S_min the whole model's latency as one stage, which no
+// split's stage exceeds), to E - S_min, past which no split beats the estimate
+// E found at M B (no split's latency is under S_min).
+void add_fill_candidates(Search& search, const std::vector<int>& device_counts, const SearchOptions& options,
+                         double bottleneck, std::vector<Plan>& candidates) {
+  constexpr int kCeilings = 12;
+  const double whole = search.whole_latency();
+  Found found = run_all(search, device_counts, Objective{Objective::kFill, options.microbatches * bottleneck});
+  if (found.empty()) return;
+  const double lowest = options.microbatches * bottleneck - whole;
+  const double highest = found.front().first - whole;
+  for (int k = 0; k < kCeilings && highest > lowest; ++k) {
+    Found more =
+        run_all(search, device_counts, Objective{Objective::kFill, lowest + (highest - lowest) * k / (kCeilings - 1)});
+    found.insert(found.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+  }
+  std::stable_sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  int added = 0;
+  for (auto& [value, plan] : found) {
+    if (added >= options.max_candidates) break;
+    const auto known = [&](const Plan& other) { return same_split(plan, other); };
+    if (std::any_of(candidates.begin(), candidates.end(), known)) continue;
+    candidates.push_back(std::move(plan));
+    ++added;
+  }
 }
 
 }  // namespace
 
 SearchResult search_plans(const Profile& profile, const Topology& topology, const SearchOptions& options) {
   SearchResult result;
-  auto found = run_all(profile, topology, options, /*minimize_memory=*/false);
+  const RangeTables tables = range_tables(profile, topology.device.relative_speed);
+  const std::vector<int> replicas = replica_counts(topology, options.straight, options.schedule);
+  Search search(profile, topology, options, tables, replicas);
+  const std::vector<int> counts = device_counts(topology, options.straight, profile.num_layers());
+  auto found = run_all(search, counts, Objective{});
   // Up to 32 devices every replica count is tried, and a rare partition (3, 4, 5,
   // 7, 11 replicas) has a pipedream period beyond what the model builds: such a
   // plan is proposed only when nothing else fits.
@@ -443,8 +577,11 @@ SearchResult search_plans(const Profile& profile, const Topology& topology, cons
       result.candidates.push_back(std::move(plan));
   }
   if (result.candidates.empty() && !unrated.empty()) result.candidates = std::move(unrated);
+  if (!result.candidates.empty() && !runs_steady_state(options.schedule) && options.microbatches > 1 &&
+      !topology.levels.front().shared_compute)
+    add_fill_candidates(search, counts, options, found.front().first, result.candidates);
   if (result.candidates.empty()) {
-    const auto smallest = run_all(profile, topology, options, /*minimize_memory=*/true);
+    const auto smallest = run_all(search, counts, Objective{Objective::kMemory});
     if (!smallest.empty()) result.smallest_feasible_memory = Bytes(static_cast<int64_t>(smallest.front().first));
   }
   return result;

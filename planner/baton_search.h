@@ -19,10 +19,22 @@
 // time per microbatch across the cut; the search returns a few candidates
 // (different device counts D and first-stage replications), which the caller
 // rates by simulating them (planner/baton_model.h).
-// Cost: O(L^2 x N x R^2) per device count D, with R the replica counts tried
-// (every count up to 32 devices; above, powers of two and multiples of a server,
-// under a steady-state schedule only those of the form 2^a or 3 x 2^a so that
-// the period lcm_s r_s stays within what the simulator measures:
+// A flush schedule (1F1B, GPipe, the zero-bubble ones) also pays its fill and
+// drain, which the smallest bottleneck ignores (a deep pipeline of many
+// stages can tie a shallow one on the bottleneck and lose by its fill). For
+// those the same program runs again with another objective: under a ceiling
+// C on every stage's steady part, M x period - latency (its busiest worker's
+// time per iteration beyond the time one microbatch spends in it), and on M
+// x every cut's time, the least sum of latencies through the stages and cuts
+// (forward and backward of one microbatch on one replica, its activation and
+// gradient over one rail), for 13 ceilings between where no split's steady
+// part can lie and past where none can win. Each split found is valued at
+// max steady part + sum of latencies (for p equal stages of period t,
+// (M + p - 1) t), and the best of them join the candidates. No stage there
+// has more replicas than microbatches (the rest would idle).
+// Cost: O(L^2 x N x R^2) per device count D (at most 14 times that for a flush schedule), with R the replica counts
+// tried (every count up to 32 devices; above, powers of two and multiples of a server, under a steady-state schedule
+// only those of the form 2^a or 3 x 2^a so that the period lcm_s r_s stays within what the simulator measures:
 // kMaxSteadyStatePeriod).
 // Thread safety: pure.
 #pragma once
@@ -48,7 +60,9 @@ struct SearchOptions {
 };
 
 struct SearchResult {
-  std::vector<Plan> candidates;  // best first (by the search's bottleneck)
+  // Best first by the search's bottleneck, then (flush schedules) the best
+  // by the fill estimate that are not among those.
+  std::vector<Plan> candidates;
   // When no candidate fits: the smallest per-device memory some split needs.
   Bytes smallest_feasible_memory;
 };

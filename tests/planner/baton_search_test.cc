@@ -10,6 +10,7 @@
 // every candidate is one the model can rate.
 #include "tests/catch_compat.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -168,6 +169,47 @@ TEST_CASE("baton search: streams of one GPU that compute at once (shared_speedup
     REQUIRE_FALSE(found.candidates.empty());
     CHECK(stages_of(found.candidates.front()) == (share == 0.0 ? "0-1x1,1-2x1,2-3x1,3-4x1" : "0-4x1"));
   }
+}
+
+TEST_CASE("baton search: a flush schedule's fill counts (the split of least bottleneck is not the fastest)") {
+  // 16 layers of 3 ms (forward 1, backward 2) with 8 MiB of parameters each
+  // and nothing to send, on 16 devices of one 100 Gb/s level without latency,
+  // 1F1B over M = 16 microbatches. A stage of k layers on r replicas has a
+  // period of 3k ceil(16 / r) / 16 ms plus its all-reduce over 16, and the
+  // least of all, 3 ms, is the straight pipeline's, 16 one-layer stages (no
+  // all-reduce), which takes (M + 16 - 1) 3 ms = 93 ms. Data parallelism over
+  // the 16 devices runs each replica's one microbatch in 48 ms and all-reduces
+  // 128 MiB over a ring of 16 in 2 (16 - 1) / 16 x 128 MiB / 12.5 GB/s =
+  // 20.13 ms: 68.1 ms, the fastest (two stages of 8 replicas take 2 x 24 + 24 ms
+  // and all-reduce 64 MiB over 8, 81.4 ms; four of 4, 4 x 12 + 36 ms and
+  // more); its bottleneck, 3 + 20.13 / 16 = 4.26 ms, is larger than that of
+  // the best splits whose first stage has 1, 2, 4, 8, 3, 6, 5 or 10 replicas
+  // (3 ms and 3k ceil(16 / k) / 16 ms = 3.375 and 3.75 ms), so the 8 best by
+  // bottleneck miss it.
+  const Topology topology = make_flat_topology(16, 100.0, Seconds(0.0));
+  const Profile profile =
+      model_testing::chain_profile(std::vector<model_testing::LayerSpec>(16, {1.0, 2.0, 0, int64_t{8} << 20}));
+  SearchOptions search;
+  search.schedule = Schedule::kOneFOneB;
+  search.microbatches = 16;
+  search.memory_limit = topology.device.memory;
+  const SearchResult found = search_plans(profile, topology, search);
+  REQUIRE(found.candidates.size() > 8);
+  const auto data_parallel = [](const Plan& plan) { return stages_of(plan) == "0-16x16"; };
+  CHECK_FALSE(std::any_of(found.candidates.begin(), found.candidates.begin() + 8, data_parallel));
+  CHECK(std::any_of(found.candidates.begin(), found.candidates.end(), data_parallel));
+  CHECK(stages_of(found.candidates.front()) ==
+        "0-1x1,1-2x1,2-3x1,3-4x1,4-5x1,5-6x1,6-7x1,7-8x1,8-9x1,9-10x1,10-11x1,"
+        "11-12x1,12-13x1,13-14x1,14-15x1,15-16x1");
+
+  PlannerOptions options;
+  options.schedule = Schedule::kOneFOneB;
+  options.microbatches = 16;
+  auto outcome = make_plan(profile, topology, options);
+  REQUIRE(outcome.ok());
+  CHECK(stages_of(outcome->best.plan) == "0-16x16");
+  const double allreduce_ms = 2.0 * 15.0 / 16.0 * double(int64_t{128} << 20) / 12.5e9 * 1e3;
+  CHECK(close_rel(outcome->best.estimate.iteration_time.ms(), 48.0 + allreduce_ms));
 }
 
 TEST_CASE("baton planner: progress after each schedule and microbatch count it searched") {
