@@ -28,6 +28,9 @@ struct RangeTables {
   std::vector<double> backward_prefix;
   double forward_call = 0.0;
   double backward_call = 0.0;
+  // Every layer's passes at least a call's cost: a stage's one-call time
+  // never falls as it takes more layers.
+  bool latency_grows = true;
   // Bytes in floating point, as the search weighs them (exact to 2^53; a
   // profile of absurd sizes cannot overflow a sum).
   std::vector<double> params_prefix;
@@ -57,6 +60,8 @@ RangeTables range_tables(const Profile& profile, double speed) {
     t.forward_prefix[i + 1] = t.forward_prefix[i] + layer.forward.value / speed;
     t.backward_prefix[i + 1] = t.backward_prefix[i] + layer.backward.value / speed;
     t.params_prefix[i + 1] = t.params_prefix[i] + double(layer.param_bytes.value);
+    if (layer.forward.value / speed < t.forward_call || layer.backward.value / speed < t.backward_call)
+      t.latency_grows = false;
   }
   const std::vector<int> last = last_use(profile);
   t.out.assign(n + 1, std::vector<double>(n + 1, 0.0));
@@ -355,6 +360,7 @@ void Search::run(int devices, Objective objective, std::vector<std::pair<double,
   std::vector<StageTerm> terms(static_cast<size_t>(layers));
   std::vector<double> memories(static_cast<size_t>(layers));
   std::pair<double, double> crossing;  // cut_latency of the stage, under kFill
+  int lowest = 0;                      // the stage's first layer is at least this
   for (int j = layers; j >= 1; --j) {
     for (int u = 0; u < devices; ++u) {
       for (int ri = 0; ri < none; ++ri) {
@@ -370,12 +376,25 @@ void Search::run(int devices, Objective objective, std::vector<std::pair<double,
           if (tail == kInfinity || (nri == none) != (u == 0)) continue;
           if (!computed) {
             const StageDemand& demand = this->demand(ri, u + r);
-            for (int i = j - 1; i >= 0; --i) terms[i] = stage_term(i, j, start, ri, demand, &memories[i]);
+            // Under kFill, where a stage's latency grows with its layers and its
+            // steady part with its latency (its worker runs at least one
+            // microbatch's passes per iteration), the stages [i, j) within the
+            // ceiling and the memory are those with i >= lowest.
+            const bool prune =
+                fill && tables_.latency_grows && demand.forwards_per_microbatch() * options_.microbatches >= 1.0;
+            lowest = 0;
+            for (int i = j - 1; i >= 0; --i) {
+              terms[i] = stage_term(i, j, start, ri, demand, &memories[i]);
+              if (prune && (memories[i] > limit || steady(terms[i]) > objective.ceiling)) {
+                lowest = i + 1;
+                break;
+              }
+            }
             if (fill) crossing = cut_latency(start, ri);
             computed = true;
           }
           const double per_byte = nri == none ? 0.0 : cut_seconds_per_byte(start, ri, nri);
-          for (int i = j - 1; i >= 0; --i) {
+          for (int i = j - 1; i >= lowest; --i) {
             const double memory = memories[i];
             // A stage grows (its parameters and stash) as i falls: none further fits.
             if (!memory_only && memory > limit) break;
@@ -530,21 +549,36 @@ bool same_split(const Plan& a, const Plan& b) {
 // estimates not already among the candidates are added to them. The ceilings
 // run evenly from M B - S_min, under which no split's steady part lies (B the
 // smallest bottleneck, S_min the whole model's latency as one stage, which no
-// split's stage exceeds), to E - S_min, past which no split beats the estimate
-// E found at M B (no split's latency is under S_min).
+// stage's latency exceeds), to E - S_min, past which no split beats the best
+// estimate E found at M B (no split's latency through all stages is under
+// S_min). Device counts run from the most down, while they can still win.
 void add_fill_candidates(Search& search, const std::vector<int>& device_counts, const SearchOptions& options,
                          double bottleneck, std::vector<Plan>& candidates) {
   constexpr int kCeilings = 12;
   const double whole = search.whole_latency();
-  Found found = run_all(search, device_counts, Objective{Objective::kFill, options.microbatches * bottleneck});
+  const double microbatches = options.microbatches;
+  std::vector<int> counts = device_counts;
+  std::sort(counts.begin(), counts.end(), std::greater<>());
+  Found found;
+  double best = kInfinity;
+  // On D devices some stage's period is at least whole / D (a stage of
+  // latency l on r replicas has a period of at least l / r, and the stages'
+  // latencies sum to at least whole), so every split's estimate is at least
+  // M whole / D: no count from where that reaches the best found can beat it.
+  const auto run_ceiling = [&](double ceiling) {
+    for (int devices : counts) {
+      if (microbatches * whole / devices >= best) break;
+      const size_t before = found.size();
+      search.run(devices, Objective{Objective::kFill, ceiling}, found);
+      for (size_t k = before; k < found.size(); ++k) best = std::min(best, found[k].first);
+    }
+  };
+  run_ceiling(microbatches * bottleneck);
   if (found.empty()) return;
-  const double lowest = options.microbatches * bottleneck - whole;
-  const double highest = found.front().first - whole;
-  for (int k = 0; k < kCeilings && highest > lowest; ++k) {
-    Found more =
-        run_all(search, device_counts, Objective{Objective::kFill, lowest + (highest - lowest) * k / (kCeilings - 1)});
-    found.insert(found.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
-  }
+  const double lowest = microbatches * bottleneck - whole;
+  const double highest = best - whole;
+  for (int k = 0; k < kCeilings && highest > lowest; ++k)
+    run_ceiling(lowest + (highest - lowest) * k / (kCeilings - 1));
   std::stable_sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   int added = 0;
   for (auto& [value, plan] : found) {

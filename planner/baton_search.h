@@ -31,7 +31,9 @@
 // part can lie and past where none can win. Each split found is valued at
 // max steady part + sum of latencies (for p equal stages of period t,
 // (M + p - 1) t), and the best of them join the candidates. No stage there
-// has more replicas than microbatches (the rest would idle).
+// has more replicas than microbatches (the rest would idle), and a device
+// count D is skipped once M x S_min / D (S_min: the whole model's latency),
+// a bound under every split's estimate on D devices, reaches the best found.
 // Cost: O(L^2 x N x R^2) per device count D (at most 14 times that for a flush schedule), with R the replica counts
 // tried (every count up to 32 devices; above, powers of two and multiples of a server, under a steady-state schedule
 // only those of the form 2^a or 3 x 2^a so that the period lcm_s r_s stays within what the simulator measures:
