@@ -79,6 +79,16 @@ SearchOptions straight_1f1b(const Topology& topology) {
   return options;
 }
 
+// The planner's 1F1B outcome over `microbatches` (it simulates its candidates).
+PlannerOutcome planned_1f1b(const Profile& profile, const Topology& topology, int microbatches) {
+  PlannerOptions options;
+  options.schedule = Schedule::kOneFOneB;
+  options.microbatches = microbatches;
+  auto outcome = make_plan(profile, topology, options);
+  REQUIRE(outcome.ok());
+  return std::move(*outcome);
+}
+
 std::string stages_of(const Plan& plan) {
   std::string text;
   for (const StagePlan& stage : plan.stages)
@@ -108,13 +118,9 @@ TEST_CASE("baton planner: one device is the whole model as one stage, one call p
   const CallCost call{Seconds::from_ms(0.5), Seconds::from_ms(1.0), Seconds(0.0)};
   const Profile profile = halves_profile({2, 2, 2, 3}, call);
   const Topology topology = make_flat_topology(2, 1e6, Seconds(0.0));
-  PlannerOptions options;
-  options.schedule = Schedule::kOneFOneB;
-  options.microbatches = 8;
-  auto outcome = make_plan(profile, topology, options);
-  REQUIRE(outcome.ok());
+  const PlannerOutcome outcome = planned_1f1b(profile, topology, 8);
   // 9 ms of layers less 3 calls of 1.5 ms, per sample of the profile's microbatch.
-  CHECK(close_rel(outcome->single_device_per_sample.ms(), (9.0 - 3 * 1.5) / profile.microbatch_size));
+  CHECK(close_rel(outcome.single_device_per_sample.ms(), (9.0 - 3 * 1.5) / profile.microbatch_size));
 }
 
 TEST_CASE("baton search: devices that are streams of one GPU take turns (shared_compute)") {
@@ -135,13 +141,9 @@ TEST_CASE("baton search: devices that are streams of one GPU take turns (shared_
   CHECK(stages_of(found.candidates.front()) == "0-4x1");
   // The planner, which simulates its candidates, chooses that worker: 8
   // microbatches of one call per pass each, 8 x 7.5 ms (no optimizer time).
-  PlannerOptions options;
-  options.schedule = Schedule::kOneFOneB;
-  options.microbatches = 8;
-  auto outcome = make_plan(profile, shared, options);
-  REQUIRE(outcome.ok());
-  CHECK(stages_of(outcome->best.plan) == "0-4x1");
-  CHECK(close_rel(outcome->best.estimate.iteration_time.ms(), 8 * 7.5));
+  const PlannerOutcome outcome = planned_1f1b(profile, shared, 8);
+  CHECK(stages_of(outcome.best.plan) == "0-4x1");
+  CHECK(close_rel(outcome.best.estimate.iteration_time.ms(), 8 * 7.5));
 }
 
 TEST_CASE("baton search: streams of one GPU that compute at once (shared_speedup)") {
@@ -202,14 +204,10 @@ TEST_CASE("baton search: a flush schedule's fill counts (the split of least bott
         "0-1x1,1-2x1,2-3x1,3-4x1,4-5x1,5-6x1,6-7x1,7-8x1,8-9x1,9-10x1,10-11x1,"
         "11-12x1,12-13x1,13-14x1,14-15x1,15-16x1");
 
-  PlannerOptions options;
-  options.schedule = Schedule::kOneFOneB;
-  options.microbatches = 16;
-  auto outcome = make_plan(profile, topology, options);
-  REQUIRE(outcome.ok());
-  CHECK(stages_of(outcome->best.plan) == "0-16x16");
+  const PlannerOutcome outcome = planned_1f1b(profile, topology, 16);
+  CHECK(stages_of(outcome.best.plan) == "0-16x16");
   const double allreduce_ms = 2.0 * 15.0 / 16.0 * double(int64_t{128} << 20) / 12.5e9 * 1e3;
-  CHECK(close_rel(outcome->best.estimate.iteration_time.ms(), 48.0 + allreduce_ms));
+  CHECK(close_rel(outcome.best.estimate.iteration_time.ms(), 48.0 + allreduce_ms));
 }
 
 TEST_CASE("baton planner: progress after each schedule and microbatch count it searched") {
