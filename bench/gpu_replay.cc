@@ -28,7 +28,7 @@
 #include <fmt/format.h>
 
 #include "bench/bench_support.h"
-#include "sim/replay.h"
+#include "tools/replay.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// Recorded runs predicted again (sim/replay.h): a validate folder read back
+// Recorded runs predicted again (tools/replay.h): a validate folder read back
 // and predicted as validate predicts it; the call cost of a one-worker run;
 // and the runs the executor recorded on an H100 (data/measured/h100-sxm5,
 // bench/RESULTS.md "The executor on an H100, second machine"), whose errors
@@ -16,10 +16,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sim/replay.h"
 #include "sim/stage_costs.h"
 #include "sim/trace_writers.h"
 #include "tests/sim/test_support.h"
+#include "tools/replay.h"
 
 using namespace baton;
 using namespace baton::testing;
@@ -150,8 +150,8 @@ TEST_CASE("replay: the GPU's saturated speedup replaces a shared device's", "[si
   CHECK(close_rel(at_once->front().predicted.value, (4 + 2 - 1) * (kForward + kBackward).value));
   // Another model's speedup leaves it alone.
   saturated.shared_speedups = {{"two-16", 2.0}};
-  CHECK(close_rel(replay_validations(shared, saturated)->front().predicted.value,
-                  4 * 2 * (kForward + kBackward).value));
+  CHECK(
+      close_rel(replay_validations(shared, saturated)->front().predicted.value, 4 * 2 * (kForward + kBackward).value));
 }
 
 TEST_CASE("replay: the call cost of one worker's run of the whole model", "[sim][replay]") {

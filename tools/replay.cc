@@ -1,4 +1,4 @@
-#include "sim/replay.h"
+#include "tools/replay.h"
 
 #include <algorithm>
 #include <cmath>
@@ -55,9 +55,7 @@ Result<Profile> read_profile(const fs::path& path) {
 }
 
 // "<model>-<microbatch size>": how ReplayOptions' maps name a profile.
-std::string model_key(const Profile& profile) {
-  return fmt::format("{}-{}", profile.model, profile.microbatch_size);
-}
+std::string model_key(const Profile& profile) { return fmt::format("{}-{}", profile.model, profile.microbatch_size); }
 
 }  // namespace
 
