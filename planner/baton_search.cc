@@ -190,6 +190,9 @@ class Search {
 
   // kFill's found values are the flush estimate of each plan (fill_estimate).
   void run(int devices, Objective objective, std::vector<std::pair<double, Plan>>& found);
+  // One microbatch's forward and backward through the whole model on one
+  // device, one call each: no split's latency is less.
+  double whole_latency() const { return compute(0, profile_.num_layers()); }
 
  private:
   size_t index(int j, int u, int ri) const {
@@ -208,12 +211,6 @@ class Search {
   // A stage's busiest worker's time per iteration beyond one microbatch's latency.
   double steady(const StageTerm& term) const { return options_.microbatches * term.period - term.latency; }
 
- public:
-  // One microbatch's forward and backward through the whole model on one
-  // device, one call each: no split's latency is less.
-  double whole_latency() const { return compute(0, profile_.num_layers()); }
-
- private:
   // all-reduce time over devices [start, start + r) = per_byte x bytes + fixed.
   std::pair<double, double> allreduce_coefficients(int start, int ri) const;
   // Calls visit(i, j, ri, next_ri, start) for each stage [i, j) of the split
