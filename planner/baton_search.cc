@@ -6,6 +6,7 @@
 #include <numeric>
 #include <optional>
 
+#include "planner/search_tables.h"
 #include "planner/stage_demand.h"
 #include "sim/network.h"
 #include "sim/schedules.h"
@@ -17,127 +18,10 @@ namespace {
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
-// Per-range quantities of the profile, O(1) to read.
-struct RangeTables {
-  // Seconds / relative speed. A stage's pass is one call (sim/stage_costs.h:
-  // one_call): with a call cost, forward and backward apart (each never below
-  // zero); without, their sum (the same figure, summed as it always was, so
-  // that ties between splits break as they did).
-  std::vector<double> compute_prefix;  // forward + backward
-  std::vector<double> forward_prefix;
-  std::vector<double> backward_prefix;
-  double forward_call = 0.0;
-  double backward_call = 0.0;
-  // Every layer's passes at least a call's cost: a stage's one-call time
-  // never falls as it takes more layers.
-  bool latency_grows = true;
-  // Bytes in floating point, as the search weighs them (exact to 2^53; a
-  // profile of absurd sizes cannot overflow a sum).
-  std::vector<double> params_prefix;
-  std::vector<std::vector<double>> out;    // out[i][j]: bytes stage [i, j) sends on
-  std::vector<std::vector<double>> stash;  // stash[i][j]: bytes per in-flight microbatch
-};
-
-std::vector<int> last_use(const Profile& profile) {
-  std::vector<int> last(profile.layers.size(), -1);
-  for (int c = 0; c < profile.num_layers(); ++c)
-    for (int p : profile.layers[c].inputs) last[p] = std::max(last[p], c);
-  return last;
-}
-
-RangeTables range_tables(const Profile& profile, double speed) {
-  const int n = profile.num_layers();
-  RangeTables t;
-  t.compute_prefix.assign(n + 1, 0.0);
-  t.forward_prefix.assign(n + 1, 0.0);
-  t.backward_prefix.assign(n + 1, 0.0);
-  t.forward_call = profile.call_cost.forward.value / speed;
-  t.backward_call = profile.call_cost.backward.value / speed;
-  t.params_prefix.assign(n + 1, 0.0);
-  for (int i = 0; i < n; ++i) {
-    const Layer& layer = profile.layers[i];
-    t.compute_prefix[i + 1] = t.compute_prefix[i] + (layer.forward + layer.backward).value / speed;
-    t.forward_prefix[i + 1] = t.forward_prefix[i] + layer.forward.value / speed;
-    t.backward_prefix[i + 1] = t.backward_prefix[i] + layer.backward.value / speed;
-    t.params_prefix[i + 1] = t.params_prefix[i] + double(layer.param_bytes.value);
-    if (layer.forward.value / speed < t.forward_call || layer.backward.value / speed < t.backward_call)
-      t.latency_grows = false;
-  }
-  const std::vector<int> last = last_use(profile);
-  t.out.assign(n + 1, std::vector<double>(n + 1, 0.0));
-  t.stash.assign(n + 1, std::vector<double>(n + 1, 0.0));
-  for (int j = 1; j <= n; ++j) {  // out[i][j] = sum_{p in [i, j), last_use[p] >= j} bytes
-    double sum = 0.0;
-    for (int i = j - 1; i >= 0; --i) {
-      if (last[i] >= j) sum += double(profile.layers[i].output_bytes.value);
-      t.out[i][j] = sum;
-    }
-  }
-  for (int i = 0; i < n; ++i) {  // stash = input bytes (producers < i used in [i, j)) + own outputs
-    std::vector<double> enters(n + 1, 0.0);
-    for (int p = 0; p < i; ++p) {
-      int first = n;
-      for (int c = i; c < n && first == n; ++c)
-        for (int q : profile.layers[c].inputs)
-          if (q == p) {
-            first = c;
-            break;
-          }
-      if (first < n) enters[first] += double(profile.layers[p].output_bytes.value);
-    }
-    double input = 0.0, own = 0.0;
-    for (int j = i + 1; j <= n; ++j) {
-      input += enters[j - 1];
-      own += double(profile.layers[j - 1].output_bytes.value);
-      t.stash[i][j] = input + own;
-    }
-  }
-  return t;
-}
-
-// Above 32 devices: powers of two and multiples of a server. Under pipedream
-// only counts of the form 2^a or 3 x 2^a (times the server size, or not) are
-// tried, so that R = lcm of a plan's counts stays at most 3 x 2^a_max x (the
-// server size's odd part), within kMaxSteadyStatePeriod (sim/simulator.h) for any cluster baton
-// ships; "multiples of a server" such as 5, 7 or 11 servers would give plans
-// whose R the simulator does not measure (e.g. 96, 136 and 160 replicas: R = 8160).
-std::vector<int> replica_counts(const Topology& topology, bool straight, Schedule schedule) {
-  const int devices = topology.num_devices();
-  if (straight) return {1};
-  std::vector<int> counts;
-  if (devices <= 32) {
-    for (int r = 1; r <= devices; ++r) counts.push_back(r);
-    return counts;
-  }
-  const int unit = topology.devices_per_unit(0);
-  if (runs_steady_state(schedule)) {
-    for (int base : {1, unit})
-      for (int factor : {1, 3})
-        for (int r = base * factor; r <= devices; r *= 2) counts.push_back(r);
-  } else {
-    for (int r = 1; r <= devices; r *= 2) counts.push_back(r);
-    for (int r = unit; r <= devices; r += unit) counts.push_back(r);
-  }
-  std::sort(counts.begin(), counts.end());
-  counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
-  return counts;
-}
-
 int64_t replica_lcm(const Plan& plan) {
   int64_t period = 1;
   for (const StagePlan& stage : plan.stages) period = std::lcm(period, int64_t{stage.replicas});
   return period;
-}
-
-std::vector<int> device_counts(const Topology& topology, bool straight, int layers) {
-  const int devices = topology.num_devices();
-  std::vector<int> counts;
-  if (straight || devices <= 16) {
-    for (int d = 1; d <= std::min(devices, straight ? layers : devices); ++d) counts.push_back(d);
-    return counts;
-  }
-  for (int d = devices; d >= 1; d /= 2) counts.push_back(d);
-  return counts;
 }
 
 // What a run of the program minimizes (baton_search.h).
@@ -356,8 +240,6 @@ void Search::run(int devices, Objective objective, std::vector<std::pair<double,
   // order, so ties break as they always did.
   std::vector<StageTerm> terms(static_cast<size_t>(layers));
   std::vector<double> memories(static_cast<size_t>(layers));
-  std::pair<double, double> crossing;  // cut_latency of the stage, under kFill
-  int lowest = 0;                      // the stage's first layer is at least this
   for (int j = layers; j >= 1; --j) {
     for (int u = 0; u < devices; ++u) {
       for (int ri = 0; ri < none; ++ri) {
@@ -368,6 +250,8 @@ void Search::run(int devices, Objective objective, std::vector<std::pair<double,
         if (u + r > devices || (fill && r > options_.microbatches)) break;
         const int start = devices - u - r;
         bool computed = false;
+        std::pair<double, double> crossing;  // cut_latency of the stage, under kFill
+        int lowest = 0;                      // the stage's first layer is at least this
         for (int nri = 0; nri <= none; ++nri) {
           const double tail = best_[index(j, u, nri)];
           if (tail == kInfinity || (nri == none) != (u == 0)) continue;
@@ -379,7 +263,6 @@ void Search::run(int devices, Objective objective, std::vector<std::pair<double,
             // ceiling and the memory are those with i >= lowest.
             const bool prune =
                 fill && tables_.latency_grows && demand.forwards_per_microbatch() * options_.microbatches >= 1.0;
-            lowest = 0;
             for (int i = j - 1; i >= 0; --i) {
               terms[i] = stage_term(i, j, start, ri, demand, &memories[i]);
               if (prune && (memories[i] > limit || steady(terms[i]) > objective.ceiling)) {

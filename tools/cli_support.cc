@@ -74,7 +74,7 @@ std::filesystem::path write_temporary(const std::string& path, const std::string
 
 void write_file_atomic(const std::string& path, const std::string& contents) { write_files_atomic({{path, contents}}); }
 
-void write_files_atomic(const std::vector<std::pair<std::string, std::string>>& files) {
+void write_files_atomic(const OutputFiles& files) {
   namespace fs = std::filesystem;
   std::vector<fs::path> temporaries;
   const auto remove_temporaries = [&] {

@@ -42,9 +42,11 @@ std::string read_file(const std::string& path);
 // This process's argv, argv[0] first (from /proc/self/cmdline).
 std::vector<std::string> command_line();
 void write_file_atomic(const std::string& path, const std::string& contents);
+// Files to write, as (path, contents).
+using OutputFiles = std::vector<std::pair<std::string, std::string>>;
 // Several files, each written beside its path first and moved into place only
 // once all are written: a path that cannot be written leaves none of them.
-void write_files_atomic(const std::vector<std::pair<std::string, std::string>>& files);
+void write_files_atomic(const OutputFiles& files);
 // `contents` to standard output when `path` is empty or "-", else to the file (write_file_atomic).
 void write_output(const std::string& path, const std::string& contents);
 

@@ -108,7 +108,7 @@ void write_plan(const PlanArgs& args, const PlannerOutcome& outcome, const Profi
   Plan plan = outcome.best.plan;
   plan.prediction = prediction_json(outcome);
   plan.made_for = plan_topology_of(topology);
-  std::vector<std::pair<std::string, std::string>> files{{args.output, plan_to_json(plan).dump(2) + "\n"}};
+  OutputFiles files{{args.output, plan_to_json(plan).dump(2) + "\n"}};
   bool reordered = false;
   for (size_t i = 0; i < outcome.layer_order.size(); ++i) reordered |= outcome.layer_order[i] != int(i);
   const std::string path = args.output + ".profile.json";

@@ -93,9 +93,8 @@ std::string with_suffix(const std::string& path, Schedule schedule, bool several
   return fmt::format("{}.{}{}", path.substr(0, dot), schedule_name(schedule), path.substr(dot));
 }
 
-// The files --trace, --csv and --gantt ask for, as (path, contents); written
-// together (write_files_atomic), so a path that cannot be written leaves none.
-using OutputFiles = std::vector<std::pair<std::string, std::string>>;
+// The files --trace, --csv and --gantt ask for; written together
+// (write_files_atomic), so a path that cannot be written leaves none.
 void add_outputs(const SimulateArgs& args, const SimulatedPlan& run, bool several, OutputFiles& files) {
   const Schedule schedule = run.plan.schedule;
   if (!args.trace.empty())

@@ -163,7 +163,7 @@ Shard shard_of(const SweepArgs& args) {
 // Writes the CSV and the chart (the chart drawn first, so a chart that
 // cannot be drawn writes nothing).
 void write_table(const std::string& csv_path, const std::string& chart_path, const SweepTable& table) {
-  std::vector<std::pair<std::string, std::string>> files;
+  OutputFiles files;
   if (!csv_path.empty()) files.emplace_back(csv_path, sweep_csv(table));
   if (!chart_path.empty()) files.emplace_back(chart_path, take(sweep_chart_svg(table)));
   write_files_atomic(files);
