@@ -1,12 +1,14 @@
 // Times `baton plan` (make_plan, baton cost model) on every shipped profile
 // (traces/*.json) and topology (topologies/*.json) under two schedules: the
 // asynchronous pipedream schedule and 1F1B with 16 microbatches, both within
-// the topology's device memory. Prints one row per (profile, topology,
+// the topology's device memory; with --chunked instead the three schedules that
+// run several chunks per device (interleaved-1f1b, zbv, dualpipev), 16
+// microbatches each. Prints one row per (profile, topology,
 // schedule): wall seconds of make_plan (profile loading excluded, one run),
 // the chosen plan's predicted time per sample, then the totals per schedule
 // and the slowest pair.
 //
-//   bench_planner_shipped <repository root> [filter]
+//   bench_planner_shipped <repository root> [filter] [--chunked]
 //
 // `filter`, when given, keeps the profiles whose file name contains it.
 // Exit codes: 0 done, 2 bad usage or no shipped files under the root.
@@ -55,19 +57,32 @@ struct Case {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: bench_planner_shipped <repository root> [filter]\n");
+    std::fprintf(stderr, "usage: bench_planner_shipped <repository root> [filter] [--chunked]\n");
     return 2;
   }
   const fs::path root = argv[1];
-  const std::string filter = argc > 2 ? argv[2] : "";
+  std::string filter;
+  bool chunked = false;
+  for (int a = 2; a < argc; ++a) {
+    if (std::string(argv[a]) == "--chunked") {
+      chunked = true;
+    } else {
+      filter = argv[a];
+    }
+  }
   const auto traces = json_files(root / "traces");
   const auto topologies = json_files(root / "topologies");
   if (traces.empty() || topologies.empty()) {
     std::fprintf(stderr, "bench_planner_shipped: no traces/*.json or topologies/*.json under %s\n", argv[1]);
     return 2;
   }
-  const Case cases[] = {{"pipedream", baton::Schedule::kPipeDream, 0}, {"1f1b-16", baton::Schedule::kOneFOneB, 16}};
-  double totals[2] = {0.0, 0.0};
+  const std::vector<Case> cases =
+      chunked ? std::vector<Case>{{"interleaved-1f1b-16", baton::Schedule::kInterleaved1F1B, 16},
+                                  {"zbv-16", baton::Schedule::kZbV, 16},
+                                  {"dualpipev-16", baton::Schedule::kDualPipeV, 16}}
+              : std::vector<Case>{{"pipedream", baton::Schedule::kPipeDream, 0},
+                                  {"1f1b-16", baton::Schedule::kOneFOneB, 16}};
+  std::vector<double> totals(cases.size(), 0.0);
   double slowest = 0.0;
   std::string slowest_name;
   for (const fs::path& trace : traces) {
@@ -77,7 +92,7 @@ int main(int argc, char** argv) {
     for (const fs::path& file : topologies) {
       auto topology = baton::parse_topology(read_text(file), file.string());
       if (!topology) continue;
-      for (int c = 0; c < 2; ++c) {
+      for (size_t c = 0; c < cases.size(); ++c) {
         baton::PlannerOptions options;
         options.schedule = cases[c].schedule;
         options.microbatches = cases[c].microbatches;
@@ -94,7 +109,8 @@ int main(int argc, char** argv) {
       }
     }
   }
-  fmt::print("total pipedream {:.2f} s, 1f1b-16 {:.2f} s; slowest {} ({:.2f} s)\n", totals[0], totals[1], slowest_name,
-             slowest);
+  fmt::print("total");
+  for (size_t c = 0; c < cases.size(); ++c) fmt::print("{} {} {:.2f} s", c == 0 ? "" : ",", cases[c].name, totals[c]);
+  fmt::print("; slowest {} ({:.2f} s)\n", slowest_name, slowest);
   return 0;
 }

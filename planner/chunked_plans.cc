@@ -1,7 +1,11 @@
 #include "planner/chunked_plans.h"
 
 #include <algorithm>
+#include <cmath>
+#include <functional>
 #include <limits>
+#include <map>
+#include <utility>
 
 namespace baton {
 
@@ -38,6 +42,57 @@ std::vector<LayerRange> balanced_split(const std::vector<double>& work, int chun
   return ranges;
 }
 
+namespace {
+
+// The ranks' loads under `ranges`, sorted largest first.
+std::vector<double> sorted_loads(const std::vector<double>& prefix, const std::vector<LayerRange>& ranges,
+                                 const std::vector<int>& rank_of, int ranks) {
+  std::vector<double> loads(static_cast<size_t>(ranks), 0.0);
+  for (size_t c = 0; c < ranges.size(); ++c)
+    loads[static_cast<size_t>(rank_of[c])] += prefix[ranges[c].end] - prefix[ranges[c].begin];
+  std::sort(loads.begin(), loads.end(), std::greater<>());
+  return loads;
+}
+
+// a < b lexicographically by more than rounding: the first load that differs
+// by more than a relative 1e-12 decides.
+bool lighter(const std::vector<double>& a, const std::vector<double>& b) {
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double tolerance = 1e-12 * std::max(std::abs(a[i]), std::abs(b[i]));
+    if (a[i] < b[i] - tolerance) return true;
+    if (a[i] > b[i] + tolerance) return false;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<LayerRange> rank_balanced_split(const std::vector<double>& work, std::vector<LayerRange> start,
+                                            const std::vector<int>& rank_of, int ranks) {
+  std::vector<double> prefix(work.size() + 1, 0.0);
+  for (size_t i = 0; i < work.size(); ++i) prefix[i + 1] = prefix[i] + work[i];
+  std::vector<LayerRange> ranges = std::move(start);
+  std::vector<double> loads = sorted_loads(prefix, ranges, rank_of, ranks);
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (size_t c = 0; c + 1 < ranges.size(); ++c) {  // the cut between chunks c and c + 1
+      for (int step : {-1, 1}) {
+        const int cut = ranges[c].end + step;
+        if (cut <= ranges[c].begin || cut >= ranges[c + 1].end) continue;
+        std::vector<LayerRange> trial = ranges;
+        trial[c].end = cut;
+        trial[c + 1].begin = cut;
+        std::vector<double> trial_loads = sorted_loads(prefix, trial, rank_of, ranks);
+        if (!lighter(trial_loads, loads)) continue;
+        ranges = std::move(trial);
+        loads = std::move(trial_loads);
+        moved = true;
+      }
+    }
+  }
+  return ranges;
+}
+
 std::vector<Plan> chunked_candidates(const Profile& profile, const Topology& topology, Schedule schedule,
                                      int microbatches, int virtual_stages) {
   std::vector<Plan> candidates;
@@ -52,23 +107,43 @@ std::vector<Plan> chunked_candidates(const Profile& profile, const Topology& top
   } else {
     chunk_counts = {2, 3, 4};
   }
-  const int devices = topology.num_devices();
-  for (int ranks = 2; ranks <= devices; ++ranks) {
-    if (devices % ranks != 0) continue;
-    const int replicas = devices / ranks;
-    for (int v : chunk_counts) {
-      const std::vector<LayerRange> ranges = balanced_split(work, ranks * v);
-      if (ranges.empty()) continue;
-      Plan plan;
-      plan.model = profile.model;
-      plan.schedule = schedule;
-      plan.microbatch_size = profile.microbatch_size;
-      plan.batches = microbatches;
-      plan.virtual_stages = v;
-      for (const LayerRange& range : ranges) plan.stages.push_back(StagePlan{range, replicas, {}});
-      if (!check_chunks(plan, "candidate")) continue;
-      if (!assign_devices(plan, topology)) continue;
-      candidates.push_back(std::move(plan));
+  // The two splits of each (ranks, v), shared by every replica count.
+  std::map<std::pair<int, int>, std::pair<std::vector<LayerRange>, std::vector<LayerRange>>> splits;
+  auto splits_of = [&](const Plan& plan, int ranks, int v) -> const auto& {
+    auto [at, added] = splits.try_emplace({ranks, v});
+    if (added) {
+      at->second.first = balanced_split(work, ranks * v);
+      std::vector<int> rank_of;
+      for (int s = 0; s < ranks * v; ++s) rank_of.push_back(plan.rank_of(s));
+      at->second.second = rank_balanced_split(work, at->second.first, rank_of, ranks);
+    }
+    return at->second;
+  };
+  const int layers = profile.num_layers();
+  for (int used = topology.num_devices(); used >= 2; --used) {
+    // What the schedule asks of the microbatches on `used` workers (check_chunks decides; this skips early).
+    if (schedule == Schedule::kInterleaved1F1B ? microbatches % used != 0 : microbatches < 2 * used) continue;
+    for (int ranks = 2; ranks <= used; ++ranks) {
+      if (used % ranks != 0) continue;
+      const int replicas = used / ranks;
+      for (int v : chunk_counts) {
+        if (ranks * v > layers) continue;
+        Plan plan;
+        plan.model = profile.model;
+        plan.schedule = schedule;
+        plan.microbatch_size = profile.microbatch_size;
+        plan.batches = microbatches;
+        plan.virtual_stages = v;
+        plan.stages.assign(static_cast<size_t>(ranks * v), StagePlan{LayerRange{0, 0}, replicas, {}});
+        if (!check_chunks(plan, "candidate")) continue;
+        const auto& [balanced, even] = splits_of(plan, ranks, v);
+        for (size_t s = 0; s < balanced.size(); ++s) plan.stages[s].layers = balanced[s];
+        Plan rank_balanced = plan;
+        for (size_t s = 0; s < even.size(); ++s) rank_balanced.stages[s].layers = even[s];
+        if (!assign_devices(plan, topology)) continue;
+        candidates.push_back(std::move(plan));
+        if (even != balanced && assign_devices(rank_balanced, topology)) candidates.push_back(std::move(rank_balanced));
+      }
     }
   }
   return candidates;

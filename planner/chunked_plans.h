@@ -4,16 +4,27 @@
 // does not: its worker runs v ranges far apart in the model. So these
 // candidates are enumerated, and the caller rates each by simulating its
 // Program (planner/baton_choose.h), as for the search's candidates:
-// - p ranks x r replicas of the whole pipeline on all D devices (p r = D,
-//   2 <= p, p v <= layers), devices assigned as sim/plan.h does;
+// - p ranks x r replicas of the whole pipeline on the first d devices
+//   (d = p r <= D, 2 <= p, p v <= layers), devices assigned as sim/plan.h
+//   does; every d the microbatch count allows (interleaved-1f1b: M a
+//   multiple of d; zbv and dualpipev: M >= 2 d), from all D devices down, so
+//   a cluster with more devices than the schedule can feed still gets a
+//   layout (candidates come in non-increasing d: a caller may stop once the
+//   work per microbatch over d cannot beat its best);
 // - v chunks per device: 2 for zbv and dualpipev, 2, 3 and 4 for
 //   interleaved-1f1b (or the given v);
-// - the layers split into p v contiguous chunks of balanced work: the split
-//   that minimises the largest chunk's forward + backward time (an exact
-//   linear partition, ties to the earliest cut);
+// - the layers split into p v contiguous chunks two ways, each a candidate
+//   (once where they agree): the split that minimises the largest chunk's
+//   forward + backward time (an exact linear partition, ties to the earliest
+//   cut), which keeps the fill short; and from it, rank_balanced_split's,
+//   which evens out each rank's sum over its v chunks, the steady state's
+//   time per microbatch (with uneven layers the two differ: a rank can hold
+//   two large chunks and another two small ones);
 // - the microbatch count given, skipped where the schedule refuses it
 //   (sim/plan.h: check_chunks).
-// Cost: O(divisors(D) x v x p v x layers^2) for the splits.
+// Cost: the splits once per (p, v): O(p v x layers^2) each, and each
+// rank-balanced refinement O(moves x p v x p log p); plans for every (p, r)
+// with p r <= min(D, M).
 // Thread safety: pure.
 #pragma once
 
@@ -33,5 +44,15 @@ std::vector<Plan> chunked_candidates(const Profile& profile, const Topology& top
 // the largest range's sum of `work` (work[i] >= 0); nullopt-like empty result
 // when chunks > L.
 std::vector<LayerRange> balanced_split(const std::vector<double>& work, int chunks);
+
+// Rank r's load: the sum of `work` over the chunks c with rank_of[c] = r.
+// rank_balanced_split starts from `start` (contiguous chunks covering the
+// layers) and moves one cut by one layer at a time while that makes the
+// ranks' loads, sorted largest first, lexicographically smaller (the largest
+// load first, then the next, ...), every chunk keeping at least one layer;
+// it stops at a split no single move improves (a local optimum: the largest
+// load is never above start's). rank_of: a rank in [0, ranks) per chunk.
+std::vector<LayerRange> rank_balanced_split(const std::vector<double>& work, std::vector<LayerRange> start,
+                                            const std::vector<int>& rank_of, int ranks);
 
 }  // namespace baton

@@ -43,11 +43,18 @@ void simulate_choice(PlanChoice& choice) {
 }
 
 // A chunked schedule's best layout (planner/chunked_plans.h): every candidate
-// rated by simulation, the fastest that fits the memory limit.
+// rated by simulation, the fastest that fits the memory limit. Candidates come
+// on ever fewer workers; once the whole model's work per microbatch over the
+// workers (a bound under every time per sample on that many) reaches the
+// best, none after can win.
 std::optional<PlanChoice> best_chunked(const Profile& profile, const Topology& topology, const PlannerOptions& options,
-                                       Schedule schedule, int microbatches, Bytes limit, Bytes* smallest) {
+                                       Schedule schedule, int microbatches, Bytes limit, Bytes* smallest, int* rated) {
+  const StageCost whole = stage_cost(profile, LayerRange{0, profile.num_layers()}, topology.device.relative_speed);
+  const double work_per_sample = (whole.forward + whole.backward).value / std::max(profile.microbatch_size, 1);
   std::optional<PlanChoice> best;
   for (Plan& plan : chunked_candidates(profile, topology, schedule, microbatches, options.virtual_stages)) {
+    if (best && work_per_sample / plan.num_workers() >= best->time_per_sample_s()) break;
+    ++*rated;
     PlanEstimate estimate = estimate_plan(profile, topology, plan, options.optimizer);
     if (estimate_tier(estimate) != 0) continue;
     if (estimate.peak_memory > limit) {
@@ -61,9 +68,12 @@ std::optional<PlanChoice> best_chunked(const Profile& profile, const Topology& t
 }
 
 // The best candidate of one (schedule, microbatches) search, by the estimate.
+// chunked_rated: incremented for each chunked layout rated.
 std::optional<PlanChoice> best_for(const Profile& profile, const Topology& topology, const PlannerOptions& options,
-                                   Schedule schedule, int microbatches, Bytes limit, Bytes* smallest) {
-  if (runs_chunks(schedule)) return best_chunked(profile, topology, options, schedule, microbatches, limit, smallest);
+                                   Schedule schedule, int microbatches, Bytes limit, Bytes* smallest,
+                                   int* chunked_rated) {
+  if (runs_chunks(schedule))
+    return best_chunked(profile, topology, options, schedule, microbatches, limit, smallest, chunked_rated);
   SearchOptions search{schedule, microbatches, profile.microbatch_size, options.straight, limit, options.optimizer, 8};
   const SearchResult found = search_plans(profile, topology, search);
   if (found.candidates.empty()) {
@@ -118,15 +128,30 @@ Error no_fit_error(const Profile& profile, const Topology& topology, Bytes limit
                   profile.model, topology.num_devices(), topology.name, limit.gib(), smallest.gib())};
 }
 
+// A chunked schedule (asked for alone) with no layout at all for the
+// microbatch count: what the schedule asks (chunked_plans.h, check_chunks).
+Error no_chunked_layout_error(const Profile& profile, Schedule schedule, int microbatches) {
+  const std::string name(schedule_name(schedule));
+  if (profile.num_layers() < 4)  // 2 ranks x 2 chunks, one layer each
+    return Error{fmt::format("{} needs at least 4 layers (2 ranks x 2 chunks); {} has {}", name, profile.model,
+                             profile.num_layers())};
+  return Error{fmt::format(
+      "no layout of {} takes {} microbatches per iteration: on p ranks x r replicas (p >= 2) it needs {} "
+      "(--microbatches)",
+      name, microbatches,
+      schedule == Schedule::kInterleaved1F1B ? "a multiple of p r, so at least 2" : "at least 2 p r, so at least 4")};
+}
+
 Result<PlannerOutcome> plan_with_baton(const Profile& profile, const Topology& topology, const PlannerOptions& options,
                                        Bytes limit) {
   PlannerOutcome outcome;
   Bytes smallest;
+  int chunked_rated = 0;
   std::vector<PlanChoice> choices;
   const auto all = combinations(options);
   for (size_t k = 0; k < all.size(); ++k) {
     const auto& [schedule, microbatches] = all[k];
-    auto best = best_for(profile, topology, options, schedule, microbatches, limit, &smallest);
+    auto best = best_for(profile, topology, options, schedule, microbatches, limit, &smallest, &chunked_rated);
     if (best) choices.push_back(std::move(*best));
     if (options.progress)
       options.progress(runs_steady_state(schedule) ? std::string(schedule_name(schedule))
@@ -139,6 +164,8 @@ Result<PlannerOutcome> plan_with_baton(const Profile& profile, const Topology& t
     if (dp.estimate.peak_memory > limit) return no_fit_error(profile, topology, limit, dp.estimate.peak_memory);
     choices.push_back(std::move(dp));
   }
+  if (choices.empty() && options.schedule && runs_chunks(*options.schedule) && chunked_rated == 0)
+    return no_chunked_layout_error(profile, *options.schedule, options.microbatches);
   if (choices.empty()) return no_fit_error(profile, topology, limit, smallest);
   for (PlanChoice& choice : choices) simulate_choice(choice);
   std::stable_sort(choices.begin(), choices.end(), [&](const PlanChoice& a, const PlanChoice& b) {
