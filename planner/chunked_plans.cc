@@ -7,6 +7,8 @@
 #include <map>
 #include <utility>
 
+#include "planner/search_tables.h"
+
 namespace baton {
 
 std::vector<LayerRange> balanced_split(const std::vector<double>& work, int chunks) {
@@ -44,12 +46,17 @@ std::vector<LayerRange> balanced_split(const std::vector<double>& work, int chun
 
 namespace {
 
-// The ranks' loads under `ranges`, sorted largest first.
+// The ranks' loads under `ranges` (then the links', with `links`), sorted
+// largest first.
 std::vector<double> sorted_loads(const std::vector<double>& prefix, const std::vector<LayerRange>& ranges,
-                                 const std::vector<int>& rank_of, int ranks) {
-  std::vector<double> loads(static_cast<size_t>(ranks), 0.0);
-  for (size_t c = 0; c < ranges.size(); ++c)
+                                 const std::vector<int>& rank_of, int ranks, const ChunkLinks* links) {
+  std::vector<double> loads(static_cast<size_t>(ranks + (links ? links->links : 0)), 0.0);
+  for (size_t c = 0; c < ranges.size(); ++c) {
     loads[static_cast<size_t>(rank_of[c])] += prefix[ranges[c].end] - prefix[ranges[c].begin];
+    if (links && c + 1 < ranges.size() && links->link[c] >= 0)
+      loads[static_cast<size_t>(ranks + links->link[c])] +=
+          links->seconds_per_byte[c] * (*links->out)[ranges[c].begin][ranges[c].end];
+  }
   std::sort(loads.begin(), loads.end(), std::greater<>());
   return loads;
 }
@@ -68,11 +75,11 @@ bool lighter(const std::vector<double>& a, const std::vector<double>& b) {
 }  // namespace
 
 std::vector<LayerRange> rank_balanced_split(const std::vector<double>& work, std::vector<LayerRange> start,
-                                            const std::vector<int>& rank_of, int ranks) {
+                                            const std::vector<int>& rank_of, int ranks, const ChunkLinks* links) {
   std::vector<double> prefix(work.size() + 1, 0.0);
   for (size_t i = 0; i < work.size(); ++i) prefix[i + 1] = prefix[i] + work[i];
   std::vector<LayerRange> ranges = std::move(start);
-  std::vector<double> loads = sorted_loads(prefix, ranges, rank_of, ranks);
+  std::vector<double> loads = sorted_loads(prefix, ranges, rank_of, ranks, links);
   for (bool moved = true; moved;) {
     moved = false;
     for (size_t c = 0; c + 1 < ranges.size(); ++c) {  // the cut between chunks c and c + 1
@@ -82,7 +89,7 @@ std::vector<LayerRange> rank_balanced_split(const std::vector<double>& work, std
         std::vector<LayerRange> trial = ranges;
         trial[c].end = cut;
         trial[c + 1].begin = cut;
-        std::vector<double> trial_loads = sorted_loads(prefix, trial, rank_of, ranks);
+        std::vector<double> trial_loads = sorted_loads(prefix, trial, rank_of, ranks, links);
         if (!lighter(trial_loads, loads)) continue;
         ranges = std::move(trial);
         loads = std::move(trial_loads);
@@ -119,6 +126,33 @@ std::vector<Plan> chunked_candidates(const Profile& profile, const Topology& top
     }
     return at->second;
   };
+  // The split that also evens out the links between ranks, for a plan whose
+  // devices are assigned: each cut's bytes cross one rail of the level where
+  // its two ranks' first devices meet, the compute at the device's speed.
+  const RangeTables tables = range_tables(profile, topology.device.relative_speed);
+  std::vector<double> seconds(work.size());
+  for (size_t i = 0; i < work.size(); ++i) seconds[i] = tables.compute_prefix[i + 1] - tables.compute_prefix[i];
+  const auto link_balanced = [&](const Plan& plan, const std::vector<LayerRange>& start) {
+    const int ranks = plan.num_ranks();
+    ChunkLinks links;
+    links.out = &tables.out;
+    std::map<std::pair<int, int>, int> ids;
+    std::vector<int> rank_of;
+    for (int s = 0; s < plan.num_stages(); ++s) rank_of.push_back(plan.rank_of(s));
+    for (int c = 0; c + 1 < plan.num_stages(); ++c) {
+      const int a = std::min(rank_of[c], rank_of[c + 1]), b = std::max(rank_of[c], rank_of[c + 1]);
+      const int level = topology.common_level(plan.stages[a].devices[0], plan.stages[b].devices[0]);
+      if (a == b || level < 0) {
+        links.link.push_back(-1);
+        links.seconds_per_byte.push_back(0.0);
+        continue;
+      }
+      links.link.push_back(ids.try_emplace({a, b}, static_cast<int>(ids.size())).first->second);
+      links.seconds_per_byte.push_back(1.0 / topology.levels[level].rail_bandwidth().bytes_per_s);
+    }
+    links.links = static_cast<int>(ids.size());
+    return rank_balanced_split(seconds, start, rank_of, ranks, &links);
+  };
   const int layers = profile.num_layers();
   for (int used = topology.num_devices(); used >= 2; --used) {
     // What the schedule asks of the microbatches on `used` workers (check_chunks decides; this skips early).
@@ -141,8 +175,13 @@ std::vector<Plan> chunked_candidates(const Profile& profile, const Topology& top
         Plan rank_balanced = plan;
         for (size_t s = 0; s < even.size(); ++s) rank_balanced.stages[s].layers = even[s];
         if (!assign_devices(plan, topology)) continue;
-        candidates.push_back(std::move(plan));
+        std::vector<LayerRange> linked = link_balanced(plan, balanced);
+        candidates.push_back(plan);
         if (even != balanced && assign_devices(rank_balanced, topology)) candidates.push_back(std::move(rank_balanced));
+        if (linked != balanced && linked != even) {
+          for (size_t s = 0; s < linked.size(); ++s) plan.stages[s].layers = linked[s];
+          candidates.push_back(std::move(plan));
+        }
       }
     }
   }

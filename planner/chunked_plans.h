@@ -13,13 +13,15 @@
 //   work per microbatch over d cannot beat its best);
 // - v chunks per device: 2 for zbv and dualpipev, 2, 3 and 4 for
 //   interleaved-1f1b (or the given v);
-// - the layers split into p v contiguous chunks two ways, each a candidate
+// - the layers split into p v contiguous chunks three ways, each a candidate
 //   (once where they agree): the split that minimises the largest chunk's
 //   forward + backward time (an exact linear partition, ties to the earliest
-//   cut), which keeps the fill short; and from it, rank_balanced_split's,
-//   which evens out each rank's sum over its v chunks, the steady state's
-//   time per microbatch (with uneven layers the two differ: a rank can hold
-//   two large chunks and another two small ones);
+//   cut), which keeps the fill short; from it, rank_balanced_split's, which
+//   evens out each rank's sum over its v chunks, the steady state's time per
+//   microbatch (with uneven layers the two differ: a rank can hold two large
+//   chunks and another two small ones); and rank_balanced_split's with the
+//   links between the ranks' first devices (ChunkLinks), which also moves
+//   cuts off layers whose activations are large where the link is slow;
 // - the microbatch count given, skipped where the schedule refuses it
 //   (sim/plan.h: check_chunks).
 // Cost: the splits once per (p, v): O(p v x layers^2) each, and each
@@ -52,7 +54,22 @@ std::vector<LayerRange> balanced_split(const std::vector<double>& work, int chun
 // load first, then the next, ...), every chunk keeping at least one layer;
 // it stops at a split no single move improves (a local optimum: the largest
 // load is never above start's). rank_of: a rank in [0, ranks) per chunk.
+//
+// With `links`, the loads compared also hold each link's: the cut between
+// chunks c and c + 1 on different ranks sends links->seconds_per_byte[c] x
+// links->out[i][j] per microbatch each way (chunk c = [i, j); out as
+// RangeTables::out) on the link of its two ranks, links->link[c] (-1: the
+// same rank, nothing sent); a link's load is the sum over its cuts. A rank's
+// compute and a link's transfers each bound the steady state's time per
+// microbatch, so the split evens out both.
+struct ChunkLinks {
+  std::vector<int> link;                 // per cut c (chunks c, c + 1): a link index, or -1
+  std::vector<double> seconds_per_byte;  // per cut c
+  const std::vector<std::vector<double>>* out = nullptr;
+  int links = 0;
+};
 std::vector<LayerRange> rank_balanced_split(const std::vector<double>& work, std::vector<LayerRange> start,
-                                            const std::vector<int>& rank_of, int ranks);
+                                            const std::vector<int>& rank_of, int ranks,
+                                            const ChunkLinks* links = nullptr);
 
 }  // namespace baton

@@ -87,6 +87,31 @@ TEST_CASE("rank-balanced split: each rank's chunks sum to even loads where the c
   CHECK(rank_balanced_split(work, balanced_split(work, 3), {0, 1, 2}, 3) == balanced_split(work, 3));
 }
 
+TEST_CASE("rank-balanced split with links: a cut that sends much moves where little crosses, the ranks kept even",
+          "[chunked_plans]") {
+  // 8 layers of work 1 in 4 chunks on 2 ranks (interleaved: chunks 0 and 2 on rank 0). Every cut
+  // crosses the one link between the ranks, at 1 s per byte; a cut after layer 1 (position 2) sends
+  // 10 bytes, any other 0.1. The chunk-balanced start [0,2) [2,4) [4,6) [6,8) loads each rank with 4
+  // and the link with 10 + 0.1 + 0.1 = 10.2 per microbatch.
+  const std::vector<double> work(8, 1.0);
+  std::vector<std::vector<double>> out(9, std::vector<double>(9, 0.1));
+  for (int i = 0; i < 2; ++i) out[i][2] = 10.0;
+  ChunkLinks links;
+  links.link = {0, 0, 0};
+  links.seconds_per_byte = {1.0, 1.0, 1.0};
+  links.out = &out;
+  links.links = 1;
+  const std::vector<int> interleaved{0, 1, 0, 1};
+  const std::vector<LayerRange> start{{0, 2}, {2, 4}, {4, 6}, {6, 8}};
+  const std::vector<LayerRange> moved = rank_balanced_split(work, start, interleaved, 2, &links);
+  // The cut at 2 moves to 1 (ranks 3 and 5, link 0.3: [5, 3, 0.3] sorts under [10.2, 4, 4]), then
+  // the cut at 4 to 3 (ranks 4 and 4); no single move improves on that.
+  CHECK(moved == std::vector<LayerRange>{{0, 1}, {1, 3}, {3, 6}, {6, 8}});
+  CHECK(rank_loads(work, moved, interleaved, 2) == std::vector<double>{4, 4});
+  // Without links the start is already even and stays.
+  CHECK(rank_balanced_split(work, start, interleaved, 2) == start);
+}
+
 TEST_CASE("rank-balanced split: contiguous, never a larger rank load than its start, and no single cut move improves",
           "[chunked_plans]") {
   std::mt19937 random(11);
