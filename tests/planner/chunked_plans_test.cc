@@ -53,6 +53,17 @@ double brute_force(const std::vector<double>& work, int chunks) {
   return best;
 }
 
+// `chunks` contiguous non-empty ranges covering layers [0, layers).
+void check_covers(const std::vector<LayerRange>& ranges, int chunks, int layers) {
+  REQUIRE(static_cast<int>(ranges.size()) == chunks);
+  CHECK(ranges.front().begin == 0);
+  CHECK(ranges.back().end == layers);
+  for (size_t c = 0; c < ranges.size(); ++c) {
+    CHECK(ranges[c].size() >= 1);
+    if (c > 0) CHECK(ranges[c].begin == ranges[c - 1].end);
+  }
+}
+
 // Each rank's sum of work over its chunks.
 std::vector<double> rank_loads(const std::vector<double>& work, const std::vector<LayerRange>& ranges,
                                const std::vector<int>& rank_of, int ranks) {
@@ -129,13 +140,7 @@ TEST_CASE("rank-balanced split: contiguous, never a larger rank load than its st
     if (trial % 2 == 1 && v != 2) continue;
     const std::vector<LayerRange> start = balanced_split(work, chunks);
     const std::vector<LayerRange> even = rank_balanced_split(work, start, rank_of, ranks);
-    REQUIRE(static_cast<int>(even.size()) == chunks);
-    CHECK(even.front().begin == 0);
-    CHECK(even.back().end == layers);
-    for (size_t c = 0; c < even.size(); ++c) {
-      CHECK(even[c].size() >= 1);
-      if (c > 0) CHECK(even[c].begin == even[c - 1].end);
-    }
+    check_covers(even, chunks, layers);
     const double reached = largest_load(rank_loads(work, even, rank_of, ranks));
     CHECK(reached <= largest_load(rank_loads(work, start, rank_of, ranks)) * (1 + 1e-12));
     // A local optimum: moving any one cut by one layer leaves the largest load no smaller.
@@ -164,13 +169,7 @@ TEST_CASE("balanced split: contiguous ranges covering every layer, the largest a
     for (double& w : work) w = time(random);
     for (int chunks = 1; chunks <= layers; ++chunks) {
       const std::vector<LayerRange> ranges = balanced_split(work, chunks);
-      REQUIRE(static_cast<int>(ranges.size()) == chunks);
-      CHECK(ranges.front().begin == 0);
-      CHECK(ranges.back().end == layers);
-      for (size_t i = 0; i < ranges.size(); ++i) {
-        CHECK(ranges[i].size() >= 1);
-        if (i > 0) CHECK(ranges[i].begin == ranges[i - 1].end);
-      }
+      check_covers(ranges, chunks, layers);
       CHECK(largest(work, ranges) == Approx(brute_force(work, chunks)).epsilon(1e-12));
     }
   }
