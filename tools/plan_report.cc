@@ -126,6 +126,15 @@ std::string outcome_text(const PlannerOutcome& outcome, const Profile& profile, 
   out += stage_table(best, profile, outcome.memory_limit);
   out += fmt::format("\nbottleneck  stage {} ({})\n", best.estimate.bottleneck_stage, best.estimate.bottleneck);
   out += headline(best);
+  if (const int used = best.plan.num_workers(); used < topology.num_devices()) {
+    const Plan& plan = best.plan;
+    const int most = plan.schedule == Schedule::kInterleaved1F1B ? plan.batches : plan.batches / 2;
+    out += fmt::format(
+        "devices     {} of the {}, the rest idle ({})\n", used, topology.num_devices(),
+        runs_chunks(plan.schedule) && most < topology.num_devices()
+            ? fmt::format("{} at {} microbatches runs on at most {}", schedule_name(plan.schedule), plan.batches, most)
+            : std::string("no plan on more was faster"));
+  }
   if (outcome.pipedream_time)
     out += fmt::format("pipedream   objective T = {:.9f} s per minibatch (the reference optimizer's figure)\n",
                        outcome.pipedream_time->value);

@@ -159,3 +159,21 @@ TEST_CASE("plan: --microbatches beyond what its plans could simulate is refused 
                       "--microbatches " + std::to_string(most + 1),
                       "--microbatches " + std::to_string(most + 1) + ": at most " + std::to_string(most));
 }
+
+TEST_CASE("plan: a chunked schedule with fewer microbatches than devices plans on fewer and says so, and none is named",
+          "[cli][bad-input][plan]") {
+  // bert-large on a100_4x8's 32 GPUs under interleaved-1f1b at 16 microbatches: M must be a multiple of
+  // p x r, so at most 16 workers have a layout.
+  const CliRun run = run_baton(
+      "plan --profile traces/bert-large_a100_mb8.json --topology topologies/a100_4x8.json "
+      "--schedule interleaved-1f1b --microbatches 16",
+      "plan-chunked-fewer");
+  INFO("stderr: " << run.err);
+  CHECK(run.exit_code == 0);
+  CHECK(run.out.find("of the 32, the rest idle (interleaved-1f1b at 16 microbatches runs on at most 16)") !=
+        std::string::npos);
+  // zbv at 2 microbatches: 2 p r <= 2 has no p >= 2.
+  expect_plan_refused("traces/bert-large_a100_mb8.json", "topologies/cpu_2core.json", "--schedule zbv --microbatches 2",
+                      "no layout of zbv takes 2 microbatches per iteration: on p ranks x r replicas (p >= 2) it needs "
+                      "at least 2 p r, so at least 4 (--microbatches)");
+}
