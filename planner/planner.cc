@@ -166,7 +166,20 @@ Result<PlannerOutcome> plan_with_baton(const Profile& profile, const Topology& t
   }
   if (choices.empty() && options.schedule && runs_chunks(*options.schedule) && chunked_rated == 0)
     return no_chunked_layout_error(profile, *options.schedule, options.microbatches);
-  if (choices.empty()) return no_fit_error(profile, topology, limit, smallest);
+  if (choices.empty()) {
+    Error error = no_fit_error(profile, topology, limit, smallest);
+    // A chunked schedule at a fixed microbatch count may feed fewer workers than the devices.
+    if (options.schedule && runs_chunks(*options.schedule) && options.microbatches > 0) {
+      const int most =
+          *options.schedule == Schedule::kInterleaved1F1B ? options.microbatches : options.microbatches / 2;
+      if (most < topology.num_devices())
+        error.message += fmt::format(
+            "; {} at {} microbatches runs on at most {} of the {} devices, so more "
+            "microbatches (--microbatches) let it use more",
+            schedule_name(*options.schedule), options.microbatches, most, topology.num_devices());
+    }
+    return error;
+  }
   for (PlanChoice& choice : choices) simulate_choice(choice);
   std::stable_sort(choices.begin(), choices.end(), [&](const PlanChoice& a, const PlanChoice& b) {
     const bool fa = fits(a, limit), fb = fits(b, limit);

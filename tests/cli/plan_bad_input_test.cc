@@ -176,4 +176,10 @@ TEST_CASE("plan: a chunked schedule with fewer microbatches than devices plans o
   expect_plan_refused("traces/bert-large_a100_mb8.json", "topologies/cpu_2core.json", "--schedule zbv --microbatches 2",
                       "no layout of zbv takes 2 microbatches per iteration: on p ranks x r replicas (p >= 2) it needs "
                       "at least 2 p r, so at least 4 (--microbatches)");
+  // gpt-175b needs more devices than zbv at 16 microbatches can use (2 p r <= 16): more microbatches
+  // is what would let it fit, and the refusal says so beside the memory.
+  expect_plan_refused("traces/gpt-175b_a100_mb1.json", "topologies/a100_vtrain.json",
+                      "--schedule zbv --microbatches 16",
+                      "zbv at 16 microbatches runs on at most 8 of the 512 devices, so more microbatches "
+                      "(--microbatches) let it use more");
 }
