@@ -46,6 +46,13 @@ std::vector<LayerRange> balanced_split(const std::vector<double>& work, int chun
 
 namespace {
 
+// The rank of each of the plan's stages (chunks).
+std::vector<int> ranks_of_stages(const Plan& plan) {
+  std::vector<int> rank_of;
+  for (int s = 0; s < plan.num_stages(); ++s) rank_of.push_back(plan.rank_of(s));
+  return rank_of;
+}
+
 // The ranks' loads under `ranges` (then the links', with `links`), sorted
 // largest first.
 std::vector<double> sorted_loads(const std::vector<double>& prefix, const std::vector<LayerRange>& ranges,
@@ -100,6 +107,10 @@ std::vector<LayerRange> rank_balanced_split(const std::vector<double>& work, std
   return ranges;
 }
 
+int most_chunked_workers(Schedule schedule, int microbatches) {
+  return schedule == Schedule::kInterleaved1F1B ? microbatches : microbatches / 2;
+}
+
 std::vector<Plan> chunked_candidates(const Profile& profile, const Topology& topology, Schedule schedule,
                                      int microbatches, int virtual_stages) {
   std::vector<Plan> candidates;
@@ -120,9 +131,7 @@ std::vector<Plan> chunked_candidates(const Profile& profile, const Topology& top
     auto [at, added] = splits.try_emplace({ranks, v});
     if (added) {
       at->second.first = balanced_split(work, ranks * v);
-      std::vector<int> rank_of;
-      for (int s = 0; s < ranks * v; ++s) rank_of.push_back(plan.rank_of(s));
-      at->second.second = rank_balanced_split(work, at->second.first, rank_of, ranks);
+      at->second.second = rank_balanced_split(work, at->second.first, ranks_of_stages(plan), ranks);
     }
     return at->second;
   };
@@ -137,8 +146,7 @@ std::vector<Plan> chunked_candidates(const Profile& profile, const Topology& top
     ChunkLinks links;
     links.out = &tables.out;
     std::map<std::pair<int, int>, int> ids;
-    std::vector<int> rank_of;
-    for (int s = 0; s < plan.num_stages(); ++s) rank_of.push_back(plan.rank_of(s));
+    const std::vector<int> rank_of = ranks_of_stages(plan);
     for (int c = 0; c + 1 < plan.num_stages(); ++c) {
       const int a = std::min(rank_of[c], rank_of[c + 1]), b = std::max(rank_of[c], rank_of[c + 1]);
       const int level = topology.common_level(plan.stages[a].devices[0], plan.stages[b].devices[0]);
@@ -156,7 +164,9 @@ std::vector<Plan> chunked_candidates(const Profile& profile, const Topology& top
   const int layers = profile.num_layers();
   for (int used = topology.num_devices(); used >= 2; --used) {
     // What the schedule asks of the microbatches on `used` workers (check_chunks decides; this skips early).
-    if (schedule == Schedule::kInterleaved1F1B ? microbatches % used != 0 : microbatches < 2 * used) continue;
+    if (used > most_chunked_workers(schedule, microbatches) ||
+        (schedule == Schedule::kInterleaved1F1B && microbatches % used != 0))
+      continue;
     for (int ranks = 2; ranks <= used; ++ranks) {
       if (used % ranks != 0) continue;
       const int replicas = used / ranks;
@@ -170,18 +180,16 @@ std::vector<Plan> chunked_candidates(const Profile& profile, const Topology& top
         plan.virtual_stages = v;
         plan.stages.assign(static_cast<size_t>(ranks * v), StagePlan{LayerRange{0, 0}, replicas, {}});
         if (!check_chunks(plan, "candidate")) continue;
+        if (!assign_devices(plan, topology)) continue;  // devices by rank and replica, whatever the layers
         const auto& [balanced, even] = splits_of(plan, ranks, v);
-        for (size_t s = 0; s < balanced.size(); ++s) plan.stages[s].layers = balanced[s];
-        Plan rank_balanced = plan;
-        for (size_t s = 0; s < even.size(); ++s) rank_balanced.stages[s].layers = even[s];
-        if (!assign_devices(plan, topology)) continue;
-        std::vector<LayerRange> linked = link_balanced(plan, balanced);
-        candidates.push_back(plan);
-        if (even != balanced && assign_devices(rank_balanced, topology)) candidates.push_back(std::move(rank_balanced));
-        if (linked != balanced && linked != even) {
-          for (size_t s = 0; s < linked.size(); ++s) plan.stages[s].layers = linked[s];
-          candidates.push_back(std::move(plan));
-        }
+        const std::vector<LayerRange> linked = link_balanced(plan, balanced);
+        const auto add = [&](const std::vector<LayerRange>& ranges) {
+          for (size_t s = 0; s < ranges.size(); ++s) plan.stages[s].layers = ranges[s];
+          candidates.push_back(plan);
+        };
+        add(balanced);
+        if (even != balanced) add(even);
+        if (linked != balanced && linked != even) add(linked);
       }
     }
   }

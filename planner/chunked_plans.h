@@ -38,6 +38,11 @@
 
 namespace baton {
 
+// The most workers (p r) a chunked schedule runs on at `microbatches` per
+// iteration: interleaved-1f1b M (M a multiple of p r), zbv and dualpipev
+// M / 2 (M >= 2 p r).
+int most_chunked_workers(Schedule schedule, int microbatches);
+
 // `virtual_stages` 0: every v the schedule allows (see above).
 std::vector<Plan> chunked_candidates(const Profile& profile, const Topology& topology, Schedule schedule,
                                      int microbatches, int virtual_stages = 0);

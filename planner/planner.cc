@@ -48,13 +48,12 @@ void simulate_choice(PlanChoice& choice) {
 // workers (a bound under every time per sample on that many) reaches the
 // best, none after can win.
 std::optional<PlanChoice> best_chunked(const Profile& profile, const Topology& topology, const PlannerOptions& options,
-                                       Schedule schedule, int microbatches, Bytes limit, Bytes* smallest, int* rated) {
+                                       Schedule schedule, int microbatches, Bytes limit, Bytes* smallest) {
   const StageCost whole = stage_cost(profile, LayerRange{0, profile.num_layers()}, topology.device.relative_speed);
   const double work_per_sample = (whole.forward + whole.backward).value / std::max(profile.microbatch_size, 1);
   std::optional<PlanChoice> best;
   for (Plan& plan : chunked_candidates(profile, topology, schedule, microbatches, options.virtual_stages)) {
     if (best && work_per_sample / plan.num_workers() >= best->time_per_sample_s()) break;
-    ++*rated;
     PlanEstimate estimate = estimate_plan(profile, topology, plan, options.optimizer);
     if (estimate_tier(estimate) != 0) continue;
     if (estimate.peak_memory > limit) {
@@ -68,12 +67,9 @@ std::optional<PlanChoice> best_chunked(const Profile& profile, const Topology& t
 }
 
 // The best candidate of one (schedule, microbatches) search, by the estimate.
-// chunked_rated: incremented for each chunked layout rated.
 std::optional<PlanChoice> best_for(const Profile& profile, const Topology& topology, const PlannerOptions& options,
-                                   Schedule schedule, int microbatches, Bytes limit, Bytes* smallest,
-                                   int* chunked_rated) {
-  if (runs_chunks(schedule))
-    return best_chunked(profile, topology, options, schedule, microbatches, limit, smallest, chunked_rated);
+                                   Schedule schedule, int microbatches, Bytes limit, Bytes* smallest) {
+  if (runs_chunks(schedule)) return best_chunked(profile, topology, options, schedule, microbatches, limit, smallest);
   SearchOptions search{schedule, microbatches, profile.microbatch_size, options.straight, limit, options.optimizer, 8};
   const SearchResult found = search_plans(profile, topology, search);
   if (found.candidates.empty()) {
@@ -146,12 +142,11 @@ Result<PlannerOutcome> plan_with_baton(const Profile& profile, const Topology& t
                                        Bytes limit) {
   PlannerOutcome outcome;
   Bytes smallest;
-  int chunked_rated = 0;
   std::vector<PlanChoice> choices;
   const auto all = combinations(options);
   for (size_t k = 0; k < all.size(); ++k) {
     const auto& [schedule, microbatches] = all[k];
-    auto best = best_for(profile, topology, options, schedule, microbatches, limit, &smallest, &chunked_rated);
+    auto best = best_for(profile, topology, options, schedule, microbatches, limit, &smallest);
     if (best) choices.push_back(std::move(*best));
     if (options.progress)
       options.progress(runs_steady_state(schedule) ? std::string(schedule_name(schedule))
@@ -164,14 +159,19 @@ Result<PlannerOutcome> plan_with_baton(const Profile& profile, const Topology& t
     if (dp.estimate.peak_memory > limit) return no_fit_error(profile, topology, limit, dp.estimate.peak_memory);
     choices.push_back(std::move(dp));
   }
-  if (choices.empty() && options.schedule && runs_chunks(*options.schedule) && chunked_rated == 0)
-    return no_chunked_layout_error(profile, *options.schedule, options.microbatches);
+  if (choices.empty() && options.schedule && runs_chunks(*options.schedule)) {
+    // Nothing rated at all: no layout takes the microbatch count.
+    const bool none = std::all_of(all.begin(), all.end(), [&](const auto& combination) {
+      return chunked_candidates(profile, topology, combination.first, combination.second, options.virtual_stages)
+          .empty();
+    });
+    if (none) return no_chunked_layout_error(profile, *options.schedule, options.microbatches);
+  }
   if (choices.empty()) {
     Error error = no_fit_error(profile, topology, limit, smallest);
     // A chunked schedule at a fixed microbatch count may feed fewer workers than the devices.
     if (options.schedule && runs_chunks(*options.schedule) && options.microbatches > 0) {
-      const int most =
-          *options.schedule == Schedule::kInterleaved1F1B ? options.microbatches : options.microbatches / 2;
+      const int most = most_chunked_workers(*options.schedule, options.microbatches);
       if (most < topology.num_devices())
         error.message += fmt::format(
             "; {} at {} microbatches runs on at most {} of the {} devices, so more "

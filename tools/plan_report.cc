@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "planner/chunked_plans.h"
 #include "sim/schedules.h"
 #include "tools/report.h"
 
@@ -128,7 +129,7 @@ std::string outcome_text(const PlannerOutcome& outcome, const Profile& profile, 
   out += headline(best);
   if (const int used = best.plan.num_workers(); used < topology.num_devices()) {
     const Plan& plan = best.plan;
-    const int most = plan.schedule == Schedule::kInterleaved1F1B ? plan.batches : plan.batches / 2;
+    const int most = most_chunked_workers(plan.schedule, plan.batches);
     out += fmt::format(
         "devices     {} of the {}, the rest idle ({})\n", used, topology.num_devices(),
         runs_chunks(plan.schedule) && most < topology.num_devices()
