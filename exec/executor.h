@@ -142,6 +142,9 @@ struct WorkerStats {
   // transfers' CPU side, waking up).
   Seconds overhead() const { return loop - compute - waiting; }
   Seconds overhead_cpu() const { return loop_cpu - compute_cpu; }
+  // compute per step, each step this process ran in order (a shared
+  // machine's speed from step to step: validate predicts at its runs' own)
+  std::vector<Seconds> step_compute;
 };
 
 struct RunReport {

@@ -9,7 +9,7 @@
 //   report = [n_spans, n_spans x (action_index, start_s, end_s, bytes),
 //             n_losses, n_losses x (step, microbatch, loss),
 //             actions, loop_s, compute_s, waiting_s, loop_cpu_s, compute_cpu_s,
-//             peak_weight_versions, threads]
+//             peak_weight_versions, threads, n_steps, n_steps x step_compute_s]
 // Checkpoints: after the end-of-step barrier each stage's replica 0 writes its
 // stage file; a second barrier ensures all are in place before rank 0 writes
 // the manifest, which makes the checkpoint complete.
@@ -51,6 +51,8 @@ std::vector<double> encode_report(const std::vector<Span>& spans, const Losses& 
   out.insert(out.end(), {static_cast<double>(stats.actions), stats.loop.value, stats.compute.value, stats.waiting.value,
                          stats.loop_cpu.value, stats.compute_cpu.value, static_cast<double>(stats.peak_weight_versions),
                          static_cast<double>(stats.threads)});
+  out.push_back(static_cast<double>(stats.step_compute.size()));
+  for (Seconds compute : stats.step_compute) out.push_back(compute.value);
   return out;
 }
 
@@ -81,6 +83,8 @@ void decode_report(const std::vector<double>& in, const Program& program, int wo
   stats.compute_cpu = Seconds(next());
   stats.peak_weight_versions = static_cast<int>(next());
   stats.threads = static_cast<int>(next());
+  const auto steps_count = static_cast<size_t>(next());
+  for (size_t k = 0; k < steps_count; ++k) stats.step_compute.emplace_back(next());
 }
 
 // On the host, for Gloo.

@@ -174,11 +174,12 @@ Status Worker::run_iteration(int step, const Origin& origin, std::vector<Span>* 
 void Worker::account(int loop_start, int loop_end, std::vector<Span>* spans) {
   const WorkerDevice& device = *setup_.device;
   stats_.loop += device.seconds(loop_end) - device.seconds(loop_start);
+  Seconds step_compute;
   for (const Record& record : records_) {
     const ActionKind kind = record.action.kind;
     const Seconds start = device.seconds(record.timing.start);
     const Seconds end = device.seconds(record.timing.end);
-    if (is_compute(kind)) stats_.compute += end - start;
+    if (is_compute(kind)) step_compute += end - start;
     if (is_recv(kind)) stats_.waiting += end - start;
     if (record.timing.wait_start >= 0) stats_.waiting += start - device.seconds(record.timing.wait_start);
     if (record.timing.issued >= 0) stats_.waiting += device.seconds(record.timing.issued) - start;
@@ -187,6 +188,8 @@ void Worker::account(int loop_start, int loop_end, std::vector<Span>* spans) {
           Span{setup_.worker, record.index, record.action, stream_of(kind), start, end, Bytes(record.timing.bytes)});
     }
   }
+  stats_.compute += step_compute;
+  stats_.step_compute.push_back(step_compute);
   for (const auto& [microbatch, loss] : loss_tensors_) losses_.emplace_back(microbatch, loss.item<double>());
   loss_tensors_.clear();
 }

@@ -92,6 +92,21 @@ Result<Seconds> expected_compute_per_step(const Plan& plan, const Profile& profi
   return compute * mean_noise;
 }
 
+Result<double> run_speed(const std::vector<std::vector<Seconds>>& step_compute, Seconds expected, double speed,
+                         double q) {
+  if (step_compute.empty()) return Error{"run_speed: no workers"};
+  size_t steps = step_compute.front().size();
+  for (const std::vector<Seconds>& worker : step_compute) steps = std::min(steps, worker.size());
+  if (steps == 0) return Error{"run_speed: a worker has no steps' compute"};
+  if (!(expected.value > 0.0)) return Error{"run_speed: the expected compute per step is not positive"};
+  std::vector<Seconds> sums(steps);
+  for (const std::vector<Seconds>& worker : step_compute)
+    for (size_t k = 0; k < steps; ++k) sums[k] += worker[k];
+  const Seconds at_q = step_times_after_first(std::move(sums), q).at_quantile;
+  if (!(at_q.value > 0.0)) return Error{"run_speed: the run's steps have no compute"};
+  return speed * (expected / at_q);
+}
+
 StepTimes step_times_after_first(std::vector<Seconds> walls, double q) {
   if (walls.size() > 1) walls.erase(walls.begin());
   return StepTimes{Seconds(quantile_s(walls, q)), Seconds(quantile_s(walls, 0.5)), Seconds(quantile_s(walls, 0.0)),

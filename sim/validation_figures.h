@@ -6,8 +6,8 @@
 //   at once, its noise that loaded profile's compute_noise; the slices pooled
 //   give the device's compute_noise (all their samples) and relative_speed
 //   (their median: one slice that met a slow phase of a shared machine moves
-//   it little; validate records it, and predicts each schedule at its own
-//   slice's speed, having checked that its run agreed with that slice);
+//   it little; validate records it, and predicts each schedule at its run's
+//   own speed, run_speed, from the run's compute against its slice's);
 // - the prediction: one iteration of the plan's Program as the executor runs
 //   it (SGD), simulated once without noise and `samples` times with the
 //   topology's noise, of which the q-quantile is the figure;
@@ -85,6 +85,19 @@ Result<IterationPrediction> predict_iteration(const Plan& plan, const Profile& p
 // 1 without noise).
 Result<Seconds> expected_compute_per_step(const Plan& plan, const Profile& profile, const Topology& topology,
                                           const LoadedSlice& slice);
+
+// The speed a run had, from its compute alone: `step_compute` holds each
+// worker's compute time per step (in step order); a step's compute is its
+// workers' sum; after the first step (as step_times_after_first), its
+// q-quantile X against `expected`, the compute a step takes at `speed`
+// (expected_compute_per_step), gives speed x expected / X. On a machine whose
+// speed changes from second to second (a shared one), the run's steps met
+// other speeds than any slice before it; the q-quantile of their wall times
+// is the wall time at the q-quantile of their compute, since a step is slower
+// the slower its compute. An error when a worker has no steps or `expected`
+// is not positive.
+Result<double> run_speed(const std::vector<std::vector<Seconds>>& step_compute, Seconds expected, double speed,
+                         double q);
 
 struct StepTimes {
   Seconds at_quantile;  // the q-quantile

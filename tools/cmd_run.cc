@@ -276,6 +276,12 @@ std::string report_text(const exec::RunReport& report, const Plan& plan, const s
   return out + "\n" + render_table(workers);
 }
 
+nlohmann::json seconds_list(const std::vector<Seconds>& values) {
+  nlohmann::json out = nlohmann::json::array();
+  for (Seconds value : values) out.push_back(value.value);
+  return out;
+}
+
 nlohmann::json report_json(const exec::RunReport& report, const Plan& plan) {
   nlohmann::json steps = nlohmann::json::array();
   for (const exec::StepReport& step : report.steps)
@@ -285,6 +291,7 @@ nlohmann::json report_json(const exec::RunReport& report, const Plan& plan) {
     workers.push_back({{"actions", st.actions},
                        {"loop_s", st.loop.value},
                        {"compute_s", st.compute.value},
+                       {"step_compute_s", seconds_list(st.step_compute)},
                        {"waiting_s", st.waiting.value},
                        {"overhead_s", st.overhead().value},
                        {"loop_cpu_s", st.loop_cpu.value},

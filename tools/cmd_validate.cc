@@ -6,8 +6,9 @@
 // and run it (`baton run --backend gloo`), again while the run's compute
 // disagrees with its slice (run_with_slice). Then pool the slices' noise into
 // the topology (compute_noise all samples; relative_speed their median, for
-// the record), simulate each schedule's exact Program at its own slice's
-// speed, and compare. Writes a Markdown report with the
+// the record), simulate each schedule's exact Program at its run's own
+// speed (run_speed: the slice's, scaled by the run's compute per step against
+// the slice's expectation), and compare. Writes a Markdown report with the
 // figures and, per schedule, both Gantt charts in one SVG; exits 1 when an
 // iteration-time error exceeds --tolerance.
 // With --device cuda the workers are --nproc threads of one process on that
@@ -187,11 +188,20 @@ void run_case(ValidationCase& c, const ValidateArgs& args, const Profile& profil
 
 // The compute time per step of a run (every worker's, over all its steps),
 // from its report.
-Seconds measured_compute_per_step(const std::string& path) {
-  const nlohmann::json report = nlohmann::json::parse(read_file(path));
+Seconds measured_compute_per_step(const nlohmann::json& report) {
   double compute = 0.0;
   for (const auto& worker : report.at("workers")) compute += worker.at("compute_s").get<double>();
   return Seconds(compute / double(report.at("steps").size()));
+}
+
+// Each worker's compute time per step, from a run's report.
+std::vector<std::vector<Seconds>> step_compute(const nlohmann::json& report) {
+  std::vector<std::vector<Seconds>> out;
+  for (const auto& worker : report.at("workers")) {
+    out.emplace_back();
+    for (const auto& seconds : worker.at("step_compute_s")) out.back().emplace_back(seconds.get<double>());
+  }
+  return out;
 }
 
 // Moves an attempt's slice and run files from `dir` to dir/attempt-<n>/.
@@ -217,8 +227,10 @@ LoadedSlice run_with_slice(ValidationCase& c, const ValidateArgs& args, const Pr
     slice = measure_loaded_slice(args, profile, c.plan, dir);
     run_case(c, args, profile, topology, out);
     const Seconds expected = take(expected_compute_per_step(c.plan, profile, topology, slice));
-    c.run_compute = measured_compute_per_step(path_in(dir, "run.json")) / expected;
-    c.relative_speed = slice.speed;
+    const nlohmann::json report = nlohmann::json::parse(read_file(path_in(dir, "run.json")));
+    c.run_compute = measured_compute_per_step(report) / expected;
+    c.slice_speed = slice.speed;
+    c.relative_speed = take(run_speed(step_compute(report), expected, slice.speed, args.quantile));
     if (std::abs(c.run_compute - 1.0) <= args.drift || c.attempts >= args.attempts) return slice;
     progress(
         fmt::format("{}: the run's compute per step was {} off its slice's: the machine changed speed; "
@@ -329,7 +341,9 @@ void add_validate_command(CLI::App& app, CommandResult& result) {
       "model's profile (profile measure), then per schedule plan it, measure a slice of the device's speed\n"
       "and noise (--gap-us) and run it (run --backend gloo), again (--attempts) while the run's compute per\n"
       "step is off what the slice expects by more than --drift; pool the slices' noise, simulate each\n"
-      "Program the executor ran at its slice's speed (the --quantile of 200 noisy simulations, plus the\n"
+      "Program the executor ran at its run's own speed (the slice's, times what the slice expects a step\n"
+      "to compute over the --quantile of the run's steps' compute: a shared machine changes speed from\n"
+      "second to second) (the --quantile of 200 noisy simulations, plus the\n"
       "two barriers each measured step holds) and compare predicted and measured iteration time. Writes\n"
       "DIR/report.md (figures, calibration, profile, per-stage and per-action errors) and\n"
       "DIR/<schedule>/compare.svg (both Gantt charts); exits 1 when an iteration-time error exceeds\n"
@@ -377,8 +391,9 @@ void add_validate_command(CLI::App& app, CommandResult& result) {
       ->check(at_least(0));
   cmd->add_option("--gap-us", args->gap_us,
                   "before each schedule's run, profile again on every rank at once with this sleep before each\n"
-                  "stage's forward and backward (profile measure --gap-at); a schedule is predicted at its slice's\n"
-                  "speed (alone / so), with the noise of all the slices' samples (default 300, at most 1 s;\n"
+                  "stage's forward and backward (profile measure --gap-at): its speed (alone / so) times what it\n"
+                  "expects a step to compute over the run's steps' compute is the speed a schedule is predicted\n"
+                  "at, with the noise of all the slices' samples (default 300, at most 1 s;\n"
                   "< 0: skip, and predict at the topology's speed without compute noise)")
       ->check(at_most(1e6));
   cmd->add_option("--quantile", args->quantile,

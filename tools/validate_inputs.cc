@@ -140,7 +140,7 @@ LoadedSlice measure_loaded_slice(const ValidateArgs& args, const Profile& alone,
 
 // The slices pooled into the calibrated topology, saved as DIR/topology.json:
 // compute_noise all their samples, relative_speed the median of the slices'
-// speeds (for the record: each schedule is predicted at its own slice's).
+// speeds (for the record: each schedule is predicted at its run's own, run_speed).
 Topology pooled_topology(const ValidateArgs& args, const Topology& base, const std::vector<LoadedSlice>& slices,
                          const fs::path& dir) {
   Topology topology = base;

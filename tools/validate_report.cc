@@ -120,11 +120,15 @@ std::string validation_markdown(const ValidateArgs& args, const Profile& profile
       "steps, and {5:g} s by the prediction); the median is beside it (see `baton validate --help`). Error = "
       "(measured - predicted) / predicted; tolerance {2:g}%. Microbatch size {3}, SGD, {4} LibTorch thread(s) per "
       "rank.\n\n"
-      "Speed: each schedule is predicted at the speed of its own slice, measured just before its run (every rank "
-      "profiling at once). Run compute: the run's compute time per step against what that slice expects of it; "
-      "beyond {7:g}% the machine changed speed between the slice and the run, and the schedule was measured again "
-      "(a new slice, a new run), at most {8} attempts, the last kept. Attempts only follow the compute, never the "
-      "iteration time.\n\n",
+      "Speed: each schedule is predicted at the speed its run's compute had: the slice measured just before the "
+      "run (every rank profiling at once) gives its speed and the compute per step it expects, and the run's "
+      "steps after the first their compute (the workers' summed), whose {0:g} quantile against that expectation "
+      "scales the slice's speed: a shared machine changes speed from second to second, and the {0:g} quantile "
+      "of the steps' wall times is the wall time at the {0:g} quantile of their compute. The slices give the "
+      "noise. Run compute: the run's mean compute time per step against the slice's expectation; beyond {7:g}% "
+      "the machine changed speed between the slice and the run, and the schedule was measured again (a new "
+      "slice, a new run; the noise then comes from the machine the run met), at most {8} attempts, the last "
+      "kept. Speed and attempts only follow the compute, never the iteration time.\n\n",
       args.quantile, args.steps, 100.0 * args.tolerance, profile.microbatch_size, args.threads, args.run_seconds,
       kNoiseSamples, 100.0 * args.drift, args.attempts);
   out += "## Summary\n\n" + render_markdown_table(validation_summary_rows(cases, args.tolerance));
@@ -156,6 +160,7 @@ nlohmann::json validation_json(const std::vector<ValidationCase>& cases, double 
                             {"predicted_without_noise_s", c.predicted_plain.value},
                             {"step_barrier_s", c.step_barrier.value},
                             {"relative_speed", c.relative_speed},
+                            {"slice_speed", c.slice_speed},
                             {"run_compute", c.run_compute},
                             {"attempts", c.attempts},
                             {"measured_s", c.measured.value},

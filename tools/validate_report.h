@@ -19,10 +19,14 @@ namespace baton::cli {
 struct ValidationCase {
   Schedule schedule = Schedule::kOneFOneB;
   Plan plan;
-  Seconds predicted;            // the --quantile of the noisy simulations (deterministic without noise)
-  Seconds predicted_plain;      // the deterministic simulation
-  Seconds step_barrier;         // in both: the executor's step barrier (executor_step_barrier)
-  double relative_speed = 1.0;  // of the topology the case was predicted on
+  Seconds predicted;        // the --quantile of the noisy simulations (deterministic without noise)
+  Seconds predicted_plain;  // the deterministic simulation
+  Seconds step_barrier;     // in both: the executor's step barrier (executor_step_barrier)
+  // Of the topology the case was predicted on: with slices, the run's own
+  // (run_speed: its steps' compute at the --quantile against the slice's
+  // expectation), else the topology's.
+  double relative_speed = 1.0;
+  double slice_speed = 0.0;  // its slice's speed; 0 where no slice was measured
   // The run's compute per step over its slice's expectation
   // (expected_compute_per_step); 0 where no slice was measured.
   double run_compute = 0.0;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -195,10 +196,28 @@ TEST_CASE("validate's prediction is the noisy simulation of its plan and its mea
     INFO(schedule);
     CHECK(c.at("stages") == (schedule == "dp" ? "0-6x2" : "0-3x1,3-6x1"));
     CHECK(c.at("workers") == 2);
-    // Each schedule is predicted at the speed of its own slice (the kept
-    // attempt's, whose files are the ones in S/), with the pooled noise.
-    const double speed = alone / compute(read_json(dir / schedule / "profile-loaded.json"));
-    CHECK(c.at("relative_speed").get<double>() == Approx(speed).epsilon(1e-9));
+    // Its slice is the kept attempt's, whose files are the ones in S/.
+    const double slice_speed = alone / compute(read_json(dir / schedule / "profile-loaded.json"));
+    CHECK(c.at("slice_speed").get<double>() == Approx(slice_speed).epsilon(1e-9));
+    // Each schedule is predicted at its run's own speed, with the pooled
+    // noise: the slice's times E / X, E the compute per step the slice
+    // expects (the run's mean compute per step over run_compute) and X the
+    // median over steps 1..3 of the workers' compute summed.
+    const nlohmann::json ran = read_json(dir / schedule / "run.json");
+    std::vector<double> sums(ran.at("steps").size(), 0.0);
+    double total = 0.0;
+    for (const auto& worker : ran.at("workers")) {
+      total += worker.at("compute_s").get<double>();
+      const std::vector<double> per_step = worker.at("step_compute_s");
+      REQUIRE(per_step.size() == sums.size());
+      for (size_t k = 0; k < sums.size(); ++k) sums[k] += per_step[k];
+    }
+    // Every step's compute is in the worker's total.
+    CHECK(std::accumulate(sums.begin(), sums.end(), 0.0) == Approx(total).epsilon(1e-9));
+    const double expected = total / double(sums.size()) / c.at("run_compute").get<double>();
+    REQUIRE(sums.size() == 4);
+    std::sort(sums.begin() + 1, sums.end());
+    CHECK(c.at("relative_speed").get<double>() == Approx(slice_speed * expected / sums[2]).epsilon(1e-9));
     // Another attempt follows only a run whose compute per step was more than
     // --drift (0.03, the default) off its slice's expectation; earlier attempts' files are
     // set aside.

@@ -146,6 +146,31 @@ TEST_CASE("validation: step times leave out the first step", "[sim][validation]"
   CHECK(one.max.value == 7.0);
 }
 
+TEST_CASE("validation: a run's speed is its slice's times the expected compute over its steps' compute",
+          "[sim][validation]") {
+  // Two workers; steps 0..4. Step 0 (a warm-up, 1 s each) is left out. Steps
+  // 1..4 sum over the workers to 0.30, 0.20, 0.45, 0.25 s, sorted 0.20 0.25
+  // 0.30 0.45: median (0.25 + 0.30) / 2 = 0.275 s. At speed 0.8 a step is
+  // expected to compute 0.22 s, so the run ran at 0.8 x 0.22 / 0.275 = 0.64.
+  const std::vector<std::vector<Seconds>> compute{in_seconds({1.0, 0.10, 0.12, 0.20, 0.05}),
+                                                  in_seconds({1.0, 0.20, 0.08, 0.25, 0.20})};
+  auto median = run_speed(compute, Seconds(0.22), 0.8, 0.5);
+  REQUIRE(median.ok());
+  CHECK(*median == Approx(0.8 * 0.22 / 0.275));
+  // The 0.0 quantile of the wall times is the fastest step's: it is matched
+  // with the least compute (0.20 s): 0.8 x 0.22 / 0.20.
+  auto fastest = run_speed(compute, Seconds(0.22), 0.8, 0.0);
+  REQUIRE(fastest.ok());
+  CHECK(*fastest == Approx(0.8 * 0.22 / 0.20));
+  // Workers with fewer steps than others: the steps all of them have count.
+  auto shorter = run_speed({in_seconds({1.0, 0.1, 0.3}), in_seconds({1.0, 0.1})}, Seconds(0.1), 1.0, 0.5);
+  REQUIRE(shorter.ok());
+  CHECK(*shorter == Approx(0.1 / 0.2));
+  CHECK_FALSE(run_speed({}, Seconds(0.1), 1.0, 0.5).ok());
+  CHECK_FALSE(run_speed({in_seconds({})}, Seconds(0.1), 1.0, 0.5).ok());
+  CHECK_FALSE(run_speed({in_seconds({1.0, 0.1})}, Seconds(0.0), 1.0, 0.5).ok());
+}
+
 TEST_CASE("validation: a run takes at least min_steps, and 1 + ceil(run time / estimate)", "[sim][validation]") {
   CHECK(steps_to_run(30, Seconds(3.0), Seconds(0.05)) == 1 + 60);  // 3 / 0.05 = 60
   CHECK(steps_to_run(30, Seconds(3.0), Seconds(1.0)) == 30);       // 1 + 3 < 30
