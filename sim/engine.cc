@@ -4,9 +4,11 @@
 // A worker runs non-blocking actions (sends, all-reduce issue) at once and
 // yields after each compute action, on a receive whose data is not there yet,
 // and on a STEP whose all-reduce has not finished.
-// With a noise seed and device compute noise, each compute action's time is
-// its cost times the mean of one factor per layer of its stage, drawn
-// uniformly from the device's compute_noise; with device all-reduce noise,
+// A compute action's cost is its worker's SimOptions::worker_slowdown times
+// its stage's (where given). With a noise seed and device compute noise, each
+// compute action's time is its cost times the mean of one factor per layer of
+// its stage, drawn uniformly from the device's compute_noise; with device
+// all-reduce noise,
 // each all-reduce takes one drawn extra time (never below zero in total);
 // with device transfer noise, each receive completes one drawn extra time
 // after the later of its data's modelled arrival and the worker reaching it,
@@ -14,6 +16,7 @@
 // transfer_noise_ready when they were there (never before the worker reached
 // it, nor before its data were sent).
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -220,12 +223,12 @@ bool Engine::run_compute(int worker, const Action& action, Seconds now) {
   Seconds start = now;
   Seconds end;
   if (!shared_.empty()) {  // the unit's streams run at once: it starts now, at the rate left to it
-    const Seconds work = noisy(compute_time(action), costs_[action.stage].layers);
+    const Seconds work = noisy(slowed(worker, compute_time(action)), costs_[action.stage].layers);
     end = Seconds(shared_[unit_index].run(now.value, work.value, host_share(action)));
   } else {  // one compute stream, taken in turns
     Seconds& free = device_free_[unit_index];
     start = max(now, free);
-    end = start + noisy(compute_time(action), costs_[action.stage].layers);
+    end = start + noisy(slowed(worker, compute_time(action)), costs_[action.stage].layers);
     free = end;
   }
   raw_.busy[worker] += end - start;
@@ -293,6 +296,10 @@ bool Engine::step_ready(int worker, Seconds now) {
   }
   st.pending.clear();  // every one has ended: the worker's other STEPs need not look again
   return true;
+}
+
+Seconds Engine::slowed(int worker, Seconds cost) const {
+  return options_.worker_slowdown.empty() ? cost : cost * options_.worker_slowdown[static_cast<size_t>(worker)];
 }
 
 Seconds Engine::noisy(Seconds cost, int layers) {
@@ -416,6 +423,15 @@ void Engine::record(int worker, const Action& action, Stream stream, Seconds sta
 
 Result<RawRun> run_engine(const Program& program, const std::vector<StageCost>& costs, const Topology& topology,
                           const SimOptions& options) {
+  const size_t workers = program.workers.size();
+  if (!options.worker_slowdown.empty()) {
+    if (options.worker_slowdown.size() != workers)
+      return Error{
+          fmt::format("worker_slowdown has {} factors for {} workers", options.worker_slowdown.size(), workers)};
+    for (double factor : options.worker_slowdown)
+      if (!(factor > 0.0) || !std::isfinite(factor))
+        return Error{fmt::format("worker_slowdown: {} is not a positive factor", factor)};
+  }
   engine_detail::Engine engine(program, costs, topology, options);
   if (auto ok = engine.run(); !ok) return ok.error();
   return engine.take();

@@ -121,6 +121,7 @@ class Engine {
   void run_allreduce(int worker, const Action& action, Seconds now);
   bool step_ready(int worker, Seconds now);
   Seconds noisy(Seconds cost, int layers);
+  Seconds slowed(int worker, Seconds cost) const;  // SimOptions::worker_slowdown
   Seconds compute_time(const Action& action) const;
   // The part of `action`'s time its worker's host spends issuing it (StageCost).
   double host_share(const Action& action) const;
@@ -153,7 +154,7 @@ class Engine {
   std::vector<Seconds> device_free_;  // [compute unit] (Topology::compute_unit)
   std::vector<int> compute_unit_;     // [worker]
   std::vector<SharedUnit> shared_;    // [compute unit], when its streams run at once (else empty)
-  std::vector<double> act_arrival_;  // [receiving stage * M + microbatch] (one worker runs it)
+  std::vector<double> act_arrival_;   // [receiving stage * M + microbatch] (one worker runs it)
   std::vector<double> grad_arrival_;
   std::vector<std::vector<Collective>> collectives_;  // [stage][round]
   std::vector<std::vector<int>> stage_devices_;       // what each stage's all-reduce spans

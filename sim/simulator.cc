@@ -221,7 +221,7 @@ Result<Simulation> simulate_plan(const Plan& plan, const Profile& profile, const
 }
 
 bool simulates_one_replica(const Plan& plan, const Topology& topology, const SimOptions& options) {
-  return options.one_replica && !options.record_trace && options.noise_seed == 0 &&
+  return options.one_replica && !options.record_trace && options.noise_seed == 0 && options.worker_slowdown.empty() &&
          replicas_interchangeable(plan, topology);
 }
 

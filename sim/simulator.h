@@ -78,6 +78,12 @@ struct SimOptions {
   // instead of simulating them (sim/engine_repeats.cc). Every figure of the
   // metrics is that of the full run (to rounding: within 1e-9 relative).
   bool skip_repeats = false;
+  // Nonempty (one factor > 0 per worker of the Program): worker w's compute
+  // actions take their cost times worker_slowdown[w], the workers of a shared
+  // machine at different speeds (validate replays each measured step's; see
+  // sim/validation_figures.h, predict_run). Replicas are then not
+  // interchangeable (one_replica is ignored).
+  std::vector<double> worker_slowdown = {};
 };
 
 struct Simulation {

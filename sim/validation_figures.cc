@@ -5,6 +5,8 @@
 #include <numeric>
 #include <utility>
 
+#include <fmt/format.h>
+
 #include "sim/schedules.h"
 #include "sim/stage_costs.h"
 #include "sim/stats.h"
@@ -105,6 +107,41 @@ Result<double> run_speed(const std::vector<std::vector<Seconds>>& step_compute, 
   const Seconds at_q = step_times_after_first(std::move(sums), q).at_quantile;
   if (!(at_q.value > 0.0)) return Error{"run_speed: the run's steps have no compute"};
   return speed * (expected / at_q);
+}
+
+Result<Seconds> predict_run(const Plan& plan, const Profile& profile, const Topology& topology,
+                            const std::vector<std::vector<Seconds>>& step_compute, double q) {
+  const auto workers = static_cast<size_t>(plan.num_workers());
+  if (step_compute.size() != workers)
+    return Error{fmt::format("predict_run: {} workers' step compute for {} workers", step_compute.size(), workers)};
+  size_t steps = step_compute.front().size();
+  for (const std::vector<Seconds>& worker : step_compute) steps = std::min(steps, worker.size());
+  if (steps == 0) return Error{"predict_run: a worker has no steps' compute"};
+  const auto iteration = simulate_iteration(plan, profile, topology);
+  if (!iteration) return iteration.error();
+  std::vector<Seconds> expected(workers);
+  for (const Span& span : iteration->trace.spans)
+    if (is_compute(span.action.kind)) expected[static_cast<size_t>(span.worker)] += span.end - span.start;
+  const std::vector<double>& noise = topology.device.compute_noise;
+  const double mean_noise =
+      noise.empty() ? 1.0 : std::accumulate(noise.begin(), noise.end(), 0.0) / double(noise.size());
+  const Program program = build_program(plan);
+  const std::vector<StageCost> costs = stage_costs(profile, plan, topology);
+  SimOptions options = sgd_options();
+  options.worker_slowdown.assign(workers, 1.0);
+  std::vector<Seconds> makespans;
+  for (size_t k = steps > 1 ? 1 : 0; k < steps; ++k) {
+    for (size_t w = 0; w < workers; ++w) {
+      const Seconds at_speed = expected[w] * mean_noise;
+      const Seconds measured = step_compute[w][k];
+      options.worker_slowdown[w] = at_speed.value > 0.0 && measured.value > 0.0 ? measured / at_speed : 1.0;
+    }
+    const auto makespan =
+        noisy_makespans(program, costs, topology, plan.microbatch_size, options, 1, static_cast<uint64_t>(k) + 1);
+    if (!makespan) return makespan.error();
+    makespans.push_back(makespan->front());
+  }
+  return Seconds(quantile_s(makespans, q));
 }
 
 StepTimes step_times_after_first(std::vector<Seconds> walls, double q) {

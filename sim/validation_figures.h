@@ -99,6 +99,19 @@ Result<Seconds> expected_compute_per_step(const Plan& plan, const Profile& profi
 Result<double> run_speed(const std::vector<std::vector<Seconds>>& step_compute, Seconds expected, double speed,
                          double q);
 
+// The prediction of a run from the speed each of its workers had in each of
+// its steps (a shared machine's cores change speed from second to second,
+// one at a time): worker w's compute per step on `topology` (the compute
+// actions of simulate_iteration, times the mean of the device's compute noise)
+// is held against step_compute[w][k], its measured compute in step k, and for
+// each step after the first (as step_times_after_first) one simulation of the
+// iteration runs with those factors as SimOptions::worker_slowdown, with the
+// topology's noise drawn with seed k + 1 (deterministic without noise). Returns
+// the q-quantile of those makespans, without the step barrier. An error when
+// step_compute does not hold one list per worker or a list is empty.
+Result<Seconds> predict_run(const Plan& plan, const Profile& profile, const Topology& topology,
+                            const std::vector<std::vector<Seconds>>& step_compute, double q);
+
 struct StepTimes {
   Seconds at_quantile;  // the q-quantile
   Seconds median;

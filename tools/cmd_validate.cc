@@ -6,9 +6,10 @@
 // and run it (`baton run --backend gloo`), again while the run's compute
 // disagrees with its slice (run_with_slice). Then pool the slices' noise into
 // the topology (compute_noise all samples; relative_speed their median, for
-// the record), simulate each schedule's exact Program at its run's own
-// speed (run_speed: the slice's, scaled by the run's compute per step against
-// the slice's expectation), and compare. Writes a Markdown report with the
+// the record), simulate each schedule's exact Program once per measured step
+// at the speeds its workers had in it (predict_run: the slice's speed, each
+// worker slowed by its compute in the step over the slice's expectation), and
+// compare. Writes a Markdown report with the
 // figures and, per schedule, both Gantt charts in one SVG; exits 1 when an
 // iteration-time error exceeds --tolerance.
 // With --device cuda the workers are --nproc threads of one process on that
@@ -230,7 +231,8 @@ LoadedSlice run_with_slice(ValidationCase& c, const ValidateArgs& args, const Pr
     const nlohmann::json report = nlohmann::json::parse(read_file(path_in(dir, "run.json")));
     c.run_compute = measured_compute_per_step(report) / expected;
     c.slice_speed = slice.speed;
-    c.relative_speed = take(run_speed(step_compute(report), expected, slice.speed, args.quantile));
+    c.step_compute = step_compute(report);
+    c.relative_speed = take(run_speed(c.step_compute, expected, slice.speed, args.quantile));
     if (std::abs(c.run_compute - 1.0) <= args.drift || c.attempts >= args.attempts) return slice;
     progress(
         fmt::format("{}: the run's compute per step was {} off its slice's: the machine changed speed; "
@@ -249,8 +251,14 @@ void predict_case(ValidationCase& c, const ValidateArgs& args, const Profile& pr
   const fs::path dir = out / name;
   Topology at_speed = topology;
   at_speed.device.relative_speed = c.relative_speed;
-  const IterationPrediction prediction =
-      take(predict_iteration(c.plan, profile, at_speed, args.quantile, kNoiseSamples));
+  IterationPrediction prediction = take(predict_iteration(c.plan, profile, at_speed, args.quantile, kNoiseSamples));
+  if (c.slice_speed > 0.0) {
+    // The run's steps replayed at the speeds its workers had in each.
+    Topology at_slice = topology;
+    at_slice.device.relative_speed = c.slice_speed;
+    prediction.at_quantile =
+        take(predict_run(c.plan, profile, at_slice, c.step_compute, args.quantile)) + prediction.step_barrier;
+  }
   const Trace& predicted = prediction.deterministic.trace;
   c.predicted_plain = prediction.plain();
   c.step_barrier = prediction.step_barrier;
@@ -341,9 +349,9 @@ void add_validate_command(CLI::App& app, CommandResult& result) {
       "model's profile (profile measure), then per schedule plan it, measure a slice of the device's speed\n"
       "and noise (--gap-us) and run it (run --backend gloo), again (--attempts) while the run's compute per\n"
       "step is off what the slice expects by more than --drift; pool the slices' noise, simulate each\n"
-      "Program the executor ran at its run's own speed (the slice's, times what the slice expects a step\n"
-      "to compute over the --quantile of the run's steps' compute: a shared machine changes speed from\n"
-      "second to second) (the --quantile of 200 noisy simulations, plus the\n"
+      "Program the executor ran once per measured step, at the speeds its workers had in it (the slice's\n"
+      "speed, each worker slowed by its compute in that step over what the slice expects of it: a shared\n"
+      "machine's cores change speed from second to second), the --quantile of those plus the\n"
       "two barriers each measured step holds) and compare predicted and measured iteration time. Writes\n"
       "DIR/report.md (figures, calibration, profile, per-stage and per-action errors) and\n"
       "DIR/<schedule>/compare.svg (both Gantt charts); exits 1 when an iteration-time error exceeds\n"
@@ -391,9 +399,9 @@ void add_validate_command(CLI::App& app, CommandResult& result) {
       ->check(at_least(0));
   cmd->add_option("--gap-us", args->gap_us,
                   "before each schedule's run, profile again on every rank at once with this sleep before each\n"
-                  "stage's forward and backward (profile measure --gap-at): its speed (alone / so) times what it\n"
-                  "expects a step to compute over the run's steps' compute is the speed a schedule is predicted\n"
-                  "at, with the noise of all the slices' samples (default 300, at most 1 s;\n"
+                  "stage's forward and backward (profile measure --gap-at): its speed (alone / so), each worker\n"
+                  "slowed in each step by its compute there over what the slice expects, is what a schedule is\n"
+                  "predicted at, with the noise of all the slices' samples (default 300, at most 1 s;\n"
                   "< 0: skip, and predict at the topology's speed without compute noise)")
       ->check(at_most(1e6));
   cmd->add_option("--quantile", args->quantile,

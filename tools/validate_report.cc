@@ -108,8 +108,9 @@ std::string validation_markdown(const ValidateArgs& args, const Profile& profile
                         : fmt::format("# Validation: {} on {} workers of the threads backend on {}\n\n", profile.model,
                                       args.nproc, profile.device);
   out += fmt::format(
-      "Predicted: the {0:g} quantile of the iteration time over {6} simulations of the Program each plan runs, "
-      "on a noisy machine (compute times drawn from the topology's compute_noise, all-reduce times from its "
+      "Predicted: the {0:g} quantile of the iteration time over {6} simulations of the Program each plan runs "
+      "(with slices: one per measured step, at the speeds its workers had; see Speed), on a noisy machine (compute "
+      "times drawn from the topology's compute_noise, all-reduce times from its "
       "allreduce_noise_us, each receive's wait beyond the link model from its transfer_noise_us or "
       "transfer_noise_ready_us; the deterministic "
       "simulation "
@@ -120,15 +121,18 @@ std::string validation_markdown(const ValidateArgs& args, const Profile& profile
       "steps, and {5:g} s by the prediction); the median is beside it (see `baton validate --help`). Error = "
       "(measured - predicted) / predicted; tolerance {2:g}%. Microbatch size {3}, SGD, {4} LibTorch thread(s) per "
       "rank.\n\n"
-      "Speed: each schedule is predicted at the speed its run's compute had: the slice measured just before the "
-      "run (every rank profiling at once) gives its speed and the compute per step it expects, and the run's "
-      "steps after the first their compute (the workers' summed), whose {0:g} quantile against that expectation "
-      "scales the slice's speed: a shared machine changes speed from second to second, and the {0:g} quantile "
-      "of the steps' wall times is the wall time at the {0:g} quantile of their compute. The slices give the "
-      "noise. Run compute: the run's mean compute time per step against the slice's expectation; beyond {7:g}% "
-      "the machine changed speed between the slice and the run, and the schedule was measured again (a new "
-      "slice, a new run; the noise then comes from the machine the run met), at most {8} attempts, the last "
-      "kept. Speed and attempts only follow the compute, never the iteration time.\n\n",
+      "Speed: each schedule is predicted at the speeds its run's workers had, step by step: the slice measured "
+      "just before the run (every rank profiling at once) gives the device's speed and noise, at which each "
+      "worker is expected to compute so much per step; each step after the first is simulated once (its own "
+      "noise draw) with every worker's compute scaled by what that worker computed in that step over its "
+      "expectation, and the {0:g} quantile of those is the prediction. A shared machine's cores change speed "
+      "from second to second, one at a time, so a run meets other speeds than its slice did. Only the run's "
+      "compute goes in (each worker's forward, backward and optimizer time per step), never its iteration time, "
+      "waits or transfers. The speed column: the slice's speed times the compute per step the slice expects "
+      "(all workers) over the {0:g} quantile of the steps' compute. Run compute: the run's mean compute per step "
+      "against the slice's expectation; beyond {7:g}% the machine changed speed between the slice and the run, "
+      "and the schedule was measured again (a new slice, a new run; its noise then comes from the machine the "
+      "run met), at most {8} attempts, the last kept.\n\n",
       args.quantile, args.steps, 100.0 * args.tolerance, profile.microbatch_size, args.threads, args.run_seconds,
       kNoiseSamples, 100.0 * args.drift, args.attempts);
   out += "## Summary\n\n" + render_markdown_table(validation_summary_rows(cases, args.tolerance));

@@ -27,6 +27,8 @@ struct ValidationCase {
   // expectation), else the topology's.
   double relative_speed = 1.0;
   double slice_speed = 0.0;  // its slice's speed; 0 where no slice was measured
+  // With a slice: each worker's compute per step in the run (predict_run).
+  std::vector<std::vector<Seconds>> step_compute;
   // The run's compute per step over its slice's expectation
   // (expected_compute_per_step); 0 where no slice was measured.
   double run_compute = 0.0;

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/link_fit.h"
+#include "sim/validation_figures.h"
 #include "tests/cli/cli_runner.h"
 
 namespace baton::testing {
@@ -246,10 +247,28 @@ TEST_CASE("validate's prediction is the noisy simulation of its plan and its mea
         "validate-sim");
     REQUIRE(sim.exit_code == 0);
     const nlohmann::json simulated = nlohmann::json::parse(sim.out);
-    const double predicted = simulated.at("noise").at("median_s").get<double>() + barrier;
-    CHECK(c.at("predicted_s").get<double>() == Approx(predicted).epsilon(1e-12));
     CHECK(c.at("predicted_without_noise_s").get<double>() ==
           Approx(simulated.at("iteration_time_s").get<double>() + barrier).epsilon(1e-12));
+    // The prediction replays the run's steps: each simulated at the slice's
+    // speed with every worker slowed as its compute in that step says
+    // (predict_run), with the pooled noise; the median plus the barriers.
+    nlohmann::json at_slice = read_json(dir / "topology.json");
+    at_slice["device"]["relative_speed"] = slice_speed;
+    std::vector<std::vector<Seconds>> per_worker;
+    for (const auto& worker : ran.at("workers")) {
+      per_worker.emplace_back();
+      for (const auto& seconds : worker.at("step_compute_s")) per_worker.back().emplace_back(seconds.get<double>());
+    }
+    const auto plan = plan_from_json(read_json(dir / schedule / "plan.json"), "plan.json");
+    const auto profile = profile_from_json(read_json(dir / "profile.json"), "profile.json");
+    const auto slice_topology = topology_from_json(at_slice, "topology.json");
+    REQUIRE(plan.ok());
+    REQUIRE(profile.ok());
+    REQUIRE(slice_topology.ok());
+    const auto replayed = predict_run(*plan, *profile, *slice_topology, per_worker, 0.5);
+    REQUIRE(replayed.ok());
+    const double predicted = replayed->value + barrier;
+    CHECK(c.at("predicted_s").get<double>() == Approx(predicted).epsilon(1e-12));
     // measured = the median of the wall times of steps 1..3, the middle one.
     std::vector<double> walls;
     const nlohmann::json run_report = read_json(dir / schedule / "run.json");

@@ -1,6 +1,7 @@
 // Noisy simulations (SimOptions::noise_seed, DeviceType::compute_noise,
 // noisy_makespans): every compute action takes its cost times the mean of one
-// factor per layer of its stage, drawn from the device's compute_noise.
+// factor per layer of its stage, drawn from the device's compute_noise; and
+// workers slowed one by one (SimOptions::worker_slowdown).
 #include <numeric>
 
 #include "tests/catch_compat.h"
@@ -226,4 +227,46 @@ TEST_CASE("transfer_noise_us and transfer_noise_ready_us round-trip through the 
   CHECK_FALSE(topology_to_json(linked({}))["device"].contains("transfer_noise_ready_us"));
   for (const char* field : {"transfer_noise_us", "transfer_noise_ready_us"})
     check_refused(topology, field, {"[]", "[\"x\"]", "[1, null]", "{}"});
+}
+
+TEST_CASE("a worker slowed by k computes like a device k times slower, the others unchanged", "[sim][noise]") {
+  // Two one-layer stages, free transfers, M = 4 under gpipe; one microbatch's
+  // forward and backward take tF + tB = 8 ms. Unslowed: (M + S - 1)(tF + tB).
+  const Topology topology = make_flat_topology(2, 100.0, Seconds(0.0));
+  const Plan plan = make_plan("0-1,1-2", Schedule::kGPipe, 4, topology);
+  const Profile profile = make_uniform_profile(2, kForward, kBackward, Bytes(0), Bytes(0));
+  const Program program = build_program(plan);
+  const std::vector<StageCost> costs = stage_costs(profile, plan, topology);
+  const auto makespan = [&](std::vector<double> slowdown) {
+    SimOptions options;
+    options.worker_slowdown = std::move(slowdown);
+    auto result = simulate_program(program, costs, topology, plan.microbatch_size, options);
+    if (!result) FAIL(result.error().message);
+    return result->metrics.makespan.value;
+  };
+  const double step = (kForward + kBackward).value;
+  CHECK(makespan({1.0, 1.0}) == Approx((4 + 2 - 1) * step));
+  // Both twice as slow: twice the makespan.
+  CHECK(makespan({2.0, 2.0}) == Approx(2 * (4 + 2 - 1) * step));
+  // The last stage twice as slow is the bottleneck and never waits after its
+  // first input: stage 0's first forward, its M forwards and backwards, then
+  // stage 0's last backward.
+  CHECK(makespan({1.0, 2.0}) == Approx(kForward.value + 4 * 2 * step + kBackward.value));
+  // One factor per worker, each positive.
+  SimOptions wrong;
+  wrong.worker_slowdown = {1.0};
+  auto refused = simulate_program(program, costs, topology, plan.microbatch_size, wrong);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message.find("1 factors for 2 workers") != std::string::npos);
+  wrong.worker_slowdown = {1.0, 0.0};
+  CHECK_FALSE(simulate_program(program, costs, topology, plan.microbatch_size, wrong).ok());
+  // Replicas slowed differently are not interchangeable: one_replica is ignored.
+  const Topology four = make_flat_topology(4, 100.0, Seconds(0.0));
+  const Plan replicated = make_plan("0-1x2,1-2x2", Schedule::kGPipe, 4, four);
+  SimOptions one;
+  one.record_trace = false;
+  one.one_replica = true;
+  CHECK(simulates_one_replica(replicated, four, one));
+  one.worker_slowdown = {1.0, 1.0, 1.0, 3.0};
+  CHECK_FALSE(simulates_one_replica(replicated, four, one));
 }

@@ -171,6 +171,45 @@ TEST_CASE("validation: a run's speed is its slice's times the expected compute o
   CHECK_FALSE(run_speed({in_seconds({1.0, 0.1})}, Seconds(0.0), 1.0, 0.5).ok());
 }
 
+TEST_CASE("validation: a run is predicted step by step at the speeds its workers had", "[sim][validation]") {
+  // Two one-layer stages, free transfers, M = 4 under gpipe: each worker is
+  // expected to compute M (tF + tB) = 32 ms per step; unslowed the iteration
+  // takes (M + S - 1)(tF + tB) = 40 ms.
+  const Topology topology = make_flat_topology(2, 100.0, Seconds(0.0));
+  const Plan plan = make_plan("0-1,1-2", Schedule::kGPipe, 4, topology);
+  const Profile profile = make_uniform_profile(2, kForward, kBackward, Bytes(0), Bytes(0));
+  const double step = (kForward + kBackward).value;
+  const double expected = 4 * step;
+  // Step 0 is left out. Step 1: worker 1 computed twice its expectation, the
+  // bottleneck: tF + 2 M (tF + tB) + tB = 72 ms; step 2: both as expected,
+  // 40 ms; step 3: both twice, 80 ms.
+  const std::vector<std::vector<Seconds>> compute{
+      {Seconds(1.0), Seconds(expected), Seconds(expected), Seconds(2 * expected)},
+      {Seconds(1.0), Seconds(2 * expected), Seconds(expected), Seconds(2 * expected)}};
+  const double slowed_last = kForward.value + 4 * 2 * step + kBackward.value;
+  auto median = predict_run(plan, profile, topology, compute, 0.5);
+  REQUIRE(median.ok());
+  CHECK(median->value == Approx(slowed_last));
+  auto fastest = predict_run(plan, profile, topology, compute, 0.0);
+  REQUIRE(fastest.ok());
+  CHECK(fastest->value == Approx((4 + 2 - 1) * step));
+  auto slowest = predict_run(plan, profile, topology, compute, 1.0);
+  REQUIRE(slowest.ok());
+  CHECK(slowest->value == Approx(2 * (4 + 2 - 1) * step));
+  // With noise the expectation is the mean draw: every draw 2, so a worker
+  // that computed 2 x 32 ms ran at the expected speed, and the iteration takes
+  // the noisy 2 x 40 ms.
+  Topology noisy = topology;
+  noisy.device.compute_noise = {2.0};
+  auto drawn =
+      predict_run(plan, profile, noisy, {in_seconds({1.0, 2 * expected}), in_seconds({1.0, 2 * expected})}, 0.5);
+  REQUIRE(drawn.ok());
+  CHECK(drawn->value == Approx(2 * (4 + 2 - 1) * step));
+  // One list per worker, none empty.
+  CHECK_FALSE(predict_run(plan, profile, topology, {in_seconds({1.0, 0.1})}, 0.5).ok());
+  CHECK_FALSE(predict_run(plan, profile, topology, {in_seconds({}), in_seconds({})}, 0.5).ok());
+}
+
 TEST_CASE("validation: a run takes at least min_steps, and 1 + ceil(run time / estimate)", "[sim][validation]") {
   CHECK(steps_to_run(30, Seconds(3.0), Seconds(0.05)) == 1 + 60);  // 3 / 0.05 = 60
   CHECK(steps_to_run(30, Seconds(3.0), Seconds(1.0)) == 30);       // 1 + 3 < 30
