@@ -21,6 +21,16 @@ SimOptions sgd_options() {
   return options;
 }
 
+// The steps every worker of `step_compute` has (the fewest any has); an
+// error, named for `what`, when there are no workers or a worker has none.
+Result<size_t> steps_of_all(const std::vector<std::vector<Seconds>>& step_compute, const char* what) {
+  if (step_compute.empty()) return Error{fmt::format("{}: no workers", what)};
+  size_t steps = step_compute.front().size();
+  for (const std::vector<Seconds>& worker : step_compute) steps = std::min(steps, worker.size());
+  if (steps == 0) return Error{fmt::format("{}: a worker has no steps' compute", what)};
+  return steps;
+}
+
 double quantile_s(const std::vector<Seconds>& samples, double q) {
   std::vector<double> values;
   values.reserve(samples.size());
@@ -71,7 +81,7 @@ Result<IterationPrediction> predict_iteration(const Plan& plan, const Profile& p
   IterationPrediction prediction{std::move(*deterministic), executor_step_barrier(topology, plan.num_workers()),
                                  Seconds(0)};
   prediction.at_quantile = prediction.plain();
-  if (!topology.device.noisy()) return prediction;
+  if (!topology.device.noisy() || samples == 0) return prediction;
   const auto noisy = noisy_makespans(build_program(plan), stage_costs(profile, plan, topology), topology,
                                      plan.microbatch_size, sgd_options(), samples);
   if (!noisy) return noisy.error();
@@ -96,14 +106,12 @@ Result<Seconds> expected_compute_per_step(const Plan& plan, const Profile& profi
 
 Result<double> run_speed(const std::vector<std::vector<Seconds>>& step_compute, Seconds expected, double speed,
                          double q) {
-  if (step_compute.empty()) return Error{"run_speed: no workers"};
-  size_t steps = step_compute.front().size();
-  for (const std::vector<Seconds>& worker : step_compute) steps = std::min(steps, worker.size());
-  if (steps == 0) return Error{"run_speed: a worker has no steps' compute"};
+  const auto steps = steps_of_all(step_compute, "run_speed");
+  if (!steps) return steps.error();
   if (!(expected.value > 0.0)) return Error{"run_speed: the expected compute per step is not positive"};
-  std::vector<Seconds> sums(steps);
+  std::vector<Seconds> sums(*steps);
   for (const std::vector<Seconds>& worker : step_compute)
-    for (size_t k = 0; k < steps; ++k) sums[k] += worker[k];
+    for (size_t k = 0; k < *steps; ++k) sums[k] += worker[k];
   const Seconds at_q = step_times_after_first(std::move(sums), q).at_quantile;
   if (!(at_q.value > 0.0)) return Error{"run_speed: the run's steps have no compute"};
   return speed * (expected / at_q);
@@ -114,9 +122,8 @@ Result<Seconds> predict_run(const Plan& plan, const Profile& profile, const Topo
   const auto workers = static_cast<size_t>(plan.num_workers());
   if (step_compute.size() != workers)
     return Error{fmt::format("predict_run: {} workers' step compute for {} workers", step_compute.size(), workers)};
-  size_t steps = step_compute.front().size();
-  for (const std::vector<Seconds>& worker : step_compute) steps = std::min(steps, worker.size());
-  if (steps == 0) return Error{"predict_run: a worker has no steps' compute"};
+  const auto steps = steps_of_all(step_compute, "predict_run");
+  if (!steps) return steps.error();
   const auto iteration = simulate_iteration(plan, profile, topology);
   if (!iteration) return iteration.error();
   std::vector<Seconds> expected(workers);
@@ -130,7 +137,7 @@ Result<Seconds> predict_run(const Plan& plan, const Profile& profile, const Topo
   SimOptions options = sgd_options();
   options.worker_slowdown.assign(workers, 1.0);
   std::vector<Seconds> makespans;
-  for (size_t k = steps > 1 ? 1 : 0; k < steps; ++k) {
+  for (size_t k = *steps > 1 ? 1 : 0; k < *steps; ++k) {
     for (size_t w = 0; w < workers; ++w) {
       const Seconds at_speed = expected[w] * mean_noise;
       const Seconds measured = step_compute[w][k];

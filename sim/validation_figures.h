@@ -74,7 +74,8 @@ struct IterationPrediction {
 };
 // The q-quantile (sim/stats.h) of `samples` noisy simulations of the
 // iteration (seeds 1 .. samples), beside the deterministic one; both with
-// the executor's step barrier.
+// the executor's step barrier. With no samples, only the deterministic one
+// (at_quantile its makespan plus the barrier).
 Result<IterationPrediction> predict_iteration(const Plan& plan, const Profile& profile, const Topology& topology,
                                               double q, int samples);
 

@@ -251,9 +251,12 @@ void predict_case(ValidationCase& c, const ValidateArgs& args, const Profile& pr
   const fs::path dir = out / name;
   Topology at_speed = topology;
   at_speed.device.relative_speed = c.relative_speed;
-  IterationPrediction prediction = take(predict_iteration(c.plan, profile, at_speed, args.quantile, kNoiseSamples));
-  if (c.slice_speed > 0.0) {
-    // The run's steps replayed at the speeds its workers had in each.
+  // With a slice, the run's steps replayed at the speeds its workers had in
+  // each stand for the noisy simulations.
+  const bool replayed = c.slice_speed > 0.0;
+  IterationPrediction prediction =
+      take(predict_iteration(c.plan, profile, at_speed, args.quantile, replayed ? 0 : kNoiseSamples));
+  if (replayed) {
     Topology at_slice = topology;
     at_slice.device.relative_speed = c.slice_speed;
     prediction.at_quantile =

@@ -22,9 +22,10 @@ struct ValidationCase {
   Seconds predicted;        // the --quantile of the noisy simulations (deterministic without noise)
   Seconds predicted_plain;  // the deterministic simulation
   Seconds step_barrier;     // in both: the executor's step barrier (executor_step_barrier)
-  // Of the topology the case was predicted on: with slices, the run's own
+  // The deterministic simulation's speed: with a slice the run's own
   // (run_speed: its steps' compute at the --quantile against the slice's
-  // expectation), else the topology's.
+  // expectation; the prediction itself replays each step, predict_run),
+  // else the topology's.
   double relative_speed = 1.0;
   double slice_speed = 0.0;  // its slice's speed; 0 where no slice was measured
   // With a slice: each worker's compute per step in the run (predict_run).
