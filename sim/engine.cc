@@ -5,7 +5,8 @@
 // yields after each compute action, on a receive whose data is not there yet,
 // and on a STEP whose all-reduce has not finished.
 // A compute action's cost is its worker's SimOptions::worker_slowdown times
-// its stage's (where given). With a noise seed and device compute noise, each
+// its stage's (where given); with SimOptions::worker_action_overhead, a
+// worker reaches each action that long after it is free to. With a noise seed and device compute noise, each
 // compute action's time is its cost times the mean of one factor per layer of
 // its stage, drawn uniformly from the device's compute_noise; with device
 // all-reduce noise,
@@ -88,7 +89,7 @@ Engine::Engine(const Program& program, const std::vector<StageCost>& costs, cons
   raw_.stage0_completion.assign(static_cast<size_t>(microbatches_), Seconds(-1.0));
   skipping_ = options.skip_repeats && !options.record_trace && noise_factors_ == nullptr &&
               allreduce_extras_ == nullptr && !transfer_noise_ && !keep_intervals_ && !program.vertical_sync &&
-              shared_.empty() && workers > 0;
+              shared_.empty() && options.worker_action_overhead.empty() && workers > 0;
 }
 
 double Engine::host_share(const Action& action) const {
@@ -183,6 +184,14 @@ void Engine::advance(int worker, Seconds now) {
   const auto& list = program_.actions[worker];
   while (st.pc < static_cast<int>(list.size())) {
     const Action& action = list[st.pc];
+    if (!st.dispatched && !options_.worker_action_overhead.empty()) {
+      st.dispatched = true;
+      const Seconds overhead = options_.worker_action_overhead[static_cast<size_t>(worker)];
+      if (overhead.value > 0.0) {
+        schedule(worker, now + overhead);
+        return;  // resumes at the action, which it then reaches
+      }
+    }
     if (st.reached < 0) st.reached = now.value;
     bool proceed = true;
     if (is_compute(action.kind)) {
@@ -190,6 +199,7 @@ void Engine::advance(int worker, Seconds now) {
       if (proceed) {
         ++st.pc;
         st.reached = kUnknown;
+        st.dispatched = false;
         return;  // resumes at the compute's end
       }
     } else if (is_send(action.kind)) {
@@ -202,6 +212,7 @@ void Engine::advance(int worker, Seconds now) {
     if (!proceed) return;
     ++st.pc;
     st.reached = kUnknown;
+    st.dispatched = false;
   }
 }
 
@@ -431,6 +442,14 @@ Result<RawRun> run_engine(const Program& program, const std::vector<StageCost>& 
     for (double factor : options.worker_slowdown)
       if (!(factor > 0.0) || !std::isfinite(factor))
         return Error{fmt::format("worker_slowdown: {} is not a positive factor", factor)};
+  }
+  if (!options.worker_action_overhead.empty()) {
+    if (options.worker_action_overhead.size() != workers)
+      return Error{fmt::format("worker_action_overhead has {} times for {} workers",
+                               options.worker_action_overhead.size(), workers)};
+    for (Seconds overhead : options.worker_action_overhead)
+      if (!(overhead.value >= 0.0) || !std::isfinite(overhead.value))
+        return Error{fmt::format("worker_action_overhead: {} s is not a time >= 0", overhead.value)};
   }
   engine_detail::Engine engine(program, costs, topology, options);
   if (auto ok = engine.run(); !ok) return ok.error();

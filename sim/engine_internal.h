@@ -62,6 +62,7 @@ struct WorkerState {
   int pc = 0;
   bool blocked = false;  // waiting for data or an all-reduce; woken by its producer
   double reached = kUnknown;
+  bool dispatched = false;                   // the action at pc has had its SimOptions::worker_action_overhead
   double next_event = kUnknown;              // the time of its pending event, if it has one
   std::vector<std::pair<int, int>> pending;  // (stage, round) of issued all-reduces a STEP has not seen
 };

@@ -222,7 +222,7 @@ Result<Simulation> simulate_plan(const Plan& plan, const Profile& profile, const
 
 bool simulates_one_replica(const Plan& plan, const Topology& topology, const SimOptions& options) {
   return options.one_replica && !options.record_trace && options.noise_seed == 0 && options.worker_slowdown.empty() &&
-         replicas_interchangeable(plan, topology);
+         options.worker_action_overhead.empty() && replicas_interchangeable(plan, topology);
 }
 
 bool replicas_interchangeable(const Plan& plan, const Topology& topology) {

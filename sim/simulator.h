@@ -84,6 +84,15 @@ struct SimOptions {
   // sim/validation_figures.h, predict_run). Replicas are then not
   // interchangeable (one_replica is ignored).
   std::vector<double> worker_slowdown = {};
+  // Nonempty (one time >= 0 per worker of the Program): worker w spends
+  // worker_action_overhead[w] of its own before each action it runs, compute
+  // or not: an executor's dispatch and bookkeeping and the calling thread's
+  // share of issuing a transfer, time that is neither compute nor waiting
+  // (exec::WorkerStats::overhead; validate replays each run with its own, see
+  // sim/validation_figures.h, predict_run). It holds the worker, not its
+  // device. Replicas are then not interchangeable (one_replica is ignored),
+  // and repeats are not skipped.
+  std::vector<Seconds> worker_action_overhead = {};
 };
 
 struct Simulation {

@@ -118,7 +118,8 @@ Result<double> run_speed(const std::vector<std::vector<Seconds>>& step_compute, 
 }
 
 Result<Seconds> predict_run(const Plan& plan, const Profile& profile, const Topology& topology,
-                            const std::vector<std::vector<Seconds>>& step_compute, double q) {
+                            const std::vector<std::vector<Seconds>>& step_compute, double q,
+                            const std::vector<Seconds>& action_overhead) {
   const auto workers = static_cast<size_t>(plan.num_workers());
   if (step_compute.size() != workers)
     return Error{fmt::format("predict_run: {} workers' step compute for {} workers", step_compute.size(), workers)};
@@ -136,6 +137,7 @@ Result<Seconds> predict_run(const Plan& plan, const Profile& profile, const Topo
   const std::vector<StageCost> costs = stage_costs(profile, plan, topology);
   SimOptions options = sgd_options();
   options.worker_slowdown.assign(workers, 1.0);
+  options.worker_action_overhead = action_overhead;
   std::vector<Seconds> makespans;
   for (size_t k = *steps > 1 ? 1 : 0; k < *steps; ++k) {
     for (size_t w = 0; w < workers; ++w) {

@@ -107,11 +107,15 @@ Result<double> run_speed(const std::vector<std::vector<Seconds>>& step_compute, 
 // is held against step_compute[w][k], its measured compute in step k, and for
 // each step after the first (as step_times_after_first) one simulation of the
 // iteration runs with those factors as SimOptions::worker_slowdown, with the
-// topology's noise drawn with seed k + 1 (deterministic without noise). Returns
-// the q-quantile of those makespans, without the step barrier. An error when
-// step_compute does not hold one list per worker or a list is empty.
+// topology's noise drawn with seed k + 1 (deterministic without noise), and
+// with `action_overhead`, when given, each worker's own time before each of its
+// actions (the executor's: SimOptions::worker_action_overhead). Returns the
+// q-quantile of those makespans, without the step barrier. An error when
+// step_compute does not hold one list per worker or a list is empty, or
+// action_overhead is neither empty nor one time >= 0 per worker.
 Result<Seconds> predict_run(const Plan& plan, const Profile& profile, const Topology& topology,
-                            const std::vector<std::vector<Seconds>>& step_compute, double q);
+                            const std::vector<std::vector<Seconds>>& step_compute, double q,
+                            const std::vector<Seconds>& action_overhead = {});
 
 struct StepTimes {
   Seconds at_quantile;  // the q-quantile

@@ -270,3 +270,53 @@ TEST_CASE("a worker slowed by k computes like a device k times slower, the other
   one.worker_slowdown = {1.0, 1.0, 1.0, 3.0};
   CHECK_FALSE(simulates_one_replica(replicated, four, one));
 }
+
+TEST_CASE("a worker's overhead per action delays each of its actions, and hides where it waits", "[sim][noise]") {
+  // Two one-layer stages, free transfers, one microbatch under gpipe, the step
+  // free. Worker 0 runs F, SEND_ACT, RECV_GRAD, B, STEP; worker 1 RECV_ACT, F,
+  // B, SEND_GRAD, STEP. Each action starts its worker's overhead o after the
+  // worker is free to start it.
+  const Topology topology = make_flat_topology(2, 100.0, Seconds(0.0));
+  const Plan plan = make_plan("0-1,1-2", Schedule::kGPipe, 1, topology);
+  const Profile profile = make_uniform_profile(2, kForward, kBackward, Bytes(0), Bytes(0));
+  const Program program = build_program(plan);
+  REQUIRE(program.actions[0].size() == 5);
+  REQUIRE(program.actions[1].size() == 5);
+  const std::vector<StageCost> costs = stage_costs(profile, plan, topology);
+  const auto makespan = [&](std::vector<Seconds> overhead) {
+    SimOptions options;
+    options.worker_action_overhead = std::move(overhead);
+    auto result = simulate_program(program, costs, topology, plan.microbatch_size, options);
+    if (!result) FAIL(result.error().message);
+    return result->metrics.makespan.value;
+  };
+  const double f = kForward.value;
+  const double b = kBackward.value;
+  const Seconds o = Seconds::from_us(500);
+  CHECK(makespan({}) == Approx(2 * f + 2 * b));
+  CHECK(makespan({Seconds(0.0), Seconds(0.0)}) == Approx(2 * f + 2 * b));
+  // Both: worker 0's F (o), its SEND (o), worker 1's F, B, SEND_GRAD (3 o),
+  // worker 0's B and STEP (2 o) lie on the path; worker 0's RECV_GRAD's and
+  // worker 1's RECV_ACT's overheads pass while they wait, its STEP's after
+  // worker 0's B has begun: 2 tF + 2 tB + 7 o.
+  CHECK(makespan({o, o}) == Approx(2 * f + 2 * b + 7 * o.value));
+  // Worker 1 alone: its RECV_ACT's overhead passes during worker 0's forward,
+  // its STEP's during worker 0's backward; its F, B and SEND_GRAD's do not.
+  CHECK(makespan({Seconds(0.0), o}) == Approx(2 * f + 2 * b + 3 * o.value));
+  // One time >= 0 per worker.
+  SimOptions wrong;
+  wrong.worker_action_overhead = {o};
+  auto refused = simulate_program(program, costs, topology, plan.microbatch_size, wrong);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message.find("1 times for 2 workers") != std::string::npos);
+  wrong.worker_action_overhead = {o, Seconds(-1e-6)};
+  CHECK_FALSE(simulate_program(program, costs, topology, plan.microbatch_size, wrong).ok());
+  // Replicas with overheads are not taken as interchangeable.
+  const Topology four = make_flat_topology(4, 100.0, Seconds(0.0));
+  const Plan replicated = make_plan("0-1x2,1-2x2", Schedule::kGPipe, 4, four);
+  SimOptions one;
+  one.record_trace = false;
+  one.one_replica = true;
+  one.worker_action_overhead.assign(4, o);
+  CHECK_FALSE(simulates_one_replica(replicated, four, one));
+}

@@ -205,6 +205,18 @@ TEST_CASE("validation: a run is predicted step by step at the speeds its workers
       predict_run(plan, profile, noisy, {in_seconds({1.0, 2 * expected}), in_seconds({1.0, 2 * expected})}, 0.5);
   REQUIRE(drawn.ok());
   CHECK(drawn->value == Approx(2 * (4 + 2 - 1) * step));
+  // The executor's own time per action, o on each worker, is in every
+  // replayed step: one microbatch, both workers at their expected compute
+  // (tF + tB each), 2 (tF + tB) + 7 o (tests/sim/noise_test.cc works out which
+  // seven of the ten actions' overheads lie on the path).
+  const Plan single = make_plan("0-1,1-2", Schedule::kGPipe, 1, topology);
+  const Seconds o = Seconds::from_us(400);
+  const std::vector<Seconds> overhead{o, o};
+  auto with_overhead = predict_run(single, profile, topology,
+                                   {in_seconds({1.0, step, step}), in_seconds({1.0, step, step})}, 0.5, overhead);
+  REQUIRE(with_overhead.ok());
+  CHECK(with_overhead->value == Approx(2 * step + 7 * o.value));
+  CHECK_FALSE(predict_run(single, profile, topology, {in_seconds({1.0}), in_seconds({1.0})}, 0.5, {o}).ok());
   // One list per worker, none empty.
   CHECK_FALSE(predict_run(plan, profile, topology, {in_seconds({1.0, 0.1})}, 0.5).ok());
   CHECK_FALSE(predict_run(plan, profile, topology, {in_seconds({}), in_seconds({})}, 0.5).ok());
