@@ -10,7 +10,8 @@
 # layers) and dp on every rank, or the schedules BATON_SCHEDULES lists (a comma
 # list, e.g. zb-h1,zb-h2) on the stages BATON_STAGES lists (default 0-3,3-6; the
 # schedules that run chunks take them as chunks, e.g. 0-2,2-3,3-5,5-6 for two
-# per rank); a model's whole report is OUT_DIR/<model>/report.md.
+# per rank); BATON_VALIDATE_ARGS adds flags to every validate (e.g.
+# "--attempts 1"); a model's whole report is OUT_DIR/<model>/report.md.
 set -euo pipefail
 
 baton=${1:-build/baton}
@@ -27,7 +28,7 @@ echo "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: 
 for entry in "${models[@]}"; do
   read -r model size <<<"$entry"
   "$baton" validate --model "$model" --nproc "$nproc" --microbatch-size "$size" --stages "$stages" \
-      --schedule "$schedules" --out "$out/$model" >/dev/null 2>"$out.$model.log" || true
+      --schedule "$schedules" --out "$out/$model" ${BATON_VALIDATE_ARGS:-} >/dev/null 2>"$out.$model.log" || true
   # The summary rows of the report, with the model in front.
   sed -n '/^## Summary/,/^## Link/p' "$out/$model/report.md" | grep -E "^\| ($pattern) " |
       sed "s/^| /| $model | /"

@@ -77,6 +77,7 @@
 #include "tools/compare_report.h"
 #include "tools/rank_launch.h"
 #include "tools/report.h"
+#include "tools/run_report.h"
 #include "tools/validate_inputs.h"
 #endif
 
@@ -122,13 +123,12 @@ Plan plan_for(Schedule schedule, const ValidateArgs& args, const Profile& profil
   return plan;
 }
 
-// The quantile, median, min and max of the step wall times after the first,
-// read from the run's report.
-void read_step_times(const std::string& path, double q, ValidationCase& c) {
-  const nlohmann::json report = nlohmann::json::parse(read_file(path));
-  std::vector<Seconds> walls;
-  for (const auto& step : report.at("steps")) walls.emplace_back(step.at("wall_s").get<double>());
-  const StepTimes times = step_times_after_first(std::move(walls), q);
+// A run's report read back.
+RunRecord read_run_record(const std::string& path) { return take(parse_run_record(read_file(path), path)); }
+
+// The quantile, median, min and max of the step wall times after the first.
+void read_step_times(const RunRecord& run, double q, ValidationCase& c) {
+  const StepTimes times = step_times_after_first(run.walls, q);
   c.measured = times.at_quantile;
   c.measured_median = times.median;
   c.measured_min = times.min;
@@ -181,28 +181,10 @@ void run_case(ValidationCase& c, const ValidateArgs& args, const Profile& profil
   arguments.insert(arguments.end(), backend.begin(), backend.end());
   launch_logged(arguments, on_gpu(args) ? 1 : c.plan.num_workers(), Seconds(args.timeout_s * (c.steps + 2)),
                 path_in(dir, "run.log"), fmt::format("{} run", name));
-  read_step_times(report_path, args.quantile, c);
+  read_step_times(read_run_record(report_path), args.quantile, c);
   c.measured_trace = take(parse_chrome_trace(read_file(measured_path), measured_path));
   progress(fmt::format("{}: measured {} (quantile {:g} of steps 1..{}; median {})", name, human_seconds(c.measured),
                        args.quantile, c.steps - 1, human_seconds(c.measured_median)));
-}
-
-// The compute time per step of a run (every worker's, over all its steps),
-// from its report.
-Seconds measured_compute_per_step(const nlohmann::json& report) {
-  double compute = 0.0;
-  for (const auto& worker : report.at("workers")) compute += worker.at("compute_s").get<double>();
-  return Seconds(compute / double(report.at("steps").size()));
-}
-
-// Each worker's compute time per step, from a run's report.
-std::vector<std::vector<Seconds>> step_compute(const nlohmann::json& report) {
-  std::vector<std::vector<Seconds>> out;
-  for (const auto& worker : report.at("workers")) {
-    out.emplace_back();
-    for (const auto& seconds : worker.at("step_compute_s")) out.back().emplace_back(seconds.get<double>());
-  }
-  return out;
 }
 
 // Moves an attempt's slice and run files from `dir` to dir/attempt-<n>/.
@@ -228,10 +210,12 @@ LoadedSlice run_with_slice(ValidationCase& c, const ValidateArgs& args, const Pr
     slice = measure_loaded_slice(args, profile, c.plan, dir);
     run_case(c, args, profile, topology, out);
     const Seconds expected = take(expected_compute_per_step(c.plan, profile, topology, slice));
-    const nlohmann::json report = nlohmann::json::parse(read_file(path_in(dir, "run.json")));
-    c.run_compute = measured_compute_per_step(report) / expected;
+    RunRecord run = read_run_record(path_in(dir, "run.json"));
+    if (run.step_compute.empty()) throw RunFailure(fmt::format("{}: the run recorded no compute per step", name));
+    c.run_compute = run.compute_per_step / expected;
     c.slice_speed = slice.speed;
-    c.step_compute = step_compute(report);
+    c.step_compute = std::move(run.step_compute);
+    c.action_overhead = std::move(run.action_overhead);
     c.relative_speed = take(run_speed(c.step_compute, expected, slice.speed, args.quantile));
     if (std::abs(c.run_compute - 1.0) <= args.drift || c.attempts >= args.attempts) return slice;
     progress(

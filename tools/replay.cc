@@ -11,6 +11,7 @@
 #include "sim/topology.h"
 #include "sim/trace_reader.h"
 #include "sim/validation_figures.h"
+#include "tools/run_report.h"
 
 namespace baton {
 
@@ -34,18 +35,28 @@ std::vector<fs::path> subfolders(const fs::path& dir) {
   return found;
 }
 
-Result<Seconds> measured_iteration(const fs::path& run) {
-  auto text = read_text(run);
+Result<RunRecord> read_run(const fs::path& path) {
+  auto text = read_text(path);
   if (!text) return text.error();
-  std::vector<Seconds> walls;
+  return parse_run_record(*text, path.string());
+}
+
+// Each schedule's slice speed in a validate folder's report.json (validate
+// measured slices: the CPU), or none where it has no report or no slices.
+Result<std::map<std::string, double>> slice_speeds(const fs::path& set) {
+  std::map<std::string, double> speeds;
+  const fs::path path = set / "report.json";
+  if (!fs::exists(path)) return speeds;
+  auto text = read_text(path);
+  if (!text) return text.error();
   try {
     const nlohmann::json report = nlohmann::json::parse(*text);
-    for (const auto& step : report.at("steps")) walls.emplace_back(step.at("wall_s").get<double>());
+    for (const auto& c : report.at("cases"))
+      if (c.value("slice_speed", 0.0) > 0.0) speeds[c.at("schedule").get<std::string>()] = c.at("slice_speed");
   } catch (const nlohmann::json::exception& e) {
-    return Error{fmt::format("{}: not a run report with steps[].wall_s ({})", run.string(), e.what())};
+    return Error{fmt::format("{}: not a validate report with cases[] ({})", path.string(), e.what())};
   }
-  if (walls.empty()) return Error{fmt::format("{}: no steps", run.string())};
-  return step_times_after_first(std::move(walls), 0.5).median;
+  return speeds;
 }
 
 Result<Profile> read_profile(const fs::path& path) {
@@ -72,6 +83,8 @@ Result<std::vector<ReplayedRun>> replay_validations(const fs::path& root, const 
     if (!topology_text) return topology_text.error();
     auto topology = parse_topology(*topology_text, (set / "topology.json").string());
     if (!topology) return topology.error();
+    const auto speeds = slice_speeds(set);
+    if (!speeds) return speeds.error();
     if (auto it = options.shared_speedups.find(model_key(*profile));
         it != options.shared_speedups.end() && topology->levels.front().shared_compute)
       topology->levels.front().shared_speedup = it->second;
@@ -80,11 +93,23 @@ Result<std::vector<ReplayedRun>> replay_validations(const fs::path& root, const 
       if (!plan_text) return plan_text.error();
       auto plan = parse_plan(*plan_text, (dir / "plan.json").string());
       if (!plan) return plan.error();
-      auto measured = measured_iteration(dir / "run.json");
-      if (!measured) return measured.error();
-      auto predicted = predict_iteration(*plan, *profile, *topology, 0.5, options.noise_samples);
+      auto run = read_run(dir / "run.json");
+      if (!run) return run.error();
+      const auto slice = speeds->find(dir.filename().string());
+      const bool replayed = slice != speeds->end() && !run->step_compute.empty();
+      auto predicted = predict_iteration(*plan, *profile, *topology, 0.5, replayed ? 0 : options.noise_samples);
       if (!predicted) return Error{fmt::format("{}: {}", dir.string(), predicted.error().message)};
-      runs.push_back(ReplayedRun{set.filename().string(), std::move(*plan), *measured, predicted->at_quantile});
+      Seconds prediction = predicted->at_quantile;
+      if (replayed) {  // as validate predicts a run it measured a slice for
+        Topology at_slice = *topology;
+        at_slice.device.relative_speed = slice->second;
+        auto steps = predict_run(*plan, *profile, at_slice, run->step_compute, 0.5,
+                                 options.executor_overhead ? run->action_overhead : std::vector<Seconds>{});
+        if (!steps) return Error{fmt::format("{}: {}", dir.string(), steps.error().message)};
+        prediction = *steps + predicted->step_barrier;
+      }
+      const Seconds measured = step_times_after_first(run->walls, 0.5).median;
+      runs.push_back(ReplayedRun{set.filename().string(), std::move(*plan), measured, prediction});
     }
   }
   return runs;

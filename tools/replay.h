@@ -1,9 +1,12 @@
 // Recorded runs of the executor predicted again: the folders `baton validate`
 // writes (OUT/profile.json and topology.json, then OUT/<schedule>/plan.json
 // and run.json per schedule) read back and each schedule predicted by the
-// current simulator as validate predicts it (sim/validation_figures.h:
-// predict_iteration's median of noisy simulations), against the run's
-// measured iteration (the median of its step wall times after the first).
+// current simulator as validate predicts it, against the run's measured
+// iteration (the median of its step wall times after the first): where
+// report.json gives the schedule a slice's speed (the CPU's validate) and the
+// run recorded its workers' compute per step, the run replayed step by step
+// at that speed (sim/validation_figures.h: predict_run, plus the step
+// barrier); otherwise predict_iteration's median of noisy simulations.
 // So a change of the model can be held against measurements made on a machine
 // that is no longer there (data/measured/ keeps the H100's).
 //
@@ -39,6 +42,11 @@ struct ReplayedRun {
 
 struct ReplayOptions {
   int noise_samples = 200;  // validate's
+  // Step-by-step replays also give each worker's actions its executor
+  // overhead per action in the run (SimOptions::worker_action_overhead),
+  // which validate does not (bench/RESULTS.md, "The executor's own time per
+  // action").
+  bool executor_overhead = false;
   // Where present for "<model>-<microbatch size>", the profile's call_cost is
   // replaced by it before predicting.
   std::map<std::string, CallCost> call_costs;

@@ -128,7 +128,10 @@ std::string validation_markdown(const ValidateArgs& args, const Profile& profile
       "expectation, and the {0:g} quantile of those is the prediction. A shared machine's cores change speed "
       "from second to second, one at a time, so a run meets other speeds than its slice did. Only the run's "
       "compute goes in (each worker's forward, backward and optimizer time per step), never its iteration time, "
-      "waits or transfers. The speed column: the slice's speed times the compute per step the slice expects "
+      "waits or transfers; the executor's own time per action (each worker's loop time neither computing nor "
+      "waiting, over its actions, mostly the issue of Gloo's sends) is recorded in report.json "
+      "(action_overhead_s), not predicted (bench/RESULTS.md says why). The speed column: the slice's speed times the "
+      "compute per step the slice expects "
       "(all workers) over the {0:g} quantile of the steps' compute. Run compute: the run's mean compute per step "
       "against the slice's expectation; beyond {7:g}% the machine changed speed between the slice and the run, "
       "and the schedule was measured again (a new slice, a new run; its noise then comes from the machine the "
@@ -147,6 +150,13 @@ std::string validation_markdown(const ValidateArgs& args, const Profile& profile
         name, stages_to_string(c.plan.stages), c.plan.num_workers(), c.plan.batches, c.plan.microbatch_size,
         c.comparison.paired, c.comparison.only_predicted, c.comparison.only_measured);
     out += comparison_tables(c.comparison, true);
+    const bool sends = c.comparison.kinds.contains("SEND_ACT") || c.comparison.kinds.contains("SEND_GRAD");
+    if (args.device == "cpu" && sends)
+      out +=
+          "\nA measured SEND runs from its issue until the executor saw the send complete: c10d's Gloo marks a "
+          "send complete only once it is waited for, which the executor does when the step's actions are done, so "
+          "these spans end near the step's end and say nothing of the transfer; a predicted SEND is the transfer "
+          "on the link. The receiver's RECV spans show when the data came.\n";
     out += fmt::format("\n![{0}: predicted and measured]({0}/compare.svg)\n", name);
   }
   return out;
@@ -155,6 +165,8 @@ std::string validation_markdown(const ValidateArgs& args, const Profile& profile
 nlohmann::json validation_json(const std::vector<ValidationCase>& cases, double tolerance, double q) {
   nlohmann::json out = {{"tolerance", tolerance}, {"quantile", q}, {"cases", nlohmann::json::array()}};
   for (const ValidationCase& c : cases) {
+    nlohmann::json overhead = nlohmann::json::array();
+    for (Seconds per_action : c.action_overhead) overhead.push_back(per_action.value);
     out["cases"].push_back({{"schedule", schedule_name(c.schedule)},
                             {"stages", stages_to_string(c.plan.stages)},
                             {"workers", c.plan.num_workers()},
@@ -165,6 +177,7 @@ nlohmann::json validation_json(const std::vector<ValidationCase>& cases, double 
                             {"step_barrier_s", c.step_barrier.value},
                             {"relative_speed", c.relative_speed},
                             {"slice_speed", c.slice_speed},
+                            {"action_overhead_s", overhead},
                             {"run_compute", c.run_compute},
                             {"attempts", c.attempts},
                             {"measured_s", c.measured.value},

@@ -30,6 +30,10 @@ struct ValidationCase {
   double slice_speed = 0.0;  // its slice's speed; 0 where no slice was measured
   // With a slice: each worker's compute per step in the run (predict_run).
   std::vector<std::vector<Seconds>> step_compute;
+  // With a slice: each worker's executor overhead per action in the run (its
+  // loop's time neither computing nor waiting, over its actions), recorded
+  // for the report, not predicted (SimOptions::worker_action_overhead can).
+  std::vector<Seconds> action_overhead;
   // The run's compute per step over its slice's expectation
   // (expected_compute_per_step); 0 where no slice was measured.
   double run_compute = 0.0;

@@ -251,7 +251,9 @@ TEST_CASE("validate's prediction is the noisy simulation of its plan and its mea
           Approx(simulated.at("iteration_time_s").get<double>() + barrier).epsilon(1e-12));
     // The prediction replays the run's steps: each simulated at the slice's
     // speed with every worker slowed as its compute in that step says
-    // (predict_run), with the pooled noise; the median plus the barriers.
+    // (predict_run), with the pooled noise; the median plus the barriers. The
+    // run's executor overhead per action (its loop's time neither computing
+    // nor waiting, over its actions) is recorded beside it, not predicted.
     nlohmann::json at_slice = read_json(dir / "topology.json");
     at_slice["device"]["relative_speed"] = slice_speed;
     std::vector<std::vector<Seconds>> per_worker;
@@ -265,6 +267,14 @@ TEST_CASE("validate's prediction is the noisy simulation of its plan and its mea
     REQUIRE(plan.ok());
     REQUIRE(profile.ok());
     REQUIRE(slice_topology.ok());
+    std::vector<Seconds> overhead;
+    for (const auto& worker : ran.at("workers"))
+      overhead.emplace_back(std::max(0.0, worker.at("overhead_s").get<double>() / worker.at("actions").get<double>()));
+    REQUIRE(c.at("action_overhead_s").size() == overhead.size());
+    for (size_t w = 0; w < overhead.size(); ++w) {
+      CHECK(c.at("action_overhead_s")[w].get<double>() == Approx(overhead[w].value).epsilon(1e-12));
+      CHECK(overhead[w].value < 1e-3);  // the executor's own time: microseconds per action
+    }
     const auto replayed = predict_run(*plan, *profile, *slice_topology, per_worker, 0.5);
     REQUIRE(replayed.ok());
     const double predicted = replayed->value + barrier;

@@ -1,5 +1,7 @@
-// Recorded runs predicted again (tools/replay.h): a validate folder read back
-// and predicted as validate predicts it; the call cost of a one-worker run;
+// Recorded runs predicted again (tools/replay.h): a run's report read back
+// (tools/run_report.h); a validate folder read back and predicted as validate
+// predicts it, on a GPU and on the CPU (step by step); the call cost of a
+// one-worker run;
 // and the runs the executor recorded on an H100 (data/measured/h100-sxm5,
 // bench/RESULTS.md "The executor on an H100, second machine"), whose errors
 // a change of the model must not make worse unnoticed.
@@ -20,6 +22,7 @@
 #include "sim/trace_writers.h"
 #include "tests/sim/test_support.h"
 #include "tools/replay.h"
+#include "tools/run_report.h"
 
 using namespace baton;
 using namespace baton::testing;
@@ -105,6 +108,89 @@ TEST_CASE("replay: a validate folder predicted again against its measured steps"
   const auto missing = replay_validations(root, ReplayOptions{});
   REQUIRE_FALSE(missing.ok());
   CHECK(missing.error().message.find("run.json") != std::string::npos);
+}
+
+TEST_CASE("replay: a run's report read back", "[sim][replay]") {
+  // Two workers, three steps: compute per step (0.03 + 0.05) / 3; the
+  // overhead per action 0.002 / 40 = 50 us, and a negative one (a clock's
+  // rounding) held at 0.
+  const json report = {
+      {"steps", {{{"wall_s", 0.5}}, {{"wall_s", 0.02}}, {{"wall_s", 0.03}}}},
+      {"workers",
+       {{{"actions", 40}, {"compute_s", 0.03}, {"overhead_s", 0.002}, {"step_compute_s", {0.01, 0.01, 0.01}}},
+        {{"actions", 40}, {"compute_s", 0.05}, {"overhead_s", -1e-9}, {"step_compute_s", {0.02, 0.01, 0.02}}}}}};
+  auto record = parse_run_record(report.dump(), "run.json");
+  REQUIRE(record.ok());
+  CHECK(record->walls.size() == 3);
+  CHECK(close_rel(record->walls[1].value, 0.02));
+  CHECK(close_rel(record->compute_per_step.value, 0.08 / 3));
+  REQUIRE(record->step_compute.size() == 2);
+  CHECK(close_rel(record->step_compute[1][2].value, 0.02));
+  REQUIRE(record->action_overhead.size() == 2);
+  CHECK(close_rel(record->action_overhead[0].value, 50e-6));
+  CHECK(record->action_overhead[1].value == 0.0);
+  // A report from before the compute per step: the lists are empty.
+  json older = report;
+  older["workers"][1].erase("step_compute_s");
+  auto old_record = parse_run_record(older.dump(), "run.json");
+  REQUIRE(old_record.ok());
+  CHECK(old_record->step_compute.empty());
+  CHECK(old_record->action_overhead.empty());
+  CHECK(close_rel(old_record->compute_per_step.value, 0.08 / 3));
+  // No steps, or not a report: errors naming the source.
+  for (const char* text : {R"({"steps": [], "workers": []})", R"({"workers": []})", "[1, 2]", "not json"}) {
+    auto refused = parse_run_record(text, "dir/run.json");
+    INFO(text);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error().message.find("dir/run.json") != std::string::npos);
+  }
+}
+
+TEST_CASE("replay: a CPU validation's run replayed step by step at its slice's speed, with the executor's overhead",
+          "[sim][replay]") {
+  const fs::path root = scratch("replay-steps");
+  const Profile profile = two_layers();
+  const Topology topology = make_flat_topology(2, 1e6, Seconds(0.0));
+  write_gpipe_set(root, profile, topology, {0.5, 0.030, 0.028, 0.026});
+  // One microbatch (F, SEND, RECV, B, STEP per worker): at the slice's speed
+  // 0.5 each worker is expected to compute 2 (tF + tB) = 10 ms per step, and
+  // the iteration takes 2 x 2 (tF + tB) = 20 ms.
+  Plan plan = make_plan("0-1,1-2", Schedule::kGPipe, 1, topology);
+  plan.model = profile.model;
+  plan.microbatch_size = profile.microbatch_size;
+  write(root / "set" / "gpipe" / "plan.json", plan_to_json(plan).dump());
+  const double pass = (kForward + kBackward).value;
+  const Seconds o = Seconds::from_us(200);
+  json run = json::parse(std::ifstream(root / "set" / "gpipe" / "run.json"));
+  for (int w = 0; w < 2; ++w)
+    run["workers"].push_back({{"actions", 20},
+                              {"compute_s", 1.0 + 6 * pass},
+                              {"overhead_s", 20 * o.value},
+                              {"step_compute_s", {1.0, 2 * pass, 2 * pass, 2 * pass}}});
+  write(root / "set" / "gpipe" / "run.json", run.dump());
+  // Without the report, as on a GPU: the topology's speed (1), no overhead.
+  auto replayed = replay_validations(root, ReplayOptions{});
+  REQUIRE(replayed.ok());
+  CHECK(close_rel(replayed->front().predicted.value, 2 * pass));
+  // With the slice's speed in report.json: every step as expected, so 20 ms
+  // as validate predicts it, and with each worker's overhead o before each of
+  // its actions 20 ms + 7 o (tests/sim/noise_test.cc: seven of the ten lie on
+  // the path).
+  write(root / "set" / "report.json",
+        json{{"cases", {{{"schedule", "gpipe"}, {"slice_speed", 0.5}}, {{"schedule", "dp"}, {"slice_speed", 0.0}}}}}
+            .dump());
+  replayed = replay_validations(root, ReplayOptions{});
+  REQUIRE(replayed.ok());
+  CHECK(close_rel(replayed->front().predicted.value, 4 * pass));
+  CHECK(close_rel(replayed->front().measured.value, 0.028));
+  ReplayOptions with;
+  with.executor_overhead = true;
+  CHECK(close_rel(replay_validations(root, with)->front().predicted.value, 4 * pass + 7 * o.value));
+  // A report that is not validate's is an error naming it.
+  write(root / "set" / "report.json", "{\"schedules\": []}");
+  const auto wrong = replay_validations(root, ReplayOptions{});
+  REQUIRE_FALSE(wrong.ok());
+  CHECK(wrong.error().message.find("report.json") != std::string::npos);
 }
 
 TEST_CASE("replay: the GPU's saturated speedup replaces a shared device's", "[sim][replay]") {
