@@ -18,8 +18,8 @@
 // Loaded exchange (options.loaded_rounds): ranks 0 and 1 run a two-stage
 // pipeline of kLoadedBlock microbatches per iteration, GPipe and 1F1B in
 // turn, whose forwards and backwards are small matrix products on one thread
-// for a drawn time (forward 0.3-1.5 ms, backward 1-2 forwards, one draw per
-// iteration): rank 0 sends each forward's activation, rank 1 each backward's
+// for a drawn time (forward from LinkOptions' range, 0.3-1.5 ms unless set,
+// backward 1-2 forwards, one draw per iteration): rank 0 sends each forward's activation, rank 1 each backward's
 // gradient, every message stamped with its steady-clock send time. As in the
 // executor, each iteration's receives are posted before a barrier (of the
 // two), so every send finds its receive announced. Each rank keeps, per
@@ -231,7 +231,7 @@ Status loaded_iteration(Link& link, int iteration, int64_t bytes, Seconds forwar
 Result<std::vector<LoadedTransfer>> loaded_exchange(Link& link, const LinkOptions& options,
                                                     const std::vector<int64_t>& sizes) {
   std::mt19937_64 draw(17);  // the same draws on both ranks
-  std::uniform_real_distribution<double> forward_ms(0.3, 1.5);
+  std::uniform_real_distribution<double> forward_ms(options.loaded_forward_min.ms(), options.loaded_forward_max.ms());
   std::uniform_real_distribution<double> backward_ratio(1.0, 2.0);
   const at::Tensor a = at::rand({64, 64});  // the compute's operands
   const at::Tensor b = at::rand({64, 64});

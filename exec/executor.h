@@ -341,6 +341,12 @@ struct LinkOptions {
   // Rounds of the loaded exchange between ranks 0 and 1 (0: skip it; it needs
   // the ranks on one machine, whose steady clocks agree).
   int loaded_rounds = 0;
+  // Each iteration's forward of the loaded exchange is drawn from this range
+  // (its backward 1-2 forwards): the receive noise grows with how long the
+  // ranks compute between messages, so validate sets it from the model's
+  // stage (bench/RESULTS.md, "The receive noise follows the compute").
+  Seconds loaded_forward_min = Seconds::from_ms(0.3);
+  Seconds loaded_forward_max = Seconds::from_ms(1.5);
   Seconds timeout = Seconds(30);
 };
 

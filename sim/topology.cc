@@ -89,11 +89,11 @@ Status check_samples(const json& value, const FieldPath& at) {
 // numbers are checked like the rest of the file.
 Status check_calibration(const json& value, const FieldPath& at) {
   if (auto ok = json_fields::check_object(value, at); !ok) return ok;
-  if (auto ok =
-          json_fields::check_known_keys(value, at,
-                                        {"point_to_point", "allreduce", "allreduce_undisturbed", "allreduce_model",
-                                         "allreduce_every_seconds", "loaded_exchange", "latency_us", "bandwidth_gbps",
-                                         "max_relative_residual", "allreduce_max_relative_residual"});
+  if (auto ok = json_fields::check_known_keys(
+          value, at,
+          {"point_to_point", "allreduce", "allreduce_undisturbed", "allreduce_model", "allreduce_every_seconds",
+           "loaded_exchange", "loaded_forward_ms", "latency_us", "bandwidth_gbps", "max_relative_residual",
+           "allreduce_max_relative_residual"});
       !ok)
     return ok;
   if (auto loaded = value.find("loaded_exchange"); loaded != value.end()) {
@@ -114,6 +114,12 @@ Status check_calibration(const json& value, const FieldPath& at) {
             !t)
           return t.error();
     }
+  }
+  if (auto range = value.find("loaded_forward_ms"); range != value.end()) {
+    const FieldPath here = at.field("loaded_forward_ms");
+    if (!range->is_array() || range->size() != 2 || !(*range)[0].is_number() || !(*range)[1].is_number() ||
+        !((*range)[0].get<double>() > 0.0) || !((*range)[0].get<double>() <= (*range)[1].get<double>()))
+      return here.error("must be [LO, HI], 0 < LO <= HI (ms: the loaded exchange's forwards)", *range);
   }
   for (const char* samples : {"point_to_point", "allreduce", "allreduce_undisturbed", "allreduce_model"}) {
     if (!value.contains(samples)) continue;
@@ -138,10 +144,10 @@ Status check_calibration(const json& value, const FieldPath& at) {
 
 Result<Level> read_level(const json& value, const FieldPath& at) {
   if (auto ok = json_fields::check_object(value, at); !ok) return ok.error();
-  if (auto ok = json_fields::check_known_keys(value, at,
-                                              {"name", "size", "bandwidth_gbps", "latency_us", "rails",
-                                               "shared_compute", "shared_speedup", "allreduce_bandwidth_gbps",
-                                               "allreduce_latency_us"});
+  if (auto ok =
+          json_fields::check_known_keys(value, at,
+                                        {"name", "size", "bandwidth_gbps", "latency_us", "rails", "shared_compute",
+                                         "shared_speedup", "allreduce_bandwidth_gbps", "allreduce_latency_us"});
       !ok)
     return ok.error();
   Level level;
@@ -173,8 +179,8 @@ Result<Level> read_level(const json& value, const FieldPath& at) {
     auto speedup = json_fields::read_number(value, at, "shared_speedup", 1.0, /*strict=*/false);
     if (!speedup) return speedup.error();
     if (!level.shared_compute)
-      return at.field("shared_speedup").error("needs \"shared_compute\": true (the streams of one device)",
-                                              value["shared_speedup"]);
+      return at.field("shared_speedup")
+          .error("needs \"shared_compute\": true (the streams of one device)", value["shared_speedup"]);
     level.shared_speedup = *speedup;
   }
   if (value.contains("allreduce_bandwidth_gbps")) {
@@ -220,8 +226,10 @@ Result<Topology> topology_from_json(const json& document, const std::string& sou
     auto level = read_level((**levels)[i], root.field("levels").index(i));
     if (!level) return level.error();
     if (level->shared_compute && i > 0)
-      return root.field("levels").index(i).field("shared_compute").error(
-          "is for level 0 only (the streams of one device)", (**levels)[i]["shared_compute"]);
+      return root.field("levels")
+          .index(i)
+          .field("shared_compute")
+          .error("is for level 0 only (the streams of one device)", (**levels)[i]["shared_compute"]);
     if (level->rails > devices)
       return root.field("levels").index(i).field("rails").error(
           fmt::format("must be at most the {} devices under one child of the level (one rail per device)", devices),

@@ -46,6 +46,7 @@ struct CalibrateArgs {
   double memory_gib = 0.0;
   int repeats = 40;
   int loaded_rounds = 400;
+  std::vector<double> loaded_forward_ms{0.3, 1.5};
   double timeout_s = 30.0;
   std::string device = "cpu";  // else the threads backend's link on that GPU
 };
@@ -182,6 +183,7 @@ nlohmann::json calibrated_topology(const exec::LinkMeasurement& m, const LinkFit
                         {"bandwidth_gbps", fit.bandwidth_gbps},
                         {"max_relative_residual", fit.max_relative_residual},
                         {"allreduce_max_relative_residual", ring.max_relative_residual}};
+  if (!m.loaded.empty()) out["calibration"]["loaded_forward_ms"] = args.loaded_forward_ms;
   return out;
 }
 
@@ -228,6 +230,8 @@ int run_rank(const CalibrateArgs& args, const exec::RankEnv& env) {
   options.timeout = Seconds(args.timeout_s);
   // The loaded exchange compares steady clocks of two ranks: only on one machine.
   options.loaded_rounds = exec::is_loopback(env.master_addr) ? args.loaded_rounds : 0;
+  options.loaded_forward_min = Seconds::from_ms(args.loaded_forward_ms[0]);
+  options.loaded_forward_max = Seconds::from_ms(args.loaded_forward_ms[1]);
   auto measured = exec::measure_link_rank(env, options);
   if (!measured) {
     std::fprintf(stderr, "baton: calibrate: rank %d: %s\n", env.rank, measured.error().message.c_str());
@@ -314,6 +318,13 @@ void add_calibrate_command(CLI::App& app, CommandResult& result) {
   cmd->add_option("--loaded-rounds", args->loaded_rounds,
                   "messages each way of the loaded exchange (default 400; 0: none; ranks on one machine only)")
       ->check(at_least(0));
+  cmd->add_option("--loaded-forward-ms", args->loaded_forward_ms,
+                  "LO,HI: the loaded exchange draws each iteration's forward from LO to HI ms, its backward 1-2\n"
+                  "forwards (default 0.3,1.5); a receive waits longer the longer the ranks compute between messages,\n"
+                  "so match the stages to be predicted (validate sets it from the model's profile)")
+      ->expected(2)
+      ->delimiter(',')
+      ->check(above_and_at_most(0, 1000));
   cmd->add_option("--timeout", args->timeout_s, "seconds any single wait may take (default 30)")->check(more_than(0));
   cmd->add_option("--device", args->device,
                   "cpu (default: Gloo ranks), or cuda / cuda:N: the threads backend's --nproc workers on that GPU "
@@ -321,7 +332,12 @@ void add_calibrate_command(CLI::App& app, CommandResult& result) {
                   "GPU that take turns on its compute (add level 0's shared_speedup for streams that compute at once: "
                   "profile measure --streams measures it, validate sets it)")
       ->check(check_device_name);
-  cmd->callback([args, &result] { result.exit_code = run_calibrate(*args); });
+  cmd->callback([args, &result] {
+    if (args->loaded_forward_ms[0] > args->loaded_forward_ms[1])
+      throw UsageError(fmt::format("calibrate: --loaded-forward-ms {},{}: LO must not exceed HI",
+                                   args->loaded_forward_ms[0], args->loaded_forward_ms[1]));
+    result.exit_code = run_calibrate(*args);
+  });
 }
 
 }  // namespace baton::cli

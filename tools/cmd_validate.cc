@@ -281,9 +281,11 @@ int run_validate(const ValidateArgs& args) {
   std::optional<Profile> profile;
   std::optional<Topology> topology;
   try {
-    // Given files are checked before anything is measured.
-    if (!args.profile.empty()) profile = obtain_profile(args, model, out);
-    topology = obtain_topology(args, out, calibration);
+    // Given files are checked before anything is measured. Gloo ranks'
+    // link is calibrated after the profile is measured: its loaded exchange
+    // computes as long as the model's stages do.
+    if (!args.profile.empty() || (args.topology.empty() && !on_gpu(args))) profile = obtain_profile(args, model, out);
+    topology = obtain_topology(args, out, calibration, profile ? &*profile : nullptr);
     // On a GPU the workers share one device and no CPU cores: no slices.
     const bool loaded = args.profile.empty() && args.topology.empty() && args.gap_us >= 0.0 && !on_gpu(args);
     if (!profile) profile = obtain_profile(args, model, out);

@@ -169,16 +169,25 @@ Topology shared_topology(const Topology& base, const Profile& profile, const fs:
   topology.levels.front().shared_speedup = std::max(1.0, profile.shared_streams->speedup);
   nlohmann::json document = nlohmann::json::parse(read_file(path_in(dir, "topology.json")));
   document["levels"][0]["shared_speedup"] = topology.levels.front().shared_speedup;
-  document["source"] = document.value("source", "") +
-                       fmt::format(" shared_speedup {:.3f}: the profile's {} streams at once (profile measure "
-                                   "--streams), measured {:.3f}.",
-                                   topology.levels.front().shared_speedup, profile.shared_streams->streams,
-                                   profile.shared_streams->speedup);
+  document["source"] =
+      document.value("source", "") + fmt::format(
+                                         " shared_speedup {:.3f}: the profile's {} streams at once (profile measure "
+                                         "--streams), measured {:.3f}.",
+                                         topology.levels.front().shared_speedup, profile.shared_streams->streams,
+                                         profile.shared_streams->speedup);
   write_file_atomic(path_in(dir, "topology.json"), document.dump(2) + "\n");
   return topology;
 }
 
-Topology obtain_topology(const ValidateArgs& args, const fs::path& dir, nlohmann::json& calibration) {
+std::pair<double, double> loaded_forward_ms(const Profile& profile, int nproc) {
+  const LayerRange all{0, profile.num_layers()};
+  const double stage = forward_time(profile, all).ms() / std::max(nproc, 1);
+  const auto held = [](double ms) { return std::clamp(ms, 0.05, 5.0); };
+  return {held(0.5 * stage), held(1.5 * stage)};
+}
+
+Topology obtain_topology(const ValidateArgs& args, const fs::path& dir, nlohmann::json& calibration,
+                         const Profile* profile) {
   const std::string path = path_in(dir, "topology.json");
   if (!args.topology.empty()) {
     write_file_atomic(path, read_file(args.topology));
@@ -189,9 +198,14 @@ Topology obtain_topology(const ValidateArgs& args, const fs::path& dir, nlohmann
                   1, Seconds(4 * args.timeout_s + 60.0), path_in(dir, "calibrate.log"), "calibration");
   } else {
     progress(fmt::format("calibrating the link between {} gloo ranks", args.nproc));
-    launch_logged({"calibrate", "--nproc", std::to_string(args.nproc), "-o", path, "--timeout",
-                   fmt::format("{}", args.timeout_s)},
-                  args.nproc, Seconds(4 * args.timeout_s + 60.0), path_in(dir, "calibrate.log"), "calibration");
+    std::vector<std::string> arguments{"calibrate", "--nproc",   std::to_string(args.nproc),       "-o",
+                                       path,        "--timeout", fmt::format("{}", args.timeout_s)};
+    if (profile != nullptr) {
+      const auto [low, high] = loaded_forward_ms(*profile, args.nproc);
+      arguments.insert(arguments.end(), {"--loaded-forward-ms", fmt::format("{:.4f},{:.4f}", low, high)});
+    }
+    launch_logged(arguments, args.nproc, Seconds(4 * args.timeout_s + 60.0), path_in(dir, "calibrate.log"),
+                  "calibration");
   }
   const nlohmann::json document = nlohmann::json::parse(read_file(path), nullptr, false);
   if (document.is_object() && document.contains("calibration")) calibration = document["calibration"];

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -50,8 +51,17 @@ Topology pooled_topology(const ValidateArgs& args, const Topology& base, const s
 // shared_compute, as its shared_speedup (at least 1), saved in
 // DIR/topology.json; otherwise `base`.
 Topology shared_topology(const Topology& base, const Profile& profile, const std::filesystem::path& dir);
-// --topology, or calibrated (gloo ranks, or the threads backend's workers on
-// the GPU); saved as DIR/topology.json, its "calibration" object in `calibration`.
-Topology obtain_topology(const ValidateArgs& args, const std::filesystem::path& dir, nlohmann::json& calibration);
+// The range calibrate's loaded exchange draws its forwards from for gloo
+// ranks running `profile` (--loaded-forward-ms): half to one and a half times
+// the forward of one of --nproc even stages (the whole model's forward over
+// nproc), held within 0.05 to 5 ms (beyond a few scheduler ticks the receive
+// noise no longer follows the compute, and the exchange would take long).
+std::pair<double, double> loaded_forward_ms(const Profile& profile, int nproc);
+// --topology, or calibrated (gloo ranks, with the loaded exchange at
+// loaded_forward_ms of `profile` where given; or the threads backend's workers
+// on the GPU); saved as DIR/topology.json, its "calibration" object in
+// `calibration`.
+Topology obtain_topology(const ValidateArgs& args, const std::filesystem::path& dir, nlohmann::json& calibration,
+                         const Profile* profile);
 
 }  // namespace baton::cli

@@ -85,6 +85,13 @@ TEST_CASE("run's learning rate must be more than 0", "[cli][bad-input]") {
   expect_refused("run --model mlp --lr 0", "--lr: must be more than 0, got 0");
 }
 
+TEST_CASE("calibrate's loaded exchange computes LO to HI ms, 0 < LO <= HI <= 1000", "[cli][bad-input]") {
+  expect_refused("calibrate --loaded-forward-ms 0,1", "--loaded-forward-ms: must be in (0, 1000], got 0");
+  expect_refused("calibrate --loaded-forward-ms 1,2000", "--loaded-forward-ms: must be in (0, 1000], got 2000");
+  expect_refused("calibrate --loaded-forward-ms 1", "--loaded-forward-ms: At least 2 required but received 1");
+  expect_refused("calibrate --loaded-forward-ms 2,1", "--loaded-forward-ms 2,1: LO must not exceed HI");
+}
+
 TEST_CASE("commands that start ranks here start 2 to 256 of them", "[cli][bad-input]") {
   // calibrate --nproc 100000 began starting a hundred thousand processes.
   expect_refused("calibrate --nproc 100000", "--nproc: must be in [2, 256], got 100000");

@@ -105,6 +105,8 @@ TEST_CASE("calibrate writes a topology whose link is the fit of its own samples"
   // and of the others (transfer_noise_ready).
   const nlohmann::json loaded = calibration.at("loaded_exchange");
   REQUIRE(loaded.size() == 80);
+  // Its forwards were drawn from the default range, 0.3 to 1.5 ms.
+  CHECK(calibration.at("loaded_forward_ms") == nlohmann::json::array({0.3, 1.5}));
   const std::vector<int64_t> sizes{1 << 10, 16 << 10, 128 << 10, 1 << 20};
   std::vector<double> late;
   std::vector<double> ready;
@@ -190,6 +192,17 @@ TEST_CASE("validate's prediction is the noisy simulation of its plan and its mea
   CHECK(device.at("compute_noise").get<std::vector<double>>() == pooled);
   // The calibration's all-reduce noise rides along.
   CHECK(device.at("allreduce_noise_us").size() == 200);
+  // The link is calibrated after the profile, its loaded exchange computing
+  // forwards of half to one and a half times one of two even stages' (the
+  // model's forward over 2), held within 0.05 .. 5 ms (written to 1e-4 ms).
+  double forward = 0.0;
+  const nlohmann::json profile_document = read_json(dir / "profile.json");  // outlives the loop
+  for (const auto& layer : profile_document.at("layers")) forward += layer.at("forward_ms").get<double>();
+  const auto held = [](double ms) { return std::clamp(ms, 0.05, 5.0); };
+  const nlohmann::json range = read_json(dir / "topology.json").at("calibration").at("loaded_forward_ms");
+  REQUIRE(range.size() == 2);
+  CHECK(range[0].get<double>() == Approx(held(0.5 * forward / 2)).margin(1e-4));
+  CHECK(range[1].get<double>() == Approx(held(1.5 * forward / 2)).margin(1e-4));
   const nlohmann::json summary = read_json(dir / "report.json");
   REQUIRE(summary.at("cases").size() == 2);
   for (const auto& c : summary.at("cases")) {

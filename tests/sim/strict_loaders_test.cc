@@ -41,6 +41,7 @@ json calibration() {
           {"allreduce_every_seconds", json::array({json::array({1e-5, 3e-3}), json::array({2e-5})})},
           {"loaded_exchange",
            json::array({{{"bytes", 1024}, {"sent_s", 0.0}, {"waited_s", -2e-4}, {"completed_s", 6e-5}}})},
+          {"loaded_forward_ms", json::array({0.3, 1.5})},
           {"latency_us", 9.5},
           {"bandwidth_gbps", 2.5},
           {"max_relative_residual", 0.04},
@@ -123,6 +124,11 @@ TEST_CASE("topology: the calibration object's keys and numbers are checked", "[l
   message["calibration"]["loaded_exchange"][0]["waited_s"] = "late";
   CHECK(refusal(topology_from_json(message, "t.json")) ==
         R"(t.json: calibration.loaded_exchange[0].waited_s must be a number, got "late")");
+  json range = document;
+  range["calibration"]["loaded_forward_ms"] = json::array({2.0, 1.0});
+  CHECK(refusal(topology_from_json(range, "t.json")) ==
+        "t.json: calibration.loaded_forward_ms must be [LO, HI], 0 < LO <= HI (ms: the loaded exchange's forwards), "
+        "got [2.0,1.0]");
   json not_object = document;
   not_object["calibration"] = json::array();
   CHECK(refusal(topology_from_json(not_object, "t.json")) == "t.json: calibration must be a JSON object, got []");
