@@ -1,6 +1,8 @@
-// `baton validate`: the whole loop on this machine's hardware. Calibrate the
-// link between ranks (`baton calibrate`: point-to-point fit, ring all-reduce
-// fit and all-reduce noise), measure the model's profile, and per schedule:
+// `baton validate`: the whole loop on this machine's hardware. Measure the
+// model's profile, calibrate the link between ranks (`baton calibrate`:
+// point-to-point fit, ring all-reduce fit and all-reduce noise, and the
+// receive noise of a loaded exchange computing as long as the model's stages:
+// loaded_forward_ms), and per schedule:
 // plan, measure a slice of the device's speed and noise under the run's
 // conditions (every rank profiling at once, a sleep before each stage's work),
 // and run it (`baton run --backend gloo`), again while the run's compute
@@ -334,8 +336,9 @@ void add_validate_command(CLI::App& app, CommandResult& result) {
   auto args = std::make_shared<ValidateArgs>();
   CLI::App* cmd = app.add_subcommand("validate", "Measure, calibrate, plan, simulate, run and compare, in one go");
   cmd->footer(
-      "The loop on this machine: calibrate the link between --nproc gloo ranks (calibrate), measure the\n"
-      "model's profile (profile measure), then per schedule plan it, measure a slice of the device's speed\n"
+      "The loop on this machine: measure the model's profile (profile measure), calibrate the link between\n"
+      "--nproc gloo ranks (calibrate, its loaded exchange computing as long as an even stage of the model:\n"
+      "--loaded-forward-ms), then per schedule plan it, measure a slice of the device's speed\n"
       "and noise (--gap-us) and run it (run --backend gloo), again (--attempts) while the run's compute per\n"
       "step is off what the slice expects by more than --drift; pool the slices' noise, simulate each\n"
       "Program the executor ran once per measured step, at the speeds its workers had in it (the slice's\n"
