@@ -1,9 +1,16 @@
 // Helpers shared by the benchmark programs.
 #pragma once
 
+#include <errno.h>  // program_invocation_short_name
+
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
+
+#include "sim/result.h"
 
 namespace baton::bench {
 
@@ -13,6 +20,16 @@ inline std::string read_text(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+// The value, or the error on stderr under the program's name and exit 2.
+template <typename T>
+T must(Result<T> result) {
+  if (!result) {
+    std::fprintf(stderr, "%s: %s\n", program_invocation_short_name, result.error().message.c_str());
+    std::exit(2);
+  }
+  return std::move(*result);
 }
 
 }  // namespace baton::bench

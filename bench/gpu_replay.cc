@@ -34,15 +34,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace baton;
-
-template <typename T>
-T must(Result<T> result) {
-  if (!result) {
-    std::fprintf(stderr, "gpu_replay: %s\n", result.error().message.c_str());
-    std::exit(2);
-  }
-  return std::move(*result);
-}
+using bench::must;
 
 std::string stages_text(const Plan& plan) {
   std::string text;

@@ -17,21 +17,14 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_support.h"
 #include "tools/replay.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using namespace baton;
-
-template <typename T>
-T must(Result<T> result) {
-  if (!result) {
-    std::fprintf(stderr, "validation_replay: %s\n", result.error().message.c_str());
-    std::exit(2);
-  }
-  return std::move(*result);
-}
+using bench::must;
 
 void summary_row(const std::string& label, const std::vector<ReplayedRun>& runs) {
   const ReplaySummary s = summarize(runs);
