@@ -6,11 +6,11 @@
 // and on a STEP whose all-reduce has not finished.
 // A compute action's cost is its worker's SimOptions::worker_slowdown times
 // its stage's (where given); with SimOptions::worker_action_overhead, a
-// worker reaches each action that long after it is free to. With a noise seed and device compute noise, each
-// compute action's time is its cost times the mean of one factor per layer of
-// its stage, drawn uniformly from the device's compute_noise; with device
-// all-reduce noise,
-// each all-reduce takes one drawn extra time (never below zero in total);
+// worker reaches each action that long after it is free to. With a noise
+// seed and device compute noise, each compute action's time is its cost
+// times the mean of one factor per layer of its stage, drawn uniformly from
+// the device's compute_noise; with device all-reduce noise, each all-reduce
+// takes one drawn extra time (never below zero in total);
 // with device transfer noise, each receive completes one drawn extra time
 // after the later of its data's modelled arrival and the worker reaching it,
 // drawn from transfer_noise when the worker waited for the data and from

@@ -97,16 +97,18 @@ Result<std::vector<ReplayedRun>> replay_validations(const fs::path& root, const 
       if (!run) return run.error();
       const auto slice = speeds->find(dir.filename().string());
       const bool replayed = slice != speeds->end() && !run->step_compute.empty();
-      auto predicted = predict_iteration(*plan, *profile, *topology, 0.5, replayed ? 0 : options.noise_samples);
-      if (!predicted) return Error{fmt::format("{}: {}", dir.string(), predicted.error().message)};
-      Seconds prediction = predicted->at_quantile;
+      Seconds prediction;
       if (replayed) {  // as validate predicts a run it measured a slice for
         Topology at_slice = *topology;
         at_slice.device.relative_speed = slice->second;
         auto steps = predict_run(*plan, *profile, at_slice, run->step_compute, 0.5,
                                  options.executor_overhead ? run->action_overhead : std::vector<Seconds>{});
         if (!steps) return Error{fmt::format("{}: {}", dir.string(), steps.error().message)};
-        prediction = *steps + predicted->step_barrier;
+        prediction = *steps + executor_step_barrier(*topology, plan->num_workers());
+      } else {
+        auto predicted = predict_iteration(*plan, *profile, *topology, 0.5, options.noise_samples);
+        if (!predicted) return Error{fmt::format("{}: {}", dir.string(), predicted.error().message)};
+        prediction = predicted->at_quantile;
       }
       const Seconds measured = step_times_after_first(run->walls, 0.5).median;
       runs.push_back(ReplayedRun{set.filename().string(), std::move(*plan), measured, prediction});

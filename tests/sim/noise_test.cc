@@ -54,6 +54,29 @@ double variance(const std::vector<double>& values) {
   return sum / double(values.size() - 1);
 }
 
+// Two one-layer stages on free links under gpipe with `microbatches`
+// microbatches (tF, tB as above; nothing sent, the step free): its Program and
+// stage costs, simulated with the options given.
+struct FreeTwoStages {
+  explicit FreeTwoStages(int microbatches)
+      : topology(make_flat_topology(2, 100.0, Seconds(0.0))),
+        plan(make_plan("0-1,1-2", Schedule::kGPipe, microbatches, topology)),
+        program(build_program(plan)),
+        costs(stage_costs(make_uniform_profile(2, kForward, kBackward, Bytes(0), Bytes(0)), plan, topology)) {}
+  Result<Simulation> simulate(const SimOptions& options) const {
+    return simulate_program(program, costs, topology, plan.microbatch_size, options);
+  }
+  double makespan(const SimOptions& options) const {
+    auto result = simulate(options);
+    if (!result) FAIL(result.error().message);
+    return result->metrics.makespan.value;
+  }
+  Topology topology;
+  Plan plan;
+  Program program;
+  std::vector<StageCost> costs;
+};
+
 }  // namespace
 
 TEST_CASE("a constant noise factor k is a device k times slower", "[sim][noise]") {
@@ -232,17 +255,11 @@ TEST_CASE("transfer_noise_us and transfer_noise_ready_us round-trip through the 
 TEST_CASE("a worker slowed by k computes like a device k times slower, the others unchanged", "[sim][noise]") {
   // Two one-layer stages, free transfers, M = 4 under gpipe; one microbatch's
   // forward and backward take tF + tB = 8 ms. Unslowed: (M + S - 1)(tF + tB).
-  const Topology topology = make_flat_topology(2, 100.0, Seconds(0.0));
-  const Plan plan = make_plan("0-1,1-2", Schedule::kGPipe, 4, topology);
-  const Profile profile = make_uniform_profile(2, kForward, kBackward, Bytes(0), Bytes(0));
-  const Program program = build_program(plan);
-  const std::vector<StageCost> costs = stage_costs(profile, plan, topology);
+  const FreeTwoStages two(4);
   const auto makespan = [&](std::vector<double> slowdown) {
     SimOptions options;
     options.worker_slowdown = std::move(slowdown);
-    auto result = simulate_program(program, costs, topology, plan.microbatch_size, options);
-    if (!result) FAIL(result.error().message);
-    return result->metrics.makespan.value;
+    return two.makespan(options);
   };
   const double step = (kForward + kBackward).value;
   CHECK(makespan({1.0, 1.0}) == Approx((4 + 2 - 1) * step));
@@ -255,11 +272,11 @@ TEST_CASE("a worker slowed by k computes like a device k times slower, the other
   // One factor per worker, each positive.
   SimOptions wrong;
   wrong.worker_slowdown = {1.0};
-  auto refused = simulate_program(program, costs, topology, plan.microbatch_size, wrong);
+  auto refused = two.simulate(wrong);
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.error().message.find("1 factors for 2 workers") != std::string::npos);
   wrong.worker_slowdown = {1.0, 0.0};
-  CHECK_FALSE(simulate_program(program, costs, topology, plan.microbatch_size, wrong).ok());
+  CHECK_FALSE(two.simulate(wrong).ok());
   // Replicas slowed differently are not interchangeable: one_replica is ignored.
   const Topology four = make_flat_topology(4, 100.0, Seconds(0.0));
   const Plan replicated = make_plan("0-1x2,1-2x2", Schedule::kGPipe, 4, four);
@@ -276,19 +293,13 @@ TEST_CASE("a worker's overhead per action delays each of its actions, and hides 
   // free. Worker 0 runs F, SEND_ACT, RECV_GRAD, B, STEP; worker 1 RECV_ACT, F,
   // B, SEND_GRAD, STEP. Each action starts its worker's overhead o after the
   // worker is free to start it.
-  const Topology topology = make_flat_topology(2, 100.0, Seconds(0.0));
-  const Plan plan = make_plan("0-1,1-2", Schedule::kGPipe, 1, topology);
-  const Profile profile = make_uniform_profile(2, kForward, kBackward, Bytes(0), Bytes(0));
-  const Program program = build_program(plan);
-  REQUIRE(program.actions[0].size() == 5);
-  REQUIRE(program.actions[1].size() == 5);
-  const std::vector<StageCost> costs = stage_costs(profile, plan, topology);
+  const FreeTwoStages two(1);
+  REQUIRE(two.program.actions[0].size() == 5);
+  REQUIRE(two.program.actions[1].size() == 5);
   const auto makespan = [&](std::vector<Seconds> overhead) {
     SimOptions options;
     options.worker_action_overhead = std::move(overhead);
-    auto result = simulate_program(program, costs, topology, plan.microbatch_size, options);
-    if (!result) FAIL(result.error().message);
-    return result->metrics.makespan.value;
+    return two.makespan(options);
   };
   const double f = kForward.value;
   const double b = kBackward.value;
@@ -306,11 +317,11 @@ TEST_CASE("a worker's overhead per action delays each of its actions, and hides 
   // One time >= 0 per worker.
   SimOptions wrong;
   wrong.worker_action_overhead = {o};
-  auto refused = simulate_program(program, costs, topology, plan.microbatch_size, wrong);
+  auto refused = two.simulate(wrong);
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.error().message.find("1 times for 2 workers") != std::string::npos);
   wrong.worker_action_overhead = {o, Seconds(-1e-6)};
-  CHECK_FALSE(simulate_program(program, costs, topology, plan.microbatch_size, wrong).ok());
+  CHECK_FALSE(two.simulate(wrong).ok());
   // Replicas with overheads are not taken as interchangeable.
   const Topology four = make_flat_topology(4, 100.0, Seconds(0.0));
   const Plan replicated = make_plan("0-1x2,1-2x2", Schedule::kGPipe, 4, four);
