@@ -3,9 +3,9 @@
 // every schedule `baton validate --device cuda` ran there, predicted again by
 // the current simulator from the run's own profile, calibrated topology and
 // plan, as validate predicts it, against the run's measured iteration
-// (sim/replay.h).
+// (tools/replay.h).
 //
-// Each run is predicted twice:
+// Each run is predicted four ways:
 // - "recorded": the profile as validate measured it (one call per layer);
 // - "one call per pass": the same profile with the call_cost (sim/profile.h)
 //   of its model and micro-batch measured from a run of one worker holding the
@@ -13,6 +13,13 @@
 //   same session and the trace of that run's last step): per_call_cost with
 //   the step's mean F, mean B and its STEP as the whole passes, never below
 //   zero, as `profile measure --whole-pass` computes it from its own passes.
+// - "saturated speedup": the profile with the GPU's throughput at the most
+//   streams the call measured (saturated_speedups);
+// - "at its workers' speeds": each step replayed at the speeds the run's
+//   workers had in it, where the run recorded its compute per step
+//   (validate's predicted_at_run_speeds_s; runs recorded before the executor
+//   kept a step's compute, 2026-11-28, did not, and are predicted as
+//   recorded).
 //
 // Usage: gpu_replay [DIR] [--table]
 //   DIR      the recorded data (default data/measured/h100-sxm5, from the
@@ -74,6 +81,9 @@ int main(int argc, char** argv) {
   ReplayOptions saturated;
   saturated.shared_speedups = must(saturated_speedups(root / "validate"));
   const std::vector<ReplayedRun> at_most_streams = must(replay_validations(root / "validate", saturated));
+  ReplayOptions own_speeds;
+  own_speeds.at_run_speeds = true;
+  const std::vector<ReplayedRun> at_run_speeds = must(replay_validations(root / "validate", own_speeds));
 
   std::printf("Per call beyond the layers' work, from the one-worker runs:\n\n");
   std::printf("| model-microbatch | forward | backward | optimizer step |\n|---|---|---|---|\n");
@@ -101,5 +111,7 @@ int main(int argc, char** argv) {
   summary_row("the profiles as recorded", recorded);
   summary_row("one call per pass (call cost of the one-worker runs)", one_call);
   summary_row("saturated speedup (the most streams this call measured)", at_most_streams);
+  summary_row("each step at its workers' speeds (runs that recorded their compute per step; else as recorded)",
+              at_run_speeds);
   return 0;
 }

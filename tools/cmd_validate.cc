@@ -150,9 +150,10 @@ ValidationCase plan_case(Schedule schedule, const ValidateArgs& args, const Prof
 }
 
 // Runs a planned case; the prediction comes later (predict_case). The run's
-// length is sized by the deterministic simulation on `topology`.
-void run_case(ValidationCase& c, const ValidateArgs& args, const Profile& profile, const Topology& topology,
-              const fs::path& out) {
+// length is sized by the deterministic simulation on `topology`. Returns the
+// run's compute per step (all workers).
+Seconds run_case(ValidationCase& c, const ValidateArgs& args, const Profile& profile, const Topology& topology,
+                 const fs::path& out) {
   const std::string name(schedule_name(c.schedule));
   const fs::path dir = out / name;
   const std::string plan_path = path_in(dir, "plan.json");
@@ -183,10 +184,14 @@ void run_case(ValidationCase& c, const ValidateArgs& args, const Profile& profil
   arguments.insert(arguments.end(), backend.begin(), backend.end());
   launch_logged(arguments, on_gpu(args) ? 1 : c.plan.num_workers(), Seconds(args.timeout_s * (c.steps + 2)),
                 path_in(dir, "run.log"), fmt::format("{} run", name));
-  read_step_times(read_run_record(report_path), args.quantile, c);
+  RunRecord run = read_run_record(report_path);
+  read_step_times(run, args.quantile, c);
+  c.step_compute = std::move(run.step_compute);
+  c.action_overhead = std::move(run.action_overhead);
   c.measured_trace = take(parse_chrome_trace(read_file(measured_path), measured_path));
   progress(fmt::format("{}: measured {} (quantile {:g} of steps 1..{}; median {})", name, human_seconds(c.measured),
                        args.quantile, c.steps - 1, human_seconds(c.measured_median)));
+  return run.compute_per_step;
 }
 
 // Moves an attempt's slice and run files from `dir` to dir/attempt-<n>/.
@@ -210,14 +215,11 @@ LoadedSlice run_with_slice(ValidationCase& c, const ValidateArgs& args, const Pr
   LoadedSlice slice;
   for (c.attempts = 1;; ++c.attempts) {
     slice = measure_loaded_slice(args, profile, c.plan, dir);
-    run_case(c, args, profile, topology, out);
+    const Seconds compute_per_step = run_case(c, args, profile, topology, out);
     const Seconds expected = take(expected_compute_per_step(c.plan, profile, topology, slice));
-    RunRecord run = read_run_record(path_in(dir, "run.json"));
-    if (run.step_compute.empty()) throw RunFailure(fmt::format("{}: the run recorded no compute per step", name));
-    c.run_compute = run.compute_per_step / expected;
+    if (c.step_compute.empty()) throw RunFailure(fmt::format("{}: the run recorded no compute per step", name));
+    c.run_compute = compute_per_step / expected;
     c.slice_speed = slice.speed;
-    c.step_compute = std::move(run.step_compute);
-    c.action_overhead = std::move(run.action_overhead);
     c.relative_speed = take(run_speed(c.step_compute, expected, slice.speed, args.quantile));
     if (std::abs(c.run_compute - 1.0) <= args.drift || c.attempts >= args.attempts) return slice;
     progress(
@@ -242,11 +244,12 @@ void predict_case(ValidationCase& c, const ValidateArgs& args, const Profile& pr
   const bool replayed = c.slice_speed > 0.0;
   IterationPrediction prediction =
       take(predict_iteration(c.plan, profile, at_speed, args.quantile, replayed ? 0 : kNoiseSamples));
-  if (replayed) {
+  if (!c.step_compute.empty()) {
     Topology at_slice = topology;
-    at_slice.device.relative_speed = c.slice_speed;
-    prediction.at_quantile =
+    if (replayed) at_slice.device.relative_speed = c.slice_speed;
+    c.predicted_at_run_speeds =
         take(predict_run(c.plan, profile, at_slice, c.step_compute, args.quantile)) + prediction.step_barrier;
+    if (replayed) prediction.at_quantile = c.predicted_at_run_speeds;
   }
   const Trace& predicted = prediction.deterministic.trace;
   c.predicted_plain = prediction.plain();
@@ -259,6 +262,9 @@ void predict_case(ValidationCase& c, const ValidateArgs& args, const Profile& pr
   write_file_atomic(path_in(dir, "compare.svg"), traces_to_svg_compare(predicted, c.measured_trace, gantt));
   progress(fmt::format("{}: predicted {}, measured {}, error {}", name, human_seconds(c.predicted),
                        human_seconds(c.measured), signed_percent(c.error())));
+  if (!replayed && c.predicted_at_run_speeds.value > 0.0)
+    progress(fmt::format("{}: at the speeds its workers had in each step {}, error {} (report.json)", name,
+                         human_seconds(c.predicted_at_run_speeds), signed_percent(c.error_at_run_speeds())));
 }
 
 int run_validate(const ValidateArgs& args) {
@@ -351,7 +357,9 @@ void add_validate_command(CLI::App& app, CommandResult& result) {
       "--device cuda), measured and calibrated there, without slices or barriers; they are predicted\n"
       "sharing the GPU's compute (the calibrated topology's shared_compute), with the\n"
       "throughput of the GPU's streams at once that the profile measures (profile measure --streams,\n"
-      "--nproc of them and at least 4, the GPU saturated): the topology's shared_speedup.\n\n"
+      "--nproc of them and at least 4, the GPU saturated): the topology's shared_speedup. Without slices\n"
+      "(a GPU, a given topology, --gap-us < 0) report.json also has each run replayed at the speeds its\n"
+      "workers had against the topology's (predicted_at_run_speeds_s, error_at_run_speeds).\n\n"
       "Examples:\n"
       "  baton validate --model mlp --nproc 2 --microbatch-size 256 --out out/validate-mlp\n"
       "  baton validate --model gpt-mini --nproc 2 --schedule 1f1b,gpipe --stages 0-3,3-6 --tolerance 0.1\n"

@@ -96,11 +96,12 @@ Result<std::vector<ReplayedRun>> replay_validations(const fs::path& root, const 
       auto run = read_run(dir / "run.json");
       if (!run) return run.error();
       const auto slice = speeds->find(dir.filename().string());
-      const bool replayed = slice != speeds->end() && !run->step_compute.empty();
+      const bool sliced = slice != speeds->end();
+      const bool replayed = (sliced || options.at_run_speeds) && !run->step_compute.empty();
       Seconds prediction;
       if (replayed) {  // as validate predicts a run it measured a slice for
         Topology at_slice = *topology;
-        at_slice.device.relative_speed = slice->second;
+        if (sliced) at_slice.device.relative_speed = slice->second;
         auto steps = predict_run(*plan, *profile, at_slice, run->step_compute, 0.5,
                                  options.executor_overhead ? run->action_overhead : std::vector<Seconds>{});
         if (!steps) return Error{fmt::format("{}: {}", dir.string(), steps.error().message)};

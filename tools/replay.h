@@ -47,6 +47,12 @@ struct ReplayOptions {
   // which validate does not (bench/RESULTS.md, "The executor's own time per
   // action").
   bool executor_overhead = false;
+  // Runs validate measured no slice for (a GPU's, or one on a given
+  // topology) replayed step by step too, at the speeds their workers had
+  // against the topology's speed (validate's predicted_at_run_speeds_s),
+  // where the run recorded its compute per step; else predicted as
+  // validate predicts them (the noisy simulations).
+  bool at_run_speeds = false;
   // Where present for "<model>-<microbatch size>", the profile's call_cost is
   // replaced by it before predicting.
   std::map<std::string, CallCost> call_costs;

@@ -149,6 +149,12 @@ std::string validation_markdown(const ValidateArgs& args, const Profile& profile
         "predicted, {} only measured (the measured trace is the last step).\n\n",
         name, stages_to_string(c.plan.stages), c.plan.num_workers(), c.plan.batches, c.plan.microbatch_size,
         c.comparison.paired, c.comparison.only_predicted, c.comparison.only_measured);
+    if (c.slice_speed <= 0.0 && c.predicted_at_run_speeds.value > 0.0)
+      out += fmt::format(
+          "At the speeds its workers had (each step after the first simulated once with every worker's compute "
+          "scaled by what it computed in that step over what the topology's speed expects, as a slice's speed is "
+          "used on the CPU; report.json's predicted_at_run_speeds_s): predicted {}, error {}.\n\n",
+          human_seconds(c.predicted_at_run_speeds), signed_percent(c.error_at_run_speeds()));
     out += comparison_tables(c.comparison, true);
     const bool sends = c.comparison.kinds.contains("SEND_ACT") || c.comparison.kinds.contains("SEND_GRAD");
     if (args.device == "cpu" && sends)
@@ -167,25 +173,29 @@ nlohmann::json validation_json(const std::vector<ValidationCase>& cases, double 
   for (const ValidationCase& c : cases) {
     nlohmann::json overhead = nlohmann::json::array();
     for (Seconds per_action : c.action_overhead) overhead.push_back(per_action.value);
-    out["cases"].push_back({{"schedule", schedule_name(c.schedule)},
-                            {"stages", stages_to_string(c.plan.stages)},
-                            {"workers", c.plan.num_workers()},
-                            {"microbatches", c.plan.batches},
-                            {"steps", c.steps},
-                            {"predicted_s", c.predicted.value},
-                            {"predicted_without_noise_s", c.predicted_plain.value},
-                            {"step_barrier_s", c.step_barrier.value},
-                            {"relative_speed", c.relative_speed},
-                            {"slice_speed", c.slice_speed},
-                            {"action_overhead_s", overhead},
-                            {"run_compute", c.run_compute},
-                            {"attempts", c.attempts},
-                            {"measured_s", c.measured.value},
-                            {"measured_median_s", c.measured_median.value},
-                            {"measured_min_s", c.measured_min.value},
-                            {"measured_max_s", c.measured_max.value},
-                            {"error", c.error()},
-                            {"comparison", comparison_json(c.comparison)}});
+    out["cases"].push_back(
+        {{"schedule", schedule_name(c.schedule)},
+         {"stages", stages_to_string(c.plan.stages)},
+         {"workers", c.plan.num_workers()},
+         {"microbatches", c.plan.batches},
+         {"steps", c.steps},
+         {"predicted_s", c.predicted.value},
+         {"predicted_without_noise_s", c.predicted_plain.value},
+         {"step_barrier_s", c.step_barrier.value},
+         {"predicted_at_run_speeds_s", c.predicted_at_run_speeds.value},
+         {"error_at_run_speeds",
+          c.predicted_at_run_speeds.value > 0.0 ? nlohmann::json(c.error_at_run_speeds()) : nlohmann::json(nullptr)},
+         {"relative_speed", c.relative_speed},
+         {"slice_speed", c.slice_speed},
+         {"action_overhead_s", overhead},
+         {"run_compute", c.run_compute},
+         {"attempts", c.attempts},
+         {"measured_s", c.measured.value},
+         {"measured_median_s", c.measured_median.value},
+         {"measured_min_s", c.measured_min.value},
+         {"measured_max_s", c.measured_max.value},
+         {"error", c.error()},
+         {"comparison", comparison_json(c.comparison)}});
   }
   return out;
 }

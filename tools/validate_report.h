@@ -22,17 +22,23 @@ struct ValidationCase {
   Seconds predicted;        // the --quantile of the noisy simulations (deterministic without noise)
   Seconds predicted_plain;  // the deterministic simulation
   Seconds step_barrier;     // in both: the executor's step barrier (executor_step_barrier)
+  // The run's steps replayed at the speeds its workers had in each
+  // (predict_run, plus the step barrier) against the slice's speed, where
+  // one was measured (then it is `predicted`), else against the topology's
+  // (a GPU's run, or one on a given topology: the profile's speed over the
+  // run's); 0 where the run recorded no compute per step.
+  Seconds predicted_at_run_speeds;
   // The deterministic simulation's speed: with a slice the run's own
   // (run_speed: its steps' compute at the --quantile against the slice's
   // expectation; the prediction itself replays each step, predict_run),
   // else the topology's.
   double relative_speed = 1.0;
   double slice_speed = 0.0;  // its slice's speed; 0 where no slice was measured
-  // With a slice: each worker's compute per step in the run (predict_run).
+  // Each worker's compute per step in the run (predict_run).
   std::vector<std::vector<Seconds>> step_compute;
-  // With a slice: each worker's executor overhead per action in the run (its
-  // loop's time neither computing nor waiting, over its actions), recorded
-  // for the report, not predicted (SimOptions::worker_action_overhead can).
+  // Each worker's executor overhead per action in the run (its loop's time
+  // neither computing nor waiting, over its actions), recorded for the
+  // report, not predicted (SimOptions::worker_action_overhead can).
   std::vector<Seconds> action_overhead;
   // The run's compute per step over its slice's expectation
   // (expected_compute_per_step); 0 where no slice was measured.
@@ -46,6 +52,7 @@ struct ValidationCase {
   Seconds measured_max;
   TraceComparison comparison;  // predicted trace against the last step's
   double error() const { return (measured - predicted) / predicted; }
+  double error_at_run_speeds() const { return (measured - predicted_at_run_speeds) / predicted_at_run_speeds; }
 };
 
 // The options of `baton validate` (tools/cmd_validate.cc); the report says

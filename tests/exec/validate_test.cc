@@ -292,6 +292,9 @@ TEST_CASE("validate's prediction is the noisy simulation of its plan and its mea
     REQUIRE(replayed.ok());
     const double predicted = replayed->value + barrier;
     CHECK(c.at("predicted_s").get<double>() == Approx(predicted).epsilon(1e-12));
+    // With a slice the prediction is the one at the run's speeds.
+    CHECK(c.at("predicted_at_run_speeds_s").get<double>() == c.at("predicted_s").get<double>());
+    CHECK(c.at("error_at_run_speeds").get<double>() == c.at("error").get<double>());
     // measured = the median of the wall times of steps 1..3, the middle one.
     std::vector<double> walls;
     const nlohmann::json run_report = read_json(dir / schedule / "run.json");
@@ -319,6 +322,33 @@ TEST_CASE("validate exits 1 when an error exceeds the tolerance, and 2 on bad in
     CHECK(run.exit_code == 1);
     CHECK(run.err.find("exceeds") != std::string::npos);
     CHECK(run.out.find("NO") != std::string::npos);
+    // Without a slice (a given topology, as on a GPU) the prediction is the
+    // noisy simulations at the topology's speed, and beside it the run's
+    // steps replayed at the speeds its workers had against that speed
+    // (predict_run on the given topology, plus the step barrier).
+    const nlohmann::json c = read_json(dir / "report.json").at("cases").at(0);
+    CHECK(c.at("slice_speed").get<double>() == 0.0);
+    std::vector<std::vector<Seconds>> per_worker;
+    const nlohmann::json ran = read_json(dir / "dp" / "run.json");
+    for (const auto& worker : ran.at("workers")) {
+      per_worker.emplace_back();
+      for (const auto& seconds : worker.at("step_compute_s")) per_worker.back().emplace_back(seconds.get<double>());
+    }
+    const auto plan = plan_from_json(read_json(dir / "dp" / "plan.json"), "plan.json");
+    const auto profile = profile_from_json(read_json(dir / "profile.json"), "profile.json");
+    const auto topology =
+        topology_from_json(read_json(fs::path(BATON_SOURCE_DIR) / "topologies" / "cpu_2core.json"), "cpu_2core.json");
+    REQUIRE(plan.ok());
+    REQUIRE(profile.ok());
+    REQUIRE(topology.ok());
+    const auto replayed = predict_run(*plan, *profile, *topology, per_worker, 0.5);
+    REQUIRE(replayed.ok());
+    const double at_run_speeds = replayed->value + c.at("step_barrier_s").get<double>();
+    CHECK(c.at("predicted_at_run_speeds_s").get<double>() == Approx(at_run_speeds).epsilon(1e-12));
+    const double measured = c.at("measured_s").get<double>();
+    CHECK(c.at("error_at_run_speeds").get<double>() ==
+          Approx((measured - at_run_speeds) / at_run_speeds).epsilon(1e-9));
+    CHECK(slurp(dir / "report.md").find("At the speeds its workers had") != std::string::npos);
   }
   SECTION("a profile of another model") {
     const fs::path profile = dir / "vgg.json";

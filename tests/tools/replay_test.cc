@@ -172,6 +172,14 @@ TEST_CASE("replay: a CPU validation's run replayed step by step at its slice's s
   auto replayed = replay_validations(root, ReplayOptions{});
   REQUIRE(replayed.ok());
   CHECK(close_rel(replayed->front().predicted.value, 2 * pass));
+  // At the run's speeds against the topology's: each worker is expected to
+  // compute tF + tB per step at speed 1 and computed twice that, so 2 x 2
+  // (tF + tB).
+  ReplayOptions own;
+  own.at_run_speeds = true;
+  replayed = replay_validations(root, own);
+  REQUIRE(replayed.ok());
+  CHECK(close_rel(replayed->front().predicted.value, 4 * pass));
   // With the slice's speed in report.json: every step as expected, so 20 ms
   // as validate predicts it, and with each worker's overhead o before each of
   // its actions 20 ms + 7 o (tests/sim/noise_test.cc: seven of the ten lie on
