@@ -28,10 +28,8 @@ using bench::must;
 
 void summary_row(const std::string& label, const std::vector<ReplayedRun>& runs) {
   const ReplaySummary s = summarize(runs);
-  double signed_sum = 0.0;
-  for (const ReplayedRun& run : runs) signed_sum += run.error_pct();
   std::printf("| %s | %d | %d | %.2f%% | %+.2f%% | %+.1f%% .. %+.1f%% |\n", label.c_str(), s.runs, s.within_10,
-              s.mean_abs_error_pct, runs.empty() ? 0.0 : signed_sum / double(runs.size()), s.lowest_pct, s.highest_pct);
+              s.mean_abs_error_pct, s.mean_error_pct, s.lowest_pct, s.highest_pct);
 }
 
 }  // namespace

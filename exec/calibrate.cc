@@ -19,10 +19,11 @@
 // pipeline of kLoadedBlock microbatches per iteration, GPipe and 1F1B in
 // turn, whose forwards and backwards are small matrix products on one thread
 // for a drawn time (forward from LinkOptions' range, 0.3-1.5 ms unless set,
-// backward 1-2 forwards, one draw per iteration): rank 0 sends each forward's activation, rank 1 each backward's
-// gradient, every message stamped with its steady-clock send time. As in the
-// executor, each iteration's receives are posted before a barrier (of the
-// two), so every send finds its receive announced. Each rank keeps, per
+// backward 1-2 forwards, one draw per iteration): rank 0 sends each forward's
+// activation, rank 1 each backward's gradient, every message stamped with its
+// steady-clock send time. As in the executor, each iteration's receives are
+// posted before a barrier (of the two), so every send finds its receive
+// announced. Each rank keeps, per
 // message it received, when it was sent, when its wait began and when the
 // wait ended (one machine: one steady clock); rank 1 hands its records to
 // rank 0.

@@ -169,16 +169,18 @@ ReplaySummary summarize(const std::vector<ReplayedRun>& runs) {
   if (runs.empty()) return summary;
   summary.runs = static_cast<int>(runs.size());
   summary.lowest_pct = summary.highest_pct = runs.front().error_pct();
-  double sum = 0.0;
+  double sum = 0.0, signed_sum = 0.0;
   for (const ReplayedRun& run : runs) {
     const double error = run.error_pct();
     sum += std::abs(error);
+    signed_sum += error;
     summary.within_5 += std::abs(error) <= 5.0;
     summary.within_10 += std::abs(error) <= 10.0;
     summary.lowest_pct = std::min(summary.lowest_pct, error);
     summary.highest_pct = std::max(summary.highest_pct, error);
   }
   summary.mean_abs_error_pct = sum / summary.runs;
+  summary.mean_error_pct = signed_sum / summary.runs;
   return summary;
 }
 

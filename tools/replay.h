@@ -78,6 +78,7 @@ Result<CallCost> call_cost_of_run(const Profile& profile, const std::filesystem:
 struct ReplaySummary {
   int runs = 0;
   double mean_abs_error_pct = 0.0;
+  double mean_error_pct = 0.0;  // signed: > 0 where runs are slower than predicted
   int within_5 = 0;
   int within_10 = 0;
   double lowest_pct = 0.0;

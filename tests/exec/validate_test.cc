@@ -29,6 +29,16 @@ std::vector<TransferSample> samples_of(const nlohmann::json& samples) {
   return out;
 }
 
+// Each worker's compute per step, from a run's report (run.json).
+std::vector<std::vector<Seconds>> step_compute_of(const nlohmann::json& run) {
+  std::vector<std::vector<Seconds>> out;
+  for (const auto& worker : run.at("workers")) {
+    out.emplace_back();
+    for (const auto& seconds : worker.at("step_compute_s")) out.back().emplace_back(seconds.get<double>());
+  }
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("calibrate writes a topology whose link is the fit of its own samples", "[exec][gloo][cli][validate]") {
@@ -269,11 +279,7 @@ TEST_CASE("validate's prediction is the noisy simulation of its plan and its mea
     // nor waiting, over its actions) is recorded beside it, not predicted.
     nlohmann::json at_slice = read_json(dir / "topology.json");
     at_slice["device"]["relative_speed"] = slice_speed;
-    std::vector<std::vector<Seconds>> per_worker;
-    for (const auto& worker : ran.at("workers")) {
-      per_worker.emplace_back();
-      for (const auto& seconds : worker.at("step_compute_s")) per_worker.back().emplace_back(seconds.get<double>());
-    }
+    const std::vector<std::vector<Seconds>> per_worker = step_compute_of(ran);
     const auto plan = plan_from_json(read_json(dir / schedule / "plan.json"), "plan.json");
     const auto profile = profile_from_json(read_json(dir / "profile.json"), "profile.json");
     const auto slice_topology = topology_from_json(at_slice, "topology.json");
@@ -328,12 +334,7 @@ TEST_CASE("validate exits 1 when an error exceeds the tolerance, and 2 on bad in
     // (predict_run on the given topology, plus the step barrier).
     const nlohmann::json c = read_json(dir / "report.json").at("cases").at(0);
     CHECK(c.at("slice_speed").get<double>() == 0.0);
-    std::vector<std::vector<Seconds>> per_worker;
-    const nlohmann::json ran = read_json(dir / "dp" / "run.json");
-    for (const auto& worker : ran.at("workers")) {
-      per_worker.emplace_back();
-      for (const auto& seconds : worker.at("step_compute_s")) per_worker.back().emplace_back(seconds.get<double>());
-    }
+    const std::vector<std::vector<Seconds>> per_worker = step_compute_of(read_json(dir / "dp" / "run.json"));
     const auto plan = plan_from_json(read_json(dir / "dp" / "plan.json"), "plan.json");
     const auto profile = profile_from_json(read_json(dir / "profile.json"), "profile.json");
     const auto topology =

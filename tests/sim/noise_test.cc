@@ -3,6 +3,7 @@
 // factor per layer of its stage, drawn from the device's compute_noise; and
 // workers slowed one by one (SimOptions::worker_slowdown).
 #include <numeric>
+#include <string>
 
 #include "tests/catch_compat.h"
 
@@ -71,11 +72,27 @@ struct FreeTwoStages {
     if (!result) FAIL(result.error().message);
     return result->metrics.makespan.value;
   }
+  // The simulation refuses `options` with an error naming `message`.
+  void check_refused(const SimOptions& options, const std::string& message) const {
+    auto refused = simulate(options);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error().message.find(message) != std::string::npos);
+  }
   Topology topology;
   Plan plan;
   Program program;
   std::vector<StageCost> costs;
 };
+
+// Whether `options` (one_replica asked for) would simulate one replica of two
+// two-stage replicas on four devices.
+bool simulates_one_of_two_replicas(SimOptions options) {
+  const Topology four = make_flat_topology(4, 100.0, Seconds(0.0));
+  const Plan replicated = make_plan("0-1x2,1-2x2", Schedule::kGPipe, 4, four);
+  options.record_trace = false;
+  options.one_replica = true;
+  return simulates_one_replica(replicated, four, options);
+}
 
 }  // namespace
 
@@ -272,20 +289,14 @@ TEST_CASE("a worker slowed by k computes like a device k times slower, the other
   // One factor per worker, each positive.
   SimOptions wrong;
   wrong.worker_slowdown = {1.0};
-  auto refused = two.simulate(wrong);
-  REQUIRE_FALSE(refused.ok());
-  CHECK(refused.error().message.find("1 factors for 2 workers") != std::string::npos);
+  two.check_refused(wrong, "1 factors for 2 workers");
   wrong.worker_slowdown = {1.0, 0.0};
   CHECK_FALSE(two.simulate(wrong).ok());
   // Replicas slowed differently are not interchangeable: one_replica is ignored.
-  const Topology four = make_flat_topology(4, 100.0, Seconds(0.0));
-  const Plan replicated = make_plan("0-1x2,1-2x2", Schedule::kGPipe, 4, four);
   SimOptions one;
-  one.record_trace = false;
-  one.one_replica = true;
-  CHECK(simulates_one_replica(replicated, four, one));
+  CHECK(simulates_one_of_two_replicas(one));
   one.worker_slowdown = {1.0, 1.0, 1.0, 3.0};
-  CHECK_FALSE(simulates_one_replica(replicated, four, one));
+  CHECK_FALSE(simulates_one_of_two_replicas(one));
 }
 
 TEST_CASE("a worker's overhead per action delays each of its actions, and hides where it waits", "[sim][noise]") {
@@ -317,17 +328,11 @@ TEST_CASE("a worker's overhead per action delays each of its actions, and hides 
   // One time >= 0 per worker.
   SimOptions wrong;
   wrong.worker_action_overhead = {o};
-  auto refused = two.simulate(wrong);
-  REQUIRE_FALSE(refused.ok());
-  CHECK(refused.error().message.find("1 times for 2 workers") != std::string::npos);
+  two.check_refused(wrong, "1 times for 2 workers");
   wrong.worker_action_overhead = {o, Seconds(-1e-6)};
   CHECK_FALSE(two.simulate(wrong).ok());
   // Replicas with overheads are not taken as interchangeable.
-  const Topology four = make_flat_topology(4, 100.0, Seconds(0.0));
-  const Plan replicated = make_plan("0-1x2,1-2x2", Schedule::kGPipe, 4, four);
   SimOptions one;
-  one.record_trace = false;
-  one.one_replica = true;
   one.worker_action_overhead.assign(4, o);
-  CHECK_FALSE(simulates_one_replica(replicated, four, one));
+  CHECK_FALSE(simulates_one_of_two_replicas(one));
 }
