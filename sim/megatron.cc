@@ -99,17 +99,36 @@ int64_t padded_vocab(const GptModel& model, int tensor) {
   return (model.vocab + multiple - 1) / multiple * multiple;
 }
 
-double gpt_parameters(const GptModel& model, int tensor) {
+double gpt_block_linear_parameters(const GptModel& model) {
   const double h = static_cast<double>(model.hidden);
-  const double blocks = static_cast<double>(model.layers) * (12.0 * h * h + 13.0 * h);
-  return blocks + static_cast<double>(padded_vocab(model, tensor)) * h + static_cast<double>(model.sequence) * h +
-         2.0 * h;
+  const double kv = static_cast<double>(model.kv_hidden());
+  const double f = static_cast<double>(model.ffn());
+  return h * (h + 2.0 * kv) + h * h + (model.swiglu ? 3.0 : 2.0) * h * f;
 }
 
-// Per sample and layer the forward is 24 s h^2 (1 + s / 6h) FLOPs, the
-// backward twice that, and full recomputation one forward more: k = 3 or 4
-// passes. The logit layer (2 s h V forward) is never recomputed, so its term
-// is 6 B s h V either way: 96 B s L h^2 V / (16 L h) in Megatron's form.
+double gpt_block_parameters(const GptModel& model) {
+  const double h = static_cast<double>(model.hidden);
+  const double kv = static_cast<double>(model.kv_hidden());
+  const double f = static_cast<double>(model.ffn());
+  const double biases = model.linear_bias ? h + 2.0 * kv + h + (model.swiglu ? 2.0 : 1.0) * f + h : 0.0;
+  const double norms = 2.0 * (model.rms_norm ? h : 2.0 * h);
+  return gpt_block_linear_parameters(model) + biases + norms;
+}
+
+double gpt_parameters(const GptModel& model, int tensor) {
+  const double h = static_cast<double>(model.hidden);
+  const double vocab = static_cast<double>(padded_vocab(model, tensor)) * h;
+  const double positions = model.rope ? 0.0 : static_cast<double>(model.sequence) * h;
+  const double final_norm = model.rms_norm ? h : 2.0 * h;
+  return static_cast<double>(model.layers) * gpt_block_parameters(model) + vocab * (model.tied_output ? 1.0 : 2.0) +
+         positions + final_norm;
+}
+
+// Per sample and layer the forward is 2 P_lin s + 4 s^2 h FLOPs (GPT: 24 s h^2
+// (1 + s / 6h)), the backward twice that, and full recomputation one forward
+// more: k = 3 or 4 passes. The logit layer (2 s h V forward) is never
+// recomputed, so its term is 6 B s h V either way: 96 B s L h^2 V / (16 L h)
+// in Megatron's form.
 double megatron_model_flops(const GptModel& model, const MegatronLayout& layout) {
   const double k = layout.recompute == Recompute::kFull ? 4.0 : 3.0;
   const double b = static_cast<double>(layout.global_batch);
@@ -117,10 +136,27 @@ double megatron_model_flops(const GptModel& model, const MegatronLayout& layout)
   const double l = static_cast<double>(model.layers);
   const double h = static_cast<double>(model.hidden);
   const double v = static_cast<double>(padded_vocab(model, layout.tensor));
-  return 24.0 * k * b * s * l * h * h * (1.0 + s / (6.0 * h)) + 6.0 * b * s * h * v;
+  return k * b * s * l * (2.0 * gpt_block_linear_parameters(model) + 4.0 * s * h) + 6.0 * b * s * h * v;
 }
 
 namespace {
+
+// The architecture flags beyond GPT's (GptModel).
+Status check_architecture(const GptModel& model, const MegatronLayout& layout) {
+  if (model.ffn_hidden < 0) return Error{"--ffn-hidden-size must be at least 1"};
+  if (model.ffn_hidden > kMaxGptHidden * 8)
+    return Error{fmt::format("--ffn-hidden-size must be at most {}, got {}", kMaxGptHidden * 8, model.ffn_hidden)};
+  if (model.query_groups < 0) return Error{"--num-query-groups must be at least 1"};
+  if (model.query_groups > 0 && model.heads % model.query_groups != 0)
+    return Error{
+        fmt::format("--num-query-groups {} does not divide --num-attention-heads {}", model.query_groups, model.heads)};
+  if (model.groups() % layout.tensor != 0)
+    return Error{
+        fmt::format("--num-query-groups {} is not divisible by --tensor-model-parallel-size {} (each rank "
+                    "holds whole groups of keys and values)",
+                    model.groups(), layout.tensor)};
+  return ok_status();
+}
 
 // The split of the blocks among the pipeline stages, even or uneven.
 Status check_stage_layers(const GptModel& model, const MegatronLayout& layout) {
@@ -227,6 +263,7 @@ Status check_megatron_layout(const GptModel& model, const MegatronLayout& layout
   if (model.heads % layout.tensor != 0)
     return bad(fmt::format("--num-attention-heads {} is not divisible by --tensor-model-parallel-size {}", model.heads,
                            layout.tensor));
+  if (auto ok = check_architecture(model, layout); !ok) return ok;
   if (auto ok = check_stage_layers(model, layout); !ok) return ok;
   if (layout.layers_per_virtual_stage < 0) return bad("--num-layers-per-virtual-pipeline-stage must be at least 1");
   if (layout.layers_per_virtual_stage > 0) {
@@ -278,31 +315,42 @@ Status check_megatron_layout(const GptModel& model, const MegatronLayout& layout
 }
 
 nlohmann::json megatron_arguments(const GptModel& model, const MegatronLayout& layout) {
-  return {{"num_layers", model.layers},
-          {"hidden_size", model.hidden},
-          {"num_attention_heads", model.heads},
-          {"seq_length", model.sequence},
-          {"vocab_size", model.vocab},
-          {"tensor_model_parallel_size", layout.tensor},
-          {"pipeline_model_parallel_size", layout.pipeline},
-          {"data_parallel_size", layout.data},
-          {"micro_batch_size", layout.micro_batch},
-          {"global_batch_size", layout.global_batch},
-          {"num_layers_per_virtual_pipeline_stage", layout.layers_per_virtual_stage},
-          {"recompute_granularity", recompute_name(layout.recompute)},
-          {"sequence_parallel", layout.sequence_parallel},
-          {"bf16", layout.bf16},
-          {"use_distributed_optimizer", layout.distributed_optimizer},
-          {"overlap_grad_reduce", layout.overlap_grad_reduce},
-          {"enable_zero_bubble", layout.zero_bubble > 0},
-          {"zero_bubble_max_pending_backward", layout.zero_bubble * layout.pipeline},
-          {"decoder_first_pipeline_num_layers", layout.first_stage_layers},
-          {"decoder_last_pipeline_num_layers", layout.last_stage_layers},
-          {"account_for_embedding_in_pipeline_split", layout.embedding_in_split},
-          {"account_for_loss_in_pipeline_split", layout.loss_in_split},
-          {"zero_bubble_heuristic", layout.zero_bubble_heuristic},
-          {"zero_bubble_v_schedule", layout.v_schedule == VSchedule::kZbV},
-          {"dualpipev", layout.v_schedule == VSchedule::kDualPipeV}};
+  nlohmann::json arguments = {{"num_layers", model.layers},
+                              {"hidden_size", model.hidden},
+                              {"num_attention_heads", model.heads},
+                              {"seq_length", model.sequence},
+                              {"vocab_size", model.vocab},
+                              {"tensor_model_parallel_size", layout.tensor},
+                              {"pipeline_model_parallel_size", layout.pipeline},
+                              {"data_parallel_size", layout.data},
+                              {"micro_batch_size", layout.micro_batch},
+                              {"global_batch_size", layout.global_batch},
+                              {"num_layers_per_virtual_pipeline_stage", layout.layers_per_virtual_stage},
+                              {"recompute_granularity", recompute_name(layout.recompute)},
+                              {"sequence_parallel", layout.sequence_parallel},
+                              {"bf16", layout.bf16},
+                              {"use_distributed_optimizer", layout.distributed_optimizer},
+                              {"overlap_grad_reduce", layout.overlap_grad_reduce},
+                              {"enable_zero_bubble", layout.zero_bubble > 0},
+                              {"zero_bubble_max_pending_backward", layout.zero_bubble * layout.pipeline},
+                              {"decoder_first_pipeline_num_layers", layout.first_stage_layers},
+                              {"decoder_last_pipeline_num_layers", layout.last_stage_layers},
+                              {"account_for_embedding_in_pipeline_split", layout.embedding_in_split},
+                              {"account_for_loss_in_pipeline_split", layout.loss_in_split},
+                              {"zero_bubble_heuristic", layout.zero_bubble_heuristic},
+                              {"zero_bubble_v_schedule", layout.v_schedule == VSchedule::kZbV},
+                              {"dualpipev", layout.v_schedule == VSchedule::kDualPipeV}};
+  if (!model.beyond_gpt()) return arguments;
+  arguments["ffn_hidden_size"] = model.ffn();
+  arguments["swiglu"] = model.swiglu;
+  arguments["group_query_attention"] = model.query_groups > 0;
+  arguments["num_query_groups"] = model.groups();
+  arguments["disable_bias_linear"] = !model.linear_bias;
+  arguments["untie_embeddings_and_output_weights"] = !model.tied_output;
+  arguments["position_embedding_type"] = model.rope ? "rope" : "learned_absolute";
+  arguments["normalization"] = model.rms_norm ? "RMSNorm" : "LayerNorm";
+  arguments["use_flash_attn"] = model.flash_attention;
+  return arguments;
 }
 
 namespace {
@@ -384,6 +432,54 @@ Status read_choices(const nlohmann::json& arguments, const json_fields::FieldPat
 
 }  // namespace
 
+Status read_gpt_architecture(const nlohmann::json& arguments, const json_fields::FieldPath& at, GptModel& model) {
+  if (arguments.contains("ffn_hidden_size")) {
+    auto ffn = json_fields::read_integer(arguments, at, "ffn_hidden_size", 1);
+    if (!ffn) return ffn.error();
+    if (*ffn > (int64_t{1} << 30)) return at.field("ffn_hidden_size").error("is too large", *ffn);
+    model.ffn_hidden = *ffn == 4 * model.hidden ? 0 : *ffn;
+  }
+  bool grouped = false, no_bias = false, untied = false;
+  bool* flags[] = {&model.swiglu, &grouped, &no_bias, &untied, &model.flash_attention};
+  const char* names[] = {"swiglu", "group_query_attention", "disable_bias_linear",
+                         "untie_embeddings_and_output_weights", "use_flash_attn"};
+  for (int i = 0; i < 5; ++i) {
+    if (!arguments.contains(names[i])) continue;
+    auto flag = read_flag(arguments, at, names[i]);
+    if (!flag) return flag.error();
+    *flags[i] = *flag;
+  }
+  model.linear_bias = !no_bias;
+  model.tied_output = !untied;
+  if (arguments.contains("num_query_groups")) {
+    auto groups = json_fields::read_integer(arguments, at, "num_query_groups", 1);
+    if (!groups) return groups.error();
+    if (*groups > (int64_t{1} << 30)) return at.field("num_query_groups").error("is too large", *groups);
+    if (grouped)
+      model.query_groups = *groups;
+    else if (*groups != model.heads)
+      return at.field("num_query_groups").error("needs group_query_attention true (else it is the heads)", *groups);
+  } else if (grouped) {
+    return at.field("num_query_groups").error("is missing (group_query_attention is true)");
+  }
+  const struct {
+    const char* name;
+    const char* plain;
+    const char* other;
+    bool* value;
+  } choices[] = {{"position_embedding_type", "learned_absolute", "rope", &model.rope},
+                 {"normalization", "LayerNorm", "RMSNorm", &model.rms_norm}};
+  for (const auto& c : choices) {
+    if (!arguments.contains(c.name)) continue;
+    auto text = json_fields::read_string(arguments, at, c.name);
+    if (!text) return text.error();
+    if (*text != c.plain && *text != c.other)
+      return at.field(c.name).error(fmt::format("must be {} or {}", c.plain, c.other), *text);
+    *c.value = *text == c.other;
+  }
+  return ok_status();
+}
+
 Result<MegatronSpec> megatron_from_arguments(const nlohmann::json& arguments, const std::string& where) {
   const json_fields::FieldPath at(where);
   if (auto ok = json_fields::check_object(arguments, at); !ok) return ok.error();
@@ -412,12 +508,22 @@ Result<MegatronSpec> megatron_from_arguments(const nlohmann::json& arguments, co
                                                "account_for_loss_in_pipeline_split",
                                                "zero_bubble_heuristic",
                                                "zero_bubble_v_schedule",
-                                               "dualpipev"});
+                                               "dualpipev",
+                                               "ffn_hidden_size",
+                                               "swiglu",
+                                               "group_query_attention",
+                                               "num_query_groups",
+                                               "disable_bias_linear",
+                                               "untie_embeddings_and_output_weights",
+                                               "position_embedding_type",
+                                               "normalization",
+                                               "use_flash_attn"});
       !ok)
     return ok.error();
   MegatronSpec spec;
   if (auto ok = read_sizes(arguments, at, spec); !ok) return ok.error();
   if (auto ok = read_choices(arguments, at, spec.layout); !ok) return ok.error();
+  if (auto ok = read_gpt_architecture(arguments, at, spec.model); !ok) return ok.error();
   return spec;
 }
 

@@ -5,7 +5,16 @@
 // of width h with a heads and a 4h MLP, sequence s, learned position
 // embeddings, a vocabulary padded to a multiple of 128 x t (Megatron's
 // --make-vocab-size-divisible-by 128 times the tensor-parallel size) and an
-// output layer tied to the word embedding.
+// output layer tied to the word embedding. Megatron-core's architecture flags
+// make it the decoders trained today (Llama's kind): --ffn-hidden-size, a
+// gated SwiGLU MLP (--swiglu: the up projection 2 x ffn wide, SiLU times the
+// gate), grouped-query attention (--group-query-attention
+// --num-query-groups G: keys and values for G groups of a / G heads), no
+// linear biases (--disable-bias-linear), an output layer of its own
+// (--untie-embeddings-and-output-weights), rotary positions
+// (--position-embedding-type rope: no position table), RMSNorm
+// (--normalization RMSNorm: a weight, no bias), and FlashAttention
+// (--use-flash-attn: the attention core in one kernel, no s x s scores kept).
 //
 // A MegatronLayout is one run's parallel layout in Megatron's own terms:
 // tensor parallel t, pipeline parallel p, data parallel d, micro-batch b,
@@ -18,15 +27,23 @@
 //
 // Formulas used by every caller:
 //   parameters = L (12 h^2 + 13 h) + V h + s h + 2 h   (Megatron's count:
-//     blocks, word and position embeddings, the final LayerNorm)
+//     blocks, word and position embeddings, the final LayerNorm); in general
+//     a block holds P_lin = h (h + 2 h G / a) + h^2 + (2 or 3 gated) h f
+//     linear weights (f the MLP's width, G the query groups), their biases
+//     (h + 2 h G / a + h + (1 or 2) f + h, none without bias) and two norms
+//     (2 h each, h for RMSNorm); the position table (s h) only with learned
+//     positions, a second V h with an untied output layer
 //   model FLOPs per iteration (Narayanan et al. 2021, eq. 3, which counts the
 //     recomputed forward only with full recomputation):
 //     F = 24 k B s L h^2 (1 + s / (6 h) + V / (16 L h)),
-//     k = 4 with full recomputation, 3 otherwise
+//     k = 4 with full recomputation, 3 otherwise; in general
+//     F = k B s L (2 P_lin + 4 s h) + 6 B s h V (the attention products
+//     counted over the whole s x s, as Megatron's own formula counts them)
 //   model_tflops_per_gpu = F / (iteration time x GPUs) / 1e12
 // Thread safety: plain values and pure functions.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -38,6 +55,10 @@
 #include "sim/result.h"
 
 namespace baton {
+
+namespace json_fields {
+class FieldPath;
+}  // namespace json_fields
 
 // The largest model dimensions check_megatron_layout takes (2^16 layers,
 // hidden 2^18, 2^20 tokens of sequence, a vocabulary of 2^24, micro-batch
@@ -55,7 +76,31 @@ struct GptModel {
   int64_t heads = 0;
   int64_t sequence = 0;
   int64_t vocab = 50257;  // GPT-2's BPE vocabulary
+  // The architecture beyond GPT-3's (above); the defaults are GPT's.
+  int64_t ffn_hidden = 0;        // --ffn-hidden-size f; 0: 4h
+  int64_t query_groups = 0;      // --num-query-groups G; 0: a (a group per head)
+  bool swiglu = false;           // --swiglu
+  bool linear_bias = true;       // false: --disable-bias-linear
+  bool tied_output = true;       // false: --untie-embeddings-and-output-weights
+  bool rope = false;             // --position-embedding-type rope (else learned_absolute)
+  bool rms_norm = false;         // --normalization RMSNorm (else LayerNorm)
+  bool flash_attention = false;  // --use-flash-attn
+
+  int64_t ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
+  int64_t groups() const { return query_groups > 0 ? query_groups : heads; }
+  // Width of the keys (and of the values): h G / a.
+  int64_t kv_hidden() const { return heads > 0 ? hidden / heads * groups() : hidden; }
+  // Whether any of the fields above differs from GPT's.
+  bool beyond_gpt() const {
+    return ffn_hidden > 0 || query_groups > 0 || swiglu || !linear_bias || !tied_output || rope || rms_norm ||
+           flash_attention;
+  }
 };
+
+// One block's linear weights P_lin (above).
+double gpt_block_linear_parameters(const GptModel& model);
+// One block's parameters: P_lin, its biases and its two norms.
+double gpt_block_parameters(const GptModel& model);
 
 enum class Recompute { kNone, kSelective, kFull };
 // The V-shaped schedules: two chunks per GPU, chunk c of the 2p on rank c for
@@ -160,6 +205,21 @@ double megatron_model_flops(const GptModel& model, const MegatronLayout& layout)
 // "zero_bubble_v_schedule", "dualpipev"}, every key required (the two account
 // flags, the heuristic and the two V schedules may be left out: false) and no
 // other.
+// The architecture's keys of that object, written only for a model beyond
+// GPT-3's and each optional (GPT's value): "ffn_hidden_size", "swiglu",
+// "group_query_attention", "num_query_groups" (the heads without grouped-query
+// attention), "disable_bias_linear", "untie_embeddings_and_output_weights",
+// "position_embedding_type" ("learned_absolute", "rope"), "normalization"
+// ("LayerNorm", "RMSNorm"), "use_flash_attn".
+inline constexpr std::array<const char*, 9> kGptArchitectureKeys = {
+    "ffn_hidden_size",         "swiglu",
+    "group_query_attention",   "num_query_groups",
+    "disable_bias_linear",     "untie_embeddings_and_output_weights",
+    "position_embedding_type", "normalization",
+    "use_flash_attn"};
+// Reads those keys of `object` into `model` (planner regression cases share them).
+Status read_gpt_architecture(const nlohmann::json& object, const json_fields::FieldPath& at, GptModel& model);
+
 struct MegatronSpec {
   GptModel model;
   MegatronLayout layout;

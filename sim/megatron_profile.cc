@@ -23,9 +23,23 @@ constexpr double kHalf = 2.0;             // bytes per fp16/bf16 value
 constexpr double kOptimizerBytes = 38.0;  // per parameter, see megatron_profile.h
 constexpr int kForwardKernels = 16;       // host dispatch slots of one block's forward
 constexpr int kBackwardKernels = 34;
+// FlashAttention runs the attention core (scores, softmax, dropout, weights x
+// V) as one kernel where Megatron's own runs four, and its backward as two
+// where Megatron's runs six; rotary positions add a kernel for the queries and
+// one for the keys, each way.
+constexpr int kFlashForwardKernelsSaved = 3;
+constexpr int kFlashBackwardKernelsSaved = 4;
+constexpr int kRopeKernels = 2;
 
 struct Shape {
   double b, s, h, a, t, tokens, local_tokens;
+  double kv;                // keys' (and values') width, h G / a
+  double f;                 // the MLP's width
+  double up;                // the up projection's width: f, 2f gated
+  bool gated;               // SwiGLU
+  bool flash;               // FlashAttention
+  bool rope;                // rotary positions
+  double block_parameters;  // gpt_block_parameters
 };
 
 Shape shape_of(const GptModel& model, const MegatronLayout& layout) {
@@ -37,11 +51,19 @@ Shape shape_of(const GptModel& model, const MegatronLayout& layout) {
   x.t = layout.tensor;
   x.tokens = x.b * x.s;
   x.local_tokens = layout.sequence_parallel ? x.tokens / x.t : x.tokens;
+  x.kv = static_cast<double>(model.kv_hidden());
+  x.f = static_cast<double>(model.ffn());
+  x.gated = model.swiglu;
+  x.up = x.gated ? 2.0 * x.f : x.f;
+  x.flash = model.flash_attention;
+  x.rope = model.rope;
+  x.block_parameters = gpt_block_parameters(model);
   return x;
 }
 
-// See fused_softmax_available.
+// See fused_softmax_available; FlashAttention has no softmax kernel of its own.
 bool fused_softmax(const Shape& x) {
+  if (x.flash) return true;
   return fused_softmax_available(static_cast<int64_t>(x.b), static_cast<int64_t>(x.a / x.t), static_cast<int64_t>(x.s));
 }
 
@@ -54,9 +76,24 @@ constexpr int kUnfusedSoftmaxKernels = 4;
 constexpr double kUnfusedForwardBytes = 33.0;
 constexpr double kUnfusedBackwardBytes = 30.0;
 
-// The attention core: scores, softmax with dropout, weights x V.
+// FlashAttention's forward (Dao, 2023): the two products on tiles held on
+// chip, the softmax inside the kernel and no s x s scores written; a causal
+// mask skips the tiles above the diagonal, half of them. Taken as the two
+// products at the GEMM model's rate for their shapes, over half the tiles.
+// Its backward recomputes the scores and takes five products where the
+// forward takes two: 2.5 times the forward.
+constexpr double kFlashBackwardRatio = 2.5;
+Seconds flash_attention_forward(const GpuModel& gpu, const Shape& x) {
+  const double count = x.b * x.a / x.t;
+  return (gpu.gemm(x.s, x.s, x.h / x.a, count) + gpu.gemm(x.s, x.h / x.a, x.s, count)) * 0.5;
+}
+
+// The attention core: scores, softmax with dropout, weights x V. With
+// grouped-query attention each of the a / t heads of a rank still takes its
+// own products (its group's keys and values are shared, not its work).
 Seconds attention_core(const GpuModel& gpu, const Shape& x) {
   const double count = x.b * x.a / x.t;
+  if (x.flash) return flash_attention_forward(gpu, x);
   return gpu.gemm(x.s, x.s, x.h / x.a, count) + gpu.memory_bound(count * x.s * x.s * kHalf * 3.0) +
          gpu.gemm(x.s, x.h / x.a, x.s, count);
 }
@@ -71,8 +108,14 @@ Seconds unfused_softmax(const GpuModel& gpu, const Shape& x, double bytes) {
 Seconds block_memory_bound(const GpuModel& gpu, const Shape& x) {
   const double layer_norm = 2.0 * x.local_tokens * x.h * kHalf;
   const double bias_dropout_add = 3.0 * x.local_tokens * x.h * kHalf;
-  const double gelu = 2.0 * x.tokens * 4.0 * x.h / x.t * kHalf;
-  return gpu.memory_bound(layer_norm) * 2.0 + gpu.memory_bound(bias_dropout_add) * 2.0 + gpu.memory_bound(gelu);
+  // GeLU reads and writes T f / t values; SwiGLU reads 2 T f / t, writes T f / t.
+  const double activation = (x.gated ? 3.0 : 2.0) * x.tokens * x.f / x.t * kHalf;
+  // Rotary positions: the queries and the keys read and written once.
+  const double rope = x.rope ? gpu.memory_bound(2.0 * x.tokens * x.h / x.t * kHalf).value +
+                                   gpu.memory_bound(2.0 * x.tokens * x.kv / x.t * kHalf).value
+                             : 0.0;
+  return gpu.memory_bound(layer_norm) * 2.0 + gpu.memory_bound(bias_dropout_add) * 2.0 + gpu.memory_bound(activation) +
+         Seconds(rope);
 }
 
 // `pass_share`: this block's share of the host's work per stage pass
@@ -82,14 +125,17 @@ MegatronLayerTime block_time(const GpuModel& gpu, const Shape& x, Recompute reco
   const double T = x.tokens;
   const double h = x.h;
   const double t = x.t;
-  const Seconds qkv = gpu.gemm(T, 3 * h / t, h);
+  const double qkv_width = (h + 2.0 * x.kv) / t;  // 3h / t with a group per head
+  const Seconds qkv = gpu.gemm(T, qkv_width, h);
   const Seconds projection = gpu.gemm(T, h, h / t);
-  const Seconds up = gpu.gemm(T, 4 * h / t, h);
-  const Seconds down = gpu.gemm(T, h, 4 * h / t);
+  const Seconds up = gpu.gemm(T, x.up / t, h);
+  const Seconds down = gpu.gemm(T, h, x.f / t);
   const Seconds fused_core = attention_core(gpu, x);
   const Seconds core = fused_core + unfused_softmax(gpu, x, kUnfusedForwardBytes);
-  const Seconds core_backward = fused_core * 2.0 + unfused_softmax(gpu, x, kUnfusedBackwardBytes);
+  const Seconds core_backward =
+      fused_core * (x.flash ? kFlashBackwardRatio : 2.0) + unfused_softmax(gpu, x, kUnfusedBackwardBytes);
   const int unfused_kernels = fused_softmax(x) ? 0 : kUnfusedSoftmaxKernels;
+  const int rope_kernels = x.rope ? kRopeKernels : 0;
   const Seconds elementwise = block_memory_bound(gpu, x);
   const Seconds allreduce = t > 1 ? tp_allreduce(T * h * kHalf) : Seconds(0.0);
 
@@ -98,11 +144,11 @@ MegatronLayerTime block_time(const GpuModel& gpu, const Shape& x, Recompute reco
   time.forward_comm = allreduce * 2.0;
   // Input gradients of the four linears, both attention products twice, the
   // memory-bound kernels twice; weight gradients of the four linears.
-  const Seconds qkv_w = gpu.gemm(3 * h / t, h, T);
-  const Seconds up_w = gpu.gemm(4 * h / t, h, T);
-  const Seconds input = gpu.gemm(T, h, 3 * h / t) + gpu.gemm(T, h / t, h) + gpu.gemm(T, 4 * h / t, h) +
-                        gpu.gemm(T, h, 4 * h / t) + core_backward + elementwise * 2.0;
-  time.weight_gradient = qkv_w + gpu.gemm(h, h / t, T) + up_w + gpu.gemm(h, 4 * h / t, T);
+  const Seconds qkv_w = gpu.gemm(qkv_width, h, T);
+  const Seconds up_w = gpu.gemm(x.up / t, h, T);
+  const Seconds input = gpu.gemm(T, h, qkv_width) + gpu.gemm(T, h / t, h) + gpu.gemm(T, x.f / t, h) +
+                        gpu.gemm(T, h, x.up / t) + core_backward + elementwise * 2.0;
+  time.weight_gradient = qkv_w + gpu.gemm(h, h / t, T) + up_w + gpu.gemm(h, x.f / t, T);
   time.backward_compute = input + time.weight_gradient;
   time.backward_comm = max(Seconds(0.0), allreduce - qkv_w) + max(Seconds(0.0), allreduce - up_w);
   if (recompute == Recompute::kFull) time.recompute = time.forward_compute + time.forward_comm;
@@ -110,14 +156,16 @@ MegatronLayerTime block_time(const GpuModel& gpu, const Shape& x, Recompute reco
   // The host floor, per pass: the host dispatches while the GPU runs, and a
   // collective runs while the host dispatches the kernels after it.
   const Seconds forward_gpu = time.forward_compute + time.forward_comm;
-  const int forward_kernels = kForwardKernels + unfused_kernels;
+  const int forward_kernels =
+      kForwardKernels + unfused_kernels + rope_kernels - (x.flash ? kFlashForwardKernelsSaved : 0);
   const Seconds forward_host = gpu.host_per_kernel * forward_kernels + pass_share;
-  const int backward_kernels =
-      kBackwardKernels + unfused_kernels + (recompute == Recompute::kFull ? forward_kernels : 0);
+  const int backward_kernels = kBackwardKernels + unfused_kernels + rope_kernels -
+                               (x.flash ? kFlashBackwardKernelsSaved : 0) +
+                               (recompute == Recompute::kFull ? forward_kernels : 0);
   const Seconds backward_gpu = time.backward_compute + time.backward_comm + time.recompute;
   const Seconds backward_host = gpu.host_per_kernel * backward_kernels + pass_share;
   time.host_wait = max(Seconds(0.0), forward_host - forward_gpu) + max(Seconds(0.0), backward_host - backward_gpu);
-  time.parameters = (12.0 * h * h + 13.0 * h) / t;
+  time.parameters = x.block_parameters / t;  // GPT: (12 h^2 + 13 h) / t
   return time;
 }
 
@@ -129,12 +177,14 @@ MegatronLayerTime embedding_time(const GpuModel& gpu, const Shape& x, const GptM
   time.forward_comm = x.t > 1 ? tp_allreduce(values * kHalf) : Seconds(0.0);
   time.weight_gradient = gpu.memory_bound(3.0 * values * kHalf);
   time.backward_compute = time.weight_gradient + gpu.memory_bound(3.0 * x.local_tokens * x.h * kHalf);
-  time.parameters = (static_cast<double>(vocab) / x.t + static_cast<double>(model.sequence)) * x.h;
+  const double positions = model.rope ? 0.0 : static_cast<double>(model.sequence);  // the learned table's rows
+  time.parameters = (static_cast<double>(vocab) / x.t + positions) * x.h;
   return time;
 }
 
-// `own_copy`: the head holds its own copy of the word embedding (p > 1).
-MegatronLayerTime head_time(const GpuModel& gpu, const Shape& x, int64_t vocab, bool own_copy,
+// `own_copy`: the head holds its own output weights (a copy of the word
+// embedding with p > 1, or untied ones); `norm`: the final norm's parameters.
+MegatronLayerTime head_time(const GpuModel& gpu, const Shape& x, int64_t vocab, bool own_copy, double norm,
                             const CollectiveTime& tp_allreduce) {
   MegatronLayerTime time;
   const double v = static_cast<double>(vocab) / x.t;
@@ -145,7 +195,7 @@ MegatronLayerTime head_time(const GpuModel& gpu, const Shape& x, int64_t vocab, 
   time.backward_compute = time.weight_gradient + gpu.gemm(x.tokens, x.h, v) + gpu.memory_bound(2.0 * logits) +
                           gpu.memory_bound(2.0 * x.local_tokens * x.h * kHalf);
   time.backward_comm = x.t > 1 ? tp_allreduce(x.tokens * x.h * kHalf) : Seconds(0.0);
-  time.parameters = 2.0 * x.h + (own_copy ? v * x.h : 0.0);  // the final LayerNorm, the embedding's copy
+  time.parameters = norm + (own_copy ? v * x.h : 0.0);  // the final norm, the output weights
   return time;
 }
 
@@ -175,6 +225,18 @@ Layer to_layer(const std::string& name, const std::string& what, const MegatronL
   return layer;
 }
 
+std::string block_description(const GptModel& model, const MegatronLayout& layout) {
+  std::string attention = fmt::format("{} heads", model.heads);
+  if (model.query_groups > 0) attention += fmt::format(" in {} query groups", model.groups());
+  if (model.rope) attention += ", rotary";
+  if (model.flash_attention) attention += ", FlashAttention";
+  std::string extras;
+  if (model.rms_norm) extras += ", RMSNorm";
+  if (!model.linear_bias) extras += ", no biases";
+  return fmt::format("transformer block, {}, MLP {} -> {}{}{}, recompute {}", attention, model.hidden, model.ffn(),
+                     model.swiglu ? " SwiGLU" : "", extras, recompute_name(layout.recompute));
+}
+
 }  // namespace
 
 MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayout& layout, const GpuModel& gpu,
@@ -182,7 +244,8 @@ MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayou
   const Shape x = shape_of(model, layout);
   const int64_t vocab = padded_vocab(model, layout.tensor);
   const double activation = x.tokens * x.h * kHalf;
-  const bool tied_copies = layout.pipeline > 1 && layout.v_schedule == VSchedule::kNone;  // a V: both on rank 0
+  // A V: both on rank 0; untied: nothing to keep equal.
+  const bool tied_copies = model.tied_output && layout.pipeline > 1 && layout.v_schedule == VSchedule::kNone;
   const double gradient_bytes = layout.bf16 ? 4.0 : 2.0;
   const Seconds embedding_sync = tied_copies && embedding_allreduce
                                      ? embedding_allreduce(static_cast<double>(vocab) / x.t * x.h * gradient_bytes)
@@ -196,10 +259,10 @@ MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayou
   MegatronLayerTime embedding = embedding_time(gpu, x, model, vocab, tp_allreduce);
   embedding.embedding_allreduce = embedding_sync;
   out.times.push_back(embedding);
-  out.profile.layers.push_back(
-      to_layer("embedding",
-               fmt::format("word embedding {} x {} (split over t) + position embedding, dropout", vocab, model.hidden),
-               embedding, layout, gpu, activation));
+  out.profile.layers.push_back(to_layer("embedding",
+                                        fmt::format("word embedding {} x {} (split over t){}, dropout", vocab,
+                                                    model.hidden, model.rope ? "" : " + position embedding"),
+                                        embedding, layout, gpu, activation));
   // The blocks of one stage pass: a chunk's with interleaving or a V, a
   // stage's otherwise.
   const int64_t pass_blocks =
@@ -208,10 +271,7 @@ MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayou
           : std::max<int64_t>(1, model.layers / std::max(1, layout.pipeline * layout.virtual_stages(model)));
   const MegatronLayerTime block =
       block_time(gpu, x, layout.recompute, tp_allreduce, gpu.host_per_pass / static_cast<double>(pass_blocks));
-  const Layer block_layer = to_layer("block",
-                                     fmt::format("transformer block, {} heads, MLP {} -> {}, recompute {}", model.heads,
-                                                 model.hidden, 4 * model.hidden, recompute_name(layout.recompute)),
-                                     block, layout, gpu, activation);
+  const Layer block_layer = to_layer("block", block_description(model, layout), block, layout, gpu, activation);
   out.times.reserve(static_cast<size_t>(model.layers) + 2);
   out.profile.layers.reserve(static_cast<size_t>(model.layers) + 2);
   for (int64_t i = 0; i < model.layers; ++i) {  // every block alike
@@ -219,13 +279,17 @@ MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayou
     out.profile.layers.push_back(block_layer);
     out.profile.layers.back().name = "block." + std::to_string(i);
   }
-  MegatronLayerTime head = head_time(gpu, x, vocab, tied_copies, tp_allreduce);
+  const double final_norm = model.rms_norm ? x.h : 2.0 * x.h;
+  MegatronLayerTime head = head_time(gpu, x, vocab, tied_copies || !model.tied_output, final_norm, tp_allreduce);
   head.embedding_allreduce = embedding_sync;
   out.times.push_back(head);
+  const char* weights = !model.tied_output ? "its own weights"
+                        : tied_copies      ? "a copy of the word embedding, kept equal to it"
+                                           : "the word embedding";
   out.profile.layers.push_back(
       to_layer("head",
-               fmt::format("final LayerNorm + output layer {} x {} ({}) + cross entropy", model.hidden, vocab,
-                           tied_copies ? "a copy of the word embedding, kept equal to it" : "the word embedding"),
+               fmt::format("final {} + output layer {} x {} ({}) + cross entropy",
+                           model.rms_norm ? "RMSNorm" : "LayerNorm", model.hidden, vocab, weights),
                head, layout, gpu, 0.0));
   return out;
 }

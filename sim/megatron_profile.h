@@ -41,6 +41,18 @@
 //     chunk's with interleaving, L / p otherwise) and added to each block's
 //     dispatch, forward and backward: it costs time only where the host is
 //     the longer.
+// Beyond GPT-3's architecture (sim/megatron.h): the QKV GEMMs are (h + 2 h G
+//   / a) / t wide (G query groups; each head still takes its own attention
+//   products), the MLP's f / t (2 f / t for SwiGLU's up projection, whose
+//   SiLU-and-gate moves 3 T f / t values where GeLU moves 2); rotary positions
+//   read and write the queries and keys once more each pass (two kernels);
+//   FlashAttention runs the attention core as the two products at the GEMM
+//   model's rate over the causal half of their tiles, with no scores pass
+//   (one kernel where Megatron runs four, two backward where it runs six),
+//   and its backward as 2.5 times its forward (five products for two). Not
+//   held against a measured run: the GEMM model's constants come from GPT
+//   runs on A100s (docs/TRANSFORMERS.md). Biases and RMSNorm change the
+//   parameters, not the time.
 // Embedding: gather 2 T h x 2 bytes, its all-reduce across t (the vocabulary
 // is split), scatter-add in the backward. Head: final LayerNorm, logits
 // [T x h] x [h x V/t], vocabulary-parallel cross entropy in fp32 (3 passes of

@@ -20,31 +20,47 @@ Status not_a_group(const Topology& topology, int tensor, const Level& level) {
                   tensor, topology.name, level.name, level.size)};
 }
 
-// Activation bytes of one block and microbatch on one rank (megatron_sim.h).
+// Activation bytes of one block and microbatch on one rank (megatron_sim.h),
+// in units of s b h bytes: kept whole without sequence parallelism the
+// LayerNorms' inputs (4), the QKV and MLP inputs (2 each) and the two dropout
+// masks (1 each), 10 in all; split over t the queries (2), keys and values
+// (2 each x G / a), the projection's input (2) and the MLP's activation's
+// input and output (2 f / h each, SwiGLU's input twice that): 24 for GPT;
+// and the attention's 5 a s / h (scores, softmax, dropout mask and output),
+// or with FlashAttention its softmax statistics alone (4 a / h, fp32).
 double block_activation_bytes(const GptModel& model, const MegatronLayout& layout) {
   const double s = static_cast<double>(model.sequence);
   const double h = static_cast<double>(model.hidden);
   const double a = static_cast<double>(model.heads);
+  const double kv = static_cast<double>(model.kv_hidden());
+  const double f = static_cast<double>(model.ffn());
   const double t = layout.tensor;
   const double sbh = s * layout.micro_batch * h;
-  const double attention = 5.0 * a * s / (h * t);
-  const double rest = layout.sequence_parallel ? 34.0 / t : 10.0 + 24.0 / t;
+  const double attention = model.flash_attention ? 4.0 * a / (h * t) : 5.0 * a * s / (h * t);
+  const double split = 4.0 + 4.0 * kv / h + (model.swiglu ? 6.0 : 4.0) * f / h;  // GPT: 24
+  const double rest = layout.sequence_parallel ? (10.0 + split) / t : 10.0 + split / t;
   switch (layout.recompute) {
     case Recompute::kNone: return sbh * (rest + attention);
-    case Recompute::kSelective: return sbh * rest;
+    case Recompute::kSelective: return sbh * (rest + (model.flash_attention ? attention : 0.0));
     case Recompute::kFull: return sbh * (layout.sequence_parallel ? 2.0 / t : 2.0);
   }
   return 0.0;
 }
 
 // What a block keeps between its I and its W pass (zero-bubble schedules):
-// its weight GEMMs' inputs (QKV 2, projection 2 / t, MLP in 2, MLP out 8 / t
-// of s b h) and output gradients (6 / t, 2, 8 / t, 2): (8 + 24 / t) s b h,
-// 32 / t s b h with sequence parallelism.
+// its weight GEMMs' inputs (QKV 2, projection 2 / t, MLP in 2, MLP out 2 f / h
+// / t of s b h) and output gradients (2 (h + 2 h G / a) / h / t, 2, 2 x the up
+// projection's width / h / t, 2): GPT's (8 + 24 / t) s b h, 32 / t s b h with
+// sequence parallelism.
 double weight_pass_bytes(const GptModel& model, const MegatronLayout& layout) {
-  const double sbh = static_cast<double>(model.sequence) * layout.micro_batch * static_cast<double>(model.hidden);
+  const double h = static_cast<double>(model.hidden);
+  const double sbh = static_cast<double>(model.sequence) * layout.micro_batch * h;
+  const double kv = static_cast<double>(model.kv_hidden());
+  const double f = static_cast<double>(model.ffn());
+  const double up = model.swiglu ? 2.0 * f : f;
   const double t = layout.tensor;
-  return sbh * (layout.sequence_parallel ? 32.0 / t : 8.0 + 24.0 / t);
+  const double split = 2.0 * (h + 2.0 * kv) / h + 2.0 + 2.0 * up / h + 2.0 * f / h;  // GPT: 24
+  return sbh * (layout.sequence_parallel ? (8.0 + split) / t : 8.0 + split / t);
 }
 
 double working_set_bytes(const GptModel& model, const MegatronLayout& layout) {

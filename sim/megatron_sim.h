@@ -16,7 +16,7 @@
 //
 // Memory per GPU of pipeline rank r (Korthikanti et al. 2022, eqs. 1-6):
 //   weights and optimizer: its parameters (with p > 1 the last rank's
-//     include its copy of the word embedding) x (2 weights + g gradients + 12
+//     include its copy of the word embedding, or the untied output layer) x (2 weights + g gradients + 12
 //     fp32 master weights and Adam moments), g = 2 in fp16, 4 in bf16; with
 //     the distributed optimizer the 12 are divided by d;
 //   activations per layer and microbatch (bytes), s b h x
@@ -24,10 +24,14 @@
 //     selective: 10 + 24 / t                    (34 / t)
 //     full:      2, the layer's input (2 / t), plus one layer's "none"
 //                working set during its backward;
+//   for a model beyond GPT-3's the 24 is 4 + 4 G / a + 4 f / h (6 f / h with
+//   SwiGLU), and FlashAttention keeps 4 a / (h t) (its fp32 softmax
+//   statistics) where the scores took 5 a s / (h t), selective or not
+//   (megatron_sim.cc's block_activation_bytes has the terms);
 //   times the microbatches in flight on the rank at the worst moment, counted
 //   chunk by chunk from the schedule's Program (with ZB-H1 and ZB-H2 a
 //   microbatch whose I pass has run keeps what its W pass needs, (8 + 24 / t)
-//   s b h, until the W runs); plus on the last rank the fp32 logits of one
+//   s b h for GPT, until the W runs); plus on the last rank the fp32 logits of one
 //   microbatch twice (s b V / t x 4 x 2).
 // The schedule is 1F1B, Megatron's interleaved 1F1B, with zero_bubble ZB-H1
 // or ZB-H2, or with v_schedule ZB-V or DualPipeV (sim/schedules.h); the

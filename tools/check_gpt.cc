@@ -61,7 +61,9 @@ void read_pinned(const nlohmann::json& pinned, const FieldPath& at, MegatronAxes
 
 GptCheck read_gpt_check(const nlohmann::json& gpt, const FieldPath& at) {
   take(json_fields::check_object(gpt, at));
-  take(json_fields::check_known_keys(gpt, at,
+  nlohmann::json sizes = gpt;  // the architecture's keys are read_gpt_architecture's
+  for (const char* key : kGptArchitectureKeys) sizes.erase(key);
+  take(json_fields::check_known_keys(sizes, at,
                                      {"num_layers", "hidden_size", "num_attention_heads", "seq_length", "vocab_size",
                                       "global_batch_size", "bf16", "pinned"}));
   GptCheck check;
@@ -70,6 +72,7 @@ GptCheck read_gpt_check(const nlohmann::json& gpt, const FieldPath& at) {
   check.model.heads = take(json_fields::read_integer(gpt, at, "num_attention_heads", 1));
   check.model.sequence = take(json_fields::read_integer(gpt, at, "seq_length", 1));
   check.model.vocab = take(json_fields::read_integer_or(gpt, at, "vocab_size", 1, 50257));
+  take(read_gpt_architecture(gpt, at, check.model));
   check.global_batch = static_cast<int>(take(json_fields::read_integer(gpt, at, "global_batch_size", 1, kMaxInt)));
   if (gpt.contains("bf16")) {
     if (!gpt["bf16"].is_boolean())

@@ -3,6 +3,8 @@
 // search (planner/megatron_search.h) on the case's topology:
 //   "gpt": {"num_layers", "hidden_size", "num_attention_heads", "seq_length",
 //           "global_batch_size": int >= 1, optional "vocab_size" (default 50257),
+//           optional architecture keys beyond GPT-3's (sim/megatron.h's
+//           kGptArchitectureKeys: "ffn_hidden_size", "swiglu", ...),
 //           optional "bf16": bool, optional "pinned": {optional
 //           "tensor_model_parallel_size", "pipeline_model_parallel_size",
 //           "micro_batch_size", "num_layers_per_virtual_pipeline_stage": int,

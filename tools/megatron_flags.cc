@@ -12,6 +12,41 @@ namespace {
 const std::string kGroup = "Megatron GPT (instead of --profile; Megatron-LM's own flag names)";
 }  // namespace
 
+// The architecture beyond GPT-3's: Llama's kind of decoder in Megatron-core's flags.
+void add_architecture_flags(CLI::App& cmd, MegatronArgs& args) {
+  const std::string& group = kGroup;
+  cmd.add_option("--ffn-hidden-size", args.model.ffn_hidden, "the MLP's width f (default 4h)")
+      ->check(at_least(1))
+      ->group(group);
+  cmd.add_flag("--swiglu", args.model.swiglu,
+               "gated MLP: SiLU of one f-wide projection times another (Llama's), so three h x f weights")
+      ->group(group);
+  cmd.add_flag("--group-query-attention", args.group_query_attention,
+               "keys and values shared by groups of heads (--num-query-groups of them)")
+      ->group(group);
+  cmd.add_option("--num-query-groups", args.query_groups,
+                 "with --group-query-attention: key/value groups G, dividing the heads and divisible by t "
+                 "(Megatron's default 1)")
+      ->check(at_least(1))
+      ->group(group);
+  cmd.add_flag("--disable-bias-linear", args.disable_bias_linear, "no biases in the linear layers")->group(group);
+  cmd.add_flag("--untie-embeddings-and-output-weights", args.untie_embeddings,
+               "an output layer with its own V x h weights (on the last stage), not the word embedding's")
+      ->group(group);
+  cmd.add_option("--position-embedding-type", args.position_embedding,
+                 "learned_absolute (the default: a table of s x h) | rope (rotary: no table, a kernel on the queries "
+                 "and keys)")
+      ->check(CLI::IsMember({"learned_absolute", "rope"}))
+      ->group(group);
+  cmd.add_option("--normalization", args.normalization, "LayerNorm (the default) | RMSNorm (a weight, no bias)")
+      ->check(CLI::IsMember({"LayerNorm", "RMSNorm"}))
+      ->group(group);
+  cmd.add_flag("--use-flash-attn", args.model.flash_attention,
+               "FlashAttention: the attention core as one kernel that keeps no s x s scores (baton's estimate, "
+               "not checked against a measured run: docs/TRANSFORMERS.md)")
+      ->group(group);
+}
+
 // The flags whose 0 field means "not given" (MegatronArgs) refuse an explicit 0.
 void add_megatron_flags(CLI::App& cmd, MegatronArgs& args) {
   const std::string& group = kGroup;
@@ -79,6 +114,20 @@ void add_megatron_flags(CLI::App& cmd, MegatronArgs& args) {
   cmd.add_flag("--overlap-grad-reduce", args.overlap_grad_reduce,
                "overlap the data-parallel gradient reduction with the backward pass")
       ->group(group);
+  add_architecture_flags(cmd, args);
+}
+
+std::string architecture_flags(const GptModel& model) {
+  std::string text;
+  if (model.ffn_hidden > 0) text += fmt::format(" --ffn-hidden-size {}", model.ffn_hidden);
+  if (model.swiglu) text += " --swiglu";
+  if (model.query_groups > 0) text += fmt::format(" --group-query-attention --num-query-groups {}", model.query_groups);
+  if (!model.linear_bias) text += " --disable-bias-linear";
+  if (!model.tied_output) text += " --untie-embeddings-and-output-weights";
+  if (model.rope) text += " --position-embedding-type rope";
+  if (model.rms_norm) text += " --normalization RMSNorm";
+  if (model.flash_attention) text += " --use-flash-attn";
+  return text;
 }
 
 MegatronAxes pinned_megatron_axes(const MegatronArgs& flags, const CLI::App& cmd) {
@@ -133,8 +182,15 @@ MegatronRun megatron_flags_unchecked(const MegatronArgs& args) {
   for (const auto& r : required)
     if (r.value <= 0) throw UsageError(fmt::format("a GPT model needs {} (a positive number)", r.flag));
   if (args.fp16 && args.bf16) throw UsageError("give one of --fp16 and --bf16");
+  if (args.query_groups > 0 && !args.group_query_attention)
+    throw UsageError("--num-query-groups goes with --group-query-attention");
   MegatronRun run;
   run.model = args.model;
+  if (args.group_query_attention) run.model.query_groups = args.query_groups > 0 ? args.query_groups : 1;
+  run.model.linear_bias = !args.disable_bias_linear;
+  run.model.tied_output = !args.untie_embeddings;
+  run.model.rope = args.position_embedding == "rope";
+  run.model.rms_norm = args.normalization == "RMSNorm";
   MegatronLayout& layout = run.layout;
   layout.tensor = args.tensor;
   layout.pipeline = args.pipeline;

@@ -38,10 +38,22 @@ struct MegatronArgs {
   int last_stage_layers = 0;           // --decoder-last-pipeline-num-layers
   bool embedding_in_split = false;     // --account-for-embedding-in-pipeline-split
   bool loss_in_split = false;          // --account-for-loss-in-pipeline-split
+  // The architecture beyond GPT-3's (sim/megatron.h's GptModel; --ffn-hidden-size,
+  // --swiglu and --use-flash-attn go into `model` directly).
+  bool group_query_attention = false;  // --group-query-attention
+  int64_t query_groups = 0;            // --num-query-groups (0: not given; Megatron's default 1)
+  bool disable_bias_linear = false;    // --disable-bias-linear
+  bool untie_embeddings = false;       // --untie-embeddings-and-output-weights
+  std::string position_embedding;      // --position-embedding-type: "", learned_absolute, rope
+  std::string normalization;           // --normalization: "", LayerNorm, RMSNorm
 
   // Whether any model flag was given (--num-layers and its kin).
   bool given() const { return model.layers != 0 || model.hidden != 0 || model.heads != 0 || model.sequence != 0; }
 };
+
+// The architecture flags that give `model` beyond GPT-3's, each with a space
+// before it ("" for GPT): " --ffn-hidden-size 11008 --swiglu ...".
+std::string architecture_flags(const GptModel& model);
 
 // Adds the flags to `cmd` (in a "Megatron GPT" group).
 void add_megatron_flags(CLI::App& cmd, MegatronArgs& args);

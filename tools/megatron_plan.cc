@@ -19,6 +19,11 @@ std::string megatron_flags_of(const GptModel& model, const MegatronLayout& l) {
       "--num-layers {} --hidden-size {} --num-attention-heads {} --seq-length {} --global-batch-size {} "
       "--micro-batch-size {} --tensor-model-parallel-size {} --pipeline-model-parallel-size {}",
       model.layers, model.hidden, model.heads, model.sequence, l.global_batch, l.micro_batch, l.tensor, l.pipeline);
+  // Megatron takes the vocabulary from its tokenizer (GPT-2's BPE: 50,257);
+  // --vocab-size says another one (its NullTokenizer's flag), and simulate
+  // reads it back.
+  if (model.vocab != 50257) text += fmt::format(" --vocab-size {}", model.vocab);
+  text += architecture_flags(model);
   if (l.layers_per_virtual_stage > 0)
     text += fmt::format(" --num-layers-per-virtual-pipeline-stage {}", l.layers_per_virtual_stage);
   if (l.recompute != Recompute::kNone) text += fmt::format(" --recompute-granularity {}", recompute_name(l.recompute));

@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include "sim/megatron_profile.h"
+#include "tools/megatron_flags.h"
 #include "tools/report.h"
 
 namespace baton::cli {
@@ -60,11 +61,12 @@ std::string layout_line(const GptModel& model, const MegatronLayout& layout) {
 
 std::string megatron_text(const GptModel& model, const MegatronLayout& layout, const Topology& topology,
                           const MegatronPrediction& p) {
-  std::string out = fmt::format(
-      "GPT: {} layers, hidden {}, {} heads, sequence {}, vocabulary {} (padded {}): {:.2f}B parameters\n"
-      "on {} ({}): {}\n\n",
-      model.layers, model.hidden, model.heads, model.sequence, model.vocab, padded_vocab(model, layout.tensor),
-      gpt_parameters(model, layout.tensor) / 1e9, topology.name, topology.device.name, layout_line(model, layout));
+  std::string out =
+      fmt::format("GPT: {} layers, hidden {}, {} heads, sequence {}, vocabulary {} (padded {}): {:.2f}B parameters\n",
+                  model.layers, model.hidden, model.heads, model.sequence, model.vocab,
+                  padded_vocab(model, layout.tensor), gpt_parameters(model, layout.tensor) / 1e9);
+  if (model.beyond_gpt()) out += fmt::format("architecture beyond GPT-3's:{}\n", architecture_flags(model));
+  out += fmt::format("on {} ({}): {}\n\n", topology.name, topology.device.name, layout_line(model, layout));
   out += fmt::format(
       "iteration        {}\nthroughput       {:.2f} samples/s ({:.0f} tokens/s)\nmodel FLOPs      {:.1f} TFLOP/s per "
       "GPU\n\n",
@@ -78,7 +80,7 @@ std::string megatron_text(const GptModel& model, const MegatronLayout& layout, c
     out += fmt::format("  {:<{}} {:>12}  {:5.1f}%\n", part.name, name_width, human_seconds(part.time),
                        100.0 * part.time.value / p.iteration_time.value);
   const int64_t heads_per_rank = model.heads / layout.tensor;
-  if (!fused_softmax_available(layout.micro_batch, heads_per_rank, model.sequence))
+  if (!model.flash_attention && !fused_softmax_available(layout.micro_batch, heads_per_rank, model.sequence))
     out += fmt::format(
         "note: Megatron's fused softmax does not take these scores (micro-batch {} x {} heads per rank = {}, sequence "
         "{};\n      it needs a multiple of 4, and 16 < s <= 16384 with s a multiple of 4): the softmax runs unfused "
@@ -129,7 +131,7 @@ nlohmann::json megatron_json(const GptModel& model, const MegatronLayout& layout
                       {"peak_bytes", r.peak.value},
                       {"inflight_microbatches", r.inflight_microbatches},
                       {"fits", r.peak <= p.memory.capacity}});
-  return {
+  nlohmann::json out = {
       {"model",
        {{"num_layers", model.layers},
         {"hidden_size", model.hidden},
@@ -170,7 +172,9 @@ nlohmann::json megatron_json(const GptModel& model, const MegatronLayout& layout
       {"device", topology.device.name},
       {"gpus", layout.gpus()},
       {"microbatches_per_data_parallel_rank", layout.microbatches()},
-      {"fused_softmax", fused_softmax_available(layout.micro_batch, model.heads / layout.tensor, model.sequence)},
+      {"fused_softmax",  // with FlashAttention, fused into its kernel
+       model.flash_attention ||
+           fused_softmax_available(layout.micro_batch, model.heads / layout.tensor, model.sequence)},
       {"iteration_time_s", p.iteration_time.value},
       {"throughput_samples_per_s", p.throughput_samples_per_s},
       {"model_tflops_per_gpu", p.model_tflops_per_gpu},
@@ -182,6 +186,11 @@ nlohmann::json megatron_json(const GptModel& model, const MegatronLayout& layout
       {"actions", p.simulation.metrics.actions},
       {"actions_skipped", p.simulation.metrics.actions_skipped},
       {"simulated_replicas", p.simulation.one_replica ? 1 : layout.data}};
+  if (model.beyond_gpt()) {
+    const nlohmann::json arguments = megatron_arguments(model, layout);
+    for (const char* key : kGptArchitectureKeys) out["model"][key] = arguments.at(key);
+  }
+  return out;
 }
 
 }  // namespace baton::cli

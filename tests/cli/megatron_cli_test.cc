@@ -404,4 +404,80 @@ TEST_CASE("plan with Megatron flags lays out within --memory-limit-gib and refus
   }
 }
 
+// Llama 2 7B in Megatron-core's flags (Touvron et al. 2023, Table 1 and
+// section 2.2): 6,738,415,616 parameters as released.
+const std::string kLlama7B =
+    "--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --seq-length 4096 --vocab-size 32000 "
+    "--ffn-hidden-size 11008 --swiglu --disable-bias-linear --untie-embeddings-and-output-weights "
+    "--position-embedding-type rope --normalization RMSNorm --global-batch-size 64 ";
+
+TEST_CASE("simulate a Llama-style model in Megatron-core's architecture flags", "[cli][megatron][architecture]") {
+  const std::string layout =
+      "--micro-batch-size 1 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --data-parallel-size 8 "
+      "--bf16 --use-flash-attn --recompute-granularity selective";
+  const CliRun run =
+      run_baton("simulate --topology topologies/a100_vtrain.json " + kLlama7B + layout + " --json", "llama-json");
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  const nlohmann::json j = nlohmann::json::parse(run.out);
+  CHECK(j["model"]["parameters"].get<double>() == 6738415616.0);
+  CHECK(j["model"]["swiglu"] == true);
+  CHECK(j["model"]["use_flash_attn"] == true);
+  CHECK(j["model"]["normalization"] == "RMSNorm");
+  // Megatron-core's count: 12 B s L h^2 ((1 + G / a + s / h) + 3/2 f / h + V / (2 L h)), G = a.
+  const double B = 64, s = 4096, L = 32, h = 4096, f = 11008, V = 32000;
+  const double flops = 12 * B * s * L * h * h * ((2 + s / h) + 1.5 * f / h + V / (2 * L * h));
+  CHECK(j["model_tflops_per_gpu"].get<double>() ==
+        Approx(flops / j["iteration_time_s"].get<double>() / 32 / 1e12).epsilon(1e-9));
+  const CliRun text = run_baton("simulate --topology topologies/a100_vtrain.json " + kLlama7B + layout, "llama-text");
+  REQUIRE(text.exit_code == 0);
+  CHECK(text.out.find("6.74B parameters\narchitecture beyond GPT-3's: --ffn-hidden-size 11008 --swiglu "
+                      "--disable-bias-linear --untie-embeddings-and-output-weights --position-embedding-type rope "
+                      "--normalization RMSNorm --use-flash-attn\n") != std::string::npos);
+}
+
+TEST_CASE("the architecture flags refuse what Megatron would not run", "[cli][megatron][architecture][bad-input]") {
+  const std::string base = "simulate --topology topologies/a100_vtrain.json " + kLlama7B;
+  const struct {
+    std::string flags, message;
+  } cases[] = {
+      {"--num-query-groups 8", "--num-query-groups goes with --group-query-attention"},
+      {"--group-query-attention --num-query-groups 3", "--num-query-groups 3 does not divide --num-attention-heads 32"},
+      {"--group-query-attention --tensor-model-parallel-size 2",  // Megatron's default: one group
+       "--num-query-groups 1 is not divisible by --tensor-model-parallel-size 2"},
+      {"--normalization BatchNorm", "--normalization"},
+      {"--ffn-hidden-size 0", "--ffn-hidden-size"}};
+  for (const auto& c : cases) {
+    const CliRun run = run_baton(base + c.flags, "llama-refused");
+    INFO(c.flags << ": " << run.err);
+    CHECK(run.exit_code == 2);
+    CHECK(run.err.find(c.message) != std::string::npos);
+  }
+}
+
+TEST_CASE("plan emits the architecture flags with the layout, and they simulate to the planned time",
+          "[cli][megatron][architecture]") {
+  const std::string model =
+      "--topology topologies/a100_4x8.json --num-layers 16 --hidden-size 2048 --num-attention-heads 16 "
+      "--seq-length 2048 --vocab-size 32000 --ffn-hidden-size 5504 --swiglu --group-query-attention "
+      "--num-query-groups 4 --disable-bias-linear --position-embedding-type rope --normalization RMSNorm "
+      "--use-flash-attn --global-batch-size 64";
+  const CliRun json = run_baton("plan " + model + " --json", "llama-plan-json");
+  INFO(json.err);
+  REQUIRE(json.exit_code == 0);
+  const nlohmann::json planned = nlohmann::json::parse(json.out);
+  const CliRun flags = run_baton("plan " + model + " --emit megatron", "llama-plan-emit");
+  REQUIRE(flags.exit_code == 0);
+  const std::string line = flags.out.substr(0, flags.out.find('\n'));
+  CHECK(line.find("--ffn-hidden-size 5504 --swiglu --group-query-attention --num-query-groups 4 "
+                  "--disable-bias-linear --position-embedding-type rope --normalization RMSNorm --use-flash-attn") !=
+        std::string::npos);
+  const CliRun run = run_baton("simulate --topology topologies/a100_4x8.json " + line + " --json", "llama-plan-run");
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  const nlohmann::json simulated = nlohmann::json::parse(run.out);
+  CHECK(simulated["iteration_time_s"].get<double>() == Approx(planned["iteration_time_s"].get<double>()));
+  CHECK(simulated["layout"] == planned["layout"]);
+}
+
 }  // namespace
