@@ -158,6 +158,22 @@ Status check_architecture(const GptModel& model, const MegatronLayout& layout) {
   return ok_status();
 }
 
+// --recompute-num-layers: whole groups of N blocks in every chunk.
+Status check_recompute_layers(const GptModel& model, const MegatronLayout& layout) {
+  const int n = layout.recompute_layers;
+  if (n < 1) return Error{"--recompute-num-layers must be at least 1"};
+  if (n == 1) return ok_status();
+  if (layout.recompute != Recompute::kFull)
+    return Error{"--recompute-num-layers goes with --recompute-granularity full"};
+  for (const int blocks : layout.stage_layers(model))
+    if (blocks % n != 0)
+      return Error{fmt::format(
+          "--recompute-num-layers {} does not divide the {} blocks of a pipeline stage (chunk): baton counts the "
+          "memory of whole groups (Megatron would checkpoint a smaller last group)",
+          n, blocks)};
+  return ok_status();
+}
+
 // The split of the blocks among the pipeline stages, even or uneven.
 Status check_stage_layers(const GptModel& model, const MegatronLayout& layout) {
   const int first = layout.first_stage_layers, last = layout.last_stage_layers;
@@ -265,6 +281,7 @@ Status check_megatron_layout(const GptModel& model, const MegatronLayout& layout
                            layout.tensor));
   if (auto ok = check_architecture(model, layout); !ok) return ok;
   if (auto ok = check_stage_layers(model, layout); !ok) return ok;
+  if (auto ok = check_recompute_layers(model, layout); !ok) return ok;
   if (layout.layers_per_virtual_stage < 0) return bad("--num-layers-per-virtual-pipeline-stage must be at least 1");
   if (layout.layers_per_virtual_stage > 0) {
     const int64_t per_stage = layout.split_layers(model) / layout.pipeline;
@@ -340,6 +357,10 @@ nlohmann::json megatron_arguments(const GptModel& model, const MegatronLayout& l
                               {"zero_bubble_heuristic", layout.zero_bubble_heuristic},
                               {"zero_bubble_v_schedule", layout.v_schedule == VSchedule::kZbV},
                               {"dualpipev", layout.v_schedule == VSchedule::kDualPipeV}};
+  if (layout.recompute_layers != 1) {
+    arguments["recompute_method"] = "uniform";
+    arguments["recompute_num_layers"] = layout.recompute_layers;
+  }
   if (!model.beyond_gpt()) return arguments;
   arguments["ffn_hidden_size"] = model.ffn();
   arguments["swiglu"] = model.swiglu;
@@ -396,6 +417,18 @@ Status read_choices(const nlohmann::json& arguments, const json_fields::FieldPat
   const std::optional<Recompute> parsed = parse_recompute(*recompute);
   if (!parsed) return at.field("recompute_granularity").error("must be none, selective or full", *recompute);
   l.recompute = *parsed;
+  if (arguments.contains("recompute_method")) {
+    auto method = json_fields::read_string(arguments, at, "recompute_method");
+    if (!method) return method.error();
+    if (*method != "uniform")
+      return at.field("recompute_method").error("must be uniform (baton does not model block)", *method);
+  }
+  if (arguments.contains("recompute_num_layers")) {
+    auto n = json_fields::read_integer(arguments, at, "recompute_num_layers", 1);
+    if (!n) return n.error();
+    if (*n > (int64_t{1} << 20)) return at.field("recompute_num_layers").error("is too large", *n);
+    l.recompute_layers = static_cast<int>(*n);
+  }
   bool zero_bubble = false;
   bool* flags[] = {&l.sequence_parallel, &l.bf16, &l.distributed_optimizer, &l.overlap_grad_reduce, &zero_bubble};
   const char* names[] = {"sequence_parallel", "bf16", "use_distributed_optimizer", "overlap_grad_reduce",
@@ -496,6 +529,8 @@ Result<MegatronSpec> megatron_from_arguments(const nlohmann::json& arguments, co
                                                "global_batch_size",
                                                "num_layers_per_virtual_pipeline_stage",
                                                "recompute_granularity",
+                                               "recompute_method",
+                                               "recompute_num_layers",
                                                "sequence_parallel",
                                                "bf16",
                                                "use_distributed_optimizer",

@@ -42,7 +42,8 @@ double block_activation_bytes(const GptModel& model, const MegatronLayout& layou
   switch (layout.recompute) {
     case Recompute::kNone: return sbh * (rest + attention);
     case Recompute::kSelective: return sbh * (rest + (model.flash_attention ? attention : 0.0));
-    case Recompute::kFull: return sbh * (layout.sequence_parallel ? 2.0 / t : 2.0);
+    // The input of each group of N blocks: 2 s b h (/ t) per N blocks.
+    case Recompute::kFull: return sbh * (layout.sequence_parallel ? 2.0 / t : 2.0) / layout.recompute_layers;
   }
   return 0.0;
 }
@@ -66,7 +67,8 @@ double weight_pass_bytes(const GptModel& model, const MegatronLayout& layout) {
 double working_set_bytes(const GptModel& model, const MegatronLayout& layout) {
   MegatronLayout none = layout;
   none.recompute = Recompute::kNone;
-  return layout.recompute == Recompute::kFull ? block_activation_bytes(model, none) : 0.0;
+  // A group of N blocks recomputed together holds all N blocks' activations.
+  return layout.recompute == Recompute::kFull ? block_activation_bytes(model, none) * layout.recompute_layers : 0.0;
 }
 
 }  // namespace

@@ -70,6 +70,16 @@ void add_megatron_flags(CLI::App& cmd, MegatronArgs& args) {
                  "full | selective (default: no recomputation; `none` says so, and pins it for plan)")
       ->check(CLI::IsMember({"full", "selective", "none"}))
       ->group(group);
+  cmd.add_option("--recompute-method", args.recompute_method,
+                 "with full recomputation: uniform (Megatron-core asks for it; block, which recomputes only some "
+                 "blocks of a stage, is not modelled)")
+      ->check(CLI::IsMember({"uniform", "block"}))
+      ->group(group);
+  cmd.add_option("--recompute-num-layers", args.recompute_layers,
+                 "with --recompute-method uniform: blocks recomputed together, the input of each group kept (default "
+                 "1)")
+      ->check(at_least(1))
+      ->group(group);
   cmd.add_flag("--sequence-parallel", args.sequence_parallel, "split LayerNorms and dropouts over t (needs t > 1)")
       ->group(group);
   cmd.add_flag("--fp16", args.fp16, "fp16 with fp32 master weights (the default)")->group(group);
@@ -138,6 +148,9 @@ MegatronAxes pinned_megatron_axes(const MegatronArgs& flags, const CLI::App& cmd
   if (given("--micro-batch-size")) axes.micro_batch = flags.micro_batch;
   if (given("--num-layers-per-virtual-pipeline-stage")) axes.layers_per_virtual_stage = flags.layers_per_virtual_stage;
   if (given("--recompute-granularity")) axes.recompute = parse_recompute(flags.recompute);
+  if (flags.recompute_layers > 1)
+    throw UsageError("plan: the search recomputes block by block (--recompute-num-layers 1); --recompute-num-layers " +
+                     std::to_string(flags.recompute_layers) + " is for simulate");
   if (given("--sequence-parallel")) axes.sequence_parallel = true;
   if (given("--use-distributed-optimizer")) axes.distributed_optimizer = true;
   if (given("--decoder-first-pipeline-num-layers") || given("--decoder-last-pipeline-num-layers"))
@@ -198,6 +211,15 @@ MegatronRun megatron_flags_unchecked(const MegatronArgs& args) {
   layout.global_batch = args.global_batch;
   layout.layers_per_virtual_stage = args.layers_per_virtual_stage;
   layout.recompute = parse_recompute(args.recompute).value_or(Recompute::kNone);  // "": no recomputation
+  if (!args.recompute_method.empty() || args.recompute_layers > 0) {
+    if (layout.recompute != Recompute::kFull)
+      throw UsageError("--recompute-method and --recompute-num-layers go with --recompute-granularity full");
+    if (args.recompute_method == "block")
+      throw UsageError(
+          "--recompute-method block (only the first --recompute-num-layers blocks of each stage recomputed) is not "
+          "modelled: use --recompute-method uniform, or no recomputation, or selective");
+    layout.recompute_layers = std::max(1, args.recompute_layers);
+  }
   layout.sequence_parallel = args.sequence_parallel;
   layout.bf16 = args.bf16;
   layout.distributed_optimizer = args.distributed_optimizer;

@@ -23,7 +23,9 @@ struct MegatronArgs {
   int pipeline = 1;
   int data = 0;  // 0: not given (the flag refuses 0), the topology's GPUs / (t p)
   int layers_per_virtual_stage = 0;
-  std::string recompute;  // "", "selective", "full"
+  std::string recompute;         // "", "selective", "full"
+  std::string recompute_method;  // --recompute-method: "", uniform, block (refused)
+  int recompute_layers = 0;      // --recompute-num-layers (0: not given, 1)
   bool sequence_parallel = false;
   bool fp16 = false;
   bool bf16 = false;

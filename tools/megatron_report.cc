@@ -50,10 +50,12 @@ std::string layout_line(const GptModel& model, const MegatronLayout& layout) {
       layout.loss_in_split)
     text += fmt::format(", blocks per {} {}", layout.virtual_stages(model) > 1 ? "chunk" : "stage",
                         fmt::join(layout.stage_layers(model), "/"));
-  text += fmt::format(", recompute {}{}, {}{}{}", recompute_name(layout.recompute),
-                      layout.sequence_parallel ? ", sequence parallel" : "", layout.bf16 ? "bf16" : "fp16",
-                      layout.distributed_optimizer ? ", distributed optimizer" : "",
-                      layout.overlap_grad_reduce ? ", gradient reduction overlapped" : "");
+  text +=
+      fmt::format(", recompute {}{}{}, {}{}{}", recompute_name(layout.recompute),
+                  layout.recompute_layers > 1 ? fmt::format(" ({} blocks a checkpoint)", layout.recompute_layers) : "",
+                  layout.sequence_parallel ? ", sequence parallel" : "", layout.bf16 ? "bf16" : "fp16",
+                  layout.distributed_optimizer ? ", distributed optimizer" : "",
+                  layout.overlap_grad_reduce ? ", gradient reduction overlapped" : "");
   return text;
 }
 
@@ -150,6 +152,9 @@ nlohmann::json megatron_json(const GptModel& model, const MegatronLayout& layout
          layout.layers_per_virtual_stage > 0 ? nlohmann::json(layout.layers_per_virtual_stage) : nlohmann::json()},
         {"recompute_granularity",
          layout.recompute == Recompute::kNone ? nlohmann::json() : nlohmann::json(recompute_name(layout.recompute))},
+        {"recompute_method", layout.recompute == Recompute::kFull ? nlohmann::json("uniform") : nlohmann::json()},
+        {"recompute_num_layers",
+         layout.recompute == Recompute::kFull ? nlohmann::json(layout.recompute_layers) : nlohmann::json()},
         {"sequence_parallel", layout.sequence_parallel},
         {"bf16", layout.bf16},
         {"fp16", !layout.bf16},

@@ -480,4 +480,35 @@ TEST_CASE("plan emits the architecture flags with the layout, and they simulate 
   CHECK(simulated["layout"] == planned["layout"]);
 }
 
+TEST_CASE("Megatron-core's recompute method and layers: uniform groups simulated, block refused, emitted with full",
+          "[cli][megatron]") {
+  const std::string layout =
+      "--micro-batch-size 2 --tensor-model-parallel-size 4 --pipeline-model-parallel-size 4 --data-parallel-size 32 ";
+  const CliRun one = run_baton(kModel + layout + "--json", "recompute-default");
+  const CliRun uniform =
+      run_baton(kModel + layout + "--recompute-method uniform --recompute-num-layers 1 --json", "recompute-uniform");
+  const CliRun grouped =
+      run_baton(kModel + layout + "--recompute-method uniform --recompute-num-layers 3 --json", "recompute-grouped");
+  INFO(one.err << uniform.err << grouped.err);
+  REQUIRE(one.exit_code == 0);
+  REQUIRE(uniform.exit_code == 0);
+  REQUIRE(grouped.exit_code == 0);
+  const nlohmann::json a = nlohmann::json::parse(one.out), u = nlohmann::json::parse(uniform.out),
+                       g = nlohmann::json::parse(grouped.out);
+  CHECK(u == a);  // uniform 1 is Megatron-LM's full recomputation
+  CHECK(g["layout"]["recompute_num_layers"] == 3);
+  CHECK(g["iteration_time_s"] == a["iteration_time_s"]);  // every block recomputed once either way
+  CHECK(g["memory"][0]["peak_bytes"] != a["memory"][0]["peak_bytes"]);
+  const CliRun block =
+      run_baton(kModel + layout + "--recompute-method block --recompute-num-layers 2", "recompute-block");
+  CHECK(block.exit_code == 2);
+  CHECK(block.err.find("--recompute-method block") != std::string::npos);
+  const CliRun plan =
+      run_baton("plan " + kSmallGpt + " --recompute-granularity full --emit megatron", "recompute-emit");
+  INFO(plan.err);
+  REQUIRE(plan.exit_code == 0);
+  CHECK(plan.out.find("--recompute-granularity full --recompute-method uniform --recompute-num-layers 1") !=
+        std::string::npos);
+}
+
 }  // namespace

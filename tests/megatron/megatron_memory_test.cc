@@ -62,6 +62,55 @@ TEST_CASE("megatron memory: 1F1B holds p - r microbatches on rank r", "[megatron
   }
 }
 
+TEST_CASE("megatron memory: full recomputation in groups of N blocks keeps each group's input and recomputes N at once",
+          "[megatron][memory]") {
+  // Megatron-core's --recompute-method uniform --recompute-num-layers N: per
+  // microbatch 2 s b h for every N blocks; during a backward the group's N
+  // blocks' activations without recomputation, s b h (10 + 24 / t + 5 a s /
+  // (h t)) each (Korthikanti et al., eq. 2).
+  const double s = 2048, b = 1, h = 6144, a = 64, t = 8;
+  const double sbh = s * b * h;
+  const double none = sbh * (10 + 24 / t + 5 * a * s / (h * t));
+  const double logits = 2048.0 * 1 * 51200 / 8 * 4 * 2;
+  for (const int n : {1, 3, 4}) {
+    CAPTURE(n);
+    MegatronLayout l = at(8, Recompute::kFull, false, 1);
+    l.pipeline = 4;
+    l.global_batch = 16;
+    l.recompute_layers = n;
+    REQUIRE(check_megatron_layout(k22B, l, 32).ok());
+    const MegatronMemory memory = memory_of(k22B, l);
+    for (int r = 0; r < 4; ++r) {
+      INFO("rank " << r);
+      // 12 blocks a rank, 4 - r microbatches in flight on rank r.
+      CHECK(double(memory.ranks[r].activations.value) ==
+            Approx(12.0 / n * 2 * sbh * (4 - r) + n * none + (r == 3 ? logits : 0.0)).epsilon(1e-9));
+    }
+  }
+  MegatronLayout l = at(8, Recompute::kFull, false, 1);
+  l.pipeline = 4;
+  l.global_batch = 16;
+  l.recompute_layers = 5;  // 12 blocks a stage
+  const Status uneven = check_megatron_layout(k22B, l, 32);
+  REQUIRE_FALSE(uneven.ok());
+  CHECK(uneven.error().message.find("--recompute-num-layers 5 does not divide the 12 blocks") != std::string::npos);
+  l.recompute_layers = 2;
+  l.recompute = Recompute::kSelective;
+  const Status selective = check_megatron_layout(k22B, l, 32);
+  REQUIRE_FALSE(selective.ok());
+  CHECK(selective.error().message == "--recompute-num-layers goes with --recompute-granularity full");
+  // The plan file's arguments carry N > 1 and read it back.
+  l.recompute = Recompute::kFull;
+  const nlohmann::json arguments = megatron_arguments(k22B, l);
+  CHECK(arguments["recompute_method"] == "uniform");
+  CHECK(arguments["recompute_num_layers"] == 2);
+  const auto back = megatron_from_arguments(arguments, "plan.json: megatron");
+  REQUIRE(back.ok());
+  CHECK(back->layout.recompute_layers == 2);
+  l.recompute_layers = 1;
+  CHECK_FALSE(megatron_arguments(k22B, l).contains("recompute_num_layers"));
+}
+
 TEST_CASE("megatron memory: 16 bytes per parameter in fp16, 18 in bf16, 4 + 12 / d with the distributed optimizer",
           "[megatron][memory]") {
   MegatronLayout l = at(8, Recompute::kFull, false, 1);
