@@ -162,9 +162,23 @@ Status check_architecture(const GptModel& model, const MegatronLayout& layout) {
 Status check_recompute_layers(const GptModel& model, const MegatronLayout& layout) {
   const int n = layout.recompute_layers;
   if (n < 1) return Error{"--recompute-num-layers must be at least 1"};
-  if (n == 1) return ok_status();
+  if (n == 1 && !layout.recompute_block) return ok_status();
   if (layout.recompute != Recompute::kFull)
-    return Error{"--recompute-num-layers goes with --recompute-granularity full"};
+    return Error{fmt::format("--recompute-{} goes with --recompute-granularity full",
+                             layout.recompute_block ? "method block" : "num-layers")};
+  if (layout.recompute_block) {
+    const int64_t per_rank = layout.split_layers(model) / layout.pipeline;
+    if (n > per_rank)
+      return Error{
+          fmt::format("--recompute-num-layers {} with --recompute-method block must be at most the {} "
+                      "layers of a pipeline rank",
+                      n, per_rank)};
+    if (layout.splits_backward())
+      return Error{
+          "--recompute-method block is not modelled with the zero-bubble and V schedules (their I and W "
+          "passes): use uniform"};
+    return ok_status();
+  }
   for (const int blocks : layout.stage_layers(model))
     if (blocks % n != 0)
       return Error{fmt::format(
@@ -357,8 +371,8 @@ nlohmann::json megatron_arguments(const GptModel& model, const MegatronLayout& l
                               {"zero_bubble_heuristic", layout.zero_bubble_heuristic},
                               {"zero_bubble_v_schedule", layout.v_schedule == VSchedule::kZbV},
                               {"dualpipev", layout.v_schedule == VSchedule::kDualPipeV}};
-  if (layout.recompute_layers != 1) {
-    arguments["recompute_method"] = "uniform";
+  if (layout.recompute_layers != 1 || layout.recompute_block) {
+    arguments["recompute_method"] = layout.recompute_block ? "block" : "uniform";
     arguments["recompute_num_layers"] = layout.recompute_layers;
   }
   if (!model.beyond_gpt()) return arguments;
@@ -420,8 +434,9 @@ Status read_choices(const nlohmann::json& arguments, const json_fields::FieldPat
   if (arguments.contains("recompute_method")) {
     auto method = json_fields::read_string(arguments, at, "recompute_method");
     if (!method) return method.error();
-    if (*method != "uniform")
-      return at.field("recompute_method").error("must be uniform (baton does not model block)", *method);
+    if (*method != "uniform" && *method != "block")
+      return at.field("recompute_method").error("must be uniform or block", *method);
+    l.recompute_block = *method == "block";
   }
   if (arguments.contains("recompute_num_layers")) {
     auto n = json_fields::read_integer(arguments, at, "recompute_num_layers", 1);

@@ -130,12 +130,14 @@ struct MegatronLayout {
   int global_batch = 1;
   int layers_per_virtual_stage = 0;  // 0: not interleaved
   Recompute recompute = Recompute::kNone;
-  // With full recomputation, Megatron-core's --recompute-method uniform
-  // --recompute-num-layers N: the input of every N blocks of a chunk is kept
-  // and the N recomputed together before their backward (N = 1: each block
-  // alone, Megatron-LM's full recomputation). Megatron-core asks for both flags
-  // with full recomputation; its block method is not modelled.
+  // With full recomputation, Megatron-core's --recompute-method and
+  // --recompute-num-layers N (it asks for both with full recomputation):
+  // uniform keeps the input of every N blocks of a chunk and recomputes the N
+  // together before their backward (N = 1: each block alone, Megatron-LM's
+  // full recomputation); block (recompute_block) recomputes the first N
+  // blocks of each chunk, one by one, and keeps every activation of the rest.
   int recompute_layers = 1;
+  bool recompute_block = false;
   bool sequence_parallel = false;
   bool bf16 = false;  // else fp16
   bool distributed_optimizer = false;
@@ -208,11 +210,11 @@ double megatron_model_flops(const GptModel& model, const MegatronLayout& layout)
 // "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers"
 // (0: an even share), "account_for_embedding_in_pipeline_split",
 // "account_for_loss_in_pipeline_split", "zero_bubble_heuristic",
-// "zero_bubble_v_schedule", "dualpipev", "recompute_method" ("uniform"),
-// "recompute_num_layers"}, every key required (the two account flags, the
-// heuristic and the two V schedules may be left out: false; the recompute
-// method and its layers are written only for N > 1, and read as uniform and 1
-// when absent) and no other.
+// "zero_bubble_v_schedule", "dualpipev", "recompute_method" ("uniform",
+// "block"), "recompute_num_layers"}, every key required (the two account
+// flags, the heuristic and the two V schedules may be left out: false; the
+// recompute method and its layers are written only when not uniform 1, and
+// read as uniform and 1 when absent) and no other.
 // The architecture's keys of that object, written only for a model beyond
 // GPT-3's and each optional (GPT's value): "ffn_hidden_size", "swiglu",
 // "group_query_attention", "num_query_groups" (the heads without grouped-query

@@ -103,6 +103,12 @@ std::vector<std::string> fit_hints(const GptModel& model, const MegatronLayout& 
     v.recompute = Recompute::kFull;
     add("--recompute-granularity full", v);
   }
+  if (layout.recompute == Recompute::kFull && (layout.recompute_block || layout.recompute_layers > 1)) {
+    v = layout;  // every block recomputed, one by one
+    v.recompute_block = false;
+    v.recompute_layers = 1;
+    add("--recompute-method uniform --recompute-num-layers 1", v);
+  }
   if (!layout.distributed_optimizer && layout.data > 1) {
     v = layout;
     v.distributed_optimizer = true;
@@ -165,7 +171,8 @@ void add_tensor_spans(MegatronPrediction& p, const MegatronLayout& layout) {
       if (kind == ActionKind::kForward)
         comm += t.forward_comm;
       else
-        comm += t.backward_comm + (layout.recompute == Recompute::kFull ? t.forward_comm : Seconds(0.0));
+        comm += t.backward_comm +
+                (layout.recompute == Recompute::kFull && t.recompute.value > 0.0 ? t.forward_comm : Seconds(0.0));
     }
     if (comm.value <= 0.0) continue;
     Span tensor = span;

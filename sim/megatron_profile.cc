@@ -272,11 +272,29 @@ MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayou
   const MegatronLayerTime block =
       block_time(gpu, x, layout.recompute, tp_allreduce, gpu.host_per_pass / static_cast<double>(pass_blocks));
   const Layer block_layer = to_layer("block", block_description(model, layout), block, layout, gpu, activation);
+  // --recompute-method block: only the first N blocks of each chunk are
+  // recomputed, the others run as without recomputation.
+  MegatronLayout kept_layout = layout;
+  kept_layout.recompute = Recompute::kNone;
+  const MegatronLayerTime kept =
+      layout.recompute_block
+          ? block_time(gpu, x, Recompute::kNone, tp_allreduce, gpu.host_per_pass / static_cast<double>(pass_blocks))
+          : block;
+  const Layer kept_layer = layout.recompute_block
+                               ? to_layer("block", block_description(model, kept_layout), kept, layout, gpu, activation)
+                               : block_layer;
+  std::vector<bool> recomputed(static_cast<size_t>(model.layers), true);
+  if (layout.recompute_block) {
+    size_t at = 0;
+    for (const int blocks : layout.stage_layers(model))
+      for (int j = 0; j < blocks; ++j) recomputed.at(at++) = j < layout.recompute_layers;
+  }
   out.times.reserve(static_cast<size_t>(model.layers) + 2);
   out.profile.layers.reserve(static_cast<size_t>(model.layers) + 2);
-  for (int64_t i = 0; i < model.layers; ++i) {  // every block alike
-    out.times.push_back(block);
-    out.profile.layers.push_back(block_layer);
+  for (int64_t i = 0; i < model.layers; ++i) {  // every block alike but for the block method
+    const bool again = recomputed[static_cast<size_t>(i)];
+    out.times.push_back(again ? block : kept);
+    out.profile.layers.push_back(again ? block_layer : kept_layer);
     out.profile.layers.back().name = "block." + std::to_string(i);
   }
   const double final_norm = model.rms_norm ? x.h : 2.0 * x.h;

@@ -42,8 +42,10 @@ double block_activation_bytes(const GptModel& model, const MegatronLayout& layou
   switch (layout.recompute) {
     case Recompute::kNone: return sbh * (rest + attention);
     case Recompute::kSelective: return sbh * (rest + (model.flash_attention ? attention : 0.0));
-    // The input of each group of N blocks: 2 s b h (/ t) per N blocks.
-    case Recompute::kFull: return sbh * (layout.sequence_parallel ? 2.0 / t : 2.0) / layout.recompute_layers;
+    // The input of each group of N blocks: 2 s b h (/ t) per N blocks (the
+    // block method: a recomputed block's own input).
+    case Recompute::kFull:
+      return sbh * (layout.sequence_parallel ? 2.0 / t : 2.0) / (layout.recompute_block ? 1 : layout.recompute_layers);
   }
   return 0.0;
 }
@@ -68,7 +70,8 @@ double working_set_bytes(const GptModel& model, const MegatronLayout& layout) {
   MegatronLayout none = layout;
   none.recompute = Recompute::kNone;
   // A group of N blocks recomputed together holds all N blocks' activations.
-  return layout.recompute == Recompute::kFull ? block_activation_bytes(model, none) * layout.recompute_layers : 0.0;
+  const int together = layout.recompute_block ? 1 : layout.recompute_layers;
+  return layout.recompute == Recompute::kFull ? block_activation_bytes(model, none) * together : 0.0;
 }
 
 }  // namespace
@@ -197,11 +200,12 @@ double weight_pass_share(const GptModel& model, const MegatronLayout& layout) {
   return layout.splits_backward() ? weight_pass_bytes(model, layout) / block_activation_bytes(model, layout) : 0.0;
 }
 
-std::vector<HeldPeak> held_peaks(const Plan& plan, double weight_share) {
-  return held_peaks(plan, generate_replica0_program(plan), weight_share);  // compute actions suffice
+std::vector<HeldPeak> held_peaks(const Plan& plan, double weight_share, const std::vector<double>& stage_blocks) {
+  return held_peaks(plan, generate_replica0_program(plan), weight_share, stage_blocks);  // compute actions suffice
 }
 
-std::vector<HeldPeak> held_peaks(const Plan& plan, const Program& program, double weight_share) {
+std::vector<HeldPeak> held_peaks(const Plan& plan, const Program& program, double weight_share,
+                                 const std::vector<double>& stage_blocks) {
   // Replica 0's worker of each rank: microbatch k runs on replica k mod d, so
   // all replicas run the same sequence of passes.
   std::vector<int> worker_of_rank(static_cast<size_t>(plan.num_ranks()), -1);
@@ -210,7 +214,9 @@ std::vector<HeldPeak> held_peaks(const Plan& plan, const Program& program, doubl
   const int last_stage = plan.num_stages() - 1;
   std::vector<double> blocks_of;  // per stage: its transformer blocks
   for (int s = 0; s <= last_stage; ++s)
-    blocks_of.push_back(plan.stages[s].layers.size() - (s == 0 ? 1 : 0) - (s == last_stage ? 1 : 0));
+    blocks_of.push_back(stage_blocks.empty()
+                            ? plan.stages[s].layers.size() - (s == 0 ? 1 : 0) - (s == last_stage ? 1 : 0)
+                            : stage_blocks.at(static_cast<size_t>(s)));
   std::vector<HeldPeak> peaks;
   for (const int worker : worker_of_rank) {
     // Running sums over the rank's chunks: a forward holds its chunk's
@@ -251,12 +257,26 @@ MegatronMemory megatron_memory(const GptModel& model, const MegatronLayout& layo
   memory.capacity = capacity;
   const double gradient = layout.bf16 ? 4.0 : 2.0;
   const double states = 12.0 / (layout.distributed_optimizer ? layout.data : 1);
-  const double per_block = block_activation_bytes(model, layout);
+  double per_block = block_activation_bytes(model, layout);
   const double working = working_set_bytes(model, layout);
+  // --recompute-method block: counted in blocks without recomputation, the
+  // first N of each chunk at the input they keep.
+  std::vector<double> stage_blocks;
+  if (layout.recompute_block) {
+    MegatronLayout none = layout;
+    none.recompute = Recompute::kNone;
+    const double kept = block_activation_bytes(model, layout);
+    per_block = block_activation_bytes(model, none);
+    for (const int blocks : layout.stage_layers(model)) {
+      const int recomputed = std::min(blocks, layout.recompute_layers);
+      stage_blocks.push_back(blocks - recomputed + recomputed * kept / per_block);
+    }
+    held = nullptr;  // counted in blocks, not these units
+  }
   const double logits = static_cast<double>(model.sequence) * layout.micro_batch *
                         static_cast<double>(padded_vocab(model, layout.tensor)) / layout.tensor * 4.0 * 2.0;
   const std::vector<HeldPeak> computed =
-      held ? std::vector<HeldPeak>{} : held_peaks(plan, weight_pass_share(model, layout));
+      held ? std::vector<HeldPeak>{} : held_peaks(plan, weight_pass_share(model, layout), stage_blocks);
   const std::vector<HeldPeak>& peaks = held ? *held : computed;
   const int last_stage = plan.num_stages() - 1;
   for (int rank = 0; rank < layout.pipeline; ++rank) {

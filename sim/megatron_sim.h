@@ -23,7 +23,9 @@
 //     none:      10 + 24 / t + 5 a s / (h t)     (34 / t + 5 a s / (h t) with sequence parallelism)
 //     selective: 10 + 24 / t                    (34 / t)
 //     full:      2, the layer's input (2 / t), plus one layer's "none"
-//                working set during its backward;
+//                working set during its backward (uniform groups of N: 2 / N
+//                a block, and N layers' working set; the block method: the
+//                first N blocks of each chunk 2, the others "none");
 //   for a model beyond GPT-3's the 24 is 4 + 4 G / a + 4 f / h (6 f / h with
 //   SwiGLU), and FlashAttention keeps 4 a / (h t) (its fp32 softmax
 //   statistics) where the scores took 5 a s / (h t), selective or not
@@ -115,13 +117,17 @@ struct MegatronMemory {
 // one, one replica's Program is generated.
 // With a zero-bubble schedule a block keeps `weight_share` of its
 // activations from its I pass to its W pass (weight_pass_share), and a
-// microbatch is in flight until its W.
+// microbatch is in flight until its W. `stage_blocks`, where given, counts
+// each stage's blocks in another unit (per stage, what one microbatch of it
+// holds over one block's activations: --recompute-method block).
 struct HeldPeak {
   double block_microbatches = 0.0;
   int microbatches = 0;
 };
-std::vector<HeldPeak> held_peaks(const Plan& plan, double weight_share = 0.0);
-std::vector<HeldPeak> held_peaks(const Plan& plan, const Program& program, double weight_share);
+std::vector<HeldPeak> held_peaks(const Plan& plan, double weight_share = 0.0,
+                                 const std::vector<double>& stage_blocks = {});
+std::vector<HeldPeak> held_peaks(const Plan& plan, const Program& program, double weight_share,
+                                 const std::vector<double>& stage_blocks = {});
 
 // What a block keeps from its I to its W pass over what it keeps from its
 // forward to its backward (0 without a zero-bubble schedule): its weight

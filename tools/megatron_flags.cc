@@ -71,13 +71,13 @@ void add_megatron_flags(CLI::App& cmd, MegatronArgs& args) {
       ->check(CLI::IsMember({"full", "selective", "none"}))
       ->group(group);
   cmd.add_option("--recompute-method", args.recompute_method,
-                 "with full recomputation: uniform (Megatron-core asks for it; block, which recomputes only some "
-                 "blocks of a stage, is not modelled)")
+                 "with full recomputation (Megatron-core asks for it): uniform, every block recomputed, the input "
+                 "of each group of --recompute-num-layers kept; block, only the first --recompute-num-layers blocks "
+                 "of each stage (chunk) recomputed, the others keep every activation")
       ->check(CLI::IsMember({"uniform", "block"}))
       ->group(group);
   cmd.add_option("--recompute-num-layers", args.recompute_layers,
-                 "with --recompute-method uniform: blocks recomputed together, the input of each group kept (default "
-                 "1)")
+                 "uniform: blocks recomputed together; block: blocks recomputed per stage (chunk) (default 1)")
       ->check(at_least(1))
       ->group(group);
   cmd.add_flag("--sequence-parallel", args.sequence_parallel, "split LayerNorms and dropouts over t (needs t > 1)")
@@ -148,9 +148,10 @@ MegatronAxes pinned_megatron_axes(const MegatronArgs& flags, const CLI::App& cmd
   if (given("--micro-batch-size")) axes.micro_batch = flags.micro_batch;
   if (given("--num-layers-per-virtual-pipeline-stage")) axes.layers_per_virtual_stage = flags.layers_per_virtual_stage;
   if (given("--recompute-granularity")) axes.recompute = parse_recompute(flags.recompute);
-  if (flags.recompute_layers > 1)
-    throw UsageError("plan: the search recomputes block by block (--recompute-num-layers 1); --recompute-num-layers " +
-                     std::to_string(flags.recompute_layers) + " is for simulate");
+  if (flags.recompute_layers > 1 || flags.recompute_method == "block")
+    throw UsageError(
+        "plan: the search recomputes every block, one by one (--recompute-method uniform --recompute-num-layers 1); "
+        "other methods and layers are for simulate");
   if (given("--sequence-parallel")) axes.sequence_parallel = true;
   if (given("--use-distributed-optimizer")) axes.distributed_optimizer = true;
   if (given("--decoder-first-pipeline-num-layers") || given("--decoder-last-pipeline-num-layers"))
@@ -214,10 +215,7 @@ MegatronRun megatron_flags_unchecked(const MegatronArgs& args) {
   if (!args.recompute_method.empty() || args.recompute_layers > 0) {
     if (layout.recompute != Recompute::kFull)
       throw UsageError("--recompute-method and --recompute-num-layers go with --recompute-granularity full");
-    if (args.recompute_method == "block")
-      throw UsageError(
-          "--recompute-method block (only the first --recompute-num-layers blocks of each stage recomputed) is not "
-          "modelled: use --recompute-method uniform, or no recomputation, or selective");
+    layout.recompute_block = args.recompute_method == "block";
     layout.recompute_layers = std::max(1, args.recompute_layers);
   }
   layout.sequence_parallel = args.sequence_parallel;

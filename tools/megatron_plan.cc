@@ -29,7 +29,8 @@ std::string megatron_flags_of(const GptModel& model, const MegatronLayout& l) {
   if (l.recompute != Recompute::kNone) text += fmt::format(" --recompute-granularity {}", recompute_name(l.recompute));
   // Megatron-core asks full recomputation for its method and layers.
   if (l.recompute == Recompute::kFull)
-    text += fmt::format(" --recompute-method uniform --recompute-num-layers {}", l.recompute_layers);
+    text += fmt::format(" --recompute-method {} --recompute-num-layers {}", l.recompute_block ? "block" : "uniform",
+                        l.recompute_layers);
   if (l.sequence_parallel) text += " --sequence-parallel";
   if (l.distributed_optimizer) text += " --use-distributed-optimizer";
   if (l.first_stage_layers > 0) text += fmt::format(" --decoder-first-pipeline-num-layers {}", l.first_stage_layers);

@@ -30,6 +30,15 @@ std::vector<Part> parts(const MegatronBreakdown& b) {
           {"optimizer step", "optimizer", b.optimizer}};
 }
 
+// Full recomputation's method, where it is not every block alone.
+std::string recompute_detail(const GptModel& model, const MegatronLayout& layout) {
+  if (layout.recompute_block)
+    return fmt::format(" (the first {} blocks of each {})", layout.recompute_layers,
+                       layout.virtual_stages(model) > 1 ? "chunk" : "stage");
+  if (layout.recompute_layers > 1) return fmt::format(" ({} blocks a checkpoint)", layout.recompute_layers);
+  return "";
+}
+
 std::string layout_line(const GptModel& model, const MegatronLayout& layout) {
   std::string text = fmt::format(
       "t {} x p {} x d {} = {} GPUs, micro-batch {}, {} microbatches per data-parallel rank, {}", layout.tensor,
@@ -50,12 +59,10 @@ std::string layout_line(const GptModel& model, const MegatronLayout& layout) {
       layout.loss_in_split)
     text += fmt::format(", blocks per {} {}", layout.virtual_stages(model) > 1 ? "chunk" : "stage",
                         fmt::join(layout.stage_layers(model), "/"));
-  text +=
-      fmt::format(", recompute {}{}{}, {}{}{}", recompute_name(layout.recompute),
-                  layout.recompute_layers > 1 ? fmt::format(" ({} blocks a checkpoint)", layout.recompute_layers) : "",
-                  layout.sequence_parallel ? ", sequence parallel" : "", layout.bf16 ? "bf16" : "fp16",
-                  layout.distributed_optimizer ? ", distributed optimizer" : "",
-                  layout.overlap_grad_reduce ? ", gradient reduction overlapped" : "");
+  text += fmt::format(", recompute {}{}{}, {}{}{}", recompute_name(layout.recompute), recompute_detail(model, layout),
+                      layout.sequence_parallel ? ", sequence parallel" : "", layout.bf16 ? "bf16" : "fp16",
+                      layout.distributed_optimizer ? ", distributed optimizer" : "",
+                      layout.overlap_grad_reduce ? ", gradient reduction overlapped" : "");
   return text;
 }
 
@@ -152,7 +159,9 @@ nlohmann::json megatron_json(const GptModel& model, const MegatronLayout& layout
          layout.layers_per_virtual_stage > 0 ? nlohmann::json(layout.layers_per_virtual_stage) : nlohmann::json()},
         {"recompute_granularity",
          layout.recompute == Recompute::kNone ? nlohmann::json() : nlohmann::json(recompute_name(layout.recompute))},
-        {"recompute_method", layout.recompute == Recompute::kFull ? nlohmann::json("uniform") : nlohmann::json()},
+        {"recompute_method", layout.recompute != Recompute::kFull ? nlohmann::json()
+                             : layout.recompute_block             ? nlohmann::json("block")
+                                                                  : nlohmann::json("uniform")},
         {"recompute_num_layers",
          layout.recompute == Recompute::kFull ? nlohmann::json(layout.recompute_layers) : nlohmann::json()},
         {"sequence_parallel", layout.sequence_parallel},

@@ -480,7 +480,7 @@ TEST_CASE("plan emits the architecture flags with the layout, and they simulate 
   CHECK(simulated["layout"] == planned["layout"]);
 }
 
-TEST_CASE("Megatron-core's recompute method and layers: uniform groups simulated, block refused, emitted with full",
+TEST_CASE("Megatron-core's recompute method and layers: uniform groups and the block method, emitted with full",
           "[cli][megatron]") {
   const std::string layout =
       "--micro-batch-size 2 --tensor-model-parallel-size 4 --pipeline-model-parallel-size 4 --data-parallel-size 32 ";
@@ -499,10 +499,29 @@ TEST_CASE("Megatron-core's recompute method and layers: uniform groups simulated
   CHECK(g["layout"]["recompute_num_layers"] == 3);
   CHECK(g["iteration_time_s"] == a["iteration_time_s"]);  // every block recomputed once either way
   CHECK(g["memory"][0]["peak_bytes"] != a["memory"][0]["peak_bytes"]);
-  const CliRun block =
-      run_baton(kModel + layout + "--recompute-method block --recompute-num-layers 2", "recompute-block");
-  CHECK(block.exit_code == 2);
-  CHECK(block.err.find("--recompute-method block") != std::string::npos);
+  // The block method with the stage's 12 blocks recomputes every block: full recomputation's time and memory;
+  // with fewer, less recomputation and more memory.
+  const CliRun all =
+      run_baton(kModel + layout + "--recompute-method block --recompute-num-layers 12 --json", "recompute-block-all");
+  const CliRun some =
+      run_baton(kModel + layout + "--recompute-method block --recompute-num-layers 4 --json", "recompute-block-some");
+  INFO(all.err << some.err);
+  REQUIRE(all.exit_code == 0);
+  REQUIRE(some.exit_code == 0);
+  const nlohmann::json j12 = nlohmann::json::parse(all.out), j4 = nlohmann::json::parse(some.out);
+  CHECK(j12["layout"]["recompute_method"] == "block");
+  CHECK(j12["iteration_time_s"].get<double>() == Approx(a["iteration_time_s"].get<double>()).epsilon(1e-12));
+  CHECK(j12["memory"][0]["peak_bytes"] == a["memory"][0]["peak_bytes"]);
+  CHECK(j4["breakdown_s"]["recompute"].get<double>() ==
+        Approx(a["breakdown_s"]["recompute"].get<double>() / 3).epsilon(1e-9));
+  CHECK(j4["memory"][0]["peak_bytes"].get<double>() > a["memory"][0]["peak_bytes"].get<double>());
+  const CliRun selective = run_baton(
+      "simulate --topology topologies/a100_vtrain.json --num-layers 48 --hidden-size 8192 --num-attention-heads 64 "
+      "--seq-length 2048 --global-batch-size 1536 --recompute-granularity selective --recompute-method uniform",
+      "recompute-selective-method");
+  CHECK(selective.exit_code == 2);
+  CHECK(selective.err.find("--recompute-method and --recompute-num-layers go with --recompute-granularity full") !=
+        std::string::npos);
   const CliRun plan =
       run_baton("plan " + kSmallGpt + " --recompute-granularity full --emit megatron", "recompute-emit");
   INFO(plan.err);

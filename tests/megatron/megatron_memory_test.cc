@@ -111,6 +111,50 @@ TEST_CASE("megatron memory: full recomputation in groups of N blocks keeps each 
   CHECK_FALSE(megatron_arguments(k22B, l).contains("recompute_num_layers"));
 }
 
+TEST_CASE("megatron memory: the block method recomputes the first N blocks of each chunk and keeps the rest whole",
+          "[megatron][memory]") {
+  // Megatron-core's --recompute-method block --recompute-num-layers N: per
+  // microbatch a chunk's first N blocks keep their input, 2 s b h, and its
+  // other blocks every activation, s b h (10 + 24 / t + 5 a s / (h t)); one
+  // block's activations are the backward's working set.
+  const double s = 2048, b = 1, h = 6144, a = 64, t = 8;
+  const double sbh = s * b * h;
+  const double none = sbh * (10 + 24 / t + 5 * a * s / (h * t));
+  const double logits = 2048.0 * 1 * 51200 / 8 * 4 * 2;
+  MegatronLayout l = at(8, Recompute::kFull, false, 1);
+  l.pipeline = 4;
+  l.global_batch = 16;
+  l.recompute_block = true;
+  l.recompute_layers = 5;
+  REQUIRE(check_megatron_layout(k22B, l, 32).ok());
+  const MegatronMemory memory = memory_of(k22B, l);
+  for (int r = 0; r < 4; ++r) {
+    INFO("rank " << r);
+    CHECK(double(memory.ranks[r].activations.value) ==
+          Approx((5 * 2 * sbh + 7 * none) * (4 - r) + none + (r == 3 ? logits : 0.0)).epsilon(1e-9));
+  }
+  // The first 5 blocks of each stage of 12 recompute their forward; the others do not.
+  const GpuModel gpu = *gpu_model("a100");
+  const MegatronProfile profile = make_megatron_profile(k22B, l, gpu, [](double) { return Seconds(0.0); });
+  for (int block = 0; block < 48; ++block) {
+    CAPTURE(block);
+    CHECK((profile.times[static_cast<size_t>(block) + 1].recompute.value > 0.0) == (block % 12 < 5));
+  }
+  // N = the stage's 12 blocks is every block recomputed: full recomputation's memory.
+  l.recompute_layers = 12;
+  MegatronLayout every = l;
+  every.recompute_block = false;
+  every.recompute_layers = 1;
+  CHECK(memory_of(k22B, l).ranks[0].activations.value == Approx(memory_of(k22B, every).ranks[0].activations.value));
+  l.recompute_layers = 13;
+  const Status over = check_megatron_layout(k22B, l, 32);
+  REQUIRE_FALSE(over.ok());
+  CHECK(over.error().message.find("must be at most the 12 layers of a pipeline rank") != std::string::npos);
+  l.recompute_layers = 2;
+  l.zero_bubble = 1;
+  CHECK_FALSE(check_megatron_layout(k22B, l, 32).ok());
+}
+
 TEST_CASE("megatron memory: 16 bytes per parameter in fp16, 18 in bf16, 4 + 12 / d with the distributed optimizer",
           "[megatron][memory]") {
   MegatronLayout l = at(8, Recompute::kFull, false, 1);
