@@ -41,6 +41,11 @@ void add_architecture_flags(CLI::App& cmd, MegatronArgs& args) {
   cmd.add_option("--normalization", args.normalization, "LayerNorm (the default) | RMSNorm (a weight, no bias)")
       ->check(CLI::IsMember({"LayerNorm", "RMSNorm"}))
       ->group(group);
+  cmd.add_option("--attention-backend", args.attention_backend,
+                 "Megatron-core's: flash, fused (cuDNN's) and auto run the attention core as FlashAttention does "
+                 "(--use-flash-attn); unfused and local as Megatron's own attention (the default without the flag)")
+      ->check(CLI::IsMember({"flash", "fused", "auto", "unfused", "local"}))
+      ->group(group);
   cmd.add_flag("--use-flash-attn", args.model.flash_attention,
                "FlashAttention: the attention core as one kernel that keeps no s x s scores (baton's estimate, "
                "not checked against a measured run: docs/TRANSFORMERS.md)")
@@ -205,6 +210,13 @@ MegatronRun megatron_flags_unchecked(const MegatronArgs& args) {
   run.model.tied_output = !args.untie_embeddings;
   run.model.rope = args.position_embedding == "rope";
   run.model.rms_norm = args.normalization == "RMSNorm";
+  if (!args.attention_backend.empty()) {
+    const bool flash =
+        args.attention_backend == "flash" || args.attention_backend == "fused" || args.attention_backend == "auto";
+    if (args.model.flash_attention && !flash)
+      throw UsageError("--use-flash-attn and --attention-backend " + args.attention_backend + " disagree: give one");
+    run.model.flash_attention = flash;
+  }
   MegatronLayout& layout = run.layout;
   layout.tensor = args.tensor;
   layout.pipeline = args.pipeline;

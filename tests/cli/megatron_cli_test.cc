@@ -429,6 +429,13 @@ TEST_CASE("simulate a Llama-style model in Megatron-core's architecture flags", 
   const double flops = 12 * B * s * L * h * h * ((2 + s / h) + 1.5 * f / h + V / (2 * L * h));
   CHECK(j["model_tflops_per_gpu"].get<double>() ==
         Approx(flops / j["iteration_time_s"].get<double>() / 32 / 1e12).epsilon(1e-9));
+  // Megatron-core's --attention-backend flash (or fused, auto) is --use-flash-attn.
+  std::string backend = layout;
+  backend.replace(backend.find("--use-flash-attn"), 16, "--attention-backend fused");
+  const CliRun fused =
+      run_baton("simulate --topology topologies/a100_vtrain.json " + kLlama7B + backend + " --json", "llama-backend");
+  REQUIRE(fused.exit_code == 0);
+  CHECK(nlohmann::json::parse(fused.out) == j);
   const CliRun text = run_baton("simulate --topology topologies/a100_vtrain.json " + kLlama7B + layout, "llama-text");
   REQUIRE(text.exit_code == 0);
   CHECK(text.out.find("6.74B parameters\narchitecture beyond GPT-3's: --ffn-hidden-size 11008 --swiglu "
@@ -446,6 +453,7 @@ TEST_CASE("the architecture flags refuse what Megatron would not run", "[cli][me
       {"--group-query-attention --tensor-model-parallel-size 2",  // Megatron's default: one group
        "--num-query-groups 1 is not divisible by --tensor-model-parallel-size 2"},
       {"--normalization BatchNorm", "--normalization"},
+      {"--use-flash-attn --attention-backend unfused", "--use-flash-attn and --attention-backend unfused disagree"},
       {"--ffn-hidden-size 0", "--ffn-hidden-size"}};
   for (const auto& c : cases) {
     const CliRun run = run_baton(base + c.flags, "llama-refused");
