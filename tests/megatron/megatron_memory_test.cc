@@ -62,21 +62,32 @@ TEST_CASE("megatron memory: 1F1B holds p - r microbatches on rank r", "[megatron
   }
 }
 
+// The 22B model with full recomputation on 4 pipeline stages of 12 blocks, t
+// 8, micro-batch 1, 16 microbatches, in bytes: s b h, one block's activations
+// without recomputation, s b h (10 + 24 / t + 5 a s / (h t)) (Korthikanti et
+// al., eq. 2), and the last rank's fp32 logits twice (s b V / t x 4 x 2).
+struct FullOnFourStages {
+  double sbh = 2048.0 * 1 * 6144;
+  double none = sbh * (10 + 24.0 / 8 + 5.0 * 64 * 2048 / (6144.0 * 8));
+  double logits = 2048.0 * 1 * 51200 / 8 * 4 * 2;
+  MegatronLayout layout = [] {
+    MegatronLayout l = at(8, Recompute::kFull, false, 1);
+    l.pipeline = 4;
+    l.global_batch = 16;
+    return l;
+  }();
+};
+
 TEST_CASE("megatron memory: full recomputation in groups of N blocks keeps each group's input and recomputes N at once",
           "[megatron][memory]") {
   // Megatron-core's --recompute-method uniform --recompute-num-layers N: per
   // microbatch 2 s b h for every N blocks; during a backward the group's N
-  // blocks' activations without recomputation, s b h (10 + 24 / t + 5 a s /
-  // (h t)) each (Korthikanti et al., eq. 2).
-  const double s = 2048, b = 1, h = 6144, a = 64, t = 8;
-  const double sbh = s * b * h;
-  const double none = sbh * (10 + 24 / t + 5 * a * s / (h * t));
-  const double logits = 2048.0 * 1 * 51200 / 8 * 4 * 2;
+  // blocks' activations without recomputation each.
+  const FullOnFourStages x;
+  const double sbh = x.sbh, none = x.none, logits = x.logits;
   for (const int n : {1, 3, 4}) {
     CAPTURE(n);
-    MegatronLayout l = at(8, Recompute::kFull, false, 1);
-    l.pipeline = 4;
-    l.global_batch = 16;
+    MegatronLayout l = x.layout;
     l.recompute_layers = n;
     REQUIRE(check_megatron_layout(k22B, l, 32).ok());
     const MegatronMemory memory = memory_of(k22B, l);
@@ -87,9 +98,7 @@ TEST_CASE("megatron memory: full recomputation in groups of N blocks keeps each 
             Approx(12.0 / n * 2 * sbh * (4 - r) + n * none + (r == 3 ? logits : 0.0)).epsilon(1e-9));
     }
   }
-  MegatronLayout l = at(8, Recompute::kFull, false, 1);
-  l.pipeline = 4;
-  l.global_batch = 16;
+  MegatronLayout l = x.layout;
   l.recompute_layers = 5;  // 12 blocks a stage
   const Status uneven = check_megatron_layout(k22B, l, 32);
   REQUIRE_FALSE(uneven.ok());
@@ -115,15 +124,11 @@ TEST_CASE("megatron memory: the block method recomputes the first N blocks of ea
           "[megatron][memory]") {
   // Megatron-core's --recompute-method block --recompute-num-layers N: per
   // microbatch a chunk's first N blocks keep their input, 2 s b h, and its
-  // other blocks every activation, s b h (10 + 24 / t + 5 a s / (h t)); one
-  // block's activations are the backward's working set.
-  const double s = 2048, b = 1, h = 6144, a = 64, t = 8;
-  const double sbh = s * b * h;
-  const double none = sbh * (10 + 24 / t + 5 * a * s / (h * t));
-  const double logits = 2048.0 * 1 * 51200 / 8 * 4 * 2;
-  MegatronLayout l = at(8, Recompute::kFull, false, 1);
-  l.pipeline = 4;
-  l.global_batch = 16;
+  // other blocks every activation; one block's activations are the
+  // backward's working set.
+  const FullOnFourStages x;
+  const double sbh = x.sbh, none = x.none, logits = x.logits;
+  MegatronLayout l = x.layout;
   l.recompute_block = true;
   l.recompute_layers = 5;
   REQUIRE(check_megatron_layout(k22B, l, 32).ok());
