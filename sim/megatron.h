@@ -227,7 +227,9 @@ inline constexpr std::array<const char*, 9> kGptArchitectureKeys = {
     "disable_bias_linear",     "untie_embeddings_and_output_weights",
     "position_embedding_type", "normalization",
     "use_flash_attn"};
-// Reads those keys of `object` into `model` (planner regression cases share them).
+// `object` without those keys (for a strict check of the others' names), and
+// those keys of it read into `model` (planner regression cases share them).
+nlohmann::json without_gpt_architecture(const nlohmann::json& object);
 Status read_gpt_architecture(const nlohmann::json& object, const json_fields::FieldPath& at, GptModel& model);
 
 struct MegatronSpec {

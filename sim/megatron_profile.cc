@@ -111,11 +111,11 @@ Seconds block_memory_bound(const GpuModel& gpu, const Shape& x) {
   // GeLU reads and writes T f / t values; SwiGLU reads 2 T f / t, writes T f / t.
   const double activation = (x.gated ? 3.0 : 2.0) * x.tokens * x.f / x.t * kHalf;
   // Rotary positions: the queries and the keys read and written once.
-  const double rope = x.rope ? gpu.memory_bound(2.0 * x.tokens * x.h / x.t * kHalf).value +
-                                   gpu.memory_bound(2.0 * x.tokens * x.kv / x.t * kHalf).value
-                             : 0.0;
+  const Seconds rope = x.rope ? gpu.memory_bound(2.0 * x.tokens * x.h / x.t * kHalf) +
+                                    gpu.memory_bound(2.0 * x.tokens * x.kv / x.t * kHalf)
+                              : Seconds(0.0);
   return gpu.memory_bound(layer_norm) * 2.0 + gpu.memory_bound(bias_dropout_add) * 2.0 + gpu.memory_bound(activation) +
-         Seconds(rope);
+         rope;
 }
 
 // `pass_share`: this block's share of the host's work per stage pass
@@ -269,17 +269,15 @@ MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayou
       layout.layers_per_virtual_stage > 0
           ? layout.layers_per_virtual_stage
           : std::max<int64_t>(1, model.layers / std::max(1, layout.pipeline * layout.virtual_stages(model)));
-  const MegatronLayerTime block =
-      block_time(gpu, x, layout.recompute, tp_allreduce, gpu.host_per_pass / static_cast<double>(pass_blocks));
+  const Seconds pass_share = gpu.host_per_pass / static_cast<double>(pass_blocks);
+  const MegatronLayerTime block = block_time(gpu, x, layout.recompute, tp_allreduce, pass_share);
   const Layer block_layer = to_layer("block", block_description(model, layout), block, layout, gpu, activation);
   // --recompute-method block: only the first N blocks of each chunk are
   // recomputed, the others run as without recomputation.
   MegatronLayout kept_layout = layout;
   kept_layout.recompute = Recompute::kNone;
   const MegatronLayerTime kept =
-      layout.recompute_block
-          ? block_time(gpu, x, Recompute::kNone, tp_allreduce, gpu.host_per_pass / static_cast<double>(pass_blocks))
-          : block;
+      layout.recompute_block ? block_time(gpu, x, Recompute::kNone, tp_allreduce, pass_share) : block;
   const Layer kept_layer = layout.recompute_block
                                ? to_layer("block", block_description(model, kept_layout), kept, layout, gpu, activation)
                                : block_layer;

@@ -61,9 +61,8 @@ void read_pinned(const nlohmann::json& pinned, const FieldPath& at, MegatronAxes
 
 GptCheck read_gpt_check(const nlohmann::json& gpt, const FieldPath& at) {
   take(json_fields::check_object(gpt, at));
-  nlohmann::json sizes = gpt;  // the architecture's keys are read_gpt_architecture's
-  for (const char* key : kGptArchitectureKeys) sizes.erase(key);
-  take(json_fields::check_known_keys(sizes, at,
+  // The architecture's keys are read_gpt_architecture's.
+  take(json_fields::check_known_keys(without_gpt_architecture(gpt), at,
                                      {"num_layers", "hidden_size", "num_attention_heads", "seq_length", "vocab_size",
                                       "global_batch_size", "bf16", "pinned"}));
   GptCheck check;

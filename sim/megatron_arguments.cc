@@ -1,0 +1,243 @@
+// A Megatron model and layout as Megatron's arguments (sim/megatron.h's
+// megatron_arguments and megatron_from_arguments): the plan file's "megatron"
+// object, written and read back strictly.
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "sim/json_fields.h"
+#include "sim/megatron.h"
+
+namespace baton {
+
+nlohmann::json megatron_arguments(const GptModel& model, const MegatronLayout& layout) {
+  nlohmann::json arguments = {{"num_layers", model.layers},
+                              {"hidden_size", model.hidden},
+                              {"num_attention_heads", model.heads},
+                              {"seq_length", model.sequence},
+                              {"vocab_size", model.vocab},
+                              {"tensor_model_parallel_size", layout.tensor},
+                              {"pipeline_model_parallel_size", layout.pipeline},
+                              {"data_parallel_size", layout.data},
+                              {"micro_batch_size", layout.micro_batch},
+                              {"global_batch_size", layout.global_batch},
+                              {"num_layers_per_virtual_pipeline_stage", layout.layers_per_virtual_stage},
+                              {"recompute_granularity", recompute_name(layout.recompute)},
+                              {"sequence_parallel", layout.sequence_parallel},
+                              {"bf16", layout.bf16},
+                              {"use_distributed_optimizer", layout.distributed_optimizer},
+                              {"overlap_grad_reduce", layout.overlap_grad_reduce},
+                              {"enable_zero_bubble", layout.zero_bubble > 0},
+                              {"zero_bubble_max_pending_backward", layout.zero_bubble * layout.pipeline},
+                              {"decoder_first_pipeline_num_layers", layout.first_stage_layers},
+                              {"decoder_last_pipeline_num_layers", layout.last_stage_layers},
+                              {"account_for_embedding_in_pipeline_split", layout.embedding_in_split},
+                              {"account_for_loss_in_pipeline_split", layout.loss_in_split},
+                              {"zero_bubble_heuristic", layout.zero_bubble_heuristic},
+                              {"zero_bubble_v_schedule", layout.v_schedule == VSchedule::kZbV},
+                              {"dualpipev", layout.v_schedule == VSchedule::kDualPipeV}};
+  if (layout.recompute_layers != 1 || layout.recompute_block) {
+    arguments["recompute_method"] = layout.recompute_block ? "block" : "uniform";
+    arguments["recompute_num_layers"] = layout.recompute_layers;
+  }
+  if (!model.beyond_gpt()) return arguments;
+  arguments["ffn_hidden_size"] = model.ffn();
+  arguments["swiglu"] = model.swiglu;
+  arguments["group_query_attention"] = model.query_groups > 0;
+  arguments["num_query_groups"] = model.groups();
+  arguments["disable_bias_linear"] = !model.linear_bias;
+  arguments["untie_embeddings_and_output_weights"] = !model.tied_output;
+  arguments["position_embedding_type"] = model.rope ? "rope" : "learned_absolute";
+  arguments["normalization"] = model.rms_norm ? "RMSNorm" : "LayerNorm";
+  arguments["use_flash_attn"] = model.flash_attention;
+  return arguments;
+}
+
+namespace {
+
+Result<bool> read_flag(const nlohmann::json& object, const json_fields::FieldPath& at, const char* name) {
+  const auto it = object.find(name);
+  if (it == object.end()) return at.field(name).error("is missing");
+  if (!it->is_boolean()) return at.field(name).error("must be true or false", *it);
+  return it->get<bool>();
+}
+
+// The model's and the layout's numbers.
+Status read_sizes(const nlohmann::json& arguments, const json_fields::FieldPath& at, MegatronSpec& spec) {
+  std::vector<int64_t> numbers;
+  for (const char* name : {"num_layers", "hidden_size", "num_attention_heads", "seq_length", "vocab_size",
+                           "tensor_model_parallel_size", "pipeline_model_parallel_size", "data_parallel_size",
+                           "micro_batch_size", "global_batch_size", "num_layers_per_virtual_pipeline_stage",
+                           "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers"}) {
+    const bool may_be_zero = std::string_view(name) == "num_layers_per_virtual_pipeline_stage" ||
+                             std::string_view(name).rfind("decoder_", 0) == 0;
+    auto value = json_fields::read_integer(arguments, at, name, may_be_zero ? 0 : 1);
+    if (!value) return value.error();
+    if (*value > (int64_t{1} << 30)) return at.field(name).error("is too large", *value);
+    numbers.push_back(*value);
+  }
+  spec.model = GptModel{numbers[0], numbers[1], numbers[2], numbers[3], numbers[4]};
+  MegatronLayout& l = spec.layout;
+  l.tensor = static_cast<int>(numbers[5]);
+  l.pipeline = static_cast<int>(numbers[6]);
+  l.data = static_cast<int>(numbers[7]);
+  l.micro_batch = static_cast<int>(numbers[8]);
+  l.global_batch = static_cast<int>(numbers[9]);
+  l.layers_per_virtual_stage = static_cast<int>(numbers[10]);
+  l.first_stage_layers = static_cast<int>(numbers[11]);
+  l.last_stage_layers = static_cast<int>(numbers[12]);
+  return ok_status();
+}
+
+// Recomputation, the flags and the zero-bubble schedule.
+Status read_choices(const nlohmann::json& arguments, const json_fields::FieldPath& at, MegatronLayout& l) {
+  auto recompute = json_fields::read_string(arguments, at, "recompute_granularity");
+  if (!recompute) return recompute.error();
+  const std::optional<Recompute> parsed = parse_recompute(*recompute);
+  if (!parsed) return at.field("recompute_granularity").error("must be none, selective or full", *recompute);
+  l.recompute = *parsed;
+  if (arguments.contains("recompute_method")) {
+    auto method = json_fields::read_string(arguments, at, "recompute_method");
+    if (!method) return method.error();
+    if (*method != "uniform" && *method != "block")
+      return at.field("recompute_method").error("must be uniform or block", *method);
+    l.recompute_block = *method == "block";
+  }
+  if (arguments.contains("recompute_num_layers")) {
+    auto n = json_fields::read_integer(arguments, at, "recompute_num_layers", 1);
+    if (!n) return n.error();
+    if (*n > (int64_t{1} << 20)) return at.field("recompute_num_layers").error("is too large", *n);
+    l.recompute_layers = static_cast<int>(*n);
+  }
+  bool zero_bubble = false;
+  bool* flags[] = {&l.sequence_parallel, &l.bf16, &l.distributed_optimizer, &l.overlap_grad_reduce, &zero_bubble};
+  const char* names[] = {"sequence_parallel", "bf16", "use_distributed_optimizer", "overlap_grad_reduce",
+                         "enable_zero_bubble"};
+  for (int i = 0; i < 5; ++i) {
+    auto flag = read_flag(arguments, at, names[i]);
+    if (!flag) return flag.error();
+    *flags[i] = *flag;
+  }
+  // Optional: plans written before baton knew them leave them out.
+  bool zbv = false, dualpipev = false;
+  bool* accounts[] = {&l.embedding_in_split, &l.loss_in_split, &l.zero_bubble_heuristic, &zbv, &dualpipev};
+  const char* account_names[] = {"account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
+                                 "zero_bubble_heuristic", "zero_bubble_v_schedule", "dualpipev"};
+  for (int i = 0; i < 5; ++i) {
+    if (!arguments.contains(account_names[i])) continue;
+    auto flag = read_flag(arguments, at, account_names[i]);
+    if (!flag) return flag.error();
+    *accounts[i] = *flag;
+  }
+  if (zbv && dualpipev) return at.field("dualpipev").error("and zero_bubble_v_schedule are both true: give one");
+  l.v_schedule = zbv ? VSchedule::kZbV : dualpipev ? VSchedule::kDualPipeV : VSchedule::kNone;
+  auto pending = json_fields::read_integer(arguments, at, "zero_bubble_max_pending_backward", 0);
+  if (!pending) return pending.error();
+  if (zero_bubble) {
+    const std::optional<int> schedule = zero_bubble_of_pending(*pending, l.pipeline);
+    if (!schedule)
+      return at.field("zero_bubble_max_pending_backward")
+          .error(fmt::format("must be p = {} (ZB-H1) or 2p = {} (ZB-H2)", l.pipeline, 2 * l.pipeline), *pending);
+    l.zero_bubble = *schedule;
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+nlohmann::json without_gpt_architecture(const nlohmann::json& object) {
+  nlohmann::json rest = object;
+  for (const char* key : kGptArchitectureKeys) rest.erase(key);
+  return rest;
+}
+
+Status read_gpt_architecture(const nlohmann::json& arguments, const json_fields::FieldPath& at, GptModel& model) {
+  if (arguments.contains("ffn_hidden_size")) {
+    auto ffn = json_fields::read_integer(arguments, at, "ffn_hidden_size", 1);
+    if (!ffn) return ffn.error();
+    if (*ffn > (int64_t{1} << 30)) return at.field("ffn_hidden_size").error("is too large", *ffn);
+    model.ffn_hidden = *ffn == 4 * model.hidden ? 0 : *ffn;
+  }
+  bool grouped = false, no_bias = false, untied = false;
+  bool* flags[] = {&model.swiglu, &grouped, &no_bias, &untied, &model.flash_attention};
+  const char* names[] = {"swiglu", "group_query_attention", "disable_bias_linear",
+                         "untie_embeddings_and_output_weights", "use_flash_attn"};
+  for (int i = 0; i < 5; ++i) {
+    if (!arguments.contains(names[i])) continue;
+    auto flag = read_flag(arguments, at, names[i]);
+    if (!flag) return flag.error();
+    *flags[i] = *flag;
+  }
+  model.linear_bias = !no_bias;
+  model.tied_output = !untied;
+  if (arguments.contains("num_query_groups")) {
+    auto groups = json_fields::read_integer(arguments, at, "num_query_groups", 1);
+    if (!groups) return groups.error();
+    if (*groups > (int64_t{1} << 30)) return at.field("num_query_groups").error("is too large", *groups);
+    if (grouped)
+      model.query_groups = *groups;
+    else if (*groups != model.heads)
+      return at.field("num_query_groups").error("needs group_query_attention true (else it is the heads)", *groups);
+  } else if (grouped) {
+    return at.field("num_query_groups").error("is missing (group_query_attention is true)");
+  }
+  const struct {
+    const char* name;
+    const char* plain;
+    const char* other;
+    bool* value;
+  } choices[] = {{"position_embedding_type", "learned_absolute", "rope", &model.rope},
+                 {"normalization", "LayerNorm", "RMSNorm", &model.rms_norm}};
+  for (const auto& c : choices) {
+    if (!arguments.contains(c.name)) continue;
+    auto text = json_fields::read_string(arguments, at, c.name);
+    if (!text) return text.error();
+    if (*text != c.plain && *text != c.other)
+      return at.field(c.name).error(fmt::format("must be {} or {}", c.plain, c.other), *text);
+    *c.value = *text == c.other;
+  }
+  return ok_status();
+}
+
+Result<MegatronSpec> megatron_from_arguments(const nlohmann::json& arguments, const std::string& where) {
+  const json_fields::FieldPath at(where);
+  if (auto ok = json_fields::check_object(arguments, at); !ok) return ok.error();
+  // The architecture's keys are read_gpt_architecture's.
+  if (auto ok = json_fields::check_known_keys(without_gpt_architecture(arguments), at,
+                                              {"num_layers",
+                                               "hidden_size",
+                                               "num_attention_heads",
+                                               "seq_length",
+                                               "vocab_size",
+                                               "tensor_model_parallel_size",
+                                               "pipeline_model_parallel_size",
+                                               "data_parallel_size",
+                                               "micro_batch_size",
+                                               "global_batch_size",
+                                               "num_layers_per_virtual_pipeline_stage",
+                                               "recompute_granularity",
+                                               "recompute_method",
+                                               "recompute_num_layers",
+                                               "sequence_parallel",
+                                               "bf16",
+                                               "use_distributed_optimizer",
+                                               "overlap_grad_reduce",
+                                               "enable_zero_bubble",
+                                               "zero_bubble_max_pending_backward",
+                                               "decoder_first_pipeline_num_layers",
+                                               "decoder_last_pipeline_num_layers",
+                                               "account_for_embedding_in_pipeline_split",
+                                               "account_for_loss_in_pipeline_split",
+                                               "zero_bubble_heuristic",
+                                               "zero_bubble_v_schedule",
+                                               "dualpipev"});
+      !ok)
+    return ok.error();
+  MegatronSpec spec;
+  if (auto ok = read_sizes(arguments, at, spec); !ok) return ok.error();
+  if (auto ok = read_choices(arguments, at, spec.layout); !ok) return ok.error();
+  if (auto ok = read_gpt_architecture(arguments, at, spec.model); !ok) return ok.error();
+  return spec;
+}
+
+}  // namespace baton
