@@ -96,9 +96,21 @@ std::vector<PipelineShape> pipeline_shapes(const GptModel& model, int p, int m, 
   return shapes;
 }
 
-// With d pinned and no GPU count, a layout may use any t p d GPUs within the
-// topology; otherwise exactly the GPU count (see megatron_search.h).
+// With d pinned and no GPU count, a layout may use any t p c d GPUs within
+// the topology; otherwise exactly the GPU count (see megatron_search.h).
 bool any_count_within(const MegatronAxes& fixed) { return fixed.data && !fixed.gpus; }
+
+// The context-parallel sizes for `ranks` GPUs per tensor x pipeline layout
+// (see megatron_search.h).
+constexpr int kMostSearchedContext = 64;
+std::vector<int> context_sizes(const GptModel& model, int ranks, const MegatronAxes& fixed) {
+  if (fixed.context) return {*fixed.context};
+  std::vector<int> sizes = {1};
+  if (!model.flash_attention) return sizes;
+  for (int c = 2; c <= std::min(ranks, kMostSearchedContext); c *= 2)
+    if (ranks % c == 0 && model.sequence % (2 * c) == 0) sizes.push_back(c);
+  return sizes;
+}
 
 // Every layout the search considers (see megatron_search.h).
 std::vector<MegatronLayout> enumerate(const GptModel& model, int global_batch, bool bf16, const MegatronAxes& fixed,
@@ -115,10 +127,11 @@ std::vector<MegatronLayout> enumerate(const GptModel& model, int global_batch, b
       for (int64_t p = 1; p <= model.layers; ++p) ps.push_back(static_cast<int>(p));
     else
       ps = divisors(gpus / t, model.layers);
-    for (int p : pinned_or(fixed.pipeline, ps)) {
-      if (!within && gpus % (t * p) != 0) continue;
-      const int d = within ? *fixed.data : gpus / (t * p);
-      if (d < 1 || int64_t{t} * p * d > devices || (fixed.data && d != *fixed.data)) continue;
+    for (int p : pinned_or(fixed.pipeline, ps))
+      for (int c : context_sizes(model, within ? devices / (t * p * *fixed.data) : gpus / (t * p), fixed)) {
+      if (c < 1 || (!within && gpus % (t * p * c) != 0)) continue;
+      const int d = within ? *fixed.data : gpus / (t * p * c);
+      if (d < 1 || int64_t{t} * p * c * d > devices || (fixed.data && d != *fixed.data)) continue;
       if (global_batch % d != 0) continue;
       for (int b : pinned_or(fixed.micro_batch, divisors(global_batch / d, 16)))
         for (const PipelineShape& shape : pipeline_shapes(model, p, global_batch / (b * d), fixed))
@@ -126,7 +139,7 @@ std::vector<MegatronLayout> enumerate(const GptModel& model, int global_batch, b
             for (bool sp :
                  pinned_or(fixed.sequence_parallel, t > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false}))
               for (bool dist : pinned_or(fixed.distributed_optimizer,
-                                         d > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false})) {
+                                         d * c > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false})) {
                 MegatronLayout l = megatron_layout(t, p, d, b, global_batch);
                 l.layers_per_virtual_stage = shape.per;
                 l.zero_bubble = shape.zero_bubble;
@@ -137,6 +150,7 @@ std::vector<MegatronLayout> enumerate(const GptModel& model, int global_batch, b
                 l.recompute = r;
                 l.sequence_parallel = sp;
                 l.distributed_optimizer = dist;
+                l.context = c;
                 l.bf16 = bf16;
                 if (check_megatron_layout(model, l, gpus)) out.push_back(l);
               }
@@ -145,13 +159,13 @@ std::vector<MegatronLayout> enumerate(const GptModel& model, int global_batch, b
   return out;
 }
 
-// Compute, tensor-parallel communication and recomputation of the busiest
-// pipeline rank over the iteration: no schedule hides them.
+// Compute, tensor- and context-parallel communication and recomputation of
+// the busiest pipeline rank over the iteration: no schedule hides them.
 Seconds lower_bound(const MegatronProfile& profile, const Plan& plan, const MegatronLayout& layout) {
   Seconds worst;
   for (int rank = 0; rank < layout.pipeline; ++rank) {
     const MegatronRankWork work = megatron_rank_work(profile, plan, rank);
-    worst = max(worst, (work.compute + work.tensor_comm + work.recompute) * layout.microbatches());
+    worst = max(worst, (work.compute + work.tensor_comm + work.context_comm + work.recompute) * layout.microbatches());
   }
   return worst;
 }
@@ -172,7 +186,8 @@ std::vector<MegatronCandidate> fitting_layouts(const GptModel& model, int global
   std::vector<MegatronCandidate> fitting;
   // (p, chunks, m, schedule, share, blocks of each chunk)
   std::map<std::tuple<int, int, int, Schedule, double, std::vector<int>>, std::vector<HeldPeak>> held;
-  std::map<int, CollectiveTime> collectives;  // per t
+  std::map<int, CollectiveTime> collectives;                     // per t
+  std::map<std::pair<int, int>, CollectiveTime> context_sends;  // per t and c
   for (const MegatronLayout& layout : enumerate(model, global_batch, bf16, fixed, topology)) {
     ++result.enumerated;
     MegatronFamily& family = family_of(families, layout);
@@ -180,7 +195,10 @@ std::vector<MegatronCandidate> fitting_layouts(const GptModel& model, int global
     auto collective = collectives.find(layout.tensor);
     if (collective == collectives.end())
       collective = collectives.emplace(layout.tensor, tensor_allreduce(topology, layout.tensor)).first;
-    const MegatronProfile profile = make_megatron_profile(model, layout, gpu, collective->second);
+    auto send = context_sends.find({layout.tensor, layout.context});
+    if (send == context_sends.end())
+      send = context_sends.emplace(std::make_pair(layout.tensor, layout.context), context_send(topology, layout)).first;
+    const MegatronProfile profile = make_megatron_profile(model, layout, gpu, collective->second, {}, send->second);
     const Plan plan = megatron_plan(model, layout);
     const double share = weight_pass_share(model, layout);
     // The held activations count each chunk's blocks: the split is part of the key.

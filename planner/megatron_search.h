@@ -5,11 +5,15 @@
 // The search is exact over the layouts it enumerates:
 //   t: a divisor of the heads that divides the topology's innermost level
 //      (tensor parallelism inside a server);
-//   p: a divisor of the GPUs / t up to the layers; d = GPUs / (t p), where
-//      GPUs is every GPU of the topology, or MegatronAxes::gpus of them;
-//      with d pinned (and no GPU count), any p up to the layers with t p d
-//      within the topology: the layout runs on the first t p d GPUs, as
-//      simulate runs a layout of fewer GPUs than the topology has;
+//   p: a divisor of the GPUs / t up to the layers;
+//   c (context parallel): 1, and for a model with FlashAttention's core every
+//      power of two up to 64 that divides the GPUs / (t p) and halves each
+//      sequence's 2c chunks evenly (s divisible by 2c);
+//   d = GPUs / (t p c), where GPUs is every GPU of the topology, or
+//      MegatronAxes::gpus of them; with d pinned (and no GPU count), any p up
+//      to the layers with t p c d within the topology: the layout runs on the
+//      first t p c d GPUs, as simulate runs a layout of fewer GPUs than the
+//      topology has;
 //   the split of the blocks: even (p dividing L), or (without interleaving)
 //      one or two blocks fewer on the first and/or the last stage, the
 //      others an equal share (Megatron-core's uneven pipeline);
@@ -25,8 +29,8 @@
 //   the distributed optimizer (d > 1) or not;
 // a flag given in MegatronSearch::fixed pins that axis. Every layout that
 // fits the device memory (sim/megatron_sim.h) gets a lower bound on its
-// iteration time: its busiest pipeline rank's compute, tensor-parallel
-// communication and recomputation, which no schedule hides; layouts are
+// iteration time: its busiest pipeline rank's compute, tensor- and
+// context-parallel communication and recomputation, which no schedule hides; layouts are
 // simulated in the order of their bounds, and one whose bound is no better
 // than the best simulated time so far cannot win and is not simulated. Every
 // reported time is the simulator's (predict_megatron).
@@ -45,7 +49,8 @@ namespace baton {
 struct MegatronAxes {  // a set field pins its axis
   std::optional<int> tensor, pipeline, micro_batch, layers_per_virtual_stage;
   std::optional<int> data;              // d
-  std::optional<int> gpus;              // t p d: this many of the topology's GPUs (the first ones); default all
+  std::optional<int> context;           // c (context parallel)
+  std::optional<int> gpus;              // t p c d: this many of the topology's GPUs (the first ones); default all
   std::optional<int> zero_bubble;       // MegatronLayout::zero_bubble: 0, 1 (ZB-H1), 2 (ZB-H2)
   std::optional<VSchedule> v_schedule;  // MegatronLayout::v_schedule (kNone: no V)
   std::optional<std::pair<int, int>> stage_layers;  // first and last stage's blocks, (0, 0) even

@@ -157,6 +157,28 @@ Status check_architecture(const GptModel& model, const MegatronLayout& layout) {
   return ok_status();
 }
 
+// --context-parallel-size: the sequence in 2c equal chunks, and Transformer
+// Engine's attention (Megatron's own attention has no context parallelism).
+Status check_context(const GptModel& model, const MegatronLayout& layout) {
+  const int c = layout.context;
+  if (c < 1) return Error{"--context-parallel-size must be at least 1"};
+  if (c == 1) return ok_status();
+  if (c > kMaxGptContext)
+    return Error{fmt::format("--context-parallel-size must be at most {}, got {}", kMaxGptContext, c)};
+  if (model.sequence % (2 * c) != 0)
+    return Error{fmt::format(
+        "--seq-length {} is not divisible by 2 x --context-parallel-size {}: Megatron cuts each sequence into 2c "
+        "equal chunks",
+        model.sequence, c)};
+  if (!model.flash_attention)
+    return Error{fmt::format(
+        "--context-parallel-size {} runs the attention as Transformer Engine's ring attention: give "
+        "--use-flash-attn (or --attention-backend flash, fused or auto); Megatron's own attention has no context "
+        "parallelism",
+        c)};
+  return ok_status();
+}
+
 // --recompute-num-layers: whole groups of N blocks in every chunk.
 Status check_recompute_layers(const GptModel& model, const MegatronLayout& layout) {
   const int n = layout.recompute_layers;
@@ -287,6 +309,7 @@ Status check_megatron_layout(const GptModel& model, const MegatronLayout& layout
   if (layout.tensor < 1) return bad("--tensor-model-parallel-size must be at least 1");
   if (layout.pipeline < 1) return bad("--pipeline-model-parallel-size must be at least 1");
   if (layout.data < 1) return bad("--data-parallel-size must be at least 1");
+  if (auto ok = check_context(model, layout); !ok) return ok;
   if (layout.micro_batch < 1) return bad("--micro-batch-size must be at least 1");
   if (layout.global_batch < 1) return bad("--global-batch-size must be at least 1");
   if (model.heads % layout.tensor != 0)
@@ -339,8 +362,9 @@ Status check_megatron_layout(const GptModel& model, const MegatronLayout& layout
   if (layout.gpus() > devices)
     return bad(
         fmt::format("the layout needs {} GPUs (--tensor-model-parallel-size {} x --pipeline-model-parallel-size {} x "
-                    "--data-parallel-size {}) and the topology has {}",
-                    layout.gpus(), layout.tensor, layout.pipeline, layout.data, devices));
+                    "--data-parallel-size {}{}) and the topology has {}",
+                    layout.gpus(), layout.tensor, layout.pipeline, layout.data,
+                    layout.context > 1 ? fmt::format(" x --context-parallel-size {}", layout.context) : "", devices));
   return ok_status();
 }
 

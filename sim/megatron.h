@@ -21,9 +21,11 @@
 // global batch B (microbatches per iteration m = B / (b d)), optionally
 // layers per virtual pipeline stage (interleaved 1F1B with v = L / (p x that)
 // chunks per device), activation recomputation, sequence parallelism, fp16
-// or bf16, the distributed optimizer and overlapped gradient reduction.
+// or bf16, the distributed optimizer, overlapped gradient reduction and
+// context parallelism c (the sequence split over c ranks).
 // Ranks are placed as Megatron places them: tensor-parallel ranks innermost
-// (consecutive devices), then data parallel, then pipeline.
+// (consecutive devices), then context parallel, then data parallel, then
+// pipeline.
 //
 // Formulas used by every caller:
 //   parameters = L (12 h^2 + 13 h) + V h + s h + 2 h   (Megatron's count:
@@ -43,6 +45,7 @@
 // Thread safety: plain values and pure functions.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -62,13 +65,14 @@ class FieldPath;
 
 // The largest model dimensions check_megatron_layout takes (2^16 layers,
 // hidden 2^18, 2^20 tokens of sequence, a vocabulary of 2^24, micro-batch
-// 2^20): far beyond any model trained, and small enough that its parameters
+// 2^20, 2^10 context-parallel ranks): far beyond any model trained, and small enough that its parameters
 // count in int64 bytes.
 inline constexpr int64_t kMaxGptLayers = int64_t{1} << 16;
 inline constexpr int64_t kMaxGptHidden = int64_t{1} << 18;
 inline constexpr int64_t kMaxGptSequence = int64_t{1} << 20;
 inline constexpr int64_t kMaxGptVocab = int64_t{1} << 24;
 inline constexpr int64_t kMaxGptMicroBatch = int64_t{1} << 20;
+inline constexpr int kMaxGptContext = 1 << 10;  // context-parallel ranks
 
 struct GptModel {
   int64_t layers = 0;
@@ -171,8 +175,24 @@ struct MegatronLayout {
   // are one layer. Not with the decoder-first/last counts above.
   bool embedding_in_split = false;
   bool loss_in_split = false;
+  // Context parallelism (Megatron-core's --context-parallel-size c, its
+  // default --cp-comm-type p2p): each sequence cut into 2c chunks, rank j of
+  // the c holding chunks j and 2c - 1 - j (the causal work balanced), so every
+  // block runs on s / c tokens; the attention runs in c steps, each over the
+  // rank's queries and one rank's keys and values, which travel round the ring
+  // of the c ranks while the step computes (Transformer Engine's ring
+  // attention, which Megatron needs for it: FlashAttention's core). The c
+  // ranks of one data-parallel rank share its microbatches and hold the same
+  // weights: the gradients (and the distributed optimizer's shards) are
+  // reduced over d c ranks. Ranks are placed tensor, context, data, pipeline
+  // (Megatron's order tp-cp-dp-pp).
+  int context = 1;
 
-  int gpus() const { return tensor * pipeline * data; }
+  int gpus() const { return tensor * pipeline * data * context; }
+  // The ranks that hold each pipeline rank's weights: d c.
+  int replicas() const { return data * context; }
+  // Tokens of a sequence on one context-parallel rank: s / c.
+  int64_t local_sequence(const GptModel& model) const { return model.sequence / std::max(1, context); }
   int microbatches() const { return global_batch / (micro_batch * data); }
   // The layers the pipeline split counts: L, plus one for each account flag.
   int64_t split_layers(const GptModel& model) const {
@@ -214,7 +234,8 @@ double megatron_model_flops(const GptModel& model, const MegatronLayout& layout)
 // "block"), "recompute_num_layers"}, every key required (the two account
 // flags, the heuristic and the two V schedules may be left out: false; the
 // recompute method and its layers are written only when not uniform 1, and
-// read as uniform and 1 when absent) and no other.
+// read as uniform and 1 when absent), "context_parallel_size" (written only
+// when above 1, read as 1 when absent) and no other.
 // The architecture's keys of that object, written only for a model beyond
 // GPT-3's and each optional (GPT's value): "ffn_hidden_size", "swiglu",
 // "group_query_attention", "num_query_groups" (the heads without grouped-query

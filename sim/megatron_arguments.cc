@@ -40,6 +40,7 @@ nlohmann::json megatron_arguments(const GptModel& model, const MegatronLayout& l
     arguments["recompute_method"] = layout.recompute_block ? "block" : "uniform";
     arguments["recompute_num_layers"] = layout.recompute_layers;
   }
+  if (layout.context > 1) arguments["context_parallel_size"] = layout.context;
   if (!model.beyond_gpt()) return arguments;
   arguments["ffn_hidden_size"] = model.ffn();
   arguments["swiglu"] = model.swiglu;
@@ -108,6 +109,12 @@ Status read_choices(const nlohmann::json& arguments, const json_fields::FieldPat
     if (!n) return n.error();
     if (*n > (int64_t{1} << 20)) return at.field("recompute_num_layers").error("is too large", *n);
     l.recompute_layers = static_cast<int>(*n);
+  }
+  if (arguments.contains("context_parallel_size")) {
+    auto c = json_fields::read_integer(arguments, at, "context_parallel_size", 1);
+    if (!c) return c.error();
+    if (*c > kMaxGptContext) return at.field("context_parallel_size").error("is too large", *c);
+    l.context = static_cast<int>(*c);
   }
   bool zero_bubble = false;
   bool* flags[] = {&l.sequence_parallel, &l.bf16, &l.distributed_optimizer, &l.overlap_grad_reduce, &zero_bubble};
@@ -230,7 +237,8 @@ Result<MegatronSpec> megatron_from_arguments(const nlohmann::json& arguments, co
                                                "account_for_loss_in_pipeline_split",
                                                "zero_bubble_heuristic",
                                                "zero_bubble_v_schedule",
-                                               "dualpipev"});
+                                               "dualpipev",
+                                               "context_parallel_size"});
       !ok)
     return ok.error();
   MegatronSpec spec;

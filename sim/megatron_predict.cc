@@ -61,12 +61,15 @@ MegatronBreakdown breakdown_of(const MegatronPrediction& p, const MegatronLayout
     b.rank = rank;
     b.compute = work.compute * per_rank_microbatches;
     b.tensor_comm = work.tensor_comm * per_rank_microbatches;
+    b.context_comm = work.context_comm * per_rank_microbatches;
     b.recompute = work.recompute * per_rank_microbatches;
     b.host = work.host * per_rank_microbatches;
     b.optimizer = work.optimizer;
-    if (layout.data > 1) b.data_allreduce = network.allreduce_time(p.plan.stages[rank].devices, work.gradients);
+    if (layout.replicas() > 1)
+      b.data_allreduce = network.allreduce_time(p.plan.stages[rank].devices, work.gradients);
     b.data_allreduce += work.embedding_allreduce;
-    const Seconds busy = b.compute + b.tensor_comm + b.recompute + b.host + b.optimizer + b.data_allreduce;
+    const Seconds busy =
+        b.compute + b.tensor_comm + b.context_comm + b.recompute + b.host + b.optimizer + b.data_allreduce;
     if (busy > best_busy) {
       best_busy = busy;
       best = b;
@@ -109,7 +112,13 @@ std::vector<std::string> fit_hints(const GptModel& model, const MegatronLayout& 
     v.recompute_layers = 1;
     add("--recompute-method uniform --recompute-num-layers 1", v);
   }
-  if (!layout.distributed_optimizer && layout.data > 1) {
+  if (model.flash_attention) {  // twice the context-parallel ranks, from the data-parallel ones
+    v = layout;
+    v.context = layout.context * 2;
+    v.data = std::max(1, layout.data / 2);
+    add(fmt::format("--context-parallel-size {} (data parallel {})", v.context, v.data), v);
+  }
+  if (!layout.distributed_optimizer && layout.replicas() > 1) {
     v = layout;
     v.distributed_optimizer = true;
     add("--use-distributed-optimizer", v);
@@ -197,7 +206,7 @@ Result<MegatronProfile> megatron_profile_on(const GptModel& model, const Megatro
   auto known = gpu ? Result<GpuModel>(*gpu) : gpu_model(topology.device.name);
   if (!known) return known.error();
   return make_megatron_profile(model, layout, *known, tensor_allreduce(topology, layout.tensor),
-                               embedding_allreduce(topology, layout));
+                               embedding_allreduce(topology, layout), context_send(topology, layout));
 }
 
 Result<MegatronPrediction> predict_megatron(const GptModel& model, const MegatronLayout& layout,
@@ -211,7 +220,7 @@ Result<MegatronPrediction> predict_megatron(const GptModel& model, const Megatro
   p.profile = std::move(*profile);
   p.groups = std::move(*groups);
   p.plan = megatron_plan(model, layout);
-  if (layout.overlap_grad_reduce && layout.data > 1) expose_overlapped_reduction(p, layout);
+  if (layout.overlap_grad_reduce && layout.replicas() > 1) expose_overlapped_reduction(p, layout);
   SimOptions options;
   options.record_trace = record_trace;
   options.one_replica = true;   // without a trace: one data-parallel replica when they are interchangeable

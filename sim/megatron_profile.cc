@@ -30,9 +30,17 @@ constexpr int kBackwardKernels = 34;
 constexpr int kFlashForwardKernelsSaved = 3;
 constexpr int kFlashBackwardKernelsSaved = 4;
 constexpr int kRopeKernels = 2;
+// Each ring-attention step after the first adds, per pass, its attention
+// kernel (forward or backward), the rescaling of the output (forward) or the
+// accumulation of the keys' and values' gradients (backward), and the
+// step's send and receive.
+constexpr int kContextStepKernels = 3;
 
 struct Shape {
+  // s: the tokens of a sequence on this rank (s / c with context parallelism);
+  // tokens: b s; local_tokens: split over t with sequence parallelism.
   double b, s, h, a, t, tokens, local_tokens;
+  double c;                 // context-parallel ranks
   double kv;                // keys' (and values') width, h G / a
   double f;                 // the MLP's width
   double up;                // the up projection's width: f, 2f gated
@@ -45,7 +53,8 @@ struct Shape {
 Shape shape_of(const GptModel& model, const MegatronLayout& layout) {
   Shape x{};
   x.b = layout.micro_batch;
-  x.s = static_cast<double>(model.sequence);
+  x.s = static_cast<double>(layout.local_sequence(model));
+  x.c = std::max(1, layout.context);
   x.h = static_cast<double>(model.hidden);
   x.a = static_cast<double>(model.heads);
   x.t = layout.tensor;
@@ -82,10 +91,33 @@ constexpr double kUnfusedBackwardBytes = 30.0;
 // products at the GEMM model's rate for their shapes, over half the tiles.
 // Its backward recomputes the scores and takes five products where the
 // forward takes two: 2.5 times the forward.
+// With context parallelism the rank's s / c queries meet every rank's keys in
+// c steps of s / c x s / c, half of each step's tiles under the causal mask
+// (the diagonal's, or half of another rank's chunks: Megatron's 2c chunks
+// balance them), so c of the steps above on s / c tokens.
 constexpr double kFlashBackwardRatio = 2.5;
-Seconds flash_attention_forward(const GpuModel& gpu, const Shape& x) {
+Seconds flash_attention_step(const GpuModel& gpu, const Shape& x) {
   const double count = x.b * x.a / x.t;
   return (gpu.gemm(x.s, x.s, x.h / x.a, count) + gpu.gemm(x.s, x.h / x.a, x.s, count)) * 0.5;
+}
+Seconds flash_attention_forward(const GpuModel& gpu, const Shape& x) { return flash_attention_step(gpu, x) * x.c; }
+
+// The ring's exchange (context parallelism, Transformer Engine's p2p ring):
+// in each of the c - 1 steps after the first, every rank sends the keys and
+// values it holds, 2 b s / c kv / t values, to the next rank while the step
+// computes; the backward sends them again with their gradients, twice the
+// bytes, while its 2.5 times longer step computes. What outlasts the step is
+// exposed. `send`: the time of one step's transfer of `bytes` per GPU.
+struct ContextExchange {
+  Seconds forward, backward;
+};
+ContextExchange context_exchange(const GpuModel& gpu, const Shape& x, const CollectiveTime& send) {
+  if (x.c < 2 || !send) return {};
+  const double bytes = 2.0 * x.b * x.s * x.kv / x.t * kHalf;
+  const Seconds step = flash_attention_step(gpu, x);
+  const double later_steps = x.c - 1.0;
+  return {max(Seconds(0.0), send(bytes) - step) * later_steps,
+          max(Seconds(0.0), send(2.0 * bytes) - step * kFlashBackwardRatio) * later_steps};
 }
 
 // The attention core: scores, softmax with dropout, weights x V. With
@@ -121,7 +153,8 @@ Seconds block_memory_bound(const GpuModel& gpu, const Shape& x) {
 // `pass_share`: this block's share of the host's work per stage pass
 // (GpuModel::host_per_pass over the blocks of a pass).
 MegatronLayerTime block_time(const GpuModel& gpu, const Shape& x, Recompute recompute,
-                             const CollectiveTime& tp_allreduce, Seconds pass_share) {
+                             const CollectiveTime& tp_allreduce, const CollectiveTime& context_send,
+                             Seconds pass_share) {
   const double T = x.tokens;
   const double h = x.h;
   const double t = x.t;
@@ -151,18 +184,22 @@ MegatronLayerTime block_time(const GpuModel& gpu, const Shape& x, Recompute reco
   time.weight_gradient = qkv_w + gpu.gemm(h, h / t, T) + up_w + gpu.gemm(h, x.f / t, T);
   time.backward_compute = input + time.weight_gradient;
   time.backward_comm = max(Seconds(0.0), allreduce - qkv_w) + max(Seconds(0.0), allreduce - up_w);
-  if (recompute == Recompute::kFull) time.recompute = time.forward_compute + time.forward_comm;
-  if (recompute == Recompute::kSelective) time.recompute = core;
+  const ContextExchange ring = context_exchange(gpu, x, context_send);
+  time.context_forward = ring.forward;
+  time.context_backward = ring.backward;
+  if (recompute == Recompute::kFull) time.recompute = time.forward_compute + time.forward_comm + ring.forward;
+  if (recompute == Recompute::kSelective) time.recompute = core + ring.forward;
   // The host floor, per pass: the host dispatches while the GPU runs, and a
   // collective runs while the host dispatches the kernels after it.
-  const Seconds forward_gpu = time.forward_compute + time.forward_comm;
+  const Seconds forward_gpu = time.forward_compute + time.forward_comm + ring.forward;
+  const int context_kernels = kContextStepKernels * (static_cast<int>(x.c) - 1);
   const int forward_kernels =
-      kForwardKernels + unfused_kernels + rope_kernels - (x.flash ? kFlashForwardKernelsSaved : 0);
+      kForwardKernels + unfused_kernels + rope_kernels - (x.flash ? kFlashForwardKernelsSaved : 0) + context_kernels;
   const Seconds forward_host = gpu.host_per_kernel * forward_kernels + pass_share;
   const int backward_kernels = kBackwardKernels + unfused_kernels + rope_kernels -
-                               (x.flash ? kFlashBackwardKernelsSaved : 0) +
+                               (x.flash ? kFlashBackwardKernelsSaved : 0) + context_kernels +
                                (recompute == Recompute::kFull ? forward_kernels : 0);
-  const Seconds backward_gpu = time.backward_compute + time.backward_comm + time.recompute;
+  const Seconds backward_gpu = time.backward_compute + time.backward_comm + ring.backward + time.recompute;
   const Seconds backward_host = gpu.host_per_kernel * backward_kernels + pass_share;
   time.host_wait = max(Seconds(0.0), forward_host - forward_gpu) + max(Seconds(0.0), backward_host - backward_gpu);
   time.parameters = x.block_parameters / t;  // GPT: (12 h^2 + 13 h) / t
@@ -204,13 +241,15 @@ Layer to_layer(const std::string& name, const std::string& what, const MegatronL
   Layer layer;
   layer.name = name;
   const Seconds weight = time.weight_gradient;
-  layer.forward = time.forward_compute + time.forward_comm;
-  layer.backward = time.backward_compute + time.backward_comm + time.recompute + time.host_wait;
+  layer.forward = time.forward_compute + time.forward_comm + time.context_forward;
+  layer.backward =
+      time.backward_compute + time.backward_comm + time.context_backward + time.recompute + time.host_wait;
   // The host's wait (the forward's and the backward's) is charged to the
   // backward: the layer's total is right, its split between F and B is not.
   layer.backward_weight = weight;
   layer.backward_input = layer.backward - weight;
-  const double optimizer_bytes = time.parameters * kOptimizerBytes / (layout.distributed_optimizer ? layout.data : 1);
+  const double optimizer_bytes =
+      time.parameters * kOptimizerBytes / (layout.distributed_optimizer ? layout.replicas() : 1);
   layer.optimizer = time.embedding_allreduce + gpu.memory_bound(optimizer_bytes);
   layer.output_bytes = Bytes::counted(output_bytes);
   const double gradient_bytes = layout.bf16 ? 4.0 : 2.0;
@@ -222,6 +261,9 @@ Layer to_layer(const std::string& name, const std::string& what, const MegatronL
       what, layout.tensor, time.forward_compute.value * 1e3, time.forward_comm.value * 1e3,
       time.backward_compute.value * 1e3, time.backward_comm.value * 1e3, time.recompute.value * 1e3,
       time.host_wait.value * 1e3);
+  if (time.context_forward.value > 0.0 || time.context_backward.value > 0.0)
+    layer.description += fmt::format("; exposed context-parallel exchange: forward {:.3f} ms, backward {:.3f} ms",
+                                     time.context_forward.value * 1e3, time.context_backward.value * 1e3);
   return layer;
 }
 
@@ -240,7 +282,8 @@ std::string block_description(const GptModel& model, const MegatronLayout& layou
 }  // namespace
 
 MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayout& layout, const GpuModel& gpu,
-                                      const CollectiveTime& tp_allreduce, const CollectiveTime& embedding_allreduce) {
+                                      const CollectiveTime& tp_allreduce, const CollectiveTime& embedding_allreduce,
+                                      const CollectiveTime& context_send) {
   const Shape x = shape_of(model, layout);
   const int64_t vocab = padded_vocab(model, layout.tensor);
   const double activation = x.tokens * x.h * kHalf;
@@ -251,8 +294,10 @@ MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayou
                                      ? embedding_allreduce(static_cast<double>(vocab) / x.t * x.h * gradient_bytes)
                                      : Seconds(0.0);
   MegatronProfile out;
-  out.profile.model = fmt::format("gpt L{} h{} a{} s{} (t {}, {})", model.layers, model.hidden, model.heads,
-                                  model.sequence, layout.tensor, layout.bf16 ? "bf16" : "fp16");
+  out.profile.model = fmt::format("gpt L{} h{} a{} s{} (t {}{}, {})", model.layers, model.hidden, model.heads,
+                                  model.sequence, layout.tensor,
+                                  layout.context > 1 ? fmt::format(", c {}", layout.context) : "",
+                                  layout.bf16 ? "bf16" : "fp16");
   out.profile.device = gpu.name;
   out.profile.microbatch_size = layout.micro_batch;
 
@@ -270,14 +315,14 @@ MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayou
           ? layout.layers_per_virtual_stage
           : std::max<int64_t>(1, model.layers / std::max(1, layout.pipeline * layout.virtual_stages(model)));
   const Seconds pass_share = gpu.host_per_pass / static_cast<double>(pass_blocks);
-  const MegatronLayerTime block = block_time(gpu, x, layout.recompute, tp_allreduce, pass_share);
+  const MegatronLayerTime block = block_time(gpu, x, layout.recompute, tp_allreduce, context_send, pass_share);
   const Layer block_layer = to_layer("block", block_description(model, layout), block, layout, gpu, activation);
   // --recompute-method block: only the first N blocks of each chunk are
   // recomputed, the others run as without recomputation.
   MegatronLayout kept_layout = layout;
   kept_layout.recompute = Recompute::kNone;
   const MegatronLayerTime kept =
-      layout.recompute_block ? block_time(gpu, x, Recompute::kNone, tp_allreduce, pass_share) : block;
+      layout.recompute_block ? block_time(gpu, x, Recompute::kNone, tp_allreduce, context_send, pass_share) : block;
   const Layer kept_layer = layout.recompute_block
                                ? to_layer("block", block_description(model, kept_layout), kept, layout, gpu, activation)
                                : block_layer;

@@ -53,6 +53,15 @@
 //   held against a measured run: the GEMM model's constants come from GPT
 //   runs on A100s (docs/TRANSFORMERS.md). Biases and RMSNorm change the
 //   parameters, not the time.
+// Context parallelism c (sim/megatron.h): every term above on s / c tokens of
+//   each sequence (T = b s / c), but the attention core, which takes c ring
+//   steps of FlashAttention over s / c x s / c (half of each step's tiles
+//   under the causal mask), while the keys and values (forward: 2 T kv / t
+//   values per step) and with them their gradients (backward: twice that)
+//   travel to the next rank; c - 1 of the steps send, and what a send takes
+//   beyond its step's attention is exposed (context_forward,
+//   context_backward), and counted again where the attention is recomputed.
+//   Each later step adds three kernels to the host's dispatch, each way.
 // Embedding: gather 2 T h x 2 bytes, its all-reduce across t (the vocabulary
 // is split), scatter-add in the backward. Head: final LayerNorm, logits
 // [T x h] x [h x V/t], vocabulary-parallel cross entropy in fp32 (3 passes of
@@ -99,6 +108,10 @@ struct MegatronLayerTime {
   Seconds recompute;         // forward work redone in the backward (with its collectives)
   Seconds weight_gradient;   // the W half of backward_compute
   Seconds host_wait;         // what the host floor adds over the GPU's work
+  // Context parallelism: the ring's exchange of keys and values (their
+  // gradients in the backward) that outlasts the attention steps, exposed.
+  Seconds context_forward;
+  Seconds context_backward;
   // Per iteration, on the embedding and the head with p > 1: the tied word
   // embedding's gradient all-reduce between the first and the last pipeline
   // stage, which runs before the optimizer step (charged in Layer::optimizer).
@@ -120,9 +133,12 @@ struct MegatronProfile {
 bool fused_softmax_available(int64_t micro_batch, int64_t heads_per_rank, int64_t sequence);
 
 // `embedding_allreduce`: the time of the embedding group's all-reduce of
-// `bytes` per GPU (two members); empty: none is charged.
+// `bytes` per GPU (two members); empty: none is charged. `context_send`: with
+// context parallelism, the time of one ring step's send of `bytes` per GPU to
+// the next context-parallel rank (its slowest hop); empty: none is charged.
 MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayout& layout, const GpuModel& gpu,
                                       const CollectiveTime& tp_allreduce,
-                                      const CollectiveTime& embedding_allreduce = {});
+                                      const CollectiveTime& embedding_allreduce = {},
+                                      const CollectiveTime& context_send = {});
 
 }  // namespace baton

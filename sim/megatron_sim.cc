@@ -29,7 +29,7 @@ Status not_a_group(const Topology& topology, int tensor, const Level& level) {
 // and the attention's 5 a s / h (scores, softmax, dropout mask and output),
 // or with FlashAttention its softmax statistics alone (4 a / h, fp32).
 double block_activation_bytes(const GptModel& model, const MegatronLayout& layout) {
-  const double s = static_cast<double>(model.sequence);
+  const double s = static_cast<double>(layout.local_sequence(model));
   const double h = static_cast<double>(model.hidden);
   const double a = static_cast<double>(model.heads);
   const double kv = static_cast<double>(model.kv_hidden());
@@ -57,7 +57,7 @@ double block_activation_bytes(const GptModel& model, const MegatronLayout& layou
 // sequence parallelism.
 double weight_pass_bytes(const GptModel& model, const MegatronLayout& layout) {
   const double h = static_cast<double>(model.hidden);
-  const double sbh = static_cast<double>(model.sequence) * layout.micro_batch * h;
+  const double sbh = static_cast<double>(layout.local_sequence(model)) * layout.micro_batch * h;
   const double kv = static_cast<double>(model.kv_hidden());
   const double f = static_cast<double>(model.ffn());
   const double up = model.swiglu ? 2.0 * f : f;
@@ -84,6 +84,7 @@ MegatronRankWork megatron_rank_work(const MegatronProfile& profile, const Plan& 
       const Layer& costed = profile.profile.layers[layer];
       work.compute += t.forward_compute + t.backward_compute;
       work.tensor_comm += t.forward_comm + t.backward_comm;
+      work.context_comm += t.context_forward + t.context_backward;
       work.recompute += t.recompute;
       work.host += t.host_wait;
       work.backward += costed.backward;
@@ -111,9 +112,29 @@ CollectiveTime embedding_allreduce(const Topology& topology, const MegatronLayou
   // One copy of the word embedding where the first and the last chunk share
   // a rank (p = 1, or a V): nothing to keep equal.
   if (layout.pipeline < 2 || layout.v_schedule != VSchedule::kNone) return [](double) { return Seconds(0.0); };
-  const std::vector<int> pair = {0, (layout.pipeline - 1) * layout.tensor * layout.data};
+  const std::vector<int> pair = {0, (layout.pipeline - 1) * layout.tensor * layout.replicas()};
   const Network network(topology);
   return [network, pair](double bytes) { return network.allreduce_time(pair, Bytes::counted(bytes)); };
+}
+
+CollectiveTime context_send(const Topology& topology, const MegatronLayout& layout) {
+  const int c = layout.context;
+  if (c < 2) return {};
+  // Linear in bytes, measured at two sizes on each hop j -> j + 1 of the
+  // ring (rank j's GPU 0 at j t); the slowest hop sets every step's pace.
+  const double probe = 1e9;
+  double fixed = 0.0, per_byte = 0.0;
+  for (int j = 0; j < c; ++j) {
+    const int from = j * layout.tensor, to = (j + 1) % c * layout.tensor;
+    const double empty = Network(topology).transfer(from, to, Bytes(0), Seconds(0.0)).delivered.value;
+    const double full =
+        Network(topology).transfer(from, to, Bytes(static_cast<int64_t>(probe)), Seconds(0.0)).delivered.value;
+    if (full > fixed + per_byte * probe) {
+      fixed = empty;
+      per_byte = (full - empty) / probe;
+    }
+  }
+  return [fixed, per_byte](double bytes) { return Seconds(fixed + per_byte * bytes); };
 }
 
 double megatron_layer_activation_bytes(const GptModel& model, const MegatronLayout& layout) {
@@ -165,7 +186,10 @@ Plan megatron_plan(const GptModel& model, const MegatronLayout& layout) {
                                                                : Schedule::kOneFOneB;
   plan.virtual_stages = v;
   plan.microbatch_size = layout.micro_batch;
-  plan.batches = layout.microbatches() * layout.data;  // microbatch k runs on replica k mod d
+  // Microbatch k runs on replica k mod (d c): each of the d c replicas (the
+  // c context-parallel ranks of a data-parallel rank run its microbatches
+  // alike, on s / c tokens each) runs m microbatches.
+  plan.batches = layout.microbatches() * layout.replicas();
   const std::vector<int> blocks = layout.stage_layers(model);
   const int stages = static_cast<int>(blocks.size());
   int begin = 1;  // profile layer 0 is the embedding, L + 1 the output layer
@@ -174,14 +198,14 @@ Plan megatron_plan(const GptModel& model, const MegatronLayout& layout) {
     const int end = begin + blocks[s];
     stage.layers = LayerRange{s == 0 ? 0 : begin, end + (s == stages - 1 ? 1 : 0)};
     begin = end;
-    stage.replicas = layout.data;
+    stage.replicas = layout.replicas();
     plan.stages.push_back(stage);
   }
   // The schedule's own placement of its chunks (Plan::rank_of: rank s mod p
   // interleaved, down the ranks and back in a V), once every stage is there.
   for (int s = 0; s < stages; ++s) {
     const int rank = plan.rank_of(s);
-    for (int j = 0; j < layout.data; ++j) plan.stages[s].devices.push_back(rank * layout.data + j);
+    for (int j = 0; j < layout.replicas(); ++j) plan.stages[s].devices.push_back(rank * layout.replicas() + j);
   }
   return plan;
 }
@@ -256,7 +280,7 @@ MegatronMemory megatron_memory(const GptModel& model, const MegatronLayout& layo
   MegatronMemory memory;
   memory.capacity = capacity;
   const double gradient = layout.bf16 ? 4.0 : 2.0;
-  const double states = 12.0 / (layout.distributed_optimizer ? layout.data : 1);
+  const double states = 12.0 / (layout.distributed_optimizer ? layout.replicas() : 1);
   double per_block = block_activation_bytes(model, layout);
   const double working = working_set_bytes(model, layout);
   // --recompute-method block: counted in blocks without recomputation, the
@@ -273,7 +297,7 @@ MegatronMemory megatron_memory(const GptModel& model, const MegatronLayout& layo
     }
     held = nullptr;  // counted in blocks, not these units
   }
-  const double logits = static_cast<double>(model.sequence) * layout.micro_batch *
+  const double logits = static_cast<double>(layout.local_sequence(model)) * layout.micro_batch *
                         static_cast<double>(padded_vocab(model, layout.tensor)) / layout.tensor * 4.0 * 2.0;
   const std::vector<HeldPeak> computed =
       held ? std::vector<HeldPeak>{} : held_peaks(plan, weight_pass_share(model, layout), stage_blocks);

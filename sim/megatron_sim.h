@@ -6,7 +6,9 @@
 // times are those of one of its GPUs (they run in lock step), and its links
 // are the t GPUs' links together (tensor_group_topology). Ranks are placed as
 // Megatron places them: data-parallel replicas of one pipeline rank on
-// consecutive groups, the pipeline ranks after one another. The tensor-
+// consecutive groups (with context parallelism d c replicas, the c
+// context-parallel ranks of each data-parallel rank consecutive), the
+// pipeline ranks after one another. The tensor-
 // parallel collectives are charged inside each layer's compute (on the
 // innermost levels the t GPUs span, by sim/network.h's all-reduce); the
 // trace adds them as spans of their own (Stream::kTensorComm) at the end of
@@ -18,7 +20,8 @@
 //   weights and optimizer: its parameters (with p > 1 the last rank's
 //     include its copy of the word embedding, or the untied output layer) x (2 weights + g gradients + 12
 //     fp32 master weights and Adam moments), g = 2 in fp16, 4 in bf16; with
-//     the distributed optimizer the 12 are divided by d;
+//     the distributed optimizer the 12 are divided by d (d c with context
+//     parallelism, whose ranks shard it too);
 //   activations per layer and microbatch (bytes), s b h x
 //     none:      10 + 24 / t + 5 a s / (h t)     (34 / t + 5 a s / (h t) with sequence parallelism)
 //     selective: 10 + 24 / t                    (34 / t)
@@ -34,7 +37,8 @@
 //   chunk by chunk from the schedule's Program (with ZB-H1 and ZB-H2 a
 //   microbatch whose I pass has run keeps what its W pass needs, (8 + 24 / t)
 //   s b h for GPT, until the W runs); plus on the last rank the fp32 logits of one
-//   microbatch twice (s b V / t x 4 x 2).
+//   microbatch twice (s b V / t x 4 x 2). With context parallelism every s
+//   above is the rank's s / c tokens.
 // The schedule is 1F1B, Megatron's interleaved 1F1B, with zero_bubble ZB-H1
 // or ZB-H2, or with v_schedule ZB-V or DualPipeV (sim/schedules.h); the
 // zero-bubble and V schedules run the profile's I and W halves.
@@ -59,7 +63,7 @@ namespace baton {
 Result<Topology> tensor_group_topology(const Topology& topology, int tensor);
 
 // The plan of a layout: S = p v stages (chunks) of L / (p v) blocks, the
-// embedding on the first and the head on the last, d replicas each, on the
+// embedding on the first and the head on the last, d c replicas each, on the
 // TP groups as Megatron places them (chunk s on rank s mod p; with a V, on
 // rank s for s < p and 2p - 1 - s after); schedule 1f1b, interleaved-1f1b,
 // zb-h1, zb-h2, zbv or dualpipev.
@@ -70,6 +74,7 @@ Plan megatron_plan(const GptModel& model, const MegatronLayout& layout);
 struct MegatronRankWork {
   Seconds compute;              // per microbatch: GEMMs and memory-bound kernels, forward and backward
   Seconds tensor_comm;          // per microbatch: exposed tensor-parallel collectives
+  Seconds context_comm;         // per microbatch: the exposed context-parallel exchange
   Seconds recompute;            // per microbatch
   Seconds host;                 // per microbatch: waiting for the host (dispatch, work per pass)
   Seconds backward;             // per microbatch: the profile layers' backward
@@ -89,6 +94,13 @@ CollectiveTime tensor_allreduce(const Topology& topology, int tensor);
 // further (sim/network.h's ring of two; every other pair runs on links of its
 // own, one rail each across servers). Zero with p = 1.
 CollectiveTime embedding_allreduce(const Topology& topology, const MegatronLayout& layout);
+
+// One step of the context-parallel ring (make_megatron_profile's
+// `context_send`): the slowest hop among the c ranks of one data-parallel
+// rank, GPU 0 of rank j sending to GPU 0 of rank j + 1 (mod c), t GPUs
+// further (sim/network.h's transfer: one rail across servers; the t GPUs of a
+// rank send on rails of their own). Empty with c = 1.
+CollectiveTime context_send(const Topology& topology, const MegatronLayout& layout);
 
 // Activation bytes one block keeps for one microbatch on one rank (above;
 // with full recomputation the layer's input only).
@@ -146,6 +158,7 @@ struct MegatronBreakdown {
   int rank = 0;
   Seconds compute;         // GEMMs and memory-bound kernels, forward and backward
   Seconds tensor_comm;     // exposed tensor-parallel collectives
+  Seconds context_comm;    // the exposed context-parallel exchange of keys and values
   Seconds recompute;       // forward work redone
   Seconds host;            // waiting for the host: its dispatch of kernels and its work per pass
   Seconds data_allreduce;  // gradient all-reduces: across the d replicas, and the embedding group's

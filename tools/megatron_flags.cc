@@ -64,8 +64,18 @@ void add_megatron_flags(CLI::App& cmd, MegatronArgs& args) {
   cmd.add_option("--global-batch-size", args.global_batch, "sequences per iteration B")->group(group);
   cmd.add_option("--tensor-model-parallel-size", args.tensor, "tensor parallel t (default 1)")->group(group);
   cmd.add_option("--pipeline-model-parallel-size", args.pipeline, "pipeline parallel p (default 1)")->group(group);
-  cmd.add_option("--data-parallel-size", args.data, "data parallel d (default: the topology's GPUs / (t p))")
+  cmd.add_option("--data-parallel-size", args.data, "data parallel d (default: the topology's GPUs / (t p c))")
       ->check(at_least(1))
+      ->group(group);
+  cmd.add_option("--context-parallel-size", args.context,
+                 "context parallel c (default 1): each sequence split over c ranks (2c chunks, s divisible by 2c), "
+                 "the attention as a ring of c steps passing keys and values; needs FlashAttention's core "
+                 "(--use-flash-attn or --attention-backend flash|fused|auto)")
+      ->check(at_least(1))
+      ->group(group);
+  cmd.add_option("--cp-comm-type", args.cp_comm_type,
+                 "p2p (Megatron's default, the ring baton models); a2a, allgather and a2a+p2p are refused")
+      ->check(CLI::IsMember({"p2p", "a2a", "allgather", "a2a+p2p"}))
       ->group(group);
   cmd.add_option("--num-layers-per-virtual-pipeline-stage", args.layers_per_virtual_stage,
                  "interleaved 1F1B with L / (p x this) chunks per GPU")
@@ -186,6 +196,10 @@ MegatronAxes pinned_megatron_axes(const MegatronArgs& flags, const CLI::App& cmd
         "plan: the search chooses the first and last stages' blocks itself (one or two fewer included); "
         "--account-for-embedding/loss-in-pipeline-split are for simulate");
   if (given("--data-parallel-size")) axes.data = flags.data;  // >= 1: the flag's check refuses less
+  if (given("--context-parallel-size")) axes.context = flags.context;
+  if (!flags.cp_comm_type.empty() && flags.cp_comm_type != "p2p")
+    throw UsageError("plan: --cp-comm-type " + flags.cp_comm_type +
+                     ": baton models context parallelism's p2p ring (Megatron's default) only");
   return axes;
 }
 
@@ -235,6 +249,10 @@ MegatronRun megatron_flags_unchecked(const MegatronArgs& args) {
   layout.distributed_optimizer = args.distributed_optimizer;
   layout.overlap_grad_reduce = args.overlap_grad_reduce;
   layout.data = args.data;
+  layout.context = args.context;
+  if (!args.cp_comm_type.empty() && args.cp_comm_type != "p2p")
+    throw UsageError("--cp-comm-type " + args.cp_comm_type +
+                     ": baton models context parallelism's p2p ring (Megatron's default) only");
   layout.first_stage_layers = args.first_stage_layers;
   layout.last_stage_layers = args.last_stage_layers;
   layout.embedding_in_split = args.embedding_in_split;
@@ -274,7 +292,7 @@ MegatronRun megatron_run(const MegatronArgs& args, const Topology& topology) {
   MegatronRun run = megatron_flags_unchecked(args);
   MegatronLayout& layout = run.layout;
   if (layout.data == 0) {
-    const int per_replica = std::max(1, args.tensor) * std::max(1, args.pipeline);
+    const int per_replica = std::max(1, args.tensor) * std::max(1, args.pipeline) * std::max(1, args.context);
     layout.data = std::max(1, topology.num_devices() / per_replica);
   }
   take(check_megatron_layout(run.model, layout, topology.num_devices()));

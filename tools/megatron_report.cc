@@ -20,14 +20,19 @@ struct Part {
   Seconds time;
 };
 
-std::vector<Part> parts(const MegatronBreakdown& b) {
-  return {{"compute (GEMMs, memory-bound kernels)", "compute", b.compute},
-          {"tensor-parallel collectives (exposed)", "tensor_parallel_comm", b.tensor_comm},
-          {"recomputation", "recompute", b.recompute},
-          {"host dispatch and loop (GPU waiting for the host)", "host_dispatch", b.host},
-          {"pipeline bubble and transfer waits", "pipeline_bubble", b.bubble},
-          {"gradient all-reduces (data-parallel, tied embedding)", "data_parallel_allreduce", b.data_allreduce},
-          {"optimizer step", "optimizer", b.optimizer}};
+// The context-parallel exchange only where there is one (c > 1).
+std::vector<Part> parts(const MegatronBreakdown& b, const MegatronLayout& layout) {
+  std::vector<Part> all = {
+      {"compute (GEMMs, memory-bound kernels)", "compute", b.compute},
+      {"tensor-parallel collectives (exposed)", "tensor_parallel_comm", b.tensor_comm},
+      {"context-parallel key/value exchange (exposed)", "context_parallel_comm", b.context_comm},
+      {"recomputation", "recompute", b.recompute},
+      {"host dispatch and loop (GPU waiting for the host)", "host_dispatch", b.host},
+      {"pipeline bubble and transfer waits", "pipeline_bubble", b.bubble},
+      {"gradient all-reduces (data-parallel, tied embedding)", "data_parallel_allreduce", b.data_allreduce},
+      {"optimizer step", "optimizer", b.optimizer}};
+  if (layout.context < 2) all.erase(all.begin() + 2);
+  return all;
 }
 
 // Full recomputation's method, where it is not every block alone.
@@ -41,8 +46,9 @@ std::string recompute_detail(const GptModel& model, const MegatronLayout& layout
 
 std::string layout_line(const GptModel& model, const MegatronLayout& layout) {
   std::string text = fmt::format(
-      "t {} x p {} x d {} = {} GPUs, micro-batch {}, {} microbatches per data-parallel rank, {}", layout.tensor,
-      layout.pipeline, layout.data, layout.gpus(), layout.micro_batch, layout.microbatches(),
+      "t {} x p {}{} x d {} = {} GPUs, micro-batch {}, {} microbatches per data-parallel rank, {}", layout.tensor,
+      layout.pipeline, layout.context > 1 ? fmt::format(" x c {}", layout.context) : "", layout.data, layout.gpus(),
+      layout.micro_batch, layout.microbatches(),
       layout.v_schedule == VSchedule::kZbV
           ? fmt::format("ZB-V (zero bubble, 2 chunks of {} blocks per GPU in a V)", layout.stage_layers(model)[1])
       : layout.v_schedule == VSchedule::kDualPipeV
@@ -82,7 +88,7 @@ std::string megatron_text(const GptModel& model, const MegatronLayout& layout, c
       human_seconds(p.iteration_time), p.throughput_samples_per_s,
       p.throughput_samples_per_s * static_cast<double>(model.sequence), p.model_tflops_per_gpu);
   out += fmt::format("where the time goes (pipeline rank {}, the busiest, per iteration):\n", p.breakdown.rank);
-  const std::vector<Part> time_parts = parts(p.breakdown);
+  const std::vector<Part> time_parts = parts(p.breakdown, layout);
   size_t name_width = 0;
   for (const Part& part : time_parts) name_width = std::max(name_width, std::string_view(part.name).size());
   for (const Part& part : time_parts)
@@ -121,7 +127,7 @@ std::string megatron_text(const GptModel& model, const MegatronLayout& layout, c
   }
   out += fmt::format("\nsimulated {} actions{} in {:.3f} s\n", p.simulation.metrics.actions,
                      p.simulation.one_replica
-                         ? fmt::format(" (one data-parallel replica: the {} replicas run alike)", layout.data)
+                         ? fmt::format(" (one data-parallel replica: the {} replicas run alike)", layout.replicas())
                          : std::string(),
                      p.simulation.metrics.wall_seconds);
   return out;
@@ -130,7 +136,7 @@ std::string megatron_text(const GptModel& model, const MegatronLayout& layout, c
 nlohmann::json megatron_json(const GptModel& model, const MegatronLayout& layout, const Topology& topology,
                              const MegatronPrediction& p) {
   nlohmann::json breakdown = nlohmann::json::object();
-  for (const Part& part : parts(p.breakdown)) breakdown[part.key] = part.time.value;
+  for (const Part& part : parts(p.breakdown, layout)) breakdown[part.key] = part.time.value;
   breakdown["rank"] = p.breakdown.rank;
   nlohmann::json memory = nlohmann::json::array();
   for (const MegatronRankMemory& r : p.memory.ranks)
@@ -153,6 +159,7 @@ nlohmann::json megatron_json(const GptModel& model, const MegatronLayout& layout
        {{"tensor_model_parallel_size", layout.tensor},
         {"pipeline_model_parallel_size", layout.pipeline},
         {"data_parallel_size", layout.data},
+        {"context_parallel_size", layout.context},
         {"micro_batch_size", layout.micro_batch},
         {"global_batch_size", layout.global_batch},
         {"num_layers_per_virtual_pipeline_stage",
@@ -199,7 +206,7 @@ nlohmann::json megatron_json(const GptModel& model, const MegatronLayout& layout
       {"fit_hints", p.fit_hints},
       {"actions", p.simulation.metrics.actions},
       {"actions_skipped", p.simulation.metrics.actions_skipped},
-      {"simulated_replicas", p.simulation.one_replica ? 1 : layout.data}};
+      {"simulated_replicas", p.simulation.one_replica ? 1 : layout.replicas()}};
   if (model.beyond_gpt()) {
     const nlohmann::json arguments = megatron_arguments(model, layout);
     for (const char* key : kGptArchitectureKeys) out["model"][key] = arguments.at(key);
