@@ -129,32 +129,32 @@ std::vector<MegatronLayout> enumerate(const GptModel& model, int global_batch, b
       ps = divisors(gpus / t, model.layers);
     for (int p : pinned_or(fixed.pipeline, ps))
       for (int c : context_sizes(model, within ? devices / (t * p * *fixed.data) : gpus / (t * p), fixed)) {
-      if (c < 1 || (!within && gpus % (t * p * c) != 0)) continue;
-      const int d = within ? *fixed.data : gpus / (t * p * c);
-      if (d < 1 || int64_t{t} * p * c * d > devices || (fixed.data && d != *fixed.data)) continue;
-      if (global_batch % d != 0) continue;
-      for (int b : pinned_or(fixed.micro_batch, divisors(global_batch / d, 16)))
-        for (const PipelineShape& shape : pipeline_shapes(model, p, global_batch / (b * d), fixed))
-          for (Recompute r : pinned_or(fixed.recompute, {Recompute::kNone, Recompute::kSelective, Recompute::kFull}))
-            for (bool sp :
-                 pinned_or(fixed.sequence_parallel, t > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false}))
-              for (bool dist : pinned_or(fixed.distributed_optimizer,
-                                         d * c > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false})) {
-                MegatronLayout l = megatron_layout(t, p, d, b, global_batch);
-                l.layers_per_virtual_stage = shape.per;
-                l.zero_bubble = shape.zero_bubble;
-                l.first_stage_layers = shape.first;
-                l.last_stage_layers = shape.last;
-                l.embedding_in_split = l.loss_in_split = shape.accounted;
-                l.v_schedule = shape.v;
-                l.recompute = r;
-                l.sequence_parallel = sp;
-                l.distributed_optimizer = dist;
-                l.context = c;
-                l.bf16 = bf16;
-                if (check_megatron_layout(model, l, gpus)) out.push_back(l);
-              }
-    }
+        if (c < 1 || (!within && gpus % (t * p * c) != 0)) continue;
+        const int d = within ? *fixed.data : gpus / (t * p * c);
+        if (d < 1 || int64_t{t} * p * c * d > devices || (fixed.data && d != *fixed.data)) continue;
+        if (global_batch % d != 0) continue;
+        for (int b : pinned_or(fixed.micro_batch, divisors(global_batch / d, 16)))
+          for (const PipelineShape& shape : pipeline_shapes(model, p, global_batch / (b * d), fixed))
+            for (Recompute r : pinned_or(fixed.recompute, {Recompute::kNone, Recompute::kSelective, Recompute::kFull}))
+              for (bool sp : pinned_or(fixed.sequence_parallel,
+                                       t > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false}))
+                for (bool dist : pinned_or(fixed.distributed_optimizer,
+                                           d * c > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false})) {
+                  MegatronLayout l = megatron_layout(t, p, d, b, global_batch);
+                  l.layers_per_virtual_stage = shape.per;
+                  l.zero_bubble = shape.zero_bubble;
+                  l.first_stage_layers = shape.first;
+                  l.last_stage_layers = shape.last;
+                  l.embedding_in_split = l.loss_in_split = shape.accounted;
+                  l.v_schedule = shape.v;
+                  l.recompute = r;
+                  l.sequence_parallel = sp;
+                  l.distributed_optimizer = dist;
+                  l.context = c;
+                  l.bf16 = bf16;
+                  if (check_megatron_layout(model, l, gpus)) out.push_back(l);
+                }
+      }
   }
   return out;
 }
@@ -186,7 +186,7 @@ std::vector<MegatronCandidate> fitting_layouts(const GptModel& model, int global
   std::vector<MegatronCandidate> fitting;
   // (p, chunks, m, schedule, share, blocks of each chunk)
   std::map<std::tuple<int, int, int, Schedule, double, std::vector<int>>, std::vector<HeldPeak>> held;
-  std::map<int, CollectiveTime> collectives;                     // per t
+  std::map<int, CollectiveTime> collectives;                    // per t
   std::map<std::pair<int, int>, CollectiveTime> context_sends;  // per t and c
   for (const MegatronLayout& layout : enumerate(model, global_batch, bf16, fixed, topology)) {
     ++result.enumerated;

@@ -65,8 +65,7 @@ MegatronBreakdown breakdown_of(const MegatronPrediction& p, const MegatronLayout
     b.recompute = work.recompute * per_rank_microbatches;
     b.host = work.host * per_rank_microbatches;
     b.optimizer = work.optimizer;
-    if (layout.replicas() > 1)
-      b.data_allreduce = network.allreduce_time(p.plan.stages[rank].devices, work.gradients);
+    if (layout.replicas() > 1) b.data_allreduce = network.allreduce_time(p.plan.stages[rank].devices, work.gradients);
     b.data_allreduce += work.embedding_allreduce;
     const Seconds busy =
         b.compute + b.tensor_comm + b.context_comm + b.recompute + b.host + b.optimizer + b.data_allreduce;

@@ -242,8 +242,7 @@ Layer to_layer(const std::string& name, const std::string& what, const MegatronL
   layer.name = name;
   const Seconds weight = time.weight_gradient;
   layer.forward = time.forward_compute + time.forward_comm + time.context_forward;
-  layer.backward =
-      time.backward_compute + time.backward_comm + time.context_backward + time.recompute + time.host_wait;
+  layer.backward = time.backward_compute + time.backward_comm + time.context_backward + time.recompute + time.host_wait;
   // The host's wait (the forward's and the backward's) is charged to the
   // backward: the layer's total is right, its split between F and B is not.
   layer.backward_weight = weight;
@@ -294,10 +293,9 @@ MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayou
                                      ? embedding_allreduce(static_cast<double>(vocab) / x.t * x.h * gradient_bytes)
                                      : Seconds(0.0);
   MegatronProfile out;
-  out.profile.model = fmt::format("gpt L{} h{} a{} s{} (t {}{}, {})", model.layers, model.hidden, model.heads,
-                                  model.sequence, layout.tensor,
-                                  layout.context > 1 ? fmt::format(", c {}", layout.context) : "",
-                                  layout.bf16 ? "bf16" : "fp16");
+  out.profile.model = fmt::format(
+      "gpt L{} h{} a{} s{} (t {}{}, {})", model.layers, model.hidden, model.heads, model.sequence, layout.tensor,
+      layout.context > 1 ? fmt::format(", c {}", layout.context) : "", layout.bf16 ? "bf16" : "fp16");
   out.profile.device = gpu.name;
   out.profile.microbatch_size = layout.micro_batch;
 

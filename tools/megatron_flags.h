@@ -23,8 +23,8 @@ struct MegatronArgs {
   int pipeline = 1;
   int data = 0;  // 0: not given (the flag refuses 0), the topology's GPUs / (t p)
   int layers_per_virtual_stage = 0;
-  int context = 1;            // --context-parallel-size
-  std::string cp_comm_type;   // --cp-comm-type: "", p2p (others refused)
+  int context = 1;               // --context-parallel-size
+  std::string cp_comm_type;      // --cp-comm-type: "", p2p (others refused)
   std::string recompute;         // "", "selective", "full"
   std::string recompute_method;  // --recompute-method: "", uniform, block (refused)
   int recompute_layers = 0;      // --recompute-num-layers (0: not given, 1)

@@ -276,5 +276,36 @@ TEST_CASE("megatron search: every tensor x pipeline family says its best time or
       CHECK(f.best_time == found->best.front().iteration_time);
 }
 
+TEST_CASE("context parallel: the search splits the sequence only with FlashAttention, and its bound holds",
+          "[planner][megatron][context]") {
+  const Topology topology = shipped("a100_4x8.json");
+  GptModel m{8, 2048, 16, 16384, 50257};
+  m.flash_attention = true;
+  const auto all = search_megatron_layouts(m, 16, true, {}, topology, 1000000);
+  REQUIRE(all.ok());
+  bool split = false;
+  for (const MegatronCandidate& c : all->best) {
+    split = split || c.layout.context > 1;
+    CHECK(c.layout.gpus() == 32);
+    CHECK(c.iteration_time.value >= c.lower_bound.value * (1 - 1e-12));
+  }
+  CHECK(split);
+  const auto pruned = search_megatron_layouts(m, 16, true, {}, topology, 3);
+  REQUIRE(pruned.ok());
+  REQUIRE(pruned->best.size() == 3);
+  for (int i = 0; i < 3; ++i) CHECK(pruned->best[i].iteration_time == all->best[i].iteration_time);
+  // Without FlashAttention's core, c stays 1; pinned, it stays pinned.
+  m.flash_attention = false;
+  const auto plain = search_megatron_layouts(m, 16, true, {}, topology, 1000000);
+  REQUIRE(plain.ok());
+  for (const MegatronCandidate& c : plain->best) CHECK(c.layout.context == 1);
+  m.flash_attention = true;
+  MegatronAxes fixed;
+  fixed.context = 4;
+  const auto pinned = search_megatron_layouts(m, 16, true, fixed, topology, 1000000);
+  REQUIRE(pinned.ok());
+  for (const MegatronCandidate& c : pinned->best) CHECK(c.layout.context == 4);
+}
+
 }  // namespace
 }  // namespace baton
