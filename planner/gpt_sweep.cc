@@ -23,6 +23,7 @@ struct AxisInfo {
 constexpr AxisInfo kLayoutAxes[] = {
     {"tensor-model-parallel-size", "tp", AxisKind::kWhole},
     {"pipeline-model-parallel-size", "pp", AxisKind::kWhole},
+    {"context-parallel-size", "cp", AxisKind::kWhole},
     {"micro-batch-size", "mbs", AxisKind::kWhole},
     {"global-batch-size", "gbs", AxisKind::kWhole},
     {"num-layers-per-virtual-pipeline-stage", "vpp", AxisKind::kWholeOrZero},
@@ -36,7 +37,8 @@ constexpr AxisInfo kLayoutAxes[] = {
 };
 
 constexpr const char* kAxisList =
-    "tensor-model-parallel-size (tp), pipeline-model-parallel-size (pp), micro-batch-size (mbs), "
+    "tensor-model-parallel-size (tp), pipeline-model-parallel-size (pp), context-parallel-size (cp), "
+    "micro-batch-size (mbs), "
     "global-batch-size (gbs), num-layers-per-virtual-pipeline-stage (vpp), recompute-granularity, "
     "sequence-parallel, use-distributed-optimizer, overlap-grad-reduce, zero-bubble, v-schedule, topology, servers, "
     "devices_per_server, bandwidth_gbps.L, latency_us.L, memory_gib";
@@ -128,6 +130,7 @@ void apply_layout_axis(const std::string& name, const std::string& value, Megatr
       kind_of(name) == AxisKind::kWhole || kind_of(name) == AxisKind::kWholeOrZero ? std::stoi(value) : 0;
   if (name == "tensor-model-parallel-size") pinned.tensor = layout.tensor = number;
   if (name == "pipeline-model-parallel-size") pinned.pipeline = layout.pipeline = number;
+  if (name == "context-parallel-size") pinned.context = layout.context = number;
   if (name == "micro-batch-size") pinned.micro_batch = layout.micro_batch = number;
   if (name == "global-batch-size") layout.global_batch = number;
   if (name == "num-layers-per-virtual-pipeline-stage")
@@ -166,11 +169,12 @@ size_t gpt_sweep_size(const GptSweepSpec& spec) {
 std::vector<std::string> gpt_sweep_header(const GptSweepSpec& spec) {
   std::vector<std::string> header = sweep_lead_columns();
   for (const GptSweepAxis& axis : spec.axes) header.push_back(axis.name);
-  for (const char* column : {"tensor_model_parallel_size", "pipeline_model_parallel_size", "data_parallel_size",
-                             "micro_batch_size", "num_layers_per_virtual_pipeline_stage", "recompute_granularity",
-                             "sequence_parallel", "use_distributed_optimizer", "pipeline_schedule", "gpus",
-                             "microbatches", "iteration_time_s", "throughput_samples_per_s", "model_tflops_per_gpu",
-                             "peak_memory_bytes", "memory_capacity_bytes", "fits", "error"})
+  for (const char* column :
+       {"tensor_model_parallel_size", "pipeline_model_parallel_size", "data_parallel_size", "context_parallel_size",
+        "micro_batch_size", "num_layers_per_virtual_pipeline_stage", "recompute_granularity", "sequence_parallel",
+        "use_distributed_optimizer", "pipeline_schedule", "gpus", "microbatches", "iteration_time_s",
+        "throughput_samples_per_s", "model_tflops_per_gpu", "peak_memory_bytes", "memory_capacity_bytes", "fits",
+        "error"})
     header.push_back(column);
   return header;
 }
@@ -191,10 +195,10 @@ PointResult simulate_point(const GptSweepSpec& spec, MegatronLayout layout, cons
   PointResult out;
   out.layout = layout;
   if (layout.data == 0) {
-    const int per_replica = std::max(1, layout.tensor) * std::max(1, layout.pipeline);
+    const int per_replica = std::max(1, layout.tensor) * std::max(1, layout.pipeline) * std::max(1, layout.context);
     out.layout.data = layout.data = topology.num_devices() / per_replica;
     if (layout.data < 1) {
-      out.error = fmt::format("t x p = {} GPUs, the topology has {}", per_replica, topology.num_devices());
+      out.error = fmt::format("t x p x c = {} GPUs, the topology has {}", per_replica, topology.num_devices());
       return out;
     }
   }
@@ -242,7 +246,7 @@ std::vector<std::string> point_row(const GptSweepSpec& spec, size_t index, const
   const auto yes_no = [](bool b) { return std::string(b ? "yes" : "no"); };
   for (const std::string& field :
        {std::to_string(l.tensor), std::to_string(l.pipeline), r.has_layout ? std::to_string(l.data) : "",
-        std::to_string(l.micro_batch), std::to_string(l.layers_per_virtual_stage),
+        std::to_string(l.context), std::to_string(l.micro_batch), std::to_string(l.layers_per_virtual_stage),
         std::string(recompute_name(l.recompute)), yes_no(l.sequence_parallel), yes_no(l.distributed_optimizer),
         l.v_schedule != VSchedule::kNone ? std::string(v_schedule_name(l.v_schedule))
         : l.layers_per_virtual_stage > 0 ? std::string("interleaved-1f1b")

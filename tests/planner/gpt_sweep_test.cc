@@ -104,6 +104,29 @@ TEST_CASE("gpt sweep: a cluster axis changes the GPUs, and so d", "[planner][swe
   CHECK(at(table, 1, "data_parallel_size") == "2");
 }
 
+TEST_CASE("gpt sweep: context parallelism splits each sequence, d = GPUs / (t p c)", "[planner][sweep][context]") {
+  const Topology topology = testing::shipped_topology("a100_4x8.json");  // 32 GPUs
+  GptSweepSpec spec = spec_of({{"cp", {"1", "2", "4"}}});
+  spec.model.sequence = 8192;
+  spec.model.flash_attention = true;  // context parallelism's ring runs FlashAttention's steps
+  spec.layout.tensor = 4;
+  const SweepTable table = run(spec, topology);
+  REQUIRE(table.rows.size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    const int c = 1 << i;
+    INFO("c " << c << ": " << at(table, i, "error"));
+    REQUIRE(at(table, i, "error").empty());
+    CHECK(at(table, i, "context-parallel-size") == std::to_string(c));
+    CHECK(at(table, i, "context_parallel_size") == std::to_string(c));
+    CHECK(at(table, i, "data_parallel_size") == std::to_string(32 / (4 * c)));
+    MegatronLayout layout = testing::megatron_layout(4, 1, 32 / (4 * c), 1, 64);
+    layout.context = c;
+    const auto expected = predict_megatron(spec.model, layout, topology, false);
+    REQUIRE(expected.ok());
+    CHECK(std::stod(at(table, i, "iteration_time_s")) == Approx(expected->iteration_time.value).epsilon(1e-8));
+  }
+}
+
 TEST_CASE("gpt sweep: with --plan each point is the search's best layout with the varied axes pinned",
           "[planner][sweep]") {
   const Topology topology = testing::shipped_topology("a100_4x8.json");
