@@ -112,6 +112,13 @@ std::vector<int> context_sizes(const GptModel& model, int ranks, const MegatronA
   return sizes;
 }
 
+// How c > 1 ranks move the keys and values: every --cp-comm-type baton
+// models, or the pinned one.
+std::vector<ContextComm> context_comms(int c, const MegatronAxes& fixed) {
+  if (c < 2) return {ContextComm::kP2P};
+  return pinned_or(fixed.context_comm, {ContextComm::kP2P, ContextComm::kAllGather, ContextComm::kAllToAll});
+}
+
 // Every layout the search considers (see megatron_search.h).
 std::vector<MegatronLayout> enumerate(const GptModel& model, int global_batch, bool bf16, const MegatronAxes& fixed,
                                       const Topology& topology) {
@@ -152,7 +159,10 @@ std::vector<MegatronLayout> enumerate(const GptModel& model, int global_batch, b
                   l.distributed_optimizer = dist;
                   l.context = c;
                   l.bf16 = bf16;
-                  if (check_megatron_layout(model, l, gpus)) out.push_back(l);
+                  for (ContextComm comm : context_comms(c, fixed)) {
+                    l.context_comm = comm;
+                    if (check_megatron_layout(model, l, gpus)) out.push_back(l);
+                  }
                 }
       }
   }
@@ -186,8 +196,8 @@ std::vector<MegatronCandidate> fitting_layouts(const GptModel& model, int global
   std::vector<MegatronCandidate> fitting;
   // (p, chunks, m, schedule, share, blocks of each chunk)
   std::map<std::tuple<int, int, int, Schedule, double, std::vector<int>>, std::vector<HeldPeak>> held;
-  std::map<int, CollectiveTime> collectives;                    // per t
-  std::map<std::pair<int, int>, CollectiveTime> context_sends;  // per t and c
+  std::map<int, CollectiveTime> collectives;                                  // per t
+  std::map<std::tuple<int, int, ContextComm>, CollectiveTime> context_comms;  // per t, c and type
   for (const MegatronLayout& layout : enumerate(model, global_batch, bf16, fixed, topology)) {
     ++result.enumerated;
     MegatronFamily& family = family_of(families, layout);
@@ -195,9 +205,9 @@ std::vector<MegatronCandidate> fitting_layouts(const GptModel& model, int global
     auto collective = collectives.find(layout.tensor);
     if (collective == collectives.end())
       collective = collectives.emplace(layout.tensor, tensor_allreduce(topology, layout.tensor)).first;
-    auto send = context_sends.find({layout.tensor, layout.context});
-    if (send == context_sends.end())
-      send = context_sends.emplace(std::make_pair(layout.tensor, layout.context), context_send(topology, layout)).first;
+    const auto comm_key = std::make_tuple(layout.tensor, layout.context, layout.context_comm);
+    auto send = context_comms.find(comm_key);
+    if (send == context_comms.end()) send = context_comms.emplace(comm_key, context_comm_time(topology, layout)).first;
     const MegatronProfile profile = make_megatron_profile(model, layout, gpu, collective->second, {}, send->second);
     const Plan plan = megatron_plan(model, layout);
     const double share = weight_pass_share(model, layout);

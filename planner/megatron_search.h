@@ -8,7 +8,9 @@
 //   p: a divisor of the GPUs / t up to the layers;
 //   c (context parallel): 1, and for a model with FlashAttention's core every
 //      power of two up to 64 that divides the GPUs / (t p) and halves each
-//      sequence's 2c chunks evenly (s divisible by 2c);
+//      sequence's 2c chunks evenly (s divisible by 2c), each with the
+//      --cp-comm-type p2p, allgather and (heads and key-value groups per
+//      rank divisible by c) a2a;
 //   d = GPUs / (t p c), where GPUs is every GPU of the topology, or
 //      MegatronAxes::gpus of them; with d pinned (and no GPU count), any p up
 //      to the layers with t p c d within the topology: the layout runs on the
@@ -48,11 +50,12 @@ namespace baton {
 
 struct MegatronAxes {  // a set field pins its axis
   std::optional<int> tensor, pipeline, micro_batch, layers_per_virtual_stage;
-  std::optional<int> data;              // d
-  std::optional<int> context;           // c (context parallel)
-  std::optional<int> gpus;              // t p c d: this many of the topology's GPUs (the first ones); default all
-  std::optional<int> zero_bubble;       // MegatronLayout::zero_bubble: 0, 1 (ZB-H1), 2 (ZB-H2)
-  std::optional<VSchedule> v_schedule;  // MegatronLayout::v_schedule (kNone: no V)
+  std::optional<int> data;                  // d
+  std::optional<int> context;               // c (context parallel)
+  std::optional<ContextComm> context_comm;  // its --cp-comm-type (with c > 1)
+  std::optional<int> gpus;                  // t p c d: this many of the topology's GPUs (the first ones); default all
+  std::optional<int> zero_bubble;           // MegatronLayout::zero_bubble: 0, 1 (ZB-H1), 2 (ZB-H2)
+  std::optional<VSchedule> v_schedule;      // MegatronLayout::v_schedule (kNone: no V)
   std::optional<std::pair<int, int>> stage_layers;  // first and last stage's blocks, (0, 0) even
   std::optional<Recompute> recompute;
   std::optional<bool> sequence_parallel, distributed_optimizer;

@@ -60,6 +60,19 @@ std::optional<VSchedule> parse_v_schedule(std::string_view name) {
   return by_name(name, {VSchedule::kNone, VSchedule::kZbV, VSchedule::kDualPipeV}, v_schedule_name);
 }
 
+const char* context_comm_name(ContextComm comm) {
+  switch (comm) {
+    case ContextComm::kP2P: return "p2p";
+    case ContextComm::kAllGather: return "allgather";
+    case ContextComm::kAllToAll: return "a2a";
+  }
+  return "p2p";
+}
+
+std::optional<ContextComm> parse_context_comm(std::string_view name) {
+  return by_name(name, {ContextComm::kP2P, ContextComm::kAllGather, ContextComm::kAllToAll}, context_comm_name);
+}
+
 int MegatronLayout::virtual_stages(const GptModel& model) const {
   if (v_schedule != VSchedule::kNone) return 2;
   if (layers_per_virtual_stage <= 0) return 1;
@@ -172,10 +185,17 @@ Status check_context(const GptModel& model, const MegatronLayout& layout) {
         model.sequence, c)};
   if (!model.flash_attention)
     return Error{fmt::format(
-        "--context-parallel-size {} runs the attention as Transformer Engine's ring attention: give "
+        "--context-parallel-size {} runs the attention in Transformer Engine's context-parallel attention: give "
         "--use-flash-attn (or --attention-backend flash, fused or auto); Megatron's own attention has no context "
         "parallelism",
         c)};
+  // a2a gives each rank whole heads (and whole key-value groups) of the full sequence.
+  if (layout.context_comm == ContextComm::kAllToAll &&
+      ((model.heads / layout.tensor) % c != 0 || (model.groups() / layout.tensor) % c != 0))
+    return Error{fmt::format(
+        "--cp-comm-type a2a splits each rank's heads over the c ranks: --num-attention-heads {} and the {} key-value "
+        "groups, over --tensor-model-parallel-size {}, must be divisible by --context-parallel-size {}",
+        model.heads, model.groups(), layout.tensor, c)};
   return ok_status();
 }
 

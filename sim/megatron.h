@@ -115,10 +115,19 @@ enum class Recompute { kNone, kSelective, kFull };
 // section 6), DualPipeV DeepSeek's (DeepSeek-V3 report, its V form of
 // DualPipe; baton's flag --dualpipev). sim/schedules.h has their orders.
 enum class VSchedule { kNone, kZbV, kDualPipeV };
-const char* v_schedule_name(VSchedule schedule);                   // "none", "zbv", "dualpipev"
-std::optional<VSchedule> parse_v_schedule(std::string_view name);  // the names back
-const char* recompute_name(Recompute recompute);                   // "none", "selective", "full"
-const char* zero_bubble_name(int zero_bubble);                     // "1f1b", "zb-h1", "zb-h2"
+// How context parallelism moves the keys and values (Megatron-core's
+// --cp-comm-type, Transformer Engine's implementations): p2p passes them
+// round a ring while each step's attention computes; allgather gathers them
+// all before the attention (and again in the backward, with a
+// reduce-scatter of their gradients); a2a (DeepSpeed-Ulysses' all-to-all)
+// trades the sequence split for a split of the heads around the attention.
+enum class ContextComm { kP2P, kAllGather, kAllToAll };
+const char* context_comm_name(ContextComm comm);                       // "p2p", "allgather", "a2a"
+std::optional<ContextComm> parse_context_comm(std::string_view name);  // the names back
+const char* v_schedule_name(VSchedule schedule);                       // "none", "zbv", "dualpipev"
+std::optional<VSchedule> parse_v_schedule(std::string_view name);      // the names back
+const char* recompute_name(Recompute recompute);                       // "none", "selective", "full"
+const char* zero_bubble_name(int zero_bubble);                         // "1f1b", "zb-h1", "zb-h2"
 // The names back; nothing for any other text.
 std::optional<Recompute> parse_recompute(std::string_view name);
 std::optional<int> parse_zero_bubble(std::string_view name);
@@ -175,18 +184,20 @@ struct MegatronLayout {
   // are one layer. Not with the decoder-first/last counts above.
   bool embedding_in_split = false;
   bool loss_in_split = false;
-  // Context parallelism (Megatron-core's --context-parallel-size c, its
-  // default --cp-comm-type p2p): each sequence cut into 2c chunks, rank j of
-  // the c holding chunks j and 2c - 1 - j (the causal work balanced), so every
-  // block runs on s / c tokens; the attention runs in c steps, each over the
-  // rank's queries and one rank's keys and values, which travel round the ring
-  // of the c ranks while the step computes (Transformer Engine's ring
-  // attention, which Megatron needs for it: FlashAttention's core). The c
-  // ranks of one data-parallel rank share its microbatches and hold the same
-  // weights: the gradients (and the distributed optimizer's shards) are
-  // reduced over d c ranks. Ranks are placed tensor, context, data, pipeline
-  // (Megatron's order tp-cp-dp-pp).
+  // Context parallelism (Megatron-core's --context-parallel-size c and
+  // --cp-comm-type): each sequence cut into 2c chunks, rank j of the c
+  // holding chunks j and 2c - 1 - j (the causal work balanced), so every
+  // block runs on s / c tokens; with p2p (the default) the attention runs in
+  // c steps, each over the rank's queries and one rank's keys and values,
+  // which travel round the ring of the c ranks while the step computes
+  // (Transformer Engine's ring attention, which Megatron needs for it:
+  // FlashAttention's core); ContextComm has the others. The c ranks of one
+  // data-parallel rank share its microbatches and hold the same weights: the
+  // gradients (and the distributed optimizer's shards) are reduced over d c
+  // ranks. Ranks are placed tensor, context, data, pipeline (Megatron's order
+  // tp-cp-dp-pp).
   int context = 1;
+  ContextComm context_comm = ContextComm::kP2P;
 
   int gpus() const { return tensor * pipeline * data * context; }
   // The ranks that hold each pipeline rank's weights: d c.
@@ -234,8 +245,9 @@ double megatron_model_flops(const GptModel& model, const MegatronLayout& layout)
 // "block"), "recompute_num_layers"}, every key required (the two account
 // flags, the heuristic and the two V schedules may be left out: false; the
 // recompute method and its layers are written only when not uniform 1, and
-// read as uniform and 1 when absent), "context_parallel_size" (written only
-// when above 1, read as 1 when absent) and no other.
+// read as uniform and 1 when absent), "context_parallel_size" and
+// "cp_comm_type" (written only when c is above 1 and for a type other than
+// p2p; read as 1 and p2p when absent) and no other.
 // The architecture's keys of that object, written only for a model beyond
 // GPT-3's and each optional (GPT's value): "ffn_hidden_size", "swiglu",
 // "group_query_attention", "num_query_groups" (the heads without grouped-query

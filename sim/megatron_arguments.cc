@@ -41,6 +41,8 @@ nlohmann::json megatron_arguments(const GptModel& model, const MegatronLayout& l
     arguments["recompute_num_layers"] = layout.recompute_layers;
   }
   if (layout.context > 1) arguments["context_parallel_size"] = layout.context;
+  if (layout.context > 1 && layout.context_comm != ContextComm::kP2P)
+    arguments["cp_comm_type"] = context_comm_name(layout.context_comm);
   if (!model.beyond_gpt()) return arguments;
   arguments["ffn_hidden_size"] = model.ffn();
   arguments["swiglu"] = model.swiglu;
@@ -115,6 +117,13 @@ Status read_choices(const nlohmann::json& arguments, const json_fields::FieldPat
     if (!c) return c.error();
     if (*c > kMaxGptContext) return at.field("context_parallel_size").error("is too large", *c);
     l.context = static_cast<int>(*c);
+  }
+  if (arguments.contains("cp_comm_type")) {
+    auto comm = json_fields::read_string(arguments, at, "cp_comm_type");
+    if (!comm) return comm.error();
+    const std::optional<ContextComm> type = parse_context_comm(*comm);
+    if (!type) return at.field("cp_comm_type").error("must be p2p, allgather or a2a", *comm);
+    l.context_comm = *type;
   }
   bool zero_bubble = false;
   bool* flags[] = {&l.sequence_parallel, &l.bf16, &l.distributed_optimizer, &l.overlap_grad_reduce, &zero_bubble};
@@ -238,7 +247,8 @@ Result<MegatronSpec> megatron_from_arguments(const nlohmann::json& arguments, co
                                                "zero_bubble_heuristic",
                                                "zero_bubble_v_schedule",
                                                "dualpipev",
-                                               "context_parallel_size"});
+                                               "context_parallel_size",
+                                               "cp_comm_type"});
       !ok)
     return ok.error();
   MegatronSpec spec;

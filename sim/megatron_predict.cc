@@ -205,7 +205,7 @@ Result<MegatronProfile> megatron_profile_on(const GptModel& model, const Megatro
   auto known = gpu ? Result<GpuModel>(*gpu) : gpu_model(topology.device.name);
   if (!known) return known.error();
   return make_megatron_profile(model, layout, *known, tensor_allreduce(topology, layout.tensor),
-                               embedding_allreduce(topology, layout), context_send(topology, layout));
+                               embedding_allreduce(topology, layout), context_comm_time(topology, layout));
 }
 
 Result<MegatronPrediction> predict_megatron(const GptModel& model, const MegatronLayout& layout,

@@ -30,17 +30,25 @@ constexpr int kBackwardKernels = 34;
 constexpr int kFlashForwardKernelsSaved = 3;
 constexpr int kFlashBackwardKernelsSaved = 4;
 constexpr int kRopeKernels = 2;
-// Each ring-attention step after the first adds, per pass, its attention
-// kernel (forward or backward), the rescaling of the output (forward) or the
-// accumulation of the keys' and values' gradients (backward), and the
-// step's send and receive.
+// Context parallelism's kernels beyond one attention kernel each way. p2p:
+// each ring step after the first adds its attention kernel (forward or
+// backward), the rescaling of the output (forward) or the accumulation of the
+// keys' and values' gradients (backward), and the step's send and receive.
+// allgather: the second local chunk's attention kernel each way, the
+// all-gather (forward), the all-gather and the reduce-scatter (backward).
+// a2a: the all-to-alls of the queries, keys and values and of the output,
+// each way.
 constexpr int kContextStepKernels = 3;
+constexpr int kAllGatherForwardKernels = 2;
+constexpr int kAllGatherBackwardKernels = 3;
+constexpr int kAllToAllKernels = 2;
 
 struct Shape {
   // s: the tokens of a sequence on this rank (s / c with context parallelism);
   // tokens: b s; local_tokens: split over t with sequence parallelism.
   double b, s, h, a, t, tokens, local_tokens;
   double c;                 // context-parallel ranks
+  ContextComm comm;         // how they move the keys and values
   double kv;                // keys' (and values') width, h G / a
   double f;                 // the MLP's width
   double up;                // the up projection's width: f, 2f gated
@@ -55,6 +63,7 @@ Shape shape_of(const GptModel& model, const MegatronLayout& layout) {
   x.b = layout.micro_batch;
   x.s = static_cast<double>(layout.local_sequence(model));
   x.c = std::max(1, layout.context);
+  x.comm = layout.context_comm;
   x.h = static_cast<double>(model.hidden);
   x.a = static_cast<double>(model.heads);
   x.t = layout.tensor;
@@ -91,33 +100,71 @@ constexpr double kUnfusedBackwardBytes = 30.0;
 // products at the GEMM model's rate for their shapes, over half the tiles.
 // Its backward recomputes the scores and takes five products where the
 // forward takes two: 2.5 times the forward.
-// With context parallelism the rank's s / c queries meet every rank's keys in
-// c steps of s / c x s / c, half of each step's tiles under the causal mask
-// (the diagonal's, or half of another rank's chunks: Megatron's 2c chunks
-// balance them), so c of the steps above on s / c tokens.
+// With context parallelism (p2p, allgather) the rank's s / c queries meet
+// every rank's keys: c steps of s / c x s / c, half of each step's tiles
+// under the causal mask (the diagonal's, or half of another rank's chunks:
+// Megatron's 2c chunks balance them), so c of the steps above on s / c
+// tokens (allgather's two kernels take the same products). With a2a the rank
+// runs the whole sequence on a / (t c) heads.
 constexpr double kFlashBackwardRatio = 2.5;
 Seconds flash_attention_step(const GpuModel& gpu, const Shape& x) {
   const double count = x.b * x.a / x.t;
   return (gpu.gemm(x.s, x.s, x.h / x.a, count) + gpu.gemm(x.s, x.h / x.a, x.s, count)) * 0.5;
 }
-Seconds flash_attention_forward(const GpuModel& gpu, const Shape& x) { return flash_attention_step(gpu, x) * x.c; }
+Seconds flash_attention_forward(const GpuModel& gpu, const Shape& x) {
+  if (x.c > 1 && x.comm == ContextComm::kAllToAll) {
+    const double s = x.s * x.c, count = x.b * x.a / (x.t * x.c);
+    return (gpu.gemm(s, s, x.h / x.a, count) + gpu.gemm(s, x.h / x.a, s, count)) * 0.5;
+  }
+  return flash_attention_step(gpu, x) * x.c;
+}
 
-// The ring's exchange (context parallelism, Transformer Engine's p2p ring):
-// in each of the c - 1 steps after the first, every rank sends the keys and
-// values it holds, 2 b s / c kv / t values, to the next rank while the step
-// computes; the backward sends them again with their gradients, twice the
-// bytes, while its 2.5 times longer step computes. What outlasts the step is
-// exposed. `send`: the time of one step's transfer of `bytes` per GPU.
+// Context parallelism's exchange of the keys and values, exposed, each way.
+// `comm` (make_megatron_profile's `context_comm`) by type:
+//   p2p: in each of the c - 1 steps after the first every rank sends the keys
+//     and values it holds, 2 b s / c kv / t values, to the next rank while
+//     the step computes; the backward sends them again with their gradients,
+//     twice the bytes, while its 2.5 times longer step computes; what
+//     outlasts the step is exposed. `comm`: one step's send of `bytes` a GPU;
+//   allgather: the keys and values gathered from the c ranks before the
+//     attention, and in the backward gathered again and their gradients
+//     reduce-scattered, none of it overlapped. `comm`: the all-gather in which
+//     each GPU gives `bytes` (the reduce-scatter takes as long);
+//   a2a: the queries, keys and values (b s / c (h + 2 kv) / t values) to the
+//     rank of their heads before the attention and its output (b s / c h / t)
+//     back after it; the backward moves their gradients the same way. `comm`:
+//     the all-to-all in which each GPU holds `bytes`.
 struct ContextExchange {
   Seconds forward, backward;
 };
-ContextExchange context_exchange(const GpuModel& gpu, const Shape& x, const CollectiveTime& send) {
-  if (x.c < 2 || !send) return {};
-  const double bytes = 2.0 * x.b * x.s * x.kv / x.t * kHalf;
-  const Seconds step = flash_attention_step(gpu, x);
-  const double later_steps = x.c - 1.0;
-  return {max(Seconds(0.0), send(bytes) - step) * later_steps,
-          max(Seconds(0.0), send(2.0 * bytes) - step * kFlashBackwardRatio) * later_steps};
+ContextExchange context_exchange(const GpuModel& gpu, const Shape& x, const CollectiveTime& comm) {
+  if (x.c < 2 || !comm) return {};
+  const double keys_values = 2.0 * x.b * x.s * x.kv / x.t * kHalf;
+  switch (x.comm) {
+    case ContextComm::kP2P: {
+      const Seconds step = flash_attention_step(gpu, x);
+      const double later_steps = x.c - 1.0;
+      return {max(Seconds(0.0), comm(keys_values) - step) * later_steps,
+              max(Seconds(0.0), comm(2.0 * keys_values) - step * kFlashBackwardRatio) * later_steps};
+    }
+    case ContextComm::kAllGather: return {comm(keys_values), comm(keys_values) * 2.0};
+    case ContextComm::kAllToAll: {
+      const Seconds moved = comm(x.b * x.s * (x.h + 2.0 * x.kv) / x.t * kHalf) + comm(x.b * x.s * x.h / x.t * kHalf);
+      return {moved, moved};
+    }
+  }
+  return {};
+}
+
+// The host's kernels context parallelism adds to a block's pass (above).
+int context_kernels(const Shape& x, bool backward) {
+  if (x.c < 2) return 0;
+  switch (x.comm) {
+    case ContextComm::kP2P: return kContextStepKernels * (static_cast<int>(x.c) - 1);
+    case ContextComm::kAllGather: return backward ? kAllGatherBackwardKernels : kAllGatherForwardKernels;
+    case ContextComm::kAllToAll: return kAllToAllKernels;
+  }
+  return 0;
 }
 
 // The attention core: scores, softmax with dropout, weights x V. With
@@ -153,7 +200,7 @@ Seconds block_memory_bound(const GpuModel& gpu, const Shape& x) {
 // `pass_share`: this block's share of the host's work per stage pass
 // (GpuModel::host_per_pass over the blocks of a pass).
 MegatronLayerTime block_time(const GpuModel& gpu, const Shape& x, Recompute recompute,
-                             const CollectiveTime& tp_allreduce, const CollectiveTime& context_send,
+                             const CollectiveTime& tp_allreduce, const CollectiveTime& context_comm,
                              Seconds pass_share) {
   const double T = x.tokens;
   const double h = x.h;
@@ -184,7 +231,7 @@ MegatronLayerTime block_time(const GpuModel& gpu, const Shape& x, Recompute reco
   time.weight_gradient = qkv_w + gpu.gemm(h, h / t, T) + up_w + gpu.gemm(h, x.f / t, T);
   time.backward_compute = input + time.weight_gradient;
   time.backward_comm = max(Seconds(0.0), allreduce - qkv_w) + max(Seconds(0.0), allreduce - up_w);
-  const ContextExchange ring = context_exchange(gpu, x, context_send);
+  const ContextExchange ring = context_exchange(gpu, x, context_comm);
   time.context_forward = ring.forward;
   time.context_backward = ring.backward;
   if (recompute == Recompute::kFull) time.recompute = time.forward_compute + time.forward_comm + ring.forward;
@@ -192,12 +239,11 @@ MegatronLayerTime block_time(const GpuModel& gpu, const Shape& x, Recompute reco
   // The host floor, per pass: the host dispatches while the GPU runs, and a
   // collective runs while the host dispatches the kernels after it.
   const Seconds forward_gpu = time.forward_compute + time.forward_comm + ring.forward;
-  const int context_kernels = kContextStepKernels * (static_cast<int>(x.c) - 1);
-  const int forward_kernels =
-      kForwardKernels + unfused_kernels + rope_kernels - (x.flash ? kFlashForwardKernelsSaved : 0) + context_kernels;
+  const int forward_kernels = kForwardKernels + unfused_kernels + rope_kernels -
+                              (x.flash ? kFlashForwardKernelsSaved : 0) + context_kernels(x, false);
   const Seconds forward_host = gpu.host_per_kernel * forward_kernels + pass_share;
   const int backward_kernels = kBackwardKernels + unfused_kernels + rope_kernels -
-                               (x.flash ? kFlashBackwardKernelsSaved : 0) + context_kernels +
+                               (x.flash ? kFlashBackwardKernelsSaved : 0) + context_kernels(x, true) +
                                (recompute == Recompute::kFull ? forward_kernels : 0);
   const Seconds backward_gpu = time.backward_compute + time.backward_comm + ring.backward + time.recompute;
   const Seconds backward_host = gpu.host_per_kernel * backward_kernels + pass_share;
@@ -282,7 +328,7 @@ std::string block_description(const GptModel& model, const MegatronLayout& layou
 
 MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayout& layout, const GpuModel& gpu,
                                       const CollectiveTime& tp_allreduce, const CollectiveTime& embedding_allreduce,
-                                      const CollectiveTime& context_send) {
+                                      const CollectiveTime& context_comm) {
   const Shape x = shape_of(model, layout);
   const int64_t vocab = padded_vocab(model, layout.tensor);
   const double activation = x.tokens * x.h * kHalf;
@@ -313,14 +359,14 @@ MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayou
           ? layout.layers_per_virtual_stage
           : std::max<int64_t>(1, model.layers / std::max(1, layout.pipeline * layout.virtual_stages(model)));
   const Seconds pass_share = gpu.host_per_pass / static_cast<double>(pass_blocks);
-  const MegatronLayerTime block = block_time(gpu, x, layout.recompute, tp_allreduce, context_send, pass_share);
+  const MegatronLayerTime block = block_time(gpu, x, layout.recompute, tp_allreduce, context_comm, pass_share);
   const Layer block_layer = to_layer("block", block_description(model, layout), block, layout, gpu, activation);
   // --recompute-method block: only the first N blocks of each chunk are
   // recomputed, the others run as without recomputation.
   MegatronLayout kept_layout = layout;
   kept_layout.recompute = Recompute::kNone;
   const MegatronLayerTime kept =
-      layout.recompute_block ? block_time(gpu, x, Recompute::kNone, tp_allreduce, context_send, pass_share) : block;
+      layout.recompute_block ? block_time(gpu, x, Recompute::kNone, tp_allreduce, context_comm, pass_share) : block;
   const Layer kept_layer = layout.recompute_block
                                ? to_layer("block", block_description(model, kept_layout), kept, layout, gpu, activation)
                                : block_layer;

@@ -62,6 +62,11 @@
 //   beyond its step's attention is exposed (context_forward,
 //   context_backward), and counted again where the attention is recomputed.
 //   Each later step adds three kernels to the host's dispatch, each way.
+//   --cp-comm-type allgather gathers the keys and values before the
+//   attention (and again in the backward, with a reduce-scatter of their
+//   gradients), exposed; a2a moves the queries, keys and values to the ranks
+//   of their heads and the output back, exposed, and runs the attention over
+//   the whole sequence on a / (t c) heads.
 // Embedding: gather 2 T h x 2 bytes, its all-reduce across t (the vocabulary
 // is split), scatter-add in the backward. Head: final LayerNorm, logits
 // [T x h] x [h x V/t], vocabulary-parallel cross entropy in fp32 (3 passes of
@@ -133,12 +138,13 @@ struct MegatronProfile {
 bool fused_softmax_available(int64_t micro_batch, int64_t heads_per_rank, int64_t sequence);
 
 // `embedding_allreduce`: the time of the embedding group's all-reduce of
-// `bytes` per GPU (two members); empty: none is charged. `context_send`: with
-// context parallelism, the time of one ring step's send of `bytes` per GPU to
-// the next context-parallel rank (its slowest hop); empty: none is charged.
+// `bytes` per GPU (two members); empty: none is charged. `context_comm`: with
+// context parallelism, the time of its collective for `bytes` per GPU
+// (context_comm_time in sim/megatron_sim.h says which, by --cp-comm-type);
+// empty: none is charged.
 MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayout& layout, const GpuModel& gpu,
                                       const CollectiveTime& tp_allreduce,
                                       const CollectiveTime& embedding_allreduce = {},
-                                      const CollectiveTime& context_send = {});
+                                      const CollectiveTime& context_comm = {});
 
 }  // namespace baton

@@ -117,9 +117,22 @@ CollectiveTime embedding_allreduce(const Topology& topology, const MegatronLayou
   return [network, pair](double bytes) { return network.allreduce_time(pair, Bytes::counted(bytes)); };
 }
 
-CollectiveTime context_send(const Topology& topology, const MegatronLayout& layout) {
+CollectiveTime context_comm_time(const Topology& topology, const MegatronLayout& layout) {
   const int c = layout.context;
   if (c < 2) return {};
+  if (layout.context_comm != ContextComm::kP2P) {
+    // GPU 0 of each of the c ranks: one of t such groups, each GPU on its
+    // own links. On the ring model an all-gather is half an all-reduce of
+    // the gathered bytes, and an all-to-all moving (c - 1) / c of each GPU's
+    // bytes takes what the all-gather of them takes.
+    std::vector<int> group;
+    for (int j = 0; j < c; ++j) group.push_back(j * layout.tensor);
+    const Network network(topology);
+    const double gathered = layout.context_comm == ContextComm::kAllGather ? c : 1.0;
+    return [network, group, gathered](double bytes) {
+      return network.allreduce_time(group, Bytes::counted(bytes * gathered)) * 0.5;
+    };
+  }
   // Linear in bytes, measured at two sizes on each hop j -> j + 1 of the
   // ring (rank j's GPU 0 at j t); the slowest hop sets every step's pace.
   const double probe = 1e9;

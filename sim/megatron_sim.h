@@ -95,12 +95,15 @@ CollectiveTime tensor_allreduce(const Topology& topology, int tensor);
 // own, one rail each across servers). Zero with p = 1.
 CollectiveTime embedding_allreduce(const Topology& topology, const MegatronLayout& layout);
 
-// One step of the context-parallel ring (make_megatron_profile's
-// `context_send`): the slowest hop among the c ranks of one data-parallel
-// rank, GPU 0 of rank j sending to GPU 0 of rank j + 1 (mod c), t GPUs
-// further (sim/network.h's transfer: one rail across servers; the t GPUs of a
-// rank send on rails of their own). Empty with c = 1.
-CollectiveTime context_send(const Topology& topology, const MegatronLayout& layout);
+// Context parallelism's collective (make_megatron_profile's `context_comm`)
+// among the c ranks of one data-parallel rank, t GPUs apart (the t GPUs of a
+// rank each on links of their own: one rail across servers), for `bytes` per
+// GPU: with p2p one step of the ring, the slowest hop of GPU 0 of rank j to
+// GPU 0 of rank j + 1 (mod c) (sim/network.h's transfer); with allgather the
+// all-gather in which each GPU gives `bytes`, with a2a the all-to-all in
+// which each holds `bytes` (both on sim/network.h's ring: half an all-reduce
+// of the c `bytes` gathered, or of the `bytes`). Empty with c = 1.
+CollectiveTime context_comm_time(const Topology& topology, const MegatronLayout& layout);
 
 // Activation bytes one block keeps for one microbatch on one rank (above;
 // with full recomputation the layer's input only).

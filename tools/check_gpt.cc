@@ -90,14 +90,18 @@ std::string short_layout(const GptModel& model, const MegatronLayout& l) {
     split =
         fmt::format(" layers {}/{}/{}", blocks.front(), blocks.size() > 2 ? blocks[1] : blocks.back(), blocks.back());
   }
-  return fmt::format("t {} p {}{} d {} b {}{}{} recompute {}{}{}", l.tensor, l.pipeline,
-                     l.context > 1 ? fmt::format(" c {}", l.context) : "", l.data, l.micro_batch, split,
-                     l.v_schedule != VSchedule::kNone ? std::string(" ") + v_schedule_name(l.v_schedule)
-                     : l.layers_per_virtual_stage > 0 ? fmt::format(" v {}", l.virtual_stages(model))
-                     : l.zero_bubble > 0              ? std::string(" ") + zero_bubble_name(l.zero_bubble)
-                                                      : "",
-                     recompute_name(l.recompute), l.sequence_parallel ? " sp" : "",
-                     l.distributed_optimizer ? " dist-opt" : "");
+  return fmt::format(
+      "t {} p {}{} d {} b {}{}{} recompute {}{}{}", l.tensor, l.pipeline,
+      l.context > 1
+          ? fmt::format(" c {}{}", l.context,
+                        l.context_comm == ContextComm::kP2P ? "" : std::string(" ") + context_comm_name(l.context_comm))
+          : "",
+      l.data, l.micro_batch, split,
+      l.v_schedule != VSchedule::kNone ? std::string(" ") + v_schedule_name(l.v_schedule)
+      : l.layers_per_virtual_stage > 0 ? fmt::format(" v {}", l.virtual_stages(model))
+      : l.zero_bubble > 0              ? std::string(" ") + zero_bubble_name(l.zero_bubble)
+                                       : "",
+      recompute_name(l.recompute), l.sequence_parallel ? " sp" : "", l.distributed_optimizer ? " dist-opt" : "");
 }
 
 Result<GptCheckResult> plan_gpt_check(const GptCheck& check, const Topology& topology) {

@@ -74,7 +74,9 @@ void add_megatron_flags(CLI::App& cmd, MegatronArgs& args) {
       ->check(at_least(1))
       ->group(group);
   cmd.add_option("--cp-comm-type", args.cp_comm_type,
-                 "p2p (Megatron's default, the ring baton models); a2a, allgather and a2a+p2p are refused")
+                 "with --context-parallel-size: p2p (the default: keys and values round a ring, overlapped with "
+                 "each step's attention), allgather (gathered before the attention) or a2a (all-to-alls trading "
+                 "the sequence split for a split of the heads); a2a+p2p is refused")
       ->check(CLI::IsMember({"p2p", "a2a", "allgather", "a2a+p2p"}))
       ->group(group);
   cmd.add_option("--num-layers-per-virtual-pipeline-stage", args.layers_per_virtual_stage,
@@ -155,6 +157,16 @@ std::string architecture_flags(const GptModel& model) {
   return text;
 }
 
+namespace {
+// --cp-comm-type's value; UsageError for the hierarchical a2a+p2p.
+ContextComm context_comm_of(const std::string& name) {
+  const std::optional<ContextComm> comm = parse_context_comm(name);
+  if (!comm)
+    throw UsageError("--cp-comm-type " + name + ": baton models p2p, allgather and a2a, not the hierarchical a2a+p2p");
+  return *comm;
+}
+}  // namespace
+
 MegatronAxes pinned_megatron_axes(const MegatronArgs& flags, const CLI::App& cmd) {
   MegatronAxes axes;
   auto given = [&](const char* flag) { return cmd.count(flag) > 0; };
@@ -197,9 +209,7 @@ MegatronAxes pinned_megatron_axes(const MegatronArgs& flags, const CLI::App& cmd
         "--account-for-embedding/loss-in-pipeline-split are for simulate");
   if (given("--data-parallel-size")) axes.data = flags.data;  // >= 1: the flag's check refuses less
   if (given("--context-parallel-size")) axes.context = flags.context;
-  if (!flags.cp_comm_type.empty() && flags.cp_comm_type != "p2p")
-    throw UsageError("plan: --cp-comm-type " + flags.cp_comm_type +
-                     ": baton models context parallelism's p2p ring (Megatron's default) only");
+  if (!flags.cp_comm_type.empty()) axes.context_comm = context_comm_of(flags.cp_comm_type);
   return axes;
 }
 
@@ -250,9 +260,7 @@ MegatronRun megatron_flags_unchecked(const MegatronArgs& args) {
   layout.overlap_grad_reduce = args.overlap_grad_reduce;
   layout.data = args.data;
   layout.context = args.context;
-  if (!args.cp_comm_type.empty() && args.cp_comm_type != "p2p")
-    throw UsageError("--cp-comm-type " + args.cp_comm_type +
-                     ": baton models context parallelism's p2p ring (Megatron's default) only");
+  if (!args.cp_comm_type.empty()) layout.context_comm = context_comm_of(args.cp_comm_type);
   layout.first_stage_layers = args.first_stage_layers;
   layout.last_stage_layers = args.last_stage_layers;
   layout.embedding_in_split = args.embedding_in_split;

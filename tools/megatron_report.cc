@@ -25,7 +25,7 @@ std::vector<Part> parts(const MegatronBreakdown& b, const MegatronLayout& layout
   std::vector<Part> all = {
       {"compute (GEMMs, memory-bound kernels)", "compute", b.compute},
       {"tensor-parallel collectives (exposed)", "tensor_parallel_comm", b.tensor_comm},
-      {"context-parallel key/value exchange (exposed)", "context_parallel_comm", b.context_comm},
+      {"context-parallel exchange (exposed)", "context_parallel_comm", b.context_comm},
       {"recomputation", "recompute", b.recompute},
       {"host dispatch and loop (GPU waiting for the host)", "host_dispatch", b.host},
       {"pipeline bubble and transfer waits", "pipeline_bubble", b.bubble},
@@ -47,8 +47,9 @@ std::string recompute_detail(const GptModel& model, const MegatronLayout& layout
 std::string layout_line(const GptModel& model, const MegatronLayout& layout) {
   std::string text = fmt::format(
       "t {} x p {}{} x d {} = {} GPUs, micro-batch {}, {} microbatches per data-parallel rank, {}", layout.tensor,
-      layout.pipeline, layout.context > 1 ? fmt::format(" x c {}", layout.context) : "", layout.data, layout.gpus(),
-      layout.micro_batch, layout.microbatches(),
+      layout.pipeline,
+      layout.context > 1 ? fmt::format(" x c {} ({})", layout.context, context_comm_name(layout.context_comm)) : "",
+      layout.data, layout.gpus(), layout.micro_batch, layout.microbatches(),
       layout.v_schedule == VSchedule::kZbV
           ? fmt::format("ZB-V (zero bubble, 2 chunks of {} blocks per GPU in a V)", layout.stage_layers(model)[1])
       : layout.v_schedule == VSchedule::kDualPipeV
@@ -160,6 +161,8 @@ nlohmann::json megatron_json(const GptModel& model, const MegatronLayout& layout
         {"pipeline_model_parallel_size", layout.pipeline},
         {"data_parallel_size", layout.data},
         {"context_parallel_size", layout.context},
+        {"cp_comm_type",
+         layout.context > 1 ? nlohmann::json(context_comm_name(layout.context_comm)) : nlohmann::json()},
         {"micro_batch_size", layout.micro_batch},
         {"global_batch_size", layout.global_batch},
         {"num_layers_per_virtual_pipeline_stage",

@@ -46,8 +46,8 @@ TEST_CASE("simulate with context parallelism: c ranks a data-parallel rank, s / 
         Approx(a["model_tflops_per_gpu"].get<double>() * a["iteration_time_s"].get<double>()).epsilon(1e-9));
   const CliRun text = run_baton(base + "--context-parallel-size 4", "context-text");
   REQUIRE(text.exit_code == 0);
-  CHECK(text.out.find("t 8 x p 1 x c 4 x d 4 = 128 GPUs") != std::string::npos);
-  CHECK(text.out.find("context-parallel key/value exchange (exposed)") != std::string::npos);
+  CHECK(text.out.find("t 8 x p 1 x c 4 (p2p) x d 4 = 128 GPUs") != std::string::npos);
+  CHECK(text.out.find("context-parallel exchange (exposed)") != std::string::npos);
   CHECK(text.out.find("the 16 replicas run alike") != std::string::npos);
 }
 
@@ -60,7 +60,9 @@ TEST_CASE("context parallelism refuses what Megatron would not run", "[cli][mega
   } cases[] = {
       {plain + "--context-parallel-size 2", "give --use-flash-attn"},
       {kLlama3 + "--context-parallel-size 3", "--seq-length 32768 is not divisible by 2 x --context-parallel-size 3"},
-      {kLlama3 + "--context-parallel-size 2 --cp-comm-type a2a", "--cp-comm-type a2a: baton models"},
+      {kLlama3 + "--context-parallel-size 2 --cp-comm-type a2a+p2p", "--cp-comm-type a2a+p2p: baton models"},
+      {kLlama3 + "--context-parallel-size 8 --cp-comm-type a2a",  // 32 / 8 heads a rank over 8 ranks: whole heads
+       "--cp-comm-type a2a splits each rank's heads over the c ranks"},
       {kLlama3 + "--context-parallel-size 0", "--context-parallel-size"},
       {kLlama3 + "--context-parallel-size 8 --data-parallel-size 8", "x --context-parallel-size 8) and the topology"}};
   for (const auto& c : cases) {
@@ -70,7 +72,19 @@ TEST_CASE("context parallelism refuses what Megatron would not run", "[cli][mega
     CHECK(run.err.find(c.message) != std::string::npos);
     CHECK(run.out.empty());
   }
-  // p2p, Megatron's default, is what baton runs.
+  // allgather and a2a run too, each with its own exposed exchange.
+  for (const char* type : {"allgather", "a2a"}) {
+    // t 4: two key-value groups a rank, a whole one on each of a2a's c = 2.
+    const CliRun typed = run_baton("simulate --topology topologies/h100_32x8.json --tensor-model-parallel-size 4 " +
+                                       kLlama3 + "--context-parallel-size 2 --cp-comm-type " + type + " --json",
+                                   "context-typed");
+    INFO(typed.err);
+    REQUIRE(typed.exit_code == 0);
+    const nlohmann::json j = nlohmann::json::parse(typed.out);
+    CHECK(j["layout"]["cp_comm_type"] == type);
+    CHECK(j["breakdown_s"]["context_parallel_comm"].get<double>() > 0.0);
+  }
+  // p2p, Megatron's default, is what runs without the flag.
   const CliRun p2p = run_baton(base + kLlama3 + "--context-parallel-size 2 --cp-comm-type p2p --json", "context-p2p");
   const CliRun implied = run_baton(base + kLlama3 + "--context-parallel-size 2 --json", "context-implied");
   REQUIRE(p2p.exit_code == 0);
@@ -79,7 +93,8 @@ TEST_CASE("context parallelism refuses what Megatron would not run", "[cli][mega
 
 TEST_CASE("plan emits --context-parallel-size, and the line simulates to the planned time",
           "[cli][megatron][context]") {
-  const std::string model = "--topology topologies/h100_32x8.json " + kLlama3 + "--context-parallel-size 4";
+  const std::string model =
+      "--topology topologies/h100_32x8.json " + kLlama3 + "--context-parallel-size 4 --cp-comm-type allgather";
   const CliRun json = run_baton("plan " + model + " --json", "context-plan-json");
   INFO(json.err);
   REQUIRE(json.exit_code == 0);
@@ -88,7 +103,7 @@ TEST_CASE("plan emits --context-parallel-size, and the line simulates to the pla
   const CliRun flags = run_baton("plan " + model + " --emit megatron", "context-plan-emit");
   REQUIRE(flags.exit_code == 0);
   const std::string line = flags.out.substr(0, flags.out.find('\n'));
-  CHECK(line.find(" --context-parallel-size 4") != std::string::npos);
+  CHECK(line.find(" --context-parallel-size 4 --cp-comm-type allgather") != std::string::npos);
   const CliRun run = run_baton("simulate --topology topologies/h100_32x8.json " + line + " --json", "context-plan-run");
   INFO(run.err);
   REQUIRE(run.exit_code == 0);

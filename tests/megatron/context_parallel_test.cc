@@ -1,7 +1,8 @@
 // Context parallelism (sim/megatron.h's MegatronLayout::context, Megatron-core's
-// --context-parallel-size c with its p2p ring): each block on s / c tokens, the
+// --context-parallel-size c and --cp-comm-type): each block on s / c tokens, the
 // attention in c ring steps of FlashAttention over s / c x s / c with the
-// keys and values passed round the ring, memory on s / c tokens, gradients
+// keys and values passed round the ring (p2p), gathered (allgather), or the
+// sequence split traded for the heads' (a2a), memory on s / c tokens, gradients
 // and the distributed optimizer over d c ranks placed tensor, context, data,
 // pipeline, and the flag's checks.
 #include "tests/catch_compat.h"
@@ -99,21 +100,70 @@ TEST_CASE("context parallel: what a ring step's send takes beyond its attention 
         Approx((full.forward_compute + full.forward_comm + full.context_forward).value).epsilon(1e-12));
 }
 
+TEST_CASE("context parallel: allgather gathers the keys and values, a2a trades the sequence for the heads",
+          "[megatron][context]") {
+  const GpuModel gpu = *gpu_model("H100-SXM5-80GB");
+  const double s = 8192, b = 1, a = 32, d = 128, t = 2, h = 4096, kv = 4096.0 * 8 / 32;
+  const int c = 4;
+  MegatronLayout l = with_context(megatron_layout(2, 1, 1, 1, 8), c);
+  l.sequence_parallel = true;
+  const CollectiveTime slow = [](double bytes) { return Seconds(bytes / 1e9); };
+  const MegatronLayerTime ring = make_megatron_profile(llama3_8b(8192), l, gpu, kFree, {}, slow).times[1];
+  // allgather: each GPU gives its keys and values (2 b s / c kv / t values) to
+  // the all-gather before the attention; the backward gathers them again and
+  // reduce-scatters their gradients. The attention's products are the ring's.
+  l.context_comm = ContextComm::kAllGather;
+  const MegatronLayerTime gathered = make_megatron_profile(llama3_8b(8192), l, gpu, kFree, {}, slow).times[1];
+  const double keys_values = 2 * b * (s / c) * kv / t * 2;
+  CHECK(gathered.context_forward.value == Approx(keys_values / 1e9).epsilon(1e-12));
+  CHECK(gathered.context_backward.value == Approx(2 * keys_values / 1e9).epsilon(1e-12));
+  CHECK(gathered.forward_compute.value == Approx(ring.forward_compute.value).epsilon(1e-12));
+  // a2a: the queries, keys and values to the ranks of their heads and the
+  // output back, each way; the attention over the whole s on a / (t c) heads.
+  l.context_comm = ContextComm::kAllToAll;
+  const MegatronLayerTime swapped = make_megatron_profile(llama3_8b(8192), l, gpu, kFree, {}, slow).times[1];
+  const double moved = b * (s / c) * (h + 2 * kv) / t * 2 + b * (s / c) * h / t * 2;
+  CHECK(swapped.context_forward.value == Approx(moved / 1e9).epsilon(1e-12));
+  CHECK(swapped.context_backward.value == Approx(moved / 1e9).epsilon(1e-12));
+  const Seconds whole = (gpu.gemm(s, s, d, b * a / (t * c)) + gpu.gemm(s, d, s, b * a / (t * c))) * 0.5;
+  CHECK((swapped.forward_compute - ring.forward_compute).value ==
+        Approx((whole - flash_step(gpu, s / c, b, a, d, t) * c).value).epsilon(1e-9));
+  CHECK((swapped.backward_compute - ring.backward_compute).value ==
+        Approx(2.5 * (whole - flash_step(gpu, s / c, b, a, d, t) * c).value).epsilon(1e-9));
+  // Whole heads and whole key-value groups on each rank: 8 groups / t 2 / c 4.
+  CHECK(check_megatron_layout(llama3_8b(8192), l, 64).ok());
+  CHECK_FALSE(check_megatron_layout(llama3_8b(8192), with_context(l, 8), 64).ok());
+}
+
+TEST_CASE("context parallel: allgather and a2a on the network's ring, among the c ranks t GPUs apart",
+          "[megatron][context]") {
+  const Topology topology = testing::shipped_topology("a100_vtrain.json");
+  const double bytes = 64e6;
+  MegatronLayout l = with_context(megatron_layout(4, 1, 1, 1, 1), 4);  // GPUs 0, 4, 8, 12: two servers
+  const std::vector<int> group = {0, 4, 8, 12};
+  l.context_comm = ContextComm::kAllGather;  // half the all-reduce of the c x bytes gathered
+  CHECK(context_comm_time(topology, l)(bytes).value ==
+        Approx(Network(topology).allreduce_time(group, Bytes::counted(4 * bytes)).value / 2).epsilon(1e-9));
+  l.context_comm = ContextComm::kAllToAll;  // (c - 1) / c of each GPU's bytes leave it
+  CHECK(context_comm_time(topology, l)(bytes).value ==
+        Approx(Network(topology).allreduce_time(group, Bytes::counted(bytes)).value / 2).epsilon(1e-9));
+}
+
 TEST_CASE("context parallel: the ring's step is its slowest hop, across servers on one rail", "[megatron][context]") {
   const Topology topology = testing::shipped_topology("a100_vtrain.json");  // 8 A100s a server
   const double bytes = 64e6;
   // t 4, c 2: both ranks in one server (GPU 0 to GPU 4 and back).
-  const CollectiveTime inside = context_send(topology, with_context(megatron_layout(4, 1, 1, 1, 1), 2));
+  const CollectiveTime inside = context_comm_time(topology, with_context(megatron_layout(4, 1, 1, 1, 1), 2));
   REQUIRE(inside);
   CHECK(inside(bytes).value ==
         Approx(Network(topology).transfer(0, 4, Bytes::counted(bytes), Seconds(0.0)).delivered.value).epsilon(1e-6));
   // t 8, c 2: GPU 0 and GPU 8 are in two servers.
-  const CollectiveTime across = context_send(topology, with_context(megatron_layout(8, 1, 1, 1, 1), 2));
+  const CollectiveTime across = context_comm_time(topology, with_context(megatron_layout(8, 1, 1, 1, 1), 2));
   REQUIRE(across);
   CHECK(across(bytes).value ==
         Approx(Network(topology).transfer(0, 8, Bytes::counted(bytes), Seconds(0.0)).delivered.value).epsilon(1e-6));
   CHECK(across(bytes) > inside(bytes));
-  CHECK_FALSE(context_send(topology, megatron_layout(8, 1, 1, 1, 1)));  // c = 1: no ring
+  CHECK_FALSE(context_comm_time(topology, megatron_layout(8, 1, 1, 1, 1)));  // c = 1: no ring
 }
 
 TEST_CASE("context parallel: activations of s / c tokens, weights reduced and sharded over d c ranks",
@@ -183,9 +233,21 @@ TEST_CASE("context parallel: the plan file's arguments carry c when above 1", "[
   const MegatronLayout l = with_context(megatron_layout(8, 1, 2, 1, 8), 4);
   const nlohmann::json arguments = megatron_arguments(llama3_8b(8192), l);
   CHECK(arguments.at("context_parallel_size") == 4);
+  CHECK_FALSE(arguments.contains("cp_comm_type"));  // p2p, the default
   auto back = megatron_from_arguments(arguments, "plan.json: megatron");
   REQUIRE(back.ok());
   CHECK(back->layout.context == 4);
+  CHECK(back->layout.context_comm == ContextComm::kP2P);
+  MegatronLayout gathered = l;
+  gathered.context_comm = ContextComm::kAllGather;
+  const nlohmann::json with_type = megatron_arguments(llama3_8b(8192), gathered);
+  CHECK(with_type.at("cp_comm_type") == "allgather");
+  auto typed = megatron_from_arguments(with_type, "plan.json: megatron");
+  REQUIRE(typed.ok());
+  CHECK(typed->layout.context_comm == ContextComm::kAllGather);
+  nlohmann::json unknown = with_type;
+  unknown["cp_comm_type"] = "a2a+p2p";
+  CHECK_FALSE(megatron_from_arguments(unknown, "plan.json: megatron").ok());
   CHECK_FALSE(megatron_arguments(llama3_8b(8192), with_context(l, 1)).contains("context_parallel_size"));
   nlohmann::json zero = arguments;
   zero["context_parallel_size"] = 0;

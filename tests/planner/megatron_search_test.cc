@@ -305,6 +305,18 @@ TEST_CASE("context parallel: the search splits the sequence only with FlashAtten
   const auto pinned = search_megatron_layouts(m, 16, true, fixed, topology, 1000000);
   REQUIRE(pinned.ok());
   for (const MegatronCandidate& c : pinned->best) CHECK(c.layout.context == 4);
+  // The communication types are searched, and a2a only where each rank keeps whole heads.
+  std::set<ContextComm> types;
+  for (const MegatronCandidate& c : all->best)
+    if (c.layout.context > 1) {
+      types.insert(c.layout.context_comm);
+      if (c.layout.context_comm == ContextComm::kAllToAll) CHECK((16 / c.layout.tensor) % c.layout.context == 0);
+    }
+  CHECK(types.size() == 3);
+  fixed.context_comm = ContextComm::kAllGather;
+  const auto gathered = search_megatron_layouts(m, 16, true, fixed, topology, 1000000);
+  REQUIRE(gathered.ok());
+  for (const MegatronCandidate& c : gathered->best) CHECK(c.layout.context_comm == ContextComm::kAllGather);
 }
 
 }  // namespace
