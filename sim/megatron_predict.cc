@@ -163,30 +163,42 @@ void expose_overlapped_reduction(MegatronPrediction& p, const MegatronLayout& la
 // The tensor-parallel collectives of each F, B and I span as a span of their
 // own (Stream::kTensorComm), as long as their sum over the stage's layers and
 // drawn at the end of the compute span: in the run they are interleaved with
-// the layers' kernels, two per layer and pass.
+// the layers' kernels, two per layer and pass. The exposed context-parallel
+// exchange likewise (Stream::kContextComm), drawn just before them.
 void add_tensor_spans(MegatronPrediction& p, const MegatronLayout& layout) {
-  if (layout.tensor < 2) return;
+  if (layout.tensor < 2 && layout.context < 2) return;
   std::vector<Span> added;
   for (const Span& span : p.simulation.trace.spans) {
     const ActionKind kind = span.action.kind;
     if (span.stream != Stream::kCompute ||
         (kind != ActionKind::kForward && kind != ActionKind::kBackward && kind != ActionKind::kBackwardInput))
       continue;
-    Seconds comm;
+    Seconds comm, context;
     const LayerRange range = p.plan.stages[span.action.stage].layers;
     for (int layer = range.begin; layer < range.end; ++layer) {
       const MegatronLayerTime& t = p.profile.times[layer];
-      if (kind == ActionKind::kForward)
+      const bool recomputed = layout.recompute != Recompute::kNone && t.recompute.value > 0.0;
+      if (kind == ActionKind::kForward) {
         comm += t.forward_comm;
-      else
-        comm += t.backward_comm +
-                (layout.recompute == Recompute::kFull && t.recompute.value > 0.0 ? t.forward_comm : Seconds(0.0));
+        context += t.context_forward;
+      } else {
+        comm += t.backward_comm + (layout.recompute == Recompute::kFull && recomputed ? t.forward_comm : Seconds(0.0));
+        context += t.context_backward + (recomputed ? t.context_forward : Seconds(0.0));
+      }
     }
-    if (comm.value <= 0.0) continue;
-    Span tensor = span;
-    tensor.stream = Stream::kTensorComm;
-    tensor.start = max(span.start, span.end - comm);
-    added.push_back(tensor);
+    if (comm.value > 0.0) {
+      Span tensor = span;
+      tensor.stream = Stream::kTensorComm;
+      tensor.start = max(span.start, span.end - comm);
+      added.push_back(tensor);
+    }
+    if (context.value > 0.0) {
+      Span exchange = span;
+      exchange.stream = Stream::kContextComm;
+      exchange.end = max(span.start, span.end - comm);
+      exchange.start = max(span.start, exchange.end - context);
+      added.push_back(exchange);
+    }
   }
   std::vector<Span>& spans = p.simulation.trace.spans;
   spans.insert(spans.end(), added.begin(), added.end());

@@ -231,21 +231,21 @@ MegatronLayerTime block_time(const GpuModel& gpu, const Shape& x, Recompute reco
   time.weight_gradient = qkv_w + gpu.gemm(h, h / t, T) + up_w + gpu.gemm(h, x.f / t, T);
   time.backward_compute = input + time.weight_gradient;
   time.backward_comm = max(Seconds(0.0), allreduce - qkv_w) + max(Seconds(0.0), allreduce - up_w);
-  const ContextExchange ring = context_exchange(gpu, x, context_comm);
-  time.context_forward = ring.forward;
-  time.context_backward = ring.backward;
-  if (recompute == Recompute::kFull) time.recompute = time.forward_compute + time.forward_comm + ring.forward;
-  if (recompute == Recompute::kSelective) time.recompute = core + ring.forward;
+  const ContextExchange exchange = context_exchange(gpu, x, context_comm);
+  time.context_forward = exchange.forward;
+  time.context_backward = exchange.backward;
+  if (recompute == Recompute::kFull) time.recompute = time.forward_compute + time.forward_comm + exchange.forward;
+  if (recompute == Recompute::kSelective) time.recompute = core + exchange.forward;
   // The host floor, per pass: the host dispatches while the GPU runs, and a
   // collective runs while the host dispatches the kernels after it.
-  const Seconds forward_gpu = time.forward_compute + time.forward_comm + ring.forward;
+  const Seconds forward_gpu = time.forward_compute + time.forward_comm + exchange.forward;
   const int forward_kernels = kForwardKernels + unfused_kernels + rope_kernels -
                               (x.flash ? kFlashForwardKernelsSaved : 0) + context_kernels(x, false);
   const Seconds forward_host = gpu.host_per_kernel * forward_kernels + pass_share;
   const int backward_kernels = kBackwardKernels + unfused_kernels + rope_kernels -
                                (x.flash ? kFlashBackwardKernelsSaved : 0) + context_kernels(x, true) +
                                (recompute == Recompute::kFull ? forward_kernels : 0);
-  const Seconds backward_gpu = time.backward_compute + time.backward_comm + ring.backward + time.recompute;
+  const Seconds backward_gpu = time.backward_compute + time.backward_comm + exchange.backward + time.recompute;
   const Seconds backward_host = gpu.host_per_kernel * backward_kernels + pass_share;
   time.host_wait = max(Seconds(0.0), forward_host - forward_gpu) + max(Seconds(0.0), backward_host - backward_gpu);
   time.parameters = x.block_parameters / t;  // GPT: (12 h^2 + 13 h) / t

@@ -26,7 +26,12 @@ namespace baton {
 // kTensorComm: the tensor-parallel collectives inside a compute span (a
 // Megatron prediction, sim/megatron_sim.h): same worker, action and
 // action_index as the compute span they belong to, drawn on their own track.
-enum class Stream : uint8_t { kCompute, kComm, kTensorComm };
+// kContextComm: likewise the exposed context-parallel exchange of keys and
+// values inside a compute span.
+enum class Stream : uint8_t { kCompute, kComm, kTensorComm, kContextComm };
+// Whether spans of `stream` lie inside an action's compute span (the
+// collectives a Megatron prediction draws), not actions of their own.
+inline bool inside_compute(Stream stream) { return stream == Stream::kTensorComm || stream == Stream::kContextComm; }
 
 struct Span {
   int32_t worker = 0;

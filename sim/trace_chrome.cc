@@ -15,13 +15,15 @@ namespace {
 
 constexpr int kComputeTid = 0;
 constexpr int kCommTid = 1;
-constexpr int kTensorTid = 2;  // tensor-parallel collectives, only in traces that have them
+constexpr int kTensorTid = 2;   // tensor-parallel collectives, only in traces that have them
+constexpr int kContextTid = 3;  // the context-parallel exchange, likewise
 
 int tid_of(Stream stream) {
   switch (stream) {
     case Stream::kCompute: return kComputeTid;
     case Stream::kComm: return kCommTid;
     case Stream::kTensorComm: return kTensorTid;
+    case Stream::kContextComm: return kContextTid;
   }
   return kComputeTid;
 }
@@ -33,7 +35,7 @@ std::string process_name(int worker, const WorkerInfo& info) {
   return fmt::format("worker {} (stage {}, replica {}, device {})", worker, info.stage, info.replica, info.device);
 }
 
-void append_metadata(std::string& out, int worker, const WorkerInfo& info, bool tensor_track) {
+void append_metadata(std::string& out, int worker, const WorkerInfo& info, bool tensor_track, bool context_track) {
   auto it = std::back_inserter(out);
   fmt::format_to(it,
                  "{{\"ph\":\"M\",\"pid\":{},\"tid\":0,\"name\":\"process_name\","
@@ -43,9 +45,10 @@ void append_metadata(std::string& out, int worker, const WorkerInfo& info, bool 
                  "{{\"ph\":\"M\",\"pid\":{},\"tid\":0,\"name\":\"process_sort_index\","
                  "\"args\":{{\"sort_index\":{}}}}},\n",
                  worker, worker);
-  for (const auto& [tid, name] : {std::pair{kComputeTid, "compute"}, std::pair{kCommTid, "comm"},
-                                  std::pair{kTensorTid, "tensor-parallel collectives"}}) {
-    if (tid == kTensorTid && !tensor_track) continue;
+  for (const auto& [tid, name] :
+       {std::pair{kComputeTid, "compute"}, std::pair{kCommTid, "comm"},
+        std::pair{kTensorTid, "tensor-parallel collectives"}, std::pair{kContextTid, "context-parallel exchange"}}) {
+    if ((tid == kTensorTid && !tensor_track) || (tid == kContextTid && !context_track)) continue;
     fmt::format_to(it,
                    "{{\"ph\":\"M\",\"pid\":{},\"tid\":{},\"name\":\"thread_name\","
                    "\"args\":{{\"name\":\"{}\"}}}},\n",
@@ -66,7 +69,9 @@ void append_span(std::string& out, const Span& span) {
                  "\"ts\":{:.3f},\"dur\":{:.3f},\"args\":{{\"microbatch\":{},\"stage\":{},"
                  "\"action_index\":{},\"bytes\":{},\"action\":\"{}\"}}}}",
                  span.worker, tid,
-                 span.stream == Stream::kTensorComm ? "TP " + span_name(span.action) : span_name(span.action),
+                 span.stream == Stream::kTensorComm    ? "TP " + span_name(span.action)
+                 : span.stream == Stream::kContextComm ? "CP " + span_name(span.action)
+                                                       : span_name(span.action),
                  kind_name(span.action.kind), span.start.us(), (span.end - span.start).us(), span.action.number,
                  span.action.stage, span.action_index, span.bytes.value, to_string(span.action));
 }
@@ -78,8 +83,9 @@ std::string trace_to_chrome_json(const Trace& trace) {
   std::string out = "{\"traceEvents\": [\n";
   out.reserve(workers.size() * 600 + trace.spans.size() * 220);
   const bool tensor_track = has_stream(trace, Stream::kTensorComm);
+  const bool context_track = has_stream(trace, Stream::kContextComm);
   for (size_t w = 0; w < workers.size(); ++w) {
-    append_metadata(out, static_cast<int>(w), workers[w], tensor_track);
+    append_metadata(out, static_cast<int>(w), workers[w], tensor_track, context_track);
   }
   for (size_t i = 0; i < trace.spans.size(); ++i) {
     append_span(out, trace.spans[i]);

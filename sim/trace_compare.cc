@@ -13,7 +13,7 @@ using SpanKey = std::pair<int32_t, int32_t>;  // (worker, action_index)
 std::map<SpanKey, const Span*> index_spans(const Trace& trace) {
   std::map<SpanKey, const Span*> index;
   for (const Span& span : trace.spans)  // the actions themselves, not the collectives inside them
-    if (span.stream != Stream::kTensorComm) index[{span.worker, span.action_index}] = &span;
+    if (!inside_compute(span.stream)) index[{span.worker, span.action_index}] = &span;
   return index;
 }
 
@@ -36,7 +36,7 @@ TraceShape trace_shape(const Trace& trace) {
   TraceShape shape;
   std::set<int32_t> workers;
   for (const Span& span : trace.spans) {
-    if (span.stream == Stream::kTensorComm) continue;
+    if (inside_compute(span.stream)) continue;
     workers.insert(span.worker);
     ++shape.spans;
     shape.stages = std::max(shape.stages, span.action.stage + 1);

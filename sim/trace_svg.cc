@@ -248,16 +248,22 @@ void draw_compute_span(std::string& out, const Chart& chart, const Span& span) {
 
 // Tensor-parallel collectives: a dark strip along the bottom of the compute
 // span they belong to.
+// The collectives inside a compute span (tensor-parallel, or the
+// context-parallel exchange) as a strip along its bottom.
+constexpr const char* kTensorFill = "#222";
+constexpr const char* kContextFill = "#b35c00";
 void draw_tensor_span(std::string& out, const Chart& chart, const Span& span) {
   const double x = chart.scale.x(span.start);
   const double width = chart.scale.x(span.end) - x;
   if (width <= 0) return;
   const double height = chart.compute_px / 4;
-  put(out, "<rect class=\"tp\" x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\" fill=\"#222\">", x,
-      chart.row_top(span.worker) + chart.compute_px - height, std::max(width, 0.5), height);
-  put(out, "<title>w{} tensor-parallel collectives of {}: {} {}</title>", span.worker,
-      xml_escape(to_string(span.action)), fmt::format("{:.3f}", (span.end - span.start).value * chart.unit.per_second),
-      chart.unit.name);
+  const bool context = span.stream == Stream::kContextComm;
+  put(out, "<rect class=\"{}\" x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\" fill=\"{}\">",
+      context ? "cp" : "tp", x, chart.row_top(span.worker) + chart.compute_px - height, std::max(width, 0.5), height,
+      context ? kContextFill : kTensorFill);
+  put(out, "<title>w{} {} of {}: {} {}</title>", span.worker,
+      context ? "context-parallel exchange" : "tensor-parallel collectives", xml_escape(to_string(span.action)),
+      fmt::format("{:.3f}", (span.end - span.start).value * chart.unit.per_second), chart.unit.name);
   out += "</rect>\n";
 }
 
@@ -318,8 +324,7 @@ void draw_spans(std::string& out, const Chart& chart) {
   if (chart.compact) {
     draw_compact_compute(out, chart);
     for (const Span& span : chart.trace->spans)  // collectives a pixel wide or more
-      if (span.worker >= 0 && span.stream == Stream::kTensorComm &&
-          chart.scale.x(span.end) - chart.scale.x(span.start) >= 1.0)
+      if (span.worker >= 0 && inside_compute(span.stream) && chart.scale.x(span.end) - chart.scale.x(span.start) >= 1.0)
         draw_tensor_span(out, chart, span);
     return;
   }
@@ -327,7 +332,7 @@ void draw_spans(std::string& out, const Chart& chart) {
     if (span.worker < 0) continue;
     if (span.stream == Stream::kCompute) draw_compute_span(out, chart, span);
     if (span.stream == Stream::kComm) draw_comm_span(out, chart, span);
-    if (span.stream == Stream::kTensorComm) draw_tensor_span(out, chart, span);
+    if (inside_compute(span.stream)) draw_tensor_span(out, chart, span);
   }
 }
 
@@ -352,7 +357,8 @@ struct LegendItem {
   double swatch_px = 14;
 };
 
-std::vector<LegendItem> legend_items(bool any_compact, bool any_comm, bool any_chunks, bool any_tensor) {
+std::vector<LegendItem> legend_items(bool any_compact, bool any_comm, bool any_chunks, bool any_tensor,
+                                     bool any_context) {
   const double hue = kHues[0];
   std::vector<LegendItem> items = {
       {"forward (F)", hsl_hex(hue, kForwardShade)},
@@ -364,7 +370,8 @@ std::vector<LegendItem> legend_items(bool any_compact, bool any_comm, bool any_c
   if (any_comm) {
     for (const CommStyle& style : kCommStyles) items.push_back({style.legend, style.fill});
   }
-  if (any_tensor) items.push_back({"tensor-parallel collectives (strip: their sum in the block)", "#222"});
+  if (any_tensor) items.push_back({"tensor-parallel collectives (strip: their sum in the block)", kTensorFill});
+  if (any_context) items.push_back({"context-parallel exchange (strip: its exposed sum in the block)", kContextFill});
   if (any_compact) items.push_back({"merged (< 1 px; lighter = more idle)", kMergedFill});
   items.push_back(
       {any_comm ? "colour = microbatch mod 10; thin row = communication" : "colour = microbatch mod 10", ""});
@@ -437,7 +444,9 @@ std::string render(const std::vector<Chart>& charts, const GanttOptions& options
   });
   const bool any_tensor = std::any_of(charts.begin(), charts.end(),
                                       [](const Chart& c) { return has_stream(*c.trace, Stream::kTensorComm); });
-  const std::vector<LegendItem> items = legend_items(any_compact, any_comm, any_chunks, any_tensor);
+  const bool any_context = std::any_of(charts.begin(), charts.end(),
+                                       [](const Chart& c) { return has_stream(*c.trace, Stream::kContextComm); });
+  const std::vector<LegendItem> items = legend_items(any_compact, any_comm, any_chunks, any_tensor, any_context);
   const double title_px = options.title.empty() ? 0 : kTitleBandPx;
   const double legend_top = kMarginPx + title_px;
   const int legend_lines = layout_legend(nullptr, items, width_px, legend_top);

@@ -18,6 +18,7 @@ std::string_view stream_name(Stream stream) {
     case Stream::kCompute: return "compute";
     case Stream::kComm: return "comm";
     case Stream::kTensorComm: return "tensor";
+    case Stream::kContextComm: return "context";
   }
   return "compute";
 }

@@ -1,6 +1,7 @@
 // `baton simulate` and `plan` with Megatron-core's --context-parallel-size: the
 // layout's GPUs and replicas, where the time goes, the refusals, and the
 // emitted launch line simulating to the planned time.
+#include <filesystem>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -10,6 +11,7 @@
 #include "tests/cli/cli_runner.h"
 
 using namespace baton::testing;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -49,6 +51,24 @@ TEST_CASE("simulate with context parallelism: c ranks a data-parallel rank, s / 
   CHECK(text.out.find("t 8 x p 1 x c 4 (p2p) x d 4 = 128 GPUs") != std::string::npos);
   CHECK(text.out.find("context-parallel exchange (exposed)") != std::string::npos);
   CHECK(text.out.find("the 16 replicas run alike") != std::string::npos);
+}
+
+TEST_CASE("the trace and the Gantt chart draw the exposed context-parallel exchange", "[cli][megatron][context]") {
+  const fs::path dir = scratch_dir("context-trace");
+  const CliRun run = run_baton("simulate --topology topologies/h100_32x8.json " + kLlama3 +
+                                   "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 "
+                                   "--data-parallel-size 1 --context-parallel-size 4 --cp-comm-type allgather "
+                                   "--gantt '" +
+                                   (dir / "g.svg").string() + "' --trace '" + (dir / "t.json").string() + "'",
+                               "context-trace");
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  const std::string trace = slurp(dir / "t.json");
+  CHECK(trace.find("\"context-parallel exchange\"") != std::string::npos);
+  CHECK(trace.find("\"name\":\"CP F") != std::string::npos);
+  const std::string chart = slurp(dir / "g.svg");
+  CHECK(chart.find("context-parallel exchange of") != std::string::npos);
+  CHECK(chart.find("context-parallel exchange (strip: its exposed sum in the block)") != std::string::npos);
 }
 
 TEST_CASE("context parallelism refuses what Megatron would not run", "[cli][megatron][context][bad-input]") {

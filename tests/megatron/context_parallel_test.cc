@@ -5,6 +5,8 @@
 // sequence split traded for the heads' (a2a), memory on s / c tokens, gradients
 // and the distributed optimizer over d c ranks placed tensor, context, data,
 // pipeline, and the flag's checks.
+#include <algorithm>
+
 #include "tests/catch_compat.h"
 
 #include "tests/megatron/megatron_test_support.h"
@@ -12,6 +14,8 @@
 #include "sim/gpu_model.h"
 #include "sim/megatron_sim.h"
 #include "sim/network.h"
+#include "sim/trace_reader.h"
+#include "sim/trace_writers.h"
 
 namespace baton {
 namespace {
@@ -209,6 +213,45 @@ TEST_CASE("context parallel: predicted throughput and model FLOPs count every GP
   const MegatronBreakdown& b = p->breakdown;
   CHECK((b.compute + b.tensor_comm + b.context_comm + b.recompute + b.host + b.data_allreduce + b.optimizer + b.bubble)
             .value == Approx(p->iteration_time.value).epsilon(1e-9));
+}
+
+TEST_CASE("context parallel: the trace draws the exposed exchange inside its compute spans, and reads back",
+          "[megatron][context][trace]") {
+  const Topology topology = testing::shipped_topology("h100_32x8.json");
+  MegatronLayout l = with_context(megatron_layout(2, 2, 1, 1, 4), 4);
+  l.context_comm = ContextComm::kAllGather;  // never overlapped: always exposed
+  l.recompute = Recompute::kFull;
+  const auto p = predict_megatron(llama3_8b(16384), l, topology, true);
+  REQUIRE(p.ok());
+  const Trace& trace = p->simulation.trace;
+  int context_spans = 0;
+  for (const Span& span : trace.spans) {
+    if (span.stream != Stream::kContextComm) continue;
+    ++context_spans;
+    // The compute span it belongs to: same worker and action, around it.
+    const auto owner = std::find_if(trace.spans.begin(), trace.spans.end(), [&](const Span& s) {
+      return s.stream == Stream::kCompute && s.worker == span.worker && s.action_index == span.action_index;
+    });
+    REQUIRE(owner != trace.spans.end());
+    CHECK(span.start >= owner->start);
+    CHECK(span.end <= owner->end);
+    // Its length: the stage's blocks' exposed exchange, the backward's with
+    // the recomputed forward's.
+    const LayerRange range = p->plan.stages[span.action.stage].layers;
+    Seconds expected;
+    for (int layer = range.begin; layer < range.end; ++layer) {
+      const MegatronLayerTime& t = p->profile.times[layer];
+      expected += span.action.kind == ActionKind::kForward ? t.context_forward : t.context_backward + t.context_forward;
+    }
+    CHECK((span.end - span.start).value == Approx(expected.value).epsilon(1e-9));
+  }
+  CHECK(context_spans > 0);
+  auto back = parse_chrome_trace(trace_to_chrome_json(trace), "t.json");
+  INFO((back.ok() ? std::string() : back.error().message));
+  REQUIRE(back.ok());
+  CHECK(std::count_if(back->spans.begin(), back->spans.end(),
+                      [](const Span& s) { return s.stream == Stream::kContextComm; }) == context_spans);
+  CHECK(trace_to_chrome_json(trace).find("\"context-parallel exchange\"") != std::string::npos);
 }
 
 TEST_CASE("context parallel: the checks name the flag", "[megatron][context]") {
