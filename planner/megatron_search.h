@@ -9,7 +9,7 @@
 //   c (context parallel): 1, and for a model with FlashAttention's core every
 //      power of two up to 64 that divides the GPUs / (t p) and halves each
 //      sequence's 2c chunks evenly (s divisible by 2c), each with the
-//      --cp-comm-type p2p, allgather and (heads and key-value groups per
+//      --cp-comm-type p2p, all_gather and (heads and key-value groups per
 //      rank divisible by c) a2a;
 //   d = GPUs / (t p c), where GPUs is every GPU of the topology, or
 //      MegatronAxes::gpus of them; with d pinned (and no GPU count), any p up

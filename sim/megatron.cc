@@ -63,13 +63,14 @@ std::optional<VSchedule> parse_v_schedule(std::string_view name) {
 const char* context_comm_name(ContextComm comm) {
   switch (comm) {
     case ContextComm::kP2P: return "p2p";
-    case ContextComm::kAllGather: return "allgather";
+    case ContextComm::kAllGather: return "all_gather";
     case ContextComm::kAllToAll: return "a2a";
   }
   return "p2p";
 }
 
 std::optional<ContextComm> parse_context_comm(std::string_view name) {
+  if (name == "allgather") return ContextComm::kAllGather;  // Megatron's help text spells it so
   return by_name(name, {ContextComm::kP2P, ContextComm::kAllGather, ContextComm::kAllToAll}, context_comm_name);
 }
 

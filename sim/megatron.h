@@ -117,17 +117,19 @@ enum class Recompute { kNone, kSelective, kFull };
 enum class VSchedule { kNone, kZbV, kDualPipeV };
 // How context parallelism moves the keys and values (Megatron-core's
 // --cp-comm-type, Transformer Engine's implementations): p2p passes them
-// round a ring while each step's attention computes; allgather gathers them
+// round a ring while each step's attention computes; all_gather gathers them
 // all before the attention (and again in the backward, with a
 // reduce-scatter of their gradients); a2a (DeepSpeed-Ulysses' all-to-all)
 // trades the sequence split for a split of the heads around the attention.
 enum class ContextComm { kP2P, kAllGather, kAllToAll };
-const char* context_comm_name(ContextComm comm);                       // "p2p", "allgather", "a2a"
-std::optional<ContextComm> parse_context_comm(std::string_view name);  // the names back
-const char* v_schedule_name(VSchedule schedule);                       // "none", "zbv", "dualpipev"
-std::optional<VSchedule> parse_v_schedule(std::string_view name);      // the names back
-const char* recompute_name(Recompute recompute);                       // "none", "selective", "full"
-const char* zero_bubble_name(int zero_bubble);                         // "1f1b", "zb-h1", "zb-h2"
+const char* context_comm_name(ContextComm comm);  // "p2p", "all_gather", "a2a"
+// The names back, and "allgather" (as Megatron's help text spells it; the
+// flag's value goes to Transformer Engine, which takes "all_gather").
+std::optional<ContextComm> parse_context_comm(std::string_view name);
+const char* v_schedule_name(VSchedule schedule);                   // "none", "zbv", "dualpipev"
+std::optional<VSchedule> parse_v_schedule(std::string_view name);  // the names back
+const char* recompute_name(Recompute recompute);                   // "none", "selective", "full"
+const char* zero_bubble_name(int zero_bubble);                     // "1f1b", "zb-h1", "zb-h2"
 // The names back; nothing for any other text.
 std::optional<Recompute> parse_recompute(std::string_view name);
 std::optional<int> parse_zero_bubble(std::string_view name);

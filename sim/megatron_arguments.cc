@@ -122,7 +122,7 @@ Status read_choices(const nlohmann::json& arguments, const json_fields::FieldPat
     auto comm = json_fields::read_string(arguments, at, "cp_comm_type");
     if (!comm) return comm.error();
     const std::optional<ContextComm> type = parse_context_comm(*comm);
-    if (!type) return at.field("cp_comm_type").error("must be p2p, allgather or a2a", *comm);
+    if (!type) return at.field("cp_comm_type").error("must be p2p, all_gather or a2a", *comm);
     l.context_comm = *type;
   }
   bool zero_bubble = false;

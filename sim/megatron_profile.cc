@@ -34,7 +34,7 @@ constexpr int kRopeKernels = 2;
 // each ring step after the first adds its attention kernel (forward or
 // backward), the rescaling of the output (forward) or the accumulation of the
 // keys' and values' gradients (backward), and the step's send and receive.
-// allgather: the second local chunk's attention kernel each way, the
+// all_gather: the second local chunk's attention kernel each way, the
 // all-gather (forward), the all-gather and the reduce-scatter (backward).
 // a2a: the all-to-alls of the queries, keys and values and of the output,
 // each way.
@@ -100,11 +100,11 @@ constexpr double kUnfusedBackwardBytes = 30.0;
 // products at the GEMM model's rate for their shapes, over half the tiles.
 // Its backward recomputes the scores and takes five products where the
 // forward takes two: 2.5 times the forward.
-// With context parallelism (p2p, allgather) the rank's s / c queries meet
+// With context parallelism (p2p, all_gather) the rank's s / c queries meet
 // every rank's keys: c steps of s / c x s / c, half of each step's tiles
 // under the causal mask (the diagonal's, or half of another rank's chunks:
 // Megatron's 2c chunks balance them), so c of the steps above on s / c
-// tokens (allgather's two kernels take the same products). With a2a the rank
+// tokens (all_gather's two kernels take the same products). With a2a the rank
 // runs the whole sequence on a / (t c) heads.
 constexpr double kFlashBackwardRatio = 2.5;
 Seconds flash_attention_step(const GpuModel& gpu, const Shape& x) {
@@ -121,12 +121,14 @@ Seconds flash_attention_forward(const GpuModel& gpu, const Shape& x) {
 
 // Context parallelism's exchange of the keys and values, exposed, each way.
 // `comm` (make_megatron_profile's `context_comm`) by type:
-//   p2p: in each of the c - 1 steps after the first every rank sends the keys
+//   p2p: in each of the c - 1 steps but the last every rank sends the keys
 //     and values it holds, 2 b s / c kv / t values, to the next rank while
-//     the step computes; the backward sends them again with their gradients,
-//     twice the bytes, while its 2.5 times longer step computes; what
-//     outlasts the step is exposed. `comm`: one step's send of `bytes` a GPU;
-//   allgather: the keys and values gathered from the c ranks before the
+//     the step computes; in the backward (2.5 times longer steps) every one of
+//     the c steps sends: the first the keys and values, the last their
+//     gradients, the others both, twice the bytes (Transformer Engine's
+//     AttnFuncWithCPAndKVP2P); what a send takes beyond its step is exposed.
+//     `comm`: one step's send of `bytes` a GPU;
+//   all_gather: the keys and values gathered from the c ranks before the
 //     attention, and in the backward gathered again and their gradients
 //     reduce-scattered, none of it overlapped. `comm`: the all-gather in which
 //     each GPU gives `bytes` (the reduce-scatter takes as long);
@@ -143,9 +145,10 @@ ContextExchange context_exchange(const GpuModel& gpu, const Shape& x, const Coll
   switch (x.comm) {
     case ContextComm::kP2P: {
       const Seconds step = flash_attention_step(gpu, x);
-      const double later_steps = x.c - 1.0;
-      return {max(Seconds(0.0), comm(keys_values) - step) * later_steps,
-              max(Seconds(0.0), comm(2.0 * keys_values) - step * kFlashBackwardRatio) * later_steps};
+      const Seconds backward_step = step * kFlashBackwardRatio;
+      return {max(Seconds(0.0), comm(keys_values) - step) * (x.c - 1.0),
+              max(Seconds(0.0), comm(keys_values) - backward_step) * 2.0 +
+                  max(Seconds(0.0), comm(2.0 * keys_values) - backward_step) * (x.c - 2.0)};
     }
     case ContextComm::kAllGather: return {comm(keys_values), comm(keys_values) * 2.0};
     case ContextComm::kAllToAll: {

@@ -57,12 +57,13 @@
 //   each sequence (T = b s / c), but the attention core, which takes c ring
 //   steps of FlashAttention over s / c x s / c (half of each step's tiles
 //   under the causal mask), while the keys and values (forward: 2 T kv / t
-//   values per step) and with them their gradients (backward: twice that)
-//   travel to the next rank; c - 1 of the steps send, and what a send takes
-//   beyond its step's attention is exposed (context_forward,
+//   values per step, c - 1 sends) and with them their gradients (backward:
+//   c sends, the first of the keys and values, the last of their gradients,
+//   the others of both) travel round the ring; what a send takes beyond its
+//   step's attention is exposed (context_forward,
 //   context_backward), and counted again where the attention is recomputed.
 //   Each later step adds three kernels to the host's dispatch, each way.
-//   --cp-comm-type allgather gathers the keys and values before the
+//   --cp-comm-type all_gather gathers the keys and values before the
 //   attention (and again in the backward, with a reduce-scatter of their
 //   gradients), exposed; a2a moves the queries, keys and values to the ranks
 //   of their heads and the output back, exposed, and runs the attention over

@@ -100,7 +100,7 @@ CollectiveTime embedding_allreduce(const Topology& topology, const MegatronLayou
 // among the c ranks of one data-parallel rank, t GPUs apart (the t GPUs of a
 // rank each on links of their own: one rail across servers), for `bytes` per
 // GPU: with p2p one step of the ring, the slowest hop of GPU 0 of rank j to
-// GPU 0 of rank j + 1 (mod c) (sim/network.h's transfer); with allgather the
+// GPU 0 of rank j + 1 (mod c) (sim/network.h's transfer); with all_gather the
 // all-gather in which each GPU gives `bytes`, with a2a the all-to-all in
 // which each holds `bytes` (both on sim/network.h's ring: half an all-reduce
 // of the c `bytes` gathered, or of the `bytes`). Empty with c = 1.

@@ -75,9 +75,10 @@ void add_megatron_flags(CLI::App& cmd, MegatronArgs& args) {
       ->group(group);
   cmd.add_option("--cp-comm-type", args.cp_comm_type,
                  "with --context-parallel-size: p2p (the default: keys and values round a ring, overlapped with "
-                 "each step's attention), allgather (gathered before the attention) or a2a (all-to-alls trading "
-                 "the sequence split for a split of the heads); a2a+p2p is refused")
-      ->check(CLI::IsMember({"p2p", "a2a", "allgather", "a2a+p2p"}))
+                 "each step's attention), all_gather (gathered before the attention; Transformer Engine's spelling, "
+                 "allgather taken too) or a2a (all-to-alls trading the sequence split for a split of the heads); "
+                 "a2a+p2p is refused")
+      ->check(CLI::IsMember({"p2p", "a2a", "all_gather", "allgather", "a2a+p2p"}))
       ->group(group);
   cmd.add_option("--num-layers-per-virtual-pipeline-stage", args.layers_per_virtual_stage,
                  "interleaved 1F1B with L / (p x this) chunks per GPU")
@@ -162,7 +163,7 @@ namespace {
 ContextComm context_comm_of(const std::string& name) {
   const std::optional<ContextComm> comm = parse_context_comm(name);
   if (!comm)
-    throw UsageError("--cp-comm-type " + name + ": baton models p2p, allgather and a2a, not the hierarchical a2a+p2p");
+    throw UsageError("--cp-comm-type " + name + ": baton models p2p, all_gather and a2a, not the hierarchical a2a+p2p");
   return *comm;
 }
 }  // namespace

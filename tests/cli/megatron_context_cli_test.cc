@@ -57,7 +57,7 @@ TEST_CASE("the trace and the Gantt chart draw the exposed context-parallel excha
   const fs::path dir = scratch_dir("context-trace");
   const CliRun run = run_baton("simulate --topology topologies/h100_32x8.json " + kLlama3 +
                                    "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 "
-                                   "--data-parallel-size 1 --context-parallel-size 4 --cp-comm-type allgather "
+                                   "--data-parallel-size 1 --context-parallel-size 4 --cp-comm-type all_gather "
                                    "--gantt '" +
                                    (dir / "g.svg").string() + "' --trace '" + (dir / "t.json").string() + "'",
                                "context-trace");
@@ -92,8 +92,8 @@ TEST_CASE("context parallelism refuses what Megatron would not run", "[cli][mega
     CHECK(run.err.find(c.message) != std::string::npos);
     CHECK(run.out.empty());
   }
-  // allgather and a2a run too, each with its own exposed exchange.
-  for (const char* type : {"allgather", "a2a"}) {
+  // all_gather and a2a run too, each with its own exposed exchange.
+  for (const char* type : {"all_gather", "a2a"}) {
     // t 4: two key-value groups a rank, a whole one on each of a2a's c = 2.
     const CliRun typed = run_baton("simulate --topology topologies/h100_32x8.json --tensor-model-parallel-size 4 " +
                                        kLlama3 + "--context-parallel-size 2 --cp-comm-type " + type + " --json",
@@ -104,6 +104,13 @@ TEST_CASE("context parallelism refuses what Megatron would not run", "[cli][mega
     CHECK(j["layout"]["cp_comm_type"] == type);
     CHECK(j["breakdown_s"]["context_parallel_comm"].get<double>() > 0.0);
   }
+  // Megatron's help text spells it allgather; Transformer Engine takes all_gather.
+  const std::string t4 = "simulate --topology topologies/h100_32x8.json --tensor-model-parallel-size 4 " + kLlama3 +
+                         "--context-parallel-size 2 --json --cp-comm-type ";
+  const CliRun alias = run_baton(t4 + "allgather", "context-alias");
+  const CliRun spelled = run_baton(t4 + "all_gather", "context-alias");
+  REQUIRE(alias.exit_code == 0);
+  CHECK(alias.out == spelled.out);
   // p2p, Megatron's default, is what runs without the flag.
   const CliRun p2p = run_baton(base + kLlama3 + "--context-parallel-size 2 --cp-comm-type p2p --json", "context-p2p");
   const CliRun implied = run_baton(base + kLlama3 + "--context-parallel-size 2 --json", "context-implied");
@@ -114,7 +121,7 @@ TEST_CASE("context parallelism refuses what Megatron would not run", "[cli][mega
 TEST_CASE("plan emits --context-parallel-size, and the line simulates to the planned time",
           "[cli][megatron][context]") {
   const std::string model =
-      "--topology topologies/h100_32x8.json " + kLlama3 + "--context-parallel-size 4 --cp-comm-type allgather";
+      "--topology topologies/h100_32x8.json " + kLlama3 + "--context-parallel-size 4 --cp-comm-type all_gather";
   const CliRun json = run_baton("plan " + model + " --json", "context-plan-json");
   INFO(json.err);
   REQUIRE(json.exit_code == 0);
@@ -123,7 +130,7 @@ TEST_CASE("plan emits --context-parallel-size, and the line simulates to the pla
   const CliRun flags = run_baton("plan " + model + " --emit megatron", "context-plan-emit");
   REQUIRE(flags.exit_code == 0);
   const std::string line = flags.out.substr(0, flags.out.find('\n'));
-  CHECK(line.find(" --context-parallel-size 4 --cp-comm-type allgather") != std::string::npos);
+  CHECK(line.find(" --context-parallel-size 4 --cp-comm-type all_gather") != std::string::npos);
   const CliRun run = run_baton("simulate --topology topologies/h100_32x8.json " + line + " --json", "context-plan-run");
   INFO(run.err);
   REQUIRE(run.exit_code == 0);

@@ -23,21 +23,9 @@
 namespace baton {
 namespace {
 
-GptModel llama(int64_t layers, int64_t hidden, int64_t heads, int64_t groups, int64_t ffn, int64_t vocab) {
-  GptModel m{layers, hidden, heads, 4096, vocab};
-  m.ffn_hidden = ffn;
-  m.query_groups = groups == heads ? 0 : groups;
-  m.swiglu = true;
-  m.linear_bias = false;
-  m.tied_output = false;
-  m.rope = true;
-  m.rms_norm = true;
-  return m;
-}
-
-const GptModel kLlama2_7B = llama(32, 4096, 32, 32, 11008, 32000);
-const GptModel kLlama2_70B = llama(80, 8192, 64, 8, 28672, 32000);
-const GptModel kLlama3_8B = llama(32, 4096, 32, 8, 14336, 128256);
+const GptModel kLlama2_7B = testing::llama(32, 4096, 32, 32, 11008, 32000);
+const GptModel kLlama2_70B = testing::llama(80, 8192, 64, 8, 28672, 32000);
+const GptModel kLlama3_8B = testing::llama(32, 4096, 32, 8, 14336, 128256);
 const GptModel k22B{48, 6144, 64, 2048, 51200};  // Korthikanti et al., Table 3
 
 // Per block: attention h (h + 2 h G / a) + h^2, SwiGLU MLP 3 h f, two RMSNorms

@@ -1,7 +1,7 @@
 // Context parallelism (sim/megatron.h's MegatronLayout::context, Megatron-core's
 // --context-parallel-size c and --cp-comm-type): each block on s / c tokens, the
 // attention in c ring steps of FlashAttention over s / c x s / c with the
-// keys and values passed round the ring (p2p), gathered (allgather), or the
+// keys and values passed round the ring (p2p), gathered (all_gather), or the
 // sequence split traded for the heads' (a2a), memory on s / c tokens, gradients
 // and the distributed optimizer over d c ranks placed tensor, context, data,
 // pipeline, and the flag's checks.
@@ -23,14 +23,8 @@ namespace {
 // Llama 3 8B (Llama Team, "The Llama 3 Herd of Models", 2024, Table 3) at a
 // long sequence: FlashAttention's core, which context parallelism needs.
 GptModel llama3_8b(int64_t sequence) {
-  GptModel m{32, 4096, 32, sequence, 128256};
-  m.ffn_hidden = 14336;
-  m.query_groups = 8;
-  m.swiglu = true;
-  m.linear_bias = false;
-  m.tied_output = false;
-  m.rope = true;
-  m.rms_norm = true;
+  GptModel m = testing::llama(32, 4096, 32, 8, 14336, 128256);
+  m.sequence = sequence;
   m.flash_attention = true;
   return m;
 }
@@ -93,7 +87,10 @@ TEST_CASE("context parallel: what a ring step's send takes beyond its attention 
   const Seconds step = flash_step(gpu, s / c, b, a, d, t);
   REQUIRE(bytes / 1e9 > step.value * 2.5);
   CHECK(block.context_forward.value == Approx((c - 1) * (bytes / 1e9 - step.value)).epsilon(1e-9));
-  CHECK(block.context_backward.value == Approx((c - 1) * (2 * bytes / 1e9 - 2.5 * step.value)).epsilon(1e-9));
+  // The backward's c sends (Transformer Engine's AttnFuncWithCPAndKVP2P): the
+  // keys and values first, their gradients last, both in between.
+  CHECK(block.context_backward.value ==
+        Approx(2 * (bytes / 1e9 - 2.5 * step.value) + (c - 2) * (2 * bytes / 1e9 - 2.5 * step.value)).epsilon(1e-9));
   // The profile's layer carries it; recomputation runs the ring again.
   const Profile profile = make_megatron_profile(llama3_8b(8192), l, gpu, kFree, {}, slow).profile;
   CHECK(profile.layers[1].forward.value ==
@@ -104,7 +101,7 @@ TEST_CASE("context parallel: what a ring step's send takes beyond its attention 
         Approx((full.forward_compute + full.forward_comm + full.context_forward).value).epsilon(1e-12));
 }
 
-TEST_CASE("context parallel: allgather gathers the keys and values, a2a trades the sequence for the heads",
+TEST_CASE("context parallel: all_gather gathers the keys and values, a2a trades the sequence for the heads",
           "[megatron][context]") {
   const GpuModel gpu = *gpu_model("H100-SXM5-80GB");
   const double s = 8192, b = 1, a = 32, d = 128, t = 2, h = 4096, kv = 4096.0 * 8 / 32;
@@ -113,7 +110,7 @@ TEST_CASE("context parallel: allgather gathers the keys and values, a2a trades t
   l.sequence_parallel = true;
   const CollectiveTime slow = [](double bytes) { return Seconds(bytes / 1e9); };
   const MegatronLayerTime ring = make_megatron_profile(llama3_8b(8192), l, gpu, kFree, {}, slow).times[1];
-  // allgather: each GPU gives its keys and values (2 b s / c kv / t values) to
+  // all_gather: each GPU gives its keys and values (2 b s / c kv / t values) to
   // the all-gather before the attention; the backward gathers them again and
   // reduce-scatters their gradients. The attention's products are the ring's.
   l.context_comm = ContextComm::kAllGather;
@@ -139,7 +136,7 @@ TEST_CASE("context parallel: allgather gathers the keys and values, a2a trades t
   CHECK_FALSE(check_megatron_layout(llama3_8b(8192), with_context(l, 8), 64).ok());
 }
 
-TEST_CASE("context parallel: allgather and a2a on the network's ring, among the c ranks t GPUs apart",
+TEST_CASE("context parallel: all_gather and a2a on the network's ring, among the c ranks t GPUs apart",
           "[megatron][context]") {
   const Topology topology = testing::shipped_topology("a100_vtrain.json");
   const double bytes = 64e6;
@@ -284,7 +281,7 @@ TEST_CASE("context parallel: the plan file's arguments carry c when above 1", "[
   MegatronLayout gathered = l;
   gathered.context_comm = ContextComm::kAllGather;
   const nlohmann::json with_type = megatron_arguments(llama3_8b(8192), gathered);
-  CHECK(with_type.at("cp_comm_type") == "allgather");
+  CHECK(with_type.at("cp_comm_type") == "all_gather");
   auto typed = megatron_from_arguments(with_type, "plan.json: megatron");
   REQUIRE(typed.ok());
   CHECK(typed->layout.context_comm == ContextComm::kAllGather);
