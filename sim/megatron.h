@@ -65,8 +65,8 @@ class FieldPath;
 
 // The largest model dimensions check_megatron_layout takes (2^16 layers,
 // hidden 2^18, 2^20 tokens of sequence, a vocabulary of 2^24, micro-batch
-// 2^20, 2^10 context-parallel ranks): far beyond any model trained, and small enough that its parameters
-// count in int64 bytes.
+// 2^20, 2^10 context-parallel ranks): far beyond any model trained, and small
+// enough that its parameters count in int64 bytes.
 inline constexpr int64_t kMaxGptLayers = int64_t{1} << 16;
 inline constexpr int64_t kMaxGptHidden = int64_t{1} << 18;
 inline constexpr int64_t kMaxGptSequence = int64_t{1} << 20;
