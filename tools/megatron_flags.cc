@@ -69,8 +69,8 @@ void add_megatron_flags(CLI::App& cmd, MegatronArgs& args) {
       ->group(group);
   cmd.add_option("--context-parallel-size", args.context,
                  "context parallel c (default 1): each sequence split over c ranks (2c chunks, s divisible by 2c), "
-                 "the attention as a ring of c steps passing keys and values; needs FlashAttention's core "
-                 "(--use-flash-attn or --attention-backend flash|fused|auto)")
+                 "their attention joined as --cp-comm-type says; needs FlashAttention's core (--use-flash-attn or "
+                 "--attention-backend flash|fused|auto)")
       ->check(at_least(1))
       ->group(group);
   cmd.add_option("--cp-comm-type", args.cp_comm_type,
