@@ -206,9 +206,10 @@ std::vector<MegatronCandidate> fitting_layouts(const GptModel& model, int global
     if (collective == collectives.end())
       collective = collectives.emplace(layout.tensor, tensor_allreduce(topology, layout.tensor)).first;
     const auto comm_key = std::make_tuple(layout.tensor, layout.context, layout.context_comm);
-    auto send = context_comms.find(comm_key);
-    if (send == context_comms.end()) send = context_comms.emplace(comm_key, context_comm_time(topology, layout)).first;
-    const MegatronProfile profile = make_megatron_profile(model, layout, gpu, collective->second, {}, send->second);
+    auto context = context_comms.find(comm_key);
+    if (context == context_comms.end())
+      context = context_comms.emplace(comm_key, context_comm_time(topology, layout)).first;
+    const MegatronProfile profile = make_megatron_profile(model, layout, gpu, collective->second, {}, context->second);
     const Plan plan = megatron_plan(model, layout);
     const double share = weight_pass_share(model, layout);
     // The held activations count each chunk's blocks: the split is part of the key.

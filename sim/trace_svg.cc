@@ -246,10 +246,8 @@ void draw_compute_span(std::string& out, const Chart& chart, const Span& span) {
   if (!chart.compact) put_box_label(out, chart, span, x, width);
 }
 
-// Tensor-parallel collectives: a dark strip along the bottom of the compute
-// span they belong to.
-// The collectives inside a compute span (tensor-parallel, or the
-// context-parallel exchange) as a strip along its bottom.
+// The collectives inside a compute span (tensor-parallel: dark; the
+// context-parallel exchange: orange) as a strip along its bottom.
 constexpr const char* kTensorFill = "#222";
 constexpr const char* kContextFill = "#b35c00";
 void draw_tensor_span(std::string& out, const Chart& chart, const Span& span) {
@@ -367,9 +365,8 @@ std::vector<LegendItem> legend_items(bool any_compact, bool any_comm, bool any_c
       {"weight-grad (W)", "url(#h0)"},
       {"step", kStepFill, kStepWidthPx},
   };
-  if (any_comm) {
+  if (any_comm)
     for (const CommStyle& style : kCommStyles) items.push_back({style.legend, style.fill});
-  }
   if (any_tensor) items.push_back({"tensor-parallel collectives (strip: their sum in the block)", kTensorFill});
   if (any_context) items.push_back({"context-parallel exchange (strip: its exposed sum in the block)", kContextFill});
   if (any_compact) items.push_back({"merged (< 1 px; lighter = more idle)", kMergedFill});
@@ -442,11 +439,11 @@ std::string render(const std::vector<Chart>& charts, const GanttOptions& options
   const bool any_chunks = std::any_of(charts.begin(), charts.end(), [](const Chart& c) {
     return std::any_of(c.workers.begin(), c.workers.end(), [](const WorkerInfo& w) { return w.chunks.size() > 1; });
   });
-  const bool any_tensor = std::any_of(charts.begin(), charts.end(),
-                                      [](const Chart& c) { return has_stream(*c.trace, Stream::kTensorComm); });
-  const bool any_context = std::any_of(charts.begin(), charts.end(),
-                                       [](const Chart& c) { return has_stream(*c.trace, Stream::kContextComm); });
-  const std::vector<LegendItem> items = legend_items(any_compact, any_comm, any_chunks, any_tensor, any_context);
+  const auto any_stream = [&](Stream stream) {
+    return std::any_of(charts.begin(), charts.end(), [&](const Chart& c) { return has_stream(*c.trace, stream); });
+  };
+  const std::vector<LegendItem> items = legend_items(any_compact, any_comm, any_chunks, any_stream(Stream::kTensorComm),
+                                                     any_stream(Stream::kContextComm));
   const double title_px = options.title.empty() ? 0 : kTitleBandPx;
   const double legend_top = kMarginPx + title_px;
   const int legend_lines = layout_legend(nullptr, items, width_px, legend_top);
