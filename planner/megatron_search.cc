@@ -119,6 +119,17 @@ std::vector<ContextComm> context_comms(int c, const MegatronAxes& fixed) {
   return pinned_or(fixed.context_comm, {ContextComm::kP2P, ContextComm::kAllGather, ContextComm::kAllToAll});
 }
 
+// The expert-parallel sizes for a layout of `replicas` = d c ranks (see
+// megatron_search.h): 1 for a dense model.
+std::vector<int> expert_sizes(const GptModel& model, int replicas, const MegatronAxes& fixed) {
+  if (fixed.expert_parallel) return {*fixed.expert_parallel};
+  if (!model.moe()) return {1};
+  std::vector<int> sizes;
+  for (int ep : divisors(replicas, replicas))
+    if (model.experts % ep == 0) sizes.push_back(ep);
+  return sizes;
+}
+
 // Every layout the search considers (see megatron_search.h).
 std::vector<MegatronLayout> enumerate(const GptModel& model, int global_batch, bool bf16, const MegatronAxes& fixed,
                                       const Topology& topology) {
@@ -159,10 +170,12 @@ std::vector<MegatronLayout> enumerate(const GptModel& model, int global_batch, b
                   l.distributed_optimizer = dist;
                   l.context = c;
                   l.bf16 = bf16;
-                  for (ContextComm comm : context_comms(c, fixed)) {
-                    l.context_comm = comm;
-                    if (check_megatron_layout(model, l, gpus)) out.push_back(l);
-                  }
+                  for (ContextComm comm : context_comms(c, fixed))
+                    for (int ep : expert_sizes(model, d * c, fixed)) {
+                      l.context_comm = comm;
+                      l.expert_parallel = ep;
+                      if (check_megatron_layout(model, l, gpus)) out.push_back(l);
+                    }
                 }
       }
   }
@@ -175,7 +188,8 @@ Seconds lower_bound(const MegatronProfile& profile, const Plan& plan, const Mega
   Seconds worst;
   for (int rank = 0; rank < layout.pipeline; ++rank) {
     const MegatronRankWork work = megatron_rank_work(profile, plan, rank);
-    worst = max(worst, (work.compute + work.tensor_comm + work.context_comm + work.recompute) * layout.microbatches());
+    worst = max(worst, (work.compute + work.tensor_comm + work.context_comm + work.expert_comm + work.recompute) *
+                           layout.microbatches());
   }
   return worst;
 }
@@ -198,6 +212,7 @@ std::vector<MegatronCandidate> fitting_layouts(const GptModel& model, int global
   std::map<std::tuple<int, int, int, Schedule, double, std::vector<int>>, std::vector<HeldPeak>> held;
   std::map<int, CollectiveTime> collectives;                                  // per t
   std::map<std::tuple<int, int, ContextComm>, CollectiveTime> context_comms;  // per t, c and type
+  std::map<std::pair<int, int>, CollectiveTime> expert_comms;                 // per t and ep
   for (const MegatronLayout& layout : enumerate(model, global_batch, bf16, fixed, topology)) {
     ++result.enumerated;
     MegatronFamily& family = family_of(families, layout);
@@ -209,7 +224,13 @@ std::vector<MegatronCandidate> fitting_layouts(const GptModel& model, int global
     auto context = context_comms.find(comm_key);
     if (context == context_comms.end())
       context = context_comms.emplace(comm_key, context_comm_time(topology, layout)).first;
-    const MegatronProfile profile = make_megatron_profile(model, layout, gpu, collective->second, {}, context->second);
+    const auto expert_key = std::make_pair(layout.tensor, layout.expert_parallel);
+    auto expert = expert_comms.find(expert_key);
+    if (expert == expert_comms.end())
+      expert = expert_comms.emplace(expert_key, expert_all_to_all_time(topology, layout)).first;
+    // The lower bound and the memory need no gradient reduction: weight 1.
+    const MegatronProfile profile =
+        make_megatron_profile(model, layout, gpu, collective->second, {}, context->second, expert->second);
     const Plan plan = megatron_plan(model, layout);
     const double share = weight_pass_share(model, layout);
     // The held activations count each chunk's blocks: the split is part of the key.

@@ -11,6 +11,8 @@
 //      sequence's 2c chunks evenly (s divisible by 2c), each with the
 //      --cp-comm-type p2p, all_gather and (heads and key-value groups per
 //      rank divisible by c) a2a;
+//   ep (expert parallel, for a model with experts): every divisor of the
+//      experts that divides d c;
 //   d = GPUs / (t p c), where GPUs is every GPU of the topology, or
 //      MegatronAxes::gpus of them; with d pinned (and no GPU count), any p up
 //      to the layers with t p c d within the topology: the layout runs on the
@@ -31,8 +33,8 @@
 //   the distributed optimizer (d > 1) or not;
 // a flag given in MegatronSearch::fixed pins that axis. Every layout that
 // fits the device memory (sim/megatron_sim.h) gets a lower bound on its
-// iteration time: its busiest pipeline rank's compute, tensor- and
-// context-parallel communication and recomputation, which no schedule hides; layouts are
+// iteration time: its busiest pipeline rank's compute, tensor-, context- and
+// expert-parallel communication and recomputation, which no schedule hides; layouts are
 // simulated in the order of their bounds, and one whose bound is no better
 // than the best simulated time so far cannot win and is not simulated. Every
 // reported time is the simulator's (predict_megatron).
@@ -53,6 +55,7 @@ struct MegatronAxes {  // a set field pins its axis
   std::optional<int> data;                  // d
   std::optional<int> context;               // c (context parallel)
   std::optional<ContextComm> context_comm;  // its --cp-comm-type (with c > 1)
+  std::optional<int> expert_parallel;       // ep (with experts)
   std::optional<int> gpus;                  // t p c d: this many of the topology's GPUs (the first ones); default all
   std::optional<int> zero_bubble;           // MegatronLayout::zero_bubble: 0, 1 (ZB-H1), 2 (ZB-H2)
   std::optional<VSchedule> v_schedule;      // MegatronLayout::v_schedule (kNone: no V)

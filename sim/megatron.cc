@@ -112,20 +112,52 @@ int64_t padded_vocab(const GptModel& model, int tensor) {
   return (model.vocab + multiple - 1) / multiple * multiple;
 }
 
-double gpt_block_linear_parameters(const GptModel& model) {
+namespace {
+
+// One MLP's weights and biases: dense of width f, or one expert of width F.
+double mlp_weights(const GptModel& model, double width) {
+  return (model.swiglu ? 3.0 : 2.0) * static_cast<double>(model.hidden) * width;
+}
+double mlp_biases(const GptModel& model, double width) {
+  return model.linear_bias ? (model.swiglu ? 2.0 : 1.0) * width + static_cast<double>(model.hidden) : 0.0;
+}
+
+// The attention's linear weights: QKV and the output projection.
+double attention_weights(const GptModel& model) {
   const double h = static_cast<double>(model.hidden);
-  const double kv = static_cast<double>(model.kv_hidden());
-  const double f = static_cast<double>(model.ffn());
-  return h * (h + 2.0 * kv) + h * h + (model.swiglu ? 3.0 : 2.0) * h * f;
+  return h * (h + 2.0 * static_cast<double>(model.kv_hidden())) + h * h;
+}
+
+}  // namespace
+
+double gpt_block_linear_parameters(const GptModel& model) {
+  if (!model.moe()) return attention_weights(model) + mlp_weights(model, static_cast<double>(model.ffn()));
+  const double e = static_cast<double>(model.experts);
+  return attention_weights(model) + e * mlp_weights(model, static_cast<double>(model.expert_ffn())) +
+         static_cast<double>(model.hidden) * e;
+}
+
+double gpt_block_active_linear_parameters(const GptModel& model) {
+  if (!model.moe()) return gpt_block_linear_parameters(model);
+  return attention_weights(model) +
+         static_cast<double>(model.router_topk) * mlp_weights(model, static_cast<double>(model.expert_ffn()));
+}
+
+double gpt_block_expert_parameters(const GptModel& model) {
+  if (!model.moe()) return 0.0;
+  const double width = static_cast<double>(model.expert_ffn());
+  return static_cast<double>(model.experts) * (mlp_weights(model, width) + mlp_biases(model, width));
 }
 
 double gpt_block_parameters(const GptModel& model) {
   const double h = static_cast<double>(model.hidden);
   const double kv = static_cast<double>(model.kv_hidden());
-  const double f = static_cast<double>(model.ffn());
-  const double biases = model.linear_bias ? h + 2.0 * kv + h + (model.swiglu ? 2.0 : 1.0) * f + h : 0.0;
+  const double attention_biases = model.linear_bias ? h + 2.0 * kv + h : 0.0;
+  const double mlp_bias =
+      model.moe() ? static_cast<double>(model.experts) * mlp_biases(model, static_cast<double>(model.expert_ffn()))
+                  : mlp_biases(model, static_cast<double>(model.ffn()));
   const double norms = 2.0 * (model.rms_norm ? h : 2.0 * h);
-  return gpt_block_linear_parameters(model) + biases + norms;
+  return gpt_block_linear_parameters(model) + attention_biases + mlp_bias + norms;
 }
 
 double gpt_parameters(const GptModel& model, int tensor) {
@@ -135,6 +167,12 @@ double gpt_parameters(const GptModel& model, int tensor) {
   const double final_norm = model.rms_norm ? h : 2.0 * h;
   return static_cast<double>(model.layers) * gpt_block_parameters(model) + vocab * (model.tied_output ? 1.0 : 2.0) +
          positions + final_norm;
+}
+
+double gpt_active_parameters(const GptModel& model, int tensor) {
+  if (!model.moe()) return gpt_parameters(model, tensor);
+  const double unused = static_cast<double>(model.experts - model.router_topk) / static_cast<double>(model.experts);
+  return gpt_parameters(model, tensor) - static_cast<double>(model.layers) * gpt_block_expert_parameters(model) * unused;
 }
 
 // Per sample and layer the forward is 2 P_lin s + 4 s^2 h FLOPs (GPT: 24 s h^2
@@ -149,7 +187,7 @@ double megatron_model_flops(const GptModel& model, const MegatronLayout& layout)
   const double l = static_cast<double>(model.layers);
   const double h = static_cast<double>(model.hidden);
   const double v = static_cast<double>(padded_vocab(model, layout.tensor));
-  return k * b * s * l * (2.0 * gpt_block_linear_parameters(model) + 4.0 * s * h) + 6.0 * b * s * h * v;
+  return k * b * s * l * (2.0 * gpt_block_active_linear_parameters(model) + 4.0 * s * h) + 6.0 * b * s * h * v;
 }
 
 namespace {
@@ -197,6 +235,47 @@ Status check_context(const GptModel& model, const MegatronLayout& layout) {
         "--cp-comm-type a2a splits each rank's heads over the c ranks: --num-attention-heads {} and the {} key-value "
         "groups, over --tensor-model-parallel-size {}, must be divisible by --context-parallel-size {}",
         model.heads, model.groups(), layout.tensor, c)};
+  return ok_status();
+}
+
+// The largest --num-experts check_experts takes (DeepSeek-V3 has 256).
+constexpr int64_t kMaxGptExperts = int64_t{1} << 14;
+
+// --num-experts and --expert-model-parallel-size: whole experts on each
+// expert-parallel rank, taken from the d c ranks that share the weights.
+Status check_experts(const GptModel& model, const MegatronLayout& layout) {
+  const int ep = layout.expert_parallel;
+  if (ep < 1) return Error{"--expert-model-parallel-size must be at least 1"};
+  if (model.experts < 0) return Error{"--num-experts must be at least 1"};
+  if (!model.moe()) {
+    if (ep > 1) return Error{fmt::format("--expert-model-parallel-size {} needs --num-experts", ep)};
+    if (model.grouped_gemm) return Error{"--moe-grouped-gemm needs --num-experts"};
+    if (model.moe_ffn_hidden > 0) return Error{"--moe-ffn-hidden-size needs --num-experts"};
+    return ok_status();
+  }
+  if (model.experts > kMaxGptExperts)
+    return Error{fmt::format("--num-experts must be at most {}, got {}", kMaxGptExperts, model.experts)};
+  if (model.router_topk < 1 || model.router_topk > model.experts)
+    return Error{fmt::format("--moe-router-topk {} must be between 1 and --num-experts {}", model.router_topk,
+                             model.experts)};
+  if (model.moe_ffn_hidden < 0) return Error{"--moe-ffn-hidden-size must be at least 1"};
+  if (model.moe_ffn_hidden > kMaxGptHidden * 8)
+    return Error{
+        fmt::format("--moe-ffn-hidden-size must be at most {}, got {}", kMaxGptHidden * 8, model.moe_ffn_hidden)};
+  if (model.experts % ep != 0)
+    return Error{fmt::format(
+        "--num-experts {} is not divisible by --expert-model-parallel-size {}: each rank holds whole experts",
+        model.experts, ep)};
+  if (layout.replicas() % ep != 0)
+    return Error{fmt::format(
+        "--expert-model-parallel-size {} does not divide the {} ranks that share each pipeline rank's weights "
+        "(--data-parallel-size {}{}): the experts are split among them",
+        ep, layout.replicas(), layout.data,
+        layout.context > 1 ? fmt::format(" x --context-parallel-size {}", layout.context) : std::string())};
+  if (layout.tensor > 1 && !layout.sequence_parallel)
+    return Error{fmt::format(
+        "--num-experts with --tensor-model-parallel-size {} needs --sequence-parallel, as Megatron does",
+        layout.tensor)};
   return ok_status();
 }
 
@@ -337,6 +416,7 @@ Status check_megatron_layout(const GptModel& model, const MegatronLayout& layout
     return bad(fmt::format("--num-attention-heads {} is not divisible by --tensor-model-parallel-size {}", model.heads,
                            layout.tensor));
   if (auto ok = check_architecture(model, layout); !ok) return ok;
+  if (auto ok = check_experts(model, layout); !ok) return ok;
   if (auto ok = check_stage_layers(model, layout); !ok) return ok;
   if (auto ok = check_recompute_layers(model, layout); !ok) return ok;
   if (layout.layers_per_virtual_stage < 0) return bad("--num-layers-per-virtual-pipeline-stage must be at least 1");

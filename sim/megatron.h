@@ -15,6 +15,12 @@
 // (--position-embedding-type rope: no position table), RMSNorm
 // (--normalization RMSNorm: a weight, no bias), and FlashAttention
 // (--use-flash-attn: the attention core in one kernel, no s x s scores kept).
+// Mixture of experts (Megatron-core's MoE, as Mixtral and its kind): every
+// block's MLP becomes E experts (--num-experts), each an MLP of width F
+// (--moe-ffn-hidden-size, default f, gated with --swiglu), and a router, an
+// h x E linear without bias whose top k (--moe-router-topk) experts take
+// each token; routing is taken as balanced (the auxiliary loss's aim), each
+// expert receiving k / E of the tokens.
 //
 // A MegatronLayout is one run's parallel layout in Megatron's own terms:
 // tensor parallel t, pipeline parallel p, data parallel d, micro-batch b,
@@ -22,10 +28,14 @@
 // layers per virtual pipeline stage (interleaved 1F1B with v = L / (p x that)
 // chunks per device), activation recomputation, sequence parallelism, fp16
 // or bf16, the distributed optimizer, overlapped gradient reduction and
-// context parallelism c (the sequence split over c ranks).
+// context parallelism c (the sequence split over c ranks) and expert
+// parallelism ep (the experts split over ep of the d c ranks that share a
+// pipeline rank's weights).
 // Ranks are placed as Megatron places them: tensor-parallel ranks innermost
 // (consecutive devices), then context parallel, then data parallel, then
-// pipeline.
+// pipeline; an expert-parallel group is ep consecutive tensor-parallel groups
+// (Megatron-core's expert ranks tp-ep-dp-pp, with the experts' tensor
+// parallelism that of the rest).
 //
 // Formulas used by every caller:
 //   parameters = L (12 h^2 + 13 h) + V h + s h + 2 h   (Megatron's count:
@@ -34,13 +44,17 @@
 //     linear weights (f the MLP's width, G the query groups), their biases
 //     (h + 2 h G / a + h + (1 or 2) f + h, none without bias) and two norms
 //     (2 h each, h for RMSNorm); the position table (s h) only with learned
-//     positions, a second V h with an untied output layer
+//     positions, a second V h with an untied output layer; with experts the
+//     MLP's (2 or 3) h f and its biases are E x (2 or 3) h F and E x ((1 or
+//     2) F + h), and the router adds h E
 //   model FLOPs per iteration (Narayanan et al. 2021, eq. 3, which counts the
 //     recomputed forward only with full recomputation):
 //     F = 24 k B s L h^2 (1 + s / (6 h) + V / (16 L h)),
 //     k = 4 with full recomputation, 3 otherwise; in general
 //     F = k B s L (2 P_lin + 4 s h) + 6 B s h V (the attention products
-//     counted over the whole s x s, as Megatron's own formula counts them)
+//     counted over the whole s x s, as Megatron's own formula counts them);
+//     with experts P_lin counts the k experts a token passes through, not the
+//     E, nor the router (Megatron's num_floating_point_operations)
 //   model_tflops_per_gpu = F / (iteration time x GPUs) / 1e12
 // Thread safety: plain values and pure functions.
 #pragma once
@@ -89,20 +103,37 @@ struct GptModel {
   bool rope = false;             // --position-embedding-type rope (else learned_absolute)
   bool rms_norm = false;         // --normalization RMSNorm (else LayerNorm)
   bool flash_attention = false;  // --use-flash-attn
+  // Mixture of experts (Megatron-core's MoE layers; GptModel's comment above
+  // has the parts): E experts of width F in every block's MLP, top-k routing.
+  int64_t experts = 0;         // --num-experts E; 0: a dense MLP
+  int64_t router_topk = 2;     // --moe-router-topk k (Megatron's default 2)
+  int64_t moe_ffn_hidden = 0;  // --moe-ffn-hidden-size F; 0: the MLP's width f
+  bool grouped_gemm = false;   // --moe-grouped-gemm: the local experts in one kernel
 
   int64_t ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
+  bool moe() const { return experts > 0; }
+  int64_t expert_ffn() const { return moe_ffn_hidden > 0 ? moe_ffn_hidden : ffn(); }
   int64_t groups() const { return query_groups > 0 ? query_groups : heads; }
   // Width of the keys (and of the values): h G / a.
   int64_t kv_hidden() const { return heads > 0 ? hidden / heads * groups() : hidden; }
   // Whether any of the fields above differs from GPT's.
   bool beyond_gpt() const {
     return ffn_hidden > 0 || query_groups > 0 || swiglu || !linear_bias || !tied_output || rope || rms_norm ||
-           flash_attention;
+           flash_attention || moe();
   }
 };
 
-// One block's linear weights P_lin (above).
+// One block's linear weights P_lin (above; with experts, every expert's and
+// the router's).
 double gpt_block_linear_parameters(const GptModel& model);
+// The linear weights one token passes through in a block: P_lin, but with
+// experts the k it is routed to (not the router: Megatron's FLOPs count
+// leaves it out).
+double gpt_block_active_linear_parameters(const GptModel& model);
+// With experts, one block's expert weights and biases (E of them), which
+// expert parallelism splits and the expert-data-parallel ranks reduce; 0 for
+// a dense MLP.
+double gpt_block_expert_parameters(const GptModel& model);
 // One block's parameters: P_lin, its biases and its two norms.
 double gpt_block_parameters(const GptModel& model);
 
@@ -200,10 +231,20 @@ struct MegatronLayout {
   // tp-cp-dp-pp).
   int context = 1;
   ContextComm context_comm = ContextComm::kP2P;
+  // Expert parallelism (Megatron-core's --expert-model-parallel-size ep, with
+  // --num-experts): the E experts of every block split over ep of the d c
+  // ranks that would each hold them all (E / ep each), which send each
+  // token to the rank of its experts and back by all-to-alls (Megatron-core's
+  // alltoall token dispatcher) and reduce the experts' gradients over the
+  // d c / ep ranks that hold the same experts. The other weights stay
+  // replicated over d c.
+  int expert_parallel = 1;
 
   int gpus() const { return tensor * pipeline * data * context; }
   // The ranks that hold each pipeline rank's weights: d c.
   int replicas() const { return data * context; }
+  // The ranks that hold the same experts: d c / ep.
+  int expert_replicas() const { return replicas() / std::max(1, expert_parallel); }
   // Tokens of a sequence on one context-parallel rank: s / c.
   int64_t local_sequence(const GptModel& model) const { return model.sequence / std::max(1, context); }
   int microbatches() const { return global_batch / (micro_batch * data); }
@@ -228,6 +269,10 @@ MegatronLayout megatron_layout(int t, int p, int d, int b, int global);
 int64_t padded_vocab(const GptModel& model, int tensor);
 // Megatron's parameter count (above), with the padded vocabulary.
 double gpt_parameters(const GptModel& model, int tensor);
+// The parameters one token passes through: with experts, the k of E it is
+// routed to in each block (Mixtral 8x7B's "13B active"); the parameters
+// otherwise.
+double gpt_active_parameters(const GptModel& model, int tensor);
 // Model FLOPs of one iteration (above).
 double megatron_model_flops(const GptModel& model, const MegatronLayout& layout);
 
@@ -255,13 +300,19 @@ double megatron_model_flops(const GptModel& model, const MegatronLayout& layout)
 // "group_query_attention", "num_query_groups" (the heads without grouped-query
 // attention), "disable_bias_linear", "untie_embeddings_and_output_weights",
 // "position_embedding_type" ("learned_absolute", "rope"), "normalization"
-// ("LayerNorm", "RMSNorm"), "use_flash_attn".
-inline constexpr std::array<const char*, 9> kGptArchitectureKeys = {
+// ("LayerNorm", "RMSNorm"), "use_flash_attn", and with experts
+// "num_experts", "moe_router_topk", "moe_ffn_hidden_size" and
+// "moe_grouped_gemm" (each optional: no experts, 2, the MLP's width, false);
+// the layout's "expert_model_parallel_size" is written only above 1 (read as
+// 1 when absent).
+inline constexpr std::array<const char*, 13> kGptArchitectureKeys = {
     "ffn_hidden_size",         "swiglu",
     "group_query_attention",   "num_query_groups",
     "disable_bias_linear",     "untie_embeddings_and_output_weights",
     "position_embedding_type", "normalization",
-    "use_flash_attn"};
+    "use_flash_attn",          "num_experts",
+    "moe_router_topk",         "moe_ffn_hidden_size",
+    "moe_grouped_gemm"};
 // `object` without those keys (for a strict check of the others' names), and
 // those keys of it read into `model` (planner regression cases share them).
 nlohmann::json without_gpt_architecture(const nlohmann::json& object);

@@ -43,6 +43,7 @@ nlohmann::json megatron_arguments(const GptModel& model, const MegatronLayout& l
   if (layout.context > 1) arguments["context_parallel_size"] = layout.context;
   if (layout.context > 1 && layout.context_comm != ContextComm::kP2P)
     arguments["cp_comm_type"] = context_comm_name(layout.context_comm);
+  if (layout.expert_parallel > 1) arguments["expert_model_parallel_size"] = layout.expert_parallel;
   if (!model.beyond_gpt()) return arguments;
   arguments["ffn_hidden_size"] = model.ffn();
   arguments["swiglu"] = model.swiglu;
@@ -53,6 +54,11 @@ nlohmann::json megatron_arguments(const GptModel& model, const MegatronLayout& l
   arguments["position_embedding_type"] = model.rope ? "rope" : "learned_absolute";
   arguments["normalization"] = model.rms_norm ? "RMSNorm" : "LayerNorm";
   arguments["use_flash_attn"] = model.flash_attention;
+  if (!model.moe()) return arguments;
+  arguments["num_experts"] = model.experts;
+  arguments["moe_router_topk"] = model.router_topk;
+  arguments["moe_ffn_hidden_size"] = model.expert_ffn();
+  arguments["moe_grouped_gemm"] = model.grouped_gemm;
   return arguments;
 }
 
@@ -125,6 +131,12 @@ Status read_choices(const nlohmann::json& arguments, const json_fields::FieldPat
     if (!type) return at.field("cp_comm_type").error("must be p2p, all_gather or a2a", *comm);
     l.context_comm = *type;
   }
+  if (arguments.contains("expert_model_parallel_size")) {
+    auto ep = json_fields::read_integer(arguments, at, "expert_model_parallel_size", 1);
+    if (!ep) return ep.error();
+    if (*ep > (int64_t{1} << 20)) return at.field("expert_model_parallel_size").error("is too large", *ep);
+    l.expert_parallel = static_cast<int>(*ep);
+  }
   bool zero_bubble = false;
   bool* flags[] = {&l.sequence_parallel, &l.bf16, &l.distributed_optimizer, &l.overlap_grad_reduce, &zero_bubble};
   const char* names[] = {"sequence_parallel", "bf16", "use_distributed_optimizer", "overlap_grad_reduce",
@@ -175,10 +187,11 @@ Status read_gpt_architecture(const nlohmann::json& arguments, const json_fields:
     model.ffn_hidden = *ffn == 4 * model.hidden ? 0 : *ffn;
   }
   bool grouped = false, no_bias = false, untied = false;
-  bool* flags[] = {&model.swiglu, &grouped, &no_bias, &untied, &model.flash_attention};
-  const char* names[] = {"swiglu", "group_query_attention", "disable_bias_linear",
-                         "untie_embeddings_and_output_weights", "use_flash_attn"};
-  for (int i = 0; i < 5; ++i) {
+  bool* flags[] = {&model.swiglu, &grouped, &no_bias, &untied, &model.flash_attention, &model.grouped_gemm};
+  const char* names[] = {"swiglu",         "group_query_attention",
+                         "disable_bias_linear", "untie_embeddings_and_output_weights",
+                         "use_flash_attn", "moe_grouped_gemm"};
+  for (int i = 0; i < 6; ++i) {
     if (!arguments.contains(names[i])) continue;
     auto flag = read_flag(arguments, at, names[i]);
     if (!flag) return flag.error();
@@ -197,6 +210,22 @@ Status read_gpt_architecture(const nlohmann::json& arguments, const json_fields:
   } else if (grouped) {
     return at.field("num_query_groups").error("is missing (group_query_attention is true)");
   }
+  // Mixture of experts: the counts, each at least 1 (check_megatron_layout
+  // checks them against each other).
+  const struct {
+    const char* name;
+    int64_t* value;
+  } counts[] = {{"num_experts", &model.experts},
+                {"moe_router_topk", &model.router_topk},
+                {"moe_ffn_hidden_size", &model.moe_ffn_hidden}};
+  for (const auto& count : counts) {
+    if (!arguments.contains(count.name)) continue;
+    auto value = json_fields::read_integer(arguments, at, count.name, 1);
+    if (!value) return value.error();
+    if (*value > (int64_t{1} << 30)) return at.field(count.name).error("is too large", *value);
+    *count.value = *value;
+  }
+  if (model.moe_ffn_hidden == model.ffn()) model.moe_ffn_hidden = 0;  // the default, as the flags leave it
   const struct {
     const char* name;
     const char* plain;
@@ -248,7 +277,8 @@ Result<MegatronSpec> megatron_from_arguments(const nlohmann::json& arguments, co
                                                "zero_bubble_v_schedule",
                                                "dualpipev",
                                                "context_parallel_size",
-                                               "cp_comm_type"});
+                                               "cp_comm_type",
+                                               "expert_model_parallel_size"});
       !ok)
     return ok.error();
   MegatronSpec spec;

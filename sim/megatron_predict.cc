@@ -62,13 +62,15 @@ MegatronBreakdown breakdown_of(const MegatronPrediction& p, const MegatronLayout
     b.compute = work.compute * per_rank_microbatches;
     b.tensor_comm = work.tensor_comm * per_rank_microbatches;
     b.context_comm = work.context_comm * per_rank_microbatches;
+    b.expert_comm = work.expert_comm * per_rank_microbatches;
     b.recompute = work.recompute * per_rank_microbatches;
     b.host = work.host * per_rank_microbatches;
     b.optimizer = work.optimizer;
     if (layout.replicas() > 1) b.data_allreduce = network.allreduce_time(p.plan.stages[rank].devices, work.gradients);
     b.data_allreduce += work.embedding_allreduce;
     const Seconds busy =
-        b.compute + b.tensor_comm + b.context_comm + b.recompute + b.host + b.optimizer + b.data_allreduce;
+        b.compute + b.tensor_comm + b.context_comm + b.expert_comm + b.recompute + b.host + b.optimizer +
+        b.data_allreduce;
     if (busy > best_busy) {
       best_busy = busy;
       best = b;
@@ -116,6 +118,11 @@ std::vector<std::string> fit_hints(const GptModel& model, const MegatronLayout& 
     v.context = layout.context * 2;
     v.data = std::max(1, layout.data / 2);
     add(fmt::format("--context-parallel-size {} (data parallel {})", v.context, v.data), v);
+  }
+  if (model.moe() && model.experts % (2 * layout.expert_parallel) == 0) {  // each rank half the experts
+    v = layout;
+    v.expert_parallel = layout.expert_parallel * 2;
+    add(fmt::format("--expert-model-parallel-size {}", v.expert_parallel), v);
   }
   if (!layout.distributed_optimizer && layout.replicas() > 1) {
     v = layout;
@@ -217,7 +224,8 @@ Result<MegatronProfile> megatron_profile_on(const GptModel& model, const Megatro
   auto known = gpu ? Result<GpuModel>(*gpu) : gpu_model(topology.device.name);
   if (!known) return known.error();
   return make_megatron_profile(model, layout, *known, tensor_allreduce(topology, layout.tensor),
-                               embedding_allreduce(topology, layout), context_comm_time(topology, layout));
+                               embedding_allreduce(topology, layout), context_comm_time(topology, layout),
+                               expert_all_to_all_time(topology, layout), expert_gradient_weight(topology, layout));
 }
 
 Result<MegatronPrediction> predict_megatron(const GptModel& model, const MegatronLayout& layout,

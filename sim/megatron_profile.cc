@@ -56,6 +56,14 @@ struct Shape {
   bool flash;               // FlashAttention
   bool rope;                // rotary positions
   double block_parameters;  // gpt_block_parameters
+  // The MLP's GEMMs: `mlp_gemms` of `mlp_m` tokens each (dense: one of the
+  // T tokens; experts: the E / ep local experts, T k ep / E tokens each, as
+  // one grouped kernel or one after another).
+  bool moe;
+  double mlp_m, mlp_gemms;
+  bool grouped;
+  double experts, topk, ep;
+  double expert_parameters;  // gpt_block_expert_parameters
 };
 
 Shape shape_of(const GptModel& model, const MegatronLayout& layout) {
@@ -70,13 +78,28 @@ Shape shape_of(const GptModel& model, const MegatronLayout& layout) {
   x.tokens = x.b * x.s;
   x.local_tokens = layout.sequence_parallel ? x.tokens / x.t : x.tokens;
   x.kv = static_cast<double>(model.kv_hidden());
-  x.f = static_cast<double>(model.ffn());
+  x.f = static_cast<double>(model.moe() ? model.expert_ffn() : model.ffn());
   x.gated = model.swiglu;
   x.up = x.gated ? 2.0 * x.f : x.f;
   x.flash = model.flash_attention;
   x.rope = model.rope;
   x.block_parameters = gpt_block_parameters(model);
+  x.moe = model.moe();
+  x.experts = static_cast<double>(model.experts);
+  x.topk = x.moe ? static_cast<double>(model.router_topk) : 1.0;
+  x.ep = std::max(1, layout.expert_parallel);
+  x.grouped = model.grouped_gemm;
+  x.mlp_gemms = x.moe ? x.experts / x.ep : 1.0;
+  x.mlp_m = x.moe ? x.tokens * x.topk * x.ep / x.experts : x.tokens;
+  x.expert_parameters = gpt_block_expert_parameters(model);
   return x;
+}
+
+// One of the MLP's GEMMs, `m` being Shape::mlp_m or in its place: the dense
+// MLP's, or every local expert's (one grouped kernel, or one per expert).
+Seconds mlp_gemm(const GpuModel& gpu, const Shape& x, double m, double n, double k) {
+  if (x.mlp_gemms <= 1.0 || x.grouped) return gpu.gemm(m, n, k, x.mlp_gemms);
+  return gpu.gemm(m, n, k) * x.mlp_gemms;
 }
 
 // See fused_softmax_available; FlashAttention has no softmax kernel of its own.
@@ -190,8 +213,9 @@ Seconds unfused_softmax(const GpuModel& gpu, const Shape& x, double bytes) {
 Seconds block_memory_bound(const GpuModel& gpu, const Shape& x) {
   const double layer_norm = 2.0 * x.local_tokens * x.h * kHalf;
   const double bias_dropout_add = 3.0 * x.local_tokens * x.h * kHalf;
-  // GeLU reads and writes T f / t values; SwiGLU reads 2 T f / t, writes T f / t.
-  const double activation = (x.gated ? 3.0 : 2.0) * x.tokens * x.f / x.t * kHalf;
+  // GeLU reads and writes T f / t values; SwiGLU reads 2 T f / t, writes T f / t
+  // (the experts': k T of them, F wide).
+  const double activation = (x.gated ? 3.0 : 2.0) * x.tokens * x.topk * x.f / x.t * kHalf;
   // Rotary positions: the queries and the keys read and written once.
   const Seconds rope = x.rope ? gpu.memory_bound(2.0 * x.tokens * x.h / x.t * kHalf) +
                                     gpu.memory_bound(2.0 * x.tokens * x.kv / x.t * kHalf)
@@ -200,19 +224,77 @@ Seconds block_memory_bound(const GpuModel& gpu, const Shape& x) {
          rope;
 }
 
+// Mixture of experts' work around the experts, per block and pass (Megatron-
+// core's MoE layer with the alltoall token dispatcher), on the T / t tokens
+// of a rank's sequence-parallel shard (T without tensor parallelism):
+//   router: logits [T / t x h] x [h x E] (its backward: the input's and the
+//     weight's gradient), the softmax and top-k over T / t x E values;
+//   permutation: each token copied to its k experts' order before the
+//     dispatch and summed back after the combine (T / t k h values read and
+//     written each), the same in the backward;
+//   the dispatch: an all-to-all among the ep ranks of the tokens' k copies
+//     (T / t k h values a GPU), and the combine bringing the experts' outputs
+//     back (the same), each way (`expert_comm`: the all-to-all in which each
+//     GPU holds `bytes`); not overlapped;
+//   tensor parallelism: the t ranks all-gather the tokens their experts
+//     received (each expert's weights are split over t as a dense MLP's are)
+//     and reduce-scatter the outputs, k T h values where the dense MLP's
+//     sequence-parallel collectives move T h, not overlapped with a
+//     weight-gradient GEMM in the backward.
+// The kernels the host dispatches for them (router GEMM, softmax, top-k, the
+// auxiliary loss's three, the permutation's two and the unpermutation's two;
+// in the backward two more for the router's gradients; the all-to-alls) are
+// counted from Megatron-core's MoE layer, not measured.
+constexpr int kMoeForwardKernels = 10;
+constexpr int kMoeBackwardKernels = 12;
+constexpr int kMoeAllToAllKernels = 2;
+// Experts run one after another (no --moe-grouped-gemm): each local expert
+// beyond the first dispatches its up GEMM, activation and down GEMM, and in
+// the backward their gradients (two GEMMs each for up and down, the
+// activation's).
+constexpr int kExpertForwardKernels = 3;
+constexpr int kExpertBackwardKernels = 5;
+struct MoeTime {
+  Seconds forward_compute, backward_compute, weight_gradient;
+  Seconds tensor_comm;  // each way: the experts' all-gather and reduce-scatter
+  Seconds all_to_all;   // each way: the dispatch and the combine
+  int forward_kernels = 0, backward_kernels = 0;
+};
+MoeTime moe_time(const GpuModel& gpu, const Shape& x, const CollectiveTime& tp_allreduce,
+                 const CollectiveTime& expert_comm) {
+  MoeTime time;
+  if (!x.moe) return time;
+  const double local = x.tokens / x.t;  // the sequence-parallel shard (sequence parallelism is required with t > 1)
+  const double copies = local * x.topk * x.h * kHalf;
+  const Seconds router = gpu.gemm(local, x.experts, x.h);
+  const Seconds routing = gpu.memory_bound(2.0 * local * x.experts * kHalf) * 2.0;  // softmax, top-k
+  const Seconds permutation = gpu.memory_bound(2.0 * copies) * 2.0;                 // permute, unpermute
+  time.weight_gradient = gpu.gemm(x.h, x.experts, local);
+  time.forward_compute = router + routing + permutation;
+  time.backward_compute = gpu.gemm(local, x.h, x.experts) + time.weight_gradient + routing + permutation;
+  if (x.t > 1) time.tensor_comm = tp_allreduce(x.tokens * x.topk * x.h * kHalf);
+  if (x.ep > 1 && expert_comm) time.all_to_all = expert_comm(copies) * 2.0;
+  const int sequential = x.grouped ? 0 : static_cast<int>(x.mlp_gemms) - 1;
+  const int all_to_all = x.ep > 1 ? kMoeAllToAllKernels : 0;
+  time.forward_kernels = kMoeForwardKernels + all_to_all + kExpertForwardKernels * sequential;
+  time.backward_kernels = kMoeBackwardKernels + all_to_all + kExpertBackwardKernels * sequential;
+  return time;
+}
+
 // `pass_share`: this block's share of the host's work per stage pass
 // (GpuModel::host_per_pass over the blocks of a pass).
 MegatronLayerTime block_time(const GpuModel& gpu, const Shape& x, Recompute recompute,
                              const CollectiveTime& tp_allreduce, const CollectiveTime& context_comm,
-                             Seconds pass_share) {
+                             const CollectiveTime& expert_comm, Seconds pass_share) {
   const double T = x.tokens;
   const double h = x.h;
   const double t = x.t;
+  const double m = x.mlp_m;
   const double qkv_width = (h + 2.0 * x.kv) / t;  // 3h / t with a group per head
   const Seconds qkv = gpu.gemm(T, qkv_width, h);
   const Seconds projection = gpu.gemm(T, h, h / t);
-  const Seconds up = gpu.gemm(T, x.up / t, h);
-  const Seconds down = gpu.gemm(T, h, x.f / t);
+  const Seconds up = mlp_gemm(gpu, x, m, x.up / t, h);
+  const Seconds down = mlp_gemm(gpu, x, m, h, x.f / t);
   const Seconds fused_core = attention_core(gpu, x);
   const Seconds core = fused_core + unfused_softmax(gpu, x, kUnfusedForwardBytes);
   const Seconds core_backward =
@@ -221,37 +303,48 @@ MegatronLayerTime block_time(const GpuModel& gpu, const Shape& x, Recompute reco
   const int rope_kernels = x.rope ? kRopeKernels : 0;
   const Seconds elementwise = block_memory_bound(gpu, x);
   const Seconds allreduce = t > 1 ? tp_allreduce(T * h * kHalf) : Seconds(0.0);
+  const MoeTime moe = moe_time(gpu, x, tp_allreduce, expert_comm);
+  // The MLP's tensor-parallel collectives: the dense MLP's, or the experts'.
+  const Seconds mlp_comm = x.moe ? moe.tensor_comm : allreduce;
 
   MegatronLayerTime time;
-  time.forward_compute = qkv + projection + up + down + core + elementwise;
-  time.forward_comm = allreduce * 2.0;
+  time.forward_compute = qkv + projection + up + down + core + elementwise + moe.forward_compute;
+  time.forward_comm = allreduce + mlp_comm;
   // Input gradients of the four linears, both attention products twice, the
   // memory-bound kernels twice; weight gradients of the four linears.
   const Seconds qkv_w = gpu.gemm(qkv_width, h, T);
-  const Seconds up_w = gpu.gemm(x.up / t, h, T);
-  const Seconds input = gpu.gemm(T, h, qkv_width) + gpu.gemm(T, h / t, h) + gpu.gemm(T, x.f / t, h) +
-                        gpu.gemm(T, h, x.up / t) + core_backward + elementwise * 2.0;
-  time.weight_gradient = qkv_w + gpu.gemm(h, h / t, T) + up_w + gpu.gemm(h, x.f / t, T);
-  time.backward_compute = input + time.weight_gradient;
-  time.backward_comm = max(Seconds(0.0), allreduce - qkv_w) + max(Seconds(0.0), allreduce - up_w);
+  const Seconds up_w = mlp_gemm(gpu, x, x.up / t, h, m);
+  const Seconds input = gpu.gemm(T, h, qkv_width) + gpu.gemm(T, h / t, h) + mlp_gemm(gpu, x, m, x.f / t, h) +
+                        mlp_gemm(gpu, x, m, h, x.up / t) + core_backward + elementwise * 2.0;
+  time.weight_gradient =
+      qkv_w + gpu.gemm(h, h / t, T) + up_w + mlp_gemm(gpu, x, h, x.f / t, m) + moe.weight_gradient;
+  time.backward_compute = input + time.weight_gradient + moe.backward_compute - moe.weight_gradient;
+  time.backward_comm =
+      max(Seconds(0.0), allreduce - qkv_w) + (x.moe ? mlp_comm : max(Seconds(0.0), allreduce - up_w));
   const ContextExchange exchange = context_exchange(gpu, x, context_comm);
   time.context_forward = exchange.forward;
   time.context_backward = exchange.backward;
-  if (recompute == Recompute::kFull) time.recompute = time.forward_compute + time.forward_comm + exchange.forward;
+  time.expert_forward = time.expert_backward = moe.all_to_all;
+  const Seconds exposed_forward = exchange.forward + moe.all_to_all;
+  if (recompute == Recompute::kFull) time.recompute = time.forward_compute + time.forward_comm + exposed_forward;
   if (recompute == Recompute::kSelective) time.recompute = core + exchange.forward;
   // The host floor, per pass: the host dispatches while the GPU runs, and a
   // collective runs while the host dispatches the kernels after it.
-  const Seconds forward_gpu = time.forward_compute + time.forward_comm + exchange.forward;
+  const Seconds forward_gpu = time.forward_compute + time.forward_comm + exposed_forward;
   const int forward_kernels = kForwardKernels + unfused_kernels + rope_kernels -
-                              (x.flash ? kFlashForwardKernelsSaved : 0) + context_kernels(x, false);
+                              (x.flash ? kFlashForwardKernelsSaved : 0) + context_kernels(x, false) +
+                              moe.forward_kernels;
   const Seconds forward_host = gpu.host_per_kernel * forward_kernels + pass_share;
   const int backward_kernels = kBackwardKernels + unfused_kernels + rope_kernels -
                                (x.flash ? kFlashBackwardKernelsSaved : 0) + context_kernels(x, true) +
-                               (recompute == Recompute::kFull ? forward_kernels : 0);
-  const Seconds backward_gpu = time.backward_compute + time.backward_comm + exchange.backward + time.recompute;
+                               moe.backward_kernels + (recompute == Recompute::kFull ? forward_kernels : 0);
+  const Seconds backward_gpu =
+      time.backward_compute + time.backward_comm + exchange.backward + moe.all_to_all + time.recompute;
   const Seconds backward_host = gpu.host_per_kernel * backward_kernels + pass_share;
   time.host_wait = max(Seconds(0.0), forward_host - forward_gpu) + max(Seconds(0.0), backward_host - backward_gpu);
-  time.parameters = x.block_parameters / t;  // GPT: (12 h^2 + 13 h) / t
+  // GPT: (12 h^2 + 13 h) / t; the experts split over ep as well.
+  time.expert_parameters = x.expert_parameters / (t * x.ep);
+  time.parameters = (x.block_parameters - x.expert_parameters) / t + time.expert_parameters;
   return time;
 }
 
@@ -285,23 +378,29 @@ MegatronLayerTime head_time(const GpuModel& gpu, const Shape& x, int64_t vocab, 
   return time;
 }
 
+// `expert_weight`: make_megatron_profile's expert_gradient_weight.
 Layer to_layer(const std::string& name, const std::string& what, const MegatronLayerTime& time,
-               const MegatronLayout& layout, const GpuModel& gpu, double output_bytes) {
+               const MegatronLayout& layout, const GpuModel& gpu, double output_bytes, double expert_weight = 1.0) {
   Layer layer;
   layer.name = name;
   const Seconds weight = time.weight_gradient;
-  layer.forward = time.forward_compute + time.forward_comm + time.context_forward;
-  layer.backward = time.backward_compute + time.backward_comm + time.context_backward + time.recompute + time.host_wait;
+  layer.forward = time.forward_compute + time.forward_comm + time.context_forward + time.expert_forward;
+  layer.backward = time.backward_compute + time.backward_comm + time.context_backward + time.expert_backward +
+                   time.recompute + time.host_wait;
   // The host's wait (the forward's and the backward's) is charged to the
   // backward: the layer's total is right, its split between F and B is not.
   layer.backward_weight = weight;
   layer.backward_input = layer.backward - weight;
+  const double dense = time.parameters - time.expert_parameters;
   const double optimizer_bytes =
-      time.parameters * kOptimizerBytes / (layout.distributed_optimizer ? layout.replicas() : 1);
+      layout.distributed_optimizer
+          ? (dense / layout.replicas() + time.expert_parameters / layout.expert_replicas()) * kOptimizerBytes
+          : time.parameters * kOptimizerBytes;
   layer.optimizer = time.embedding_allreduce + gpu.memory_bound(optimizer_bytes);
   layer.output_bytes = Bytes::counted(output_bytes);
   const double gradient_bytes = layout.bf16 ? 4.0 : 2.0;
-  layer.param_bytes = Bytes::counted(time.parameters * layout.tensor * gradient_bytes);
+  layer.param_bytes =
+      Bytes::counted((dense + time.expert_parameters * expert_weight) * layout.tensor * gradient_bytes);
   layer.description = fmt::format(
       "{}; per microbatch on one of {} tensor-parallel ranks: forward {:.3f} ms compute + {:.3f} ms TP "
       "collectives, backward {:.3f} ms compute + {:.3f} ms exposed TP collectives + {:.3f} ms recomputation "
@@ -312,6 +411,9 @@ Layer to_layer(const std::string& name, const std::string& what, const MegatronL
   if (time.context_forward.value > 0.0 || time.context_backward.value > 0.0)
     layer.description += fmt::format("; exposed context-parallel exchange: forward {:.3f} ms, backward {:.3f} ms",
                                      time.context_forward.value * 1e3, time.context_backward.value * 1e3);
+  if (time.expert_forward.value > 0.0 || time.expert_backward.value > 0.0)
+    layer.description += fmt::format("; expert-parallel all-to-alls: forward {:.3f} ms, backward {:.3f} ms",
+                                     time.expert_forward.value * 1e3, time.expert_backward.value * 1e3);
   return layer;
 }
 
@@ -323,6 +425,11 @@ std::string block_description(const GptModel& model, const MegatronLayout& layou
   std::string extras;
   if (model.rms_norm) extras += ", RMSNorm";
   if (!model.linear_bias) extras += ", no biases";
+  if (model.moe())
+    return fmt::format("transformer block, {}, {} experts {} -> {}{} (top {}, {} per rank{}){}, recompute {}",
+                       attention, model.experts, model.hidden, model.expert_ffn(), model.swiglu ? " SwiGLU" : "",
+                       model.router_topk, model.experts / std::max(1, layout.expert_parallel),
+                       model.grouped_gemm ? ", grouped GEMM" : "", extras, recompute_name(layout.recompute));
   return fmt::format("transformer block, {}, MLP {} -> {}{}{}, recompute {}", attention, model.hidden, model.ffn(),
                      model.swiglu ? " SwiGLU" : "", extras, recompute_name(layout.recompute));
 }
@@ -331,7 +438,8 @@ std::string block_description(const GptModel& model, const MegatronLayout& layou
 
 MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayout& layout, const GpuModel& gpu,
                                       const CollectiveTime& tp_allreduce, const CollectiveTime& embedding_allreduce,
-                                      const CollectiveTime& context_comm) {
+                                      const CollectiveTime& context_comm, const CollectiveTime& expert_comm,
+                                      double expert_gradient_weight) {
   const Shape x = shape_of(model, layout);
   const int64_t vocab = padded_vocab(model, layout.tensor);
   const double activation = x.tokens * x.h * kHalf;
@@ -343,8 +451,10 @@ MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayou
                                      : Seconds(0.0);
   MegatronProfile out;
   out.profile.model = fmt::format(
-      "gpt L{} h{} a{} s{} (t {}{}, {})", model.layers, model.hidden, model.heads, model.sequence, layout.tensor,
-      layout.context > 1 ? fmt::format(", c {}", layout.context) : "", layout.bf16 ? "bf16" : "fp16");
+      "gpt L{} h{} a{} s{}{} (t {}{}{}, {})", model.layers, model.hidden, model.heads, model.sequence,
+      model.moe() ? fmt::format(" E{} top{}", model.experts, model.router_topk) : "", layout.tensor,
+      layout.context > 1 ? fmt::format(", c {}", layout.context) : "",
+      layout.expert_parallel > 1 ? fmt::format(", ep {}", layout.expert_parallel) : "", layout.bf16 ? "bf16" : "fp16");
   out.profile.device = gpu.name;
   out.profile.microbatch_size = layout.micro_batch;
 
@@ -362,17 +472,21 @@ MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayou
           ? layout.layers_per_virtual_stage
           : std::max<int64_t>(1, model.layers / std::max(1, layout.pipeline * layout.virtual_stages(model)));
   const Seconds pass_share = gpu.host_per_pass / static_cast<double>(pass_blocks);
-  const MegatronLayerTime block = block_time(gpu, x, layout.recompute, tp_allreduce, context_comm, pass_share);
-  const Layer block_layer = to_layer("block", block_description(model, layout), block, layout, gpu, activation);
+  const MegatronLayerTime block =
+      block_time(gpu, x, layout.recompute, tp_allreduce, context_comm, expert_comm, pass_share);
+  const Layer block_layer =
+      to_layer("block", block_description(model, layout), block, layout, gpu, activation, expert_gradient_weight);
   // --recompute-method block: only the first N blocks of each chunk are
   // recomputed, the others run as without recomputation.
   MegatronLayout kept_layout = layout;
   kept_layout.recompute = Recompute::kNone;
   const MegatronLayerTime kept =
-      layout.recompute_block ? block_time(gpu, x, Recompute::kNone, tp_allreduce, context_comm, pass_share) : block;
-  const Layer kept_layer = layout.recompute_block
-                               ? to_layer("block", block_description(model, kept_layout), kept, layout, gpu, activation)
-                               : block_layer;
+      layout.recompute_block
+          ? block_time(gpu, x, Recompute::kNone, tp_allreduce, context_comm, expert_comm, pass_share)
+          : block;
+  const Layer kept_layer = layout.recompute_block ? to_layer("block", block_description(model, kept_layout), kept,
+                                                             layout, gpu, activation, expert_gradient_weight)
+                                                  : block_layer;
   std::vector<bool> recomputed(static_cast<size_t>(model.layers), true);
   if (layout.recompute_block) {
     size_t at = 0;

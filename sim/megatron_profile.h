@@ -118,11 +118,16 @@ struct MegatronLayerTime {
   // gradients in the backward) that outlasts the attention steps, exposed.
   Seconds context_forward;
   Seconds context_backward;
+  // Expert parallelism: the dispatch's and the combine's all-to-alls, each
+  // way (not overlapped).
+  Seconds expert_forward;
+  Seconds expert_backward;
   // Per iteration, on the embedding and the head with p > 1: the tied word
   // embedding's gradient all-reduce between the first and the last pipeline
   // stage, which runs before the optimizer step (charged in Layer::optimizer).
   Seconds embedding_allreduce;
-  double parameters = 0.0;  // of this rank
+  double parameters = 0.0;         // of this rank
+  double expert_parameters = 0.0;  // of them, the experts' (reduced over d c / ep ranks)
 };
 
 struct MegatronProfile {
@@ -142,10 +147,16 @@ bool fused_softmax_available(int64_t micro_batch, int64_t heads_per_rank, int64_
 // `bytes` per GPU (two members); empty: none is charged. `context_comm`: with
 // context parallelism, the time of its collective for `bytes` per GPU
 // (context_comm_time in sim/megatron_sim.h says which, by --cp-comm-type);
-// empty: none is charged.
+// empty: none is charged. With experts: `expert_comm`, the all-to-all among
+// the ep ranks in which each GPU holds `bytes` (expert_all_to_all_time in
+// sim/megatron_sim.h; empty: none is charged), and `expert_gradient_weight`,
+// what a byte of the experts' gradients costs in the reduction the
+// simulator runs over the d c ranks (Layer::param_bytes), for the d c / ep
+// ranks that reduce it (expert_gradient_weight in sim/megatron_sim.h).
 MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayout& layout, const GpuModel& gpu,
                                       const CollectiveTime& tp_allreduce,
                                       const CollectiveTime& embedding_allreduce = {},
-                                      const CollectiveTime& context_comm = {});
+                                      const CollectiveTime& context_comm = {}, const CollectiveTime& expert_comm = {},
+                                      double expert_gradient_weight = 1.0);
 
 }  // namespace baton

@@ -33,12 +33,17 @@ double block_activation_bytes(const GptModel& model, const MegatronLayout& layou
   const double h = static_cast<double>(model.hidden);
   const double a = static_cast<double>(model.heads);
   const double kv = static_cast<double>(model.kv_hidden());
-  const double f = static_cast<double>(model.ffn());
+  const double f = static_cast<double>(model.moe() ? model.expert_ffn() : model.ffn());
   const double t = layout.tensor;
   const double sbh = s * layout.micro_batch * h;
   const double attention = model.flash_attention ? 4.0 * a / (h * t) : 5.0 * a * s / (h * t);
-  const double split = 4.0 + 4.0 * kv / h + (model.swiglu ? 6.0 : 4.0) * f / h;  // GPT: 24
-  const double rest = layout.sequence_parallel ? (10.0 + split) / t : 10.0 + split / t;
+  // With experts: k copies of each token through experts of width F, whose
+  // input (the tokens gathered over t) is kept whole, and the router's
+  // probabilities (fp32, E per token of the shard).
+  const double k = model.moe() ? static_cast<double>(model.router_topk) : 1.0;
+  const double split = 4.0 + 4.0 * kv / h + (model.swiglu ? 6.0 : 4.0) * k * f / h;  // GPT: 24
+  const double experts = model.moe() ? 2.0 * k + 4.0 * static_cast<double>(model.experts) / (h * t) : 0.0;
+  const double rest = (layout.sequence_parallel ? (10.0 + split) / t : 10.0 + split / t) + experts;
   switch (layout.recompute) {
     case Recompute::kNone: return sbh * (rest + attention);
     case Recompute::kSelective: return sbh * (rest + (model.flash_attention ? attention : 0.0));
@@ -59,11 +64,17 @@ double weight_pass_bytes(const GptModel& model, const MegatronLayout& layout) {
   const double h = static_cast<double>(model.hidden);
   const double sbh = static_cast<double>(layout.local_sequence(model)) * layout.micro_batch * h;
   const double kv = static_cast<double>(model.kv_hidden());
-  const double f = static_cast<double>(model.ffn());
+  const double f = static_cast<double>(model.moe() ? model.expert_ffn() : model.ffn());
   const double up = model.swiglu ? 2.0 * f : f;
   const double t = layout.tensor;
-  const double split = 2.0 * (h + 2.0 * kv) / h + 2.0 + 2.0 * up / h + 2.0 * f / h;  // GPT: 24
-  return sbh * (layout.sequence_parallel ? (8.0 + split) / t : 8.0 + split / t);
+  // With experts the MLP's four terms are k copies' (the inputs kept whole).
+  const double k = model.moe() ? static_cast<double>(model.router_topk) : 1.0;
+  const double split = 2.0 * (h + 2.0 * kv) / h + 2.0 + k * (2.0 * up / h + 2.0 * f / h);  // GPT: 24
+  // The MLP's input and its output's gradient (4 of the 8): the experts'
+  // k copies' instead, whole.
+  const double whole = model.moe() ? 4.0 : 8.0;
+  const double experts = model.moe() ? 4.0 * k : 0.0;
+  return sbh * ((layout.sequence_parallel ? (whole + split) / t : whole + split / t) + experts);
 }
 
 double working_set_bytes(const GptModel& model, const MegatronLayout& layout) {
@@ -85,6 +96,7 @@ MegatronRankWork megatron_rank_work(const MegatronProfile& profile, const Plan& 
       work.compute += t.forward_compute + t.backward_compute;
       work.tensor_comm += t.forward_comm + t.backward_comm;
       work.context_comm += t.context_forward + t.context_backward;
+      work.expert_comm += t.expert_forward + t.expert_backward;
       work.recompute += t.recompute;
       work.host += t.host_wait;
       work.backward += costed.backward;
@@ -92,6 +104,7 @@ MegatronRankWork megatron_rank_work(const MegatronProfile& profile, const Plan& 
       work.embedding_allreduce += t.embedding_allreduce;
       work.gradients = work.gradients + costed.param_bytes;
       work.parameters += t.parameters;
+      work.expert_parameters += t.expert_parameters;
     }
   }
   return work;
@@ -148,6 +161,36 @@ CollectiveTime context_comm_time(const Topology& topology, const MegatronLayout&
     }
   }
   return [fixed, per_byte](double bytes) { return Seconds(fixed + per_byte * bytes); };
+}
+
+CollectiveTime expert_all_to_all_time(const Topology& topology, const MegatronLayout& layout) {
+  const int ep = layout.expert_parallel;
+  if (ep < 2) return {};
+  std::vector<int> group;
+  for (int j = 0; j < ep; ++j) group.push_back(j * layout.tensor);
+  const Network network(topology);
+  return [network, group](double bytes) { return network.allreduce_time(group, Bytes::counted(bytes)) * 0.5; };
+}
+
+double expert_gradient_weight(const Topology& topology, const MegatronLayout& layout) {
+  const int ep = std::max(1, layout.expert_parallel);
+  if (ep == 1) return 1.0;
+  if (layout.expert_replicas() < 2) return 0.0;
+  auto groups = tensor_group_topology(topology, layout.tensor);
+  if (!groups) return 1.0;  // predict_megatron reports the error
+  std::vector<int> dense, experts;
+  for (int j = 0; j < layout.replicas(); ++j) {
+    dense.push_back(j);
+    if (j % ep == 0) experts.push_back(j);
+  }
+  // Per byte, from the difference of two sizes (the fixed latencies apart).
+  const Network network(*groups);
+  const Bytes probe(int64_t{1} << 30);
+  auto per_byte = [&](const std::vector<int>& group) {
+    return (network.allreduce_time(group, probe) - network.allreduce_time(group, Bytes(0))).value;
+  };
+  const double base = per_byte(dense);
+  return base > 0.0 ? per_byte(experts) / base : 1.0;
 }
 
 double megatron_layer_activation_bytes(const GptModel& model, const MegatronLayout& layout) {
@@ -293,7 +336,9 @@ MegatronMemory megatron_memory(const GptModel& model, const MegatronLayout& layo
   MegatronMemory memory;
   memory.capacity = capacity;
   const double gradient = layout.bf16 ? 4.0 : 2.0;
+  // The experts' optimizer states shard over the d c / ep ranks that hold them.
   const double states = 12.0 / (layout.distributed_optimizer ? layout.replicas() : 1);
+  const double expert_states = 12.0 / (layout.distributed_optimizer ? layout.expert_replicas() : 1);
   double per_block = block_activation_bytes(model, layout);
   const double working = working_set_bytes(model, layout);
   // --recompute-method block: counted in blocks without recomputation, the
@@ -319,8 +364,10 @@ MegatronMemory megatron_memory(const GptModel& model, const MegatronLayout& layo
   for (int rank = 0; rank < layout.pipeline; ++rank) {
     MegatronRankMemory entry;
     entry.rank = rank;
-    const double parameters = megatron_rank_work(profile, plan, rank).parameters;
-    entry.weights_and_optimizer = Bytes::counted(parameters * (2.0 + gradient + states));
+    const MegatronRankWork work = megatron_rank_work(profile, plan, rank);
+    const double dense = work.parameters - work.expert_parameters;
+    entry.weights_and_optimizer = Bytes::counted(dense * (2.0 + gradient + states) +
+                                                 work.expert_parameters * (2.0 + gradient + expert_states));
     const bool last = plan.rank_of(last_stage) == rank;
     entry.activations = Bytes::counted(peaks[rank].block_microbatches * per_block + working + (last ? logits : 0.0));
     entry.inflight_microbatches = peaks[rank].microbatches;

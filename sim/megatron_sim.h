@@ -76,6 +76,7 @@ struct MegatronRankWork {
   Seconds compute;              // per microbatch: GEMMs and memory-bound kernels, forward and backward
   Seconds tensor_comm;          // per microbatch: exposed tensor-parallel collectives
   Seconds context_comm;         // per microbatch: the exposed context-parallel exchange
+  Seconds expert_comm;          // per microbatch: the expert-parallel all-to-alls
   Seconds recompute;            // per microbatch
   Seconds host;                 // per microbatch: waiting for the host (dispatch, work per pass)
   Seconds backward;             // per microbatch: the profile layers' backward
@@ -83,6 +84,7 @@ struct MegatronRankWork {
   Seconds embedding_allreduce;  // once: the tied word embedding's, before the step (first and last rank, p > 1)
   Bytes gradients;              // what the replicas all-reduce
   double parameters = 0.0;      // of one GPU
+  double expert_parameters = 0.0;  // of them, the experts'
 };
 MegatronRankWork megatron_rank_work(const MegatronProfile& profile, const Plan& plan, int rank);
 
@@ -105,6 +107,20 @@ CollectiveTime embedding_allreduce(const Topology& topology, const MegatronLayou
 // which each holds `bytes` (both on sim/network.h's ring: half an all-reduce
 // of the c `bytes` gathered, or of the `bytes`). Empty with c = 1.
 CollectiveTime context_comm_time(const Topology& topology, const MegatronLayout& layout);
+// Expert parallelism's all-to-all (make_megatron_profile's `expert_comm`)
+// among the ep ranks of one expert-parallel group, t GPUs apart (GPU 0 of
+// each tensor-parallel group: the t GPUs of a rank each on links of their
+// own), in which each GPU holds `bytes`: on sim/network.h's ring, half an
+// all-reduce of `bytes` (the all-gather of them, which moves what the
+// all-to-all's (ep - 1) / ep of them take). Empty with ep = 1.
+CollectiveTime expert_all_to_all_time(const Topology& topology, const MegatronLayout& layout);
+// make_megatron_profile's `expert_gradient_weight`: the simulator reduces a
+// pipeline rank's gradients over its d c tensor-parallel groups; the
+// experts' are reduced over the d c / ep groups that hold the same experts,
+// ep groups apart (Megatron-core's expert-data-parallel group). The weight
+// is the ratio of the two reductions' time per byte on the tensor-group
+// topology: 0 when d c / ep is 1 (nothing to reduce), 1 without experts.
+double expert_gradient_weight(const Topology& topology, const MegatronLayout& layout);
 
 // Activation bytes one block keeps for one microbatch on one rank (above;
 // with full recomputation the layer's input only).
@@ -163,6 +179,7 @@ struct MegatronBreakdown {
   Seconds compute;         // GEMMs and memory-bound kernels, forward and backward
   Seconds tensor_comm;     // exposed tensor-parallel collectives
   Seconds context_comm;    // the exposed context-parallel exchange of keys and values
+  Seconds expert_comm;     // the expert-parallel all-to-alls (dispatch and combine)
   Seconds recompute;       // forward work redone
   Seconds host;            // waiting for the host: its dispatch of kernels and its work per pass
   Seconds data_allreduce;  // gradient all-reduces: across the d replicas, and the embedding group's

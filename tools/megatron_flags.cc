@@ -50,6 +50,21 @@ void add_architecture_flags(CLI::App& cmd, MegatronArgs& args) {
                "FlashAttention: the attention core as one kernel that keeps no s x s scores (baton's estimate, "
                "not checked against a measured run: docs/TRANSFORMERS.md)")
       ->group(group);
+  cmd.add_option("--num-experts", args.model.experts,
+                 "mixture of experts: every block's MLP becomes E experts and a router (Megatron-core's MoE; "
+                 "routing taken as balanced; baton's estimate, not checked against a measured run)")
+      ->check(at_least(1))
+      ->group(group);
+  cmd.add_option("--moe-router-topk", args.model.router_topk, "with --num-experts: experts per token k (default 2)")
+      ->check(at_least(1))
+      ->group(group);
+  cmd.add_option("--moe-ffn-hidden-size", args.model.moe_ffn_hidden,
+                 "with --num-experts: each expert's width F (default --ffn-hidden-size)")
+      ->check(at_least(1))
+      ->group(group);
+  cmd.add_flag("--moe-grouped-gemm", args.model.grouped_gemm,
+               "with --num-experts: a rank's experts in one grouped GEMM kernel (else one GEMM per expert)")
+      ->group(group);
 }
 
 // The flags whose 0 field means "not given" (MegatronArgs) refuse an explicit 0.
@@ -79,6 +94,12 @@ void add_megatron_flags(CLI::App& cmd, MegatronArgs& args) {
                  "allgather taken too) or a2a (all-to-alls trading the sequence split for a split of the heads); "
                  "a2a+p2p is refused")
       ->check(CLI::IsMember({"p2p", "a2a", "all_gather", "allgather", "a2a+p2p"}))
+      ->group(group);
+  cmd.add_option("--expert-model-parallel-size", args.expert_parallel,
+                 "expert parallel ep (default 1): with --num-experts, the experts split over ep of the d c ranks "
+                 "that share a pipeline rank's weights (ep dividing E and d c), tokens sent to their experts and "
+                 "back by all-to-alls")
+      ->check(at_least(1))
       ->group(group);
   cmd.add_option("--num-layers-per-virtual-pipeline-stage", args.layers_per_virtual_stage,
                  "interleaved 1F1B with L / (p x this) chunks per GPU")
@@ -155,6 +176,11 @@ std::string architecture_flags(const GptModel& model) {
   if (model.rope) text += " --position-embedding-type rope";
   if (model.rms_norm) text += " --normalization RMSNorm";
   if (model.flash_attention) text += " --use-flash-attn";
+  if (model.moe()) {
+    text += fmt::format(" --num-experts {} --moe-router-topk {}", model.experts, model.router_topk);
+    if (model.moe_ffn_hidden > 0) text += fmt::format(" --moe-ffn-hidden-size {}", model.moe_ffn_hidden);
+    if (model.grouped_gemm) text += " --moe-grouped-gemm";
+  }
   return text;
 }
 
@@ -210,6 +236,7 @@ MegatronAxes pinned_megatron_axes(const MegatronArgs& flags, const CLI::App& cmd
         "--account-for-embedding/loss-in-pipeline-split are for simulate");
   if (given("--data-parallel-size")) axes.data = flags.data;  // >= 1: the flag's check refuses less
   if (given("--context-parallel-size")) axes.context = flags.context;
+  if (given("--expert-model-parallel-size")) axes.expert_parallel = flags.expert_parallel;
   if (!flags.cp_comm_type.empty()) axes.context_comm = context_comm_of(flags.cp_comm_type);
   return axes;
 }
@@ -261,6 +288,7 @@ MegatronRun megatron_flags_unchecked(const MegatronArgs& args) {
   layout.overlap_grad_reduce = args.overlap_grad_reduce;
   layout.data = args.data;
   layout.context = args.context;
+  layout.expert_parallel = args.expert_parallel;
   if (!args.cp_comm_type.empty()) layout.context_comm = context_comm_of(args.cp_comm_type);
   layout.first_stage_layers = args.first_stage_layers;
   layout.last_stage_layers = args.last_stage_layers;

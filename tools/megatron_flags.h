@@ -24,6 +24,7 @@ struct MegatronArgs {
   int data = 0;  // 0: not given (the flag refuses 0), the topology's GPUs / (t p)
   int layers_per_virtual_stage = 0;
   int context = 1;               // --context-parallel-size
+  int expert_parallel = 1;       // --expert-model-parallel-size
   std::string cp_comm_type;      // --cp-comm-type: "", p2p (others refused)
   std::string recompute;         // "", "selective", "full"
   std::string recompute_method;  // --recompute-method: "", uniform, block (refused)

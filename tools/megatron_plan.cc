@@ -27,6 +27,7 @@ std::string megatron_flags_of(const GptModel& model, const MegatronLayout& l) {
   if (l.context > 1) text += fmt::format(" --context-parallel-size {}", l.context);
   if (l.context > 1 && l.context_comm != ContextComm::kP2P)
     text += fmt::format(" --cp-comm-type {}", context_comm_name(l.context_comm));
+  if (l.expert_parallel > 1) text += fmt::format(" --expert-model-parallel-size {}", l.expert_parallel);
   if (l.layers_per_virtual_stage > 0)
     text += fmt::format(" --num-layers-per-virtual-pipeline-stage {}", l.layers_per_virtual_stage);
   if (l.recompute != Recompute::kNone) text += fmt::format(" --recompute-granularity {}", recompute_name(l.recompute));

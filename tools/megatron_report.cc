@@ -20,18 +20,22 @@ struct Part {
   Seconds time;
 };
 
-// The context-parallel exchange only where there is one (c > 1).
+// The context-parallel exchange only where there is one (c > 1), the
+// expert-parallel all-to-alls likewise (ep > 1).
 std::vector<Part> parts(const MegatronBreakdown& b, const MegatronLayout& layout) {
   std::vector<Part> all = {
       {"compute (GEMMs, memory-bound kernels)", "compute", b.compute},
-      {"tensor-parallel collectives (exposed)", "tensor_parallel_comm", b.tensor_comm},
-      {"context-parallel exchange (exposed)", "context_parallel_comm", b.context_comm},
+      {"tensor-parallel collectives (exposed)", "tensor_parallel_comm", b.tensor_comm}};
+  if (layout.context > 1) all.push_back({"context-parallel exchange (exposed)", "context_parallel_comm", b.context_comm});
+  if (layout.expert_parallel > 1)
+    all.push_back({"expert-parallel all-to-alls (dispatch, combine)", "expert_parallel_comm", b.expert_comm});
+  const std::vector<Part> rest = {
       {"recomputation", "recompute", b.recompute},
       {"host dispatch and loop (GPU waiting for the host)", "host_dispatch", b.host},
       {"pipeline bubble and transfer waits", "pipeline_bubble", b.bubble},
       {"gradient all-reduces (data-parallel, tied embedding)", "data_parallel_allreduce", b.data_allreduce},
       {"optimizer step", "optimizer", b.optimizer}};
-  if (layout.context < 2) all.erase(all.begin() + 2);
+  all.insert(all.end(), rest.begin(), rest.end());
   return all;
 }
 
@@ -46,10 +50,11 @@ std::string recompute_detail(const GptModel& model, const MegatronLayout& layout
 
 std::string layout_line(const GptModel& model, const MegatronLayout& layout) {
   std::string text = fmt::format(
-      "t {} x p {}{} x d {} = {} GPUs, micro-batch {}, {} microbatches per data-parallel rank, {}", layout.tensor,
+      "t {} x p {}{} x d {}{} = {} GPUs, micro-batch {}, {} microbatches per data-parallel rank, {}", layout.tensor,
       layout.pipeline,
       layout.context > 1 ? fmt::format(" x c {} ({})", layout.context, context_comm_name(layout.context_comm)) : "",
-      layout.data, layout.gpus(), layout.micro_batch, layout.microbatches(),
+      layout.data, layout.expert_parallel > 1 ? fmt::format(" (expert parallel {})", layout.expert_parallel) : "",
+      layout.gpus(), layout.micro_batch, layout.microbatches(),
       layout.v_schedule == VSchedule::kZbV
           ? fmt::format("ZB-V (zero bubble, 2 chunks of {} blocks per GPU in a V)", layout.stage_layers(model)[1])
       : layout.v_schedule == VSchedule::kDualPipeV
@@ -78,9 +83,11 @@ std::string layout_line(const GptModel& model, const MegatronLayout& layout) {
 std::string megatron_text(const GptModel& model, const MegatronLayout& layout, const Topology& topology,
                           const MegatronPrediction& p) {
   std::string out =
-      fmt::format("GPT: {} layers, hidden {}, {} heads, sequence {}, vocabulary {} (padded {}): {:.2f}B parameters\n",
+      fmt::format("GPT: {} layers, hidden {}, {} heads, sequence {}, vocabulary {} (padded {}): {:.2f}B parameters{}\n",
                   model.layers, model.hidden, model.heads, model.sequence, model.vocab,
-                  padded_vocab(model, layout.tensor), gpt_parameters(model, layout.tensor) / 1e9);
+                  padded_vocab(model, layout.tensor), gpt_parameters(model, layout.tensor) / 1e9,
+                  model.moe() ? fmt::format(" ({:.2f}B active per token)", gpt_active_parameters(model, layout.tensor) / 1e9)
+                              : std::string());
   if (model.beyond_gpt()) out += fmt::format("architecture beyond GPT-3's:{}\n", architecture_flags(model));
   out += fmt::format("on {} ({}): {}\n\n", topology.name, topology.device.name, layout_line(model, layout));
   out += fmt::format(
@@ -155,7 +162,8 @@ nlohmann::json megatron_json(const GptModel& model, const MegatronLayout& layout
         {"seq_length", model.sequence},
         {"vocab_size", model.vocab},
         {"padded_vocab_size", padded_vocab(model, layout.tensor)},
-        {"parameters", gpt_parameters(model, layout.tensor)}}},
+        {"parameters", gpt_parameters(model, layout.tensor)},
+        {"active_parameters", gpt_active_parameters(model, layout.tensor)}}},
       {"layout",
        {{"tensor_model_parallel_size", layout.tensor},
         {"pipeline_model_parallel_size", layout.pipeline},
@@ -163,6 +171,7 @@ nlohmann::json megatron_json(const GptModel& model, const MegatronLayout& layout
         {"context_parallel_size", layout.context},
         {"cp_comm_type",
          layout.context > 1 ? nlohmann::json(context_comm_name(layout.context_comm)) : nlohmann::json()},
+        {"expert_model_parallel_size", layout.expert_parallel},
         {"micro_batch_size", layout.micro_batch},
         {"global_batch_size", layout.global_batch},
         {"num_layers_per_virtual_pipeline_stage",
@@ -212,7 +221,8 @@ nlohmann::json megatron_json(const GptModel& model, const MegatronLayout& layout
       {"simulated_replicas", p.simulation.one_replica ? 1 : layout.replicas()}};
   if (model.beyond_gpt()) {
     const nlohmann::json arguments = megatron_arguments(model, layout);
-    for (const char* key : kGptArchitectureKeys) out["model"][key] = arguments.at(key);
+    for (const char* key : kGptArchitectureKeys)  // the experts' keys only with experts
+      if (arguments.contains(key)) out["model"][key] = arguments.at(key);
   }
   return out;
 }
