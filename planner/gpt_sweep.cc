@@ -171,12 +171,26 @@ size_t gpt_sweep_size(const GptSweepSpec& spec) {
 std::vector<std::string> gpt_sweep_header(const GptSweepSpec& spec) {
   std::vector<std::string> header = sweep_lead_columns();
   for (const GptSweepAxis& axis : spec.axes) header.push_back(axis.name);
-  for (const char* column :
-       {"tensor_model_parallel_size", "pipeline_model_parallel_size", "data_parallel_size", "context_parallel_size",
-        "expert_model_parallel_size", "micro_batch_size", "num_layers_per_virtual_pipeline_stage", "recompute_granularity", "sequence_parallel",
-        "use_distributed_optimizer", "pipeline_schedule", "gpus", "microbatches", "iteration_time_s",
-        "throughput_samples_per_s", "model_tflops_per_gpu", "peak_memory_bytes", "memory_capacity_bytes", "fits",
-        "error"})
+  for (const char* column : {"tensor_model_parallel_size",
+                             "pipeline_model_parallel_size",
+                             "data_parallel_size",
+                             "context_parallel_size",
+                             "expert_model_parallel_size",
+                             "micro_batch_size",
+                             "num_layers_per_virtual_pipeline_stage",
+                             "recompute_granularity",
+                             "sequence_parallel",
+                             "use_distributed_optimizer",
+                             "pipeline_schedule",
+                             "gpus",
+                             "microbatches",
+                             "iteration_time_s",
+                             "throughput_samples_per_s",
+                             "model_tflops_per_gpu",
+                             "peak_memory_bytes",
+                             "memory_capacity_bytes",
+                             "fits",
+                             "error"})
     header.push_back(column);
   return header;
 }
@@ -248,8 +262,9 @@ std::vector<std::string> point_row(const GptSweepSpec& spec, size_t index, const
   const auto yes_no = [](bool b) { return std::string(b ? "yes" : "no"); };
   for (const std::string& field :
        {std::to_string(l.tensor), std::to_string(l.pipeline), r.has_layout ? std::to_string(l.data) : "",
-        std::to_string(l.context), std::to_string(l.expert_parallel), std::to_string(l.micro_batch), std::to_string(l.layers_per_virtual_stage),
-        std::string(recompute_name(l.recompute)), yes_no(l.sequence_parallel), yes_no(l.distributed_optimizer),
+        std::to_string(l.context), std::to_string(l.expert_parallel), std::to_string(l.micro_batch),
+        std::to_string(l.layers_per_virtual_stage), std::string(recompute_name(l.recompute)),
+        yes_no(l.sequence_parallel), yes_no(l.distributed_optimizer),
         l.v_schedule != VSchedule::kNone ? std::string(v_schedule_name(l.v_schedule))
         : l.layers_per_virtual_stage > 0 ? std::string("interleaved-1f1b")
                                          : std::string(zero_bubble_name(l.zero_bubble)),

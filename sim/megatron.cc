@@ -172,7 +172,8 @@ double gpt_parameters(const GptModel& model, int tensor) {
 double gpt_active_parameters(const GptModel& model, int tensor) {
   if (!model.moe()) return gpt_parameters(model, tensor);
   const double unused = static_cast<double>(model.experts - model.router_topk) / static_cast<double>(model.experts);
-  return gpt_parameters(model, tensor) - static_cast<double>(model.layers) * gpt_block_expert_parameters(model) * unused;
+  return gpt_parameters(model, tensor) -
+         static_cast<double>(model.layers) * gpt_block_expert_parameters(model) * unused;
 }
 
 // Per sample and layer the forward is 2 P_lin s + 4 s^2 h FLOPs (GPT: 24 s h^2
@@ -256,8 +257,8 @@ Status check_experts(const GptModel& model, const MegatronLayout& layout) {
   if (model.experts > kMaxGptExperts)
     return Error{fmt::format("--num-experts must be at most {}, got {}", kMaxGptExperts, model.experts)};
   if (model.router_topk < 1 || model.router_topk > model.experts)
-    return Error{fmt::format("--moe-router-topk {} must be between 1 and --num-experts {}", model.router_topk,
-                             model.experts)};
+    return Error{
+        fmt::format("--moe-router-topk {} must be between 1 and --num-experts {}", model.router_topk, model.experts)};
   if (model.moe_ffn_hidden < 0) return Error{"--moe-ffn-hidden-size must be at least 1"};
   if (model.moe_ffn_hidden > kMaxGptHidden * 8)
     return Error{
@@ -273,9 +274,9 @@ Status check_experts(const GptModel& model, const MegatronLayout& layout) {
         ep, layout.replicas(), layout.data,
         layout.context > 1 ? fmt::format(" x --context-parallel-size {}", layout.context) : std::string())};
   if (layout.tensor > 1 && !layout.sequence_parallel)
-    return Error{fmt::format(
-        "--num-experts with --tensor-model-parallel-size {} needs --sequence-parallel, as Megatron does",
-        layout.tensor)};
+    return Error{
+        fmt::format("--num-experts with --tensor-model-parallel-size {} needs --sequence-parallel, as Megatron does",
+                    layout.tensor)};
   return ok_status();
 }
 

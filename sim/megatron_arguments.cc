@@ -188,9 +188,9 @@ Status read_gpt_architecture(const nlohmann::json& arguments, const json_fields:
   }
   bool grouped = false, no_bias = false, untied = false;
   bool* flags[] = {&model.swiglu, &grouped, &no_bias, &untied, &model.flash_attention, &model.grouped_gemm};
-  const char* names[] = {"swiglu",         "group_query_attention",
-                         "disable_bias_linear", "untie_embeddings_and_output_weights",
-                         "use_flash_attn", "moe_grouped_gemm"};
+  const char* names[] = {
+      "swiglu",         "group_query_attention", "disable_bias_linear", "untie_embeddings_and_output_weights",
+      "use_flash_attn", "moe_grouped_gemm"};
   for (int i = 0; i < 6; ++i) {
     if (!arguments.contains(names[i])) continue;
     auto flag = read_flag(arguments, at, names[i]);

@@ -68,9 +68,8 @@ MegatronBreakdown breakdown_of(const MegatronPrediction& p, const MegatronLayout
     b.optimizer = work.optimizer;
     if (layout.replicas() > 1) b.data_allreduce = network.allreduce_time(p.plan.stages[rank].devices, work.gradients);
     b.data_allreduce += work.embedding_allreduce;
-    const Seconds busy =
-        b.compute + b.tensor_comm + b.context_comm + b.expert_comm + b.recompute + b.host + b.optimizer +
-        b.data_allreduce;
+    const Seconds busy = b.compute + b.tensor_comm + b.context_comm + b.expert_comm + b.recompute + b.host +
+                         b.optimizer + b.data_allreduce;
     if (busy > best_busy) {
       best_busy = busy;
       best = b;

@@ -316,11 +316,9 @@ MegatronLayerTime block_time(const GpuModel& gpu, const Shape& x, Recompute reco
   const Seconds up_w = mlp_gemm(gpu, x, x.up / t, h, m);
   const Seconds input = gpu.gemm(T, h, qkv_width) + gpu.gemm(T, h / t, h) + mlp_gemm(gpu, x, m, x.f / t, h) +
                         mlp_gemm(gpu, x, m, h, x.up / t) + core_backward + elementwise * 2.0;
-  time.weight_gradient =
-      qkv_w + gpu.gemm(h, h / t, T) + up_w + mlp_gemm(gpu, x, h, x.f / t, m) + moe.weight_gradient;
+  time.weight_gradient = qkv_w + gpu.gemm(h, h / t, T) + up_w + mlp_gemm(gpu, x, h, x.f / t, m) + moe.weight_gradient;
   time.backward_compute = input + time.weight_gradient + moe.backward_compute - moe.weight_gradient;
-  time.backward_comm =
-      max(Seconds(0.0), allreduce - qkv_w) + (x.moe ? mlp_comm : max(Seconds(0.0), allreduce - up_w));
+  time.backward_comm = max(Seconds(0.0), allreduce - qkv_w) + (x.moe ? mlp_comm : max(Seconds(0.0), allreduce - up_w));
   const ContextExchange exchange = context_exchange(gpu, x, context_comm);
   time.context_forward = exchange.forward;
   time.context_backward = exchange.backward;
@@ -399,8 +397,7 @@ Layer to_layer(const std::string& name, const std::string& what, const MegatronL
   layer.optimizer = time.embedding_allreduce + gpu.memory_bound(optimizer_bytes);
   layer.output_bytes = Bytes::counted(output_bytes);
   const double gradient_bytes = layout.bf16 ? 4.0 : 2.0;
-  layer.param_bytes =
-      Bytes::counted((dense + time.expert_parameters * expert_weight) * layout.tensor * gradient_bytes);
+  layer.param_bytes = Bytes::counted((dense + time.expert_parameters * expert_weight) * layout.tensor * gradient_bytes);
   layer.description = fmt::format(
       "{}; per microbatch on one of {} tensor-parallel ranks: forward {:.3f} ms compute + {:.3f} ms TP "
       "collectives, backward {:.3f} ms compute + {:.3f} ms exposed TP collectives + {:.3f} ms recomputation "
@@ -481,9 +478,8 @@ MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayou
   MegatronLayout kept_layout = layout;
   kept_layout.recompute = Recompute::kNone;
   const MegatronLayerTime kept =
-      layout.recompute_block
-          ? block_time(gpu, x, Recompute::kNone, tp_allreduce, context_comm, expert_comm, pass_share)
-          : block;
+      layout.recompute_block ? block_time(gpu, x, Recompute::kNone, tp_allreduce, context_comm, expert_comm, pass_share)
+                             : block;
   const Layer kept_layer = layout.recompute_block ? to_layer("block", block_description(model, kept_layout), kept,
                                                              layout, gpu, activation, expert_gradient_weight)
                                                   : block_layer;

@@ -68,6 +68,15 @@
 //   gradients), exposed; a2a moves the queries, keys and values to the ranks
 //   of their heads and the output back, exposed, and runs the attention over
 //   the whole sequence on a / (t c) heads.
+// Mixture of experts (sim/megatron.h): the MLP's GEMMs are each of the E / ep
+//   local experts' over T k ep / E tokens (routing balanced), F / t wide, as
+//   one grouped kernel (--moe-grouped-gemm) or one after another; the
+//   activation over k T tokens; the router, the routing and the permutation
+//   on the T / t tokens of the sequence-parallel shard; the experts'
+//   tensor-parallel all-gather and reduce-scatter of k T h values (not
+//   overlapped); with ep > 1 the dispatch's and the combine's all-to-alls of
+//   T / t k h values a GPU each way (expert_forward, expert_backward), not
+//   overlapped; megatron_profile.cc's moe_time has the terms.
 // Embedding: gather 2 T h x 2 bytes, its all-reduce across t (the vocabulary
 // is split), scatter-add in the backward. Head: final LayerNorm, logits
 // [T x h] x [h x V/t], vocabulary-parallel cross entropy in fp32 (3 passes of
@@ -83,7 +92,7 @@
 // Optimizer step per layer: 38 bytes per parameter of the rank (Adam with fp32
 // master weights: read gradient, master weights, two moments; write those
 // three and the half-precision weights; unscale and zero the gradients),
-// divided by d with the distributed optimizer.
+// divided by d with the distributed optimizer (the experts' by d c / ep).
 // Sizes for the simulator, whose devices are whole tensor-parallel groups
 // (sim/megatron_sim.h): a layer's output_bytes = T h x 2 (the group sends one
 // copy: Megatron scatters it across the t ranks, or it is already split with

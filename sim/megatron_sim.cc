@@ -366,8 +366,8 @@ MegatronMemory megatron_memory(const GptModel& model, const MegatronLayout& layo
     entry.rank = rank;
     const MegatronRankWork work = megatron_rank_work(profile, plan, rank);
     const double dense = work.parameters - work.expert_parameters;
-    entry.weights_and_optimizer = Bytes::counted(dense * (2.0 + gradient + states) +
-                                                 work.expert_parameters * (2.0 + gradient + expert_states));
+    entry.weights_and_optimizer =
+        Bytes::counted(dense * (2.0 + gradient + states) + work.expert_parameters * (2.0 + gradient + expert_states));
     const bool last = plan.rank_of(last_stage) == rank;
     entry.activations = Bytes::counted(peaks[rank].block_microbatches * per_block + working + (last ? logits : 0.0));
     entry.inflight_microbatches = peaks[rank].microbatches;

@@ -22,7 +22,8 @@
 //     include its copy of the word embedding, or the untied output layer) x (2 weights + g gradients + 12
 //     fp32 master weights and Adam moments), g = 2 in fp16, 4 in bf16; with
 //     the distributed optimizer the 12 are divided by d (d c with context
-//     parallelism, whose ranks shard it too);
+//     parallelism, whose ranks shard it too; d c / ep for the experts'
+//     parameters, which only the ranks holding the same experts share);
 //   activations per layer and microbatch (bytes), s b h x
 //     none:      10 + 24 / t + 5 a s / (h t)     (34 / t + 5 a s / (h t) with sequence parallelism)
 //     selective: 10 + 24 / t                    (34 / t)
@@ -32,7 +33,9 @@
 //                first N blocks of each chunk 2, the others "none");
 //   for a model beyond GPT-3's the 24 is 4 + 4 G / a + 4 f / h (6 f / h with
 //   SwiGLU), and FlashAttention keeps 4 a / (h t) (its fp32 softmax
-//   statistics) where the scores took 5 a s / (h t), selective or not
+//   statistics) where the scores took 5 a s / (h t), selective or not;
+//   with experts the MLP's terms are k copies' of width F, plus the experts'
+//   gathered input 2 k and the router's probabilities 4 E / (h t)
 //   (megatron_sim.cc's block_activation_bytes has the terms);
 //   times the microbatches in flight on the rank at the worst moment, counted
 //   chunk by chunk from the schedule's Program (with ZB-H1 and ZB-H2 a
@@ -73,17 +76,17 @@ Plan megatron_plan(const GptModel& model, const MegatronLayout& layout);
 // One pipeline rank's share of a profile, summed over the layers of its
 // stages: what every caller that asks "how much does rank r do" adds up.
 struct MegatronRankWork {
-  Seconds compute;              // per microbatch: GEMMs and memory-bound kernels, forward and backward
-  Seconds tensor_comm;          // per microbatch: exposed tensor-parallel collectives
-  Seconds context_comm;         // per microbatch: the exposed context-parallel exchange
-  Seconds expert_comm;          // per microbatch: the expert-parallel all-to-alls
-  Seconds recompute;            // per microbatch
-  Seconds host;                 // per microbatch: waiting for the host (dispatch, work per pass)
-  Seconds backward;             // per microbatch: the profile layers' backward
-  Seconds optimizer;            // one optimizer step
-  Seconds embedding_allreduce;  // once: the tied word embedding's, before the step (first and last rank, p > 1)
-  Bytes gradients;              // what the replicas all-reduce
-  double parameters = 0.0;      // of one GPU
+  Seconds compute;                 // per microbatch: GEMMs and memory-bound kernels, forward and backward
+  Seconds tensor_comm;             // per microbatch: exposed tensor-parallel collectives
+  Seconds context_comm;            // per microbatch: the exposed context-parallel exchange
+  Seconds expert_comm;             // per microbatch: the expert-parallel all-to-alls
+  Seconds recompute;               // per microbatch
+  Seconds host;                    // per microbatch: waiting for the host (dispatch, work per pass)
+  Seconds backward;                // per microbatch: the profile layers' backward
+  Seconds optimizer;               // one optimizer step
+  Seconds embedding_allreduce;     // once: the tied word embedding's, before the step (first and last rank, p > 1)
+  Bytes gradients;                 // what the replicas all-reduce
+  double parameters = 0.0;         // of one GPU
   double expert_parameters = 0.0;  // of them, the experts'
 };
 MegatronRankWork megatron_rank_work(const MegatronProfile& profile, const Plan& plan, int rank);

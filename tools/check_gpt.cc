@@ -17,12 +17,12 @@ constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
 
 void read_pinned(const nlohmann::json& pinned, const FieldPath& at, MegatronAxes& axes) {
   take(json_fields::check_object(pinned, at));
-  take(json_fields::check_known_keys(pinned, at,
-                                     {"tensor_model_parallel_size", "pipeline_model_parallel_size", "micro_batch_size",
-                                      "num_layers_per_virtual_pipeline_stage", "recompute_granularity",
-                                      "sequence_parallel", "use_distributed_optimizer", "zero_bubble", "v_schedule",
-                                      "data_parallel_size", "context_parallel_size", "expert_model_parallel_size",
-                                      "gpus"}));
+  take(json_fields::check_known_keys(
+      pinned, at,
+      {"tensor_model_parallel_size", "pipeline_model_parallel_size", "micro_batch_size",
+       "num_layers_per_virtual_pipeline_stage", "recompute_granularity", "sequence_parallel",
+       "use_distributed_optimizer", "zero_bubble", "v_schedule", "data_parallel_size", "context_parallel_size",
+       "expert_model_parallel_size", "gpus"}));
   const auto integer = [&](const char* name, int least, std::optional<int>& into) {
     if (pinned.contains(name))
       into = static_cast<int>(take(json_fields::read_integer(pinned, at, name, least, kMaxInt)));

@@ -1,6 +1,7 @@
 #include "tools/megatron_plan.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include <fmt/format.h>
 
@@ -176,7 +177,9 @@ int run_megatron_plan(const MegatronArgs& flags, const MegatronPlanArgs& args, c
   // The model flags and any pinned layout flag are checked as simulate checks
   // them, on one data-parallel rank (the search chooses d).
   MegatronArgs checked = flags;
-  checked.data = 1;
+  // The fewest data-parallel ranks a pinned expert parallelism divides (d c).
+  checked.data =
+      std::max(1, flags.expert_parallel / std::gcd(std::max(1, flags.expert_parallel), std::max(1, flags.context)));
   checked.zero_bubble = false;  // a pin for the search (pinned_megatron_axes), which chooses p
   checked.zero_bubble_pending = 0;
   checked.zero_bubble_v = checked.dualpipev = false;           // likewise

@@ -23,10 +23,10 @@ struct Part {
 // The context-parallel exchange only where there is one (c > 1), the
 // expert-parallel all-to-alls likewise (ep > 1).
 std::vector<Part> parts(const MegatronBreakdown& b, const MegatronLayout& layout) {
-  std::vector<Part> all = {
-      {"compute (GEMMs, memory-bound kernels)", "compute", b.compute},
-      {"tensor-parallel collectives (exposed)", "tensor_parallel_comm", b.tensor_comm}};
-  if (layout.context > 1) all.push_back({"context-parallel exchange (exposed)", "context_parallel_comm", b.context_comm});
+  std::vector<Part> all = {{"compute (GEMMs, memory-bound kernels)", "compute", b.compute},
+                           {"tensor-parallel collectives (exposed)", "tensor_parallel_comm", b.tensor_comm}};
+  if (layout.context > 1)
+    all.push_back({"context-parallel exchange (exposed)", "context_parallel_comm", b.context_comm});
   if (layout.expert_parallel > 1)
     all.push_back({"expert-parallel all-to-alls (dispatch, combine)", "expert_parallel_comm", b.expert_comm});
   const std::vector<Part> rest = {
@@ -82,12 +82,12 @@ std::string layout_line(const GptModel& model, const MegatronLayout& layout) {
 
 std::string megatron_text(const GptModel& model, const MegatronLayout& layout, const Topology& topology,
                           const MegatronPrediction& p) {
-  std::string out =
-      fmt::format("GPT: {} layers, hidden {}, {} heads, sequence {}, vocabulary {} (padded {}): {:.2f}B parameters{}\n",
-                  model.layers, model.hidden, model.heads, model.sequence, model.vocab,
-                  padded_vocab(model, layout.tensor), gpt_parameters(model, layout.tensor) / 1e9,
-                  model.moe() ? fmt::format(" ({:.2f}B active per token)", gpt_active_parameters(model, layout.tensor) / 1e9)
-                              : std::string());
+  std::string out = fmt::format(
+      "GPT: {} layers, hidden {}, {} heads, sequence {}, vocabulary {} (padded {}): {:.2f}B parameters{}\n",
+      model.layers, model.hidden, model.heads, model.sequence, model.vocab, padded_vocab(model, layout.tensor),
+      gpt_parameters(model, layout.tensor) / 1e9,
+      model.moe() ? fmt::format(" ({:.2f}B active per token)", gpt_active_parameters(model, layout.tensor) / 1e9)
+                  : std::string());
   if (model.beyond_gpt()) out += fmt::format("architecture beyond GPT-3's:{}\n", architecture_flags(model));
   out += fmt::format("on {} ({}): {}\n\n", topology.name, topology.device.name, layout_line(model, layout));
   out += fmt::format(

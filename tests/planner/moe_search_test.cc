@@ -1,0 +1,137 @@
+// Mixture of experts in the Megatron layout search (planner/megatron_search.h)
+// and the GPT sweep (planner/gpt_sweep.h): ep searched over the divisors of d
+// c that divide the experts, pinned where given, and an axis of its own.
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tests/catch_compat.h"
+
+#include "tests/megatron/megatron_test_support.h"
+
+#include "planner/gpt_sweep.h"
+#include "planner/megatron_search.h"
+
+namespace baton {
+namespace {
+
+// A small Mixtral-like model: 8 layers of h 2048, 16 heads, 4 key-value
+// groups, 8 experts of width 1408, top 2, sequence 2048.
+GptModel small_moe() {
+  GptModel m = testing::llama(8, 2048, 16, 4, 5632, 32000);
+  m.sequence = 2048;
+  m.experts = 8;
+  m.router_topk = 2;
+  m.moe_ffn_hidden = 1408;
+  return m;
+}
+
+// Every axis but ep (and d, which the GPUs give) pinned: t 1, p 2, one
+// chunk, 1F1B, no recomputation, the distributed optimizer.
+MegatronAxes pinned_but_experts() {
+  MegatronAxes fixed;
+  fixed.tensor = 1;
+  fixed.pipeline = 2;
+  fixed.context = 1;
+  fixed.micro_batch = 1;
+  fixed.recompute = Recompute::kNone;
+  fixed.sequence_parallel = false;
+  fixed.distributed_optimizer = true;
+  fixed.layers_per_virtual_stage = 0;
+  fixed.zero_bubble = 0;
+  fixed.v_schedule = VSchedule::kNone;
+  fixed.stage_layers = std::make_pair(0, 0);
+  return fixed;
+}
+
+TEST_CASE("moe: the search takes every ep that divides both d c and the experts", "[planner][megatron][moe]") {
+  const Topology topology = testing::shipped_topology("a100_4x8.json");  // 32 GPUs: d = 32 / (t p) = 16
+  const GptModel m = small_moe();
+  const auto all = search_megatron_layouts(m, 64, true, pinned_but_experts(), topology, 1000000);
+  REQUIRE(all.ok());
+  CHECK(all->pruned == 0);
+  CHECK(all->not_fitting == 0);
+  // The divisors of d c = 16 that divide E = 8.
+  std::set<int> expected;
+  for (int ep = 1; ep <= 16; ++ep)
+    if (16 % ep == 0 && 8 % ep == 0) expected.insert(ep);
+  REQUIRE(expected == std::set<int>{1, 2, 4, 8});
+  CHECK(all->enumerated == static_cast<int>(expected.size()));
+  std::set<int> searched;
+  for (const MegatronCandidate& c : all->best) {
+    searched.insert(c.layout.expert_parallel);
+    CHECK(c.layout.data == 16);
+    CHECK(c.iteration_time.value >= c.lower_bound.value * (1 - 1e-12));
+  }
+  CHECK(searched == expected);
+  // The chosen layout's time is the simulator's; pruning keeps it.
+  const MegatronCandidate& best = all->best.front();
+  const auto again = predict_megatron(m, best.layout, topology, false);
+  REQUIRE(again.ok());
+  CHECK(again->iteration_time == best.iteration_time);
+  const auto pruned = search_megatron_layouts(m, 64, true, pinned_but_experts(), topology, 1);
+  REQUIRE(pruned.ok());
+  REQUIRE(pruned->best.size() == 1);
+  CHECK(pruned->best.front().iteration_time == best.iteration_time);
+  CHECK(pruned->best.front().layout.expert_parallel == best.layout.expert_parallel);
+  // ep pinned stays pinned; a dense model searches ep 1 only.
+  MegatronAxes fixed = pinned_but_experts();
+  fixed.expert_parallel = 4;
+  const auto four = search_megatron_layouts(m, 64, true, fixed, topology, 1000000);
+  REQUIRE(four.ok());
+  REQUIRE_FALSE(four->best.empty());
+  for (const MegatronCandidate& c : four->best) CHECK(c.layout.expert_parallel == 4);
+  GptModel dense = m;
+  dense.experts = 0;
+  dense.moe_ffn_hidden = 0;
+  const auto plain = search_megatron_layouts(dense, 64, true, pinned_but_experts(), topology, 1000000);
+  REQUIRE(plain.ok());
+  CHECK(plain->enumerated == 1);
+  for (const MegatronCandidate& c : plain->best) CHECK(c.layout.expert_parallel == 1);
+}
+
+TEST_CASE("moe: the sweep's expert-model-parallel-size axis, ep for short", "[planner][sweep][moe]") {
+  GptSweepAxis ep{"ep", {"1", "02", "8"}};
+  REQUIRE(check_gpt_axis(ep, {}).ok());
+  CHECK(ep.name == "expert-model-parallel-size");
+  CHECK(ep.values == std::vector<std::string>{"1", "2", "8"});
+  GptSweepAxis zero{"ep", {"0"}};
+  CHECK_FALSE(check_gpt_axis(zero, {}).ok());
+  // Each point simulates its ep, written in the layout's column.
+  const Topology topology = testing::shipped_topology("a100_4x8.json");
+  GptSweepSpec spec;
+  spec.model = small_moe();
+  spec.layout = megatron_layout(1, 2, 0, 1, 64);  // d: each point's GPUs / (t p)
+  spec.layout.bf16 = true;
+  spec.axes = {{"ep", {"1", "2", "3"}}};
+  auto table = run_gpt_sweep(spec, topology, [](size_t, size_t) {});
+  REQUIRE(table.ok());
+  REQUIRE(table->rows.size() == 3);
+  const auto at = [&](size_t row, const char* name) {
+    const int column = table->column(name);
+    REQUIRE(column >= 0);
+    return table->rows[row][static_cast<size_t>(column)];
+  };
+  for (size_t i = 0; i < 3; ++i) {
+    INFO("ep " << spec.axes[0].values[i] << ": " << at(i, "error"));
+    CHECK(at(i, "expert_model_parallel_size") == spec.axes[0].values[i]);
+    CHECK(at(i, "data_parallel_size") == "16");
+    MegatronLayout l = megatron_layout(1, 2, 16, 1, 64);
+    l.bf16 = true;
+    l.expert_parallel = std::stoi(spec.axes[0].values[i]);
+    const auto expected = predict_megatron(spec.model, l, topology, false);
+    // ep 3 does not divide the 8 experts: the point says why.
+    if (i == 2) {
+      CHECK_FALSE(expected.ok());
+      CHECK(at(i, "error").find("--expert-model-parallel-size 3") != std::string::npos);
+      continue;
+    }
+    REQUIRE(expected.ok());
+    REQUIRE(at(i, "error").empty());
+    CHECK(std::stod(at(i, "iteration_time_s")) == Approx(expected->iteration_time.value).epsilon(1e-8));
+  }
+}
+
+}  // namespace
+}  // namespace baton
