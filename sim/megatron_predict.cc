@@ -170,16 +170,17 @@ void expose_overlapped_reduction(MegatronPrediction& p, const MegatronLayout& la
 // own (Stream::kTensorComm), as long as their sum over the stage's layers and
 // drawn at the end of the compute span: in the run they are interleaved with
 // the layers' kernels, two per layer and pass. The exposed context-parallel
-// exchange likewise (Stream::kContextComm), drawn just before them.
+// exchange likewise (Stream::kContextComm), drawn just before them, and the
+// expert-parallel all-to-alls (Stream::kExpertComm) just before that.
 void add_tensor_spans(MegatronPrediction& p, const MegatronLayout& layout) {
-  if (layout.tensor < 2 && layout.context < 2) return;
+  if (layout.tensor < 2 && layout.context < 2 && layout.expert_parallel < 2) return;
   std::vector<Span> added;
   for (const Span& span : p.simulation.trace.spans) {
     const ActionKind kind = span.action.kind;
     if (span.stream != Stream::kCompute ||
         (kind != ActionKind::kForward && kind != ActionKind::kBackward && kind != ActionKind::kBackwardInput))
       continue;
-    Seconds comm, context;
+    Seconds comm, context, expert;
     const LayerRange range = p.plan.stages[span.action.stage].layers;
     for (int layer = range.begin; layer < range.end; ++layer) {
       const MegatronLayerTime& t = p.profile.times[layer];
@@ -187,9 +188,12 @@ void add_tensor_spans(MegatronPrediction& p, const MegatronLayout& layout) {
       if (kind == ActionKind::kForward) {
         comm += t.forward_comm;
         context += t.context_forward;
+        expert += t.expert_forward;
       } else {
         comm += t.backward_comm + (layout.recompute == Recompute::kFull && recomputed ? t.forward_comm : Seconds(0.0));
         context += t.context_backward + (recomputed ? t.context_forward : Seconds(0.0));
+        expert +=
+            t.expert_backward + (layout.recompute == Recompute::kFull && recomputed ? t.expert_forward : Seconds(0.0));
       }
     }
     if (comm.value > 0.0) {
@@ -204,6 +208,13 @@ void add_tensor_spans(MegatronPrediction& p, const MegatronLayout& layout) {
       exchange.end = max(span.start, span.end - comm);
       exchange.start = max(span.start, exchange.end - context);
       added.push_back(exchange);
+    }
+    if (expert.value > 0.0) {
+      Span all_to_all = span;
+      all_to_all.stream = Stream::kExpertComm;
+      all_to_all.end = max(span.start, span.end - comm - context);
+      all_to_all.start = max(span.start, all_to_all.end - expert);
+      added.push_back(all_to_all);
     }
   }
   std::vector<Span>& spans = p.simulation.trace.spans;

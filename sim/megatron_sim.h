@@ -15,7 +15,9 @@
 // each F, B and I block, which Perfetto shows on a track of their own and the
 // Gantt chart as a dark strip along the block; the layers' descriptions give
 // them apart too. The exposed context-parallel exchange likewise
-// (Stream::kContextComm, an orange strip just before them).
+// (Stream::kContextComm, an orange strip just before them), and the
+// expert-parallel all-to-alls (Stream::kExpertComm, a purple strip before
+// that).
 //
 // Memory per GPU of pipeline rank r (Korthikanti et al. 2022, eqs. 1-6):
 //   weights and optimizer: its parameters (with p > 1 the last rank's

@@ -27,11 +27,14 @@ namespace baton {
 // Megatron prediction, sim/megatron_sim.h): same worker, action and
 // action_index as the compute span they belong to, drawn on their own track.
 // kContextComm: likewise the exposed context-parallel exchange of keys and
-// values inside a compute span.
-enum class Stream : uint8_t { kCompute, kComm, kTensorComm, kContextComm };
+// values inside a compute span; kExpertComm: the expert-parallel all-to-alls
+// (a mixture of experts' dispatch and combine).
+enum class Stream : uint8_t { kCompute, kComm, kTensorComm, kContextComm, kExpertComm };
 // Whether spans of `stream` lie inside an action's compute span (the
 // collectives a Megatron prediction draws), not actions of their own.
-inline bool inside_compute(Stream stream) { return stream == Stream::kTensorComm || stream == Stream::kContextComm; }
+inline bool inside_compute(Stream stream) {
+  return stream == Stream::kTensorComm || stream == Stream::kContextComm || stream == Stream::kExpertComm;
+}
 
 struct Span {
   int32_t worker = 0;

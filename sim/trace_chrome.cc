@@ -17,6 +17,7 @@ constexpr int kComputeTid = 0;
 constexpr int kCommTid = 1;
 constexpr int kTensorTid = 2;   // tensor-parallel collectives, only in traces that have them
 constexpr int kContextTid = 3;  // the context-parallel exchange, likewise
+constexpr int kExpertTid = 4;   // the expert-parallel all-to-alls, likewise
 
 int tid_of(Stream stream) {
   switch (stream) {
@@ -24,6 +25,7 @@ int tid_of(Stream stream) {
     case Stream::kComm: return kCommTid;
     case Stream::kTensorComm: return kTensorTid;
     case Stream::kContextComm: return kContextTid;
+    case Stream::kExpertComm: return kExpertTid;
   }
   return kComputeTid;
 }
@@ -35,7 +37,12 @@ std::string process_name(int worker, const WorkerInfo& info) {
   return fmt::format("worker {} (stage {}, replica {}, device {})", worker, info.stage, info.replica, info.device);
 }
 
-void append_metadata(std::string& out, int worker, const WorkerInfo& info, bool tensor_track, bool context_track) {
+// The tracks beyond compute and comm that the trace has.
+struct Tracks {
+  bool tensor = false, context = false, expert = false;
+};
+
+void append_metadata(std::string& out, int worker, const WorkerInfo& info, const Tracks& tracks) {
   auto it = std::back_inserter(out);
   fmt::format_to(it,
                  "{{\"ph\":\"M\",\"pid\":{},\"tid\":0,\"name\":\"process_name\","
@@ -47,8 +54,11 @@ void append_metadata(std::string& out, int worker, const WorkerInfo& info, bool 
                  worker, worker);
   for (const auto& [tid, name] :
        {std::pair{kComputeTid, "compute"}, std::pair{kCommTid, "comm"},
-        std::pair{kTensorTid, "tensor-parallel collectives"}, std::pair{kContextTid, "context-parallel exchange"}}) {
-    if ((tid == kTensorTid && !tensor_track) || (tid == kContextTid && !context_track)) continue;
+        std::pair{kTensorTid, "tensor-parallel collectives"}, std::pair{kContextTid, "context-parallel exchange"},
+        std::pair{kExpertTid, "expert-parallel all-to-alls"}}) {
+    if ((tid == kTensorTid && !tracks.tensor) || (tid == kContextTid && !tracks.context) ||
+        (tid == kExpertTid && !tracks.expert))
+      continue;
     fmt::format_to(it,
                    "{{\"ph\":\"M\",\"pid\":{},\"tid\":{},\"name\":\"thread_name\","
                    "\"args\":{{\"name\":\"{}\"}}}},\n",
@@ -71,6 +81,7 @@ void append_span(std::string& out, const Span& span) {
                  span.worker, tid,
                  span.stream == Stream::kTensorComm    ? "TP " + span_name(span.action)
                  : span.stream == Stream::kContextComm ? "CP " + span_name(span.action)
+                 : span.stream == Stream::kExpertComm  ? "EP " + span_name(span.action)
                                                        : span_name(span.action),
                  kind_name(span.action.kind), span.start.us(), (span.end - span.start).us(), span.action.number,
                  span.action.stage, span.action_index, span.bytes.value, to_string(span.action));
@@ -82,11 +93,9 @@ std::string trace_to_chrome_json(const Trace& trace) {
   const std::vector<WorkerInfo> workers = trace_workers(trace);
   std::string out = "{\"traceEvents\": [\n";
   out.reserve(workers.size() * 600 + trace.spans.size() * 220);
-  const bool tensor_track = has_stream(trace, Stream::kTensorComm);
-  const bool context_track = has_stream(trace, Stream::kContextComm);
-  for (size_t w = 0; w < workers.size(); ++w) {
-    append_metadata(out, static_cast<int>(w), workers[w], tensor_track, context_track);
-  }
+  const Tracks tracks{has_stream(trace, Stream::kTensorComm), has_stream(trace, Stream::kContextComm),
+                      has_stream(trace, Stream::kExpertComm)};
+  for (size_t w = 0; w < workers.size(); ++w) append_metadata(out, static_cast<int>(w), workers[w], tracks);
   for (size_t i = 0; i < trace.spans.size(); ++i) {
     append_span(out, trace.spans[i]);
     out += i + 1 < trace.spans.size() ? ",\n" : "\n";

@@ -89,10 +89,12 @@ Result<Span> read_span(const nlohmann::json& event, const std::string& source, s
                                               {"microbatch", "stage", "action_index", "bytes", "action"});
       !ok)
     return ok.error();
-  if (event.contains("tid") && !(event["tid"] == 0 || event["tid"] == 1 || event["tid"] == 2 || event["tid"] == 3))
-    return Error{fmt::format(
-        "{}: \"tid\" must be 0 (compute), 1 (comm), 2 (tensor-parallel collectives) or 3 (context-parallel exchange)",
-        at)};
+  if (event.contains("tid") &&
+      !(event["tid"] == 0 || event["tid"] == 1 || event["tid"] == 2 || event["tid"] == 3 || event["tid"] == 4))
+    return Error{
+        fmt::format("{}: \"tid\" must be 0 (compute), 1 (comm), 2 (tensor-parallel collectives), 3 (context-parallel "
+                    "exchange) or 4 (expert-parallel all-to-alls)",
+                    at)};
   if (!args.contains("action") || !args["action"].is_string())
     return Error{fmt::format("{}: args.action must be an action's text form", at)};
   auto action = parse_action(args["action"].get<std::string>());
@@ -113,6 +115,7 @@ Result<Span> read_span(const nlohmann::json& event, const std::string& source, s
   span.stream = tid == 1   ? Stream::kComm
                 : tid == 2 ? Stream::kTensorComm
                 : tid == 3 ? Stream::kContextComm
+                : tid == 4 ? Stream::kExpertComm
                            : Stream::kCompute;
   span.start = Seconds::from_us(*ts);
   span.end = Seconds::from_us(*ts + *dur);

@@ -247,20 +247,28 @@ void draw_compute_span(std::string& out, const Chart& chart, const Span& span) {
 }
 
 // The collectives inside a compute span (tensor-parallel: dark; the
-// context-parallel exchange: orange) as a strip along its bottom.
+// context-parallel exchange: orange; the expert-parallel all-to-alls:
+// purple) as a strip along its bottom.
 constexpr const char* kTensorFill = "#222";
 constexpr const char* kContextFill = "#b35c00";
+constexpr const char* kExpertFill = "#6a3d9a";
 void draw_tensor_span(std::string& out, const Chart& chart, const Span& span) {
   const double x = chart.scale.x(span.start);
   const double width = chart.scale.x(span.end) - x;
   if (width <= 0) return;
   const double height = chart.compute_px / 4;
-  const bool context = span.stream == Stream::kContextComm;
+  struct Strip {
+    const char* css_class;
+    const char* fill;
+    const char* what;
+  };
+  const Strip strip = span.stream == Stream::kContextComm  ? Strip{"cp", kContextFill, "context-parallel exchange"}
+                      : span.stream == Stream::kExpertComm ? Strip{"ep", kExpertFill, "expert-parallel all-to-alls"}
+                                                           : Strip{"tp", kTensorFill, "tensor-parallel collectives"};
   put(out, "<rect class=\"{}\" x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\" fill=\"{}\">",
-      context ? "cp" : "tp", x, chart.row_top(span.worker) + chart.compute_px - height, std::max(width, 0.5), height,
-      context ? kContextFill : kTensorFill);
-  put(out, "<title>w{} {} of {}: {} {}</title>", span.worker,
-      context ? "context-parallel exchange" : "tensor-parallel collectives", xml_escape(to_string(span.action)),
+      strip.css_class, x, chart.row_top(span.worker) + chart.compute_px - height, std::max(width, 0.5), height,
+      strip.fill);
+  put(out, "<title>w{} {} of {}: {} {}</title>", span.worker, strip.what, xml_escape(to_string(span.action)),
       fmt::format("{:.3f}", (span.end - span.start).value * chart.unit.per_second), chart.unit.name);
   out += "</rect>\n";
 }
@@ -356,7 +364,7 @@ struct LegendItem {
 };
 
 std::vector<LegendItem> legend_items(bool any_compact, bool any_comm, bool any_chunks, bool any_tensor,
-                                     bool any_context) {
+                                     bool any_context, bool any_expert) {
   const double hue = kHues[0];
   std::vector<LegendItem> items = {
       {"forward (F)", hsl_hex(hue, kForwardShade)},
@@ -369,6 +377,7 @@ std::vector<LegendItem> legend_items(bool any_compact, bool any_comm, bool any_c
     for (const CommStyle& style : kCommStyles) items.push_back({style.legend, style.fill});
   if (any_tensor) items.push_back({"tensor-parallel collectives (strip: their sum in the block)", kTensorFill});
   if (any_context) items.push_back({"context-parallel exchange (strip: its exposed sum in the block)", kContextFill});
+  if (any_expert) items.push_back({"expert-parallel all-to-alls (strip: their sum in the block)", kExpertFill});
   if (any_compact) items.push_back({"merged (< 1 px; lighter = more idle)", kMergedFill});
   items.push_back(
       {any_comm ? "colour = microbatch mod 10; thin row = communication" : "colour = microbatch mod 10", ""});
@@ -443,7 +452,7 @@ std::string render(const std::vector<Chart>& charts, const GanttOptions& options
     return std::any_of(charts.begin(), charts.end(), [&](const Chart& c) { return has_stream(*c.trace, stream); });
   };
   const std::vector<LegendItem> items = legend_items(any_compact, any_comm, any_chunks, any_stream(Stream::kTensorComm),
-                                                     any_stream(Stream::kContextComm));
+                                                     any_stream(Stream::kContextComm), any_stream(Stream::kExpertComm));
   const double title_px = options.title.empty() ? 0 : kTitleBandPx;
   const double legend_top = kMarginPx + title_px;
   const int legend_lines = layout_legend(nullptr, items, width_px, legend_top);

@@ -19,6 +19,7 @@ std::string_view stream_name(Stream stream) {
     case Stream::kComm: return "comm";
     case Stream::kTensorComm: return "tensor";
     case Stream::kContextComm: return "context";
+    case Stream::kExpertComm: return "expert";
   }
   return "compute";
 }

@@ -7,6 +7,7 @@
 // after another, the parameters of a rank, the all-to-alls among the ep
 // ranks, the experts' gradients reduced over the d c / ep ranks that hold
 // them, their memory, the flags' checks and the plan file's arguments.
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <vector>
@@ -20,6 +21,8 @@
 #include "sim/gpu_model.h"
 #include "sim/megatron_sim.h"
 #include "sim/network.h"
+#include "sim/trace_reader.h"
+#include "sim/trace_writers.h"
 
 namespace baton {
 namespace {
@@ -314,6 +317,54 @@ TEST_CASE("moe: a block keeps k copies of its tokens through experts of width F,
     CHECK(megatron_layer_activation_bytes(moe, l) - megatron_layer_activation_bytes(dense, l) ==
           Approx(extra).epsilon(1e-12));
   }
+}
+
+TEST_CASE("moe: the trace draws the all-to-alls inside their compute spans, and reads back", "[megatron][moe][trace]") {
+  const Topology topology = testing::shipped_topology("h100_32x8.json");
+  MegatronLayout l = with_experts(megatron_layout(2, 2, 8, 1, 16), 8);  // ep 8 x t 2: across two servers
+  l.sequence_parallel = true;
+  l.recompute = Recompute::kFull;  // the backward repeats the forward's all-to-alls
+  const auto p = predict_megatron(small_moe(), l, topology, true);
+  REQUIRE(p.ok());
+  const Trace& trace = p->simulation.trace;
+  int expert_spans = 0;
+  for (const Span& span : trace.spans) {
+    if (span.stream != Stream::kExpertComm) continue;
+    ++expert_spans;
+    const auto owner = std::find_if(trace.spans.begin(), trace.spans.end(), [&](const Span& s) {
+      return s.stream == Stream::kCompute && s.worker == span.worker && s.action_index == span.action_index;
+    });
+    REQUIRE(owner != trace.spans.end());
+    CHECK(span.start >= owner->start);
+    CHECK(span.end <= owner->end);
+    // The stage's blocks' all-to-alls: the forward's, or the backward's with
+    // the recomputed forward's; drawn before the tensor-parallel strip.
+    const LayerRange range = p->plan.stages[span.action.stage].layers;
+    Seconds expected, tensor;
+    for (int layer = range.begin; layer < range.end; ++layer) {
+      const MegatronLayerTime& t = p->profile.times[layer];
+      const bool forward = span.action.kind == ActionKind::kForward;
+      expected += forward ? t.expert_forward : t.expert_backward + t.expert_forward;
+      // The recomputed forward's collectives: the blocks' (the embedding and
+      // the head are not recomputed).
+      tensor += forward ? t.forward_comm : t.backward_comm + (t.recompute.value > 0.0 ? t.forward_comm : Seconds(0.0));
+    }
+    CHECK(expected.value > 0.0);
+    CHECK((span.end - span.start).value == Approx(expected.value).epsilon(1e-9));
+    CHECK(span.end.value == Approx((owner->end - tensor).value).epsilon(1e-12));
+  }
+  CHECK(expert_spans > 0);
+  const std::string json = trace_to_chrome_json(trace);
+  auto back = parse_chrome_trace(json, "t.json");
+  INFO((back.ok() ? std::string() : back.error().message));
+  REQUIRE(back.ok());
+  CHECK(std::count_if(back->spans.begin(), back->spans.end(),
+                      [](const Span& s) { return s.stream == Stream::kExpertComm; }) == expert_spans);
+  CHECK(json.find("\"expert-parallel all-to-alls\"") != std::string::npos);
+  CHECK(json.find("\"EP F") != std::string::npos);
+  const std::string svg = trace_to_svg(trace);
+  CHECK(svg.find("class=\"ep\"") != std::string::npos);
+  CHECK(svg.find("expert-parallel all-to-alls (strip") != std::string::npos);
 }
 
 TEST_CASE("moe: the checks name the flag", "[megatron][moe]") {

@@ -65,7 +65,7 @@ TEST_CASE("trace reader: wrong types are refused, not thrown") {
   tid["traceEvents"][kFirstSpan]["tid"] = "comm";
   CHECK(
       refusal(trace_from_chrome_json(tid, "a.json")) ==
-      R"(a.json: traceEvents[12]: "tid" must be 0 (compute), 1 (comm), 2 (tensor-parallel collectives) or 3 (context-parallel exchange))");
+      R"(a.json: traceEvents[12]: "tid" must be 0 (compute), 1 (comm), 2 (tensor-parallel collectives), 3 (context-parallel exchange) or 4 (expert-parallel all-to-alls))");
   json phase = written_small_trace();
   phase["traceEvents"][0]["ph"] = 7;  // not a phase baton writes: skipped
   phase["traceEvents"][1]["name"] = 7;
@@ -85,8 +85,8 @@ TEST_CASE("trace reader: numbers no trace holds are refused, naming the field an
   CHECK(with("pid", 0.5) == R"(a.json: traceEvents[12]: "pid" must be an integer from 0 to 1048575)");
   CHECK(with("pid", 1e300) == R"(a.json: traceEvents[12]: "pid" must be an integer from 0 to 1048575)");
   CHECK(
-      with("tid", 4) ==
-      R"(a.json: traceEvents[12]: "tid" must be 0 (compute), 1 (comm), 2 (tensor-parallel collectives) or 3 (context-parallel exchange))");
+      with("tid", 5) ==
+      R"(a.json: traceEvents[12]: "tid" must be 0 (compute), 1 (comm), 2 (tensor-parallel collectives), 3 (context-parallel exchange) or 4 (expert-parallel all-to-alls))");
   CHECK(with("dur", -1) == R"(a.json: traceEvents[12]: "dur" must be >= 0 and ts + dur a finite time)");
   json endless = written_small_trace();
   endless["traceEvents"][kFirstSpan]["ts"] = 1.7e308;
