@@ -129,8 +129,8 @@ std::string megatron_text(const GptModel& model, const MegatronLayout& layout, c
     out += "the layout does not fit; the time above is what it would take with enough memory.\n";
     if (p.fit_hints.empty())
       out +=
-          "no single change among more t or p, recomputation, the distributed optimizer or sequence parallelism makes "
-          "it fit\n";
+          "no single change among more t, p, context or expert parallelism, recomputation, the distributed "
+          "optimizer or sequence parallelism makes it fit\n";
     for (const std::string& hint : p.fit_hints) out += fmt::format("  would fit with {}\n", hint);
   }
   out += fmt::format("\nsimulated {} actions{} in {:.3f} s\n", p.simulation.metrics.actions,
