@@ -225,13 +225,7 @@ TEST_CASE("context parallel: the trace draws the exposed exchange inside its com
   for (const Span& span : trace.spans) {
     if (span.stream != Stream::kContextComm) continue;
     ++context_spans;
-    // The compute span it belongs to: same worker and action, around it.
-    const auto owner = std::find_if(trace.spans.begin(), trace.spans.end(), [&](const Span& s) {
-      return s.stream == Stream::kCompute && s.worker == span.worker && s.action_index == span.action_index;
-    });
-    REQUIRE(owner != trace.spans.end());
-    CHECK(span.start >= owner->start);
-    CHECK(span.end <= owner->end);
+    testing::owning_compute_span(trace, span);  // inside the compute span it belongs to
     // Its length: the stage's blocks' exposed exchange, the backward's with
     // the recomputed forward's.
     const LayerRange range = p->plan.stages[span.action.stage].layers;

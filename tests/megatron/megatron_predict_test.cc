@@ -86,9 +86,9 @@ TEST_CASE("megatron predict: a pass takes the longer of the host's dispatch and 
     const Layer& block = profile->profile.layers[1];
     CHECK((block.forward + block.backward).value ==
           Approx(std::max(host_forward, gpu_forward) + std::max(host_backward, gpu_backward)).epsilon(1e-9));
-    CHECK(x.host_wait.value == Approx(std::max(0.0, host_forward - gpu_forward) +
-                                      std::max(0.0, host_backward - gpu_backward))
-                                   .margin(1e-12));
+    CHECK(
+        x.host_wait.value ==
+        Approx(std::max(0.0, host_forward - gpu_forward) + std::max(0.0, host_backward - gpu_backward)).margin(1e-12));
   }
   CHECK(host_bound >= 3);  // the premise: most of these small layers wait for the host somewhere
 }
@@ -112,9 +112,8 @@ TEST_CASE("megatron predict: the host's work per stage pass is shared by the pas
   const double gpu_backward = (x.backward_compute + x.backward_comm + x.recompute).value;
   const double host_forward = 16 * gpu.host_per_kernel.value + gpu.host_per_pass.value;
   const double host_backward = 50 * gpu.host_per_kernel.value + gpu.host_per_pass.value;
-  CHECK(x.host_wait.value == Approx(std::max(0.0, host_forward - gpu_forward) +
-                                    std::max(0.0, host_backward - gpu_backward))
-                                 .margin(1e-12));
+  CHECK(x.host_wait.value ==
+        Approx(std::max(0.0, host_forward - gpu_forward) + std::max(0.0, host_backward - gpu_backward)).margin(1e-12));
   // Not interleaved, the 2 blocks of a stage share it: less host wait per block.
   l.layers_per_virtual_stage = 0;
   const auto staged = megatron_profile_on(kSmall, l, topology);

@@ -2,6 +2,7 @@
 // Include after tests/catch_compat.h.
 #pragma once
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -9,6 +10,7 @@
 
 #include "sim/megatron.h"
 #include "sim/topology.h"
+#include "sim/trace.h"
 
 namespace baton::testing {
 
@@ -39,6 +41,30 @@ inline GptModel llama(int64_t layers, int64_t hidden, int64_t heads, int64_t gro
   m.rope = true;
   m.rms_norm = true;
   return m;
+}
+
+// A small Mixtral-like mixture of experts: `layers` of h 2048, 16 heads, 4
+// key-value groups, `experts` SwiGLU experts of width 1408, top `topk`,
+// sequence 2048.
+inline GptModel small_moe(int64_t layers, int64_t experts, int64_t topk) {
+  GptModel m = llama(layers, 2048, 16, 4, 5632, 32000);
+  m.sequence = 2048;
+  m.experts = experts;
+  m.router_topk = topk;
+  m.moe_ffn_hidden = 1408;
+  return m;
+}
+
+// The compute span that `inside` (a collective drawn inside one) belongs to:
+// the same worker and action; checks that it exists and holds `inside`.
+inline const Span& owning_compute_span(const Trace& trace, const Span& inside) {
+  const auto owner = std::find_if(trace.spans.begin(), trace.spans.end(), [&](const Span& s) {
+    return s.stream == Stream::kCompute && s.worker == inside.worker && s.action_index == inside.action_index;
+  });
+  REQUIRE(owner != trace.spans.end());
+  CHECK(inside.start >= owner->start);
+  CHECK(inside.end <= owner->end);
+  return *owner;
 }
 
 }  // namespace baton::testing

@@ -38,16 +38,9 @@ GptModel mixtral() {
   return m;
 }
 
-// A small Mixtral-like model for the block's times: 4 layers of h 2048, 16
-// heads, 4 key-value groups, E experts of width 1408, top k, sequence 2048.
-GptModel small_moe(int64_t experts = 8, int64_t topk = 2) {
-  GptModel m = testing::llama(4, 2048, 16, 4, 5632, 32000);
-  m.sequence = 2048;
-  m.experts = experts;
-  m.router_topk = topk;
-  m.moe_ffn_hidden = 1408;
-  return m;
-}
+// A small Mixtral-like model for the block's times: 4 layers, E experts of
+// width 1408, top k.
+GptModel small_moe(int64_t experts = 8, int64_t topk = 2) { return testing::small_moe(4, experts, topk); }
 
 MegatronLayout with_experts(MegatronLayout l, int ep) {
   l.expert_parallel = ep;
@@ -331,12 +324,7 @@ TEST_CASE("moe: the trace draws the all-to-alls inside their compute spans, and 
   for (const Span& span : trace.spans) {
     if (span.stream != Stream::kExpertComm) continue;
     ++expert_spans;
-    const auto owner = std::find_if(trace.spans.begin(), trace.spans.end(), [&](const Span& s) {
-      return s.stream == Stream::kCompute && s.worker == span.worker && s.action_index == span.action_index;
-    });
-    REQUIRE(owner != trace.spans.end());
-    CHECK(span.start >= owner->start);
-    CHECK(span.end <= owner->end);
+    const Span& owner = testing::owning_compute_span(trace, span);
     // The stage's blocks' all-to-alls: the forward's, or the backward's with
     // the recomputed forward's; drawn before the tensor-parallel strip.
     const LayerRange range = p->plan.stages[span.action.stage].layers;
@@ -351,7 +339,7 @@ TEST_CASE("moe: the trace draws the all-to-alls inside their compute spans, and 
     }
     CHECK(expected.value > 0.0);
     CHECK((span.end - span.start).value == Approx(expected.value).epsilon(1e-9));
-    CHECK(span.end.value == Approx((owner->end - tensor).value).epsilon(1e-12));
+    CHECK(span.end.value == Approx((owner.end - tensor).value).epsilon(1e-12));
   }
   CHECK(expert_spans > 0);
   const std::string json = trace_to_chrome_json(trace);

@@ -16,16 +16,8 @@
 namespace baton {
 namespace {
 
-// A small Mixtral-like model: 8 layers of h 2048, 16 heads, 4 key-value
-// groups, 8 experts of width 1408, top 2, sequence 2048.
-GptModel small_moe() {
-  GptModel m = testing::llama(8, 2048, 16, 4, 5632, 32000);
-  m.sequence = 2048;
-  m.experts = 8;
-  m.router_topk = 2;
-  m.moe_ffn_hidden = 1408;
-  return m;
-}
+// A small Mixtral-like model of 8 layers, 8 experts, top 2.
+GptModel small_moe() { return testing::small_moe(8, 8, 2); }
 
 // Every axis but ep (and d, which the GPUs give) pinned: t 1, p 2, one
 // chunk, 1F1B, no recomputation, the distributed optimizer.
