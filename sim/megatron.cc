@@ -97,6 +97,115 @@ std::vector<int> MegatronLayout::stage_layers(const GptModel& model) const {
   return layers;
 }
 
+namespace {
+
+// A recursive-descent reader of --moe-layer-freq's list expressions:
+//   sum := product ('+' product)*;  product := atom ('*' count)*;
+//   atom := '[' digit (',' digit)* ']' | '(' sum ')'.
+class PatternReader {
+ public:
+  explicit PatternReader(std::string_view text) : text_(text) {}
+  Result<std::vector<uint8_t>> read() {
+    auto out = sum();
+    if (!out) return out;
+    skip();
+    if (at_ < text_.size()) return fail("unexpected text");
+    return out;
+  }
+
+ private:
+  Error fail(std::string_view what) const {
+    return Error{
+        fmt::format("--moe-layer-freq \"{}\": {} at character {} (give an integer N, or a list of 0s and 1s "
+                    "such as \"([1]*3+[0]*1)*3\")",
+                    text_, what, at_ + 1)};
+  }
+  void skip() {
+    while (at_ < text_.size() && text_[at_] == ' ') ++at_;
+  }
+  bool take(char c) {
+    skip();
+    if (at_ < text_.size() && text_[at_] == c) {
+      ++at_;
+      return true;
+    }
+    return false;
+  }
+  Result<int64_t> number() {
+    skip();
+    int64_t value = 0;
+    const size_t start = at_;
+    while (at_ < text_.size() && text_[at_] >= '0' && text_[at_] <= '9' && value <= kMaxGptLayers)
+      value = value * 10 + (text_[at_++] - '0');
+    if (at_ == start) return fail("a number expected");
+    return value;
+  }
+  Result<std::vector<uint8_t>> sum() {
+    auto out = product();
+    if (!out) return out;
+    while (take('+')) {
+      auto more = product();
+      if (!more) return more;
+      out->insert(out->end(), more->begin(), more->end());
+      if (out->size() > static_cast<size_t>(kMaxGptLayers)) return fail("more entries than any model has layers");
+    }
+    return out;
+  }
+  Result<std::vector<uint8_t>> product() {
+    auto out = atom();
+    if (!out) return out;
+    while (take('*')) {
+      auto times = number();
+      if (!times) return times.error();
+      if (static_cast<double>(out->size()) * static_cast<double>(*times) > static_cast<double>(kMaxGptLayers))
+        return fail("more entries than any model has layers");
+      std::vector<uint8_t> repeated;
+      for (int64_t i = 0; i < *times; ++i) repeated.insert(repeated.end(), out->begin(), out->end());
+      *out = std::move(repeated);
+    }
+    return out;
+  }
+  Result<std::vector<uint8_t>> atom() {
+    if (take('(')) {
+      auto out = sum();
+      if (!out) return out;
+      if (!take(')')) return fail("')' expected");
+      return out;
+    }
+    if (!take('[')) return fail("'[' or '(' expected");
+    std::vector<uint8_t> out;
+    do {
+      auto value = number();
+      if (!value) return value.error();
+      if (*value > 1) return fail("an entry other than 0 or 1");
+      out.push_back(static_cast<uint8_t>(*value));
+    } while (take(','));
+    if (!take(']')) return fail("']' expected");
+    return out;
+  }
+
+  std::string_view text_;
+  size_t at_ = 0;
+};
+
+}  // namespace
+
+Status parse_moe_layer_freq(std::string_view text, GptModel& model) {
+  const bool integer =
+      !text.empty() && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (integer) {
+    if (text.size() > 6) return Error{fmt::format("--moe-layer-freq {} is larger than any model's layers", text)};
+    model.moe_layer_freq = std::stoll(std::string(text));
+    model.moe_layer_pattern.clear();
+    return ok_status();
+  }
+  auto pattern = PatternReader(text).read();
+  if (!pattern) return pattern.error();
+  model.moe_layer_pattern = std::move(*pattern);
+  model.moe_layer_freq = 0;
+  return ok_status();
+}
+
 MegatronLayout megatron_layout(int t, int p, int d, int b, int global) {
   MegatronLayout l;
   l.tensor = t;
@@ -134,13 +243,14 @@ double gpt_block_linear_parameters(const GptModel& model) {
   if (!model.moe()) return attention_weights(model) + mlp_weights(model, static_cast<double>(model.ffn()));
   const double e = static_cast<double>(model.experts);
   return attention_weights(model) + e * mlp_weights(model, static_cast<double>(model.expert_ffn())) +
-         static_cast<double>(model.hidden) * e;
+         mlp_weights(model, static_cast<double>(model.shared_expert_ffn)) + static_cast<double>(model.hidden) * e;
 }
 
 double gpt_block_active_linear_parameters(const GptModel& model) {
   if (!model.moe()) return gpt_block_linear_parameters(model);
   return attention_weights(model) +
-         static_cast<double>(model.router_topk) * mlp_weights(model, static_cast<double>(model.expert_ffn()));
+         static_cast<double>(model.router_topk) * mlp_weights(model, static_cast<double>(model.expert_ffn())) +
+         mlp_weights(model, static_cast<double>(model.shared_expert_ffn));
 }
 
 double gpt_block_expert_parameters(const GptModel& model) {
@@ -153,8 +263,10 @@ double gpt_block_parameters(const GptModel& model) {
   const double h = static_cast<double>(model.hidden);
   const double kv = static_cast<double>(model.kv_hidden());
   const double attention_biases = model.linear_bias ? h + 2.0 * kv + h : 0.0;
+  const double shared = static_cast<double>(model.shared_expert_ffn);
   const double mlp_bias =
-      model.moe() ? static_cast<double>(model.experts) * mlp_biases(model, static_cast<double>(model.expert_ffn()))
+      model.moe() ? static_cast<double>(model.experts) * mlp_biases(model, static_cast<double>(model.expert_ffn())) +
+                        (shared > 0.0 ? mlp_biases(model, shared) : 0.0)
                   : mlp_biases(model, static_cast<double>(model.ffn()));
   const double norms = 2.0 * (model.rms_norm ? h : 2.0 * h);
   return gpt_block_linear_parameters(model) + attention_biases + mlp_bias + norms;
@@ -165,15 +277,17 @@ double gpt_parameters(const GptModel& model, int tensor) {
   const double vocab = static_cast<double>(padded_vocab(model, tensor)) * h;
   const double positions = model.rope ? 0.0 : static_cast<double>(model.sequence) * h;
   const double final_norm = model.rms_norm ? h : 2.0 * h;
-  return static_cast<double>(model.layers) * gpt_block_parameters(model) + vocab * (model.tied_output ? 1.0 : 2.0) +
-         positions + final_norm;
+  const double moe = static_cast<double>(model.moe_blocks());
+  const double blocks = moe * gpt_block_parameters(model) +
+                        (static_cast<double>(model.layers) - moe) * gpt_block_parameters(model.dense_blocks());
+  return blocks + vocab * (model.tied_output ? 1.0 : 2.0) + positions + final_norm;
 }
 
 double gpt_active_parameters(const GptModel& model, int tensor) {
   if (!model.moe()) return gpt_parameters(model, tensor);
   const double unused = static_cast<double>(model.experts - model.router_topk) / static_cast<double>(model.experts);
   return gpt_parameters(model, tensor) -
-         static_cast<double>(model.layers) * gpt_block_expert_parameters(model) * unused;
+         static_cast<double>(model.moe_blocks()) * gpt_block_expert_parameters(model) * unused;
 }
 
 // Per sample and layer the forward is 2 P_lin s + 4 s^2 h FLOPs (GPT: 24 s h^2
@@ -188,7 +302,10 @@ double megatron_model_flops(const GptModel& model, const MegatronLayout& layout)
   const double l = static_cast<double>(model.layers);
   const double h = static_cast<double>(model.hidden);
   const double v = static_cast<double>(padded_vocab(model, layout.tensor));
-  return k * b * s * l * (2.0 * gpt_block_active_linear_parameters(model) + 4.0 * s * h) + 6.0 * b * s * h * v;
+  const double moe = static_cast<double>(model.moe_blocks());
+  const double linear =
+      moe * gpt_block_active_linear_parameters(model) + (l - moe) * gpt_block_linear_parameters(model.dense_blocks());
+  return k * b * s * (2.0 * linear + l * 4.0 * s * h) + 6.0 * b * s * h * v;
 }
 
 namespace {
@@ -248,11 +365,29 @@ Status check_experts(const GptModel& model, const MegatronLayout& layout) {
   const int ep = layout.expert_parallel;
   if (ep < 1) return Error{"--expert-model-parallel-size must be at least 1"};
   if (model.experts < 0) return Error{"--num-experts must be at least 1"};
+  if (model.shared_expert_ffn < 0) return Error{"--moe-shared-expert-intermediate-size must be at least 1"};
   if (!model.moe()) {
     if (ep > 1) return Error{fmt::format("--expert-model-parallel-size {} needs --num-experts", ep)};
     if (model.grouped_gemm) return Error{"--moe-grouped-gemm needs --num-experts"};
     if (model.moe_ffn_hidden > 0) return Error{"--moe-ffn-hidden-size needs --num-experts"};
+    if (model.shared_expert_ffn > 0) return Error{"--moe-shared-expert-intermediate-size needs --num-experts"};
+    if (model.moe_layer_freq != 1 || !model.moe_layer_pattern.empty())
+      return Error{"--moe-layer-freq needs --num-experts"};
     return ok_status();
+  }
+  if (model.shared_expert_ffn > kMaxGptHidden * 8)
+    return Error{fmt::format("--moe-shared-expert-intermediate-size must be at most {}, got {}", kMaxGptHidden * 8,
+                             model.shared_expert_ffn)};
+  if (model.moe_layer_pattern.empty() && (model.moe_layer_freq < 1 || model.moe_layer_freq > model.layers))
+    return Error{
+        fmt::format("--moe-layer-freq {} must be between 1 and --num-layers {}", model.moe_layer_freq, model.layers)};
+  if (!model.moe_layer_pattern.empty()) {
+    if (static_cast<int64_t>(model.moe_layer_pattern.size()) != model.layers)
+      return Error{fmt::format("--moe-layer-freq's pattern has {} entries for --num-layers {}: one per layer",
+                               model.moe_layer_pattern.size(), model.layers)};
+    if (std::any_of(model.moe_layer_pattern.begin(), model.moe_layer_pattern.end(), [](uint8_t v) { return v > 1; }))
+      return Error{"--moe-layer-freq's pattern takes 1 (a MoE block) and 0 (a dense one)"};
+    if (model.moe_blocks() == 0) return Error{"--moe-layer-freq's pattern has no MoE block (no 1)"};
   }
   if (model.experts > kMaxGptExperts)
     return Error{fmt::format("--num-experts must be at most {}, got {}", kMaxGptExperts, model.experts)};

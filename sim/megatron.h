@@ -20,7 +20,12 @@
 // (--moe-ffn-hidden-size, default f, gated with --swiglu), and a router, an
 // h x E linear without bias whose top k (--moe-router-topk) experts take
 // each token; routing is taken as balanced (the auxiliary loss's aim), each
-// expert receiving k / E of the tokens.
+// expert receiving k / E of the tokens. A shared expert
+// (--moe-shared-expert-intermediate-size S, DeepSeek's and Qwen's) is a
+// dense MLP of width S beside them that every token passes through.
+// --moe-layer-freq makes only some blocks MoE blocks (the others keep the
+// dense MLP of width f): every N-th from the first, or a pattern of 0s and
+// 1s, one per layer.
 //
 // A MegatronLayout is one run's parallel layout in Megatron's own terms:
 // tensor parallel t, pipeline parallel p, data parallel d, micro-batch b,
@@ -105,14 +110,43 @@ struct GptModel {
   bool flash_attention = false;  // --use-flash-attn
   // Mixture of experts (Megatron-core's MoE layers; GptModel's comment above
   // has the parts): E experts of width F in every block's MLP, top-k routing.
-  int64_t experts = 0;         // --num-experts E; 0: a dense MLP
-  int64_t router_topk = 2;     // --moe-router-topk k (Megatron's default 2)
-  int64_t moe_ffn_hidden = 0;  // --moe-ffn-hidden-size F; 0: the MLP's width f
-  bool grouped_gemm = false;   // --moe-grouped-gemm: the local experts in one kernel
+  int64_t experts = 0;            // --num-experts E; 0: a dense MLP
+  int64_t router_topk = 2;        // --moe-router-topk k (Megatron's default 2)
+  int64_t moe_ffn_hidden = 0;     // --moe-ffn-hidden-size F; 0: the MLP's width f
+  bool grouped_gemm = false;      // --moe-grouped-gemm: the local experts in one kernel
+  int64_t shared_expert_ffn = 0;  // --moe-shared-expert-intermediate-size S; 0: none
+  // --moe-layer-freq: an integer N (every N-th block from block 0 a MoE
+  // block), or a pattern (moe_layer_pattern: 1 a MoE block, 0 a dense one,
+  // one per layer; then moe_layer_freq is 0).
+  int64_t moe_layer_freq = 1;
+  std::vector<uint8_t> moe_layer_pattern = {};
 
   int64_t ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
   bool moe() const { return experts > 0; }
   int64_t expert_ffn() const { return moe_ffn_hidden > 0 ? moe_ffn_hidden : ffn(); }
+  // Whether block i (0-based) is a MoE block (every block of a model with
+  // experts, unless --moe-layer-freq says otherwise).
+  bool moe_block(int64_t i) const {
+    if (!moe()) return false;
+    if (!moe_layer_pattern.empty()) return i < static_cast<int64_t>(moe_layer_pattern.size()) && moe_layer_pattern[i];
+    return moe_layer_freq > 0 && i % moe_layer_freq == 0;
+  }
+  // The MoE blocks among the L.
+  int64_t moe_blocks() const {
+    int64_t n = 0;
+    for (int64_t i = 0; i < layers; ++i) n += moe_block(i) ? 1 : 0;
+    return n;
+  }
+  // The model of a dense block of this one: no experts (its MLP of width f).
+  GptModel dense_blocks() const {
+    GptModel dense = *this;
+    dense.experts = 0;
+    dense.moe_ffn_hidden = dense.shared_expert_ffn = 0;
+    dense.grouped_gemm = false;
+    dense.moe_layer_freq = 1;
+    dense.moe_layer_pattern.clear();
+    return dense;
+  }
   int64_t groups() const { return query_groups > 0 ? query_groups : heads; }
   // Width of the keys (and of the values): h G / a.
   int64_t kv_hidden() const { return heads > 0 ? hidden / heads * groups() : hidden; }
@@ -123,8 +157,9 @@ struct GptModel {
   }
 };
 
-// One block's linear weights P_lin (above; with experts, every expert's and
-// the router's).
+// One block's linear weights P_lin (above; with experts, every expert's, the
+// shared expert's and the router's). These are a MoE block's for a model with
+// experts: GptModel::dense_blocks gives the others'.
 double gpt_block_linear_parameters(const GptModel& model);
 // The linear weights one token passes through in a block: P_lin, but with
 // experts the k it is routed to (not the router: Megatron's FLOPs count
@@ -265,13 +300,21 @@ struct MegatronLayout {
 // A layout of t x p x d GPUs, micro-batch b, global batch `global`; the rest default.
 MegatronLayout megatron_layout(int t, int p, int d, int b, int global);
 
+// --moe-layer-freq's text into `model`: an integer N (moe_layer_freq), or a
+// list expression of 0s and 1s as Megatron evaluates it, lists joined by +
+// and repeated by * in parentheses ("([1]*3+[0]*1)*3", "[0]*3+[1]*58";
+// moe_layer_pattern). Error, naming the flag: any other text, or a pattern
+// of more than kMaxGptLayers entries.
+Status parse_moe_layer_freq(std::string_view text, GptModel& model);
+
 // The vocabulary Megatron pads to: a multiple of 128 t.
 int64_t padded_vocab(const GptModel& model, int tensor);
 // Megatron's parameter count (above), with the padded vocabulary.
 double gpt_parameters(const GptModel& model, int tensor);
 // The parameters one token passes through: with experts, the k of E it is
-// routed to in each block (Mixtral 8x7B's "13B active"); the parameters
-// otherwise.
+// routed to in each MoE block (Mixtral 8x7B's "13B active"); the parameters
+// otherwise. gpt_parameters and megatron_model_flops count each block as
+// what it is (MoE or dense, --moe-layer-freq).
 double gpt_active_parameters(const GptModel& model, int tensor);
 // Model FLOPs of one iteration (above).
 double megatron_model_flops(const GptModel& model, const MegatronLayout& layout);
@@ -301,18 +344,22 @@ double megatron_model_flops(const GptModel& model, const MegatronLayout& layout)
 // attention), "disable_bias_linear", "untie_embeddings_and_output_weights",
 // "position_embedding_type" ("learned_absolute", "rope"), "normalization"
 // ("LayerNorm", "RMSNorm"), "use_flash_attn", and with experts
-// "num_experts", "moe_router_topk", "moe_ffn_hidden_size" and
-// "moe_grouped_gemm" (each optional: no experts, 2, the MLP's width, false);
+// "num_experts", "moe_router_topk", "moe_ffn_hidden_size",
+// "moe_grouped_gemm", "moe_shared_expert_intermediate_size" and
+// "moe_layer_freq" (an integer, or an array of 0s and 1s, one per layer)
+// (each optional: no experts, 2, the MLP's width, false, no shared expert, 1;
+// the last two written only when they are not);
 // the layout's "expert_model_parallel_size" is written only above 1 (read as
 // 1 when absent).
-inline constexpr std::array<const char*, 13> kGptArchitectureKeys = {
+inline constexpr std::array<const char*, 15> kGptArchitectureKeys = {
     "ffn_hidden_size",         "swiglu",
     "group_query_attention",   "num_query_groups",
     "disable_bias_linear",     "untie_embeddings_and_output_weights",
     "position_embedding_type", "normalization",
     "use_flash_attn",          "num_experts",
     "moe_router_topk",         "moe_ffn_hidden_size",
-    "moe_grouped_gemm"};
+    "moe_grouped_gemm",        "moe_shared_expert_intermediate_size",
+    "moe_layer_freq"};
 // `object` without those keys (for a strict check of the others' names), and
 // those keys of it read into `model` (planner regression cases share them).
 nlohmann::json without_gpt_architecture(const nlohmann::json& object);

@@ -59,6 +59,11 @@ nlohmann::json megatron_arguments(const GptModel& model, const MegatronLayout& l
   arguments["moe_router_topk"] = model.router_topk;
   arguments["moe_ffn_hidden_size"] = model.expert_ffn();
   arguments["moe_grouped_gemm"] = model.grouped_gemm;
+  if (model.shared_expert_ffn > 0) arguments["moe_shared_expert_intermediate_size"] = model.shared_expert_ffn;
+  if (!model.moe_layer_pattern.empty())
+    arguments["moe_layer_freq"] = std::vector<int>(model.moe_layer_pattern.begin(), model.moe_layer_pattern.end());
+  else if (model.moe_layer_freq != 1)
+    arguments["moe_layer_freq"] = model.moe_layer_freq;
   return arguments;
 }
 
@@ -217,7 +222,8 @@ Status read_gpt_architecture(const nlohmann::json& arguments, const json_fields:
     int64_t* value;
   } counts[] = {{"num_experts", &model.experts},
                 {"moe_router_topk", &model.router_topk},
-                {"moe_ffn_hidden_size", &model.moe_ffn_hidden}};
+                {"moe_ffn_hidden_size", &model.moe_ffn_hidden},
+                {"moe_shared_expert_intermediate_size", &model.shared_expert_ffn}};
   for (const auto& count : counts) {
     if (!arguments.contains(count.name)) continue;
     auto value = json_fields::read_integer(arguments, at, count.name, 1);
@@ -226,6 +232,25 @@ Status read_gpt_architecture(const nlohmann::json& arguments, const json_fields:
     *count.value = *value;
   }
   if (model.moe_ffn_hidden == model.ffn()) model.moe_ffn_hidden = 0;  // the default, as the flags leave it
+  if (arguments.contains("moe_layer_freq")) {
+    const nlohmann::json& freq = arguments["moe_layer_freq"];
+    if (freq.is_array()) {
+      if (freq.size() > static_cast<size_t>(kMaxGptLayers))
+        return at.field("moe_layer_freq").error("has more entries than any model has layers");
+      model.moe_layer_pattern.clear();
+      for (const nlohmann::json& entry : freq) {
+        if (!entry.is_number_integer() || (entry != 0 && entry != 1))
+          return at.field("moe_layer_freq").error("must be an integer or an array of 0s and 1s", freq);
+        model.moe_layer_pattern.push_back(static_cast<uint8_t>(entry.get<int>()));
+      }
+      model.moe_layer_freq = 0;
+    } else {
+      auto value = json_fields::read_integer(arguments, at, "moe_layer_freq", 1);
+      if (!value) return value.error();
+      if (*value > kMaxGptLayers) return at.field("moe_layer_freq").error("is too large", *value);
+      model.moe_layer_freq = *value;
+    }
+  }
   const struct {
     const char* name;
     const char* plain;

@@ -1,6 +1,7 @@
 #include "sim/megatron_profile.h"
 
 #include <algorithm>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -64,6 +65,7 @@ struct Shape {
   bool grouped;
   double experts, topk, ep;
   double expert_parameters;  // gpt_block_expert_parameters
+  double shared;             // the shared expert's width S (0: none)
 };
 
 Shape shape_of(const GptModel& model, const MegatronLayout& layout) {
@@ -92,6 +94,7 @@ Shape shape_of(const GptModel& model, const MegatronLayout& layout) {
   x.mlp_gemms = x.moe ? x.experts / x.ep : 1.0;
   x.mlp_m = x.moe ? x.tokens * x.topk * x.ep / x.experts : x.tokens;
   x.expert_parameters = gpt_block_expert_parameters(model);
+  x.shared = x.moe ? static_cast<double>(model.shared_expert_ffn) : 0.0;
   return x;
 }
 
@@ -245,6 +248,11 @@ Seconds block_memory_bound(const GpuModel& gpu, const Shape& x) {
 // auxiliary loss's three, the permutation's two and the unpermutation's two;
 // in the backward two more for the router's gradients; the all-to-alls) are
 // counted from Megatron-core's MoE layer, not measured.
+// A shared expert of width S runs as a dense MLP beside them on all T
+// tokens: its two GEMMs (S / t wide; the up projection 2 S / t with
+// SwiGLU), its activation, and the dense MLP's tensor-parallel collectives,
+// the backward's overlapping its up projection's weight-gradient GEMM; three
+// more kernels forward, five backward.
 constexpr int kMoeForwardKernels = 10;
 constexpr int kMoeBackwardKernels = 12;
 constexpr int kMoeAllToAllKernels = 2;
@@ -256,10 +264,32 @@ constexpr int kExpertForwardKernels = 3;
 constexpr int kExpertBackwardKernels = 5;
 struct MoeTime {
   Seconds forward_compute, backward_compute, weight_gradient;
-  Seconds tensor_comm;  // each way: the experts' all-gather and reduce-scatter
-  Seconds all_to_all;   // each way: the dispatch and the combine
+  // The experts' all-gather and reduce-scatter (and the shared expert's
+  // collectives), forward and exposed backward.
+  Seconds forward_comm, backward_comm;
+  Seconds all_to_all;  // each way: the dispatch and the combine
   int forward_kernels = 0, backward_kernels = 0;
 };
+
+// The shared expert's share of moe_time (above).
+void add_shared_expert(MoeTime& time, const GpuModel& gpu, const Shape& x, const CollectiveTime& tp_allreduce) {
+  if (x.shared <= 0.0) return;
+  const double T = x.tokens, h = x.h, t = x.t;
+  const double width = x.shared / t, up = (x.gated ? 2.0 : 1.0) * width;
+  const Seconds activation = gpu.memory_bound((x.gated ? 3.0 : 2.0) * T * width * kHalf);
+  const Seconds up_w = gpu.gemm(up, h, T);
+  const Seconds weight = up_w + gpu.gemm(h, width, T);
+  time.forward_compute += gpu.gemm(T, up, h) + gpu.gemm(T, h, width) + activation;
+  time.weight_gradient += weight;
+  time.backward_compute += gpu.gemm(T, width, h) + gpu.gemm(T, h, up) + activation * 2.0 + weight;
+  if (t > 1) {
+    const Seconds allreduce = tp_allreduce(T * h * kHalf);
+    time.forward_comm += allreduce;
+    time.backward_comm += max(Seconds(0.0), allreduce - up_w);
+  }
+  time.forward_kernels += kExpertForwardKernels;
+  time.backward_kernels += kExpertBackwardKernels;
+}
 MoeTime moe_time(const GpuModel& gpu, const Shape& x, const CollectiveTime& tp_allreduce,
                  const CollectiveTime& expert_comm) {
   MoeTime time;
@@ -272,12 +302,13 @@ MoeTime moe_time(const GpuModel& gpu, const Shape& x, const CollectiveTime& tp_a
   time.weight_gradient = gpu.gemm(x.h, x.experts, local);
   time.forward_compute = router + routing + permutation;
   time.backward_compute = gpu.gemm(local, x.h, x.experts) + time.weight_gradient + routing + permutation;
-  if (x.t > 1) time.tensor_comm = tp_allreduce(x.tokens * x.topk * x.h * kHalf);
+  if (x.t > 1) time.forward_comm = time.backward_comm = tp_allreduce(x.tokens * x.topk * x.h * kHalf);
   if (x.ep > 1 && expert_comm) time.all_to_all = expert_comm(copies) * 2.0;
   const int sequential = x.grouped ? 0 : static_cast<int>(x.mlp_gemms) - 1;
   const int all_to_all = x.ep > 1 ? kMoeAllToAllKernels : 0;
   time.forward_kernels = kMoeForwardKernels + all_to_all + kExpertForwardKernels * sequential;
   time.backward_kernels = kMoeBackwardKernels + all_to_all + kExpertBackwardKernels * sequential;
+  add_shared_expert(time, gpu, x, tp_allreduce);
   return time;
 }
 
@@ -304,12 +335,11 @@ MegatronLayerTime block_time(const GpuModel& gpu, const Shape& x, Recompute reco
   const Seconds elementwise = block_memory_bound(gpu, x);
   const Seconds allreduce = t > 1 ? tp_allreduce(T * h * kHalf) : Seconds(0.0);
   const MoeTime moe = moe_time(gpu, x, tp_allreduce, expert_comm);
-  // The MLP's tensor-parallel collectives: the dense MLP's, or the experts'.
-  const Seconds mlp_comm = x.moe ? moe.tensor_comm : allreduce;
 
   MegatronLayerTime time;
   time.forward_compute = qkv + projection + up + down + core + elementwise + moe.forward_compute;
-  time.forward_comm = allreduce + mlp_comm;
+  // The MLP's tensor-parallel collectives: the dense MLP's, or the experts'.
+  time.forward_comm = allreduce + (x.moe ? moe.forward_comm : allreduce);
   // Input gradients of the four linears, both attention products twice, the
   // memory-bound kernels twice; weight gradients of the four linears.
   const Seconds qkv_w = gpu.gemm(qkv_width, h, T);
@@ -318,7 +348,8 @@ MegatronLayerTime block_time(const GpuModel& gpu, const Shape& x, Recompute reco
                         mlp_gemm(gpu, x, m, h, x.up / t) + core_backward + elementwise * 2.0;
   time.weight_gradient = qkv_w + gpu.gemm(h, h / t, T) + up_w + mlp_gemm(gpu, x, h, x.f / t, m) + moe.weight_gradient;
   time.backward_compute = input + time.weight_gradient + moe.backward_compute - moe.weight_gradient;
-  time.backward_comm = max(Seconds(0.0), allreduce - qkv_w) + (x.moe ? mlp_comm : max(Seconds(0.0), allreduce - up_w));
+  time.backward_comm =
+      max(Seconds(0.0), allreduce - qkv_w) + (x.moe ? moe.backward_comm : max(Seconds(0.0), allreduce - up_w));
   const ContextExchange exchange = context_exchange(gpu, x, context_comm);
   time.context_forward = exchange.forward;
   time.context_backward = exchange.backward;
@@ -423,10 +454,12 @@ std::string block_description(const GptModel& model, const MegatronLayout& layou
   if (model.rms_norm) extras += ", RMSNorm";
   if (!model.linear_bias) extras += ", no biases";
   if (model.moe())
-    return fmt::format("transformer block, {}, {} experts {} -> {}{} (top {}, {} per rank{}){}, recompute {}",
+    return fmt::format("transformer block, {}, {} experts {} -> {}{} (top {}, {} per rank{}){}{}, recompute {}",
                        attention, model.experts, model.hidden, model.expert_ffn(), model.swiglu ? " SwiGLU" : "",
                        model.router_topk, model.experts / std::max(1, layout.expert_parallel),
-                       model.grouped_gemm ? ", grouped GEMM" : "", extras, recompute_name(layout.recompute));
+                       model.grouped_gemm ? ", grouped GEMM" : "",
+                       model.shared_expert_ffn > 0 ? fmt::format(" + a shared expert {}", model.shared_expert_ffn) : "",
+                       extras, recompute_name(layout.recompute));
   return fmt::format("transformer block, {}, MLP {} -> {}{}{}, recompute {}", attention, model.hidden, model.ffn(),
                      model.swiglu ? " SwiGLU" : "", extras, recompute_name(layout.recompute));
 }
@@ -469,32 +502,39 @@ MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayou
           ? layout.layers_per_virtual_stage
           : std::max<int64_t>(1, model.layers / std::max(1, layout.pipeline * layout.virtual_stages(model)));
   const Seconds pass_share = gpu.host_per_pass / static_cast<double>(pass_blocks);
-  const MegatronLayerTime block =
-      block_time(gpu, x, layout.recompute, tp_allreduce, context_comm, expert_comm, pass_share);
-  const Layer block_layer =
-      to_layer("block", block_description(model, layout), block, layout, gpu, activation, expert_gradient_weight);
-  // --recompute-method block: only the first N blocks of each chunk are
-  // recomputed, the others run as without recomputation.
-  MegatronLayout kept_layout = layout;
-  kept_layout.recompute = Recompute::kNone;
-  const MegatronLayerTime kept =
-      layout.recompute_block ? block_time(gpu, x, Recompute::kNone, tp_allreduce, context_comm, expert_comm, pass_share)
-                             : block;
-  const Layer kept_layer = layout.recompute_block ? to_layer("block", block_description(model, kept_layout), kept,
-                                                             layout, gpu, activation, expert_gradient_weight)
-                                                  : block_layer;
+  // A block's time and layer by its kind: MoE or dense (--moe-layer-freq;
+  // every block of a model without experts is dense), recomputed or not
+  // (--recompute-method block: only the first N blocks of each chunk are
+  // recomputed, the others run as without recomputation).
+  struct Kind {
+    MegatronLayerTime time;
+    Layer layer;
+  };
+  const GptModel dense_model = model.dense_blocks();
+  const Shape dense_shape = model.moe() ? shape_of(dense_model, layout) : x;
+  auto kind = [&](bool moe, bool recomputed) {
+    MegatronLayout kind_layout = layout;
+    if (!recomputed) kind_layout.recompute = Recompute::kNone;
+    const MegatronLayerTime time = block_time(gpu, moe ? x : dense_shape, kind_layout.recompute, tp_allreduce,
+                                              context_comm, expert_comm, pass_share);
+    return Kind{time, to_layer("block", block_description(moe ? model : dense_model, kind_layout), time, layout, gpu,
+                               activation, expert_gradient_weight)};
+  };
   std::vector<bool> recomputed(static_cast<size_t>(model.layers), true);
   if (layout.recompute_block) {
     size_t at = 0;
     for (const int blocks : layout.stage_layers(model))
       for (int j = 0; j < blocks; ++j) recomputed.at(at++) = j < layout.recompute_layers;
   }
+  std::optional<Kind> kinds[2][2];  // [MoE][recomputed], made when first needed
   out.times.reserve(static_cast<size_t>(model.layers) + 2);
   out.profile.layers.reserve(static_cast<size_t>(model.layers) + 2);
-  for (int64_t i = 0; i < model.layers; ++i) {  // every block alike but for the block method
-    const bool again = recomputed[static_cast<size_t>(i)];
-    out.times.push_back(again ? block : kept);
-    out.profile.layers.push_back(again ? block_layer : kept_layer);
+  for (int64_t i = 0; i < model.layers; ++i) {
+    const bool moe = model.moe_block(i), again = recomputed[static_cast<size_t>(i)];
+    std::optional<Kind>& made = kinds[moe ? 1 : 0][again ? 1 : 0];
+    if (!made) made = kind(moe, again);
+    out.times.push_back(made->time);
+    out.profile.layers.push_back(made->layer);
     out.profile.layers.back().name = "block." + std::to_string(i);
   }
   const double final_norm = model.rms_norm ? x.h : 2.0 * x.h;

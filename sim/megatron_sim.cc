@@ -39,9 +39,11 @@ double block_activation_bytes(const GptModel& model, const MegatronLayout& layou
   const double attention = model.flash_attention ? 4.0 * a / (h * t) : 5.0 * a * s / (h * t);
   // With experts: k copies of each token through experts of width F, whose
   // input (the tokens gathered over t) is kept whole, and the router's
-  // probabilities (fp32, E per token of the shard).
+  // probabilities (fp32, E per token of the shard); a shared expert of width
+  // S keeps what a dense MLP of that width keeps.
   const double k = model.moe() ? static_cast<double>(model.router_topk) : 1.0;
-  const double split = 4.0 + 4.0 * kv / h + (model.swiglu ? 6.0 : 4.0) * k * f / h;  // GPT: 24
+  const double shared = model.moe() ? static_cast<double>(model.shared_expert_ffn) : 0.0;
+  const double split = 4.0 + 4.0 * kv / h + (model.swiglu ? 6.0 : 4.0) * (k * f + shared) / h;  // GPT: 24
   const double experts = model.moe() ? 2.0 * k + 4.0 * static_cast<double>(model.experts) / (h * t) : 0.0;
   const double rest = (layout.sequence_parallel ? (10.0 + split) / t : 10.0 + split / t) + experts;
   switch (layout.recompute) {
@@ -69,10 +71,14 @@ double weight_pass_bytes(const GptModel& model, const MegatronLayout& layout) {
   const double t = layout.tensor;
   // With experts the MLP's four terms are k copies' (the inputs kept whole).
   const double k = model.moe() ? static_cast<double>(model.router_topk) : 1.0;
-  const double split = 2.0 * (h + 2.0 * kv) / h + 2.0 + k * (2.0 * up / h + 2.0 * f / h);  // GPT: 24
+  // A shared expert of width S: a dense MLP's four terms of that width.
+  const double shared = model.moe() ? static_cast<double>(model.shared_expert_ffn) : 0.0;
+  const double shared_up = model.swiglu ? 2.0 * shared : shared;
+  const double split = 2.0 * (h + 2.0 * kv) / h + 2.0 + k * (2.0 * up / h + 2.0 * f / h) +
+                       (shared > 0.0 ? 2.0 * shared_up / h + 2.0 * shared / h : 0.0);  // GPT: 24
   // The MLP's input and its output's gradient (4 of the 8): the experts'
-  // k copies' instead, whole.
-  const double whole = model.moe() ? 4.0 : 8.0;
+  // k copies' instead, whole (and the shared expert's own, as a dense MLP's).
+  const double whole = model.moe() ? (shared > 0.0 ? 8.0 : 4.0) : 8.0;
   const double experts = model.moe() ? 4.0 * k : 0.0;
   return sbh * ((layout.sequence_parallel ? (whole + split) / t : whole + split / t) + experts);
 }
@@ -340,18 +346,26 @@ MegatronMemory megatron_memory(const GptModel& model, const MegatronLayout& layo
   const double states = 12.0 / (layout.distributed_optimizer ? layout.replicas() : 1);
   const double expert_states = 12.0 / (layout.distributed_optimizer ? layout.expert_replicas() : 1);
   double per_block = block_activation_bytes(model, layout);
-  const double working = working_set_bytes(model, layout);
+  const bool mixed = model.moe() && model.moe_blocks() < model.layers;  // dense blocks among the MoE ones
+  const double working =
+      std::max(working_set_bytes(model, layout), mixed ? working_set_bytes(model.dense_blocks(), layout) : 0.0);
   // --recompute-method block: counted in blocks without recomputation, the
-  // first N of each chunk at the input they keep.
+  // first N of each chunk at the input they keep; with dense blocks among
+  // MoE ones (--moe-layer-freq), each in MoE blocks' units.
   std::vector<double> stage_blocks;
-  if (layout.recompute_block) {
+  if (layout.recompute_block || mixed) {
     MegatronLayout none = layout;
     none.recompute = Recompute::kNone;
-    const double kept = block_activation_bytes(model, layout);
-    per_block = block_activation_bytes(model, none);
+    per_block = block_activation_bytes(model, layout.recompute_block ? none : layout);
+    const GptModel dense = model.dense_blocks();
+    int64_t block = 0;
     for (const int blocks : layout.stage_layers(model)) {
-      const int recomputed = std::min(blocks, layout.recompute_layers);
-      stage_blocks.push_back(blocks - recomputed + recomputed * kept / per_block);
+      double units = 0.0;
+      for (int j = 0; j < blocks; ++j, ++block) {
+        const bool kept = layout.recompute_block && j >= layout.recompute_layers;  // runs as without recomputation
+        units += block_activation_bytes(model.moe_block(block) ? model : dense, kept ? none : layout) / per_block;
+      }
+      stage_blocks.push_back(units);
     }
     held = nullptr;  // counted in blocks, not these units
   }

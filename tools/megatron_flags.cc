@@ -65,6 +65,16 @@ void add_architecture_flags(CLI::App& cmd, MegatronArgs& args) {
   cmd.add_flag("--moe-grouped-gemm", args.model.grouped_gemm,
                "with --num-experts: a rank's experts in one grouped GEMM kernel (else one GEMM per expert)")
       ->group(group);
+  cmd.add_option("--moe-shared-expert-intermediate-size", args.model.shared_expert_ffn,
+                 "with --num-experts: a shared expert of this width S beside the routed ones, every token through "
+                 "it (DeepSeek's, Qwen's; several shared experts: their widths summed)")
+      ->check(at_least(1))
+      ->group(group);
+  cmd.add_option("--moe-layer-freq", args.moe_layer_freq,
+                 "with --num-experts: which blocks are MoE blocks (the others dense, of width --ffn-hidden-size): N, "
+                 "every N-th from the first (default 1: all), or a list of 0s and 1s as Megatron evaluates it, "
+                 "e.g. \"([0]*3+[1]*58)\" or \"([1]*3+[0]*1)*3\"")
+      ->group(group);
 }
 
 // The flags whose 0 field means "not given" (MegatronArgs) refuse an explicit 0.
@@ -180,6 +190,12 @@ std::string architecture_flags(const GptModel& model) {
     text += fmt::format(" --num-experts {} --moe-router-topk {}", model.experts, model.router_topk);
     if (model.moe_ffn_hidden > 0) text += fmt::format(" --moe-ffn-hidden-size {}", model.moe_ffn_hidden);
     if (model.grouped_gemm) text += " --moe-grouped-gemm";
+    if (model.shared_expert_ffn > 0)
+      text += fmt::format(" --moe-shared-expert-intermediate-size {}", model.shared_expert_ffn);
+    if (!model.moe_layer_pattern.empty())
+      text += fmt::format(" --moe-layer-freq '[{}]'", fmt::join(model.moe_layer_pattern, ","));  // quoted for a shell
+    else if (model.moe_layer_freq != 1)
+      text += fmt::format(" --moe-layer-freq {}", model.moe_layer_freq);
   }
   return text;
 }
@@ -262,6 +278,7 @@ MegatronRun megatron_flags_unchecked(const MegatronArgs& args) {
   run.model.tied_output = !args.untie_embeddings;
   run.model.rope = args.position_embedding == "rope";
   run.model.rms_norm = args.normalization == "RMSNorm";
+  if (!args.moe_layer_freq.empty()) take(parse_moe_layer_freq(args.moe_layer_freq, run.model));
   if (!args.attention_backend.empty()) {
     const bool flash =
         args.attention_backend == "flash" || args.attention_backend == "fused" || args.attention_backend == "auto";

@@ -52,6 +52,7 @@ struct MegatronArgs {
   std::string position_embedding;      // --position-embedding-type: "", learned_absolute, rope
   std::string normalization;           // --normalization: "", LayerNorm, RMSNorm
   std::string attention_backend;       // --attention-backend: "", flash, fused, auto, unfused, local
+  std::string moe_layer_freq;          // --moe-layer-freq: "" (every block), N, or a list expression
 
   // Whether any model flag was given (--num-layers and its kin).
   bool given() const { return model.layers != 0 || model.hidden != 0 || model.heads != 0 || model.sequence != 0; }
