@@ -177,6 +177,46 @@ TEST_CASE("moe: plan keeps a pinned --expert-model-parallel-size", "[cli][megatr
   CHECK(run.out.find(" --expert-model-parallel-size 2") != std::string::npos);
 }
 
+// A shared expert and dense blocks among the MoE ones (DeepSeek's first
+// blocks dense): plan emits both flags, the pattern quoted for the shell, and
+// the line simulates to the planned time with the model the plan had.
+TEST_CASE("moe: plan emits the shared expert and the layer pattern, and they simulate back", "[cli][megatron][moe]") {
+  const std::string model = "--topology topologies/a100_4x8.json " + kSmall +
+                            "--moe-shared-expert-intermediate-size 2048 --moe-layer-freq '[0]*2+[1]*6' "
+                            "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 2 --micro-batch-size 1 "
+                            "--recompute-granularity none";
+  const CliRun json = run_baton("plan " + model + " --json", "moe-layers-json");
+  INFO(json.err);
+  REQUIRE(json.exit_code == 0);
+  const nlohmann::json planned = nlohmann::json::parse(json.out);
+  CHECK(planned["model"]["moe_shared_expert_intermediate_size"] == 2048);
+  CHECK(planned["model"]["moe_layer_freq"] == nlohmann::json::array({0, 0, 1, 1, 1, 1, 1, 1}));
+  const CliRun flags = run_baton("plan " + model + " --emit megatron", "moe-layers-emit");
+  INFO(flags.err);
+  REQUIRE(flags.exit_code == 0);
+  const std::string line = flags.out.substr(0, flags.out.find('\n'));
+  CHECK(line.find(" --moe-shared-expert-intermediate-size 2048") != std::string::npos);
+  CHECK(line.find(" --moe-layer-freq '[0,0,1,1,1,1,1,1]'") != std::string::npos);
+  const CliRun run = run_baton("simulate --topology topologies/a100_4x8.json " + line + " --json", "moe-layers-run");
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  const nlohmann::json simulated = nlohmann::json::parse(run.out);
+  CHECK(simulated["iteration_time_s"].get<double>() == Approx(planned["iteration_time_s"].get<double>()));
+  CHECK(simulated["model"] == planned["model"]);
+  // Fewer parameters than every block a MoE block with its shared expert.
+  const CliRun all = run_baton(
+      "simulate --topology topologies/a100_4x8.json " + kSmall + "--moe-shared-expert-intermediate-size 2048 --json",
+      "moe-layers-all");
+  REQUIRE(all.exit_code == 0);
+  CHECK(simulated["model"]["parameters"].get<double>() <
+        nlohmann::json::parse(all.out)["model"]["parameters"].get<double>());
+  const CliRun bad = run_baton("simulate --topology topologies/a100_4x8.json " + kSmall + "--moe-layer-freq '[1]*7'",
+                               "moe-layers-bad");
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.out.empty());
+  CHECK(bad.err.find("--moe-layer-freq's pattern has 7 entries for --num-layers 8") != std::string::npos);
+}
+
 TEST_CASE("moe: sweep --vary ep writes the expert_model_parallel_size column", "[cli][megatron][moe][sweep]") {
   const fs::path dir = scratch_dir("moe-sweep");
   const CliRun run =
