@@ -228,18 +228,38 @@ Seconds Engine::compute_time(const Action& action) const {
   }
 }
 
+Seconds Engine::overlap_of(const Action& action) const {
+  const StageCost& cost = costs_[action.stage];
+  switch (action.kind) {
+    case ActionKind::kForward: return cost.forward_overlap;
+    case ActionKind::kBackward:
+    case ActionKind::kBackwardInput: return cost.backward_overlap;
+    default: return Seconds(0.0);
+  }
+}
+
+Seconds Engine::pass_time(int worker, const Action& action) const {
+  const Seconds own = compute_time(action);
+  const int pc = state_[worker].pc;
+  if (pc < 1) return own;
+  const Action& first = program_.actions[worker][pc - 1];
+  if (!first.paired || !is_compute(first.kind)) return own;
+  const PairHidden hidden = pair_hidden(compute_time(first), overlap_of(first), own, overlap_of(action));
+  return max(Seconds(0.0), own - hidden.first - hidden.second);
+}
+
 bool Engine::run_compute(int worker, const Action& action, Seconds now) {
   if (action.kind == ActionKind::kStep && !step_ready(worker, now)) return false;
   const int unit_index = compute_unit_[worker];
   Seconds start = now;
   Seconds end;
   if (!shared_.empty()) {  // the unit's streams run at once: it starts now, at the rate left to it
-    const Seconds work = noisy(slowed(worker, compute_time(action)), costs_[action.stage].layers);
+    const Seconds work = noisy(slowed(worker, pass_time(worker, action)), costs_[action.stage].layers);
     end = Seconds(shared_[unit_index].run(now.value, work.value, host_share(action)));
   } else {  // one compute stream, taken in turns
     Seconds& free = device_free_[unit_index];
     start = max(now, free);
-    end = start + noisy(slowed(worker, compute_time(action)), costs_[action.stage].layers);
+    end = start + noisy(slowed(worker, pass_time(worker, action)), costs_[action.stage].layers);
     free = end;
   }
   raw_.busy[worker] += end - start;

@@ -124,6 +124,13 @@ class Engine {
   Seconds noisy(Seconds cost, int layers);
   Seconds slowed(int worker, Seconds cost) const;  // SimOptions::worker_slowdown
   Seconds compute_time(const Action& action) const;
+  // The communication inside a pass (F, or the backward's B or I) an
+  // overlapped pair hides behind its partner's compute (StageCost's overlap).
+  Seconds overlap_of(const Action& action) const;
+  // compute_time less, for the second pass of an overlapped pair (the
+  // worker's previous action `paired`), what the pair hides: each pass's
+  // overlap, up to the other's compute beside it.
+  Seconds pass_time(int worker, const Action& action) const;
   // The part of `action`'s time its worker's host spends issuing it (StageCost).
   double host_share(const Action& action) const;
   void track_memory(int worker, const Action& action, bool starting);

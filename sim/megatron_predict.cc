@@ -49,12 +49,37 @@ Result<Simulation> simulate_zb_heuristic(const MegatronPrediction& p, double wei
   return simulation;
 }
 
+// Per pipeline rank, what its overlapped pairs (DualPipeV's) hide per
+// iteration: pair_hidden over replica 0's pairs, on the plan's stage costs.
+std::vector<Seconds> hidden_by_pairs(const MegatronPrediction& p, const MegatronLayout& layout) {
+  std::vector<Seconds> hidden(static_cast<size_t>(layout.pipeline));
+  if (p.plan.schedule != Schedule::kDualPipeV) return hidden;
+  const std::vector<StageCost> costs = stage_costs(p.profile.profile, p.plan, p.groups);
+  const auto pass = [&](const Action& a) {
+    const StageCost& c = costs[static_cast<size_t>(a.stage)];
+    return a.kind == ActionKind::kForward    ? std::pair{c.forward, c.forward_overlap}
+           : a.kind == ActionKind::kBackward ? std::pair{c.backward, c.backward_overlap}
+                                             : std::pair{c.backward_input, c.backward_overlap};
+  };
+  const Program program = generate_replica0_program(p.plan);
+  for (const std::vector<Action>& list : program.actions)
+    for (size_t i = 0; i + 1 < list.size(); ++i) {
+      if (!list[i].paired || !is_compute(list[i + 1].kind)) continue;
+      const auto [first, first_overlap] = pass(list[i]);
+      const auto [second, second_overlap] = pass(list[i + 1]);
+      const PairHidden h = pair_hidden(first, first_overlap, second, second_overlap);
+      hidden[static_cast<size_t>(p.plan.rank_of(list[i].stage))] += h.first + h.second;
+    }
+  return hidden;
+}
+
 MegatronBreakdown breakdown_of(const MegatronPrediction& p, const MegatronLayout& layout, const Topology& groups) {
   // The busiest pipeline rank: the most compute per iteration.
   const int per_rank_microbatches = layout.microbatches();
   MegatronBreakdown best;
   Seconds best_busy(-1.0);
   const Network network(groups);
+  const std::vector<Seconds> hidden = hidden_by_pairs(p, layout);
   for (int rank = 0; rank < layout.pipeline; ++rank) {
     const MegatronRankWork work = megatron_rank_work(p.profile, p.plan, rank);
     MegatronBreakdown b;
@@ -62,7 +87,8 @@ MegatronBreakdown breakdown_of(const MegatronPrediction& p, const MegatronLayout
     b.compute = work.compute * per_rank_microbatches;
     b.tensor_comm = work.tensor_comm * per_rank_microbatches;
     b.context_comm = work.context_comm * per_rank_microbatches;
-    b.expert_comm = work.expert_comm * per_rank_microbatches;
+    // The all-to-alls' exposed part: less what the rank's pairs hide.
+    b.expert_comm = max(Seconds(0.0), work.expert_comm * per_rank_microbatches - hidden[static_cast<size_t>(rank)]);
     b.recompute = work.recompute * per_rank_microbatches;
     b.host = work.host * per_rank_microbatches;
     b.optimizer = work.optimizer;
@@ -171,49 +197,77 @@ void expose_overlapped_reduction(MegatronPrediction& p, const MegatronLayout& la
 // drawn at the end of the compute span: in the run they are interleaved with
 // the layers' kernels, two per layer and pass. The exposed context-parallel
 // exchange likewise (Stream::kContextComm), drawn just before them, and the
-// expert-parallel all-to-alls (Stream::kExpertComm) just before that.
+// expert-parallel all-to-alls (Stream::kExpertComm) just before that, what an
+// overlapped pair hides of them left out.
 void add_tensor_spans(MegatronPrediction& p, const MegatronLayout& layout) {
   if (layout.tensor < 2 && layout.context < 2 && layout.expert_parallel < 2) return;
-  std::vector<Span> added;
+  // Each F, B and I span's collectives; an overlapped pair's all-to-alls
+  // less what the pair hides of them (pair_hidden: DualPipeV).
+  struct Drawn {
+    Span span;
+    Seconds comm, context, expert;
+    Seconds pass, overlap;  // the pass's time and overlappable communication without its pair
+  };
+  std::vector<Drawn> drawn;
+  std::vector<int> open_pair(static_cast<size_t>(p.simulation.trace.workers.size()), -1);  // per worker: a first pass
   for (const Span& span : p.simulation.trace.spans) {
     const ActionKind kind = span.action.kind;
     if (span.stream != Stream::kCompute ||
         (kind != ActionKind::kForward && kind != ActionKind::kBackward && kind != ActionKind::kBackwardInput))
       continue;
-    Seconds comm, context, expert;
+    Drawn d{span, {}, {}, {}, {}, {}};
     const LayerRange range = p.plan.stages[span.action.stage].layers;
     for (int layer = range.begin; layer < range.end; ++layer) {
       const MegatronLayerTime& t = p.profile.times[layer];
+      const Layer& costed = p.profile.profile.layers[layer];
       const bool recomputed = layout.recompute != Recompute::kNone && t.recompute.value > 0.0;
       if (kind == ActionKind::kForward) {
-        comm += t.forward_comm;
-        context += t.context_forward;
-        expert += t.expert_forward;
+        d.comm += t.forward_comm;
+        d.context += t.context_forward;
+        d.expert += t.expert_forward;
+        d.pass += costed.forward;
+        d.overlap += costed.forward_overlap;
       } else {
-        comm += t.backward_comm + (layout.recompute == Recompute::kFull && recomputed ? t.forward_comm : Seconds(0.0));
-        context += t.context_backward + (recomputed ? t.context_forward : Seconds(0.0));
-        expert +=
-            t.expert_backward + (layout.recompute == Recompute::kFull && recomputed ? t.expert_forward : Seconds(0.0));
+        d.comm +=
+            t.backward_comm + (layout.recompute == Recompute::kFull && recomputed ? t.forward_comm : Seconds(0.0));
+        d.context += t.context_backward + (recomputed ? t.context_forward : Seconds(0.0));
+        d.expert += t.expert_backward + t.expert_recompute;
+        d.pass += kind == ActionKind::kBackward ? costed.backward : *costed.backward_input;
+        d.overlap += costed.backward_overlap;
       }
     }
-    if (comm.value > 0.0) {
+    const size_t worker = static_cast<size_t>(span.worker);
+    if (worker < open_pair.size() && open_pair[worker] >= 0) {  // the second pass of a pair
+      Drawn& first = drawn[static_cast<size_t>(open_pair[worker])];
+      const PairHidden hidden = pair_hidden(first.pass, first.overlap, d.pass, d.overlap);
+      first.expert = max(Seconds(0.0), first.expert - hidden.first);
+      d.expert = max(Seconds(0.0), d.expert - hidden.second);
+      open_pair[worker] = -1;
+    }
+    if (span.action.paired && worker < open_pair.size()) open_pair[worker] = static_cast<int>(drawn.size());
+    drawn.push_back(d);
+  }
+  std::vector<Span> added;
+  for (const Drawn& d : drawn) {
+    const Span& span = d.span;
+    if (d.comm.value > 0.0) {
       Span tensor = span;
       tensor.stream = Stream::kTensorComm;
-      tensor.start = max(span.start, span.end - comm);
+      tensor.start = max(span.start, span.end - d.comm);
       added.push_back(tensor);
     }
-    if (context.value > 0.0) {
+    if (d.context.value > 0.0) {
       Span exchange = span;
       exchange.stream = Stream::kContextComm;
-      exchange.end = max(span.start, span.end - comm);
-      exchange.start = max(span.start, exchange.end - context);
+      exchange.end = max(span.start, span.end - d.comm);
+      exchange.start = max(span.start, exchange.end - d.context);
       added.push_back(exchange);
     }
-    if (expert.value > 0.0) {
+    if (d.expert.value > 0.0) {
       Span all_to_all = span;
       all_to_all.stream = Stream::kExpertComm;
-      all_to_all.end = max(span.start, span.end - comm - context);
-      all_to_all.start = max(span.start, all_to_all.end - expert);
+      all_to_all.end = max(span.start, span.end - d.comm - d.context);
+      all_to_all.start = max(span.start, all_to_all.end - d.expert);
       added.push_back(all_to_all);
     }
   }

@@ -355,7 +355,10 @@ MegatronLayerTime block_time(const GpuModel& gpu, const Shape& x, Recompute reco
   time.context_backward = exchange.backward;
   time.expert_forward = time.expert_backward = moe.all_to_all;
   const Seconds exposed_forward = exchange.forward + moe.all_to_all;
-  if (recompute == Recompute::kFull) time.recompute = time.forward_compute + time.forward_comm + exposed_forward;
+  if (recompute == Recompute::kFull) {
+    time.recompute = time.forward_compute + time.forward_comm + exposed_forward;
+    time.expert_recompute = moe.all_to_all;
+  }
   if (recompute == Recompute::kSelective) time.recompute = core + exchange.forward;
   // The host floor, per pass: the host dispatches while the GPU runs, and a
   // collective runs while the host dispatches the kernels after it.
@@ -420,6 +423,10 @@ Layer to_layer(const std::string& name, const std::string& what, const MegatronL
   // backward: the layer's total is right, its split between F and B is not.
   layer.backward_weight = weight;
   layer.backward_input = layer.backward - weight;
+  // DualPipeV's overlapped pairs hide the all-to-alls behind the other pass
+  // (the backward's: its own, and the recomputed forward's).
+  layer.forward_overlap = time.expert_forward;
+  layer.backward_overlap = time.expert_backward + time.expert_recompute;
   const double dense = time.parameters - time.expert_parameters;
   const double optimizer_bytes =
       layout.distributed_optimizer

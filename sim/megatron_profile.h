@@ -131,6 +131,7 @@ struct MegatronLayerTime {
   // way (not overlapped).
   Seconds expert_forward;
   Seconds expert_backward;
+  Seconds expert_recompute;  // the recomputed forward's (full recomputation; in `recompute`)
   // Per iteration, on the embedding and the head with p > 1: the tied word
   // embedding's gradient all-reduce between the first and the last pipeline
   // stage, which runs before the optimizer step (charged in Layer::optimizer).

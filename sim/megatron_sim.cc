@@ -104,6 +104,7 @@ MegatronRankWork megatron_rank_work(const MegatronProfile& profile, const Plan& 
       work.context_comm += t.context_forward + t.context_backward;
       work.expert_comm += t.expert_forward + t.expert_backward;
       work.recompute += t.recompute;
+      work.expert_recompute += t.expert_recompute;
       work.host += t.host_wait;
       work.backward += costed.backward;
       work.optimizer += costed.optimizer - t.embedding_allreduce;

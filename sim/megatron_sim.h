@@ -83,6 +83,7 @@ struct MegatronRankWork {
   Seconds context_comm;            // per microbatch: the exposed context-parallel exchange
   Seconds expert_comm;             // per microbatch: the expert-parallel all-to-alls
   Seconds recompute;               // per microbatch
+  Seconds expert_recompute;        // per microbatch: of it, the recomputed forward's all-to-alls
   Seconds host;                    // per microbatch: waiting for the host (dispatch, work per pass)
   Seconds backward;                // per microbatch: the profile layers' backward
   Seconds optimizer;               // one optimizer step
@@ -184,7 +185,7 @@ struct MegatronBreakdown {
   Seconds compute;         // GEMMs and memory-bound kernels, forward and backward
   Seconds tensor_comm;     // exposed tensor-parallel collectives
   Seconds context_comm;    // the exposed context-parallel exchange of keys and values
-  Seconds expert_comm;     // the expert-parallel all-to-alls (dispatch and combine)
+  Seconds expert_comm;     // the expert-parallel all-to-alls (dispatch and combine), less what pairs hide
   Seconds recompute;       // forward work redone
   Seconds host;            // waiting for the host: its dispatch of kernels and its work per pass
   Seconds data_allreduce;  // gradient all-reduces: across the d replicas, and the embedding group's

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -136,7 +137,8 @@ Result<Layer> read_layer(const json& value, const FieldPath& at, int index,
   if (auto ok = json_fields::check_known_keys(
           value, at,
           {"name", "description", "forward_ms", "backward_ms", "backward_input_ms", "backward_weight_ms",
-           "optimizer_ms", "output_bytes", "param_bytes", "inputs", "host_forward_ms", "host_backward_ms"});
+           "optimizer_ms", "output_bytes", "param_bytes", "inputs", "host_forward_ms", "host_backward_ms",
+           "forward_overlap_ms", "backward_overlap_ms"});
       !ok)
     return ok.error();
   Layer layer;
@@ -182,6 +184,15 @@ Result<Layer> read_layer(const json& value, const FieldPath& at, int index,
     if (!host) return host.error();
     *into = Seconds::from_ms(*host);
   }
+  for (auto [key, into, pass] : {std::tuple{"forward_overlap_ms", &layer.forward_overlap, layer.forward},
+                                 std::tuple{"backward_overlap_ms", &layer.backward_overlap, layer.backward}}) {
+    if (!value.contains(key)) continue;
+    auto overlap = json_fields::read_number(value, at, key, 0.0, false);
+    if (!overlap) return overlap.error();
+    if (*overlap > pass.ms() * (1 + 1e-9))
+      return at.field(key).error(fmt::format("must be at most the pass's {} ms", pass.ms()), *overlap);
+    *into = Seconds::from_ms(*overlap);
+  }
   auto out = json_fields::read_integer(value, at, "output_bytes", 0);
   if (!out) return out.error();
   auto params = json_fields::read_integer(value, at, "param_bytes", 0);
@@ -212,10 +223,9 @@ Result<Profile> profile_from_json(const json& document, const std::string& sourc
   const FieldPath root(source);
   if (auto ok = json_fields::check_object(document, root); !ok) return ok.error();
   if (auto ok = json_fields::check_format(document, root, "baton.profile.v1"); !ok) return ok.error();
-  if (auto ok = json_fields::check_known_keys(
-          document, root,
-          {"format", "model", "device", "microbatch_size", "layers", "derivation", "compute_noise", "call_cost_ms",
-           "shared_streams"});
+  if (auto ok = json_fields::check_known_keys(document, root,
+                                              {"format", "model", "device", "microbatch_size", "layers", "derivation",
+                                               "compute_noise", "call_cost_ms", "shared_streams"});
       !ok)
     return ok.error();
   if (auto ok = check_annotations(document, root); !ok) return ok.error();
@@ -291,6 +301,8 @@ nlohmann::json profile_to_json(const Profile& profile) {
     }
     if (layer.host_forward) entry["host_forward_ms"] = layer.host_forward->ms();
     if (layer.host_backward) entry["host_backward_ms"] = layer.host_backward->ms();
+    if (layer.forward_overlap.value > 0.0) entry["forward_overlap_ms"] = layer.forward_overlap.ms();
+    if (layer.backward_overlap.value > 0.0) entry["backward_overlap_ms"] = layer.backward_overlap.ms();
     const bool default_inputs =
         (i == 0 && layer.inputs.empty()) || (i > 0 && layer.inputs == std::vector<int>{static_cast<int>(i) - 1});
     if (!default_inputs) {

@@ -24,7 +24,12 @@
 //                  --device cuda` writes it beside the device's: a pass the host
 //                  issues faster than the GPU runs it lets the host run ahead.
 //                  Kept for a model of the host issuing and the GPU running; no
-//                  figure reads them yet)}],
+//                  figure reads them yet),
+//                optional "forward_overlap_ms", "backward_overlap_ms": num >= 0, at
+//                  most forward_ms (backward_ms) (default 0: the communication
+//                  inside the pass, such as a mixture of experts' all-to-alls,
+//                  that an overlapped pair hides behind the other pass's
+//                  compute; part of the pass's time, not added to it)}],
 //    optional "derivation": str (how the numbers were derived, for people: analytic
 //      profiles say which formulas and device figures they used),
 //    optional "compute_noise": [num > 0, ...] (how noisy the measuring machine was: a
@@ -88,6 +93,11 @@ struct Layer {
   Bytes output_bytes;  // activation this layer hands to its consumers
   Bytes param_bytes;
   std::vector<int> inputs;  // producer layer indices (< own index)
+  // Communication inside the forward (the backward) that an overlapped pair
+  // (DualPipeV's F&B, sim/program.h) hides behind the other pass's compute:
+  // a mixture of experts' all-to-alls. Part of forward (backward), not added.
+  Seconds forward_overlap;
+  Seconds backward_overlap;
 };
 
 // What one call of each pass costs beyond its layers' work ("call_cost_ms").

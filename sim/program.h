@@ -31,8 +31,11 @@
 //   compute action) is one unit: lowering puts both receives before both
 //   passes and both sends after them, so neither pass starts before both
 //   inputs are there and neither output leaves before both passes end; the
-//   unit takes the two passes' time (F&B = F + B: nothing is hidden, there is
-//   no expert all-to-all here to overlap);
+//   unit takes the two passes' time less what it hides: each pass's
+//   overlappable communication (StageCost::forward_overlap,
+//   backward_overlap: a mixture of experts' all-to-alls, DualPipe's reason
+//   for the pairs) up to the other pass's compute beside it (F&B = F + B
+//   where there is none), charged to the second pass;
 // - weight stashing (pipedream): a microbatch's B uses the weight version its
 //   F used on that stage; with vertical sync, the version stage 0 used.
 // Thread safety: plain values.

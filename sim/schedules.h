@@ -90,7 +90,8 @@ Program make_zb_heuristic(const Plan& plan, const ZbHeuristicOrder& order, const
 //   free communication the bubble is (p - 1) / v of one microbatch's work.
 // - zbv: the V-shaped zero-bubble order for equal F, I and W times.
 // - dualpipev: DeepSeek's DualPipeV order; its overlapped F&B pairs run one
-//   after the other here (baton models no expert all-to-all for them to hide).
+//   after the other, hiding each pass's overlappable communication (a mixture
+//   of experts' all-to-alls) behind the other's compute (sim/program.h).
 Program make_interleaved_1f1b(const Plan& plan, const Program* only = nullptr);
 Program make_zbv(const Plan& plan, const Program* only = nullptr);
 Program make_dualpipev(const Plan& plan, const Program* only = nullptr);

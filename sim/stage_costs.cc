@@ -19,6 +19,8 @@ StageCost stage_cost(const Profile& profile, LayerRange range, double speed) {
     cost.backward_input += layer.backward_input.value_or(layer.backward * 0.5) / speed;
     cost.backward_weight += layer.backward_weight.value_or(layer.backward * 0.5) / speed;
     cost.step += layer.optimizer / speed;
+    cost.forward_overlap += layer.forward_overlap / speed;
+    cost.backward_overlap += layer.backward_overlap / speed;
   }
   // One call per pass for the stage where the profile timed one per layer
   // (Profile::call_cost): n - 1 calls fewer. I and W share what the backward
@@ -47,6 +49,11 @@ StageCost stage_cost(const Profile& profile, LayerRange range, double speed) {
   if (host_times && backward_sum.value > 0.0)
     cost.host_backward_share = std::min(1.0, host_backward.value / (backward_sum.value * speed));
   return cost;
+}
+
+PairHidden pair_hidden(Seconds first, Seconds first_overlap, Seconds second, Seconds second_overlap) {
+  const Seconds a = min(first_overlap, first), b = min(second_overlap, second);
+  return {max(Seconds(0.0), min(a, second - b)), max(Seconds(0.0), min(b, first - a))};
 }
 
 std::vector<StageCost> stage_costs(const Profile& profile, const Plan& plan, const Topology& topology) {

@@ -29,6 +29,11 @@ struct StageCost {
   Seconds backward_input;
   Seconds backward_weight;
   Seconds step;
+  // The communication inside a forward, and inside a backward (B or I), that
+  // an overlapped pair hides behind the other pass's compute (the layers'
+  // forward_overlap and backward_overlap, sim/profile.h).
+  Seconds forward_overlap;
+  Seconds backward_overlap;
   Bytes activation_out;
   Bytes stash;
   Bytes params;
@@ -43,6 +48,15 @@ struct StageCost {
 };
 
 std::vector<StageCost> stage_costs(const Profile& profile, const Plan& plan, const Topology& topology);
+
+// What an overlapped pair (sim/program.h) hides of each pass's overlappable
+// communication: the first's overlap up to the second's compute beside it
+// (its time less its own overlap), and the second's likewise; the pair takes
+// first + second less both.
+struct PairHidden {
+  Seconds first, second;
+};
+PairHidden pair_hidden(Seconds first, Seconds first_overlap, Seconds second, Seconds second_overlap);
 
 // One stage's costs: the layers of `range` on a device of `relative_speed`.
 StageCost stage_cost(const Profile& profile, LayerRange range, double relative_speed);

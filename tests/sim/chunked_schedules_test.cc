@@ -10,6 +10,7 @@
 #include "tests/catch_compat.h"
 
 #include "sim/schedules.h"
+#include "sim/stage_costs.h"
 #include "sim/validate.h"
 #include "tests/schedule/schedule_test_support.h"
 #include "tests/sim/test_support.h"
@@ -108,7 +109,7 @@ TEST_CASE("interleaved 1f1b, replicated: a worker's chunks all-reduce one after 
   // after the last all-reduce.
   const Times t{1.0, 1.2, 0.8};
   const double chunk_work = (t.forward_ms + t.input_ms + t.weight_ms) * 1e-3;
-  const Bytes params(12'500'000);                 // 1 ms at 100 Gb/s
+  const Bytes params(12'500'000);                  // 1 ms at 100 Gb/s
   const double allreduce = params.value / 12.5e9;  // 2 (r - 1) / r = 1 for r = 2
   const Seconds step = Seconds::from_ms(0.3);
   for (int chunks : {2, 3, 4}) {
@@ -212,6 +213,52 @@ TEST_CASE("dualpipev: with its pairs undone the bubble would be half DeepSeek's"
     REQUIRE(sim.ok());
     CHECK(close_rel(longest_stage_span(*sim) * 1e3 - 2.0 * plan.batches * 3.0, (ranks - 1) * 1.0));
   }
+}
+
+TEST_CASE("dualpipev: a pair hides each pass's all-to-alls behind the other's compute", "[sim][chunks][dualpipev]") {
+  // pair_hidden: the first's overlap up to the second's compute beside it,
+  // and back. F 1 ms with 0.3 of all-to-alls beside B 2 ms with 0.4: both
+  // hidden; a pass mostly communication hides only what the other computes.
+  const PairHidden both =
+      pair_hidden(Seconds::from_ms(1.0), Seconds::from_ms(0.3), Seconds::from_ms(2.0), Seconds::from_ms(0.4));
+  CHECK(both.first.ms() == Approx(0.3));
+  CHECK(both.second.ms() == Approx(0.4));
+  const PairHidden short_one =
+      pair_hidden(Seconds::from_ms(1.0), Seconds::from_ms(0.9), Seconds::from_ms(0.5), Seconds::from_ms(0.4));
+  CHECK(short_one.first.ms() == Approx(0.1));
+  CHECK(short_one.second.ms() == Approx(0.1));
+  // In the simulator: every worker's compute is shorter by 0.7 ms a pair,
+  // nothing else changes in its passes.
+  const int ranks = 4;
+  Plan plan = chunked_plan(Schedule::kDualPipeV, ranks, 2, 3 * ranks);
+  const Topology topology = make_flat_topology(64, 100.0, Seconds(0.0));
+  REQUIRE(assign_devices(plan, topology).ok());
+  const Profile plain = uniform_split(plan.num_stages(), Times{1.0, 1.0, 1.0});
+  Profile overlapped = plain;
+  for (Layer& layer : overlapped.layers) {
+    layer.forward_overlap = Seconds::from_ms(0.3);
+    layer.backward_overlap = Seconds::from_ms(0.4);
+  }
+  const Program program = build_program(plan);
+  const auto busy = [&](const Profile& profile) {
+    auto sim = simulate_program(program, stage_costs(profile, plan, topology), topology, plan.microbatch_size,
+                                {.record_trace = true});
+    REQUIRE(sim.ok());
+    std::map<int, double> per_worker;
+    for (const Span& span : sim->trace.spans)
+      if (span.stream == Stream::kCompute) per_worker[span.worker] += (span.end - span.start).ms();
+    return std::make_pair(per_worker, sim->metrics.iteration_time);
+  };
+  const auto [before, slower] = busy(plain);
+  const auto [after, faster] = busy(overlapped);
+  for (int w = 0; w < program.num_workers(); ++w) {
+    int pairs = 0;
+    for (const Action& a : program.actions[w]) pairs += a.paired ? 1 : 0;
+    CAPTURE(w);
+    CHECK(pairs > 0);
+    CHECK(after.at(w) == Approx(before.at(w) - 0.7 * pairs).epsilon(1e-9));
+  }
+  CHECK(faster < slower);
 }
 
 TEST_CASE("dualpipev: the pairs are DeepSeek's, F0&B1 and F1&B0 in the main step", "[sim][chunks][dualpipev]") {
