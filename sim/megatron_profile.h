@@ -76,7 +76,9 @@
 //   tensor-parallel all-gather and reduce-scatter of k T h values (not
 //   overlapped); with ep > 1 the dispatch's and the combine's all-to-alls of
 //   T / t k h values a GPU each way (expert_forward, expert_backward), not
-//   overlapped; megatron_profile.cc's moe_time has the terms.
+//   overlapped but in DualPipeV's pairs (Layer::forward_overlap,
+//   backward_overlap); a shared expert of width S as a dense MLP of that
+//   width beside them; megatron_profile.cc's moe_time has the terms.
 // Embedding: gather 2 T h x 2 bytes, its all-reduce across t (the vocabulary
 // is split), scatter-add in the backward. Head: final LayerNorm, logits
 // [T x h] x [h x V/t], vocabulary-parallel cross entropy in fp32 (3 passes of
@@ -128,7 +130,7 @@ struct MegatronLayerTime {
   Seconds context_forward;
   Seconds context_backward;
   // Expert parallelism: the dispatch's and the combine's all-to-alls, each
-  // way (not overlapped).
+  // way (not overlapped, but in DualPipeV's pairs).
   Seconds expert_forward;
   Seconds expert_backward;
   Seconds expert_recompute;  // the recomputed forward's (full recomputation; in `recompute`)
