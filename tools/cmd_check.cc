@@ -1,6 +1,6 @@
-// `baton check DIR`: planner regression. Every *.json case in DIR names a
-// profile, a topology, planner options and the expected result; the case is
-// planned again and compared.
+// `baton check CASE|DIR...`: planner regression. Every case named (a folder
+// stands for its *.json files) names a profile, a topology, planner options
+// and the expected result; the case is planned again and compared.
 //
 // Case format `baton.check.v1`:
 //   {"format": "baton.check.v1", optional "name": str (default: the file's stem),
@@ -23,6 +23,8 @@
 #include <initializer_list>
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -42,7 +44,7 @@ using json_fields::FieldPath;
 using nlohmann::json;
 
 struct CheckArgs {
-  std::string dir;
+  std::vector<std::string> paths;
   bool update = false;
 };
 
@@ -254,13 +256,29 @@ CaseOutcome check_case(CheckCase& c) {
   return CaseOutcome{false, fmt::format("FAIL {} ({})\n{}", c.name, c.source, diff)};
 }
 
-int run_check(const CheckArgs& args) {
-  if (!fs::is_directory(args.dir)) throw UsageError(fmt::format("{}: not a folder of check cases", args.dir));
+// The case files named: each folder's *.json in name order, each file as
+// given. All are read before any is re-planned, so a bad one fails at once.
+std::vector<fs::path> case_files(const std::vector<std::string>& paths) {
   std::vector<fs::path> files;
-  for (const auto& entry : fs::directory_iterator(args.dir))
-    if (entry.path().extension() == ".json") files.push_back(entry.path());
-  std::sort(files.begin(), files.end());
-  if (files.empty()) throw UsageError(fmt::format("{}: holds no *.json check cases", args.dir));
+  for (const std::string& path : paths) {
+    if (fs::is_regular_file(path)) {
+      files.emplace_back(path);
+      continue;
+    }
+    if (!fs::is_directory(path))
+      throw UsageError(fmt::format("{}: neither a check case file nor a folder of them", path));
+    std::vector<fs::path> in_folder;
+    for (const auto& entry : fs::directory_iterator(path))
+      if (entry.path().extension() == ".json") in_folder.push_back(entry.path());
+    if (in_folder.empty()) throw UsageError(fmt::format("{}: holds no *.json check cases", path));
+    std::sort(in_folder.begin(), in_folder.end());
+    files.insert(files.end(), in_folder.begin(), in_folder.end());
+  }
+  return files;
+}
+
+int run_check(const CheckArgs& args) {
+  const std::vector<fs::path> files = case_files(args.paths);
   std::vector<CheckCase> cases;
   for (const fs::path& file : files) cases.push_back(load_case(file, args.update));
   int failed = 0;
@@ -279,14 +297,15 @@ void add_check_command(CLI::App& app, CommandResult& result) {
   auto args = std::make_shared<CheckArgs>();
   CLI::App* cmd = app.add_subcommand("check", "Planner regression: re-plan saved cases and compare");
   cmd->footer(
-      "Re-plans every case (*.json, format baton.check.v1) in DIR and compares the time per minibatch\n"
-      "(within the case's tolerance) and the chosen split and schedule with the expected ones. Prints a\n"
-      "diff for every case that moved and exits 1 if any did. --update rewrites the expectations (read the\n"
-      "diff first). Example: baton check tests/planner_cases\n\n"
+      "Re-plans every case (format baton.check.v1) named: a folder stands for its *.json files. Compares\n"
+      "the time per minibatch (within the case's tolerance) and the chosen split and schedule with the\n"
+      "expected ones. Prints a diff for every case that moved and exits 1 if any did. --update rewrites\n"
+      "the expectations (read the diff first). Examples: baton check tests/planner_cases;\n"
+      "baton check tests/planner_cases/vgg16_b_zbv_m16.json\n\n"
       "A case's \"profile\" and \"topology\" paths, unless absolute, are looked up beside the case file,\n"
       "then in each folder above it, then in the current directory: the shipped cases name theirs from\n"
       "the repository root (\"traces/...\", \"topologies/...\") and run from any directory.");
-  cmd->add_option("dir", args->dir, "folder of check cases")->required();
+  cmd->add_option("cases", args->paths, "check case files, or folders of them")->required();
   cmd->add_flag("--update", args->update, "write the current results as the expected ones");
   cmd->callback([args, &result] { result.exit_code = run_check(*args); });
 }

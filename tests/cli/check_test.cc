@@ -47,6 +47,29 @@ TEST_CASE("check refuses a folder without cases", "[cli][check][bad-input]") {
   CHECK(run.err.find("holds no *.json check cases") != std::string::npos);
 }
 
+TEST_CASE("check takes case files and folders together, each case once per naming", "[cli][check]") {
+  const fs::path dir = scratch_dir("check-files");
+  write_case(dir, R"({"time_per_minibatch_s": 1.0, "stages": "0-6x1"})");
+  REQUIRE(run_baton("check --update '" + dir.string() + "'", "check-files-update").exit_code == 0);
+  const std::string file = (dir / "case.json").string();
+  const CliRun one = run_baton("check '" + file + "'", "check-one-file");
+  CHECK(one.exit_code == 0);
+  CHECK(one.out.find("ok   tiny") != std::string::npos);
+  CHECK(one.out.find("1 passed, 0 failed") != std::string::npos);
+  // The folder (one case) and the file again: two cases checked.
+  const CliRun both = run_baton("check '" + dir.string() + "' '" + file + "'", "check-file-and-folder");
+  CHECK(both.exit_code == 0);
+  CHECK(both.out.find("2 passed, 0 failed") != std::string::npos);
+}
+
+TEST_CASE("check refuses a path that is neither a case nor a folder, naming it", "[cli][check][bad-input]") {
+  const fs::path missing = scratch_dir("check-missing") / "no-such-case.json";
+  const CliRun run = run_baton("check '" + missing.string() + "'", "check-missing");
+  CHECK(run.exit_code == 2);
+  CHECK(run.err == "baton: " + missing.string() + ": neither a check case file nor a folder of them\n");
+  CHECK(run.out.empty());
+}
+
 TEST_CASE("check refuses a case with an unknown key, naming it", "[cli][check][bad-input]") {
   const fs::path dir = scratch_dir("check-unknown-key");
   std::ofstream(dir / "case.json") << R"({"format": "baton.check.v1", "name": "tiny",
