@@ -25,6 +25,7 @@ constexpr AxisInfo kLayoutAxes[] = {
     {"pipeline-model-parallel-size", "pp", AxisKind::kWhole},
     {"context-parallel-size", "cp", AxisKind::kWhole},
     {"expert-model-parallel-size", "ep", AxisKind::kWhole},
+    {"expert-tensor-parallel-size", "etp", AxisKind::kWhole},
     {"micro-batch-size", "mbs", AxisKind::kWhole},
     {"global-batch-size", "gbs", AxisKind::kWhole},
     {"num-layers-per-virtual-pipeline-stage", "vpp", AxisKind::kWholeOrZero},
@@ -39,7 +40,7 @@ constexpr AxisInfo kLayoutAxes[] = {
 
 constexpr const char* kAxisList =
     "tensor-model-parallel-size (tp), pipeline-model-parallel-size (pp), context-parallel-size (cp), "
-    "expert-model-parallel-size (ep), micro-batch-size (mbs), "
+    "expert-model-parallel-size (ep), expert-tensor-parallel-size (etp), micro-batch-size (mbs), "
     "global-batch-size (gbs), num-layers-per-virtual-pipeline-stage (vpp), recompute-granularity, "
     "sequence-parallel, use-distributed-optimizer, overlap-grad-reduce, zero-bubble, v-schedule, topology, servers, "
     "devices_per_server, bandwidth_gbps.L, latency_us.L, memory_gib";
@@ -133,6 +134,7 @@ void apply_layout_axis(const std::string& name, const std::string& value, Megatr
   if (name == "pipeline-model-parallel-size") pinned.pipeline = layout.pipeline = number;
   if (name == "context-parallel-size") pinned.context = layout.context = number;
   if (name == "expert-model-parallel-size") pinned.expert_parallel = layout.expert_parallel = number;
+  if (name == "expert-tensor-parallel-size") pinned.expert_tensor = layout.expert_tensor = number;
   if (name == "micro-batch-size") pinned.micro_batch = layout.micro_batch = number;
   if (name == "global-batch-size") layout.global_batch = number;
   if (name == "num-layers-per-virtual-pipeline-stage")
@@ -176,6 +178,7 @@ std::vector<std::string> gpt_sweep_header(const GptSweepSpec& spec) {
                              "data_parallel_size",
                              "context_parallel_size",
                              "expert_model_parallel_size",
+                             "expert_tensor_parallel_size",
                              "micro_batch_size",
                              "num_layers_per_virtual_pipeline_stage",
                              "recompute_granularity",
@@ -262,7 +265,8 @@ std::vector<std::string> point_row(const GptSweepSpec& spec, size_t index, const
   const auto yes_no = [](bool b) { return std::string(b ? "yes" : "no"); };
   for (const std::string& field :
        {std::to_string(l.tensor), std::to_string(l.pipeline), r.has_layout ? std::to_string(l.data) : "",
-        std::to_string(l.context), std::to_string(l.expert_parallel), std::to_string(l.micro_batch),
+        std::to_string(l.context), std::to_string(l.expert_parallel), std::to_string(l.expert_tensor_parallel()),
+        std::to_string(l.micro_batch),
         std::to_string(l.layers_per_virtual_stage), std::string(recompute_name(l.recompute)),
         yes_no(l.sequence_parallel), yes_no(l.distributed_optimizer),
         l.v_schedule != VSchedule::kNone ? std::string(v_schedule_name(l.v_schedule))

@@ -119,13 +119,23 @@ std::vector<ContextComm> context_comms(int c, const MegatronAxes& fixed) {
   return pinned_or(fixed.context_comm, {ContextComm::kP2P, ContextComm::kAllGather, ContextComm::kAllToAll});
 }
 
-// The expert-parallel sizes for a layout of `replicas` = d c ranks (see
-// megatron_search.h): 1 for a dense model.
-std::vector<int> expert_sizes(const GptModel& model, int replicas, const MegatronAxes& fixed) {
+// The expert-tensor-parallel sizes for tensor parallelism t (see
+// megatron_search.h): t (0: the default) and, with t > 1, 1 (whole experts
+// on each GPU), or the pinned one; 0 alone for a dense model.
+std::vector<int> expert_tensor_sizes(const GptModel& model, int t, const MegatronAxes& fixed) {
+  if (fixed.expert_tensor) return {*fixed.expert_tensor};
+  if (!model.moe() || t == 1) return {0};
+  return {0, 1};
+}
+
+// The expert-parallel sizes for a pipeline rank's `gpus` = t c d GPUs and
+// expert tensor parallelism etp (see megatron_search.h): the divisors of
+// t c d / etp that divide E; 1 for a dense model.
+std::vector<int> expert_sizes(const GptModel& model, int gpus, int etp, const MegatronAxes& fixed) {
   if (fixed.expert_parallel) return {*fixed.expert_parallel};
-  if (!model.moe()) return {1};
+  if (!model.moe() || gpus % etp != 0) return {1};
   std::vector<int> sizes;
-  for (int ep : divisors(replicas, replicas))
+  for (int ep : divisors(gpus / etp, gpus / etp))
     if (model.experts % ep == 0) sizes.push_back(ep);
   return sizes;
 }
@@ -171,11 +181,13 @@ std::vector<MegatronLayout> enumerate(const GptModel& model, int global_batch, b
                   l.context = c;
                   l.bf16 = bf16;
                   for (ContextComm comm : context_comms(c, fixed))
-                    for (int ep : expert_sizes(model, d * c, fixed)) {
-                      l.context_comm = comm;
-                      l.expert_parallel = ep;
-                      if (check_megatron_layout(model, l, gpus)) out.push_back(l);
-                    }
+                    for (int etp : expert_tensor_sizes(model, t, fixed))
+                      for (int ep : expert_sizes(model, t * d * c, etp > 0 ? etp : t, fixed)) {
+                        l.context_comm = comm;
+                        l.expert_tensor = etp;
+                        l.expert_parallel = ep;
+                        if (check_megatron_layout(model, l, gpus)) out.push_back(l);
+                      }
                 }
       }
   }
@@ -217,25 +229,32 @@ std::vector<MegatronCandidate> fitting_layouts(const GptModel& model, int global
   std::map<std::tuple<int, int, int, Schedule, double, std::vector<int>>, std::vector<HeldPeak>> held;
   std::map<int, CollectiveTime> collectives;                                  // per t
   std::map<std::tuple<int, int, ContextComm>, CollectiveTime> context_comms;  // per t, c and type
-  std::map<std::pair<int, int>, CollectiveTime> expert_comms;                 // per t and ep
+  std::map<std::pair<int, int>, CollectiveTime> expert_comms;                 // per etp and ep
+  const CollectiveTime no_collective;
   for (const MegatronLayout& layout : enumerate(model, global_batch, bf16, fixed, topology)) {
     ++result.enumerated;
     MegatronFamily& family = family_of(families, layout);
     ++family.enumerated;
-    auto collective = collectives.find(layout.tensor);
-    if (collective == collectives.end())
-      collective = collectives.emplace(layout.tensor, tensor_allreduce(topology, layout.tensor)).first;
+    auto tensor_collective = [&](int size) -> const CollectiveTime& {
+      auto found_size = collectives.find(size);
+      if (found_size == collectives.end())
+        found_size = collectives.emplace(size, tensor_allreduce(topology, size)).first;
+      return found_size->second;
+    };
+    const CollectiveTime& collective = tensor_collective(layout.tensor);
+    const int etp = layout.expert_tensor_parallel();
+    const CollectiveTime& expert_tensor = etp != layout.tensor ? tensor_collective(etp) : no_collective;
     const auto comm_key = std::make_tuple(layout.tensor, layout.context, layout.context_comm);
     auto context = context_comms.find(comm_key);
     if (context == context_comms.end())
       context = context_comms.emplace(comm_key, context_comm_time(topology, layout)).first;
-    const auto expert_key = std::make_pair(layout.tensor, layout.expert_parallel);
+    const auto expert_key = std::make_pair(etp, layout.expert_parallel);
     auto expert = expert_comms.find(expert_key);
     if (expert == expert_comms.end())
       expert = expert_comms.emplace(expert_key, expert_all_to_all_time(topology, layout)).first;
     // The lower bound and the memory need no gradient reduction: weight 1.
     const MegatronProfile profile =
-        make_megatron_profile(model, layout, gpu, collective->second, {}, context->second, expert->second);
+        make_megatron_profile(model, layout, gpu, collective, {}, context->second, expert->second, 1.0, expert_tensor);
     const Plan plan = megatron_plan(model, layout);
     const double share = weight_pass_share(model, layout);
     // The held activations count each chunk's blocks: the split is part of the key.

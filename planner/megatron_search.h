@@ -56,6 +56,7 @@ struct MegatronAxes {  // a set field pins its axis
   std::optional<int> context;               // c (context parallel)
   std::optional<ContextComm> context_comm;  // its --cp-comm-type (with c > 1)
   std::optional<int> expert_parallel;       // ep (with experts)
+  std::optional<int> expert_tensor;         // etp (with experts; default: searched, 1 or t)
   std::optional<int> gpus;                  // t p c d: this many of the topology's GPUs (the first ones); default all
   std::optional<int> zero_bubble;           // MegatronLayout::zero_bubble: 0, 1 (ZB-H1), 2 (ZB-H2)
   std::optional<VSchedule> v_schedule;      // MegatronLayout::v_schedule (kNone: no V)

@@ -259,6 +259,8 @@ Status check_experts(const GptModel& model, const MegatronLayout& layout) {
   if (model.shared_expert_ffn < 0) return Error{"--moe-shared-expert-intermediate-size must be at least 1"};
   if (!model.moe()) {
     if (ep > 1) return Error{fmt::format("--expert-model-parallel-size {} needs --num-experts", ep)};
+    if (layout.expert_tensor > 0 && layout.expert_tensor != layout.tensor)
+      return Error{fmt::format("--expert-tensor-parallel-size {} needs --num-experts", layout.expert_tensor)};
     if (model.grouped_gemm) return Error{"--moe-grouped-gemm needs --num-experts"};
     if (model.moe_ffn_hidden > 0) return Error{"--moe-ffn-hidden-size needs --num-experts"};
     if (model.shared_expert_ffn > 0) return Error{"--moe-shared-expert-intermediate-size needs --num-experts"};
@@ -293,12 +295,25 @@ Status check_experts(const GptModel& model, const MegatronLayout& layout) {
     return Error{fmt::format(
         "--num-experts {} is not divisible by --expert-model-parallel-size {}: each rank holds whole experts",
         model.experts, ep)};
-  if (layout.replicas() % ep != 0)
+  const int etp = layout.expert_tensor_parallel();
+  if (layout.expert_tensor < 0) return Error{"--expert-tensor-parallel-size must be at least 1"};
+  if (layout.expert_tensor == layout.tensor || layout.expert_tensor == 0) {
+    if (layout.replicas() % ep != 0)
+      return Error{fmt::format(
+          "--expert-model-parallel-size {} does not divide the {} ranks that share each pipeline rank's weights "
+          "(--data-parallel-size {}{}): the experts are split among them",
+          ep, layout.replicas(), layout.data,
+          layout.context > 1 ? fmt::format(" x --context-parallel-size {}", layout.context) : std::string())};
+  } else if (int64_t{layout.tensor} * layout.replicas() % (int64_t{etp} * ep) != 0) {
     return Error{fmt::format(
-        "--expert-model-parallel-size {} does not divide the {} ranks that share each pipeline rank's weights "
-        "(--data-parallel-size {}{}): the experts are split among them",
-        ep, layout.replicas(), layout.data,
-        layout.context > 1 ? fmt::format(" x --context-parallel-size {}", layout.context) : std::string())};
+        "--expert-tensor-parallel-size {} x --expert-model-parallel-size {} does not divide the {} GPUs of a "
+        "pipeline rank (t c d): the experts' grid is laid over them",
+        etp, ep, layout.tensor * layout.replicas())};
+  }
+  if (model.expert_ffn() % etp != 0)
+    return Error{fmt::format("--{} {} is not divisible by --expert-tensor-parallel-size {}",
+                             model.moe_ffn_hidden > 0 ? "moe-ffn-hidden-size" : "ffn-hidden-size",
+                             model.expert_ffn(), etp)};
   if (layout.tensor > 1 && !layout.sequence_parallel)
     return Error{
         fmt::format("--num-experts with --tensor-model-parallel-size {} needs --sequence-parallel, as Megatron does",

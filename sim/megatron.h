@@ -274,12 +274,26 @@ struct MegatronLayout {
   // d c / ep ranks that hold the same experts. The other weights stay
   // replicated over d c.
   int expert_parallel = 1;
+  // Expert tensor parallelism (Megatron-core's --expert-tensor-parallel-size
+  // etp; 0: t, its default): each expert's weights split over etp GPUs as a
+  // dense MLP's over t. The experts have a grid of their own over the t c d
+  // GPUs of a pipeline rank, placed expert-tensor, expert, expert-data
+  // (Megatron-core's expert ranks tp-ep-dp-pp): etp consecutive GPUs split an
+  // expert, ep ranks etp apart hold the E experts (so with etp 1 and t 8 the
+  // eight GPUs of a tensor-parallel group are an expert-parallel group), and
+  // t c d / (etp ep) ranks etp ep apart hold the same experts. The tokens a
+  // rank sends are its sequence-parallel shard's, as before.
+  int expert_tensor = 0;
 
   int gpus() const { return tensor * pipeline * data * context; }
   // The ranks that hold each pipeline rank's weights: d c.
   int replicas() const { return data * context; }
-  // The ranks that hold the same experts: d c / ep.
-  int expert_replicas() const { return replicas() / std::max(1, expert_parallel); }
+  // etp: expert_tensor, or t when it is 0.
+  int expert_tensor_parallel() const { return expert_tensor > 0 ? expert_tensor : tensor; }
+  // The ranks that hold the same experts: t c d / (etp ep), d c / ep with etp = t.
+  int expert_replicas() const {
+    return tensor * replicas() / std::max(1, expert_parallel * expert_tensor_parallel());
+  }
   // Tokens of a sequence on one context-parallel rank: s / c.
   int64_t local_sequence(const GptModel& model) const { return model.sequence / std::max(1, context); }
   int microbatches() const { return global_batch / (micro_batch * data); }

@@ -44,6 +44,8 @@ nlohmann::json megatron_arguments(const GptModel& model, const MegatronLayout& l
   if (layout.context > 1 && layout.context_comm != ContextComm::kP2P)
     arguments["cp_comm_type"] = context_comm_name(layout.context_comm);
   if (layout.expert_parallel > 1) arguments["expert_model_parallel_size"] = layout.expert_parallel;
+  if (layout.expert_tensor_parallel() != layout.tensor)
+    arguments["expert_tensor_parallel_size"] = layout.expert_tensor_parallel();
   if (!model.beyond_gpt()) return arguments;
   arguments["ffn_hidden_size"] = model.ffn();
   arguments["swiglu"] = model.swiglu;
@@ -141,6 +143,12 @@ Status read_choices(const nlohmann::json& arguments, const json_fields::FieldPat
     if (!ep) return ep.error();
     if (*ep > (int64_t{1} << 20)) return at.field("expert_model_parallel_size").error("is too large", *ep);
     l.expert_parallel = static_cast<int>(*ep);
+  }
+  if (arguments.contains("expert_tensor_parallel_size") && !arguments["expert_tensor_parallel_size"].is_null()) {
+    auto etp = json_fields::read_integer(arguments, at, "expert_tensor_parallel_size", 1);
+    if (!etp) return etp.error();
+    if (*etp > (int64_t{1} << 20)) return at.field("expert_tensor_parallel_size").error("is too large", *etp);
+    l.expert_tensor = static_cast<int>(*etp);
   }
   bool zero_bubble = false;
   bool* flags[] = {&l.sequence_parallel, &l.bf16, &l.distributed_optimizer, &l.overlap_grad_reduce, &zero_bubble};
@@ -303,7 +311,8 @@ Result<MegatronSpec> megatron_from_arguments(const nlohmann::json& arguments, co
                                                "dualpipev",
                                                "context_parallel_size",
                                                "cp_comm_type",
-                                               "expert_model_parallel_size"});
+                                               "expert_model_parallel_size",
+                                               "expert_tensor_parallel_size"});
       !ok)
     return ok.error();
   MegatronSpec spec;

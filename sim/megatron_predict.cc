@@ -287,9 +287,15 @@ Result<MegatronProfile> megatron_profile_on(const GptModel& model, const Megatro
   if (auto ok = check_megatron_layout(model, layout, topology.num_devices()); !ok) return ok.error();
   auto known = gpu ? Result<GpuModel>(*gpu) : gpu_model(topology.device.name);
   if (!known) return known.error();
+  const int etp = layout.expert_tensor_parallel();
+  if (etp != layout.tensor && !tensor_group_topology(topology, etp))
+    return Error{fmt::format("--expert-tensor-parallel-size {} does not tile topology '{}': an expert's "
+                             "tensor-parallel group must fill whole units of a level or divide it",
+                             etp, topology.name)};
   return make_megatron_profile(model, layout, *known, tensor_allreduce(topology, layout.tensor),
                                embedding_allreduce(topology, layout), context_comm_time(topology, layout),
-                               expert_all_to_all_time(topology, layout), expert_gradient_weight(topology, layout));
+                               expert_all_to_all_time(topology, layout), expert_gradient_weight(topology, layout),
+                               etp != layout.tensor ? tensor_allreduce(topology, etp) : CollectiveTime{});
 }
 
 Result<MegatronPrediction> predict_megatron(const GptModel& model, const MegatronLayout& layout,

@@ -57,11 +57,13 @@ struct Shape {
   bool flash;               // FlashAttention
   bool rope;                // rotary positions
   double block_parameters;  // gpt_block_parameters
-  // The MLP's GEMMs: `mlp_gemms` of `mlp_m` tokens each (dense: one of the
-  // T tokens; experts: the E / ep local experts, T k ep / E tokens each, as
-  // one grouped kernel or one after another).
+  // The MLP's GEMMs: `mlp_gemms` of `mlp_m` tokens each, its widths split
+  // over `mlp_t` (dense: one of the T tokens, over t; experts: the E / ep
+  // local experts, over etp, each on the T k ep etp / (t E) tokens that the
+  // all-to-all and the expert-tensor-parallel all-gather bring it, T k ep / E
+  // with etp = t; as one grouped kernel or one after another).
   bool moe;
-  double mlp_m, mlp_gemms;
+  double mlp_m, mlp_gemms, mlp_t;
   bool grouped;
   double experts, topk, ep;
   double expert_parameters;  // gpt_block_expert_parameters
@@ -92,7 +94,8 @@ Shape shape_of(const GptModel& model, const MegatronLayout& layout) {
   x.ep = std::max(1, layout.expert_parallel);
   x.grouped = model.grouped_gemm;
   x.mlp_gemms = x.moe ? x.experts / x.ep : 1.0;
-  x.mlp_m = x.moe ? x.tokens * x.topk * x.ep / x.experts : x.tokens;
+  x.mlp_t = x.moe ? layout.expert_tensor_parallel() : x.t;
+  x.mlp_m = x.moe ? x.tokens * x.topk * x.ep * x.mlp_t / (x.t * x.experts) : x.tokens;
   x.expert_parameters = gpt_block_expert_parameters(model);
   x.shared = x.moe ? static_cast<double>(model.shared_expert_ffn) : 0.0;
   return x;
@@ -239,11 +242,12 @@ Seconds block_memory_bound(const GpuModel& gpu, const Shape& x) {
 //     (T / t k h values a GPU), and the combine bringing the experts' outputs
 //     back (the same), each way (`expert_comm`: the all-to-all in which each
 //     GPU holds `bytes`); not overlapped;
-//   tensor parallelism: the t ranks all-gather the tokens their experts
-//     received (each expert's weights are split over t as a dense MLP's are)
-//     and reduce-scatter the outputs, k T h values where the dense MLP's
-//     sequence-parallel collectives move T h, not overlapped with a
-//     weight-gradient GEMM in the backward.
+//   expert tensor parallelism: the etp GPUs that split each expert's weights
+//     (as t split a dense MLP's; etp = t by default) all-gather the tokens
+//     their experts received and reduce-scatter the outputs, k T etp / t h
+//     values (k T h with etp = t, where the dense MLP's sequence-parallel
+//     collectives move T h), not overlapped with a weight-gradient GEMM in
+//     the backward; none with etp = 1.
 // The kernels the host dispatches for them (router GEMM, softmax, top-k, the
 // auxiliary loss's three, the permutation's two and the unpermutation's two;
 // in the backward two more for the router's gradients; the all-to-alls) are
@@ -291,7 +295,7 @@ void add_shared_expert(MoeTime& time, const GpuModel& gpu, const Shape& x, const
   time.backward_kernels += kExpertBackwardKernels;
 }
 MoeTime moe_time(const GpuModel& gpu, const Shape& x, const CollectiveTime& tp_allreduce,
-                 const CollectiveTime& expert_comm) {
+                 const CollectiveTime& expert_comm, const CollectiveTime& expert_tp) {
   MoeTime time;
   if (!x.moe) return time;
   const double local = x.tokens / x.t;  // the sequence-parallel shard (sequence parallelism is required with t > 1)
@@ -302,7 +306,7 @@ MoeTime moe_time(const GpuModel& gpu, const Shape& x, const CollectiveTime& tp_a
   time.weight_gradient = gpu.gemm(x.h, x.experts, local);
   time.forward_compute = router + routing + permutation;
   time.backward_compute = gpu.gemm(local, x.h, x.experts) + time.weight_gradient + routing + permutation;
-  if (x.t > 1) time.forward_comm = time.backward_comm = tp_allreduce(x.tokens * x.topk * x.h * kHalf);
+  if (x.mlp_t > 1) time.forward_comm = time.backward_comm = expert_tp(x.mlp_m * x.mlp_gemms * x.h * kHalf);
   if (x.ep > 1 && expert_comm) time.all_to_all = expert_comm(copies) * 2.0;
   const int sequential = x.grouped ? 0 : static_cast<int>(x.mlp_gemms) - 1;
   const int all_to_all = x.ep > 1 ? kMoeAllToAllKernels : 0;
@@ -316,7 +320,8 @@ MoeTime moe_time(const GpuModel& gpu, const Shape& x, const CollectiveTime& tp_a
 // (GpuModel::host_per_pass over the blocks of a pass).
 MegatronLayerTime block_time(const GpuModel& gpu, const Shape& x, Recompute recompute,
                              const CollectiveTime& tp_allreduce, const CollectiveTime& context_comm,
-                             const CollectiveTime& expert_comm, Seconds pass_share) {
+                             const CollectiveTime& expert_comm, const CollectiveTime& expert_tp,
+                             Seconds pass_share) {
   const double T = x.tokens;
   const double h = x.h;
   const double t = x.t;
@@ -324,8 +329,8 @@ MegatronLayerTime block_time(const GpuModel& gpu, const Shape& x, Recompute reco
   const double qkv_width = (h + 2.0 * x.kv) / t;  // 3h / t with a group per head
   const Seconds qkv = gpu.gemm(T, qkv_width, h);
   const Seconds projection = gpu.gemm(T, h, h / t);
-  const Seconds up = mlp_gemm(gpu, x, m, x.up / t, h);
-  const Seconds down = mlp_gemm(gpu, x, m, h, x.f / t);
+  const Seconds up = mlp_gemm(gpu, x, m, x.up / x.mlp_t, h);
+  const Seconds down = mlp_gemm(gpu, x, m, h, x.f / x.mlp_t);
   const Seconds fused_core = attention_core(gpu, x);
   const Seconds core = fused_core + unfused_softmax(gpu, x, kUnfusedForwardBytes);
   const Seconds core_backward =
@@ -334,7 +339,7 @@ MegatronLayerTime block_time(const GpuModel& gpu, const Shape& x, Recompute reco
   const int rope_kernels = x.rope ? kRopeKernels : 0;
   const Seconds elementwise = block_memory_bound(gpu, x);
   const Seconds allreduce = t > 1 ? tp_allreduce(T * h * kHalf) : Seconds(0.0);
-  const MoeTime moe = moe_time(gpu, x, tp_allreduce, expert_comm);
+  const MoeTime moe = moe_time(gpu, x, tp_allreduce, expert_comm, expert_tp);
 
   MegatronLayerTime time;
   time.forward_compute = qkv + projection + up + down + core + elementwise + moe.forward_compute;
@@ -343,10 +348,11 @@ MegatronLayerTime block_time(const GpuModel& gpu, const Shape& x, Recompute reco
   // Input gradients of the four linears, both attention products twice, the
   // memory-bound kernels twice; weight gradients of the four linears.
   const Seconds qkv_w = gpu.gemm(qkv_width, h, T);
-  const Seconds up_w = mlp_gemm(gpu, x, x.up / t, h, m);
-  const Seconds input = gpu.gemm(T, h, qkv_width) + gpu.gemm(T, h / t, h) + mlp_gemm(gpu, x, m, x.f / t, h) +
-                        mlp_gemm(gpu, x, m, h, x.up / t) + core_backward + elementwise * 2.0;
-  time.weight_gradient = qkv_w + gpu.gemm(h, h / t, T) + up_w + mlp_gemm(gpu, x, h, x.f / t, m) + moe.weight_gradient;
+  const Seconds up_w = mlp_gemm(gpu, x, x.up / x.mlp_t, h, m);
+  const Seconds input = gpu.gemm(T, h, qkv_width) + gpu.gemm(T, h / t, h) + mlp_gemm(gpu, x, m, x.f / x.mlp_t, h) +
+                        mlp_gemm(gpu, x, m, h, x.up / x.mlp_t) + core_backward + elementwise * 2.0;
+  time.weight_gradient =
+      qkv_w + gpu.gemm(h, h / t, T) + up_w + mlp_gemm(gpu, x, h, x.f / x.mlp_t, m) + moe.weight_gradient;
   time.backward_compute = input + time.weight_gradient + moe.backward_compute - moe.weight_gradient;
   time.backward_comm =
       max(Seconds(0.0), allreduce - qkv_w) + (x.moe ? moe.backward_comm : max(Seconds(0.0), allreduce - up_w));
@@ -374,8 +380,8 @@ MegatronLayerTime block_time(const GpuModel& gpu, const Shape& x, Recompute reco
       time.backward_compute + time.backward_comm + exchange.backward + moe.all_to_all + time.recompute;
   const Seconds backward_host = gpu.host_per_kernel * backward_kernels + pass_share;
   time.host_wait = max(Seconds(0.0), forward_host - forward_gpu) + max(Seconds(0.0), backward_host - backward_gpu);
-  // GPT: (12 h^2 + 13 h) / t; the experts split over ep as well.
-  time.expert_parameters = x.expert_parameters / (t * x.ep);
+  // GPT: (12 h^2 + 13 h) / t; the experts over etp ep.
+  time.expert_parameters = x.expert_parameters / (x.mlp_t * x.ep);
   time.parameters = (x.block_parameters - x.expert_parameters) / t + time.expert_parameters;
   return time;
 }
@@ -476,7 +482,8 @@ std::string block_description(const GptModel& model, const MegatronLayout& layou
 MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayout& layout, const GpuModel& gpu,
                                       const CollectiveTime& tp_allreduce, const CollectiveTime& embedding_allreduce,
                                       const CollectiveTime& context_comm, const CollectiveTime& expert_comm,
-                                      double expert_gradient_weight) {
+                                      double expert_gradient_weight, const CollectiveTime& expert_tensor_comm) {
+  const CollectiveTime& expert_tp = expert_tensor_comm ? expert_tensor_comm : tp_allreduce;
   const Shape x = shape_of(model, layout);
   const int64_t vocab = padded_vocab(model, layout.tensor);
   const double activation = x.tokens * x.h * kHalf;
@@ -488,10 +495,14 @@ MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayou
                                      : Seconds(0.0);
   MegatronProfile out;
   out.profile.model = fmt::format(
-      "gpt L{} h{} a{} s{}{} (t {}{}{}, {})", model.layers, model.hidden, model.heads, model.sequence,
+      "gpt L{} h{} a{} s{}{} (t {}{}{}{}, {})", model.layers, model.hidden, model.heads, model.sequence,
       model.moe() ? fmt::format(" E{} top{}", model.experts, model.router_topk) : "", layout.tensor,
       layout.context > 1 ? fmt::format(", c {}", layout.context) : "",
-      layout.expert_parallel > 1 ? fmt::format(", ep {}", layout.expert_parallel) : "", layout.bf16 ? "bf16" : "fp16");
+      layout.expert_parallel > 1 ? fmt::format(", ep {}", layout.expert_parallel) : "",
+      model.moe() && layout.expert_tensor_parallel() != layout.tensor
+          ? fmt::format(", etp {}", layout.expert_tensor_parallel())
+          : "",
+      layout.bf16 ? "bf16" : "fp16");
   out.profile.device = gpu.name;
   out.profile.microbatch_size = layout.micro_batch;
 
@@ -523,7 +534,7 @@ MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayou
     MegatronLayout kind_layout = layout;
     if (!recomputed) kind_layout.recompute = Recompute::kNone;
     const MegatronLayerTime time = block_time(gpu, moe ? x : dense_shape, kind_layout.recompute, tp_allreduce,
-                                              context_comm, expert_comm, pass_share);
+                                              context_comm, expert_comm, expert_tp, pass_share);
     return Kind{time, to_layer("block", block_description(moe ? model : dense_model, kind_layout), time, layout, gpu,
                                activation, expert_gradient_weight)};
   };

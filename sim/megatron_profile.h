@@ -164,11 +164,16 @@ bool fused_softmax_available(int64_t micro_batch, int64_t heads_per_rank, int64_
 // sim/megatron_sim.h; empty: none is charged), and `expert_gradient_weight`,
 // what a byte of the experts' gradients costs in the reduction the
 // simulator runs over the d c ranks (Layer::param_bytes), for the d c / ep
-// ranks that reduce it (expert_gradient_weight in sim/megatron_sim.h).
+// ranks that reduce it (expert_gradient_weight in sim/megatron_sim.h), and
+// `expert_tensor_comm`, the all-reduce among the etp GPUs of an expert's
+// tensor-parallel group, whose halves gather the tokens the experts take and
+// reduce-scatter their outputs (tensor_allreduce(topology, etp); empty:
+// `tp_allreduce`, the same group when etp = t).
 MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayout& layout, const GpuModel& gpu,
                                       const CollectiveTime& tp_allreduce,
                                       const CollectiveTime& embedding_allreduce = {},
                                       const CollectiveTime& context_comm = {}, const CollectiveTime& expert_comm = {},
-                                      double expert_gradient_weight = 1.0);
+                                      double expert_gradient_weight = 1.0,
+                                      const CollectiveTime& expert_tensor_comm = {});
 
 }  // namespace baton

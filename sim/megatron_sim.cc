@@ -38,13 +38,16 @@ double block_activation_bytes(const GptModel& model, const MegatronLayout& layou
   const double sbh = s * layout.micro_batch * h;
   const double attention = model.flash_attention ? 4.0 * a / (h * t) : 5.0 * a * s / (h * t);
   // With experts: k copies of each token through experts of width F, whose
-  // input (the tokens gathered over t) is kept whole, and the router's
-  // probabilities (fp32, E per token of the shard); a shared expert of width
-  // S keeps what a dense MLP of that width keeps.
+  // input (the tokens gathered over etp: k etp / t of the block's; k, whole,
+  // with etp = t) is kept, and the router's probabilities (fp32, E per token
+  // of the shard); a shared expert of width S keeps what a dense MLP of that
+  // width keeps.
   const double k = model.moe() ? static_cast<double>(model.router_topk) : 1.0;
   const double shared = model.moe() ? static_cast<double>(model.shared_expert_ffn) : 0.0;
   const double split = 4.0 + 4.0 * kv / h + (model.swiglu ? 6.0 : 4.0) * (k * f + shared) / h;  // GPT: 24
-  const double experts = model.moe() ? 2.0 * k + 4.0 * static_cast<double>(model.experts) / (h * t) : 0.0;
+  const double gathered = layout.expert_tensor_parallel() / t;
+  const double experts =
+      model.moe() ? 2.0 * k * gathered + 4.0 * static_cast<double>(model.experts) / (h * t) : 0.0;
   const double rest = (layout.sequence_parallel ? (10.0 + split) / t : 10.0 + split / t) + experts;
   switch (layout.recompute) {
     case Recompute::kNone: return sbh * (rest + attention);
@@ -77,9 +80,10 @@ double weight_pass_bytes(const GptModel& model, const MegatronLayout& layout) {
   const double split = 2.0 * (h + 2.0 * kv) / h + 2.0 + k * (2.0 * up / h + 2.0 * f / h) +
                        (shared > 0.0 ? 2.0 * shared_up / h + 2.0 * shared / h : 0.0);  // GPT: 24
   // The MLP's input and its output's gradient (4 of the 8): the experts'
-  // k copies' instead, whole (and the shared expert's own, as a dense MLP's).
+  // k copies' instead, gathered over etp (whole with etp = t; and the shared
+  // expert's own, as a dense MLP's).
   const double whole = model.moe() ? (shared > 0.0 ? 8.0 : 4.0) : 8.0;
-  const double experts = model.moe() ? 4.0 * k : 0.0;
+  const double experts = model.moe() ? 4.0 * k * layout.expert_tensor_parallel() / t : 0.0;
   return sbh * ((layout.sequence_parallel ? (whole + split) / t : whole + split / t) + experts);
 }
 
@@ -174,7 +178,7 @@ CollectiveTime expert_all_to_all_time(const Topology& topology, const MegatronLa
   const int ep = layout.expert_parallel;
   if (ep < 2) return {};
   std::vector<int> group;
-  for (int j = 0; j < ep; ++j) group.push_back(j * layout.tensor);
+  for (int j = 0; j < ep; ++j) group.push_back(j * layout.expert_tensor_parallel());
   const Network network(topology);
   return [network, group](double bytes) { return network.allreduce_time(group, Bytes::counted(bytes)) * 0.5; };
 }
@@ -183,21 +187,26 @@ double expert_gradient_weight(const Topology& topology, const MegatronLayout& la
   const int ep = std::max(1, layout.expert_parallel);
   if (ep == 1) return 1.0;
   if (layout.expert_replicas() < 2) return 0.0;
+  // The dense reduction among the d c tensor-parallel groups, the experts'
+  // among the expert-tensor-parallel groups ep apart (groups of etp GPUs:
+  // the t groups when etp = t), each on its groups' topology.
+  const int etp = layout.expert_tensor_parallel();
   auto groups = tensor_group_topology(topology, layout.tensor);
-  if (!groups) return 1.0;  // predict_megatron reports the error
+  auto expert_groups = tensor_group_topology(topology, etp);
+  if (!groups || !expert_groups) return 1.0;  // predict_megatron reports the error
   std::vector<int> dense, experts;
-  for (int j = 0; j < layout.replicas(); ++j) {
-    dense.push_back(j);
-    if (j % ep == 0) experts.push_back(j);
-  }
+  for (int j = 0; j < layout.replicas(); ++j) dense.push_back(j);
+  for (int j = 0; j < layout.expert_replicas(); ++j) experts.push_back(j * ep);
   // Per byte, from the difference of two sizes (the fixed latencies apart).
-  const Network network(*groups);
   const Bytes probe(int64_t{1} << 30);
-  auto per_byte = [&](const std::vector<int>& group) {
+  auto per_byte = [&](const Topology& on, const std::vector<int>& group) {
+    const Network network(on);
     return (network.allreduce_time(group, probe) - network.allreduce_time(group, Bytes(0))).value;
   };
-  const double base = per_byte(dense);
-  return base > 0.0 ? per_byte(experts) / base : 1.0;
+  // A device of a group topology reduces its group's bytes, t (etp) GPUs'
+  // worth over their links together: per byte of one GPU, etp / t as much.
+  const double base = per_byte(*groups, dense) * layout.tensor;
+  return base > 0.0 ? per_byte(*expert_groups, experts) * etp / base : 1.0;
 }
 
 double megatron_layer_activation_bytes(const GptModel& model, const MegatronLayout& layout) {
@@ -343,7 +352,7 @@ MegatronMemory megatron_memory(const GptModel& model, const MegatronLayout& layo
   MegatronMemory memory;
   memory.capacity = capacity;
   const double gradient = layout.bf16 ? 4.0 : 2.0;
-  // The experts' optimizer states shard over the d c / ep ranks that hold them.
+  // The experts' optimizer states shard over the t c d / (etp ep) ranks that hold them.
   const double states = 12.0 / (layout.distributed_optimizer ? layout.replicas() : 1);
   const double expert_states = 12.0 / (layout.distributed_optimizer ? layout.expert_replicas() : 1);
   double per_block = block_activation_bytes(model, layout);

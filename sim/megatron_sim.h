@@ -114,18 +114,20 @@ CollectiveTime embedding_allreduce(const Topology& topology, const MegatronLayou
 // of the c `bytes` gathered, or of the `bytes`). Empty with c = 1.
 CollectiveTime context_comm_time(const Topology& topology, const MegatronLayout& layout);
 // Expert parallelism's all-to-all (make_megatron_profile's `expert_comm`)
-// among the ep ranks of one expert-parallel group, t GPUs apart (GPU 0 of
-// each tensor-parallel group: the t GPUs of a rank each on links of their
-// own), in which each GPU holds `bytes`: on sim/network.h's ring, half an
+// among the ep ranks of one expert-parallel group, etp GPUs apart (GPU 0 of
+// each expert-tensor-parallel group, t GPUs apart with etp = t: the etp GPUs
+// of a rank each on links of their own), in which each GPU holds `bytes`: on sim/network.h's ring, half an
 // all-reduce of `bytes` (the all-gather of them, which moves what the
 // all-to-all's (ep - 1) / ep of them take). Empty with ep = 1.
 CollectiveTime expert_all_to_all_time(const Topology& topology, const MegatronLayout& layout);
 // make_megatron_profile's `expert_gradient_weight`: the simulator reduces a
 // pipeline rank's gradients over its d c tensor-parallel groups; the
-// experts' are reduced over the d c / ep groups that hold the same experts,
-// ep groups apart (Megatron-core's expert-data-parallel group). The weight
-// is the ratio of the two reductions' time per byte on the tensor-group
-// topology: 0 when d c / ep is 1 (nothing to reduce), 1 without experts.
+// experts' are reduced over the t c d / (etp ep) expert-tensor-parallel
+// groups that hold the same experts, ep groups apart (Megatron-core's
+// expert-data-parallel group; d c / ep tensor-parallel groups with etp = t).
+// The weight is the ratio of the two reductions' time per byte of one GPU,
+// each on its groups' topology: 0 when t c d / (etp ep) is 1 (nothing to reduce), 1
+// without experts.
 double expert_gradient_weight(const Topology& topology, const MegatronLayout& layout);
 
 // Activation bytes one block keeps for one microbatch on one rank (above;

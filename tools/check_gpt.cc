@@ -22,7 +22,7 @@ void read_pinned(const nlohmann::json& pinned, const FieldPath& at, MegatronAxes
       {"tensor_model_parallel_size", "pipeline_model_parallel_size", "micro_batch_size",
        "num_layers_per_virtual_pipeline_stage", "recompute_granularity", "sequence_parallel",
        "use_distributed_optimizer", "zero_bubble", "v_schedule", "data_parallel_size", "context_parallel_size",
-       "expert_model_parallel_size", "gpus"}));
+       "expert_model_parallel_size", "expert_tensor_parallel_size", "gpus"}));
   const auto integer = [&](const char* name, int least, std::optional<int>& into) {
     if (pinned.contains(name))
       into = static_cast<int>(take(json_fields::read_integer(pinned, at, name, least, kMaxInt)));
@@ -34,6 +34,7 @@ void read_pinned(const nlohmann::json& pinned, const FieldPath& at, MegatronAxes
   integer("data_parallel_size", 1, axes.data);
   integer("context_parallel_size", 1, axes.context);
   integer("expert_model_parallel_size", 1, axes.expert_parallel);
+  integer("expert_tensor_parallel_size", 1, axes.expert_tensor);
   integer("gpus", 1, axes.gpus);
   if (pinned.contains("recompute_granularity")) {
     const std::string r = take(json_fields::read_string(pinned, at, "recompute_granularity"));
@@ -98,7 +99,10 @@ std::string short_layout(const GptModel& model, const MegatronLayout& l) {
           ? fmt::format(" c {}{}", l.context,
                         l.context_comm == ContextComm::kP2P ? "" : std::string(" ") + context_comm_name(l.context_comm))
           : "",
-      l.data, l.expert_parallel > 1 ? fmt::format(" ep {}", l.expert_parallel) : "", l.micro_batch, split,
+      l.data,
+      fmt::format("{}{}", l.expert_parallel > 1 ? fmt::format(" ep {}", l.expert_parallel) : "",
+                  l.expert_tensor_parallel() != l.tensor ? fmt::format(" etp {}", l.expert_tensor_parallel()) : ""),
+      l.micro_batch, split,
       l.v_schedule != VSchedule::kNone ? std::string(" ") + v_schedule_name(l.v_schedule)
       : l.layers_per_virtual_stage > 0 ? fmt::format(" v {}", l.virtual_stages(model))
       : l.zero_bubble > 0              ? std::string(" ") + zero_bubble_name(l.zero_bubble)

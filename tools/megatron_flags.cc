@@ -111,6 +111,13 @@ void add_megatron_flags(CLI::App& cmd, MegatronArgs& args) {
                  "back by all-to-alls")
       ->check(at_least(1))
       ->group(group);
+  cmd.add_option("--expert-tensor-parallel-size", args.expert_tensor,
+                 "expert tensor parallel etp (default t): with --num-experts, each expert's weights split over etp "
+                 "GPUs as the dense layers' over t; the experts' grid (etp x ep x expert data parallel) is laid "
+                 "over the t c d GPUs of a pipeline rank, so etp 1 with t 8 and ep 8 keeps the all-to-alls inside "
+                 "the tensor-parallel group")
+      ->check(at_least(1))
+      ->group(group);
   cmd.add_option("--num-layers-per-virtual-pipeline-stage", args.layers_per_virtual_stage,
                  "interleaved 1F1B with L / (p x this) chunks per GPU")
       ->check(at_least(1))
@@ -253,6 +260,7 @@ MegatronAxes pinned_megatron_axes(const MegatronArgs& flags, const CLI::App& cmd
   if (given("--data-parallel-size")) axes.data = flags.data;  // >= 1: the flag's check refuses less
   if (given("--context-parallel-size")) axes.context = flags.context;
   if (given("--expert-model-parallel-size")) axes.expert_parallel = flags.expert_parallel;
+  if (given("--expert-tensor-parallel-size")) axes.expert_tensor = flags.expert_tensor;
   if (!flags.cp_comm_type.empty()) axes.context_comm = context_comm_of(flags.cp_comm_type);
   return axes;
 }
@@ -306,6 +314,7 @@ MegatronRun megatron_flags_unchecked(const MegatronArgs& args) {
   layout.data = args.data;
   layout.context = args.context;
   layout.expert_parallel = args.expert_parallel;
+  layout.expert_tensor = args.expert_tensor;
   if (!args.cp_comm_type.empty()) layout.context_comm = context_comm_of(args.cp_comm_type);
   layout.first_stage_layers = args.first_stage_layers;
   layout.last_stage_layers = args.last_stage_layers;

@@ -29,6 +29,8 @@ std::string megatron_flags_of(const GptModel& model, const MegatronLayout& l) {
   if (l.context > 1 && l.context_comm != ContextComm::kP2P)
     text += fmt::format(" --cp-comm-type {}", context_comm_name(l.context_comm));
   if (l.expert_parallel > 1) text += fmt::format(" --expert-model-parallel-size {}", l.expert_parallel);
+  if (l.expert_tensor_parallel() != l.tensor)
+    text += fmt::format(" --expert-tensor-parallel-size {}", l.expert_tensor_parallel());
   if (l.layers_per_virtual_stage > 0)
     text += fmt::format(" --num-layers-per-virtual-pipeline-stage {}", l.layers_per_virtual_stage);
   if (l.recompute != Recompute::kNone) text += fmt::format(" --recompute-granularity {}", recompute_name(l.recompute));
@@ -177,9 +179,12 @@ int run_megatron_plan(const MegatronArgs& flags, const MegatronPlanArgs& args, c
   // The model flags and any pinned layout flag are checked as simulate checks
   // them, on one data-parallel rank (the search chooses d).
   MegatronArgs checked = flags;
-  // The fewest data-parallel ranks a pinned expert parallelism divides (d c).
-  checked.data =
-      std::max(1, flags.expert_parallel / std::gcd(std::max(1, flags.expert_parallel), std::max(1, flags.context)));
+  // The fewest data-parallel ranks for which a pinned expert grid (etp ep,
+  // etp = t unless pinned) divides a pipeline rank's t c d GPUs.
+  const int64_t expert_grid = int64_t{std::max(1, flags.expert_parallel)} *
+                              (flags.expert_tensor > 0 ? flags.expert_tensor : std::max(1, flags.tensor));
+  const int64_t held = int64_t{std::max(1, flags.tensor)} * std::max(1, flags.context);
+  checked.data = static_cast<int>(std::max<int64_t>(1, expert_grid / std::gcd(expert_grid, held)));
   checked.zero_bubble = false;  // a pin for the search (pinned_megatron_axes), which chooses p
   checked.zero_bubble_pending = 0;
   checked.zero_bubble_v = checked.dualpipev = false;           // likewise

@@ -53,7 +53,12 @@ std::string layout_line(const GptModel& model, const MegatronLayout& layout) {
       "t {} x p {}{} x d {}{} = {} GPUs, micro-batch {}, {} microbatches per data-parallel rank, {}", layout.tensor,
       layout.pipeline,
       layout.context > 1 ? fmt::format(" x c {} ({})", layout.context, context_comm_name(layout.context_comm)) : "",
-      layout.data, layout.expert_parallel > 1 ? fmt::format(" (expert parallel {})", layout.expert_parallel) : "",
+      layout.data,
+      layout.expert_tensor_parallel() != layout.tensor
+          ? fmt::format(" (expert parallel {}, expert tensor parallel {})", layout.expert_parallel,
+                        layout.expert_tensor_parallel())
+      : layout.expert_parallel > 1 ? fmt::format(" (expert parallel {})", layout.expert_parallel)
+                                   : "",
       layout.gpus(), layout.micro_batch, layout.microbatches(),
       layout.v_schedule == VSchedule::kZbV
           ? fmt::format("ZB-V (zero bubble, 2 chunks of {} blocks per GPU in a V)", layout.stage_layers(model)[1])
@@ -172,6 +177,7 @@ nlohmann::json megatron_json(const GptModel& model, const MegatronLayout& layout
         {"cp_comm_type",
          layout.context > 1 ? nlohmann::json(context_comm_name(layout.context_comm)) : nlohmann::json()},
         {"expert_model_parallel_size", layout.expert_parallel},
+        {"expert_tensor_parallel_size", layout.expert_tensor_parallel()},
         {"micro_batch_size", layout.micro_batch},
         {"global_batch_size", layout.global_batch},
         {"num_layers_per_virtual_pipeline_stage",
