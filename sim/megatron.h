@@ -364,7 +364,8 @@ double megatron_model_flops(const GptModel& model, const MegatronLayout& layout)
 // (each optional: no experts, 2, the MLP's width, false, no shared expert, 1;
 // the last two written only when they are not);
 // the layout's "expert_model_parallel_size" is written only above 1 (read as
-// 1 when absent).
+// 1 when absent), "expert_tensor_parallel_size" only when it is not t (read
+// as t when absent or null, Megatron's default).
 inline constexpr std::array<const char*, 15> kGptArchitectureKeys = {
     "ffn_hidden_size",         "swiglu",
     "group_query_attention",   "num_query_groups",
