@@ -1,5 +1,7 @@
 #include "sim/megatron_profile.h"
 
+#include "sim/megatron_block.h"
+
 #include <algorithm>
 #include <optional>
 
@@ -20,7 +22,8 @@ bool fused_softmax_available(int64_t micro_batch, int64_t heads_per_rank, int64_
 
 namespace {
 
-constexpr double kHalf = 2.0;             // bytes per fp16/bf16 value
+using namespace megatron_detail;
+
 constexpr double kOptimizerBytes = 38.0;  // per parameter, see megatron_profile.h
 constexpr int kForwardKernels = 16;       // host dispatch slots of one block's forward
 constexpr int kBackwardKernels = 34;
@@ -44,72 +47,8 @@ constexpr int kAllGatherForwardKernels = 2;
 constexpr int kAllGatherBackwardKernels = 3;
 constexpr int kAllToAllKernels = 2;
 
-struct Shape {
-  // s: the tokens of a sequence on this rank (s / c with context parallelism);
-  // tokens: b s; local_tokens: split over t with sequence parallelism.
-  double b, s, h, a, t, tokens, local_tokens;
-  double c;                 // context-parallel ranks
-  ContextComm comm;         // how they move the keys and values
-  double kv;                // keys' (and values') width, h G / a
-  double f;                 // the MLP's width
-  double up;                // the up projection's width: f, 2f gated
-  bool gated;               // SwiGLU
-  bool flash;               // FlashAttention
-  bool rope;                // rotary positions
-  double block_parameters;  // gpt_block_parameters
-  // The MLP's GEMMs: `mlp_gemms` of `mlp_m` tokens each, its widths split
-  // over `mlp_t` (dense: one of the T tokens, over t; experts: the E / ep
-  // local experts, over etp, each on the T k ep etp / (t E) tokens that the
-  // all-to-all and the expert-tensor-parallel all-gather bring it, T k ep / E
-  // with etp = t; as one grouped kernel or one after another).
-  bool moe;
-  double mlp_m, mlp_gemms, mlp_t;
-  bool grouped;
-  double experts, topk, ep;
-  double expert_parameters;  // gpt_block_expert_parameters
-  double shared;             // the shared expert's width S (0: none)
-};
-
-Shape shape_of(const GptModel& model, const MegatronLayout& layout) {
-  Shape x{};
-  x.b = layout.micro_batch;
-  x.s = static_cast<double>(layout.local_sequence(model));
-  x.c = std::max(1, layout.context);
-  x.comm = layout.context_comm;
-  x.h = static_cast<double>(model.hidden);
-  x.a = static_cast<double>(model.heads);
-  x.t = layout.tensor;
-  x.tokens = x.b * x.s;
-  x.local_tokens = layout.sequence_parallel ? x.tokens / x.t : x.tokens;
-  x.kv = static_cast<double>(model.kv_hidden());
-  x.f = static_cast<double>(model.moe() ? model.expert_ffn() : model.ffn());
-  x.gated = model.swiglu;
-  x.up = x.gated ? 2.0 * x.f : x.f;
-  x.flash = model.flash_attention;
-  x.rope = model.rope;
-  x.block_parameters = gpt_block_parameters(model);
-  x.moe = model.moe();
-  x.experts = static_cast<double>(model.experts);
-  x.topk = x.moe ? static_cast<double>(model.router_topk) : 1.0;
-  x.ep = std::max(1, layout.expert_parallel);
-  x.grouped = model.grouped_gemm;
-  x.mlp_gemms = x.moe ? x.experts / x.ep : 1.0;
-  x.mlp_t = x.moe ? layout.expert_tensor_parallel() : x.t;
-  x.mlp_m = x.moe ? x.tokens * x.topk * x.ep * x.mlp_t / (x.t * x.experts) : x.tokens;
-  x.expert_parameters = gpt_block_expert_parameters(model);
-  x.shared = x.moe ? static_cast<double>(model.shared_expert_ffn) : 0.0;
-  return x;
-}
-
-// One of the MLP's GEMMs, `m` being Shape::mlp_m or in its place: the dense
-// MLP's, or every local expert's (one grouped kernel, or one per expert).
-Seconds mlp_gemm(const GpuModel& gpu, const Shape& x, double m, double n, double k) {
-  if (x.mlp_gemms <= 1.0 || x.grouped) return gpu.gemm(m, n, k, x.mlp_gemms);
-  return gpu.gemm(m, n, k) * x.mlp_gemms;
-}
-
 // See fused_softmax_available; FlashAttention has no softmax kernel of its own.
-bool fused_softmax(const Shape& x) {
+bool fused_softmax(const BlockShape& x) {
   if (x.flash) return true;
   return fused_softmax_available(static_cast<int64_t>(x.b), static_cast<int64_t>(x.a / x.t), static_cast<int64_t>(x.s));
 }
@@ -136,11 +75,11 @@ constexpr double kUnfusedBackwardBytes = 30.0;
 // tokens (all_gather's two kernels take the same products). With a2a the rank
 // runs the whole sequence on a / (t c) heads.
 constexpr double kFlashBackwardRatio = 2.5;
-Seconds flash_attention_step(const GpuModel& gpu, const Shape& x) {
+Seconds flash_attention_step(const GpuModel& gpu, const BlockShape& x) {
   const double count = x.b * x.a / x.t;
   return (gpu.gemm(x.s, x.s, x.h / x.a, count) + gpu.gemm(x.s, x.h / x.a, x.s, count)) * 0.5;
 }
-Seconds flash_attention_forward(const GpuModel& gpu, const Shape& x) {
+Seconds flash_attention_forward(const GpuModel& gpu, const BlockShape& x) {
   if (x.c > 1 && x.comm == ContextComm::kAllToAll) {
     const double s = x.s * x.c, count = x.b * x.a / (x.t * x.c);
     return (gpu.gemm(s, s, x.h / x.a, count) + gpu.gemm(s, x.h / x.a, s, count)) * 0.5;
@@ -168,7 +107,7 @@ Seconds flash_attention_forward(const GpuModel& gpu, const Shape& x) {
 struct ContextExchange {
   Seconds forward, backward;
 };
-ContextExchange context_exchange(const GpuModel& gpu, const Shape& x, const CollectiveTime& comm) {
+ContextExchange context_exchange(const GpuModel& gpu, const BlockShape& x, const CollectiveTime& comm) {
   if (x.c < 2 || !comm) return {};
   const double keys_values = 2.0 * x.b * x.s * x.kv / x.t * kHalf;
   switch (x.comm) {
@@ -189,7 +128,7 @@ ContextExchange context_exchange(const GpuModel& gpu, const Shape& x, const Coll
 }
 
 // The host's kernels context parallelism adds to a block's pass (above).
-int context_kernels(const Shape& x, bool backward) {
+int context_kernels(const BlockShape& x, bool backward) {
   if (x.c < 2) return 0;
   switch (x.comm) {
     case ContextComm::kP2P: return kContextStepKernels * (static_cast<int>(x.c) - 1);
@@ -202,7 +141,7 @@ int context_kernels(const Shape& x, bool backward) {
 // The attention core: scores, softmax with dropout, weights x V. With
 // grouped-query attention each of the a / t heads of a rank still takes its
 // own products (its group's keys and values are shared, not its work).
-Seconds attention_core(const GpuModel& gpu, const Shape& x) {
+Seconds attention_core(const GpuModel& gpu, const BlockShape& x) {
   const double count = x.b * x.a / x.t;
   if (x.flash) return flash_attention_forward(gpu, x);
   return gpu.gemm(x.s, x.s, x.h / x.a, count) + gpu.memory_bound(count * x.s * x.s * kHalf * 3.0) +
@@ -210,13 +149,13 @@ Seconds attention_core(const GpuModel& gpu, const Shape& x) {
 }
 
 // What the unfused softmax adds to a pass moving `bytes` more per score.
-Seconds unfused_softmax(const GpuModel& gpu, const Shape& x, double bytes) {
+Seconds unfused_softmax(const GpuModel& gpu, const BlockShape& x, double bytes) {
   if (fused_softmax(x)) return Seconds(0.0);
   const double scores = x.b * x.a / x.t * x.s * x.s;
   return gpu.memory_bound(scores * bytes / kUnfusedSoftmaxKernels) * static_cast<double>(kUnfusedSoftmaxKernels);
 }
 
-Seconds block_memory_bound(const GpuModel& gpu, const Shape& x) {
+Seconds block_memory_bound(const GpuModel& gpu, const BlockShape& x) {
   const double layer_norm = 2.0 * x.local_tokens * x.h * kHalf;
   const double bias_dropout_add = 3.0 * x.local_tokens * x.h * kHalf;
   // GeLU reads and writes T f / t values; SwiGLU reads 2 T f / t, writes T f / t
@@ -230,98 +169,11 @@ Seconds block_memory_bound(const GpuModel& gpu, const Shape& x) {
          rope;
 }
 
-// Mixture of experts' work around the experts, per block and pass (Megatron-
-// core's MoE layer with the alltoall token dispatcher), on the T / t tokens
-// of a rank's sequence-parallel shard (T without tensor parallelism):
-//   router: logits [T / t x h] x [h x E] (its backward: the input's and the
-//     weight's gradient), the softmax and top-k over T / t x E values;
-//   permutation: each token copied to its k experts' order before the
-//     dispatch and summed back after the combine (T / t k h values read and
-//     written each), the same in the backward;
-//   the dispatch: an all-to-all among the ep ranks of the tokens' k copies
-//     (T / t k h values a GPU), and the combine bringing the experts' outputs
-//     back (the same), each way (`expert_comm`: the all-to-all in which each
-//     GPU holds `bytes`); not overlapped;
-//   expert tensor parallelism: the etp GPUs that split each expert's weights
-//     (as t split a dense MLP's; etp = t by default) all-gather the tokens
-//     their experts received and reduce-scatter the outputs, k T etp / t h
-//     values (k T h with etp = t, where the dense MLP's sequence-parallel
-//     collectives move T h), not overlapped with a weight-gradient GEMM in
-//     the backward; none with etp = 1.
-// The kernels the host dispatches for them (router GEMM, softmax, top-k, the
-// auxiliary loss's three, the permutation's two and the unpermutation's two;
-// in the backward two more for the router's gradients; the all-to-alls) are
-// counted from Megatron-core's MoE layer, not measured.
-// A shared expert of width S runs as a dense MLP beside them on all T
-// tokens: its two GEMMs (S / t wide; the up projection 2 S / t with
-// SwiGLU), its activation, and the dense MLP's tensor-parallel collectives,
-// the backward's overlapping its up projection's weight-gradient GEMM; three
-// more kernels forward, five backward.
-constexpr int kMoeForwardKernels = 10;
-constexpr int kMoeBackwardKernels = 12;
-constexpr int kMoeAllToAllKernels = 2;
-// Experts run one after another (no --moe-grouped-gemm): each local expert
-// beyond the first dispatches its up GEMM, activation and down GEMM, and in
-// the backward their gradients (two GEMMs each for up and down, the
-// activation's).
-constexpr int kExpertForwardKernels = 3;
-constexpr int kExpertBackwardKernels = 5;
-struct MoeTime {
-  Seconds forward_compute, backward_compute, weight_gradient;
-  // The experts' all-gather and reduce-scatter (and the shared expert's
-  // collectives), forward and exposed backward.
-  Seconds forward_comm, backward_comm;
-  Seconds all_to_all;  // each way: the dispatch and the combine
-  int forward_kernels = 0, backward_kernels = 0;
-};
-
-// The shared expert's share of moe_time (above).
-void add_shared_expert(MoeTime& time, const GpuModel& gpu, const Shape& x, const CollectiveTime& tp_allreduce) {
-  if (x.shared <= 0.0) return;
-  const double T = x.tokens, h = x.h, t = x.t;
-  const double width = x.shared / t, up = (x.gated ? 2.0 : 1.0) * width;
-  const Seconds activation = gpu.memory_bound((x.gated ? 3.0 : 2.0) * T * width * kHalf);
-  const Seconds up_w = gpu.gemm(up, h, T);
-  const Seconds weight = up_w + gpu.gemm(h, width, T);
-  time.forward_compute += gpu.gemm(T, up, h) + gpu.gemm(T, h, width) + activation;
-  time.weight_gradient += weight;
-  time.backward_compute += gpu.gemm(T, width, h) + gpu.gemm(T, h, up) + activation * 2.0 + weight;
-  if (t > 1) {
-    const Seconds allreduce = tp_allreduce(T * h * kHalf);
-    time.forward_comm += allreduce;
-    time.backward_comm += max(Seconds(0.0), allreduce - up_w);
-  }
-  time.forward_kernels += kExpertForwardKernels;
-  time.backward_kernels += kExpertBackwardKernels;
-}
-MoeTime moe_time(const GpuModel& gpu, const Shape& x, const CollectiveTime& tp_allreduce,
-                 const CollectiveTime& expert_comm, const CollectiveTime& expert_tp) {
-  MoeTime time;
-  if (!x.moe) return time;
-  const double local = x.tokens / x.t;  // the sequence-parallel shard (sequence parallelism is required with t > 1)
-  const double copies = local * x.topk * x.h * kHalf;
-  const Seconds router = gpu.gemm(local, x.experts, x.h);
-  const Seconds routing = gpu.memory_bound(2.0 * local * x.experts * kHalf) * 2.0;  // softmax, top-k
-  const Seconds permutation = gpu.memory_bound(2.0 * copies) * 2.0;                 // permute, unpermute
-  time.weight_gradient = gpu.gemm(x.h, x.experts, local);
-  time.forward_compute = router + routing + permutation;
-  time.backward_compute = gpu.gemm(local, x.h, x.experts) + time.weight_gradient + routing + permutation;
-  if (x.mlp_t > 1) time.forward_comm = time.backward_comm = expert_tp(x.mlp_m * x.mlp_gemms * x.h * kHalf);
-  if (x.ep > 1 && expert_comm) time.all_to_all = expert_comm(copies) * 2.0;
-  const int sequential = x.grouped ? 0 : static_cast<int>(x.mlp_gemms) - 1;
-  const int all_to_all = x.ep > 1 ? kMoeAllToAllKernels : 0;
-  time.forward_kernels = kMoeForwardKernels + all_to_all + kExpertForwardKernels * sequential;
-  time.backward_kernels = kMoeBackwardKernels + all_to_all + kExpertBackwardKernels * sequential;
-  add_shared_expert(time, gpu, x, tp_allreduce);
-  return time;
-}
-
 // `pass_share`: this block's share of the host's work per stage pass
 // (GpuModel::host_per_pass over the blocks of a pass).
-MegatronLayerTime block_time(const GpuModel& gpu, const Shape& x, Recompute recompute,
+MegatronLayerTime block_time(const GpuModel& gpu, const BlockShape& x, Recompute recompute,
                              const CollectiveTime& tp_allreduce, const CollectiveTime& context_comm,
-                             const CollectiveTime& expert_comm, const CollectiveTime& expert_tp,
-                             Seconds pass_share) {
+                             const CollectiveTime& expert_comm, const CollectiveTime& expert_tp, Seconds pass_share) {
   const double T = x.tokens;
   const double h = x.h;
   const double t = x.t;
@@ -386,7 +238,7 @@ MegatronLayerTime block_time(const GpuModel& gpu, const Shape& x, Recompute reco
   return time;
 }
 
-MegatronLayerTime embedding_time(const GpuModel& gpu, const Shape& x, const GptModel& model, int64_t vocab,
+MegatronLayerTime embedding_time(const GpuModel& gpu, const BlockShape& x, const GptModel& model, int64_t vocab,
                                  const CollectiveTime& tp_allreduce) {
   MegatronLayerTime time;
   const double values = x.tokens * x.h;
@@ -401,7 +253,7 @@ MegatronLayerTime embedding_time(const GpuModel& gpu, const Shape& x, const GptM
 
 // `own_copy`: the head holds its own output weights (a copy of the word
 // embedding with p > 1, or untied ones); `norm`: the final norm's parameters.
-MegatronLayerTime head_time(const GpuModel& gpu, const Shape& x, int64_t vocab, bool own_copy, double norm,
+MegatronLayerTime head_time(const GpuModel& gpu, const BlockShape& x, int64_t vocab, bool own_copy, double norm,
                             const CollectiveTime& tp_allreduce) {
   MegatronLayerTime time;
   const double v = static_cast<double>(vocab) / x.t;
@@ -484,7 +336,7 @@ MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayou
                                       const CollectiveTime& context_comm, const CollectiveTime& expert_comm,
                                       double expert_gradient_weight, const CollectiveTime& expert_tensor_comm) {
   const CollectiveTime& expert_tp = expert_tensor_comm ? expert_tensor_comm : tp_allreduce;
-  const Shape x = shape_of(model, layout);
+  const BlockShape x = shape_of(model, layout);
   const int64_t vocab = padded_vocab(model, layout.tensor);
   const double activation = x.tokens * x.h * kHalf;
   // A V: both on rank 0; untied: nothing to keep equal.
@@ -494,15 +346,15 @@ MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayou
                                      ? embedding_allreduce(static_cast<double>(vocab) / x.t * x.h * gradient_bytes)
                                      : Seconds(0.0);
   MegatronProfile out;
-  out.profile.model = fmt::format(
-      "gpt L{} h{} a{} s{}{} (t {}{}{}{}, {})", model.layers, model.hidden, model.heads, model.sequence,
-      model.moe() ? fmt::format(" E{} top{}", model.experts, model.router_topk) : "", layout.tensor,
-      layout.context > 1 ? fmt::format(", c {}", layout.context) : "",
-      layout.expert_parallel > 1 ? fmt::format(", ep {}", layout.expert_parallel) : "",
-      model.moe() && layout.expert_tensor_parallel() != layout.tensor
-          ? fmt::format(", etp {}", layout.expert_tensor_parallel())
-          : "",
-      layout.bf16 ? "bf16" : "fp16");
+  out.profile.model =
+      fmt::format("gpt L{} h{} a{} s{}{} (t {}{}{}{}, {})", model.layers, model.hidden, model.heads, model.sequence,
+                  model.moe() ? fmt::format(" E{} top{}", model.experts, model.router_topk) : "", layout.tensor,
+                  layout.context > 1 ? fmt::format(", c {}", layout.context) : "",
+                  layout.expert_parallel > 1 ? fmt::format(", ep {}", layout.expert_parallel) : "",
+                  model.moe() && layout.expert_tensor_parallel() != layout.tensor
+                      ? fmt::format(", etp {}", layout.expert_tensor_parallel())
+                      : "",
+                  layout.bf16 ? "bf16" : "fp16");
   out.profile.device = gpu.name;
   out.profile.microbatch_size = layout.micro_batch;
 
@@ -529,7 +381,7 @@ MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayou
     Layer layer;
   };
   const GptModel dense_model = model.dense_blocks();
-  const Shape dense_shape = model.moe() ? shape_of(dense_model, layout) : x;
+  const BlockShape dense_shape = model.moe() ? shape_of(dense_model, layout) : x;
   auto kind = [&](bool moe, bool recomputed) {
     MegatronLayout kind_layout = layout;
     if (!recomputed) kind_layout.recompute = Recompute::kNone;
