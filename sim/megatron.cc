@@ -122,24 +122,18 @@ double mlp_biases(const GptModel& model, double width) {
   return model.linear_bias ? (model.swiglu ? 2.0 : 1.0) * width + static_cast<double>(model.hidden) : 0.0;
 }
 
-// The attention's linear weights: QKV and the output projection.
-double attention_weights(const GptModel& model) {
-  const double h = static_cast<double>(model.hidden);
-  return h * (h + 2.0 * static_cast<double>(model.kv_hidden())) + h * h;
-}
-
 }  // namespace
 
 double gpt_block_linear_parameters(const GptModel& model) {
-  if (!model.moe()) return attention_weights(model) + mlp_weights(model, static_cast<double>(model.ffn()));
+  if (!model.moe()) return gpt_attention_weights(model) + mlp_weights(model, static_cast<double>(model.ffn()));
   const double e = static_cast<double>(model.experts);
-  return attention_weights(model) + e * mlp_weights(model, static_cast<double>(model.expert_ffn())) +
+  return gpt_attention_weights(model) + e * mlp_weights(model, static_cast<double>(model.expert_ffn())) +
          mlp_weights(model, static_cast<double>(model.shared_expert_ffn)) + static_cast<double>(model.hidden) * e;
 }
 
 double gpt_block_active_linear_parameters(const GptModel& model) {
   if (!model.moe()) return gpt_block_linear_parameters(model);
-  return attention_weights(model) +
+  return gpt_attention_weights(model) +
          static_cast<double>(model.router_topk) * mlp_weights(model, static_cast<double>(model.expert_ffn())) +
          mlp_weights(model, static_cast<double>(model.shared_expert_ffn));
 }
@@ -152,15 +146,13 @@ double gpt_block_expert_parameters(const GptModel& model) {
 
 double gpt_block_parameters(const GptModel& model) {
   const double h = static_cast<double>(model.hidden);
-  const double kv = static_cast<double>(model.kv_hidden());
-  const double attention_biases = model.linear_bias ? h + 2.0 * kv + h : 0.0;
   const double shared = static_cast<double>(model.shared_expert_ffn);
   const double mlp_bias =
       model.moe() ? static_cast<double>(model.experts) * mlp_biases(model, static_cast<double>(model.expert_ffn())) +
                         (shared > 0.0 ? mlp_biases(model, shared) : 0.0)
                   : mlp_biases(model, static_cast<double>(model.ffn()));
   const double norms = 2.0 * (model.rms_norm ? h : 2.0 * h);
-  return gpt_block_linear_parameters(model) + attention_biases + mlp_bias + norms;
+  return gpt_block_linear_parameters(model) + gpt_attention_biases_and_norms(model) + mlp_bias + norms;
 }
 
 double gpt_parameters(const GptModel& model, int tensor) {
@@ -196,6 +188,16 @@ double megatron_model_flops(const GptModel& model, const MegatronLayout& layout)
   const double moe = static_cast<double>(model.moe_blocks());
   const double linear =
       moe * gpt_block_active_linear_parameters(model) + (l - moe) * gpt_block_linear_parameters(model.dense_blocks());
+  if (model.mla) {
+    // Megatron-core's count for multi-latent attention (training.py,
+    // num_floating_point_operations, core 0.12): the latents' norm weights
+    // among the linears, and the products over the causal half, s a (dn + dr)
+    // / 2 and s a dv / 2 multiply-adds a token.
+    const double norms = static_cast<double>(model.q_lora_rank + model.kv_lora_rank);
+    const double core = s * static_cast<double>(model.heads) *
+                        static_cast<double>(model.qk_head_dim + model.qk_pos_head_dim + model.v_head_dim);
+    return k * b * s * (2.0 * (linear + l * norms) + l * core) + 6.0 * b * s * h * v;
+  }
   return k * b * s * (2.0 * linear + l * 4.0 * s * h) + 6.0 * b * s * h * v;
 }
 
@@ -458,6 +460,7 @@ Status check_megatron_layout(const GptModel& model, const MegatronLayout& layout
     return bad(fmt::format("--num-attention-heads {} is not divisible by --tensor-model-parallel-size {}", model.heads,
                            layout.tensor));
   if (auto ok = check_architecture(model, layout); !ok) return ok;
+  if (auto ok = check_latent_attention(model, layout); !ok) return ok;
   if (auto ok = check_experts(model, layout); !ok) return ok;
   if (auto ok = check_stage_layers(model, layout); !ok) return ok;
   if (auto ok = check_recompute_layers(model, layout); !ok) return ok;

@@ -26,6 +26,18 @@
 // --moe-layer-freq makes only some blocks MoE blocks (the others keep the
 // dense MLP of width f): every N-th from the first, or a pattern of 0s and
 // 1s, one per layer.
+// Multi-latent attention (--multi-latent-attention, DeepSeek-V2's and V3's,
+// as Megatron-core 0.14 and later build it): the queries from a latent of
+// width q_lora (--q-lora-rank; without it straight from the h input), the
+// keys and values from one latent of width kv_lora (--kv-lora-rank), each
+// head's query and key dn + dr wide (--qk-head-dim dn, --qk-pos-emb-head-dim
+// dr: a rotary part whose key is one for all heads) and its value dv
+// (--v-head-dim). The down projections to the latents (h x q_lora, h x
+// (kv_lora + dr)) are whole on every tensor-parallel rank, the up projections
+// (q_lora x a (dn + dr), kv_lora x a (dn + dv)) and the output projection
+// (a dv x h) split as Megatron's column- and row-parallel linears are.
+// --qk-layernorm adds the latents' RMSNorms (for standard attention, the
+// queries' and keys' per head).
 //
 // A MegatronLayout is one run's parallel layout in Megatron's own terms:
 // tensor parallel t, pipeline parallel p, data parallel d, micro-batch b,
@@ -120,6 +132,14 @@ struct GptModel {
   // one per layer; then moe_layer_freq is 0).
   int64_t moe_layer_freq = 1;
   std::vector<uint8_t> moe_layer_pattern = {};
+  // Multi-latent attention (above), with Megatron's defaults.
+  bool mla = false;              // --multi-latent-attention
+  int64_t q_lora_rank = 0;       // --q-lora-rank; 0: none (the queries straight from h)
+  int64_t kv_lora_rank = 32;     // --kv-lora-rank
+  int64_t qk_head_dim = 128;     // --qk-head-dim dn
+  int64_t qk_pos_head_dim = 64;  // --qk-pos-emb-head-dim dr
+  int64_t v_head_dim = 128;      // --v-head-dim dv
+  bool qk_layernorm = false;     // --qk-layernorm
 
   int64_t ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
   bool moe() const { return experts > 0; }
@@ -153,7 +173,7 @@ struct GptModel {
   // Whether any of the fields above differs from GPT's.
   bool beyond_gpt() const {
     return ffn_hidden > 0 || query_groups > 0 || swiglu || !linear_bias || !tied_output || rope || rms_norm ||
-           flash_attention || moe();
+           flash_attention || moe() || mla || qk_layernorm;
   }
 };
 
@@ -169,8 +189,22 @@ double gpt_block_active_linear_parameters(const GptModel& model);
 // expert parallelism splits and the expert-data-parallel ranks reduce; 0 for
 // a dense MLP.
 double gpt_block_expert_parameters(const GptModel& model);
-// One block's parameters: P_lin, its biases and its two norms.
+// One block's parameters: P_lin, its biases and its two norms (and with
+// --qk-layernorm the attention's own norms).
 double gpt_block_parameters(const GptModel& model);
+// The attention's linear weights: QKV and the output projection, h (h + 2 h
+// G / a) + h^2; with multi-latent attention the down projections h q_lora and
+// h (kv_lora + dr) (h a (dn + dr) in place of the first two terms without
+// q_lora), the up projections q_lora a (dn + dr) and kv_lora a (dn + dv), and
+// the output projection a dv h (sim/megatron_attention.cc).
+double gpt_attention_weights(const GptModel& model);
+// The attention's biases (none without them; multi-latent attention's output
+// projection's alone) and --qk-layernorm's norms (the latents', or the
+// queries' and keys' per head).
+double gpt_attention_biases_and_norms(const GptModel& model);
+// The weights a tensor-parallel rank holds whole, not split over t:
+// multi-latent attention's down projections; 0 otherwise.
+double gpt_block_unsplit_parameters(const GptModel& model);
 
 enum class Recompute { kNone, kSelective, kFull };
 // The V-shaped schedules: two chunks per GPU, chunk c of the 2p on rank c for
@@ -321,6 +355,13 @@ MegatronLayout megatron_layout(int t, int p, int d, int b, int global);
 // of more than kMaxGptLayers entries.
 Status parse_moe_layer_freq(std::string_view text, GptModel& model);
 
+// Multi-latent attention's flags (check_megatron_layout's part; the error
+// names the flag): each size at least 1 (--q-lora-rank 0: none) and at most
+// kMaxGptHidden, none of them without --multi-latent-attention, no grouped
+// queries (each head has its own keys and values from the latent), no
+// context parallelism (not modelled).
+Status check_latent_attention(const GptModel& model, const MegatronLayout& layout);
+
 // The vocabulary Megatron pads to: a multiple of 128 t.
 int64_t padded_vocab(const GptModel& model, int tensor);
 // Megatron's parameter count (above), with the padded vocabulary.
@@ -362,11 +403,14 @@ double megatron_model_flops(const GptModel& model, const MegatronLayout& layout)
 // "moe_grouped_gemm", "moe_shared_expert_intermediate_size" and
 // "moe_layer_freq" (an integer, or an array of 0s and 1s, one per layer)
 // (each optional: no experts, 2, the MLP's width, false, no shared expert, 1;
-// the last two written only when they are not);
+// the last two written only when they are not), "qk_layernorm" (written
+// when true) and with multi-latent attention "multi_latent_attention",
+// "q_lora_rank" (null: none), "kv_lora_rank", "qk_head_dim",
+// "qk_pos_emb_head_dim", "v_head_dim" (each optional: Megatron's defaults);
 // the layout's "expert_model_parallel_size" is written only above 1 (read as
 // 1 when absent), "expert_tensor_parallel_size" only when it is not t (read
 // as t when absent or null, Megatron's default).
-inline constexpr std::array<const char*, 15> kGptArchitectureKeys = {
+inline constexpr std::array<const char*, 22> kGptArchitectureKeys = {
     "ffn_hidden_size",         "swiglu",
     "group_query_attention",   "num_query_groups",
     "disable_bias_linear",     "untie_embeddings_and_output_weights",
@@ -374,7 +418,10 @@ inline constexpr std::array<const char*, 15> kGptArchitectureKeys = {
     "use_flash_attn",          "num_experts",
     "moe_router_topk",         "moe_ffn_hidden_size",
     "moe_grouped_gemm",        "moe_shared_expert_intermediate_size",
-    "moe_layer_freq"};
+    "moe_layer_freq",          "qk_layernorm",
+    "multi_latent_attention",  "q_lora_rank",
+    "kv_lora_rank",            "qk_head_dim",
+    "qk_pos_emb_head_dim",     "v_head_dim"};
 // `object` without those keys (for a strict check of the others' names), and
 // those keys of it read into `model` (planner regression cases share them).
 nlohmann::json without_gpt_architecture(const nlohmann::json& object);

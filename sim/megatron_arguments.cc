@@ -56,6 +56,15 @@ nlohmann::json megatron_arguments(const GptModel& model, const MegatronLayout& l
   arguments["position_embedding_type"] = model.rope ? "rope" : "learned_absolute";
   arguments["normalization"] = model.rms_norm ? "RMSNorm" : "LayerNorm";
   arguments["use_flash_attn"] = model.flash_attention;
+  if (model.qk_layernorm) arguments["qk_layernorm"] = true;
+  if (model.mla) {
+    arguments["multi_latent_attention"] = true;
+    arguments["q_lora_rank"] = model.q_lora_rank > 0 ? nlohmann::json(model.q_lora_rank) : nlohmann::json();
+    arguments["kv_lora_rank"] = model.kv_lora_rank;
+    arguments["qk_head_dim"] = model.qk_head_dim;
+    arguments["qk_pos_emb_head_dim"] = model.qk_pos_head_dim;
+    arguments["v_head_dim"] = model.v_head_dim;
+  }
   if (!model.moe()) return arguments;
   arguments["num_experts"] = model.experts;
   arguments["moe_router_topk"] = model.router_topk;
@@ -200,11 +209,17 @@ Status read_gpt_architecture(const nlohmann::json& arguments, const json_fields:
     model.ffn_hidden = *ffn == 4 * model.hidden ? 0 : *ffn;
   }
   bool grouped = false, no_bias = false, untied = false;
-  bool* flags[] = {&model.swiglu, &grouped, &no_bias, &untied, &model.flash_attention, &model.grouped_gemm};
-  const char* names[] = {
-      "swiglu",         "group_query_attention", "disable_bias_linear", "untie_embeddings_and_output_weights",
-      "use_flash_attn", "moe_grouped_gemm"};
-  for (int i = 0; i < 6; ++i) {
+  bool* flags[] = {&model.swiglu,       &grouped,      &no_bias, &untied, &model.flash_attention,
+                   &model.grouped_gemm, &model.mla, &model.qk_layernorm};
+  const char* names[] = {"swiglu",
+                         "group_query_attention",
+                         "disable_bias_linear",
+                         "untie_embeddings_and_output_weights",
+                         "use_flash_attn",
+                         "moe_grouped_gemm",
+                         "multi_latent_attention",
+                         "qk_layernorm"};
+  for (int i = 0; i < 8; ++i) {
     if (!arguments.contains(names[i])) continue;
     auto flag = read_flag(arguments, at, names[i]);
     if (!flag) return flag.error();
@@ -223,7 +238,7 @@ Status read_gpt_architecture(const nlohmann::json& arguments, const json_fields:
   } else if (grouped) {
     return at.field("num_query_groups").error("is missing (group_query_attention is true)");
   }
-  // Mixture of experts: the counts, each at least 1 (check_megatron_layout
+  // Mixture of experts and multi-latent attention: the sizes, each at least 1 (check_megatron_layout
   // checks them against each other).
   const struct {
     const char* name;
@@ -231,9 +246,14 @@ Status read_gpt_architecture(const nlohmann::json& arguments, const json_fields:
   } counts[] = {{"num_experts", &model.experts},
                 {"moe_router_topk", &model.router_topk},
                 {"moe_ffn_hidden_size", &model.moe_ffn_hidden},
-                {"moe_shared_expert_intermediate_size", &model.shared_expert_ffn}};
+                {"moe_shared_expert_intermediate_size", &model.shared_expert_ffn},
+                {"q_lora_rank", &model.q_lora_rank},
+                {"kv_lora_rank", &model.kv_lora_rank},
+                {"qk_head_dim", &model.qk_head_dim},
+                {"qk_pos_emb_head_dim", &model.qk_pos_head_dim},
+                {"v_head_dim", &model.v_head_dim}};
   for (const auto& count : counts) {
-    if (!arguments.contains(count.name)) continue;
+    if (!arguments.contains(count.name) || arguments[count.name].is_null()) continue;  // null: Megatron's None
     auto value = json_fields::read_integer(arguments, at, count.name, 1);
     if (!value) return value.error();
     if (*value > (int64_t{1} << 30)) return at.field(count.name).error("is too large", *value);

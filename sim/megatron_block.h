@@ -37,6 +37,14 @@ struct BlockShape {
   double experts, topk, ep;
   double expert_parameters;  // gpt_block_expert_parameters
   double shared;             // the shared expert's width S (0: none)
+  // The attention core's head widths, the query's and key's and the value's:
+  // h / a each, multi-latent attention's dn + dr and dv.
+  double head_qk, head_v;
+  // Multi-latent attention (GptModel): the latents' widths (q_lora 0: the
+  // queries straight from h) and the rotary part dr; qk_norm: --qk-layernorm.
+  bool mla, qk_norm;
+  double q_lora, kv_lora, pos;
+  double unsplit;  // gpt_block_unsplit_parameters: the down projections' weights
 };
 
 BlockShape shape_of(const GptModel& model, const MegatronLayout& layout);
@@ -44,6 +52,30 @@ BlockShape shape_of(const GptModel& model, const MegatronLayout& layout);
 // One of the MLP's GEMMs, `m` being BlockShape::mlp_m or in its place: the dense
 // MLP's, or every local expert's (one grouped kernel, or one per expert).
 Seconds mlp_gemm(const GpuModel& gpu, const BlockShape& x, double m, double n, double k);
+
+// The attention's linears on one rank, per pass: the forward's GEMMs, the
+// backward's input-gradient and weight-gradient GEMMs, and `first_weight`,
+// the weight gradients the backward's tensor-parallel collective runs beside
+// (the QKV's; multi-latent attention's up projections'). Megatron's: QKV [T x
+// h] x [h x (h + 2 kv) / t], the projection [T x h / t] x [h / t x h].
+// Multi-latent attention's (Megatron-core 0.14 on): the down projections,
+// whole on every rank, on the rank's own tokens (the sequence-parallel
+// shard, T / t; T without), [h x q_lora] and [h x (kv_lora + dr)]; the up
+// projections on the gathered latents, [q_lora x a (dn + dr) / t] and
+// [kv_lora x a (dn + dv) / t] (without q_lora the queries [h x a (dn + dr) /
+// t] on the gathered input); the projection [T x a dv / t] x [a dv / t x h].
+struct AttentionLinears {
+  Seconds forward, input, weight, first_weight;
+};
+AttentionLinears attention_linears(const GpuModel& gpu, const BlockShape& x);
+// The attention's tensor-parallel collectives per pass, as `tp_allreduce`
+// times them: Megatron's all-gather of the input and reduce-scatter of the
+// output (an all-reduce of T h values without sequence parallelism);
+// multi-latent attention's gather the latents (T (q_lora + kv_lora + dr)
+// values; T h in place of q_lora without it) where the others gather the
+// input, and reduce-scatter the output: half an all-reduce of each. None
+// with t = 1.
+Seconds attention_collectives(const BlockShape& x, const CollectiveTime& tp_allreduce);
 
 // Mixture of experts' work around the experts, per block and pass (Megatron-
 // core's MoE layer with the alltoall token dispatcher), on the T / t tokens

@@ -34,6 +34,14 @@ constexpr int kBackwardKernels = 34;
 constexpr int kFlashForwardKernelsSaved = 3;
 constexpr int kFlashBackwardKernelsSaved = 4;
 constexpr int kRopeKernels = 2;
+// Multi-latent attention's kernels beyond the standard attention's, counted
+// from Megatron-core's MLASelfAttention, not measured: the two down
+// projections, the split of the keys' and values' latent, the rotary key's
+// broadcast to every head and the two concatenations of the queries and keys
+// (forward); the two down projections' input and weight gradients, and the
+// split, broadcast and concatenations' gradients (backward).
+constexpr int kLatentForwardKernels = 6;
+constexpr int kLatentBackwardKernels = 10;
 // Context parallelism's kernels beyond one attention kernel each way. p2p:
 // each ring step after the first adds its attention kernel (forward or
 // backward), the rescaling of the output (forward) or the accumulation of the
@@ -77,12 +85,12 @@ constexpr double kUnfusedBackwardBytes = 30.0;
 constexpr double kFlashBackwardRatio = 2.5;
 Seconds flash_attention_step(const GpuModel& gpu, const BlockShape& x) {
   const double count = x.b * x.a / x.t;
-  return (gpu.gemm(x.s, x.s, x.h / x.a, count) + gpu.gemm(x.s, x.h / x.a, x.s, count)) * 0.5;
+  return (gpu.gemm(x.s, x.s, x.head_qk, count) + gpu.gemm(x.s, x.head_v, x.s, count)) * 0.5;
 }
 Seconds flash_attention_forward(const GpuModel& gpu, const BlockShape& x) {
   if (x.c > 1 && x.comm == ContextComm::kAllToAll) {
     const double s = x.s * x.c, count = x.b * x.a / (x.t * x.c);
-    return (gpu.gemm(s, s, x.h / x.a, count) + gpu.gemm(s, x.h / x.a, s, count)) * 0.5;
+    return (gpu.gemm(s, s, x.head_qk, count) + gpu.gemm(s, x.head_v, s, count)) * 0.5;
   }
   return flash_attention_step(gpu, x) * x.c;
 }
@@ -144,8 +152,8 @@ int context_kernels(const BlockShape& x, bool backward) {
 Seconds attention_core(const GpuModel& gpu, const BlockShape& x) {
   const double count = x.b * x.a / x.t;
   if (x.flash) return flash_attention_forward(gpu, x);
-  return gpu.gemm(x.s, x.s, x.h / x.a, count) + gpu.memory_bound(count * x.s * x.s * kHalf * 3.0) +
-         gpu.gemm(x.s, x.h / x.a, x.s, count);
+  return gpu.gemm(x.s, x.s, x.head_qk, count) + gpu.memory_bound(count * x.s * x.s * kHalf * 3.0) +
+         gpu.gemm(x.s, x.head_v, x.s, count);
 }
 
 // What the unfused softmax adds to a pass moving `bytes` more per score.
@@ -162,11 +170,24 @@ Seconds block_memory_bound(const GpuModel& gpu, const BlockShape& x) {
   // (the experts': k T of them, F wide).
   const double activation = (x.gated ? 3.0 : 2.0) * x.tokens * x.topk * x.f / x.t * kHalf;
   // Rotary positions: the queries and the keys read and written once.
-  const Seconds rope = x.rope ? gpu.memory_bound(2.0 * x.tokens * x.h / x.t * kHalf) +
+  const Seconds rope = x.rope && !x.mla ? gpu.memory_bound(2.0 * x.tokens * x.h / x.t * kHalf) +
                                     gpu.memory_bound(2.0 * x.tokens * x.kv / x.t * kHalf)
                               : Seconds(0.0);
-  return gpu.memory_bound(layer_norm) * 2.0 + gpu.memory_bound(bias_dropout_add) * 2.0 + gpu.memory_bound(activation) +
-         rope;
+  const Seconds standard = gpu.memory_bound(layer_norm) * 2.0 + gpu.memory_bound(bias_dropout_add) * 2.0 +
+                           gpu.memory_bound(activation) + rope;
+  if (!x.mla) {
+    // --qk-layernorm: the queries and the keys normalized, read and written.
+    return x.qk_norm ? standard + gpu.memory_bound(2.0 * x.tokens * (x.h + x.kv) / x.t * kHalf) : standard;
+  }
+  // Multi-latent attention: the rotary part of the queries (a dr / t a token)
+  // and of the one key (dr), the concatenations that build the queries and
+  // the keys (a (dn + dr) / t each), and with --qk-layernorm the latents'
+  // norms on the gathered tokens, each read and written once.
+  const double heads = x.a / x.t;
+  const Seconds latent = gpu.memory_bound(2.0 * x.tokens * (heads * x.pos + x.pos) * kHalf) +
+                         gpu.memory_bound(2.0 * x.tokens * heads * x.head_qk * kHalf) * 2.0 +
+                         (x.qk_norm ? gpu.memory_bound(2.0 * x.tokens * (x.q_lora + x.kv_lora) * kHalf) : Seconds(0.0));
+  return standard + latent;
 }
 
 // `pass_share`: this block's share of the host's work per stage pass
@@ -178,9 +199,7 @@ MegatronLayerTime block_time(const GpuModel& gpu, const BlockShape& x, Recompute
   const double h = x.h;
   const double t = x.t;
   const double m = x.mlp_m;
-  const double qkv_width = (h + 2.0 * x.kv) / t;  // 3h / t with a group per head
-  const Seconds qkv = gpu.gemm(T, qkv_width, h);
-  const Seconds projection = gpu.gemm(T, h, h / t);
+  const AttentionLinears attention = attention_linears(gpu, x);
   const Seconds up = mlp_gemm(gpu, x, m, x.up / x.mlp_t, h);
   const Seconds down = mlp_gemm(gpu, x, m, h, x.f / x.mlp_t);
   const Seconds fused_core = attention_core(gpu, x);
@@ -188,26 +207,26 @@ MegatronLayerTime block_time(const GpuModel& gpu, const BlockShape& x, Recompute
   const Seconds core_backward =
       fused_core * (x.flash ? kFlashBackwardRatio : 2.0) + unfused_softmax(gpu, x, kUnfusedBackwardBytes);
   const int unfused_kernels = fused_softmax(x) ? 0 : kUnfusedSoftmaxKernels;
-  const int rope_kernels = x.rope ? kRopeKernels : 0;
+  const int rope_kernels = x.rope || x.mla ? kRopeKernels : 0;
+
   const Seconds elementwise = block_memory_bound(gpu, x);
   const Seconds allreduce = t > 1 ? tp_allreduce(T * h * kHalf) : Seconds(0.0);
+  const Seconds attention_comm = attention_collectives(x, tp_allreduce);
   const MoeTime moe = moe_time(gpu, x, tp_allreduce, expert_comm, expert_tp);
 
   MegatronLayerTime time;
-  time.forward_compute = qkv + projection + up + down + core + elementwise + moe.forward_compute;
+  time.forward_compute = attention.forward + up + down + core + elementwise + moe.forward_compute;
   // The MLP's tensor-parallel collectives: the dense MLP's, or the experts'.
-  time.forward_comm = allreduce + (x.moe ? moe.forward_comm : allreduce);
+  time.forward_comm = attention_comm + (x.moe ? moe.forward_comm : allreduce);
   // Input gradients of the four linears, both attention products twice, the
   // memory-bound kernels twice; weight gradients of the four linears.
-  const Seconds qkv_w = gpu.gemm(qkv_width, h, T);
   const Seconds up_w = mlp_gemm(gpu, x, x.up / x.mlp_t, h, m);
-  const Seconds input = gpu.gemm(T, h, qkv_width) + gpu.gemm(T, h / t, h) + mlp_gemm(gpu, x, m, x.f / x.mlp_t, h) +
+  const Seconds input = attention.input + mlp_gemm(gpu, x, m, x.f / x.mlp_t, h) +
                         mlp_gemm(gpu, x, m, h, x.up / x.mlp_t) + core_backward + elementwise * 2.0;
-  time.weight_gradient =
-      qkv_w + gpu.gemm(h, h / t, T) + up_w + mlp_gemm(gpu, x, h, x.f / x.mlp_t, m) + moe.weight_gradient;
+  time.weight_gradient = attention.weight + up_w + mlp_gemm(gpu, x, h, x.f / x.mlp_t, m) + moe.weight_gradient;
   time.backward_compute = input + time.weight_gradient + moe.backward_compute - moe.weight_gradient;
-  time.backward_comm =
-      max(Seconds(0.0), allreduce - qkv_w) + (x.moe ? moe.backward_comm : max(Seconds(0.0), allreduce - up_w));
+  time.backward_comm = max(Seconds(0.0), attention_comm - attention.first_weight) +
+                       (x.moe ? moe.backward_comm : max(Seconds(0.0), allreduce - up_w));
   const ContextExchange exchange = context_exchange(gpu, x, context_comm);
   time.context_forward = exchange.forward;
   time.context_backward = exchange.backward;
@@ -223,18 +242,20 @@ MegatronLayerTime block_time(const GpuModel& gpu, const BlockShape& x, Recompute
   const Seconds forward_gpu = time.forward_compute + time.forward_comm + exposed_forward;
   const int forward_kernels = kForwardKernels + unfused_kernels + rope_kernels -
                               (x.flash ? kFlashForwardKernelsSaved : 0) + context_kernels(x, false) +
-                              moe.forward_kernels;
+                              moe.forward_kernels + (x.mla ? kLatentForwardKernels : 0);
   const Seconds forward_host = gpu.host_per_kernel * forward_kernels + pass_share;
   const int backward_kernels = kBackwardKernels + unfused_kernels + rope_kernels -
                                (x.flash ? kFlashBackwardKernelsSaved : 0) + context_kernels(x, true) +
-                               moe.backward_kernels + (recompute == Recompute::kFull ? forward_kernels : 0);
+                               moe.backward_kernels + (x.mla ? kLatentBackwardKernels : 0) +
+                               (recompute == Recompute::kFull ? forward_kernels : 0);
   const Seconds backward_gpu =
       time.backward_compute + time.backward_comm + exchange.backward + moe.all_to_all + time.recompute;
   const Seconds backward_host = gpu.host_per_kernel * backward_kernels + pass_share;
   time.host_wait = max(Seconds(0.0), forward_host - forward_gpu) + max(Seconds(0.0), backward_host - backward_gpu);
-  // GPT: (12 h^2 + 13 h) / t; the experts over etp ep.
+  // GPT: (12 h^2 + 13 h) / t; the experts over etp ep; multi-latent
+  // attention's down projections whole.
   time.expert_parameters = x.expert_parameters / (x.mlp_t * x.ep);
-  time.parameters = (x.block_parameters - x.expert_parameters) / t + time.expert_parameters;
+  time.parameters = (x.block_parameters - x.expert_parameters - x.unsplit) / t + time.expert_parameters + x.unsplit;
   return time;
 }
 
@@ -313,6 +334,9 @@ Layer to_layer(const std::string& name, const std::string& what, const MegatronL
 std::string block_description(const GptModel& model, const MegatronLayout& layout) {
   std::string attention = fmt::format("{} heads", model.heads);
   if (model.query_groups > 0) attention += fmt::format(" in {} query groups", model.groups());
+  if (model.mla)
+    attention += fmt::format(" of multi-latent attention (latents {} / {}, heads {} + {} / {})", model.q_lora_rank,
+                             model.kv_lora_rank, model.qk_head_dim, model.qk_pos_head_dim, model.v_head_dim);
   if (model.rope) attention += ", rotary";
   if (model.flash_attention) attention += ", FlashAttention";
   std::string extras;

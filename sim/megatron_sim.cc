@@ -20,6 +20,46 @@ Status not_a_group(const Topology& topology, int tensor, const Level& level) {
                   tensor, topology.name, level.name, level.size)};
 }
 
+// The attention's share of a block's kept bytes, in units of s b h:
+// `split` over t, `shard` split over t with sequence parallelism only.
+struct AttentionTerms {
+  double split = 0.0, shard = 0.0;
+};
+
+// What the attention keeps for its backward (block_activation_bytes):
+// Megatron's queries (2), keys and values (2 each x G / a) and the
+// projection's input (2), split; multi-latent attention's queries and keys (2
+// a (dn + dr) / h each), values and the projection's input (2 a dv / h each),
+// split, and the up projections' inputs, the latents (2 (q_lora + kv_lora +
+// dr) / h; their normalized copies too with --qk-layernorm), sharded.
+AttentionTerms attention_kept(const GptModel& model) {
+  const double h = static_cast<double>(model.hidden);
+  if (!model.mla) return {4.0 + 4.0 * static_cast<double>(model.kv_hidden()) / h, 0.0};
+  const double a = static_cast<double>(model.heads);
+  const double qk = static_cast<double>(model.qk_head_dim + model.qk_pos_head_dim);
+  const double v = static_cast<double>(model.v_head_dim);
+  const double latents = static_cast<double>(model.q_lora_rank + model.kv_lora_rank);
+  return {(4.0 * a * qk + 4.0 * a * v) / h,
+          (2.0 * (latents + static_cast<double>(model.qk_pos_head_dim)) + (model.qk_layernorm ? 2.0 * latents : 0.0)) /
+              h};
+}
+
+// What the attention's weight GEMMs keep from I to W (weight_pass_bytes):
+// Megatron's QKV output gradients (2 (h + 2 kv) / h) and the projection's
+// input (2), split; multi-latent attention's up projections' output
+// gradients (2 a (dn + dr) / h, 2 a (dn + dv) / h) and the projection's input
+// (2 a dv / h), split, and the latents (the up projections' inputs) and their
+// gradients (the down projections' outputs), sharded.
+AttentionTerms attention_weight_pass(const GptModel& model) {
+  const double h = static_cast<double>(model.hidden);
+  if (!model.mla) return {2.0 * (h + 2.0 * static_cast<double>(model.kv_hidden())) / h + 2.0, 0.0};
+  const double a = static_cast<double>(model.heads);
+  const double dn = static_cast<double>(model.qk_head_dim), dr = static_cast<double>(model.qk_pos_head_dim);
+  const double v = static_cast<double>(model.v_head_dim);
+  const double latents = static_cast<double>(model.q_lora_rank + model.kv_lora_rank);
+  return {2.0 * a * (dn + dr + dn + v + v) / h, (2.0 * latents + 2.0 * (latents + dr)) / h};
+}
+
 // Activation bytes of one block and microbatch on one rank (megatron_sim.h),
 // in units of s b h bytes: kept whole without sequence parallelism the
 // LayerNorms' inputs (4), the QKV and MLP inputs (2 each) and the two dropout
@@ -32,7 +72,6 @@ double block_activation_bytes(const GptModel& model, const MegatronLayout& layou
   const double s = static_cast<double>(layout.local_sequence(model));
   const double h = static_cast<double>(model.hidden);
   const double a = static_cast<double>(model.heads);
-  const double kv = static_cast<double>(model.kv_hidden());
   const double f = static_cast<double>(model.moe() ? model.expert_ffn() : model.ffn());
   const double t = layout.tensor;
   const double sbh = s * layout.micro_batch * h;
@@ -44,11 +83,13 @@ double block_activation_bytes(const GptModel& model, const MegatronLayout& layou
   // width keeps.
   const double k = model.moe() ? static_cast<double>(model.router_topk) : 1.0;
   const double shared = model.moe() ? static_cast<double>(model.shared_expert_ffn) : 0.0;
-  const double split = 4.0 + 4.0 * kv / h + (model.swiglu ? 6.0 : 4.0) * (k * f + shared) / h;  // GPT: 24
+  const AttentionTerms kept = attention_kept(model);
+  const double split = kept.split + (model.swiglu ? 6.0 : 4.0) * (k * f + shared) / h;  // GPT: 24
   const double gathered = layout.expert_tensor_parallel() / t;
   const double experts =
       model.moe() ? 2.0 * k * gathered + 4.0 * static_cast<double>(model.experts) / (h * t) : 0.0;
-  const double rest = (layout.sequence_parallel ? (10.0 + split) / t : 10.0 + split / t) + experts;
+  const double whole = 10.0 + kept.shard;
+  const double rest = (layout.sequence_parallel ? (whole + split) / t : whole + split / t) + experts;
   switch (layout.recompute) {
     case Recompute::kNone: return sbh * (rest + attention);
     case Recompute::kSelective: return sbh * (rest + (model.flash_attention ? attention : 0.0));
@@ -68,7 +109,6 @@ double block_activation_bytes(const GptModel& model, const MegatronLayout& layou
 double weight_pass_bytes(const GptModel& model, const MegatronLayout& layout) {
   const double h = static_cast<double>(model.hidden);
   const double sbh = static_cast<double>(layout.local_sequence(model)) * layout.micro_batch * h;
-  const double kv = static_cast<double>(model.kv_hidden());
   const double f = static_cast<double>(model.moe() ? model.expert_ffn() : model.ffn());
   const double up = model.swiglu ? 2.0 * f : f;
   const double t = layout.tensor;
@@ -77,12 +117,13 @@ double weight_pass_bytes(const GptModel& model, const MegatronLayout& layout) {
   // A shared expert of width S: a dense MLP's four terms of that width.
   const double shared = model.moe() ? static_cast<double>(model.shared_expert_ffn) : 0.0;
   const double shared_up = model.swiglu ? 2.0 * shared : shared;
-  const double split = 2.0 * (h + 2.0 * kv) / h + 2.0 + k * (2.0 * up / h + 2.0 * f / h) +
+  const AttentionTerms kept = attention_weight_pass(model);
+  const double split = kept.split + k * (2.0 * up / h + 2.0 * f / h) +
                        (shared > 0.0 ? 2.0 * shared_up / h + 2.0 * shared / h : 0.0);  // GPT: 24
   // The MLP's input and its output's gradient (4 of the 8): the experts'
   // k copies' instead, gathered over etp (whole with etp = t; and the shared
   // expert's own, as a dense MLP's).
-  const double whole = model.moe() ? (shared > 0.0 ? 8.0 : 4.0) : 8.0;
+  const double whole = (model.moe() ? (shared > 0.0 ? 8.0 : 4.0) : 8.0) + kept.shard;
   const double experts = model.moe() ? 4.0 * k * layout.expert_tensor_parallel() / t : 0.0;
   return sbh * ((layout.sequence_parallel ? (whole + split) / t : whole + split / t) + experts);
 }

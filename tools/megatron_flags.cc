@@ -50,6 +50,35 @@ void add_architecture_flags(CLI::App& cmd, MegatronArgs& args) {
                "FlashAttention: the attention core as one kernel that keeps no s x s scores (baton's estimate, "
                "not checked against a measured run: docs/TRANSFORMERS.md)")
       ->group(group);
+  cmd.add_flag("--qk-layernorm", args.model.qk_layernorm,
+               "norms on the queries and keys (per head), or with --multi-latent-attention on its latents")
+      ->group(group);
+  cmd.add_flag("--multi-latent-attention", args.model.mla,
+               "DeepSeek's multi-latent attention (Megatron-core's MLA): queries, keys and values from latents "
+               "(baton's estimate, not checked against a measured run)")
+      ->group(group);
+  cmd.add_option("--q-lora-rank", args.model.q_lora_rank,
+                 "with --multi-latent-attention: the queries' latent width (default: none, the queries from h)")
+      ->check(at_least(1))
+      ->group(group);
+  cmd.add_option("--kv-lora-rank", args.model.kv_lora_rank,
+                 "with --multi-latent-attention: the keys' and values' latent width (default 32, Megatron's)")
+      ->check(at_least(1))
+      ->group(group);
+  cmd.add_option("--qk-head-dim", args.model.qk_head_dim,
+                 "with --multi-latent-attention: a head's query and key width dn, without the rotary part "
+                 "(default 128)")
+      ->check(at_least(1))
+      ->group(group);
+  cmd.add_option("--qk-pos-emb-head-dim", args.model.qk_pos_head_dim,
+                 "with --multi-latent-attention: the rotary part dr of a head's query and key, one key for all "
+                 "heads (default 64)")
+      ->check(at_least(1))
+      ->group(group);
+  cmd.add_option("--v-head-dim", args.model.v_head_dim,
+                 "with --multi-latent-attention: a head's value width dv (default 128)")
+      ->check(at_least(1))
+      ->group(group);
   cmd.add_option("--num-experts", args.model.experts,
                  "mixture of experts: every block's MLP becomes E experts and a router (Megatron-core's MoE; "
                  "routing taken as balanced; baton's estimate, not checked against a measured run)")
@@ -193,6 +222,13 @@ std::string architecture_flags(const GptModel& model) {
   if (model.rope) text += " --position-embedding-type rope";
   if (model.rms_norm) text += " --normalization RMSNorm";
   if (model.flash_attention) text += " --use-flash-attn";
+  if (model.qk_layernorm) text += " --qk-layernorm";
+  if (model.mla) {
+    text += " --multi-latent-attention";
+    if (model.q_lora_rank > 0) text += fmt::format(" --q-lora-rank {}", model.q_lora_rank);
+    text += fmt::format(" --kv-lora-rank {} --qk-head-dim {} --qk-pos-emb-head-dim {} --v-head-dim {}",
+                        model.kv_lora_rank, model.qk_head_dim, model.qk_pos_head_dim, model.v_head_dim);
+  }
   if (model.moe()) {
     text += fmt::format(" --num-experts {} --moe-router-topk {}", model.experts, model.router_topk);
     if (model.moe_ffn_hidden > 0) text += fmt::format(" --moe-ffn-hidden-size {}", model.moe_ffn_hidden);
