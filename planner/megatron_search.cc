@@ -41,16 +41,26 @@ struct PipelineShape {
 
 // The splits of L blocks on p stages: even when p divides L, and with k_f, k_l
 // in {0, 1, 2} blocks fewer on the first and last stages than the m = (L +
-// k_f + k_l) / p of the others.
+// k_f + k_l) / p of the others; each split once (with p = 2 one block fewer
+// on the first stage is one more on the last: the flags first found are kept).
 std::vector<std::pair<int, int>> stage_splits(int64_t layers, int p, const MegatronAxes& fixed) {
   if (fixed.stage_layers) return {*fixed.stage_layers};
   std::vector<std::pair<int, int>> splits;
-  if (layers % p == 0) splits.emplace_back(0, 0);
+  std::vector<std::tuple<int, int, int>> blocks;  // first, middle (none with p = 2), last
+  if (layers % p == 0) {
+    splits.emplace_back(0, 0);
+    const int m = static_cast<int>(layers / p);
+    blocks.emplace_back(m, p > 2 ? m : 0, m);
+  }
   for (int kf = 0; kf <= 2 && p >= 2; ++kf)
     for (int kl = 0; kl <= 2; ++kl) {
       if ((kf == 0 && kl == 0) || (layers + kf + kl) % p != 0) continue;
       const int m = static_cast<int>((layers + kf + kl) / p);
-      if (m - kf >= 1 && m - kl >= 1) splits.emplace_back(kf > 0 ? m - kf : 0, kl > 0 ? m - kl : 0);
+      if (m - kf < 1 || m - kl < 1) continue;
+      const std::tuple<int, int, int> split{m - kf, p > 2 ? m : 0, m - kl};
+      if (std::find(blocks.begin(), blocks.end(), split) != blocks.end()) continue;
+      blocks.push_back(split);
+      splits.emplace_back(kf > 0 ? m - kf : 0, kl > 0 ? m - kl : 0);
     }
   return splits;
 }
