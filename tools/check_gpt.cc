@@ -90,8 +90,8 @@ std::string short_layout(const GptModel& model, const MegatronLayout& l) {
   std::string split;
   if (l.first_stage_layers > 0 || l.last_stage_layers > 0 || l.embedding_in_split || l.loss_in_split) {
     const std::vector<int> blocks = l.stage_layers(model);
-    split =
-        fmt::format(" layers {}/{}/{}", blocks.front(), blocks.size() > 2 ? blocks[1] : blocks.back(), blocks.back());
+    split = blocks.size() > 2 ? fmt::format(" layers {}/{}/{}", blocks.front(), blocks[1], blocks.back())
+                              : fmt::format(" layers {}/{}", blocks.front(), blocks.back());
   }
   return fmt::format(
       "t {} p {}{} d {}{} b {}{}{} recompute {}{}{}", l.tensor, l.pipeline,
