@@ -71,7 +71,10 @@
 //     F = k B s L (2 P_lin + 4 s h) + 6 B s h V (the attention products
 //     counted over the whole s x s, as Megatron's own formula counts them);
 //     with experts P_lin counts the k experts a token passes through, not the
-//     E, nor the router (Megatron's num_floating_point_operations)
+//     E, nor the router (Megatron's num_floating_point_operations); with
+//     multi-latent attention Megatron-core's own count: P_lin with the
+//     latents' norm weights, and s a (dn + dr + dv) in place of 4 s h (the
+//     products over the causal half)
 //   model_tflops_per_gpu = F / (iteration time x GPUs) / 1e12
 // Thread safety: plain values and pure functions.
 #pragma once

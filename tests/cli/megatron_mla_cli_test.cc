@@ -1,0 +1,101 @@
+// `baton simulate` and `plan` with DeepSeek's multi-latent attention
+// (--multi-latent-attention and its sizes): DeepSeek-V3's parameters in the
+// report and its JSON, the plan's launch line carrying the flags and
+// simulating back to the planned time, and the refusals.
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/catch_compat.h"
+
+#include "tests/cli/cli_runner.h"
+
+using namespace baton::testing;
+
+namespace {
+
+// DeepSeek-V3 in Megatron-core's flags (DeepSeek-V3 technical report, arXiv
+// 2412.19437, section 4.2, and its config.json): 61 layers of h 7168, 128
+// heads, query latent 1536, key-value latent 512, heads 128 + 64 / 128, 256
+// experts of width 2048 with one shared, top 8, the first 3 blocks dense.
+const std::string kDeepSeekV3 =
+    "--num-layers 61 --hidden-size 7168 --num-attention-heads 128 --ffn-hidden-size 18432 --swiglu "
+    "--disable-bias-linear --untie-embeddings-and-output-weights --position-embedding-type rope "
+    "--normalization RMSNorm --use-flash-attn --vocab-size 129280 --seq-length 4096 --multi-latent-attention "
+    "--q-lora-rank 1536 --kv-lora-rank 512 --qk-head-dim 128 --qk-pos-emb-head-dim 64 --v-head-dim 128 "
+    "--qk-layernorm --num-experts 256 --moe-router-topk 8 --moe-ffn-hidden-size 2048 "
+    "--moe-shared-expert-intermediate-size 2048 --moe-layer-freq '([0]*3+[1]*58)' --moe-grouped-gemm --bf16 ";
+
+// DeepSeek-V2-Lite (DeepSeek-V2 paper, arXiv 2405.04434, appendix B): 27
+// layers of h 2048, 16 heads, no query latent, 64 experts of width 1408 with
+// two shared, top 6, the first block dense.
+const std::string kDeepSeekV2Lite =
+    "--num-layers 27 --hidden-size 2048 --num-attention-heads 16 --ffn-hidden-size 10944 --swiglu "
+    "--disable-bias-linear --untie-embeddings-and-output-weights --position-embedding-type rope "
+    "--normalization RMSNorm --use-flash-attn --vocab-size 102400 --seq-length 4096 --multi-latent-attention "
+    "--kv-lora-rank 512 --qk-layernorm --num-experts 64 --moe-router-topk 6 --moe-ffn-hidden-size 1408 "
+    "--moe-shared-expert-intermediate-size 2816 --moe-layer-freq '([0]*1+[1]*26)' --moe-grouped-gemm --bf16 "
+    "--global-batch-size 256 ";
+
+TEST_CASE("mla: simulate DeepSeek-V3 on 256 H100s: 671B parameters, 37.55B active", "[cli][megatron][mla]") {
+  const std::string layout =
+      "--global-batch-size 1024 --micro-batch-size 1 --pipeline-model-parallel-size 16 "
+      "--decoder-first-pipeline-num-layers 3 --decoder-last-pipeline-num-layers 2 --expert-model-parallel-size 16 "
+      "--use-distributed-optimizer --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 ";
+  const CliRun text = run_baton("simulate --topology topologies/h100_32x8.json " + kDeepSeekV3 + layout, "mla-v3");
+  INFO(text.err);
+  REQUIRE(text.exit_code == 0);
+  // tests/megatron/latent_attention_test.cc derives both counts.
+  CHECK(text.out.find("671.03B parameters (37.55B active per token)") != std::string::npos);
+  CHECK(text.out.find("--multi-latent-attention --q-lora-rank 1536 --kv-lora-rank 512") != std::string::npos);
+  const CliRun json =
+      run_baton("simulate --topology topologies/h100_32x8.json " + kDeepSeekV3 + layout + "--json", "mla-v3-json");
+  REQUIRE(json.exit_code == 0);
+  const nlohmann::json out = nlohmann::json::parse(json.out);
+  CHECK(out["model"]["multi_latent_attention"] == true);
+  CHECK(out["model"]["q_lora_rank"] == 1536);
+  CHECK(out["model"]["parameters"].get<double>() == 671026404352.0);
+  CHECK(out["fits"] == true);
+}
+
+TEST_CASE("mla: plan DeepSeek-V2-Lite on 16 GPUs, and its launch line simulates to the planned time",
+          "[cli][megatron][mla]") {
+  const std::string plan = "plan --topology topologies/h100_32x8.json " + kDeepSeekV2Lite +
+                           "--gpus 16 --tensor-model-parallel-size 1 --micro-batch-size 2";
+  const CliRun json = run_baton(plan + " --json", "mla-plan-json");
+  INFO(json.err);
+  REQUIRE(json.exit_code == 0);
+  const nlohmann::json planned = nlohmann::json::parse(json.out);
+  const CliRun flags = run_baton(plan + " --emit megatron", "mla-plan-emit");
+  REQUIRE(flags.exit_code == 0);
+  const std::string line = flags.out.substr(0, flags.out.find('\n'));
+  CHECK(line.find(" --multi-latent-attention --kv-lora-rank 512 --qk-head-dim 128 --qk-pos-emb-head-dim 64 "
+                  "--v-head-dim 128") != std::string::npos);
+  CHECK(line.find("--q-lora-rank") == std::string::npos);  // V2-Lite has no query latent
+  const int d = planned["layout"]["data_parallel_size"].get<int>();
+  const CliRun run = run_baton("simulate --topology topologies/h100_32x8.json " + line +
+                                   " --data-parallel-size " + std::to_string(d) + " --json",
+                               "mla-plan-run");
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  const nlohmann::json back = nlohmann::json::parse(run.out);
+  CHECK(back["iteration_time_s"].get<double>() == Approx(planned["iteration_time_s"].get<double>()));
+  CHECK(back["model"] == planned["model"]);
+}
+
+TEST_CASE("mla: simulate refuses latent sizes without --multi-latent-attention, and grouped queries with it",
+          "[cli][megatron][mla][bad-input]") {
+  const std::string gpt =
+      "simulate --topology topologies/h100_32x8.json --num-layers 4 --hidden-size 1024 --num-attention-heads 16 "
+      "--seq-length 1024 --global-batch-size 8 --micro-batch-size 1 --data-parallel-size 1 ";
+  const CliRun lonely = run_baton(gpt + "--kv-lora-rank 512", "mla-lonely");
+  CHECK(lonely.exit_code == 2);
+  CHECK(lonely.err.find("--kv-lora-rank needs --multi-latent-attention") != std::string::npos);
+  CHECK(lonely.out.empty());
+  const CliRun grouped =
+      run_baton(gpt + "--multi-latent-attention --group-query-attention --num-query-groups 4", "mla-grouped");
+  CHECK(grouped.exit_code == 2);
+  CHECK(grouped.err.find("--num-query-groups 4 is refused") != std::string::npos);
+}
+
+}  // namespace
