@@ -116,7 +116,7 @@ constexpr int kMostSearchedContext = 64;
 std::vector<int> context_sizes(const GptModel& model, int ranks, const MegatronAxes& fixed) {
   if (fixed.context) return {*fixed.context};
   std::vector<int> sizes = {1};
-  if (!model.flash_attention) return sizes;
+  if (!model.flash_attention || model.mla) return sizes;  // multi-latent attention: not with c > 1
   for (int c = 2; c <= std::min(ranks, kMostSearchedContext); c *= 2)
     if (ranks % c == 0 && model.sequence % (2 * c) == 0) sizes.push_back(c);
   return sizes;

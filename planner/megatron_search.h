@@ -6,13 +6,16 @@
 //   t: a divisor of the heads that divides the topology's innermost level
 //      (tensor parallelism inside a server);
 //   p: a divisor of the GPUs / t up to the layers;
-//   c (context parallel): 1, and for a model with FlashAttention's core every
+//   c (context parallel): 1, and for a model with FlashAttention's core (and
+//      without multi-latent attention, not modelled with c > 1) every
 //      power of two up to 64 that divides the GPUs / (t p) and halves each
 //      sequence's 2c chunks evenly (s divisible by 2c), each with the
 //      --cp-comm-type p2p, all_gather and (heads and key-value groups per
 //      rank divisible by c) a2a;
+//   etp (expert tensor parallel, for a model with experts): t, and 1 when
+//      t > 1 (the experts whole on each GPU);
 //   ep (expert parallel, for a model with experts): every divisor of the
-//      experts that divides d c;
+//      experts that divides t c d / etp (d c with etp = t);
 //   d = GPUs / (t p c), where GPUs is every GPU of the topology, or
 //      MegatronAxes::gpus of them; with d pinned (and no GPU count), any p up
 //      to the layers with t p c d within the topology: the layout runs on the
