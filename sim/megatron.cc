@@ -249,8 +249,10 @@ Status check_context(const GptModel& model, const MegatronLayout& layout) {
   return ok_status();
 }
 
-// The largest --num-experts check_experts takes (DeepSeek-V3 has 256).
+// The largest --num-experts check_experts takes (DeepSeek-V3 has 256), and
+// the largest capacity factor (one beyond E / k pads every expert to every token).
 constexpr int64_t kMaxGptExperts = int64_t{1} << 14;
+constexpr double kMaxCapacityFactor = 1024.0;
 
 // --num-experts and --expert-model-parallel-size: whole experts on each
 // expert-parallel rank, taken from the d c ranks that share the weights.
@@ -266,6 +268,8 @@ Status check_experts(const GptModel& model, const MegatronLayout& layout) {
     if (model.grouped_gemm) return Error{"--moe-grouped-gemm needs --num-experts"};
     if (model.moe_ffn_hidden > 0) return Error{"--moe-ffn-hidden-size needs --num-experts"};
     if (model.shared_expert_ffn > 0) return Error{"--moe-shared-expert-intermediate-size needs --num-experts"};
+    if (model.capacity_factor != 0.0) return Error{"--moe-expert-capacity-factor needs --num-experts"};
+    if (model.pad_to_capacity) return Error{"--moe-pad-expert-input-to-capacity needs --num-experts"};
     if (model.moe_layer_freq != 1 || !model.moe_layer_pattern.empty())
       return Error{"--moe-layer-freq needs --num-experts"};
     return ok_status();
@@ -286,6 +290,11 @@ Status check_experts(const GptModel& model, const MegatronLayout& layout) {
   }
   if (model.experts > kMaxGptExperts)
     return Error{fmt::format("--num-experts must be at most {}, got {}", kMaxGptExperts, model.experts)};
+  if (!(model.capacity_factor >= 0.0 && model.capacity_factor <= kMaxCapacityFactor))  // NaN too
+    return Error{fmt::format("--moe-expert-capacity-factor must be greater than 0 and at most {}, got {}",
+                             kMaxCapacityFactor, model.capacity_factor)};
+  if (model.pad_to_capacity && model.capacity_factor <= 0.0)
+    return Error{"--moe-pad-expert-input-to-capacity needs --moe-expert-capacity-factor, as Megatron does"};
   if (model.router_topk < 1 || model.router_topk > model.experts)
     return Error{
         fmt::format("--moe-router-topk {} must be between 1 and --num-experts {}", model.router_topk, model.experts)};

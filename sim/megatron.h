@@ -135,6 +135,12 @@ struct GptModel {
   // one per layer; then moe_layer_freq is 0).
   int64_t moe_layer_freq = 1;
   std::vector<uint8_t> moe_layer_pattern = {};
+  // Token dropping (Megatron-core's --moe-expert-capacity-factor C; 0:
+  // dropless, its default): each expert takes at most C k T / E of a rank's
+  // T tokens' k copies; with --moe-pad-expert-input-to-capacity exactly that
+  // many, padded.
+  double capacity_factor = 0.0;
+  bool pad_to_capacity = false;
   // Multi-latent attention (above), with Megatron's defaults.
   bool mla = false;              // --multi-latent-attention
   int64_t q_lora_rank = 0;       // --q-lora-rank; 0: none (the queries straight from h)
@@ -146,6 +152,16 @@ struct GptModel {
 
   int64_t ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
   bool moe() const { return experts > 0; }
+  // The copies of each token the experts process under balanced routing: k
+  // (dropless, or C >= 1 without padding: no expert exceeds its capacity),
+  // k C padded to capacity, k C with C < 1 (the rest dropped); 1 without
+  // experts. Megatron's FLOPs count k either way.
+  double expert_copies() const {
+    if (!moe()) return 1.0;
+    const double k = static_cast<double>(router_topk);
+    if (capacity_factor <= 0.0) return k;
+    return k * (pad_to_capacity ? capacity_factor : std::min(capacity_factor, 1.0));
+  }
   int64_t expert_ffn() const { return moe_ffn_hidden > 0 ? moe_ffn_hidden : ffn(); }
   // Whether block i (0-based) is a MoE block (every block of a model with
   // experts, unless --moe-layer-freq says otherwise).
@@ -410,10 +426,12 @@ double megatron_model_flops(const GptModel& model, const MegatronLayout& layout)
 // when true) and with multi-latent attention "multi_latent_attention",
 // "q_lora_rank" (null: none), "kv_lora_rank", "qk_head_dim",
 // "qk_pos_emb_head_dim", "v_head_dim" (each optional: Megatron's defaults);
+// with experts and a capacity factor "moe_expert_capacity_factor" (null or
+// absent: dropless) and "moe_pad_expert_input_to_capacity";
 // the layout's "expert_model_parallel_size" is written only above 1 (read as
 // 1 when absent), "expert_tensor_parallel_size" only when it is not t (read
 // as t when absent or null, Megatron's default).
-inline constexpr std::array<const char*, 22> kGptArchitectureKeys = {
+inline constexpr std::array<const char*, 24> kGptArchitectureKeys = {
     "ffn_hidden_size",         "swiglu",
     "group_query_attention",   "num_query_groups",
     "disable_bias_linear",     "untie_embeddings_and_output_weights",
@@ -424,7 +442,8 @@ inline constexpr std::array<const char*, 22> kGptArchitectureKeys = {
     "moe_layer_freq",          "qk_layernorm",
     "multi_latent_attention",  "q_lora_rank",
     "kv_lora_rank",            "qk_head_dim",
-    "qk_pos_emb_head_dim",     "v_head_dim"};
+    "qk_pos_emb_head_dim",     "v_head_dim",
+    "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity"};
 // `object` without those keys (for a strict check of the others' names), and
 // those keys of it read into `model` (planner regression cases share them).
 nlohmann::json without_gpt_architecture(const nlohmann::json& object);

@@ -71,6 +71,10 @@ nlohmann::json megatron_arguments(const GptModel& model, const MegatronLayout& l
   arguments["moe_ffn_hidden_size"] = model.expert_ffn();
   arguments["moe_grouped_gemm"] = model.grouped_gemm;
   if (model.shared_expert_ffn > 0) arguments["moe_shared_expert_intermediate_size"] = model.shared_expert_ffn;
+  if (model.capacity_factor > 0.0) {
+    arguments["moe_expert_capacity_factor"] = model.capacity_factor;
+    arguments["moe_pad_expert_input_to_capacity"] = model.pad_to_capacity;
+  }
   if (!model.moe_layer_pattern.empty())
     arguments["moe_layer_freq"] = std::vector<int>(model.moe_layer_pattern.begin(), model.moe_layer_pattern.end());
   else if (model.moe_layer_freq != 1)
@@ -210,7 +214,7 @@ Status read_gpt_architecture(const nlohmann::json& arguments, const json_fields:
   }
   bool grouped = false, no_bias = false, untied = false;
   bool* flags[] = {&model.swiglu,       &grouped,      &no_bias, &untied, &model.flash_attention,
-                   &model.grouped_gemm, &model.mla, &model.qk_layernorm};
+                   &model.grouped_gemm, &model.mla, &model.qk_layernorm, &model.pad_to_capacity};
   const char* names[] = {"swiglu",
                          "group_query_attention",
                          "disable_bias_linear",
@@ -218,8 +222,9 @@ Status read_gpt_architecture(const nlohmann::json& arguments, const json_fields:
                          "use_flash_attn",
                          "moe_grouped_gemm",
                          "multi_latent_attention",
-                         "qk_layernorm"};
-  for (int i = 0; i < 8; ++i) {
+                         "qk_layernorm",
+                         "moe_pad_expert_input_to_capacity"};
+  for (int i = 0; i < 9; ++i) {
     if (!arguments.contains(names[i])) continue;
     auto flag = read_flag(arguments, at, names[i]);
     if (!flag) return flag.error();
@@ -260,6 +265,12 @@ Status read_gpt_architecture(const nlohmann::json& arguments, const json_fields:
     *count.value = *value;
   }
   if (model.moe_ffn_hidden == model.ffn()) model.moe_ffn_hidden = 0;  // the default, as the flags leave it
+  if (arguments.contains("moe_expert_capacity_factor") && !arguments["moe_expert_capacity_factor"].is_null()) {
+    const nlohmann::json& factor = arguments["moe_expert_capacity_factor"];  // null: dropless
+    if (!factor.is_number() || factor.get<double>() <= 0.0)
+      return at.field("moe_expert_capacity_factor").error("must be a number greater than 0 (or null)", factor);
+    model.capacity_factor = factor.get<double>();
+  }
   if (arguments.contains("moe_layer_freq")) {
     const nlohmann::json& freq = arguments["moe_layer_freq"];
     if (freq.is_array()) {

@@ -24,7 +24,7 @@ BlockShape shape_of(const GptModel& model, const MegatronLayout& layout) {
   x.block_parameters = gpt_block_parameters(model);
   x.moe = model.moe();
   x.experts = static_cast<double>(model.experts);
-  x.topk = x.moe ? static_cast<double>(model.router_topk) : 1.0;
+  x.topk = model.expert_copies();
   x.ep = std::max(1, layout.expert_parallel);
   x.grouped = model.grouped_gemm;
   x.mlp_gemms = x.moe ? x.experts / x.ep : 1.0;

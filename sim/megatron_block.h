@@ -34,7 +34,7 @@ struct BlockShape {
   bool moe;
   double mlp_m, mlp_gemms, mlp_t;
   bool grouped;
-  double experts, topk, ep;
+  double experts, topk, ep;  // topk: GptModel::expert_copies (k, dropless)
   double expert_parameters;  // gpt_block_expert_parameters
   double shared;             // the shared expert's width S (0: none)
   // The attention core's head widths, the query's and key's and the value's:

@@ -81,7 +81,7 @@ double block_activation_bytes(const GptModel& model, const MegatronLayout& layou
   // with etp = t) is kept, and the router's probabilities (fp32, E per token
   // of the shard); a shared expert of width S keeps what a dense MLP of that
   // width keeps.
-  const double k = model.moe() ? static_cast<double>(model.router_topk) : 1.0;
+  const double k = model.expert_copies();  // k, dropless
   const double shared = model.moe() ? static_cast<double>(model.shared_expert_ffn) : 0.0;
   const AttentionTerms kept = attention_kept(model);
   const double split = kept.split + (model.swiglu ? 6.0 : 4.0) * (k * f + shared) / h;  // GPT: 24
@@ -113,7 +113,7 @@ double weight_pass_bytes(const GptModel& model, const MegatronLayout& layout) {
   const double up = model.swiglu ? 2.0 * f : f;
   const double t = layout.tensor;
   // With experts the MLP's four terms are k copies' (the inputs kept whole).
-  const double k = model.moe() ? static_cast<double>(model.router_topk) : 1.0;
+  const double k = model.expert_copies();  // k, dropless
   // A shared expert of width S: a dense MLP's four terms of that width.
   const double shared = model.moe() ? static_cast<double>(model.shared_expert_ffn) : 0.0;
   const double shared_up = model.swiglu ? 2.0 * shared : shared;

@@ -99,6 +99,14 @@ void add_architecture_flags(CLI::App& cmd, MegatronArgs& args) {
                  "it (DeepSeek's, Qwen's; several shared experts: their widths summed)")
       ->check(at_least(1))
       ->group(group);
+  cmd.add_option("--moe-expert-capacity-factor", args.model.capacity_factor,
+                 "with --num-experts: token dropping, each expert taking at most C k T / E of a rank's tokens' "
+                 "copies (default: dropless); with balanced routing C < 1 drops the rest")
+      ->check(above_and_at_most(0.0, 1024.0))
+      ->group(group);
+  cmd.add_flag("--moe-pad-expert-input-to-capacity", args.model.pad_to_capacity,
+               "with --moe-expert-capacity-factor: every expert's input padded to its capacity (C k T / E tokens)")
+      ->group(group);
   cmd.add_option("--moe-layer-freq", args.moe_layer_freq,
                  "with --num-experts: which blocks are MoE blocks (the others dense, of width --ffn-hidden-size): N, "
                  "every N-th from the first (default 1: all), or a list of 0s and 1s as Megatron evaluates it, "
@@ -235,6 +243,8 @@ std::string architecture_flags(const GptModel& model) {
     if (model.grouped_gemm) text += " --moe-grouped-gemm";
     if (model.shared_expert_ffn > 0)
       text += fmt::format(" --moe-shared-expert-intermediate-size {}", model.shared_expert_ffn);
+    if (model.capacity_factor > 0.0) text += fmt::format(" --moe-expert-capacity-factor {}", model.capacity_factor);
+    if (model.pad_to_capacity) text += " --moe-pad-expert-input-to-capacity";
     if (!model.moe_layer_pattern.empty())
       text += fmt::format(" --moe-layer-freq '[{}]'", fmt::join(model.moe_layer_pattern, ","));  // quoted for a shell
     else if (model.moe_layer_freq != 1)

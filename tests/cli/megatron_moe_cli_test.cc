@@ -2,8 +2,8 @@
 // experts (--num-experts, --moe-router-topk, --moe-ffn-hidden-size,
 // --moe-grouped-gemm, --expert-model-parallel-size): the active parameters,
 // the all-to-alls in where the time goes, the refusals, the emitted launch
-// line simulating to the planned time, the sweep's ep column, and Mixtral
-// 8x7B against Megatron-core's published throughput.
+// line simulating to the planned time, the sweep's ep column, Mixtral 8x7B
+// against Megatron-core's published throughput, and padding to capacity.
 #include <filesystem>
 #include <string>
 
@@ -241,6 +241,30 @@ TEST_CASE("moe: sweep --vary ep writes the expert_model_parallel_size column", "
     CHECK(table->rows[i][static_cast<size_t>(column)] == ep);
     CHECK(table->rows[i][static_cast<size_t>(error)].empty());
   }
+}
+
+TEST_CASE("moe: padding each expert to capacity 1.25 costs time and memory, and the flags simulate back",
+          "[cli][megatron][moe][capacity]") {
+  const std::string ep8 = "--expert-model-parallel-size 8 --json";
+  const CliRun dropless = run_baton(kSimulate + ep8, "moe-dropless");
+  const CliRun padded =
+      run_baton(kSimulate + "--moe-expert-capacity-factor 1.25 --moe-pad-expert-input-to-capacity " + ep8, "moe-pad");
+  INFO(padded.err);
+  REQUIRE(dropless.exit_code == 0);
+  REQUIRE(padded.exit_code == 0);
+  const nlohmann::json a = nlohmann::json::parse(dropless.out), b = nlohmann::json::parse(padded.out);
+  CHECK(b["model"]["moe_expert_capacity_factor"] == 1.25);
+  CHECK(b["model"]["moe_pad_expert_input_to_capacity"] == true);
+  // A quarter more expert work and all-to-all bytes: longer, the same model FLOPs.
+  CHECK(b["iteration_time_s"].get<double>() > a["iteration_time_s"].get<double>());
+  CHECK(b["breakdown_s"]["expert_parallel_comm"].get<double>() ==
+        Approx(1.25 * a["breakdown_s"]["expert_parallel_comm"].get<double>()).epsilon(0.05));
+  CHECK(b["model_tflops_per_gpu"].get<double>() * b["iteration_time_s"].get<double>() ==
+        Approx(a["model_tflops_per_gpu"].get<double>() * a["iteration_time_s"].get<double>()).epsilon(1e-9));
+  // Without a capacity factor the padding has nothing to pad to.
+  const CliRun alone = run_baton(kSimulate + "--moe-pad-expert-input-to-capacity", "moe-pad-alone");
+  CHECK(alone.exit_code == 2);
+  CHECK(alone.err.find("--moe-pad-expert-input-to-capacity needs --moe-expert-capacity-factor") != std::string::npos);
 }
 
 }  // namespace
