@@ -4,9 +4,9 @@
 // each tensor-parallel rank from core 0.14 on, the column-parallel up
 // projections and the row-parallel output projection), and the checks of
 // multi-latent attention's flags.
-#include <fmt/format.h>
-
 #include "sim/megatron.h"
+
+#include <fmt/format.h>
 
 namespace baton {
 

@@ -1,11 +1,11 @@
 #include "sim/megatron_profile.h"
 
-#include "sim/megatron_block.h"
-
 #include <algorithm>
 #include <optional>
 
 #include <fmt/format.h>
+
+#include "sim/megatron_block.h"
 
 namespace baton {
 
