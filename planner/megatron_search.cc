@@ -213,10 +213,10 @@ Seconds lower_bound(const MegatronProfile& profile, const Plan& plan, const Mega
   const bool pairs_hide = layout.v_schedule == VSchedule::kDualPipeV;
   for (int rank = 0; rank < layout.pipeline; ++rank) {
     const MegatronRankWork work = megatron_rank_work(profile, plan, rank);
-    const Seconds all_to_all = pairs_hide ? Seconds(0.0) : work.expert_comm + work.expert_recompute;
-    worst = max(worst, (work.compute + work.tensor_comm + work.context_comm + all_to_all + work.recompute -
-                        work.expert_recompute) *
-                           layout.microbatches());
+    const Seconds hidden = pairs_hide ? work.expert_comm + work.expert_recompute : Seconds(0.0);
+    worst =
+        max(worst, (work.compute + work.tensor_comm + work.context_comm + work.expert_comm + work.recompute - hidden) *
+                       layout.microbatches());
   }
   return worst;
 }
@@ -241,16 +241,15 @@ std::vector<MegatronCandidate> fitting_layouts(const GptModel& model, int global
   std::map<std::tuple<int, int, ContextComm>, CollectiveTime> context_comms;  // per t, c and type
   std::map<std::pair<int, int>, CollectiveTime> expert_comms;                 // per etp and ep
   const CollectiveTime no_collective;
+  auto tensor_collective = [&](int size) -> const CollectiveTime& {
+    auto found = collectives.find(size);
+    if (found == collectives.end()) found = collectives.emplace(size, tensor_allreduce(topology, size)).first;
+    return found->second;
+  };
   for (const MegatronLayout& layout : enumerate(model, global_batch, bf16, fixed, topology)) {
     ++result.enumerated;
     MegatronFamily& family = family_of(families, layout);
     ++family.enumerated;
-    auto tensor_collective = [&](int size) -> const CollectiveTime& {
-      auto found_size = collectives.find(size);
-      if (found_size == collectives.end())
-        found_size = collectives.emplace(size, tensor_allreduce(topology, size)).first;
-      return found_size->second;
-    };
     const CollectiveTime& collective = tensor_collective(layout.tensor);
     const int etp = layout.expert_tensor_parallel();
     const CollectiveTime& expert_tensor = etp != layout.tensor ? tensor_collective(etp) : no_collective;

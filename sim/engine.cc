@@ -216,36 +216,17 @@ void Engine::advance(int worker, Seconds now) {
   }
 }
 
-Seconds Engine::compute_time(const Action& action) const {
-  const StageCost& cost = costs_[action.stage];
-  switch (action.kind) {
-    case ActionKind::kForward: return cost.forward;
-    case ActionKind::kBackward: return cost.backward;
-    case ActionKind::kBackwardInput: return cost.backward_input;
-    case ActionKind::kBackwardWeight: return cost.backward_weight;
-    case ActionKind::kStep: return cost.step;
-    default: return Seconds(0.0);
-  }
-}
-
-Seconds Engine::overlap_of(const Action& action) const {
-  const StageCost& cost = costs_[action.stage];
-  switch (action.kind) {
-    case ActionKind::kForward: return cost.forward_overlap;
-    case ActionKind::kBackward:
-    case ActionKind::kBackwardInput: return cost.backward_overlap;
-    default: return Seconds(0.0);
-  }
-}
+Seconds Engine::compute_time(const Action& action) const { return pass_cost(costs_[action.stage], action.kind).time; }
 
 Seconds Engine::pass_time(int worker, const Action& action) const {
-  const Seconds own = compute_time(action);
+  const PassCost own = pass_cost(costs_[action.stage], action.kind);
   const int pc = state_[worker].pc;
-  if (pc < 1) return own;
+  if (pc < 1) return own.time;
   const Action& first = program_.actions[worker][pc - 1];
-  if (!first.paired || !is_compute(first.kind)) return own;
-  const PairHidden hidden = pair_hidden(compute_time(first), overlap_of(first), own, overlap_of(action));
-  return max(Seconds(0.0), own - hidden.first - hidden.second);
+  if (!first.paired || !is_compute(first.kind)) return own.time;
+  const PassCost partner = pass_cost(costs_[first.stage], first.kind);
+  const PairHidden hidden = pair_hidden(partner.time, partner.overlap, own.time, own.overlap);
+  return max(Seconds(0.0), own.time - hidden.first - hidden.second);
 }
 
 bool Engine::run_compute(int worker, const Action& action, Seconds now) {

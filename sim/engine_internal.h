@@ -124,9 +124,6 @@ class Engine {
   Seconds noisy(Seconds cost, int layers);
   Seconds slowed(int worker, Seconds cost) const;  // SimOptions::worker_slowdown
   Seconds compute_time(const Action& action) const;
-  // The communication inside a pass (F, or the backward's B or I) an
-  // overlapped pair hides behind its partner's compute (StageCost's overlap).
-  Seconds overlap_of(const Action& action) const;
   // compute_time less, for the second pass of an overlapped pair (the
   // worker's previous action `paired`), what the pair hides: each pass's
   // overlap, up to the other's compute beside it.

@@ -55,19 +55,13 @@ std::vector<Seconds> hidden_by_pairs(const MegatronPrediction& p, const Megatron
   std::vector<Seconds> hidden(static_cast<size_t>(layout.pipeline));
   if (p.plan.schedule != Schedule::kDualPipeV) return hidden;
   const std::vector<StageCost> costs = stage_costs(p.profile.profile, p.plan, p.groups);
-  const auto pass = [&](const Action& a) {
-    const StageCost& c = costs[static_cast<size_t>(a.stage)];
-    return a.kind == ActionKind::kForward    ? std::pair{c.forward, c.forward_overlap}
-           : a.kind == ActionKind::kBackward ? std::pair{c.backward, c.backward_overlap}
-                                             : std::pair{c.backward_input, c.backward_overlap};
-  };
+  const auto pass = [&](const Action& a) { return pass_cost(costs[static_cast<size_t>(a.stage)], a.kind); };
   const Program program = generate_replica0_program(p.plan);
   for (const std::vector<Action>& list : program.actions)
     for (size_t i = 0; i + 1 < list.size(); ++i) {
       if (!list[i].paired || !is_compute(list[i + 1].kind)) continue;
-      const auto [first, first_overlap] = pass(list[i]);
-      const auto [second, second_overlap] = pass(list[i + 1]);
-      const PairHidden h = pair_hidden(first, first_overlap, second, second_overlap);
+      const PassCost first = pass(list[i]), second = pass(list[i + 1]);
+      const PairHidden h = pair_hidden(first.time, first.overlap, second.time, second.overlap);
       hidden[static_cast<size_t>(p.plan.rank_of(list[i].stage))] += h.first + h.second;
     }
   return hidden;
@@ -289,9 +283,10 @@ Result<MegatronProfile> megatron_profile_on(const GptModel& model, const Megatro
   if (!known) return known.error();
   const int etp = layout.expert_tensor_parallel();
   if (etp != layout.tensor && !tensor_group_topology(topology, etp))
-    return Error{fmt::format("--expert-tensor-parallel-size {} does not tile topology '{}': an expert's "
-                             "tensor-parallel group must fill whole units of a level or divide it",
-                             etp, topology.name)};
+    return Error{
+        fmt::format("--expert-tensor-parallel-size {} does not tile topology '{}': an expert's "
+                    "tensor-parallel group must fill whole units of a level or divide it",
+                    etp, topology.name)};
   return make_megatron_profile(model, layout, *known, tensor_allreduce(topology, layout.tensor),
                                embedding_allreduce(topology, layout), context_comm_time(topology, layout),
                                expert_all_to_all_time(topology, layout), expert_gradient_weight(topology, layout),

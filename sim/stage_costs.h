@@ -18,6 +18,7 @@
 
 #include "sim/plan.h"
 #include "sim/profile.h"
+#include "sim/program.h"
 #include "sim/topology.h"
 #include "sim/units.h"
 
@@ -48,6 +49,23 @@ struct StageCost {
 };
 
 std::vector<StageCost> stage_costs(const Profile& profile, const Plan& plan, const Topology& topology);
+
+// An action's time on its stage and the communication inside it that an
+// overlapped pair may hide: F's forward_overlap, B's and I's
+// backward_overlap, none for W and the step (nothing for the others).
+struct PassCost {
+  Seconds time, overlap;
+};
+inline PassCost pass_cost(const StageCost& cost, ActionKind kind) {
+  switch (kind) {
+    case ActionKind::kForward: return {cost.forward, cost.forward_overlap};
+    case ActionKind::kBackward: return {cost.backward, cost.backward_overlap};
+    case ActionKind::kBackwardInput: return {cost.backward_input, cost.backward_overlap};
+    case ActionKind::kBackwardWeight: return {cost.backward_weight, Seconds(0.0)};
+    case ActionKind::kStep: return {cost.step, Seconds(0.0)};
+    default: return {};
+  }
+}
 
 // What an overlapped pair (sim/program.h) hides of each pass's overlappable
 // communication: the first's overlap up to the second's compute beside it
