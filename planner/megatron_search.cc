@@ -39,11 +39,16 @@ struct PipelineShape {
   VSchedule v = VSchedule::kNone;
 };
 
-// The splits of L blocks on p stages: even when p divides L, and with k_f, k_l
-// in {0, 1, 2} blocks fewer on the first and last stages than the m = (L +
-// k_f + k_l) / p of the others; each split once (with p = 2 one block fewer
-// on the first stage is one more on the last: the flags first found are kept).
-std::vector<std::pair<int, int>> stage_splits(int64_t layers, int p, const MegatronAxes& fixed) {
+// The splits of L blocks on p stages: even when p divides L, and with k_f in
+// {0, 1, 2} and k_l in {0, ..., 2 + 2D} blocks fewer on the first and last
+// stages than the m = (L + k_f + k_l) / p of the others (D multi-token
+// prediction depths on the last stage, each a block and an output layer
+// more: DeepSeek-V3's output layer takes about a block's time); each split
+// once (with p = 2 one block fewer on the first stage is one more on the
+// last: the flags first found are kept).
+std::vector<std::pair<int, int>> stage_splits(const GptModel& model, int p, const MegatronAxes& fixed) {
+  const int64_t layers = model.layers;
+  const int64_t most_last = 2 + 2 * model.mtp_layers;
   if (fixed.stage_layers) return {*fixed.stage_layers};
   std::vector<std::pair<int, int>> splits;
   std::vector<std::tuple<int, int, int>> blocks;  // first, middle (none with p = 2), last
@@ -53,7 +58,7 @@ std::vector<std::pair<int, int>> stage_splits(int64_t layers, int p, const Megat
     blocks.emplace_back(m, p > 2 ? m : 0, m);
   }
   for (int kf = 0; kf <= 2 && p >= 2; ++kf)
-    for (int kl = 0; kl <= 2; ++kl) {
+    for (int kl = 0; kl <= most_last; ++kl) {
       if ((kf == 0 && kl == 0) || (layers + kf + kl) % p != 0) continue;
       const int m = static_cast<int>((layers + kf + kl) / p);
       if (m - kf < 1 || m - kl < 1) continue;
@@ -90,7 +95,7 @@ std::vector<PipelineShape> pipeline_shapes(const GptModel& model, int p, int m, 
   if (fixed.v_schedule && *fixed.v_schedule != VSchedule::kNone) return shapes;
   const std::vector<int> schedules = p >= 2 ? std::vector<int>{0, 1, 2} : std::vector<int>{0};
   for (int zb : pinned_or(fixed.zero_bubble, schedules))
-    for (const auto& [first, last] : stage_splits(model.layers, p, fixed))
+    for (const auto& [first, last] : stage_splits(model, p, fixed))
       if (!fixed.layers_per_virtual_stage || *fixed.layers_per_virtual_stage == 0)
         shapes.push_back(PipelineShape{0, zb, first, last});
   if (p < 2 || m % p != 0 || (fixed.zero_bubble && *fixed.zero_bubble != 0) ||

@@ -22,7 +22,8 @@
 //      first t p c d GPUs, as simulate runs a layout of fewer GPUs than the
 //      topology has;
 //   the split of the blocks: even (p dividing L), or (without interleaving)
-//      one or two blocks fewer on the first and/or the last stage, the
+//      one or two blocks fewer on the first and/or the last stage (on the
+//      last up to 2 + 2D with D multi-token prediction depths there), the
 //      others an equal share (Megatron-core's uneven pipeline);
 //   b: a divisor of B / d up to 16;
 //   interleaving: none, or every layers-per-virtual-stage giving >= 2 chunks

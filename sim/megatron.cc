@@ -243,6 +243,23 @@ Status check_experts(const GptModel& model, const MegatronLayout& layout) {
   return ok_status();
 }
 
+// The most --mtp-num-layers check_mtp takes (DeepSeek-V3 trains one).
+constexpr int64_t kMaxMtpLayers = 64;
+
+// --mtp-num-layers: Megatron-core recomputes each depth alone (uniform, one
+// layer) and none with the block method.
+Status check_mtp(const GptModel& model, const MegatronLayout& layout) {
+  if (model.mtp_layers < 0 || model.mtp_layers > kMaxMtpLayers)
+    return Error{fmt::format("--mtp-num-layers must be between 1 and {}, got {}", kMaxMtpLayers, model.mtp_layers)};
+  if (model.mtp_layers > 0 && layout.recompute == Recompute::kFull && !layout.recompute_block &&
+      layout.recompute_layers != 1)
+    return Error{fmt::format(
+        "--mtp-num-layers with --recompute-num-layers {}: Megatron-core recomputes each multi-token prediction "
+        "depth alone and asserts --recompute-num-layers 1 with --recompute-method uniform",
+        layout.recompute_layers)};
+  return ok_status();
+}
+
 // --recompute-num-layers: whole groups of N blocks in every chunk.
 Status check_recompute_layers(const GptModel& model, const MegatronLayout& layout) {
   const int n = layout.recompute_layers;
@@ -382,6 +399,7 @@ Status check_megatron_layout(const GptModel& model, const MegatronLayout& layout
   if (auto ok = check_architecture(model, layout); !ok) return ok;
   if (auto ok = check_latent_attention(model, layout); !ok) return ok;
   if (auto ok = check_experts(model, layout); !ok) return ok;
+  if (auto ok = check_mtp(model, layout); !ok) return ok;
   if (auto ok = check_stage_layers(model, layout); !ok) return ok;
   if (auto ok = check_recompute_layers(model, layout); !ok) return ok;
   if (layout.layers_per_virtual_stage < 0) return bad("--num-layers-per-virtual-pipeline-stage must be at least 1");

@@ -74,7 +74,10 @@
 //     E, nor the router (Megatron's num_floating_point_operations); with
 //     multi-latent attention Megatron-core's own count: P_lin with the
 //     latents' norm weights, and s a (dn + dr + dv) in place of 4 s h (the
-//     products over the causal half)
+//     products over the causal half); with D multi-token prediction depths
+//     (Megatron's count) L + D blocks, 3 h + 2 h^2 more linear weights per
+//     depth (its three norms' h each and eh_proj), and 6 B s h V (1 + D)
+//   multi-token prediction's parameters: D (a block + 2 h^2 + three norms)
 //   model_tflops_per_gpu = F / (iteration time x GPUs) / 1e12
 // Thread safety: plain values and pure functions.
 #pragma once
@@ -149,6 +152,15 @@ struct GptModel {
   int64_t qk_pos_head_dim = 64;  // --qk-pos-emb-head-dim dr
   int64_t v_head_dim = 128;      // --v-head-dim dv
   bool qk_layernorm = false;     // --qk-layernorm
+  // Multi-token prediction (--mtp-num-layers D, DeepSeek-V3's, as Megatron-
+  // core 0.12 and later build it; 0: none): after the last block, D depths
+  // one after another on the last pipeline stage, each an embedding lookup of
+  // the tokens shifted once more, its norm and the incoming hidden state's
+  // (enorm, hnorm), eh_proj (a column-parallel [2h x h] without bias, its
+  // output gathered over t), a transformer block of the last block's kind
+  // (MoE or dense), a final norm, and the output layer (shared weights) with
+  // its own cross entropy.
+  int64_t mtp_layers = 0;
 
   int64_t ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
   bool moe() const { return experts > 0; }
@@ -186,13 +198,17 @@ struct GptModel {
     dense.moe_layer_pattern.clear();
     return dense;
   }
+  // Whether multi-token prediction's blocks are MoE blocks: the last block's kind.
+  bool mtp_moe() const { return moe_block(layers - 1); }
+  // The model of a multi-token prediction depth's block: the last block's.
+  GptModel mtp_block() const { return mtp_moe() ? *this : dense_blocks(); }
   int64_t groups() const { return query_groups > 0 ? query_groups : heads; }
   // Width of the keys (and of the values): h G / a.
   int64_t kv_hidden() const { return heads > 0 ? hidden / heads * groups() : hidden; }
   // Whether any of the fields above differs from GPT's.
   bool beyond_gpt() const {
     return ffn_hidden > 0 || query_groups > 0 || swiglu || !linear_bias || !tied_output || rope || rms_norm ||
-           flash_attention || moe() || mla || qk_layernorm;
+           flash_attention || moe() || mla || qk_layernorm || mtp_layers > 0;
   }
 };
 
@@ -208,6 +224,10 @@ double gpt_block_active_linear_parameters(const GptModel& model);
 // expert parallelism splits and the expert-data-parallel ranks reduce; 0 for
 // a dense MLP.
 double gpt_block_expert_parameters(const GptModel& model);
+// Multi-token prediction's parameters: per depth a block of the last
+// block's kind, eh_proj (2 h^2) and three norms (enorm, hnorm, the final);
+// the embedding and output weights are the model's own. 0 without.
+double gpt_mtp_parameters(const GptModel& model);
 // One block's parameters: P_lin, its biases and its two norms (and with
 // --qk-layernorm the attention's own norms).
 double gpt_block_parameters(const GptModel& model);
@@ -344,9 +364,7 @@ struct MegatronLayout {
   // etp: expert_tensor, or t when it is 0.
   int expert_tensor_parallel() const { return expert_tensor > 0 ? expert_tensor : tensor; }
   // The ranks that hold the same experts: t c d / (etp ep), d c / ep with etp = t.
-  int expert_replicas() const {
-    return tensor * replicas() / std::max(1, expert_parallel * expert_tensor_parallel());
-  }
+  int expert_replicas() const { return tensor * replicas() / std::max(1, expert_parallel * expert_tensor_parallel()); }
   // Tokens of a sequence on one context-parallel rank: s / c.
   int64_t local_sequence(const GptModel& model) const { return model.sequence / std::max(1, context); }
   int microbatches() const { return global_batch / (micro_batch * data); }
@@ -427,23 +445,20 @@ double megatron_model_flops(const GptModel& model, const MegatronLayout& layout)
 // "q_lora_rank" (null: none), "kv_lora_rank", "qk_head_dim",
 // "qk_pos_emb_head_dim", "v_head_dim" (each optional: Megatron's defaults);
 // with experts and a capacity factor "moe_expert_capacity_factor" (null or
-// absent: dropless) and "moe_pad_expert_input_to_capacity";
+// absent: dropless) and "moe_pad_expert_input_to_capacity"; "mtp_num_layers"
+// (written when above 0; null or absent: none);
 // the layout's "expert_model_parallel_size" is written only above 1 (read as
 // 1 when absent), "expert_tensor_parallel_size" only when it is not t (read
 // as t when absent or null, Megatron's default).
-inline constexpr std::array<const char*, 24> kGptArchitectureKeys = {
-    "ffn_hidden_size",         "swiglu",
-    "group_query_attention",   "num_query_groups",
-    "disable_bias_linear",     "untie_embeddings_and_output_weights",
-    "position_embedding_type", "normalization",
-    "use_flash_attn",          "num_experts",
-    "moe_router_topk",         "moe_ffn_hidden_size",
-    "moe_grouped_gemm",        "moe_shared_expert_intermediate_size",
-    "moe_layer_freq",          "qk_layernorm",
-    "multi_latent_attention",  "q_lora_rank",
-    "kv_lora_rank",            "qk_head_dim",
-    "qk_pos_emb_head_dim",     "v_head_dim",
-    "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity"};
+// clang-format off
+inline constexpr std::array<const char*, 25> kGptArchitectureKeys = {
+    "ffn_hidden_size", "swiglu", "group_query_attention", "num_query_groups", "disable_bias_linear",
+    "untie_embeddings_and_output_weights", "position_embedding_type", "normalization", "use_flash_attn",
+    "num_experts", "moe_router_topk", "moe_ffn_hidden_size", "moe_grouped_gemm",
+    "moe_shared_expert_intermediate_size", "moe_layer_freq", "qk_layernorm", "multi_latent_attention",
+    "q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim",
+    "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity", "mtp_num_layers"};
+// clang-format on
 // `object` without those keys (for a strict check of the others' names), and
 // those keys of it read into `model` (planner regression cases share them).
 nlohmann::json without_gpt_architecture(const nlohmann::json& object);

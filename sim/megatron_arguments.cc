@@ -65,6 +65,7 @@ nlohmann::json megatron_arguments(const GptModel& model, const MegatronLayout& l
     arguments["qk_pos_emb_head_dim"] = model.qk_pos_head_dim;
     arguments["v_head_dim"] = model.v_head_dim;
   }
+  if (model.mtp_layers > 0) arguments["mtp_num_layers"] = model.mtp_layers;
   if (!model.moe()) return arguments;
   arguments["num_experts"] = model.experts;
   arguments["moe_router_topk"] = model.router_topk;
@@ -213,8 +214,15 @@ Status read_gpt_architecture(const nlohmann::json& arguments, const json_fields:
     model.ffn_hidden = *ffn == 4 * model.hidden ? 0 : *ffn;
   }
   bool grouped = false, no_bias = false, untied = false;
-  bool* flags[] = {&model.swiglu,       &grouped,      &no_bias, &untied, &model.flash_attention,
-                   &model.grouped_gemm, &model.mla, &model.qk_layernorm, &model.pad_to_capacity};
+  bool* flags[] = {&model.swiglu,
+                   &grouped,
+                   &no_bias,
+                   &untied,
+                   &model.flash_attention,
+                   &model.grouped_gemm,
+                   &model.mla,
+                   &model.qk_layernorm,
+                   &model.pad_to_capacity};
   const char* names[] = {"swiglu",
                          "group_query_attention",
                          "disable_bias_linear",
@@ -256,7 +264,8 @@ Status read_gpt_architecture(const nlohmann::json& arguments, const json_fields:
                 {"kv_lora_rank", &model.kv_lora_rank},
                 {"qk_head_dim", &model.qk_head_dim},
                 {"qk_pos_emb_head_dim", &model.qk_pos_head_dim},
-                {"v_head_dim", &model.v_head_dim}};
+                {"v_head_dim", &model.v_head_dim},
+                {"mtp_num_layers", &model.mtp_layers}};
   for (const auto& count : counts) {
     if (!arguments.contains(count.name) || arguments[count.name].is_null()) continue;  // null: Megatron's None
     auto value = json_fields::read_integer(arguments, at, count.name, 1);

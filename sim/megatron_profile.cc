@@ -171,8 +171,8 @@ Seconds block_memory_bound(const GpuModel& gpu, const BlockShape& x) {
   const double activation = (x.gated ? 3.0 : 2.0) * x.tokens * x.topk * x.f / x.t * kHalf;
   // Rotary positions: the queries and the keys read and written once.
   const Seconds rope = x.rope && !x.mla ? gpu.memory_bound(2.0 * x.tokens * x.h / x.t * kHalf) +
-                                    gpu.memory_bound(2.0 * x.tokens * x.kv / x.t * kHalf)
-                              : Seconds(0.0);
+                                              gpu.memory_bound(2.0 * x.tokens * x.kv / x.t * kHalf)
+                                        : Seconds(0.0);
   const Seconds standard = gpu.memory_bound(layer_norm) * 2.0 + gpu.memory_bound(bias_dropout_add) * 2.0 +
                            gpu.memory_bound(activation) + rope;
   if (!x.mla) {
@@ -289,6 +289,66 @@ MegatronLayerTime head_time(const GpuModel& gpu, const BlockShape& x, int64_t vo
   return time;
 }
 
+// A multi-token prediction depth's work beside its block (GptModel::
+// mtp_layers; Megatron-core's MultiTokenPredictionLayer), per microbatch:
+//   the shifted tokens' embedding lookup (embedding_time's, without weights
+//     of its own: the word embedding's);
+//   enorm and hnorm, each read and written over the rank's T / t (sequence
+//     parallel) or T tokens, and their concatenation (read and written), 4
+//     such passes forward, 5 backward;
+//   eh_proj [T x 2h] x [2h x h / t] (column-parallel, no bias): its input
+//     all-gathered over t with sequence parallelism, its output gathered over
+//     t (Megatron's gather_from_tensor_model_parallel_region) and scattered
+//     back to the sequence shards; in the backward the input's and the
+//     weight's gradient GEMMs, the input gradient reduce-scattered (all-
+//     reduced without sequence parallelism); each a tp_allreduce half (all-
+//     gather, reduce-scatter) or whole, exposed; with full recomputation
+//     (uniform: Megatron-core checkpoints eh_proj and the block together) its
+//     forward again;
+//   the final norm, the output layer on the shared weights and its own cross
+//     entropy (head_time's).
+MegatronLayerTime mtp_time(const GpuModel& gpu, const BlockShape& x, const GptModel& model, int64_t vocab, double norm,
+                           bool recomputed, const CollectiveTime& tp_allreduce) {
+  MegatronLayerTime time = embedding_time(gpu, x, model, vocab, tp_allreduce);
+  const double rows = x.local_tokens * x.h * kHalf;  // one norm's input, bytes
+  const double h_t = x.h / x.t;
+  Seconds proj_comm;
+  if (x.t > 1)
+    proj_comm = tp_allreduce(x.tokens * x.h * kHalf) * 0.5 +
+                (x.local_tokens < x.tokens ? tp_allreduce(2.0 * x.tokens * x.h * kHalf) * 0.5 : Seconds(0.0));
+  const Seconds proj = gpu.gemm(x.tokens, h_t, 2.0 * x.h);
+  time.forward_compute += gpu.memory_bound(4.0 * 2.0 * rows) + proj;
+  time.forward_comm += proj_comm;
+  const Seconds proj_weight = gpu.gemm(h_t, 2.0 * x.h, x.tokens);
+  time.weight_gradient += proj_weight;
+  time.backward_compute += gpu.memory_bound(5.0 * 2.0 * rows) + gpu.gemm(x.tokens, 2.0 * x.h, h_t) + proj_weight;
+  if (x.t > 1)
+    time.backward_comm += tp_allreduce(2.0 * x.tokens * x.h * kHalf) * (x.local_tokens < x.tokens ? 0.5 : 1.0);
+  if (recomputed) time.recompute += proj + proj_comm;
+  const MegatronLayerTime head = head_time(gpu, x, vocab, false, norm, tp_allreduce);
+  time.forward_compute += head.forward_compute;
+  time.forward_comm += head.forward_comm;
+  time.weight_gradient += head.weight_gradient;
+  time.backward_compute += head.backward_compute;
+  time.backward_comm += head.backward_comm;
+  // eh_proj and the three norms (the final one's in `norm`).
+  time.parameters = 2.0 * x.h * h_t + 2.0 * norm + head.parameters;
+  return time;
+}
+
+// `more`'s times and parameters added into `into`.
+void add_time(MegatronLayerTime& into, const MegatronLayerTime& more) {
+  for (Seconds MegatronLayerTime::*field :
+       {&MegatronLayerTime::forward_compute, &MegatronLayerTime::forward_comm, &MegatronLayerTime::backward_compute,
+        &MegatronLayerTime::backward_comm, &MegatronLayerTime::recompute, &MegatronLayerTime::weight_gradient,
+        &MegatronLayerTime::host_wait, &MegatronLayerTime::context_forward, &MegatronLayerTime::context_backward,
+        &MegatronLayerTime::expert_forward, &MegatronLayerTime::expert_backward, &MegatronLayerTime::expert_recompute,
+        &MegatronLayerTime::embedding_allreduce})
+    into.*field += more.*field;
+  into.parameters += more.parameters;
+  into.expert_parameters += more.expert_parameters;
+}
+
 // `expert_weight`: make_megatron_profile's expert_gradient_weight.
 Layer to_layer(const std::string& name, const std::string& what, const MegatronLayerTime& time,
                const MegatronLayout& layout, const GpuModel& gpu, double output_bytes, double expert_weight = 1.0) {
@@ -363,10 +423,13 @@ MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayou
   const BlockShape x = shape_of(model, layout);
   const int64_t vocab = padded_vocab(model, layout.tensor);
   const double activation = x.tokens * x.h * kHalf;
-  // A V: both on rank 0; untied: nothing to keep equal.
-  const bool tied_copies = model.tied_output && layout.pipeline > 1 && layout.v_schedule == VSchedule::kNone;
+  // A V: both on rank 0; untied: nothing to keep equal, but multi-token
+  // prediction's lookups on the last stage keep a copy of the word embedding.
+  const bool apart = layout.pipeline > 1 && layout.v_schedule == VSchedule::kNone;
+  const bool tied_copies = model.tied_output && apart;
+  const bool mtp_copy = !model.tied_output && model.mtp_layers > 0 && apart;
   const double gradient_bytes = layout.bf16 ? 4.0 : 2.0;
-  const Seconds embedding_sync = tied_copies && embedding_allreduce
+  const Seconds embedding_sync = (tied_copies || mtp_copy) && embedding_allreduce
                                      ? embedding_allreduce(static_cast<double>(vocab) / x.t * x.h * gradient_bytes)
                                      : Seconds(0.0);
   MegatronProfile out;
@@ -433,7 +496,7 @@ MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayou
   }
   const double final_norm = model.rms_norm ? x.h : 2.0 * x.h;
   MegatronLayerTime head = head_time(gpu, x, vocab, tied_copies || !model.tied_output, final_norm, tp_allreduce);
-  head.embedding_allreduce = embedding_sync;
+  if (tied_copies) head.embedding_allreduce = embedding_sync;
   out.times.push_back(head);
   const char* weights = !model.tied_output ? "its own weights"
                         : tied_copies      ? "a copy of the word embedding, kept equal to it"
@@ -443,6 +506,33 @@ MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayou
                fmt::format("final {} + output layer {} x {} ({}) + cross entropy",
                            model.rms_norm ? "RMSNorm" : "LayerNorm", model.hidden, vocab, weights),
                head, layout, gpu, 0.0));
+  // Multi-token prediction's depths after the head, on the last stage: each
+  // its block (the last block's kind, recomputed as the others but with
+  // --recompute-method block, which Megatron-core skips for them) and the
+  // rest (mtp_time); the first holds the word embedding's copy.
+  if (model.mtp_layers > 0) {
+    const bool again = !layout.recompute_block;
+    std::optional<Kind>& made = kinds[model.mtp_moe() ? 1 : 0][again ? 1 : 0];
+    if (!made) made = kind(model.mtp_moe(), again);
+    MegatronLayerTime depth = made->time;
+    add_time(depth,
+             mtp_time(gpu, x, model, vocab, final_norm, again && layout.recompute == Recompute::kFull, tp_allreduce));
+    const std::string what = fmt::format(
+        "multi-token prediction depth: embedding lookup, enorm + hnorm, eh_proj {} x {}, {}, final {} + output "
+        "layer (shared) + cross entropy",
+        2 * model.hidden, model.hidden, made->layer.description.substr(0, made->layer.description.find(';')),
+        model.rms_norm ? "RMSNorm" : "LayerNorm");
+    for (int64_t j = 0; j < model.mtp_layers; ++j) {
+      MegatronLayerTime time = depth;
+      if (j == 0 && mtp_copy) {
+        time.parameters += static_cast<double>(vocab) / x.t * x.h;
+        time.embedding_allreduce = embedding_sync;
+      }
+      out.times.push_back(time);
+      out.profile.layers.push_back(
+          to_layer("mtp." + std::to_string(j), what, time, layout, gpu, 0.0, expert_gradient_weight));
+    }
+  }
   return out;
 }
 

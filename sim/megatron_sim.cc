@@ -39,9 +39,9 @@ AttentionTerms attention_kept(const GptModel& model) {
   const double qk = static_cast<double>(model.qk_head_dim + model.qk_pos_head_dim);
   const double v = static_cast<double>(model.v_head_dim);
   const double latents = static_cast<double>(model.q_lora_rank + model.kv_lora_rank);
-  return {(4.0 * a * qk + 4.0 * a * v) / h,
-          (2.0 * (latents + static_cast<double>(model.qk_pos_head_dim)) + (model.qk_layernorm ? 2.0 * latents : 0.0)) /
-              h};
+  return {
+      (4.0 * a * qk + 4.0 * a * v) / h,
+      (2.0 * (latents + static_cast<double>(model.qk_pos_head_dim)) + (model.qk_layernorm ? 2.0 * latents : 0.0)) / h};
 }
 
 // What the attention's weight GEMMs keep from I to W (weight_pass_bytes):
@@ -86,8 +86,7 @@ double block_activation_bytes(const GptModel& model, const MegatronLayout& layou
   const AttentionTerms kept = attention_kept(model);
   const double split = kept.split + (model.swiglu ? 6.0 : 4.0) * (k * f + shared) / h;  // GPT: 24
   const double gathered = layout.expert_tensor_parallel() / t;
-  const double experts =
-      model.moe() ? 2.0 * k * gathered + 4.0 * static_cast<double>(model.experts) / (h * t) : 0.0;
+  const double experts = model.moe() ? 2.0 * k * gathered + 4.0 * static_cast<double>(model.experts) / (h * t) : 0.0;
   const double whole = 10.0 + kept.shard;
   const double rest = (layout.sequence_parallel ? (whole + split) / t : whole + split / t) + experts;
   switch (layout.recompute) {
@@ -305,11 +304,14 @@ Plan megatron_plan(const GptModel& model, const MegatronLayout& layout) {
   plan.batches = layout.microbatches() * layout.replicas();
   const std::vector<int> blocks = layout.stage_layers(model);
   const int stages = static_cast<int>(blocks.size());
-  int begin = 1;  // profile layer 0 is the embedding, L + 1 the output layer
+  // Profile layer 0 is the embedding, L + 1 the output layer, and the D
+  // multi-token prediction depths after it: the last stage's.
+  const int tail = 1 + static_cast<int>(model.mtp_layers);
+  int begin = 1;
   for (int s = 0; s < stages; ++s) {
     StagePlan stage;
     const int end = begin + blocks[s];
-    stage.layers = LayerRange{s == 0 ? 0 : begin, end + (s == stages - 1 ? 1 : 0)};
+    stage.layers = LayerRange{s == 0 ? 0 : begin, end + (s == stages - 1 ? tail : 0)};
     begin = end;
     stage.replicas = layout.replicas();
     plan.stages.push_back(stage);
@@ -404,7 +406,7 @@ MegatronMemory megatron_memory(const GptModel& model, const MegatronLayout& layo
   // first N of each chunk at the input they keep; with dense blocks among
   // MoE ones (--moe-layer-freq), each in MoE blocks' units.
   std::vector<double> stage_blocks;
-  if (layout.recompute_block || mixed) {
+  if (layout.recompute_block || mixed || model.mtp_layers > 0) {
     MegatronLayout none = layout;
     none.recompute = Recompute::kNone;
     per_block = block_activation_bytes(model, layout.recompute_block ? none : layout);
@@ -418,10 +420,21 @@ MegatronMemory megatron_memory(const GptModel& model, const MegatronLayout& layo
       }
       stage_blocks.push_back(units);
     }
+    // Multi-token prediction's depths on the last stage: each a block of the
+    // last block's kind (not recomputed with --recompute-method block, as
+    // Megatron-core skips them) with eh_proj's input (2h a token, split
+    // over t with sequence parallelism) and the two norms' inputs (h each).
+    const MegatronLayout& depth_layout = layout.recompute_block ? none : layout;
+    const double depth_extra = static_cast<double>(layout.local_sequence(model)) * layout.micro_batch *
+                               static_cast<double>(model.hidden) * 2.0 * 4.0 /
+                               (layout.sequence_parallel ? layout.tensor : 1);
+    stage_blocks.back() += static_cast<double>(model.mtp_layers) *
+                           (block_activation_bytes(model.mtp_block(), depth_layout) + depth_extra) / per_block;
     held = nullptr;  // counted in blocks, not these units
   }
   const double logits = static_cast<double>(layout.local_sequence(model)) * layout.micro_batch *
-                        static_cast<double>(padded_vocab(model, layout.tensor)) / layout.tensor * 4.0 * 2.0;
+                        static_cast<double>(padded_vocab(model, layout.tensor)) / layout.tensor * 4.0 * 2.0 *
+                        static_cast<double>(1 + model.mtp_layers);  // each depth's logits too
   const std::vector<HeldPeak> computed =
       held ? std::vector<HeldPeak>{} : held_peaks(plan, weight_pass_share(model, layout), stage_blocks);
   const std::vector<HeldPeak>& peaks = held ? *held : computed;

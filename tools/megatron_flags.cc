@@ -107,6 +107,12 @@ void add_architecture_flags(CLI::App& cmd, MegatronArgs& args) {
   cmd.add_flag("--moe-pad-expert-input-to-capacity", args.model.pad_to_capacity,
                "with --moe-expert-capacity-factor: every expert's input padded to its capacity (C k T / E tokens)")
       ->group(group);
+  cmd.add_option("--mtp-num-layers", args.model.mtp_layers,
+                 "multi-token prediction depths D (DeepSeek-V3's, Megatron-core 0.12 on): each a block of the last "
+                 "block's kind, eh_proj and the shared output layer with its own loss, all on the last pipeline stage "
+                 "(balance it with --decoder-last-pipeline-num-layers)")
+      ->check(at_least(1))
+      ->group(group);
   cmd.add_option("--moe-layer-freq", args.moe_layer_freq,
                  "with --num-experts: which blocks are MoE blocks (the others dense, of width --ffn-hidden-size): N, "
                  "every N-th from the first (default 1: all), or a list of 0s and 1s as Megatron evaluates it, "
@@ -237,6 +243,7 @@ std::string architecture_flags(const GptModel& model) {
     text += fmt::format(" --kv-lora-rank {} --qk-head-dim {} --qk-pos-emb-head-dim {} --v-head-dim {}",
                         model.kv_lora_rank, model.qk_head_dim, model.qk_pos_head_dim, model.v_head_dim);
   }
+  if (model.mtp_layers > 0) text += fmt::format(" --mtp-num-layers {}", model.mtp_layers);
   if (model.moe()) {
     text += fmt::format(" --num-experts {} --moe-router-topk {}", model.experts, model.router_topk);
     if (model.moe_ffn_hidden > 0) text += fmt::format(" --moe-ffn-hidden-size {}", model.moe_ffn_hidden);

@@ -1,7 +1,8 @@
 // `baton simulate` and `plan` with DeepSeek's multi-latent attention
-// (--multi-latent-attention and its sizes): DeepSeek-V3's parameters in the
-// report and its JSON, the plan's launch line carrying the flags and
-// simulating back to the planned time, and the refusals.
+// (--multi-latent-attention and its sizes) and multi-token prediction
+// (--mtp-num-layers): DeepSeek-V3's parameters in the report and its JSON,
+// the plan's launch line carrying the flags and simulating back to the
+// planned time, and the refusals.
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -73,8 +74,8 @@ TEST_CASE("mla: plan DeepSeek-V2-Lite on 16 GPUs, and its launch line simulates 
                   "--v-head-dim 128") != std::string::npos);
   CHECK(line.find("--q-lora-rank") == std::string::npos);  // V2-Lite has no query latent
   const int d = planned["layout"]["data_parallel_size"].get<int>();
-  const CliRun run = run_baton("simulate --topology topologies/h100_32x8.json " + line +
-                                   " --data-parallel-size " + std::to_string(d) + " --json",
+  const CliRun run = run_baton("simulate --topology topologies/h100_32x8.json " + line + " --data-parallel-size " +
+                                   std::to_string(d) + " --json",
                                "mla-plan-run");
   INFO(run.err);
   REQUIRE(run.exit_code == 0);
@@ -96,6 +97,77 @@ TEST_CASE("mla: simulate refuses latent sizes without --multi-latent-attention, 
       run_baton(gpt + "--multi-latent-attention --group-query-attention --num-query-groups 4", "mla-grouped");
   CHECK(grouped.exit_code == 2);
   CHECK(grouped.err.find("--num-query-groups 4 is refused") != std::string::npos);
+}
+
+TEST_CASE("mtp: DeepSeek-V3 with one prediction depth: its parameters, and the last stage's work and memory",
+          "[cli][megatron][mtp]") {
+  const std::string layout =
+      "--global-batch-size 1024 --micro-batch-size 1 --pipeline-model-parallel-size 16 "
+      "--decoder-first-pipeline-num-layers 3 --decoder-last-pipeline-num-layers 2 --expert-model-parallel-size 16 "
+      "--use-distributed-optimizer --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 "
+      "--json ";
+  const std::string simulate = "simulate --topology topologies/h100_32x8.json " + kDeepSeekV3 + layout;
+  const CliRun without = run_baton(simulate, "mtp-v3-without");
+  const CliRun with = run_baton(simulate + "--mtp-num-layers 1", "mtp-v3-with");
+  INFO(with.err);
+  REQUIRE(without.exit_code == 0);
+  REQUIRE(with.exit_code == 0);
+  const nlohmann::json a = nlohmann::json::parse(without.out), b = nlohmann::json::parse(with.out);
+  CHECK(b["model"]["mtp_num_layers"] == 1);
+  CHECK_FALSE(a["model"].contains("mtp_num_layers"));
+  // tests/megatron/mtp_test.cc derives a depth's 11.61B (a MoE block,
+  // eh_proj, three norms).
+  CHECK((b["model"]["parameters"].get<double>() - a["model"]["parameters"].get<double>()) / 1e9 ==
+        Approx(11.61).epsilon(0.001));
+  // The depth (a MoE block and an output layer more) and the word
+  // embedding's copy sit on the last pipeline rank alone.
+  const nlohmann::json& last_a = a["memory"].back();
+  const nlohmann::json& last_b = b["memory"].back();
+  CHECK(last_b["weights_gradients_optimizer_bytes"].get<double>() >
+        last_a["weights_gradients_optimizer_bytes"].get<double>());
+  CHECK(last_b["activation_bytes"].get<double>() > last_a["activation_bytes"].get<double>());
+  CHECK(b["memory"][0] == a["memory"][0]);
+  CHECK(b["iteration_time_s"].get<double>() > a["iteration_time_s"].get<double>());
+}
+
+TEST_CASE("mtp: plan DeepSeek-V2-Lite with a prediction depth, and its launch line simulates to the planned time",
+          "[cli][megatron][mtp]") {
+  const std::string plan = "plan --topology topologies/h100_32x8.json " + kDeepSeekV2Lite +
+                           "--mtp-num-layers 1 --gpus 16 --tensor-model-parallel-size 1 --micro-batch-size 2";
+  const CliRun json = run_baton(plan + " --json", "mtp-plan-json");
+  INFO(json.err);
+  REQUIRE(json.exit_code == 0);
+  const nlohmann::json planned = nlohmann::json::parse(json.out);
+  const CliRun flags = run_baton(plan + " --emit megatron", "mtp-plan-emit");
+  REQUIRE(flags.exit_code == 0);
+  const std::string line = flags.out.substr(0, flags.out.find('\n'));
+  CHECK(line.find(" --mtp-num-layers 1") != std::string::npos);
+  const int d = planned["layout"]["data_parallel_size"].get<int>();
+  const CliRun run = run_baton("simulate --topology topologies/h100_32x8.json " + line + " --data-parallel-size " +
+                                   std::to_string(d) + " --json",
+                               "mtp-plan-run");
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  const nlohmann::json back = nlohmann::json::parse(run.out);
+  CHECK(back["iteration_time_s"].get<double>() == Approx(planned["iteration_time_s"].get<double>()));
+  CHECK(back["model"] == planned["model"]);
+}
+
+TEST_CASE("mtp: simulate refuses no depths and a recomputation Megatron-core asserts against",
+          "[cli][megatron][mtp][bad-input]") {
+  const std::string gpt =
+      "simulate --topology topologies/h100_32x8.json --num-layers 4 --hidden-size 1024 --num-attention-heads 16 "
+      "--seq-length 1024 --global-batch-size 8 --micro-batch-size 1 --data-parallel-size 1 ";
+  const CliRun zero = run_baton(gpt + "--mtp-num-layers 0", "mtp-zero");
+  CHECK(zero.exit_code == 2);
+  CHECK(zero.err.find("--mtp-num-layers") != std::string::npos);
+  CHECK(zero.out.empty());
+  const CliRun grouped = run_baton(
+      gpt + "--mtp-num-layers 1 --recompute-granularity full --recompute-method uniform --recompute-num-layers 2",
+      "mtp-recompute");
+  CHECK(grouped.exit_code == 2);
+  CHECK(grouped.err.find("asserts --recompute-num-layers 1") != std::string::npos);
+  CHECK(grouped.out.empty());
 }
 
 }  // namespace

@@ -21,44 +21,11 @@ namespace {
 using megatron_detail::attention_linears;
 using megatron_detail::shape_of;
 
-// DeepSeek's models as Megatron-core takes them: RMSNorm, SwiGLU, no biases,
-// untied output, rotary positions, the latents' norms (--qk-layernorm), and
-// experts of width F with S wide shared ones, the first `dense` blocks dense.
-struct DeepSeek {
-  int64_t layers, hidden, heads, q_lora, ffn, expert_ffn, experts, shared, topk, dense, vocab;
-};
-GptModel deepseek(const DeepSeek& d) {
-  GptModel m = testing::llama(d.layers, d.hidden, d.heads, d.heads, d.ffn, d.vocab);
-  m.query_groups = 0;  // every head its own keys and values
-  m.sequence = 4096;
-  m.mla = true;
-  m.q_lora_rank = d.q_lora;
-  m.kv_lora_rank = 512;
-  m.qk_head_dim = 128;
-  m.qk_pos_head_dim = 64;
-  m.v_head_dim = 128;
-  m.qk_layernorm = true;
-  m.experts = d.experts;
-  m.moe_ffn_hidden = d.expert_ffn;
-  m.shared_expert_ffn = d.shared;
-  m.router_topk = d.topk;
-  m.moe_layer_pattern.assign(static_cast<size_t>(d.layers), 1);
-  for (int64_t i = 0; i < d.dense; ++i) m.moe_layer_pattern[static_cast<size_t>(i)] = 0;
-  m.moe_layer_freq = 0;
-  return m;
-}
-// DeepSeek-V3 (arXiv 2412.19437, section 4.2 and its config.json): 61 layers
-// of h 7168, 128 heads, q_lora 1536, 256 experts of width 2048 and one shared,
-// top 8, the first 3 blocks dense (width 18432), vocabulary 129280.
-const DeepSeek kV3 = {61, 7168, 128, 1536, 18432, 2048, 256, 2048, 8, 3, 129280};
-// DeepSeek-V2 (arXiv 2405.04434, section 3.1.1): 60 layers of h 5120, 128
-// heads, q_lora 1536, 160 experts of width 1536 and two shared, top 6, the
-// first block dense (width 12288), vocabulary 102400.
-const DeepSeek kV2 = {60, 5120, 128, 1536, 12288, 1536, 160, 2 * 1536, 6, 1, 102400};
-// DeepSeek-V2-Lite (the same paper, appendix B): 27 layers of h 2048, 16
-// heads, no query latent, 64 experts of width 1408 and two shared, top 6, the
-// first block dense (width 10944), vocabulary 102400.
-const DeepSeek kV2Lite = {27, 2048, 16, 0, 10944, 1408, 64, 2 * 1408, 6, 1, 102400};
+using testing::DeepSeek;
+using testing::deepseek;
+using testing::kV2;
+using testing::kV2Lite;
+using testing::kV3;
 
 // A layer's parameters from the architecture: the attention (down, up and
 // output projections, the latents' norms), the block's two RMSNorms, and the
@@ -114,8 +81,8 @@ TEST_CASE("mla: model FLOPs are Megatron-core's count for multi-latent attention
   CHECK(megatron_model_flops(m, l) == Approx(expected).epsilon(1e-12));
   // Full recomputation runs every forward twice: four passes, not three.
   l.recompute = Recompute::kFull;
-  CHECK(megatron_model_flops(m, l) == Approx(expected + 2 * B * s * (61 * attention + 58 * moe_mlp + 3 * dense_mlp))
-                                          .epsilon(1e-12));
+  CHECK(megatron_model_flops(m, l) ==
+        Approx(expected + 2 * B * s * (61 * attention + 58 * moe_mlp + 3 * dense_mlp)).epsilon(1e-12));
 }
 
 // V2-Lite's dense first block alone, on 4 layers, for the block's times.
