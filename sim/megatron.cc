@@ -75,12 +75,19 @@ std::optional<ContextComm> parse_context_comm(std::string_view name) {
 }
 
 int MegatronLayout::virtual_stages(const GptModel& model) const {
+  if (!layout_chunks.empty()) return std::max(1, static_cast<int>(layout_chunks.size()) / std::max(1, pipeline));
   if (v_schedule != VSchedule::kNone) return 2;
   if (layers_per_virtual_stage <= 0) return 1;
   return static_cast<int>(split_layers(model) / (static_cast<int64_t>(pipeline) * layers_per_virtual_stage));
 }
 
 std::vector<int> MegatronLayout::stage_layers(const GptModel& model) const {
+  if (!layout_chunks.empty()) {
+    std::vector<int> layers;
+    for (const std::string& chunk : layout_chunks)
+      layers.push_back(static_cast<int>(std::count(chunk.begin(), chunk.end(), 't')));
+    return layers;
+  }
   const int stages = pipeline * virtual_stages(model);
   if (first_stage_layers == 0 && last_stage_layers == 0) {
     std::vector<int> layers(static_cast<size_t>(stages), static_cast<int>(split_layers(model) / stages));
@@ -95,6 +102,17 @@ std::vector<int> MegatronLayout::stage_layers(const GptModel& model) const {
   if (first_stage_layers > 0) layers.front() = first_stage_layers;
   if (last_stage_layers > 0) layers.back() = last_stage_layers;
   return layers;
+}
+
+int MegatronLayout::mtp_stage(const GptModel& model) const {
+  for (size_t k = 0; k < layout_chunks.size(); ++k)
+    if (layout_chunks[k].find('m') != std::string::npos) return static_cast<int>(k);
+  return pipeline * virtual_stages(model) - 1;
+}
+
+int MegatronLayout::stage_rank(int stage) const {
+  if (v_schedule != VSchedule::kNone && stage >= pipeline) return 2 * pipeline - 1 - stage;
+  return stage % pipeline;
 }
 
 MegatronLayout megatron_layout(int t, int p, int d, int b, int global) {
@@ -400,7 +418,9 @@ Status check_megatron_layout(const GptModel& model, const MegatronLayout& layout
   if (auto ok = check_latent_attention(model, layout); !ok) return ok;
   if (auto ok = check_experts(model, layout); !ok) return ok;
   if (auto ok = check_mtp(model, layout); !ok) return ok;
-  if (auto ok = check_stage_layers(model, layout); !ok) return ok;
+  if (auto ok = check_pipeline_layout(model, layout); !ok) return ok;
+  if (layout.layout_chunks.empty())
+    if (auto ok = check_stage_layers(model, layout); !ok) return ok;
   if (auto ok = check_recompute_layers(model, layout); !ok) return ok;
   if (layout.layers_per_virtual_stage < 0) return bad("--num-layers-per-virtual-pipeline-stage must be at least 1");
   if (layout.layers_per_virtual_stage > 0) {
@@ -426,7 +446,8 @@ Status check_megatron_layout(const GptModel& model, const MegatronLayout& layout
         "{} microbatch-stage pairs baton simulates (about 1 GiB); a smaller --global-batch-size shows the same "
         "steady state",
         layout.global_batch, layout.microbatches(), chunks, kMaxMicrobatchStages));
-  if (layout.layers_per_virtual_stage > 0 && layout.microbatches() % layout.pipeline != 0)
+  if (layout.v_schedule == VSchedule::kNone && layout.virtual_stages(model) > 1 &&
+      layout.microbatches() % layout.pipeline != 0)
     return bad(
         fmt::format("--global-batch-size {} gives {} microbatches per data-parallel rank, not a multiple of "
                     "--pipeline-model-parallel-size {} as interleaved 1F1B needs",

@@ -357,6 +357,14 @@ struct MegatronLayout {
   // t c d / (etp ep) ranks etp ep apart hold the same experts. The tokens a
   // rank sends are its sequence-parallel shard's, as before.
   int expert_tensor = 0;
+  // Megatron-core's --pipeline-model-parallel-layout (core 0.13 on): every
+  // chunk's layers spelled out, `pipeline_layout` the text as given and
+  // `layout_chunks` its p v chunks in model order (chunk k on pipeline rank k
+  // mod p, as interleaving places them), each a string of E (the embedding),
+  // t (a block), m (a multi-token prediction depth) and L (the output layer
+  // and loss). Empty: the other split flags decide.
+  std::string pipeline_layout;
+  std::vector<std::string> layout_chunks;
 
   int gpus() const { return tensor * pipeline * data * context; }
   // The ranks that hold each pipeline rank's weights: d c.
@@ -380,6 +388,12 @@ struct MegatronLayout {
   bool splits_backward() const { return zero_bubble > 0 || v_schedule != VSchedule::kNone; }
   // Blocks of each of the p v stages (chunks) in model order; a checked layout.
   std::vector<int> stage_layers(const GptModel& model) const;
+  // The chunk that runs the multi-token prediction depths: the last, or the
+  // one --pipeline-model-parallel-layout puts them in.
+  int mtp_stage(const GptModel& model) const;
+  // The pipeline rank of chunk `stage` (Plan::rank_of's placement: k mod p,
+  // down the ranks and back in a V).
+  int stage_rank(int stage) const;
 };
 
 // A layout of t x p x d GPUs, micro-batch b, global batch `global`; the rest default.
@@ -391,6 +405,21 @@ MegatronLayout megatron_layout(int t, int p, int d, int b, int global);
 // moe_layer_pattern). Error, naming the flag: any other text, or a pattern
 // of more than kMaxGptLayers entries.
 Status parse_moe_layer_freq(std::string_view text, GptModel& model);
+
+// --pipeline-model-parallel-layout's text as Megatron-core reads it
+// (pipeline_parallel_layer_layout.py, parse_str_to_list): commas dropped,
+// each "(...)*n" (no parenthesis inside) repeated n times, then each "x*n",
+// then cut into chunks at "|"; each chunk's letters E, t, m and L. Error,
+// naming the flag: any other character, a "*" without a count, a layout of
+// more than kMaxGptLayers x 4 letters. check_megatron_layout checks the
+// chunks against the model.
+Result<std::vector<std::string>> parse_pipeline_layout(std::string_view text);
+// The layout's chunks against the model (check_megatron_layout's part; the
+// error names the flag), as Megatron-core's validate_layer_layout: a multiple
+// of p chunks, E first and L last once each, L t blocks, D m depths after
+// every block, all in one chunk that is the last of its rank; and baton's: no
+// empty chunk, none of the other split flags, 1F1B or interleaved 1F1B.
+Status check_pipeline_layout(const GptModel& model, const MegatronLayout& layout);
 
 // Multi-latent attention's flags (check_megatron_layout's part; the error
 // names the flag): each size at least 1 (--q-lora-rank 0: none) and at most

@@ -40,6 +40,7 @@ nlohmann::json megatron_arguments(const GptModel& model, const MegatronLayout& l
     arguments["recompute_method"] = layout.recompute_block ? "block" : "uniform";
     arguments["recompute_num_layers"] = layout.recompute_layers;
   }
+  if (!layout.pipeline_layout.empty()) arguments["pipeline_model_parallel_layout"] = layout.pipeline_layout;
   if (layout.context > 1) arguments["context_parallel_size"] = layout.context;
   if (layout.context > 1 && layout.context_comm != ContextComm::kP2P)
     arguments["cp_comm_type"] = context_comm_name(layout.context_comm);
@@ -144,6 +145,14 @@ Status read_choices(const nlohmann::json& arguments, const json_fields::FieldPat
     if (!c) return c.error();
     if (*c > kMaxGptContext) return at.field("context_parallel_size").error("is too large", *c);
     l.context = static_cast<int>(*c);
+  }
+  if (arguments.contains("pipeline_model_parallel_layout")) {
+    auto text = json_fields::read_string(arguments, at, "pipeline_model_parallel_layout");
+    if (!text) return text.error();
+    auto chunks = parse_pipeline_layout(*text);
+    if (!chunks) return at.field("pipeline_model_parallel_layout").error(chunks.error().message);
+    l.pipeline_layout = *text;
+    l.layout_chunks = *chunks;
   }
   if (arguments.contains("cp_comm_type")) {
     auto comm = json_fields::read_string(arguments, at, "cp_comm_type");
@@ -351,6 +360,7 @@ Result<MegatronSpec> megatron_from_arguments(const nlohmann::json& arguments, co
                                                "dualpipev",
                                                "context_parallel_size",
                                                "cp_comm_type",
+                                               "pipeline_model_parallel_layout",
                                                "expert_model_parallel_size",
                                                "expert_tensor_parallel_size"});
       !ok)

@@ -305,8 +305,8 @@ MegatronLayerTime head_time(const GpuModel& gpu, const BlockShape& x, int64_t vo
 //     gather, reduce-scatter) or whole, exposed; with full recomputation
 //     (uniform: Megatron-core checkpoints eh_proj and the block together) its
 //     forward again;
-//   the final norm, the output layer on the shared weights and its own cross
-//     entropy (head_time's).
+//   its final norm's weights (the norm runs with its output layer and cross
+//     entropy where the loss is: make_megatron_profile's head).
 MegatronLayerTime mtp_time(const GpuModel& gpu, const BlockShape& x, const GptModel& model, int64_t vocab, double norm,
                            bool recomputed, const CollectiveTime& tp_allreduce) {
   MegatronLayerTime time = embedding_time(gpu, x, model, vocab, tp_allreduce);
@@ -325,14 +325,7 @@ MegatronLayerTime mtp_time(const GpuModel& gpu, const BlockShape& x, const GptMo
   if (x.t > 1)
     time.backward_comm += tp_allreduce(2.0 * x.tokens * x.h * kHalf) * (x.local_tokens < x.tokens ? 0.5 : 1.0);
   if (recomputed) time.recompute += proj + proj_comm;
-  const MegatronLayerTime head = head_time(gpu, x, vocab, false, norm, tp_allreduce);
-  time.forward_compute += head.forward_compute;
-  time.forward_comm += head.forward_comm;
-  time.weight_gradient += head.weight_gradient;
-  time.backward_compute += head.backward_compute;
-  time.backward_comm += head.backward_comm;
-  // eh_proj and the three norms (the final one's in `norm`).
-  time.parameters = 2.0 * x.h * h_t + 2.0 * norm + head.parameters;
+  time.parameters = 2.0 * x.h * h_t + 3.0 * norm;  // eh_proj and the three norms
   return time;
 }
 
@@ -423,11 +416,13 @@ MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayou
   const BlockShape x = shape_of(model, layout);
   const int64_t vocab = padded_vocab(model, layout.tensor);
   const double activation = x.tokens * x.h * kHalf;
-  // A V: both on rank 0; untied: nothing to keep equal, but multi-token
-  // prediction's lookups on the last stage keep a copy of the word embedding.
-  const bool apart = layout.pipeline > 1 && layout.v_schedule == VSchedule::kNone;
-  const bool tied_copies = model.tied_output && apart;
-  const bool mtp_copy = !model.tied_output && model.mtp_layers > 0 && apart;
+  // A V: both on rank 0; untied: nothing to keep equal. Multi-token
+  // prediction's lookups need the word embedding on their rank: a copy there
+  // unless it is rank 0's, or the output layer's rank holding the tied copy.
+  const int last_rank = layout.stage_rank(layout.pipeline * layout.virtual_stages(model) - 1);
+  const int mtp_rank = layout.stage_rank(layout.mtp_stage(model));
+  const bool tied_copies = model.tied_output && last_rank != 0;
+  const bool mtp_copy = model.mtp_layers > 0 && mtp_rank != 0 && !(model.tied_output && mtp_rank == last_rank);
   const double gradient_bytes = layout.bf16 ? 4.0 : 2.0;
   const Seconds embedding_sync = (tied_copies || mtp_copy) && embedding_allreduce
                                      ? embedding_allreduce(static_cast<double>(vocab) / x.t * x.h * gradient_bytes)
@@ -495,21 +490,11 @@ MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayou
     out.profile.layers.back().name = "block." + std::to_string(i);
   }
   const double final_norm = model.rms_norm ? x.h : 2.0 * x.h;
-  MegatronLayerTime head = head_time(gpu, x, vocab, tied_copies || !model.tied_output, final_norm, tp_allreduce);
-  if (tied_copies) head.embedding_allreduce = embedding_sync;
-  out.times.push_back(head);
-  const char* weights = !model.tied_output ? "its own weights"
-                        : tied_copies      ? "a copy of the word embedding, kept equal to it"
-                                           : "the word embedding";
-  out.profile.layers.push_back(
-      to_layer("head",
-               fmt::format("final {} + output layer {} x {} ({}) + cross entropy",
-                           model.rms_norm ? "RMSNorm" : "LayerNorm", model.hidden, vocab, weights),
-               head, layout, gpu, 0.0));
-  // Multi-token prediction's depths after the head, on the last stage: each
-  // its block (the last block's kind, recomputed as the others but with
-  // --recompute-method block, which Megatron-core skips for them) and the
-  // rest (mtp_time); the first holds the word embedding's copy.
+  // Multi-token prediction's depths after the blocks, on their chunk (the
+  // last, or --pipeline-model-parallel-layout's): each its block (the last
+  // block's kind, recomputed as the others but with --recompute-method block,
+  // which Megatron-core skips for them) and the rest (mtp_time); the first
+  // holds the word embedding's copy.
   if (model.mtp_layers > 0) {
     const bool again = !layout.recompute_block;
     std::optional<Kind>& made = kinds[model.mtp_moe() ? 1 : 0][again ? 1 : 0];
@@ -518,8 +503,7 @@ MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayou
     add_time(depth,
              mtp_time(gpu, x, model, vocab, final_norm, again && layout.recompute == Recompute::kFull, tp_allreduce));
     const std::string what = fmt::format(
-        "multi-token prediction depth: embedding lookup, enorm + hnorm, eh_proj {} x {}, {}, final {} + output "
-        "layer (shared) + cross entropy",
+        "multi-token prediction depth: embedding lookup, enorm + hnorm, eh_proj {} x {}, {}, final {}",
         2 * model.hidden, model.hidden, made->layer.description.substr(0, made->layer.description.find(';')),
         model.rms_norm ? "RMSNorm" : "LayerNorm");
     for (int64_t j = 0; j < model.mtp_layers; ++j) {
@@ -529,10 +513,38 @@ MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayou
         time.embedding_allreduce = embedding_sync;
       }
       out.times.push_back(time);
-      out.profile.layers.push_back(
-          to_layer("mtp." + std::to_string(j), what, time, layout, gpu, 0.0, expert_gradient_weight));
+      // What it hands on: the main hidden state and each depth's so far
+      // (Megatron-core concatenates them for the loss: (1 + D) s b h at the last).
+      out.profile.layers.push_back(to_layer("mtp." + std::to_string(j), what, time, layout, gpu,
+                                            activation * static_cast<double>(j + 2), expert_gradient_weight));
     }
   }
+  // The output layer and its loss, and each depth's (Megatron-core's
+  // process_mtp_loss runs them all where the loss is).
+  MegatronLayerTime head = head_time(gpu, x, vocab, tied_copies || !model.tied_output, final_norm, tp_allreduce);
+  if (model.mtp_layers > 0) {
+    const MegatronLayerTime logits = head_time(gpu, x, vocab, false, 0.0, tp_allreduce);
+    const double depths = static_cast<double>(model.mtp_layers);
+    head.forward_compute += logits.forward_compute * depths;
+    head.forward_comm += logits.forward_comm * depths;
+    head.weight_gradient += logits.weight_gradient * depths;
+    head.backward_compute += logits.backward_compute * depths;
+    head.backward_comm += logits.backward_comm * depths;
+  }
+  if (tied_copies) head.embedding_allreduce = embedding_sync;
+  out.times.push_back(head);
+  const char* weights = !model.tied_output ? "its own weights"
+                        : tied_copies      ? "a copy of the word embedding, kept equal to it"
+                                           : "the word embedding";
+  out.profile.layers.push_back(to_layer(
+      "head",
+      fmt::format("final {} + output layer {} x {} ({}) + cross entropy{}", model.rms_norm ? "RMSNorm" : "LayerNorm",
+                  model.hidden, vocab, weights,
+                  model.mtp_layers > 0 ? fmt::format(", and the {} multi-token prediction depths' final norms, "
+                                                     "output layers and cross entropies",
+                                                     model.mtp_layers)
+                                       : std::string()),
+      head, layout, gpu, 0.0));
   return out;
 }
 

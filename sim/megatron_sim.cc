@@ -304,14 +304,15 @@ Plan megatron_plan(const GptModel& model, const MegatronLayout& layout) {
   plan.batches = layout.microbatches() * layout.replicas();
   const std::vector<int> blocks = layout.stage_layers(model);
   const int stages = static_cast<int>(blocks.size());
-  // Profile layer 0 is the embedding, L + 1 the output layer, and the D
-  // multi-token prediction depths after it: the last stage's.
-  const int tail = 1 + static_cast<int>(model.mtp_layers);
+  // Profile layer 0 is the embedding, 1 to L the blocks, then the D
+  // multi-token prediction depths (the chunk's that mtp_stage names) and the
+  // output layer (the last chunk's).
+  const int mtp_stage = layout.mtp_stage(model);
   int begin = 1;
   for (int s = 0; s < stages; ++s) {
     StagePlan stage;
-    const int end = begin + blocks[s];
-    stage.layers = LayerRange{s == 0 ? 0 : begin, end + (s == stages - 1 ? tail : 0)};
+    const int end = begin + blocks[s] + (s == mtp_stage ? static_cast<int>(model.mtp_layers) : 0);
+    stage.layers = LayerRange{s == 0 ? 0 : begin, end + (s == stages - 1 ? 1 : 0)};
     begin = end;
     stage.replicas = layout.replicas();
     plan.stages.push_back(stage);
@@ -420,7 +421,7 @@ MegatronMemory megatron_memory(const GptModel& model, const MegatronLayout& layo
       }
       stage_blocks.push_back(units);
     }
-    // Multi-token prediction's depths on the last stage: each a block of the
+    // Multi-token prediction's depths on their stage: each a block of the
     // last block's kind (not recomputed with --recompute-method block, as
     // Megatron-core skips them) with eh_proj's input (2h a token, split
     // over t with sequence parallelism) and the two norms' inputs (h each).
@@ -428,8 +429,9 @@ MegatronMemory megatron_memory(const GptModel& model, const MegatronLayout& layo
     const double depth_extra = static_cast<double>(layout.local_sequence(model)) * layout.micro_batch *
                                static_cast<double>(model.hidden) * 2.0 * 4.0 /
                                (layout.sequence_parallel ? layout.tensor : 1);
-    stage_blocks.back() += static_cast<double>(model.mtp_layers) *
-                           (block_activation_bytes(model.mtp_block(), depth_layout) + depth_extra) / per_block;
+    stage_blocks.at(static_cast<size_t>(layout.mtp_stage(model))) +=
+        static_cast<double>(model.mtp_layers) *
+        (block_activation_bytes(model.mtp_block(), depth_layout) + depth_extra) / per_block;
     held = nullptr;  // counted in blocks, not these units
   }
   const double logits = static_cast<double>(layout.local_sequence(model)) * layout.micro_batch *

@@ -194,6 +194,12 @@ void add_megatron_flags(CLI::App& cmd, MegatronArgs& args) {
                  "blocks of the last pipeline stage (default: an even share)")
       ->check(at_least(1))
       ->group(group);
+  cmd.add_option("--pipeline-model-parallel-layout", args.pipeline_layout,
+                 "every chunk's layers, as Megatron-core 0.13 on reads it: E (embedding), t (block), m (multi-token "
+                 "prediction depth), L (loss), stages cut by |, x*n and (...)*n repeat; p v stages in model order, "
+                 "chunk k on pipeline rank k mod p, e.g. \"Et*3|(tt|)*29,m|L\" for DeepSeek-V3 on p 16 with two "
+                 "chunks each (1F1B or interleaved 1F1B; for simulate)")
+      ->group(group);
   cmd.add_flag("--account-for-embedding-in-pipeline-split", args.embedding_in_split,
                "count the embedding as a layer when splitting into stages (and chunks): the first holds a block fewer")
       ->group(group);
@@ -296,6 +302,10 @@ MegatronAxes pinned_megatron_axes(const MegatronArgs& flags, const CLI::App& cmd
   }
   if (given("--zero-bubble-heuristic"))
     throw UsageError("plan: the search runs baton's ZB-H1 and ZB-H2; --zero-bubble-heuristic is for simulate");
+  if (given("--pipeline-model-parallel-layout"))
+    throw UsageError(
+        "plan: the search chooses the split (--decoder-first/last-pipeline-num-layers, interleaving); "
+        "--pipeline-model-parallel-layout is for simulate");
   if (flags.zero_bubble_v && flags.dualpipev)
     throw UsageError("plan: give one of --zero-bubble-v-schedule and --dualpipev");
   // A V flag given true pins its V; given only as =false, no V. ZB-V implies
@@ -373,6 +383,12 @@ MegatronRun megatron_flags_unchecked(const MegatronArgs& args) {
   layout.last_stage_layers = args.last_stage_layers;
   layout.embedding_in_split = args.embedding_in_split;
   layout.loss_in_split = args.loss_in_split;
+  if (!args.pipeline_layout.empty()) {
+    Result<std::vector<std::string>> chunks = parse_pipeline_layout(args.pipeline_layout);
+    if (!chunks) throw UsageError(chunks.error().message);
+    layout.pipeline_layout = args.pipeline_layout;
+    layout.layout_chunks = std::move(*chunks);
+  }
   if (args.zero_bubble_v && args.dualpipev) throw UsageError("give one of --zero-bubble-v-schedule and --dualpipev");
   layout.v_schedule = args.zero_bubble_v ? VSchedule::kZbV : args.dualpipev ? VSchedule::kDualPipeV : VSchedule::kNone;
   if (layout.v_schedule != VSchedule::kNone) {

@@ -44,6 +44,7 @@ struct MegatronArgs {
   int last_stage_layers = 0;           // --decoder-last-pipeline-num-layers
   bool embedding_in_split = false;     // --account-for-embedding-in-pipeline-split
   bool loss_in_split = false;          // --account-for-loss-in-pipeline-split
+  std::string pipeline_layout;         // --pipeline-model-parallel-layout: "" (the flags above split)
   // The architecture beyond GPT-3's (sim/megatron.h's GptModel; --ffn-hidden-size,
   // --swiglu and --use-flash-attn go into `model` directly).
   bool group_query_attention = false;  // --group-query-attention

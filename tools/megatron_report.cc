@@ -67,6 +67,12 @@ std::string layout_line(const GptModel& model, const MegatronLayout& layout) {
       : layout.layers_per_virtual_stage > 0
           ? fmt::format("interleaved 1F1B with {} chunks of {} layer{}", layout.virtual_stages(model),
                         layout.layers_per_virtual_stage, layout.layers_per_virtual_stage == 1 ? "" : "s")
+      : !layout.layout_chunks.empty()
+          ? fmt::format("{} (--pipeline-model-parallel-layout: {})",
+                        layout.virtual_stages(model) > 1
+                            ? fmt::format("interleaved 1F1B with {} chunks per GPU", layout.virtual_stages(model))
+                            : std::string("1F1B"),
+                        fmt::join(layout.layout_chunks, "|"))
       : layout.zero_bubble > 0 && layout.zero_bubble_heuristic
           ? fmt::format("ZB-{}p (zero bubble, the authors' greedy scheduler)", layout.zero_bubble)
       : layout.zero_bubble == 1 ? std::string("ZB-H1 (zero bubble)")
@@ -200,6 +206,8 @@ nlohmann::json megatron_json(const GptModel& model, const MegatronLayout& layout
          layout.zero_bubble > 0 ? nlohmann::json(layout.zero_bubble * layout.pipeline) : nlohmann::json()},
         {"decoder_first_pipeline_num_layers",
          layout.first_stage_layers > 0 ? nlohmann::json(layout.first_stage_layers) : nlohmann::json()},
+        {"pipeline_model_parallel_layout",
+         layout.pipeline_layout.empty() ? nlohmann::json() : nlohmann::json(layout.pipeline_layout)},
         {"decoder_last_pipeline_num_layers",
          layout.last_stage_layers > 0 ? nlohmann::json(layout.last_stage_layers) : nlohmann::json()},
         {"account_for_embedding_in_pipeline_split", layout.embedding_in_split},

@@ -170,4 +170,50 @@ TEST_CASE("mtp: simulate refuses no depths and a recomputation Megatron-core ass
   CHECK(grouped.out.empty());
 }
 
+TEST_CASE("pipeline layout: DeepSeek-V3 with Megatron-LM's documented layout, and as the even flags' split",
+          "[cli][megatron][pipeline-layout]") {
+  const std::string simulate =
+      "simulate --topology topologies/h100_32x8.json " + kDeepSeekV3 +
+      "--global-batch-size 1024 --micro-batch-size 1 --tensor-model-parallel-size 4 "
+      "--pipeline-model-parallel-size 16 --expert-model-parallel-size 16 --expert-tensor-parallel-size 1 "
+      "--sequence-parallel --use-distributed-optimizer --mtp-num-layers 1 ";
+  // Megatron-LM's documentation, "Custom Pipeline Model Parallel Layout".
+  const CliRun documented =
+      run_baton(simulate + "--pipeline-model-parallel-layout 'Et*3|(tt|)*29,m|L' --json", "layout-v3-documented");
+  INFO(documented.err);
+  REQUIRE(documented.exit_code == 0);
+  const nlohmann::json a = nlohmann::json::parse(documented.out);
+  CHECK(a["layout"]["pipeline_model_parallel_layout"] == "Et*3|(tt|)*29,m|L");
+  CHECK(a["schedule"] == "interleaved-1f1b");
+  // One block on the last stage, with the depth and the loss: the same
+  // split as --decoder-last-pipeline-num-layers 1, the same prediction.
+  const CliRun spelled =
+      run_baton(simulate + "--pipeline-model-parallel-layout 'Et*4|(t*4|)*14,tmL' --json", "layout-v3-spelled");
+  const CliRun flags = run_baton(simulate + "--decoder-last-pipeline-num-layers 1 --json", "layout-v3-flags");
+  REQUIRE(spelled.exit_code == 0);
+  REQUIRE(flags.exit_code == 0);
+  CHECK(nlohmann::json::parse(spelled.out)["iteration_time_s"] == nlohmann::json::parse(flags.out)["iteration_time_s"]);
+  // The text report names the chunks.
+  const CliRun text = run_baton(simulate + "--pipeline-model-parallel-layout 'Et*4|(t*4|)*14,tmL'", "layout-v3-text");
+  REQUIRE(text.exit_code == 0);
+  CHECK(text.out.find("1F1B (--pipeline-model-parallel-layout: Etttt|tttt|") != std::string::npos);
+}
+
+TEST_CASE("pipeline layout: simulate refuses a layout that does not fit the model, plan refuses the flag",
+          "[cli][megatron][pipeline-layout][bad-input]") {
+  const std::string gpt =
+      "--topology topologies/h100_32x8.json --num-layers 4 --hidden-size 1024 --num-attention-heads 16 "
+      "--seq-length 1024 --global-batch-size 8 --micro-batch-size 1 --pipeline-model-parallel-size 2 ";
+  const CliRun blocks = run_baton("simulate " + gpt + "--pipeline-model-parallel-layout 'Ett|tL'", "layout-blocks");
+  CHECK(blocks.exit_code == 2);
+  CHECK(blocks.err.find("3 transformer blocks (t) for --num-layers 4") != std::string::npos);
+  CHECK(blocks.out.empty());
+  const CliRun letter = run_baton("simulate " + gpt + "--pipeline-model-parallel-layout 'Ett|ttX'", "layout-letter");
+  CHECK(letter.exit_code == 2);
+  CHECK(letter.err.find("'X' is not a layer") != std::string::npos);
+  const CliRun plan = run_baton("plan " + gpt + "--pipeline-model-parallel-layout 'Ett|ttL'", "layout-plan");
+  CHECK(plan.exit_code == 2);
+  CHECK(plan.err.find("--pipeline-model-parallel-layout is for simulate") != std::string::npos);
+}
+
 }  // namespace

@@ -73,68 +73,78 @@ TEST_CASE("mtp: model FLOPs are Megatron's count with the depths", "[megatron][m
   CHECK(megatron_model_flops(v3_with(2), l) - megatron_model_flops(v3_with(0), l) == Approx(more).epsilon(1e-9));
 }
 
-TEST_CASE("mtp: the depths follow the output layer on the last pipeline stage", "[megatron][mtp]") {
+TEST_CASE("mtp: the depths follow the blocks on the last pipeline stage, before the loss", "[megatron][mtp]") {
   const GptModel m = small_dense(2);
   const MegatronLayout l = megatron_layout(1, 4, 1, 1, 8);
   const Plan plan = megatron_plan(m, l);
   REQUIRE(plan.num_stages() == 4);
-  // Profile layers: the embedding (0), 8 blocks, the head (9), mtp.0, mtp.1.
+  // Profile layers: the embedding (0), 8 blocks, mtp.0, mtp.1, the head (11).
   CHECK(plan.stages[3].layers.begin == 7);
   CHECK(plan.stages[3].layers.end == 8 + 2 + 2);
   const GpuModel gpu = *gpu_model("H100-SXM5-80GB");
   const MegatronProfile profile = make_megatron_profile(m, l, gpu, [](double) { return Seconds(0.0); });
   REQUIRE(profile.profile.layers.size() == 12);
-  CHECK(profile.profile.layers[9].name == "head");
-  CHECK(profile.profile.layers[10].name == "mtp.0");
-  CHECK(profile.profile.layers[11].name == "mtp.1");
+  CHECK(profile.profile.layers[9].name == "mtp.0");
+  CHECK(profile.profile.layers[10].name == "mtp.1");
+  CHECK(profile.profile.layers[11].name == "head");
+  // Each hands on the main hidden state and the depths' so far: 2 and 3 s b h.
+  const double sbh = 2048 * 2048 * 2;
+  CHECK(profile.profile.layers[9].output_bytes.value == 2 * sbh);
+  CHECK(profile.profile.layers[10].output_bytes.value == 3 * sbh);
 }
 
-TEST_CASE("mtp: a depth's time is its block's, a lookup's, an output layer's and eh_proj's", "[megatron][mtp]") {
-  const GptModel m = small_dense(1);
+TEST_CASE("mtp: a depth's time is its block's, a lookup's and eh_proj's, its loss the model's output layer's",
+          "[megatron][mtp]") {
   MegatronLayout l = megatron_layout(2, 2, 1, 1, 8);
   l.sequence_parallel = true;
   const GpuModel gpu = *gpu_model("H100-SXM5-80GB");
   // A linear collective, 1 GB/s: its time is its bytes.
   const CollectiveTime linear = [](double bytes) { return Seconds(bytes / 1e9); };
-  const MegatronProfile profile = make_megatron_profile(m, l, gpu, linear);
+  const MegatronProfile profile = make_megatron_profile(small_dense(1), l, gpu, linear);
+  const MegatronProfile plain = make_megatron_profile(small_dense(0), l, gpu, linear);
   const MegatronLayerTime& embedding = profile.times[0];
   const MegatronLayerTime& block = profile.times[8];
-  const MegatronLayerTime& head = profile.times[9];
-  const MegatronLayerTime& depth = profile.times[10];
-  const double T = 2048, h = 2048, t = 2, rows = T / t * h * 2;
+  const MegatronLayerTime& depth = profile.times[9];
+  const MegatronLayerTime& head = profile.times[10];
+  const MegatronLayerTime& plain_head = plain.times[9];
+  const double T = 2048, h = 2048, t = 2, rows = T / t * h * 2, V = 32000;
   // enorm, hnorm and the concatenation: 4 passes over a norm's input
   // forward, 5 backward; eh_proj [T x 2h] x [2h x h / t].
   const Seconds proj = gpu.gemm(T, h / t, 2 * h);
-  CHECK(depth.forward_compute.value == Approx((block.forward_compute + embedding.forward_compute +
-                                               head.forward_compute + gpu.memory_bound(8 * rows) + proj)
-                                                  .value)
-                                           .epsilon(1e-12));
-  // The head's forward includes the final norm; the one here is the
-  // depth's own. eh_proj's input gathered (2 T h values) and its output
-  // gathered (T h), each half an all-reduce; the backward's input gradient
-  // reduce-scattered.
-  CHECK(depth.forward_comm.value == Approx((block.forward_comm + embedding.forward_comm + head.forward_comm).value +
-                                           0.5 * T * h * 2 / 1e9 + 0.5 * 2 * T * h * 2 / 1e9)
-                                        .epsilon(1e-12));
-  CHECK(depth.backward_comm.value ==
-        Approx((block.backward_comm + embedding.backward_comm + head.backward_comm).value + 0.5 * 2 * T * h * 2 / 1e9)
+  CHECK(depth.forward_compute.value ==
+        Approx((block.forward_compute + embedding.forward_compute + gpu.memory_bound(8 * rows) + proj).value)
             .epsilon(1e-12));
+  // eh_proj's input gathered (2 T h values) and its output gathered (T h),
+  // each half an all-reduce; the backward's input gradient reduce-scattered.
+  CHECK(depth.forward_comm.value ==
+        Approx((block.forward_comm + embedding.forward_comm).value + 0.5 * T * h * 2 / 1e9 + 0.5 * 2 * T * h * 2 / 1e9)
+            .epsilon(1e-12));
+  CHECK(depth.backward_comm.value ==
+        Approx((block.backward_comm + embedding.backward_comm).value + 0.5 * 2 * T * h * 2 / 1e9).epsilon(1e-12));
   const Seconds proj_weight = gpu.gemm(h / t, 2 * h, T);
   CHECK(depth.weight_gradient.value ==
-        Approx((block.weight_gradient + embedding.weight_gradient + head.weight_gradient + proj_weight).value)
-            .epsilon(1e-12));
-  CHECK(depth.backward_compute.value ==
-        Approx((block.backward_compute + embedding.backward_compute + head.backward_compute +
-                gpu.memory_bound(10 * rows) + gpu.gemm(T, 2 * h, h / t) + proj_weight)
-                   .value)
-            .epsilon(1e-12));
+        Approx((block.weight_gradient + embedding.weight_gradient + proj_weight).value).epsilon(1e-12));
+  CHECK(depth.backward_compute.value == Approx((block.backward_compute + embedding.backward_compute +
+                                                gpu.memory_bound(10 * rows) + gpu.gemm(T, 2 * h, h / t) + proj_weight)
+                                                   .value)
+                                            .epsilon(1e-12));
+  // The depth's final norm, output layer [T x h] x [h x V / t] and cross
+  // entropy run with the model's, where the loss is.
+  const double logits = T * V / t * 4;
+  CHECK(head.forward_compute.value == Approx((plain_head.forward_compute + gpu.memory_bound(2 * rows) +
+                                              gpu.gemm(T, V / t, h) + gpu.memory_bound(3 * logits))
+                                                 .value)
+                                          .epsilon(1e-12));
+  CHECK(head.weight_gradient.value ==
+        Approx((plain_head.weight_gradient + gpu.gemm(V / t, h, T)).value).epsilon(1e-12));
+  CHECK(head.parameters == plain_head.parameters);
   // Without full recomputation nothing is run again.
   CHECK(depth.recompute.value == block.recompute.value);
   // Full recomputation: eh_proj's forward and its collectives again with
   // the block's.
   l.recompute = Recompute::kFull;
-  const MegatronProfile full = make_megatron_profile(m, l, gpu, linear);
-  CHECK(full.times[10].recompute.value ==
+  const MegatronProfile full = make_megatron_profile(small_dense(1), l, gpu, linear);
+  CHECK(full.times[9].recompute.value ==
         Approx((full.times[8].recompute + proj).value + 0.5 * T * h * 2 / 1e9 + 0.5 * 2 * T * h * 2 / 1e9)
             .epsilon(1e-12));
 }
