@@ -38,6 +38,34 @@ const std::string kDeepSeekV2Lite =
     "--moe-shared-expert-intermediate-size 2816 --moe-layer-freq '([0]*1+[1]*26)' --moe-grouped-gemm --bf16 "
     "--global-batch-size 256 ";
 
+// A small GPT for the refusals.
+const std::string kSmallGpt =
+    "simulate --topology topologies/h100_32x8.json --num-layers 4 --hidden-size 1024 --num-attention-heads 16 "
+    "--seq-length 1024 --global-batch-size 8 --micro-batch-size 1 --data-parallel-size 1 ";
+
+// `plan` (its flags, on topologies/h100_32x8.json) with --json and with
+// --emit megatron: the launch line, simulated on the planned d, predicts the
+// planned time for the same model. Returns the launch line.
+std::string plan_simulates_back(const std::string& plan, const std::string& tag) {
+  const CliRun json = run_baton(plan + " --json", tag + "-json");
+  INFO(json.err);
+  REQUIRE(json.exit_code == 0);
+  const nlohmann::json planned = nlohmann::json::parse(json.out);
+  const CliRun flags = run_baton(plan + " --emit megatron", tag + "-emit");
+  REQUIRE(flags.exit_code == 0);
+  const std::string line = flags.out.substr(0, flags.out.find('\n'));
+  const int d = planned["layout"]["data_parallel_size"].get<int>();
+  const CliRun run = run_baton("simulate --topology topologies/h100_32x8.json " + line + " --data-parallel-size " +
+                                   std::to_string(d) + " --json",
+                               tag + "-run");
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  const nlohmann::json back = nlohmann::json::parse(run.out);
+  CHECK(back["iteration_time_s"].get<double>() == Approx(planned["iteration_time_s"].get<double>()));
+  CHECK(back["model"] == planned["model"]);
+  return line;
+}
+
 TEST_CASE("mla: simulate DeepSeek-V3 on 256 H100s: 671B parameters, 37.55B active", "[cli][megatron][mla]") {
   const std::string layout =
       "--global-batch-size 1024 --micro-batch-size 1 --pipeline-model-parallel-size 16 "
@@ -61,40 +89,22 @@ TEST_CASE("mla: simulate DeepSeek-V3 on 256 H100s: 671B parameters, 37.55B activ
 
 TEST_CASE("mla: plan DeepSeek-V2-Lite on 16 GPUs, and its launch line simulates to the planned time",
           "[cli][megatron][mla]") {
-  const std::string plan = "plan --topology topologies/h100_32x8.json " + kDeepSeekV2Lite +
-                           "--gpus 16 --tensor-model-parallel-size 1 --micro-batch-size 2";
-  const CliRun json = run_baton(plan + " --json", "mla-plan-json");
-  INFO(json.err);
-  REQUIRE(json.exit_code == 0);
-  const nlohmann::json planned = nlohmann::json::parse(json.out);
-  const CliRun flags = run_baton(plan + " --emit megatron", "mla-plan-emit");
-  REQUIRE(flags.exit_code == 0);
-  const std::string line = flags.out.substr(0, flags.out.find('\n'));
+  const std::string line = plan_simulates_back("plan --topology topologies/h100_32x8.json " + kDeepSeekV2Lite +
+                                                   "--gpus 16 --tensor-model-parallel-size 1 --micro-batch-size 2",
+                                               "mla-plan");
   CHECK(line.find(" --multi-latent-attention --kv-lora-rank 512 --qk-head-dim 128 --qk-pos-emb-head-dim 64 "
                   "--v-head-dim 128") != std::string::npos);
   CHECK(line.find("--q-lora-rank") == std::string::npos);  // V2-Lite has no query latent
-  const int d = planned["layout"]["data_parallel_size"].get<int>();
-  const CliRun run = run_baton("simulate --topology topologies/h100_32x8.json " + line + " --data-parallel-size " +
-                                   std::to_string(d) + " --json",
-                               "mla-plan-run");
-  INFO(run.err);
-  REQUIRE(run.exit_code == 0);
-  const nlohmann::json back = nlohmann::json::parse(run.out);
-  CHECK(back["iteration_time_s"].get<double>() == Approx(planned["iteration_time_s"].get<double>()));
-  CHECK(back["model"] == planned["model"]);
 }
 
 TEST_CASE("mla: simulate refuses latent sizes without --multi-latent-attention, and grouped queries with it",
           "[cli][megatron][mla][bad-input]") {
-  const std::string gpt =
-      "simulate --topology topologies/h100_32x8.json --num-layers 4 --hidden-size 1024 --num-attention-heads 16 "
-      "--seq-length 1024 --global-batch-size 8 --micro-batch-size 1 --data-parallel-size 1 ";
-  const CliRun lonely = run_baton(gpt + "--kv-lora-rank 512", "mla-lonely");
+  const CliRun lonely = run_baton(kSmallGpt + "--kv-lora-rank 512", "mla-lonely");
   CHECK(lonely.exit_code == 2);
   CHECK(lonely.err.find("--kv-lora-rank needs --multi-latent-attention") != std::string::npos);
   CHECK(lonely.out.empty());
   const CliRun grouped =
-      run_baton(gpt + "--multi-latent-attention --group-query-attention --num-query-groups 4", "mla-grouped");
+      run_baton(kSmallGpt + "--multi-latent-attention --group-query-attention --num-query-groups 4", "mla-grouped");
   CHECK(grouped.exit_code == 2);
   CHECK(grouped.err.find("--num-query-groups 4 is refused") != std::string::npos);
 }
@@ -132,38 +142,21 @@ TEST_CASE("mtp: DeepSeek-V3 with one prediction depth: its parameters, and the l
 
 TEST_CASE("mtp: plan DeepSeek-V2-Lite with a prediction depth, and its launch line simulates to the planned time",
           "[cli][megatron][mtp]") {
-  const std::string plan = "plan --topology topologies/h100_32x8.json " + kDeepSeekV2Lite +
-                           "--mtp-num-layers 1 --gpus 16 --tensor-model-parallel-size 1 --micro-batch-size 2";
-  const CliRun json = run_baton(plan + " --json", "mtp-plan-json");
-  INFO(json.err);
-  REQUIRE(json.exit_code == 0);
-  const nlohmann::json planned = nlohmann::json::parse(json.out);
-  const CliRun flags = run_baton(plan + " --emit megatron", "mtp-plan-emit");
-  REQUIRE(flags.exit_code == 0);
-  const std::string line = flags.out.substr(0, flags.out.find('\n'));
+  const std::string line =
+      plan_simulates_back("plan --topology topologies/h100_32x8.json " + kDeepSeekV2Lite +
+                              "--mtp-num-layers 1 --gpus 16 --tensor-model-parallel-size 1 --micro-batch-size 2",
+                          "mtp-plan");
   CHECK(line.find(" --mtp-num-layers 1") != std::string::npos);
-  const int d = planned["layout"]["data_parallel_size"].get<int>();
-  const CliRun run = run_baton("simulate --topology topologies/h100_32x8.json " + line + " --data-parallel-size " +
-                                   std::to_string(d) + " --json",
-                               "mtp-plan-run");
-  INFO(run.err);
-  REQUIRE(run.exit_code == 0);
-  const nlohmann::json back = nlohmann::json::parse(run.out);
-  CHECK(back["iteration_time_s"].get<double>() == Approx(planned["iteration_time_s"].get<double>()));
-  CHECK(back["model"] == planned["model"]);
 }
 
 TEST_CASE("mtp: simulate refuses no depths and a recomputation Megatron-core asserts against",
           "[cli][megatron][mtp][bad-input]") {
-  const std::string gpt =
-      "simulate --topology topologies/h100_32x8.json --num-layers 4 --hidden-size 1024 --num-attention-heads 16 "
-      "--seq-length 1024 --global-batch-size 8 --micro-batch-size 1 --data-parallel-size 1 ";
-  const CliRun zero = run_baton(gpt + "--mtp-num-layers 0", "mtp-zero");
+  const CliRun zero = run_baton(kSmallGpt + "--mtp-num-layers 0", "mtp-zero");
   CHECK(zero.exit_code == 2);
   CHECK(zero.err.find("--mtp-num-layers") != std::string::npos);
   CHECK(zero.out.empty());
   const CliRun grouped = run_baton(
-      gpt + "--mtp-num-layers 1 --recompute-granularity full --recompute-method uniform --recompute-num-layers 2",
+      kSmallGpt + "--mtp-num-layers 1 --recompute-granularity full --recompute-method uniform --recompute-num-layers 2",
       "mtp-recompute");
   CHECK(grouped.exit_code == 2);
   CHECK(grouped.err.find("asserts --recompute-num-layers 1") != std::string::npos);
