@@ -1,8 +1,9 @@
 // What a transformer block's time is made of, shared by the block model
 // (sim/megatron_profile.cc) and the mixture of experts' part of it
 // (sim/megatron_moe_time.cc): the block's shape on one rank, the MLP's GEMMs,
-// and the MoE layer's work around the experts. Internal to sim/; thread
-// safety: pure functions.
+// and the MoE layer's work around the experts; and the layers at the
+// pipeline's ends with multi-token prediction's depths
+// (sim/megatron_ends.cc). Internal to sim/; thread safety: pure functions.
 #pragma once
 
 #include "sim/gpu_model.h"
@@ -114,5 +115,24 @@ struct MoeTime {
 };
 MoeTime moe_time(const GpuModel& gpu, const BlockShape& x, const CollectiveTime& tp_allreduce,
                  const CollectiveTime& expert_comm, const CollectiveTime& expert_tp);
+
+// The embedding's lookup on one rank (the word embedding split over t, the
+// learned position table whole), and its weights there.
+MegatronLayerTime embedding_time(const GpuModel& gpu, const BlockShape& x, const GptModel& model, int64_t vocab,
+                                 const CollectiveTime& tp_allreduce);
+// The final norm, the output layer [T x h] x [h x V / t] and its cross
+// entropy (fp32 logits); `own_copy`: the rank holds output weights of its
+// own (a copy of the word embedding with p > 1, or untied ones); `norm`: the
+// final norm's parameters.
+MegatronLayerTime head_time(const GpuModel& gpu, const BlockShape& x, int64_t vocab, bool own_copy, double norm,
+                            const CollectiveTime& tp_allreduce);
+// A multi-token prediction depth's work beside its block (the lookup, enorm
+// and hnorm, eh_proj and its collectives; sim/megatron_ends.cc has the
+// terms); `recomputed`: eh_proj runs again with the block (full
+// recomputation); `norm`: one norm's parameters.
+MegatronLayerTime mtp_time(const GpuModel& gpu, const BlockShape& x, const GptModel& model, int64_t vocab, double norm,
+                           bool recomputed, const CollectiveTime& tp_allreduce);
+// `more`'s times and parameters added into `into`.
+void add_time(MegatronLayerTime& into, const MegatronLayerTime& more);
 
 }  // namespace baton::megatron_detail

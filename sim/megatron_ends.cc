@@ -1,0 +1,89 @@
+// The layers at the pipeline's two ends and multi-token prediction's depths
+// (sim/megatron_block.h): the embedding's and the output layer's times and
+// weights on one rank, a depth's work beside its block, and the sum of two
+// layers' times. Internal to sim/; thread safety: pure functions.
+#include "sim/megatron_block.h"
+
+namespace baton::megatron_detail {
+
+MegatronLayerTime embedding_time(const GpuModel& gpu, const BlockShape& x, const GptModel& model, int64_t vocab,
+                                 const CollectiveTime& tp_allreduce) {
+  MegatronLayerTime time;
+  const double values = x.tokens * x.h;
+  time.forward_compute = gpu.memory_bound(2.0 * values * kHalf) + gpu.memory_bound(3.0 * x.local_tokens * x.h * kHalf);
+  time.forward_comm = x.t > 1 ? tp_allreduce(values * kHalf) : Seconds(0.0);
+  time.weight_gradient = gpu.memory_bound(3.0 * values * kHalf);
+  time.backward_compute = time.weight_gradient + gpu.memory_bound(3.0 * x.local_tokens * x.h * kHalf);
+  const double positions = model.rope ? 0.0 : static_cast<double>(model.sequence);  // the learned table's rows
+  time.parameters = (static_cast<double>(vocab) / x.t + positions) * x.h;
+  return time;
+}
+
+MegatronLayerTime head_time(const GpuModel& gpu, const BlockShape& x, int64_t vocab, bool own_copy, double norm,
+                            const CollectiveTime& tp_allreduce) {
+  MegatronLayerTime time;
+  const double v = static_cast<double>(vocab) / x.t;
+  const double logits = x.tokens * v * 4.0;  // fp32 for the cross entropy
+  time.forward_compute = gpu.memory_bound(2.0 * x.local_tokens * x.h * kHalf) + gpu.gemm(x.tokens, v, x.h) +
+                         gpu.memory_bound(3.0 * logits);
+  time.weight_gradient = gpu.gemm(v, x.h, x.tokens);
+  time.backward_compute = time.weight_gradient + gpu.gemm(x.tokens, x.h, v) + gpu.memory_bound(2.0 * logits) +
+                          gpu.memory_bound(2.0 * x.local_tokens * x.h * kHalf);
+  time.backward_comm = x.t > 1 ? tp_allreduce(x.tokens * x.h * kHalf) : Seconds(0.0);
+  time.parameters = norm + (own_copy ? v * x.h : 0.0);  // the final norm, the output weights
+  return time;
+}
+
+// A multi-token prediction depth's work beside its block (GptModel::
+// mtp_layers; Megatron-core's MultiTokenPredictionLayer), per microbatch:
+//   the shifted tokens' embedding lookup (embedding_time's, without weights
+//     of its own: the word embedding's);
+//   enorm and hnorm, each read and written over the rank's T / t (sequence
+//     parallel) or T tokens, and their concatenation (read and written), 4
+//     such passes forward, 5 backward;
+//   eh_proj [T x 2h] x [2h x h / t] (column-parallel, no bias): its input
+//     all-gathered over t with sequence parallelism, its output gathered over
+//     t (Megatron's gather_from_tensor_model_parallel_region) and scattered
+//     back to the sequence shards; in the backward the input's and the
+//     weight's gradient GEMMs, the input gradient reduce-scattered (all-
+//     reduced without sequence parallelism); each a tp_allreduce half (all-
+//     gather, reduce-scatter) or whole, exposed; with full recomputation
+//     (uniform: Megatron-core checkpoints eh_proj and the block together) its
+//     forward again;
+//   its final norm's weights (the norm runs with its output layer and cross
+//     entropy where the loss is: make_megatron_profile's head).
+MegatronLayerTime mtp_time(const GpuModel& gpu, const BlockShape& x, const GptModel& model, int64_t vocab, double norm,
+                           bool recomputed, const CollectiveTime& tp_allreduce) {
+  MegatronLayerTime time = embedding_time(gpu, x, model, vocab, tp_allreduce);
+  const double rows = x.local_tokens * x.h * kHalf;  // one norm's input, bytes
+  const double h_t = x.h / x.t;
+  Seconds proj_comm;
+  if (x.t > 1)
+    proj_comm = tp_allreduce(x.tokens * x.h * kHalf) * 0.5 +
+                (x.local_tokens < x.tokens ? tp_allreduce(2.0 * x.tokens * x.h * kHalf) * 0.5 : Seconds(0.0));
+  const Seconds proj = gpu.gemm(x.tokens, h_t, 2.0 * x.h);
+  time.forward_compute += gpu.memory_bound(4.0 * 2.0 * rows) + proj;
+  time.forward_comm += proj_comm;
+  const Seconds proj_weight = gpu.gemm(h_t, 2.0 * x.h, x.tokens);
+  time.weight_gradient += proj_weight;
+  time.backward_compute += gpu.memory_bound(5.0 * 2.0 * rows) + gpu.gemm(x.tokens, 2.0 * x.h, h_t) + proj_weight;
+  if (x.t > 1)
+    time.backward_comm += tp_allreduce(2.0 * x.tokens * x.h * kHalf) * (x.local_tokens < x.tokens ? 0.5 : 1.0);
+  if (recomputed) time.recompute += proj + proj_comm;
+  time.parameters = 2.0 * x.h * h_t + 3.0 * norm;  // eh_proj and the three norms
+  return time;
+}
+
+void add_time(MegatronLayerTime& into, const MegatronLayerTime& more) {
+  for (Seconds MegatronLayerTime::*field :
+       {&MegatronLayerTime::forward_compute, &MegatronLayerTime::forward_comm, &MegatronLayerTime::backward_compute,
+        &MegatronLayerTime::backward_comm, &MegatronLayerTime::recompute, &MegatronLayerTime::weight_gradient,
+        &MegatronLayerTime::host_wait, &MegatronLayerTime::context_forward, &MegatronLayerTime::context_backward,
+        &MegatronLayerTime::expert_forward, &MegatronLayerTime::expert_backward, &MegatronLayerTime::expert_recompute,
+        &MegatronLayerTime::embedding_allreduce})
+    into.*field += more.*field;
+  into.parameters += more.parameters;
+  into.expert_parameters += more.expert_parameters;
+}
+
+}  // namespace baton::megatron_detail
