@@ -323,6 +323,47 @@ std::string block_description(const GptModel& model, const MegatronLayout& layou
                      model.swiglu ? " SwiGLU" : "", extras, recompute_name(layout.recompute));
 }
 
+// The profile's model line: "gpt L32 h4096 a32 s4096 E8 top2 (t 8, ep 8, etp 1, bf16)".
+std::string profile_name(const GptModel& model, const MegatronLayout& layout) {
+  return fmt::format("gpt L{} h{} a{} s{}{} (t {}{}{}{}, {})", model.layers, model.hidden, model.heads, model.sequence,
+                     model.moe() ? fmt::format(" E{} top{}", model.experts, model.router_topk) : "", layout.tensor,
+                     layout.context > 1 ? fmt::format(", c {}", layout.context) : "",
+                     layout.expert_parallel > 1 ? fmt::format(", ep {}", layout.expert_parallel) : "",
+                     model.moe() && layout.expert_tensor_parallel() != layout.tensor
+                         ? fmt::format(", etp {}", layout.expert_tensor_parallel())
+                         : "",
+                     layout.bf16 ? "bf16" : "fp16");
+}
+
+// The output layer and its loss, and each prediction depth's final norm,
+// output layer and loss (Megatron-core's process_mtp_loss runs them all
+// where the loss is).
+MegatronLayerTime loss_time(const GpuModel& gpu, const BlockShape& x, const GptModel& model, int64_t vocab,
+                            bool own_copy, const CollectiveTime& tp_allreduce) {
+  MegatronLayerTime head = head_time(gpu, x, vocab, own_copy, model.rms_norm ? x.h : 2.0 * x.h, tp_allreduce);
+  if (model.mtp_layers == 0) return head;
+  const MegatronLayerTime logits = head_time(gpu, x, vocab, false, 0.0, tp_allreduce);
+  const double depths = static_cast<double>(model.mtp_layers);
+  head.forward_compute += logits.forward_compute * depths;
+  head.forward_comm += logits.forward_comm * depths;
+  head.weight_gradient += logits.weight_gradient * depths;
+  head.backward_compute += logits.backward_compute * depths;
+  head.backward_comm += logits.backward_comm * depths;
+  return head;
+}
+
+std::string head_description(const GptModel& model, int64_t vocab, bool tied_copies) {
+  const char* weights = !model.tied_output ? "its own weights"
+                        : tied_copies      ? "a copy of the word embedding, kept equal to it"
+                                           : "the word embedding";
+  return fmt::format("final {} + output layer {} x {} ({}) + cross entropy{}", model.rms_norm ? "RMSNorm" : "LayerNorm",
+                     model.hidden, vocab, weights,
+                     model.mtp_layers > 0 ? fmt::format(", and the {} multi-token prediction depths' final norms, "
+                                                        "output layers and cross entropies",
+                                                        model.mtp_layers)
+                                          : std::string());
+}
+
 }  // namespace
 
 MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayout& layout, const GpuModel& gpu,
@@ -345,15 +386,7 @@ MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayou
                                      ? embedding_allreduce(static_cast<double>(vocab) / x.t * x.h * gradient_bytes)
                                      : Seconds(0.0);
   MegatronProfile out;
-  out.profile.model =
-      fmt::format("gpt L{} h{} a{} s{}{} (t {}{}{}{}, {})", model.layers, model.hidden, model.heads, model.sequence,
-                  model.moe() ? fmt::format(" E{} top{}", model.experts, model.router_topk) : "", layout.tensor,
-                  layout.context > 1 ? fmt::format(", c {}", layout.context) : "",
-                  layout.expert_parallel > 1 ? fmt::format(", ep {}", layout.expert_parallel) : "",
-                  model.moe() && layout.expert_tensor_parallel() != layout.tensor
-                      ? fmt::format(", etp {}", layout.expert_tensor_parallel())
-                      : "",
-                  layout.bf16 ? "bf16" : "fp16");
+  out.profile.model = profile_name(model, layout);
   out.profile.device = gpu.name;
   out.profile.microbatch_size = layout.micro_batch;
 
@@ -396,8 +429,8 @@ MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayou
       for (int j = 0; j < blocks; ++j) recomputed.at(at++) = j < layout.recompute_layers;
   }
   std::optional<Kind> kinds[2][2];  // [MoE][recomputed], made when first needed
-  out.times.reserve(static_cast<size_t>(model.layers) + 2);
-  out.profile.layers.reserve(static_cast<size_t>(model.layers) + 2);
+  out.times.reserve(static_cast<size_t>(model.layers + model.mtp_layers) + 2);
+  out.profile.layers.reserve(static_cast<size_t>(model.layers + model.mtp_layers) + 2);
   for (int64_t i = 0; i < model.layers; ++i) {
     const bool moe = model.moe_block(i), again = recomputed[static_cast<size_t>(i)];
     std::optional<Kind>& made = kinds[moe ? 1 : 0][again ? 1 : 0];
@@ -436,32 +469,10 @@ MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayou
                                             activation * static_cast<double>(j + 2), expert_gradient_weight));
     }
   }
-  // The output layer and its loss, and each depth's (Megatron-core's
-  // process_mtp_loss runs them all where the loss is).
-  MegatronLayerTime head = head_time(gpu, x, vocab, tied_copies || !model.tied_output, final_norm, tp_allreduce);
-  if (model.mtp_layers > 0) {
-    const MegatronLayerTime logits = head_time(gpu, x, vocab, false, 0.0, tp_allreduce);
-    const double depths = static_cast<double>(model.mtp_layers);
-    head.forward_compute += logits.forward_compute * depths;
-    head.forward_comm += logits.forward_comm * depths;
-    head.weight_gradient += logits.weight_gradient * depths;
-    head.backward_compute += logits.backward_compute * depths;
-    head.backward_comm += logits.backward_comm * depths;
-  }
+  MegatronLayerTime head = loss_time(gpu, x, model, vocab, tied_copies || !model.tied_output, tp_allreduce);
   if (tied_copies) head.embedding_allreduce = embedding_sync;
   out.times.push_back(head);
-  const char* weights = !model.tied_output ? "its own weights"
-                        : tied_copies      ? "a copy of the word embedding, kept equal to it"
-                                           : "the word embedding";
-  out.profile.layers.push_back(to_layer(
-      "head",
-      fmt::format("final {} + output layer {} x {} ({}) + cross entropy{}", model.rms_norm ? "RMSNorm" : "LayerNorm",
-                  model.hidden, vocab, weights,
-                  model.mtp_layers > 0 ? fmt::format(", and the {} multi-token prediction depths' final norms, "
-                                                     "output layers and cross entropies",
-                                                     model.mtp_layers)
-                                       : std::string()),
-      head, layout, gpu, 0.0));
+  out.profile.layers.push_back(to_layer("head", head_description(model, vocab, tied_copies), head, layout, gpu, 0.0));
   return out;
 }
 
