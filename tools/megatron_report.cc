@@ -94,11 +94,15 @@ std::string layout_line(const GptModel& model, const MegatronLayout& layout) {
 std::string megatron_text(const GptModel& model, const MegatronLayout& layout, const Topology& topology,
                           const MegatronPrediction& p) {
   std::string out = fmt::format(
-      "GPT: {} layers, hidden {}, {} heads, sequence {}, vocabulary {} (padded {}): {:.2f}B parameters{}\n",
+      "GPT: {} layers, hidden {}, {} heads, sequence {}, vocabulary {} (padded {}): {:.2f}B parameters{}{}\n",
       model.layers, model.hidden, model.heads, model.sequence, model.vocab, padded_vocab(model, layout.tensor),
       gpt_parameters(model, layout.tensor) / 1e9,
       model.moe() ? fmt::format(" ({:.2f}B active per token)", gpt_active_parameters(model, layout.tensor) / 1e9)
-                  : std::string());
+                  : std::string(),
+      model.mtp_layers > 0
+          ? fmt::format(", {:.2f}B of them in {} multi-token prediction depth{}", gpt_mtp_parameters(model) / 1e9,
+                        model.mtp_layers, model.mtp_layers == 1 ? "" : "s")
+          : std::string());
   if (model.beyond_gpt()) out += fmt::format("architecture beyond GPT-3's:{}\n", architecture_flags(model));
   out += fmt::format("on {} ({}): {}\n\n", topology.name, topology.device.name, layout_line(model, layout));
   out += fmt::format(

@@ -114,11 +114,14 @@ TEST_CASE("mtp: DeepSeek-V3 with one prediction depth: its parameters, and the l
   const std::string layout =
       "--global-batch-size 1024 --micro-batch-size 1 --pipeline-model-parallel-size 16 "
       "--decoder-first-pipeline-num-layers 3 --decoder-last-pipeline-num-layers 2 --expert-model-parallel-size 16 "
-      "--use-distributed-optimizer --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 "
-      "--json ";
+      "--use-distributed-optimizer --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 ";
   const std::string simulate = "simulate --topology topologies/h100_32x8.json " + kDeepSeekV3 + layout;
-  const CliRun without = run_baton(simulate, "mtp-v3-without");
-  const CliRun with = run_baton(simulate + "--mtp-num-layers 1", "mtp-v3-with");
+  const CliRun text = run_baton(simulate + "--mtp-num-layers 1", "mtp-v3-text");
+  REQUIRE(text.exit_code == 0);
+  CHECK(text.out.find("682.64B parameters (38.24B active per token), 11.61B of them in 1 multi-token prediction "
+                      "depth") != std::string::npos);
+  const CliRun without = run_baton(simulate + "--json", "mtp-v3-without");
+  const CliRun with = run_baton(simulate + "--json --mtp-num-layers 1", "mtp-v3-with");
   INFO(with.err);
   REQUIRE(without.exit_code == 0);
   REQUIRE(with.exit_code == 0);
