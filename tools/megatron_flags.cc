@@ -109,8 +109,9 @@ void add_architecture_flags(CLI::App& cmd, MegatronArgs& args) {
       ->group(group);
   cmd.add_option("--mtp-num-layers", args.model.mtp_layers,
                  "multi-token prediction depths D (DeepSeek-V3's, Megatron-core 0.12 on): each a block of the last "
-                 "block's kind, eh_proj and the shared output layer with its own loss, all on the last pipeline stage "
-                 "(balance it with --decoder-last-pipeline-num-layers)")
+                 "block's kind and eh_proj on the last pipeline stage (or where --pipeline-model-parallel-layout puts "
+                 "its m; balance it with --decoder-last-pipeline-num-layers), each its output layer and loss with "
+                 "the model's")
       ->check(at_least(1))
       ->group(group);
   cmd.add_option("--moe-layer-freq", args.moe_layer_freq,
