@@ -342,13 +342,8 @@ MegatronLayerTime loss_time(const GpuModel& gpu, const BlockShape& x, const GptM
                             bool own_copy, const CollectiveTime& tp_allreduce) {
   MegatronLayerTime head = head_time(gpu, x, vocab, own_copy, model.rms_norm ? x.h : 2.0 * x.h, tp_allreduce);
   if (model.mtp_layers == 0) return head;
-  const MegatronLayerTime logits = head_time(gpu, x, vocab, false, 0.0, tp_allreduce);
-  const double depths = static_cast<double>(model.mtp_layers);
-  head.forward_compute += logits.forward_compute * depths;
-  head.forward_comm += logits.forward_comm * depths;
-  head.weight_gradient += logits.weight_gradient * depths;
-  head.backward_compute += logits.backward_compute * depths;
-  head.backward_comm += logits.backward_comm * depths;
+  const MegatronLayerTime logits = head_time(gpu, x, vocab, false, 0.0, tp_allreduce);  // no weights of its own
+  for (int64_t j = 0; j < model.mtp_layers; ++j) add_time(head, logits);
   return head;
 }
 
