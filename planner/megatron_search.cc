@@ -369,6 +369,7 @@ Result<MegatronSearchResult> search_megatron_layouts(const GptModel& model, int 
   const auto start = std::chrono::steady_clock::now();
   auto gpu = gpu_model(topology.device.name);
   if (!gpu) return gpu.error();
+  if (auto ok = check_fp8_gpu(model, *gpu); !ok) return ok.error();
   MegatronSearchResult result;
   FamilyMap families;
   std::vector<MegatronCandidate> fitting =

@@ -19,11 +19,13 @@ constexpr double kKernelFloorSeconds = 51.19e-6;
 constexpr double kHostPerKernelSeconds = 49.87e-6;
 constexpr double kHostPerPassSeconds = 0.7875e-3;
 
-GpuModel make(std::string name, int sms, double peak, double hbm, double memory_gib, std::string datasheet) {
+GpuModel make(std::string name, int sms, double peak, double fp8, double hbm, double memory_gib,
+              std::string datasheet) {
   GpuModel model;
   model.name = std::move(name);
   model.sms = sms;
   model.peak_tflops = peak;
+  model.fp8_tflops = fp8;
   model.hbm_gbytes_per_s = hbm;
   model.memory_gib = memory_gib;
   model.gemm_efficiency = kGemmEfficiency;
@@ -43,18 +45,19 @@ GpuModel make(std::string name, int sms, double peak, double hbm, double memory_
 
 std::vector<GpuModel> known() {
   return {
-      make("A100-SXM4-80GB", 108, 312.0, 2039.0, 80.0,
+      make("A100-SXM4-80GB", 108, 312.0, 0.0, 2039.0, 80.0,
            "NVIDIA A100 datasheet: 108 SMs, 312 TFLOP/s fp16/bf16 dense, 2039 GB/s HBM2e, 80 GB"),
-      make("A100-SXM4-40GB", 108, 312.0, 1555.0, 40.0,
+      make("A100-SXM4-40GB", 108, 312.0, 0.0, 1555.0, 40.0,
            "NVIDIA A100 datasheet: 108 SMs, 312 TFLOP/s fp16/bf16 dense, 1555 GB/s HBM2, 40 GB"),
-      make("H100-SXM5-80GB", 132, 989.0, 3350.0, 80.0,
-           "NVIDIA H100 SXM5 datasheet: 132 SMs, 989 TFLOP/s fp16/bf16 dense, 3350 GB/s HBM3, 80 GB"),
-      make("H200-SXM-141GB", 132, 989.0, 4800.0, 141.0,
-           "NVIDIA H200 SXM datasheet: 132 SMs (the H100 SXM5's GH100), 989 TFLOP/s fp16/bf16 dense, 4800 GB/s "
+      make("H100-SXM5-80GB", 132, 989.0, 1979.0, 3350.0, 80.0,
+           "NVIDIA H100 SXM5 datasheet: 132 SMs, 989 TFLOP/s fp16/bf16 and 1979 fp8 dense, 3350 GB/s HBM3, 80 GB"),
+      make("H200-SXM-141GB", 132, 989.0, 1979.0, 4800.0, 141.0,
+           "NVIDIA H200 SXM datasheet: 132 SMs (the H100 SXM5's GH100), 989 TFLOP/s fp16/bf16 and 1979 fp8 dense, 4800 "
+           "GB/s "
            "HBM3e, 141 GB"),
-      make("V100-SXM2-16GB", 80, 125.0, 900.0, 16.0,
+      make("V100-SXM2-16GB", 80, 125.0, 0.0, 900.0, 16.0,
            "NVIDIA V100 SXM2 datasheet: 80 SMs, 125 TFLOP/s fp16 tensor core, 900 GB/s HBM2, 16 GB"),
-      make("V100-SXM2-32GB", 80, 125.0, 900.0, 32.0,
+      make("V100-SXM2-32GB", 80, 125.0, 0.0, 900.0, 32.0,
            "NVIDIA V100 SXM2 datasheet: 80 SMs, 125 TFLOP/s fp16 tensor core, 900 GB/s HBM2, 32 GB"),
   };
 }
@@ -78,7 +81,8 @@ Seconds GpuModel::gemm(double m, double n, double k, double count, int bytes_per
   double compute = 1e300;
   for (const Tile& tile : tiles) {
     const double waves = std::ceil(count * std::ceil(m / tile.m) * std::ceil(n / tile.n) / sms);
-    const double tile_flops_per_s = peak_tflops * 1e12 / sms * gemm_efficiency * tile.efficiency;
+    const double peak = bytes_per_element == 1 && fp8_tflops > 0.0 ? fp8_tflops : peak_tflops;
+    const double tile_flops_per_s = peak * 1e12 / sms * gemm_efficiency * tile.efficiency;
     compute = std::min(compute, waves * 2.0 * tile.m * tile.n * k / tile_flops_per_s);
   }
   const double bytes = count * (m * k + k * n + m * n) * bytes_per_element;

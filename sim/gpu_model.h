@@ -16,6 +16,9 @@
 //   takes its bytes at memory speed instead (roofline: max of the two).
 // - A memory-bound kernel (normalization, softmax, dropout, GeLU, residual
 //   add, optimizer update) takes bytes / (hbm x memory_efficiency).
+// - An FP8 GEMM (one byte per operand: sim/megatron_fp8.h) is cut and timed
+//   alike at the FP8 peak, with the same efficiencies (an assumption: no
+//   measured FP8 run checks it).
 // - Every kernel takes at least kernel_floor (launch and tail of a tiny kernel).
 // - The host issues kernels one after another: a pass over a layer takes at
 //   least (its kernels) x host_per_kernel, the framework's eager dispatch cost
@@ -55,6 +58,7 @@ struct GpuModel {
   std::string name;          // the topology's device name: "A100-SXM4-80GB"
   int sms = 0;               // streaming multiprocessors
   double peak_tflops = 0.0;  // dense fp16/bf16 tensor-core peak, 1e12 FLOP/s
+  double fp8_tflops = 0.0;   // dense FP8 tensor-core peak; 0: no FP8 tensor cores
   double hbm_gbytes_per_s = 0.0;
   double memory_gib = 0.0;
   int tile_m = 128;
@@ -69,7 +73,8 @@ struct GpuModel {
   std::string source;
 
   // One GEMM (or `count` independent ones) of [m x k] x [k x n], operands and
-  // result at `bytes_per_element`.
+  // result at `bytes_per_element`; with 1 (FP8 operands) at fp8_tflops, with
+  // the same efficiencies.
   Seconds gemm(double m, double n, double k, double count = 1.0, int bytes_per_element = 2) const;
   // A memory-bound kernel moving `bytes` (reads + writes).
   Seconds memory_bound(double bytes) const;

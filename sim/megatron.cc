@@ -74,6 +74,36 @@ std::optional<ContextComm> parse_context_comm(std::string_view name) {
   return by_name(name, {ContextComm::kP2P, ContextComm::kAllGather, ContextComm::kAllToAll}, context_comm_name);
 }
 
+const char* fp8_format_name(Fp8Format format) {
+  switch (format) {
+    case Fp8Format::kNone: return "none";
+    case Fp8Format::kE4M3: return "e4m3";
+    case Fp8Format::kHybrid: return "hybrid";
+  }
+  return "none";
+}
+
+const char* fp8_recipe_name(Fp8Recipe recipe) {
+  switch (recipe) {
+    case Fp8Recipe::kDelayed: return "delayed";
+    case Fp8Recipe::kTensorwise: return "tensorwise";
+    case Fp8Recipe::kBlockwise: return "blockwise";
+    case Fp8Recipe::kMxfp8: return "mxfp8";
+    case Fp8Recipe::kCustom: return "custom";
+  }
+  return "delayed";
+}
+
+std::optional<Fp8Format> parse_fp8_format(std::string_view name) {
+  return by_name(name, {Fp8Format::kNone, Fp8Format::kE4M3, Fp8Format::kHybrid}, fp8_format_name);
+}
+
+std::optional<Fp8Recipe> parse_fp8_recipe(std::string_view name) {
+  return by_name(
+      name, {Fp8Recipe::kDelayed, Fp8Recipe::kTensorwise, Fp8Recipe::kBlockwise, Fp8Recipe::kMxfp8, Fp8Recipe::kCustom},
+      fp8_recipe_name);
+}
+
 int MegatronLayout::virtual_stages(const GptModel& model) const {
   if (!layout_chunks.empty()) return std::max(1, static_cast<int>(layout_chunks.size()) / std::max(1, pipeline));
   if (v_schedule != VSchedule::kNone) return 2;
@@ -418,6 +448,7 @@ Status check_megatron_layout(const GptModel& model, const MegatronLayout& layout
   if (auto ok = check_latent_attention(model, layout); !ok) return ok;
   if (auto ok = check_experts(model, layout); !ok) return ok;
   if (auto ok = check_mtp(model, layout); !ok) return ok;
+  if (auto ok = check_fp8(model, layout); !ok) return ok;
   if (auto ok = check_pipeline_layout(model, layout); !ok) return ok;
   if (layout.layout_chunks.empty())
     if (auto ok = check_stage_layers(model, layout); !ok) return ok;

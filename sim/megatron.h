@@ -92,6 +92,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sim/megatron_fp8.h"
 #include "sim/result.h"
 
 namespace baton {
@@ -161,6 +162,10 @@ struct GptModel {
   // (MoE or dense), a final norm, and the output layer (shared weights) with
   // its own cross entropy.
   int64_t mtp_layers = 0;
+  // FP8 (--fp8-format, --fp8-recipe; sim/megatron_fp8.h): the blocks' linear
+  // GEMMs on FP8 operands through Transformer Engine.
+  Fp8Format fp8 = Fp8Format::kNone;
+  Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;
 
   int64_t ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
   bool moe() const { return experts > 0; }
@@ -208,7 +213,7 @@ struct GptModel {
   // Whether any of the fields above differs from GPT's.
   bool beyond_gpt() const {
     return ffn_hidden > 0 || query_groups > 0 || swiglu || !linear_bias || !tied_output || rope || rms_norm ||
-           flash_attention || moe() || mla || qk_layernorm || mtp_layers > 0;
+           flash_attention || moe() || mla || qk_layernorm || mtp_layers > 0 || fp8 != Fp8Format::kNone;
   }
 };
 
@@ -475,18 +480,20 @@ double megatron_model_flops(const GptModel& model, const MegatronLayout& layout)
 // "qk_pos_emb_head_dim", "v_head_dim" (each optional: Megatron's defaults);
 // with experts and a capacity factor "moe_expert_capacity_factor" (null or
 // absent: dropless) and "moe_pad_expert_input_to_capacity"; "mtp_num_layers"
-// (written when above 0; null or absent: none);
+// (written when above 0; null or absent: none); "fp8" (--fp8-format's
+// value, written with FP8; null or absent: none) and "fp8_recipe" (written
+// with it; absent: delayed);
 // the layout's "expert_model_parallel_size" is written only above 1 (read as
 // 1 when absent), "expert_tensor_parallel_size" only when it is not t (read
 // as t when absent or null, Megatron's default).
 // clang-format off
-inline constexpr std::array<const char*, 25> kGptArchitectureKeys = {
+inline constexpr std::array<const char*, 27> kGptArchitectureKeys = {
     "ffn_hidden_size", "swiglu", "group_query_attention", "num_query_groups", "disable_bias_linear",
     "untie_embeddings_and_output_weights", "position_embedding_type", "normalization", "use_flash_attn",
     "num_experts", "moe_router_topk", "moe_ffn_hidden_size", "moe_grouped_gemm",
     "moe_shared_expert_intermediate_size", "moe_layer_freq", "qk_layernorm", "multi_latent_attention",
     "q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim",
-    "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity", "mtp_num_layers"};
+    "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity", "mtp_num_layers", "fp8", "fp8_recipe"};
 // clang-format on
 // `object` without those keys (for a strict check of the others' names), and
 // those keys of it read into `model` (planner regression cases share them).

@@ -67,6 +67,10 @@ nlohmann::json megatron_arguments(const GptModel& model, const MegatronLayout& l
     arguments["v_head_dim"] = model.v_head_dim;
   }
   if (model.mtp_layers > 0) arguments["mtp_num_layers"] = model.mtp_layers;
+  if (model.fp8 != Fp8Format::kNone) {
+    arguments["fp8"] = fp8_format_name(model.fp8);
+    arguments["fp8_recipe"] = fp8_recipe_name(model.fp8_recipe);
+  }
   if (!model.moe()) return arguments;
   arguments["num_experts"] = model.experts;
   arguments["moe_router_topk"] = model.router_topk;
@@ -207,6 +211,26 @@ Status read_choices(const nlohmann::json& arguments, const json_fields::FieldPat
   return ok_status();
 }
 
+// "fp8" (Megatron's argument behind --fp8-format: "e4m3", "hybrid", null or
+// absent for none) and "fp8_recipe" (absent: delayed).
+Status read_fp8(const nlohmann::json& arguments, const json_fields::FieldPath& at, GptModel& model) {
+  if (arguments.contains("fp8") && !arguments["fp8"].is_null()) {
+    auto text = json_fields::read_string(arguments, at, "fp8");
+    if (!text) return text.error();
+    const std::optional<Fp8Format> format = parse_fp8_format(*text);
+    if (!format || *format == Fp8Format::kNone) return at.field("fp8").error("must be e4m3, hybrid or null", *text);
+    model.fp8 = *format;
+  }
+  if (arguments.contains("fp8_recipe")) {
+    auto text = json_fields::read_string(arguments, at, "fp8_recipe");
+    if (!text) return text.error();
+    const std::optional<Fp8Recipe> recipe = parse_fp8_recipe(*text);
+    if (!recipe) return at.field("fp8_recipe").error("must be delayed, tensorwise, blockwise, mxfp8 or custom", *text);
+    model.fp8_recipe = *recipe;
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 nlohmann::json without_gpt_architecture(const nlohmann::json& object) {
@@ -323,7 +347,7 @@ Status read_gpt_architecture(const nlohmann::json& arguments, const json_fields:
       return at.field(c.name).error(fmt::format("must be {} or {}", c.plain, c.other), *text);
     *c.value = *text == c.other;
   }
-  return ok_status();
+  return read_fp8(arguments, at, model);
 }
 
 Result<MegatronSpec> megatron_from_arguments(const nlohmann::json& arguments, const std::string& where) {

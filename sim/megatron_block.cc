@@ -1,6 +1,7 @@
 #include "sim/megatron_block.h"
 
 #include <algorithm>
+#include <vector>
 
 namespace baton::megatron_detail {
 
@@ -40,21 +41,92 @@ BlockShape shape_of(const GptModel& model, const MegatronLayout& layout) {
   x.kv_lora = x.mla ? static_cast<double>(model.kv_lora_rank) : 0.0;
   x.pos = x.mla ? static_cast<double>(model.qk_pos_head_dim) : 0.0;
   x.unsplit = gpt_block_unsplit_parameters(model);
+  x.linear_bytes = model.fp8 != Fp8Format::kNone ? 1 : 2;
+  x.fp8_current = model.fp8 != Fp8Format::kNone && model.fp8_recipe == Fp8Recipe::kTensorwise;
   return x;
 }
 
+Seconds linear_gemm(const GpuModel& gpu, const BlockShape& x, double m, double n, double k, double count) {
+  return gpu.gemm(m, n, k, count, x.linear_bytes);
+}
+
 Seconds mlp_gemm(const GpuModel& gpu, const BlockShape& x, double m, double n, double k) {
-  if (x.mlp_gemms <= 1.0 || x.grouped) return gpu.gemm(m, n, k, x.mlp_gemms);
-  return gpu.gemm(m, n, k) * x.mlp_gemms;
+  if (x.mlp_gemms <= 1.0 || x.grouped) return linear_gemm(gpu, x, m, n, k, x.mlp_gemms);
+  return linear_gemm(gpu, x, m, n, k) * x.mlp_gemms;
+}
+
+int fp8_quantize_kernels(const BlockShape& x) {
+  if (x.linear_bytes != 1) return 0;
+  return x.fp8_current ? 2 : 1;
+}
+
+Seconds fp8_quantize(const GpuModel& gpu, const BlockShape& x, double values) {
+  if (x.linear_bytes != 1) return Seconds(0.0);
+  // Read 2 bytes, write the value and its transpose; tensorwise reads first for the maximum.
+  const Seconds cast = gpu.memory_bound(values * 4.0);
+  return x.fp8_current ? cast + gpu.memory_bound(values * kHalf) : cast;
+}
+
+Fp8Casts fp8_casts(const GpuModel& gpu, const BlockShape& x) {
+  Fp8Casts casts;
+  if (x.linear_bytes != 1) return casts;
+  const double T = x.tokens, own = x.local_tokens, h = x.h, t = x.t;
+  std::vector<double> forward, backward;  // values per quantized tensor
+  if (x.mla) {
+    const double q_in = x.q_lora > 0.0 ? x.q_lora : 0.0;
+    forward = {own * h, T * x.kv_lora, T * x.a * x.head_v / t};  // kv down, kv up, projection
+    backward = {own * (x.kv_lora + x.pos), T * x.a * (x.head_qk - x.pos + x.head_v) / t, own * h};
+    if (q_in > 0.0) {  // q down and q up
+      forward.insert(forward.end(), {own * h, T * q_in});
+      backward.insert(backward.end(), {own * q_in, T * x.a * x.head_qk / t});
+    } else {  // the queries straight from h
+      forward.push_back(own * h);
+      backward.push_back(T * x.a * x.head_qk / t);
+    }
+  } else {
+    // The QKV's input comes quantized out of its norm with delayed scaling.
+    forward = {T * h / t};
+    if (x.fp8_current) forward.push_back(own * h);
+    backward = {T * (h + 2.0 * x.kv) / t, own * h};
+  }
+  if (!x.moe) {
+    forward.push_back(T * x.f / t);
+    if (x.fp8_current) forward.push_back(own * h);  // the first MLP GEMM's, likewise
+    backward.insert(backward.end(), {T * x.up / t, own * h});
+  } else {
+    // The experts' GEMMs: one cast per kernel (per expert, or grouped).
+    const double kernels = x.grouped ? 1.0 : x.mlp_gemms, per = x.mlp_m * x.mlp_gemms / kernels;
+    for (int i = 0; i < static_cast<int>(kernels); ++i) {
+      forward.insert(forward.end(), {per * h, per * x.f / x.mlp_t});
+      backward.insert(backward.end(), {per * x.up / x.mlp_t, per * h});
+    }
+    if (x.shared > 0.0) {
+      const double up = (x.gated ? 2.0 : 1.0) * x.shared;
+      forward.insert(forward.end(), {own * h, T * x.shared / t});
+      backward.insert(backward.end(), {T * up / t, own * h});
+    }
+  }
+  for (const double values : forward) casts.forward += fp8_quantize(gpu, x, values);
+  for (const double values : backward) casts.backward += fp8_quantize(gpu, x, values);
+  casts.forward_kernels = static_cast<int>(forward.size()) * fp8_quantize_kernels(x);
+  casts.backward_kernels = static_cast<int>(backward.size()) * fp8_quantize_kernels(x);
+  return casts;
+}
+
+Seconds tp_exchange(const BlockShape& x, const CollectiveTime& tp_allreduce, double values) {
+  const Seconds bf16 = tp_allreduce(values * kHalf);
+  if (x.linear_bytes != 1 || x.local_tokens >= x.tokens) return bf16;
+  return (bf16 + tp_allreduce(values * static_cast<double>(x.linear_bytes))) * 0.5;
 }
 
 AttentionLinears attention_linears(const GpuModel& gpu, const BlockShape& x) {
   const double T = x.tokens, h = x.h, t = x.t;
   if (!x.mla) {
     const double qkv_width = (h + 2.0 * x.kv) / t;
-    const Seconds qkv_w = gpu.gemm(qkv_width, h, T);
-    return {gpu.gemm(T, qkv_width, h) + gpu.gemm(T, h, h / t), gpu.gemm(T, h, qkv_width) + gpu.gemm(T, h / t, h),
-            qkv_w + gpu.gemm(h, h / t, T), qkv_w};
+    const Seconds qkv_w = linear_gemm(gpu, x, qkv_width, h, T);
+    return {linear_gemm(gpu, x, T, qkv_width, h) + linear_gemm(gpu, x, T, h, h / t),
+            linear_gemm(gpu, x, T, h, qkv_width) + linear_gemm(gpu, x, T, h / t, h),
+            qkv_w + linear_gemm(gpu, x, h, h / t, T), qkv_w};
   }
   const double own = x.local_tokens, kv_latent = x.kv_lora + x.pos;
   const double queries = x.a * x.head_qk / t, keys_values = x.a * (x.head_qk - x.pos + x.head_v) / t;
@@ -62,29 +134,29 @@ AttentionLinears attention_linears(const GpuModel& gpu, const BlockShape& x) {
   AttentionLinears linears;
   // Up: the queries (from their latent, or from h) and the keys and values.
   const double q_in = x.q_lora > 0.0 ? x.q_lora : h;
-  linears.first_weight = gpu.gemm(queries, q_in, T) + gpu.gemm(keys_values, x.kv_lora, T);
-  linears.forward = gpu.gemm(T, queries, q_in) + gpu.gemm(T, keys_values, x.kv_lora);
-  linears.input = gpu.gemm(T, q_in, queries) + gpu.gemm(T, x.kv_lora, keys_values);
+  linears.first_weight = linear_gemm(gpu, x, queries, q_in, T) + linear_gemm(gpu, x, keys_values, x.kv_lora, T);
+  linears.forward = linear_gemm(gpu, x, T, queries, q_in) + linear_gemm(gpu, x, T, keys_values, x.kv_lora);
+  linears.input = linear_gemm(gpu, x, T, q_in, queries) + linear_gemm(gpu, x, T, x.kv_lora, keys_values);
   // Down, whole, on the rank's own tokens.
-  linears.forward += gpu.gemm(own, kv_latent, h);
-  linears.input += gpu.gemm(own, h, kv_latent);
-  Seconds weight = linears.first_weight + gpu.gemm(kv_latent, h, own);
+  linears.forward += linear_gemm(gpu, x, own, kv_latent, h);
+  linears.input += linear_gemm(gpu, x, own, h, kv_latent);
+  Seconds weight = linears.first_weight + linear_gemm(gpu, x, kv_latent, h, own);
   if (x.q_lora > 0.0) {
-    linears.forward += gpu.gemm(own, x.q_lora, h);
-    linears.input += gpu.gemm(own, h, x.q_lora);
-    weight += gpu.gemm(x.q_lora, h, own);
+    linears.forward += linear_gemm(gpu, x, own, x.q_lora, h);
+    linears.input += linear_gemm(gpu, x, own, h, x.q_lora);
+    weight += linear_gemm(gpu, x, x.q_lora, h, own);
   }
   // The output projection.
-  linears.forward += gpu.gemm(T, h, values);
-  linears.input += gpu.gemm(T, values, h);
-  linears.weight = weight + gpu.gemm(h, values, T);
+  linears.forward += linear_gemm(gpu, x, T, h, values);
+  linears.input += linear_gemm(gpu, x, T, values, h);
+  linears.weight = weight + linear_gemm(gpu, x, h, values, T);
   return linears;
 }
 
 Seconds attention_collectives(const BlockShape& x, const CollectiveTime& tp_allreduce) {
   if (x.t <= 1.0) return Seconds(0.0);
+  if (!x.mla) return tp_exchange(x, tp_allreduce, x.tokens * x.h);
   const Seconds output = tp_allreduce(x.tokens * x.h * kHalf);
-  if (!x.mla) return output;
   const double gathered = (x.q_lora > 0.0 ? x.q_lora : x.h) + x.kv_lora + x.pos;
   return (output + tp_allreduce(x.tokens * gathered * kHalf)) * 0.5;
 }

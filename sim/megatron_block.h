@@ -46,9 +46,51 @@ struct BlockShape {
   bool mla, qk_norm;
   double q_lora, kv_lora, pos;
   double unsplit;  // gpt_block_unsplit_parameters: the down projections' weights
+  // FP8 (sim/megatron_fp8.h): the linears' operands, 1 byte with FP8 and 2
+  // without; fp8_current: tensorwise scaling (each tensor's maximum taken
+  // before it is quantized).
+  int linear_bytes;
+  bool fp8_current;
 };
 
 BlockShape shape_of(const GptModel& model, const MegatronLayout& layout);
+
+// A linear layer's GEMM [m x k] x [k x n] (`count` of them): at the FP8 rate
+// with FP8 (BlockShape::linear_bytes).
+Seconds linear_gemm(const GpuModel& gpu, const BlockShape& x, double m, double n, double k, double count = 1.0);
+
+// With FP8, what quantizing a block's activation operands costs per pass
+// (sim/megatron_fp8.h): each linear's forward input, and each linear's output
+// gradient before its input-gradient GEMM, one kernel each (two with
+// tensorwise scaling), 4 bytes a value (6 tensorwise). The values, per rank:
+// the projection's input T h / t and the second MLP GEMM's T f / t; the QKV's
+// and the first MLP GEMM's inputs only with tensorwise scaling, on the
+// rank's own tokens (T / t with sequence parallelism: quantized before they
+// are gathered): with delayed scaling Transformer Engine's fused norm and
+// linear (Megatron-core's TELayerNormColumnParallelLinear) writes the norm's
+// output in FP8, with no kernel of its own; the gradients of
+// the QKV's T (h + 2 kv) / t outputs, the projection's and the second MLP
+// GEMM's on the own tokens, the first MLP GEMM's T up / t. Multi-latent
+// attention's down projections' inputs (and output gradients) on the own
+// tokens, its up projections' on the gathered latents; the experts' on the
+// tokens they receive (m per GEMM, one cast per expert run one after
+// another), the shared expert's as a dense MLP's. Nothing without FP8.
+struct Fp8Casts {
+  Seconds forward, backward;
+  int forward_kernels = 0, backward_kernels = 0;
+};
+Fp8Casts fp8_casts(const GpuModel& gpu, const BlockShape& x);
+// Quantizing `values` activation values (one tensor) to FP8.
+Seconds fp8_quantize(const GpuModel& gpu, const BlockShape& x, double values);
+// The kernels one quantization takes: 1 (delayed scaling), 2 (tensorwise), 0
+// without FP8.
+int fp8_quantize_kernels(const BlockShape& x);
+
+// A tensor-parallel all-reduce of `values` activation values as `tp_allreduce`
+// times it, or with sequence parallelism its all-gather and reduce-scatter
+// (each half of it): with FP8 the all-gather moves FP8 values (Transformer
+// Engine quantizes before it gathers), the reduce-scatter bf16.
+Seconds tp_exchange(const BlockShape& x, const CollectiveTime& tp_allreduce, double values);
 
 // One of the MLP's GEMMs, `m` being BlockShape::mlp_m or in its place: the dense
 // MLP's, or every local expert's (one grouped kernel, or one per expert).

@@ -61,16 +61,18 @@ MegatronLayerTime mtp_time(const GpuModel& gpu, const BlockShape& x, const GptMo
   if (x.t > 1)
     proj_comm = tp_allreduce(x.tokens * x.h * kHalf) * 0.5 +
                 (x.local_tokens < x.tokens ? tp_allreduce(2.0 * x.tokens * x.h * kHalf) * 0.5 : Seconds(0.0));
-  const Seconds proj = gpu.gemm(x.tokens, h_t, 2.0 * x.h);
+  const Seconds proj = linear_gemm(gpu, x, x.tokens, h_t, 2.0 * x.h) + fp8_quantize(gpu, x, x.local_tokens * 2.0 * x.h);
   time.forward_compute += gpu.memory_bound(4.0 * 2.0 * rows) + proj;
   time.forward_comm += proj_comm;
-  const Seconds proj_weight = gpu.gemm(h_t, 2.0 * x.h, x.tokens);
+  const Seconds proj_weight = linear_gemm(gpu, x, h_t, 2.0 * x.h, x.tokens);
   time.weight_gradient += proj_weight;
-  time.backward_compute += gpu.memory_bound(5.0 * 2.0 * rows) + gpu.gemm(x.tokens, 2.0 * x.h, h_t) + proj_weight;
+  time.backward_compute += gpu.memory_bound(5.0 * 2.0 * rows) + linear_gemm(gpu, x, x.tokens, 2.0 * x.h, h_t) +
+                           fp8_quantize(gpu, x, x.tokens * h_t) + proj_weight;
   if (x.t > 1)
     time.backward_comm += tp_allreduce(2.0 * x.tokens * x.h * kHalf) * (x.local_tokens < x.tokens ? 0.5 : 1.0);
   if (recomputed) time.recompute += proj + proj_comm;
   time.parameters = 2.0 * x.h * h_t + 3.0 * norm;  // eh_proj and the three norms
+  time.fp8_parameters = x.linear_bytes == 1 ? 2.0 * x.h * h_t : 0.0;
   return time;
 }
 
@@ -84,6 +86,7 @@ void add_time(MegatronLayerTime& into, const MegatronLayerTime& more) {
     into.*field += more.*field;
   into.parameters += more.parameters;
   into.expert_parameters += more.expert_parameters;
+  into.fp8_parameters += more.fp8_parameters;
 }
 
 }  // namespace baton::megatron_detail

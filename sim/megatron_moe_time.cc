@@ -22,13 +22,13 @@ void add_shared_expert(MoeTime& time, const GpuModel& gpu, const BlockShape& x, 
   const double T = x.tokens, h = x.h, t = x.t;
   const double width = x.shared / t, up = (x.gated ? 2.0 : 1.0) * width;
   const Seconds activation = gpu.memory_bound((x.gated ? 3.0 : 2.0) * T * width * kHalf);
-  const Seconds up_w = gpu.gemm(up, h, T);
-  const Seconds weight = up_w + gpu.gemm(h, width, T);
-  time.forward_compute += gpu.gemm(T, up, h) + gpu.gemm(T, h, width) + activation;
+  const Seconds up_w = linear_gemm(gpu, x, up, h, T);
+  const Seconds weight = up_w + linear_gemm(gpu, x, h, width, T);
+  time.forward_compute += linear_gemm(gpu, x, T, up, h) + linear_gemm(gpu, x, T, h, width) + activation;
   time.weight_gradient += weight;
-  time.backward_compute += gpu.gemm(T, width, h) + gpu.gemm(T, h, up) + activation * 2.0 + weight;
+  time.backward_compute += linear_gemm(gpu, x, T, width, h) + linear_gemm(gpu, x, T, h, up) + activation * 2.0 + weight;
   if (t > 1) {
-    const Seconds allreduce = tp_allreduce(T * h * kHalf);
+    const Seconds allreduce = tp_exchange(x, tp_allreduce, T * h);
     time.forward_comm += allreduce;
     time.backward_comm += max(Seconds(0.0), allreduce - up_w);
   }

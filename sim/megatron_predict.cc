@@ -281,6 +281,7 @@ Result<MegatronProfile> megatron_profile_on(const GptModel& model, const Megatro
   if (auto ok = check_megatron_layout(model, layout, topology.num_devices()); !ok) return ok.error();
   auto known = gpu ? Result<GpuModel>(*gpu) : gpu_model(topology.device.name);
   if (!known) return known.error();
+  if (auto ok = check_fp8_gpu(model, *known); !ok) return ok.error();
   const int etp = layout.expert_tensor_parallel();
   if (etp != layout.tensor && !tensor_group_topology(topology, etp))
     return Error{

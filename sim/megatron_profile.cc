@@ -210,19 +210,20 @@ MegatronLayerTime block_time(const GpuModel& gpu, const BlockShape& x, Recompute
   const int rope_kernels = x.rope || x.mla ? kRopeKernels : 0;
 
   const Seconds elementwise = block_memory_bound(gpu, x);
-  const Seconds allreduce = t > 1 ? tp_allreduce(T * h * kHalf) : Seconds(0.0);
+  const Fp8Casts casts = fp8_casts(gpu, x);
+  const Seconds allreduce = t > 1 ? tp_exchange(x, tp_allreduce, T * h) : Seconds(0.0);
   const Seconds attention_comm = attention_collectives(x, tp_allreduce);
   const MoeTime moe = moe_time(gpu, x, tp_allreduce, expert_comm, expert_tp);
 
   MegatronLayerTime time;
-  time.forward_compute = attention.forward + up + down + core + elementwise + moe.forward_compute;
+  time.forward_compute = attention.forward + up + down + core + elementwise + casts.forward + moe.forward_compute;
   // The MLP's tensor-parallel collectives: the dense MLP's, or the experts'.
   time.forward_comm = attention_comm + (x.moe ? moe.forward_comm : allreduce);
   // Input gradients of the four linears, both attention products twice, the
   // memory-bound kernels twice; weight gradients of the four linears.
   const Seconds up_w = mlp_gemm(gpu, x, x.up / x.mlp_t, h, m);
   const Seconds input = attention.input + mlp_gemm(gpu, x, m, x.f / x.mlp_t, h) +
-                        mlp_gemm(gpu, x, m, h, x.up / x.mlp_t) + core_backward + elementwise * 2.0;
+                        mlp_gemm(gpu, x, m, h, x.up / x.mlp_t) + core_backward + elementwise * 2.0 + casts.backward;
   time.weight_gradient = attention.weight + up_w + mlp_gemm(gpu, x, h, x.f / x.mlp_t, m) + moe.weight_gradient;
   time.backward_compute = input + time.weight_gradient + moe.backward_compute - moe.weight_gradient;
   time.backward_comm = max(Seconds(0.0), attention_comm - attention.first_weight) +
@@ -242,11 +243,11 @@ MegatronLayerTime block_time(const GpuModel& gpu, const BlockShape& x, Recompute
   const Seconds forward_gpu = time.forward_compute + time.forward_comm + exposed_forward;
   const int forward_kernels = kForwardKernels + unfused_kernels + rope_kernels -
                               (x.flash ? kFlashForwardKernelsSaved : 0) + context_kernels(x, false) +
-                              moe.forward_kernels + (x.mla ? kLatentForwardKernels : 0);
+                              moe.forward_kernels + (x.mla ? kLatentForwardKernels : 0) + casts.forward_kernels;
   const Seconds forward_host = gpu.host_per_kernel * forward_kernels + pass_share;
   const int backward_kernels = kBackwardKernels + unfused_kernels + rope_kernels -
                                (x.flash ? kFlashBackwardKernelsSaved : 0) + context_kernels(x, true) +
-                               moe.backward_kernels + (x.mla ? kLatentBackwardKernels : 0) +
+                               moe.backward_kernels + (x.mla ? kLatentBackwardKernels : 0) + casts.backward_kernels +
                                (recompute == Recompute::kFull ? forward_kernels : 0);
   const Seconds backward_gpu =
       time.backward_compute + time.backward_comm + exchange.backward + moe.all_to_all + time.recompute;
@@ -256,6 +257,8 @@ MegatronLayerTime block_time(const GpuModel& gpu, const BlockShape& x, Recompute
   // attention's down projections whole.
   time.expert_parameters = x.expert_parameters / (x.mlp_t * x.ep);
   time.parameters = (x.block_parameters - x.expert_parameters - x.unsplit) / t + time.expert_parameters + x.unsplit;
+  // With FP8 every weight of the block (its few biases and norm weights counted with them) is cached in FP8.
+  time.fp8_parameters = x.linear_bytes == 1 ? time.parameters : 0.0;
   return time;
 }
 
@@ -281,7 +284,9 @@ Layer to_layer(const std::string& name, const std::string& what, const MegatronL
       layout.distributed_optimizer
           ? (dense / layout.replicas() + time.expert_parameters / layout.expert_replicas()) * kOptimizerBytes
           : time.parameters * kOptimizerBytes;
-  layer.optimizer = time.embedding_allreduce + gpu.memory_bound(optimizer_bytes);
+  // With FP8 the weights' quantization (value and transpose), once an iteration.
+  layer.optimizer = time.embedding_allreduce + gpu.memory_bound(optimizer_bytes) +
+                    (time.fp8_parameters > 0.0 ? gpu.memory_bound(time.fp8_parameters * 4.0) : Seconds(0.0));
   layer.output_bytes = Bytes::counted(output_bytes);
   const double gradient_bytes = layout.bf16 ? 4.0 : 2.0;
   layer.param_bytes = Bytes::counted((dense + time.expert_parameters * expert_weight) * layout.tensor * gradient_bytes);
@@ -312,6 +317,9 @@ std::string block_description(const GptModel& model, const MegatronLayout& layou
   std::string extras;
   if (model.rms_norm) extras += ", RMSNorm";
   if (!model.linear_bias) extras += ", no biases";
+  if (model.fp8 != Fp8Format::kNone)
+    extras +=
+        fmt::format(", FP8 linears ({}, {} scaling)", fp8_format_name(model.fp8), fp8_recipe_name(model.fp8_recipe));
   if (model.moe())
     return fmt::format("transformer block, {}, {} experts {} -> {}{} (top {}, {} per rank{}){}{}, recompute {}",
                        attention, model.experts, model.hidden, model.expert_ffn(), model.swiglu ? " SwiGLU" : "",
@@ -325,14 +333,15 @@ std::string block_description(const GptModel& model, const MegatronLayout& layou
 
 // The profile's model line: "gpt L32 h4096 a32 s4096 E8 top2 (t 8, ep 8, etp 1, bf16)".
 std::string profile_name(const GptModel& model, const MegatronLayout& layout) {
-  return fmt::format("gpt L{} h{} a{} s{}{} (t {}{}{}{}, {})", model.layers, model.hidden, model.heads, model.sequence,
-                     model.moe() ? fmt::format(" E{} top{}", model.experts, model.router_topk) : "", layout.tensor,
-                     layout.context > 1 ? fmt::format(", c {}", layout.context) : "",
+  return fmt::format("gpt L{} h{} a{} s{}{} (t {}{}{}{}, {}{})", model.layers, model.hidden, model.heads,
+                     model.sequence, model.moe() ? fmt::format(" E{} top{}", model.experts, model.router_topk) : "",
+                     layout.tensor, layout.context > 1 ? fmt::format(", c {}", layout.context) : "",
                      layout.expert_parallel > 1 ? fmt::format(", ep {}", layout.expert_parallel) : "",
                      model.moe() && layout.expert_tensor_parallel() != layout.tensor
                          ? fmt::format(", etp {}", layout.expert_tensor_parallel())
                          : "",
-                     layout.bf16 ? "bf16" : "fp16");
+                     layout.bf16 ? "bf16" : "fp16",
+                     model.fp8 != Fp8Format::kNone ? fmt::format(", fp8 {}", fp8_format_name(model.fp8)) : "");
 }
 
 // The output layer and its loss, and each prediction depth's final norm,

@@ -140,6 +140,7 @@ struct MegatronLayerTime {
   Seconds embedding_allreduce;
   double parameters = 0.0;         // of this rank
   double expert_parameters = 0.0;  // of them, the experts' (reduced over d c / ep ranks)
+  double fp8_parameters = 0.0;     // of them, those cached in FP8 too (sim/megatron_fp8.h)
 };
 
 struct MegatronProfile {

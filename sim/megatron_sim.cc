@@ -26,6 +26,10 @@ struct AttentionTerms {
   double split = 0.0, shard = 0.0;
 };
 
+// Bytes of a linear's input kept for its backward: 1 with FP8 (its FP8
+// copy, sim/megatron_fp8.h), 2 otherwise.
+double linear_input_bytes(const GptModel& model) { return model.fp8 != Fp8Format::kNone ? 1.0 : 2.0; }
+
 // What the attention keeps for its backward (block_activation_bytes):
 // Megatron's queries (2), keys and values (2 each x G / a) and the
 // projection's input (2), split; multi-latent attention's queries and keys (2
@@ -34,14 +38,15 @@ struct AttentionTerms {
 // dr) / h; their normalized copies too with --qk-layernorm), sharded.
 AttentionTerms attention_kept(const GptModel& model) {
   const double h = static_cast<double>(model.hidden);
-  if (!model.mla) return {4.0 + 4.0 * static_cast<double>(model.kv_hidden()) / h, 0.0};
+  const double lin = linear_input_bytes(model);
+  if (!model.mla) return {2.0 + lin + 4.0 * static_cast<double>(model.kv_hidden()) / h, 0.0};
   const double a = static_cast<double>(model.heads);
   const double qk = static_cast<double>(model.qk_head_dim + model.qk_pos_head_dim);
   const double v = static_cast<double>(model.v_head_dim);
   const double latents = static_cast<double>(model.q_lora_rank + model.kv_lora_rank);
-  return {
-      (4.0 * a * qk + 4.0 * a * v) / h,
-      (2.0 * (latents + static_cast<double>(model.qk_pos_head_dim)) + (model.qk_layernorm ? 2.0 * latents : 0.0)) / h};
+  // The latents as the up projections' inputs (lin), normalized copies of 2-byte ones with --qk-layernorm.
+  return {(4.0 * a * qk + (2.0 + lin) * a * v) / h,
+          (2.0 * static_cast<double>(model.qk_pos_head_dim) + (model.qk_layernorm ? 2.0 + lin : lin) * latents) / h};
 }
 
 // What the attention's weight GEMMs keep from I to W (weight_pass_bytes):
@@ -84,10 +89,14 @@ double block_activation_bytes(const GptModel& model, const MegatronLayout& layou
   const double k = model.expert_copies();  // k, dropless
   const double shared = model.moe() ? static_cast<double>(model.shared_expert_ffn) : 0.0;
   const AttentionTerms kept = attention_kept(model);
-  const double split = kept.split + (model.swiglu ? 6.0 : 4.0) * (k * f + shared) / h;  // GPT: 24
+  // The activation's input, and its output (the second GEMM's input, lin).
+  const double lin = linear_input_bytes(model);
+  const double split = kept.split + ((model.swiglu ? 4.0 : 2.0) + lin) * (k * f + shared) / h;  // GPT: 24
   const double gathered = layout.expert_tensor_parallel() / t;
-  const double experts = model.moe() ? 2.0 * k * gathered + 4.0 * static_cast<double>(model.experts) / (h * t) : 0.0;
-  const double whole = 10.0 + kept.shard;
+  const double experts = model.moe() ? lin * k * gathered + 4.0 * static_cast<double>(model.experts) / (h * t) : 0.0;
+  // The norms' inputs (4), the dropout masks (2), the QKV's input and the
+  // MLP's (lin; the router's input with experts, 2).
+  const double whole = 6.0 + lin + (model.moe() ? 2.0 : lin) + kept.shard;
   const double rest = (layout.sequence_parallel ? (whole + split) / t : whole + split / t) + experts;
   switch (layout.recompute) {
     case Recompute::kNone: return sbh * (rest + attention);
@@ -124,7 +133,9 @@ double weight_pass_bytes(const GptModel& model, const MegatronLayout& layout) {
   // expert's own, as a dense MLP's).
   const double whole = (model.moe() ? (shared > 0.0 ? 8.0 : 4.0) : 8.0) + kept.shard;
   const double experts = model.moe() ? 4.0 * k * layout.expert_tensor_parallel() / t : 0.0;
-  return sbh * ((layout.sequence_parallel ? (whole + split) / t : whole + split / t) + experts);
+  // With FP8 every one of them is kept as an FP8 operand: half the bytes.
+  return sbh * ((layout.sequence_parallel ? (whole + split) / t : whole + split / t) + experts) *
+         linear_input_bytes(model) / 2.0;
 }
 
 double working_set_bytes(const GptModel& model, const MegatronLayout& layout) {
@@ -156,6 +167,7 @@ MegatronRankWork megatron_rank_work(const MegatronProfile& profile, const Plan& 
       work.gradients = work.gradients + costed.param_bytes;
       work.parameters += t.parameters;
       work.expert_parameters += t.expert_parameters;
+      work.fp8_parameters += t.fp8_parameters;
     }
   }
   return work;
@@ -447,7 +459,8 @@ MegatronMemory megatron_memory(const GptModel& model, const MegatronLayout& layo
     const MegatronRankWork work = megatron_rank_work(profile, plan, rank);
     const double dense = work.parameters - work.expert_parameters;
     entry.weights_and_optimizer =
-        Bytes::counted(dense * (2.0 + gradient + states) + work.expert_parameters * (2.0 + gradient + expert_states));
+        Bytes::counted(dense * (2.0 + gradient + states) + work.expert_parameters * (2.0 + gradient + expert_states) +
+                       work.fp8_parameters * 2.0);
     const bool last = plan.rank_of(last_stage) == rank;
     entry.activations = Bytes::counted(peaks[rank].block_microbatches * per_block + working + (last ? logits : 0.0));
     entry.inflight_microbatches = peaks[rank].microbatches;

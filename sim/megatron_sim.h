@@ -33,6 +33,9 @@
 //                working set during its backward (uniform groups of N: 2 / N
 //                a block, and N layers' working set; the block method: the
 //                first N blocks of each chunk 2, the others "none");
+//   with FP8 (sim/megatron_fp8.h) the linears' inputs are kept in FP8, a
+//   byte a value: the QKV's and the MLP's (10 becomes 8), the projection's
+//   and the second MLP GEMM's (24 becomes 19);
 //   for a model beyond GPT-3's the 24 is 4 + 4 G / a + 4 f / h (6 f / h with
 //   SwiGLU), and FlashAttention keeps 4 a / (h t) (its fp32 softmax
 //   statistics) where the scores took 5 a s / (h t), selective or not;
@@ -90,6 +93,7 @@ struct MegatronRankWork {
   Seconds embedding_allreduce;     // once: the tied word embedding's, before the step (first and last rank, p > 1)
   Bytes gradients;                 // what the replicas all-reduce
   double parameters = 0.0;         // of one GPU
+  double fp8_parameters = 0.0;     // of them, also cached in FP8 (value and transpose)
   double expert_parameters = 0.0;  // of them, the experts'
 };
 MegatronRankWork megatron_rank_work(const MegatronProfile& profile, const Plan& plan, int rank);

@@ -114,6 +114,17 @@ void add_architecture_flags(CLI::App& cmd, MegatronArgs& args) {
                  "the model's")
       ->check(at_least(1))
       ->group(group);
+  cmd.add_option("--fp8-format", args.fp8_format,
+                 "FP8 through Transformer Engine on Hopper GPUs: e4m3, or hybrid (E5M2 gradients); the blocks' "
+                 "linear GEMMs on FP8 operands at the FP8 peak, their inputs quantized and kept in FP8, the weights "
+                 "cached in FP8 (baton's estimate, not checked against a measured run: docs/TRANSFORMERS.md)")
+      ->check(CLI::IsMember({"e4m3", "hybrid"}))
+      ->group(group);
+  cmd.add_option("--fp8-recipe", args.fp8_recipe,
+                 "with --fp8-format: delayed (the default: scales from earlier iterations' maxima) or tensorwise "
+                 "(each tensor's maximum taken first: another pass over it); blockwise, mxfp8 and custom are refused")
+      ->check(CLI::IsMember({"delayed", "tensorwise", "blockwise", "mxfp8", "custom"}))
+      ->group(group);
   cmd.add_option("--moe-layer-freq", args.moe_layer_freq,
                  "with --num-experts: which blocks are MoE blocks (the others dense, of width --ffn-hidden-size): N, "
                  "every N-th from the first (default 1: all), or a list of 0s and 1s as Megatron evaluates it, "
@@ -251,6 +262,9 @@ std::string architecture_flags(const GptModel& model) {
                         model.kv_lora_rank, model.qk_head_dim, model.qk_pos_head_dim, model.v_head_dim);
   }
   if (model.mtp_layers > 0) text += fmt::format(" --mtp-num-layers {}", model.mtp_layers);
+  if (model.fp8 != Fp8Format::kNone)
+    text +=
+        fmt::format(" --fp8-format {} --fp8-recipe {}", fp8_format_name(model.fp8), fp8_recipe_name(model.fp8_recipe));
   if (model.moe()) {
     text += fmt::format(" --num-experts {} --moe-router-topk {}", model.experts, model.router_topk);
     if (model.moe_ffn_hidden > 0) text += fmt::format(" --moe-ffn-hidden-size {}", model.moe_ffn_hidden);
@@ -351,6 +365,8 @@ MegatronRun megatron_flags_unchecked(const MegatronArgs& args) {
   run.model.rope = args.position_embedding == "rope";
   run.model.rms_norm = args.normalization == "RMSNorm";
   if (!args.moe_layer_freq.empty()) take(parse_moe_layer_freq(args.moe_layer_freq, run.model));
+  if (!args.fp8_format.empty()) run.model.fp8 = parse_fp8_format(args.fp8_format).value_or(Fp8Format::kNone);
+  if (!args.fp8_recipe.empty()) run.model.fp8_recipe = parse_fp8_recipe(args.fp8_recipe).value_or(Fp8Recipe::kDelayed);
   if (!args.attention_backend.empty()) {
     const bool flash =
         args.attention_backend == "flash" || args.attention_backend == "fused" || args.attention_backend == "auto";

@@ -55,6 +55,8 @@ struct MegatronArgs {
   std::string normalization;           // --normalization: "", LayerNorm, RMSNorm
   std::string attention_backend;       // --attention-backend: "", flash, fused, auto, unfused, local
   std::string moe_layer_freq;          // --moe-layer-freq: "" (every block), N, or a list expression
+  std::string fp8_format;              // --fp8-format: "", e4m3, hybrid
+  std::string fp8_recipe;              // --fp8-recipe: "" (delayed), Megatron-core's five names
 
   // Whether any model flag was given (--num-layers and its kin).
   bool given() const { return model.layers != 0 || model.hidden != 0 || model.heads != 0 || model.sequence != 0; }

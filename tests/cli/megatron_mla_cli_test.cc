@@ -10,6 +10,7 @@
 #include "tests/catch_compat.h"
 
 #include "tests/cli/cli_runner.h"
+#include "tests/cli/megatron_cli_support.h"
 
 using namespace baton::testing;
 
@@ -42,29 +43,6 @@ const std::string kDeepSeekV2Lite =
 const std::string kSmallGpt =
     "simulate --topology topologies/h100_32x8.json --num-layers 4 --hidden-size 1024 --num-attention-heads 16 "
     "--seq-length 1024 --global-batch-size 8 --micro-batch-size 1 --data-parallel-size 1 ";
-
-// `plan` (its flags, on topologies/h100_32x8.json) with --json and with
-// --emit megatron: the launch line, simulated on the planned d, predicts the
-// planned time for the same model. Returns the launch line.
-std::string plan_simulates_back(const std::string& plan, const std::string& tag) {
-  const CliRun json = run_baton(plan + " --json", tag + "-json");
-  INFO(json.err);
-  REQUIRE(json.exit_code == 0);
-  const nlohmann::json planned = nlohmann::json::parse(json.out);
-  const CliRun flags = run_baton(plan + " --emit megatron", tag + "-emit");
-  REQUIRE(flags.exit_code == 0);
-  const std::string line = flags.out.substr(0, flags.out.find('\n'));
-  const int d = planned["layout"]["data_parallel_size"].get<int>();
-  const CliRun run = run_baton("simulate --topology topologies/h100_32x8.json " + line + " --data-parallel-size " +
-                                   std::to_string(d) + " --json",
-                               tag + "-run");
-  INFO(run.err);
-  REQUIRE(run.exit_code == 0);
-  const nlohmann::json back = nlohmann::json::parse(run.out);
-  CHECK(back["iteration_time_s"].get<double>() == Approx(planned["iteration_time_s"].get<double>()));
-  CHECK(back["model"] == planned["model"]);
-  return line;
-}
 
 TEST_CASE("mla: simulate DeepSeek-V3 on 256 H100s: 671B parameters, 37.55B active", "[cli][megatron][mla]") {
   const std::string layout =
