@@ -2,6 +2,7 @@
 // megatron_arguments and megatron_from_arguments): the plan file's "megatron"
 // object, written and read back strictly.
 #include <string_view>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -90,6 +91,18 @@ nlohmann::json megatron_arguments(const GptModel& model, const MegatronLayout& l
 
 namespace {
 
+// `name`'s text read by `parse` (a name to std::optional<T>); an error
+// saying it must be one of `choices` otherwise.
+template <typename Parse>
+auto read_named(const nlohmann::json& arguments, const json_fields::FieldPath& at, const char* name, Parse parse,
+                const char* choices) -> Result<typename std::invoke_result_t<Parse, std::string_view>::value_type> {
+  auto text = json_fields::read_string(arguments, at, name);
+  if (!text) return text.error();
+  const auto value = parse(*text);
+  if (!value) return at.field(name).error(fmt::format("must be {}", choices), *text);
+  return *value;
+}
+
 Result<bool> read_flag(const nlohmann::json& object, const json_fields::FieldPath& at, const char* name) {
   const auto it = object.find(name);
   if (it == object.end()) return at.field(name).error("is missing");
@@ -126,11 +139,9 @@ Status read_sizes(const nlohmann::json& arguments, const json_fields::FieldPath&
 
 // Recomputation, the flags and the zero-bubble schedule.
 Status read_choices(const nlohmann::json& arguments, const json_fields::FieldPath& at, MegatronLayout& l) {
-  auto recompute = json_fields::read_string(arguments, at, "recompute_granularity");
+  auto recompute = read_named(arguments, at, "recompute_granularity", parse_recompute, "none, selective or full");
   if (!recompute) return recompute.error();
-  const std::optional<Recompute> parsed = parse_recompute(*recompute);
-  if (!parsed) return at.field("recompute_granularity").error("must be none, selective or full", *recompute);
-  l.recompute = *parsed;
+  l.recompute = *recompute;
   if (arguments.contains("recompute_method")) {
     auto method = json_fields::read_string(arguments, at, "recompute_method");
     if (!method) return method.error();
@@ -159,11 +170,9 @@ Status read_choices(const nlohmann::json& arguments, const json_fields::FieldPat
     l.layout_chunks = *chunks;
   }
   if (arguments.contains("cp_comm_type")) {
-    auto comm = json_fields::read_string(arguments, at, "cp_comm_type");
+    auto comm = read_named(arguments, at, "cp_comm_type", parse_context_comm, "p2p, all_gather or a2a");
     if (!comm) return comm.error();
-    const std::optional<ContextComm> type = parse_context_comm(*comm);
-    if (!type) return at.field("cp_comm_type").error("must be p2p, all_gather or a2a", *comm);
-    l.context_comm = *type;
+    l.context_comm = *comm;
   }
   if (arguments.contains("expert_model_parallel_size")) {
     auto ep = json_fields::read_integer(arguments, at, "expert_model_parallel_size", 1);
@@ -215,17 +224,17 @@ Status read_choices(const nlohmann::json& arguments, const json_fields::FieldPat
 // absent for none) and "fp8_recipe" (absent: delayed).
 Status read_fp8(const nlohmann::json& arguments, const json_fields::FieldPath& at, GptModel& model) {
   if (arguments.contains("fp8") && !arguments["fp8"].is_null()) {
-    auto text = json_fields::read_string(arguments, at, "fp8");
-    if (!text) return text.error();
-    const std::optional<Fp8Format> format = parse_fp8_format(*text);
-    if (!format || *format == Fp8Format::kNone) return at.field("fp8").error("must be e4m3, hybrid or null", *text);
+    const auto fp8 = [](std::string_view name) {  // "none" is spelled null here
+      return name == "none" ? std::nullopt : parse_fp8_format(name);
+    };
+    auto format = read_named(arguments, at, "fp8", fp8, "e4m3, hybrid or null");
+    if (!format) return format.error();
     model.fp8 = *format;
   }
   if (arguments.contains("fp8_recipe")) {
-    auto text = json_fields::read_string(arguments, at, "fp8_recipe");
-    if (!text) return text.error();
-    const std::optional<Fp8Recipe> recipe = parse_fp8_recipe(*text);
-    if (!recipe) return at.field("fp8_recipe").error("must be delayed, tensorwise, blockwise, mxfp8 or custom", *text);
+    auto recipe =
+        read_named(arguments, at, "fp8_recipe", parse_fp8_recipe, "delayed, tensorwise, blockwise, mxfp8 or custom");
+    if (!recipe) return recipe.error();
     model.fp8_recipe = *recipe;
   }
   return ok_status();
