@@ -73,12 +73,16 @@ Fp8Casts fp8_casts(const GpuModel& gpu, const BlockShape& x) {
   const double T = x.tokens, own = x.local_tokens, h = x.h, t = x.t;
   std::vector<double> forward, backward;  // values per quantized tensor
   if (x.mla) {
-    const double q_in = x.q_lora > 0.0 ? x.q_lora : 0.0;
-    forward = {own * h, T * x.kv_lora, T * x.a * x.head_v / t};  // kv down, kv up, projection
+    // With --qk-layernorm and delayed scaling the latents' norms write the up
+    // projections' inputs in FP8 (Megatron-core's TELayerNormColumnParallelLinear).
+    const bool fused = x.qk_norm && !x.fp8_current;
+    forward = {own * h, T * x.a * x.head_v / t};   // kv down, projection
+    if (!fused) forward.push_back(T * x.kv_lora);  // kv up
     backward = {own * (x.kv_lora + x.pos), T * x.a * (x.head_qk - x.pos + x.head_v) / t, own * h};
-    if (q_in > 0.0) {  // q down and q up
-      forward.insert(forward.end(), {own * h, T * q_in});
-      backward.insert(backward.end(), {own * q_in, T * x.a * x.head_qk / t});
+    if (x.q_lora > 0.0) {  // q down and q up
+      forward.push_back(own * h);
+      if (!fused) forward.push_back(T * x.q_lora);
+      backward.insert(backward.end(), {own * x.q_lora, T * x.a * x.head_qk / t});
     } else {  // the queries straight from h
       forward.push_back(own * h);
       backward.push_back(T * x.a * x.head_qk / t);

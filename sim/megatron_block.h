@@ -72,7 +72,9 @@ Seconds linear_gemm(const GpuModel& gpu, const BlockShape& x, double m, double n
 // the QKV's T (h + 2 kv) / t outputs, the projection's and the second MLP
 // GEMM's on the own tokens, the first MLP GEMM's T up / t. Multi-latent
 // attention's down projections' inputs (and output gradients) on the own
-// tokens, its up projections' on the gathered latents; the experts' on the
+// tokens, its up projections' on the gathered latents (their inputs, like
+// the QKV's, written in FP8 by the latents' norms with --qk-layernorm and
+// delayed scaling); the experts' on the
 // tokens they receive (m per GEMM, one cast per expert run one after
 // another), the shared expert's as a dense MLP's. Nothing without FP8.
 struct Fp8Casts {

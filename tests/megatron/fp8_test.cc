@@ -102,6 +102,20 @@ TEST_CASE("fp8: each linear's activation operand is quantized once a pass, 4 byt
         Approx((current_cast(T * h / t) + current_cast(T * f / t) + current_cast(own * h) * 2).value).epsilon(1e-12));
   CHECK(current_casts.forward_kernels == 8);
   CHECK(current_casts.backward_kernels == 8);
+  // Multi-latent attention with a query latent (dense MLP): the kv and q
+  // down projections' inputs, the projection's, the kv and q up projections'
+  // unless --qk-layernorm's norms write them in FP8 (delayed scaling), and
+  // the second MLP GEMM's; backward the five linears' and the MLP's two.
+  GptModel mla = with_fp8(kGpt);
+  mla.mla = true;
+  mla.q_lora_rank = 512;
+  mla.kv_lora_rank = 256;
+  CHECK(fp8_casts(gpu, shape_of(mla, l)).forward_kernels == 6);
+  CHECK(fp8_casts(gpu, shape_of(mla, l)).backward_kernels == 7);
+  mla.qk_layernorm = true;
+  CHECK(fp8_casts(gpu, shape_of(mla, l)).forward_kernels == 4);
+  mla.fp8_recipe = Fp8Recipe::kTensorwise;  // every input quantized on its own, two kernels each: 7 inputs
+  CHECK(fp8_casts(gpu, shape_of(mla, l)).forward_kernels == 14);
   // Nothing without FP8.
   const auto plain = fp8_casts(gpu, shape_of(kGpt, l));
   CHECK(plain.forward.value == 0.0);
