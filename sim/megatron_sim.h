@@ -26,6 +26,8 @@
 //     the distributed optimizer the 12 are divided by d (d c with context
 //     parallelism, whose ranks shard it too; d c / ep for the experts'
 //     parameters, which only the ranks holding the same experts share);
+//     with FP8 2 more for each weight of a block (its FP8 copy and
+//     transpose, sim/megatron_fp8.h);
 //   activations per layer and microbatch (bytes), s b h x
 //     none:      10 + 24 / t + 5 a s / (h t)     (34 / t + 5 a s / (h t) with sequence parallelism)
 //     selective: 10 + 24 / t                    (34 / t)
