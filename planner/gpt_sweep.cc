@@ -12,7 +12,7 @@ namespace baton {
 
 namespace {
 
-enum class AxisKind { kWhole, kWholeOrZero, kRecompute, kYesNo, kZeroBubble, kVSchedule, kTopology, kCluster };
+enum class AxisKind { kWhole, kWholeOrZero, kRecompute, kYesNo, kZeroBubble, kVSchedule, kFp8, kTopology, kCluster };
 
 struct AxisInfo {
   const char* name;
@@ -35,6 +35,7 @@ constexpr AxisInfo kLayoutAxes[] = {
     {"overlap-grad-reduce", "", AxisKind::kYesNo},
     {"zero-bubble", "", AxisKind::kZeroBubble},
     {"v-schedule", "", AxisKind::kVSchedule},
+    {"fp8-format", "", AxisKind::kFp8},
     {"topology", "", AxisKind::kTopology},
 };
 
@@ -42,7 +43,8 @@ constexpr const char* kAxisList =
     "tensor-model-parallel-size (tp), pipeline-model-parallel-size (pp), context-parallel-size (cp), "
     "expert-model-parallel-size (ep), expert-tensor-parallel-size (etp), micro-batch-size (mbs), "
     "global-batch-size (gbs), num-layers-per-virtual-pipeline-stage (vpp), recompute-granularity, "
-    "sequence-parallel, use-distributed-optimizer, overlap-grad-reduce, zero-bubble, v-schedule, topology, servers, "
+    "sequence-parallel, use-distributed-optimizer, overlap-grad-reduce, zero-bubble, v-schedule, fp8-format, topology, "
+    "servers, "
     "devices_per_server, bandwidth_gbps.L, latency_us.L, memory_gib";
 
 const AxisInfo* find_axis(const std::string& name) {
@@ -79,6 +81,9 @@ Result<std::string> canonical_value(const AxisInfo& info, const std::string& val
     case AxisKind::kVSchedule:
       if (parse_v_schedule(value)) return value;
       return bad("none, zbv or dualpipev");
+    case AxisKind::kFp8:
+      if (parse_fp8_format(value)) return value;
+      return bad("none, e4m3 or hybrid");
     case AxisKind::kYesNo:
       if (value == "yes" || value == "1" || value == "on" || value == "true") return std::string("yes");
       if (value == "no" || value == "0" || value == "off" || value == "false") return std::string("no");
@@ -210,7 +215,7 @@ struct PointResult {
   std::string error;
 };
 
-PointResult simulate_point(const GptSweepSpec& spec, MegatronLayout layout, const Topology& topology) {
+PointResult simulate_point(const GptModel& model, MegatronLayout layout, const Topology& topology) {
   PointResult out;
   out.layout = layout;
   if (layout.data == 0) {
@@ -222,7 +227,7 @@ PointResult simulate_point(const GptSweepSpec& spec, MegatronLayout layout, cons
     }
   }
   out.has_layout = true;
-  auto predicted = predict_megatron(spec.model, layout, topology, false, nullptr, false);
+  auto predicted = predict_megatron(model, layout, topology, false, nullptr, false);
   if (!predicted) {
     out.error = predicted.error().message;
     return out;
@@ -234,10 +239,10 @@ PointResult simulate_point(const GptSweepSpec& spec, MegatronLayout layout, cons
   return out;
 }
 
-PointResult plan_point(const GptSweepSpec& spec, const MegatronLayout& layout, const MegatronAxes& pinned,
+PointResult plan_point(const GptModel& model, const MegatronLayout& layout, const MegatronAxes& pinned,
                        const Topology& topology) {
   PointResult out;
-  auto found = search_megatron_layouts(spec.model, layout.global_batch, layout.bf16, pinned, topology, 1);
+  auto found = search_megatron_layouts(model, layout.global_batch, layout.bf16, pinned, topology, 1);
   if (!found) {
     out.error = found.error().message;
     return out;
@@ -266,9 +271,8 @@ std::vector<std::string> point_row(const GptSweepSpec& spec, size_t index, const
   for (const std::string& field :
        {std::to_string(l.tensor), std::to_string(l.pipeline), r.has_layout ? std::to_string(l.data) : "",
         std::to_string(l.context), std::to_string(l.expert_parallel), std::to_string(l.expert_tensor_parallel()),
-        std::to_string(l.micro_batch),
-        std::to_string(l.layers_per_virtual_stage), std::string(recompute_name(l.recompute)),
-        yes_no(l.sequence_parallel), yes_no(l.distributed_optimizer),
+        std::to_string(l.micro_batch), std::to_string(l.layers_per_virtual_stage),
+        std::string(recompute_name(l.recompute)), yes_no(l.sequence_parallel), yes_no(l.distributed_optimizer),
         l.v_schedule != VSchedule::kNone ? std::string(v_schedule_name(l.v_schedule))
         : l.layers_per_virtual_stage > 0 ? std::string("interleaved-1f1b")
                                          : std::string(zero_bubble_name(l.zero_bubble)),
@@ -293,10 +297,13 @@ std::vector<std::string> evaluate(const GptSweepSpec& spec, const Topology& base
   Topology topology = base;
   MegatronLayout layout = spec.layout;
   MegatronAxes pinned = spec.pinned;
+  GptModel model = spec.model;
   for (size_t a = 0; a < spec.axes.size(); ++a) {
     const std::string& value = spec.axes[a].values[digits[a]];
     if (kind_of(spec.axes[a].name) == AxisKind::kTopology)
       topology = spec.topologies.at(value);
+    else if (kind_of(spec.axes[a].name) == AxisKind::kFp8)
+      model.fp8 = *parse_fp8_format(value);
     else if (kind_of(spec.axes[a].name) != AxisKind::kCluster)
       apply_layout_axis(spec.axes[a].name, value, layout, pinned);
   }
@@ -305,9 +312,9 @@ std::vector<std::string> evaluate(const GptSweepSpec& spec, const Topology& base
   if (auto ok = apply_cluster(spec.axes, digits, topology); !ok)
     result.error = ok.error().message;
   else if (spec.plan)
-    result = plan_point(spec, layout, pinned, topology);
+    result = plan_point(model, layout, pinned, topology);
   else
-    result = simulate_point(spec, layout, topology);
+    result = simulate_point(model, layout, topology);
   return point_row(spec, index, digits, topology, result);
 }
 

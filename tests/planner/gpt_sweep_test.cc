@@ -127,6 +127,35 @@ TEST_CASE("gpt sweep: context parallelism splits each sequence, d = GPUs / (t p 
   }
 }
 
+TEST_CASE("gpt sweep: the fp8-format axis sets the model's --fp8-format; a GPU without FP8 fails its points",
+          "[planner][sweep][fp8]") {
+  GptSweepAxis fp8{"fp8-format", {"none", "hybrid", "e4m3"}};
+  REQUIRE(check_gpt_axis(fp8, {}).ok());
+  GptSweepAxis bad{"fp8-format", {"fp4"}};
+  const auto refused = check_gpt_axis(bad, {});
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message.find("none, e4m3 or hybrid") != std::string::npos);
+  GptSweepSpec spec = spec_of({fp8});
+  spec.layout.tensor = 2;
+  spec.layout.global_batch = 256;  // d = 256 GPUs / t 2 = 128 ranks of 2 microbatches
+  const Topology h100 = testing::shipped_topology("h100_32x8.json");
+  const SweepTable table = run(spec, h100);
+  REQUIRE(table.rows.size() == 3);
+  const MegatronLayout layout = testing::megatron_layout(2, 1, 128, 1, 256);
+  for (size_t i = 0; i < 3; ++i) {
+    GptModel model = kModel;
+    model.fp8 = *parse_fp8_format(fp8.values[i]);
+    const auto expected = predict_megatron(model, layout, h100, false);
+    REQUIRE(expected.ok());
+    INFO(fp8.values[i] << ": " << at(table, i, "error"));
+    REQUIRE(at(table, i, "error").empty());
+    CHECK(std::stod(at(table, i, "iteration_time_s")) == Approx(expected->iteration_time.value).epsilon(1e-8));
+  }
+  const SweepTable a100 = run(spec, testing::shipped_topology("a100_4x8.json"));
+  CHECK(at(a100, 0, "error").empty());
+  CHECK(at(a100, 1, "error").find("no FP8 tensor cores") != std::string::npos);
+}
+
 TEST_CASE("gpt sweep: with --plan each point is the search's best layout with the varied axes pinned",
           "[planner][sweep]") {
   const Topology topology = testing::shipped_topology("a100_4x8.json");
