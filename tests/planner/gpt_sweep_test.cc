@@ -127,7 +127,7 @@ TEST_CASE("gpt sweep: context parallelism splits each sequence, d = GPUs / (t p 
   }
 }
 
-TEST_CASE("gpt sweep: the fp8-format axis sets the model's --fp8-format; a GPU without FP8 fails its points",
+TEST_CASE("gpt sweep: the fp8-format axis sets the model's --fp8-format, and a GPU without FP8 fails its points",
           "[planner][sweep][fp8]") {
   GptSweepAxis fp8{"fp8-format", {"none", "hybrid", "e4m3"}};
   REQUIRE(check_gpt_axis(fp8, {}).ok());
