@@ -27,8 +27,8 @@
 // Not modelled: delayed scaling's amax reductions, the first and last
 // blocks kept in bf16 (--first-last-layers-bf16), FP8 attention
 // (--fp8-dot-product-attention), --fp8-param-gather; blockwise and mxfp8
-// (Blackwell's) scaling are refused. No measured FP8 run checks any of it:
-// baton's estimate.
+// (Blackwell's) scaling are refused. Checked against NVIDIA's published FP8
+// throughput on DGX-H100 (bench/groundtruth_nemo_fp8), not fitted to it.
 // Thread safety: pure functions.
 #pragma once
 
