@@ -48,7 +48,7 @@ void add_architecture_flags(CLI::App& cmd, MegatronArgs& args) {
       ->group(group);
   cmd.add_flag("--use-flash-attn", args.model.flash_attention,
                "FlashAttention: the attention core as one kernel that keeps no s x s scores (baton's estimate, "
-               "not checked against a measured run: docs/TRANSFORMERS.md)")
+               "checked in FP8 runs on H100s only: docs/TRANSFORMERS.md)")
       ->group(group);
   cmd.add_flag("--qk-layernorm", args.model.qk_layernorm,
                "norms on the queries and keys (per head), or with --multi-latent-attention on its latents")
