@@ -12,7 +12,8 @@
 //
 // Every row runs as data/groundtruth/nemo_h100_fp8/README.md says: the
 // models' shapes, bf16 with FP8 hybrid (delayed scaling in Tables A and B,
-// current scaling in Table C), sequence parallelism with t > 1, the
+// current scaling with the first and last blocks in bf16 in Table C) and FP8
+// parameters, sequence parallelism with t > 1, the
 // distributed optimizer, overlapped gradient reduction, FlashAttention, no
 // recomputation, VP chunks per pipeline rank.
 //
@@ -147,6 +148,10 @@ std::vector<Row> rows_of(const MarkdownTable& t, const std::string& table, baton
         long_sequences ? 1024 * static_cast<int64_t>(whole(t, r, "sequence K")) : whole(t, r, "sequence");
     row.model.fp8 = baton::Fp8Format::kHybrid;
     row.model.fp8_recipe = recipe;
+    // NeMo's and Megatron-Bridge's FP8 precision recipes: FP8 parameters, and
+    // with current scaling the first and the last block in bf16.
+    row.model.fp8_param_gather = true;
+    if (recipe == baton::Fp8Recipe::kTensorwise) row.model.bf16_first_blocks = row.model.bf16_last_blocks = 1;
     row.layout = layout_of(row.model, whole(t, r, "GPUs"), whole(t, r, "GBS"), whole(t, r, "MBS"), whole(t, r, "TP"),
                            whole(t, r, "PP"), whole(t, r, "CP"), whole(t, r, "VP"));
     row.published = baton::bench::cell_number(r[t.column("tokens/s per GPU")], kProgram);

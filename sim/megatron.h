@@ -166,8 +166,27 @@ struct GptModel {
   // GEMMs on FP8 operands through Transformer Engine.
   Fp8Format fp8 = Fp8Format::kNone;
   Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;
+  // --fp8-param-gather: the blocks' weights held in FP8 (Transformer Engine's
+  // FP8 parameters, the distributed optimizer gathering them), no bf16 copy.
+  bool fp8_param_gather = false;
+  // --first-last-layers-bf16 with --num-layers-at-start-in-bf16 and
+  // --num-layers-at-end-in-bf16: the first and last blocks of the model in
+  // bf16 (0 and 0: none).
+  int64_t bf16_first_blocks = 0;
+  int64_t bf16_last_blocks = 0;
 
   int64_t ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
+  // Whether block i (0-based) runs its linears in FP8: with --fp8-format, but
+  // the first and last blocks --first-last-layers-bf16 keeps in bf16.
+  bool fp8_block(int64_t i) const {
+    return fp8 != Fp8Format::kNone && i >= bf16_first_blocks && i < layers - bf16_last_blocks;
+  }
+  // The same model with its blocks in bf16 (or in FP8) throughout.
+  GptModel with_fp8_blocks(bool on) const {
+    GptModel copy = *this;
+    if (!on) copy.fp8 = Fp8Format::kNone;
+    return copy;
+  }
   bool moe() const { return experts > 0; }
   // The copies of each token the experts process under balanced routing: k
   // (dropless, or C >= 1 without padding: no expert exceeds its capacity),
@@ -482,18 +501,21 @@ double megatron_model_flops(const GptModel& model, const MegatronLayout& layout)
 // absent: dropless) and "moe_pad_expert_input_to_capacity"; "mtp_num_layers"
 // (written when above 0; null or absent: none); "fp8" (--fp8-format's
 // value, written with FP8; null or absent: none) and "fp8_recipe" (written
-// with it; absent: delayed);
+// with it; absent: delayed), "fp8_param_gather" (written when true), and
+// "first_last_layers_bf16" with "num_layers_at_start_in_bf16" and
+// "num_layers_at_end_in_bf16" (written when it is true; absent: false, 1, 1);
 // the layout's "expert_model_parallel_size" is written only above 1 (read as
 // 1 when absent), "expert_tensor_parallel_size" only when it is not t (read
 // as t when absent or null, Megatron's default).
 // clang-format off
-inline constexpr std::array<const char*, 27> kGptArchitectureKeys = {
+inline constexpr std::array<const char*, 31> kGptArchitectureKeys = {
     "ffn_hidden_size", "swiglu", "group_query_attention", "num_query_groups", "disable_bias_linear",
     "untie_embeddings_and_output_weights", "position_embedding_type", "normalization", "use_flash_attn",
     "num_experts", "moe_router_topk", "moe_ffn_hidden_size", "moe_grouped_gemm",
     "moe_shared_expert_intermediate_size", "moe_layer_freq", "qk_layernorm", "multi_latent_attention",
     "q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim",
-    "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity", "mtp_num_layers", "fp8", "fp8_recipe"};
+    "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity", "mtp_num_layers", "fp8", "fp8_recipe",
+    "fp8_param_gather", "first_last_layers_bf16", "num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16"};
 // clang-format on
 // `object` without those keys (for a strict check of the others' names), and
 // those keys of it read into `model` (planner regression cases share them).

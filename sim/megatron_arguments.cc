@@ -3,6 +3,7 @@
 // object, written and read back strictly.
 #include <string_view>
 #include <type_traits>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -71,6 +72,12 @@ nlohmann::json megatron_arguments(const GptModel& model, const MegatronLayout& l
   if (model.fp8 != Fp8Format::kNone) {
     arguments["fp8"] = fp8_format_name(model.fp8);
     arguments["fp8_recipe"] = fp8_recipe_name(model.fp8_recipe);
+    if (model.fp8_param_gather) arguments["fp8_param_gather"] = true;
+    if (model.bf16_first_blocks > 0 || model.bf16_last_blocks > 0) {
+      arguments["first_last_layers_bf16"] = true;
+      arguments["num_layers_at_start_in_bf16"] = model.bf16_first_blocks;
+      arguments["num_layers_at_end_in_bf16"] = model.bf16_last_blocks;
+    }
   }
   if (!model.moe()) return arguments;
   arguments["num_experts"] = model.experts;
@@ -230,6 +237,24 @@ Status read_fp8(const nlohmann::json& arguments, const json_fields::FieldPath& a
     auto format = read_named(arguments, at, "fp8", fp8, "e4m3, hybrid or null");
     if (!format) return format.error();
     model.fp8 = *format;
+  }
+  bool first_last = false;
+  for (const auto& [name, flag] :
+       {std::pair{"fp8_param_gather", &model.fp8_param_gather}, std::pair{"first_last_layers_bf16", &first_last}}) {
+    if (!arguments.contains(name)) continue;
+    auto value = read_flag(arguments, at, name);
+    if (!value) return value.error();
+    *flag = *value;
+  }
+  for (const auto& [name, count] : {std::pair{"num_layers_at_start_in_bf16", &model.bf16_first_blocks},
+                                    std::pair{"num_layers_at_end_in_bf16", &model.bf16_last_blocks}}) {
+    *count = first_last ? 1 : 0;
+    if (!arguments.contains(name)) continue;
+    if (!first_last) return at.field(name).error("needs first_last_layers_bf16 true");
+    auto value = json_fields::read_integer(arguments, at, name, 0);
+    if (!value) return value.error();
+    if (*value > kMaxGptLayers) return at.field(name).error("is too large", *value);
+    *count = *value;
   }
   if (arguments.contains("fp8_recipe")) {
     auto recipe =

@@ -43,6 +43,7 @@ BlockShape shape_of(const GptModel& model, const MegatronLayout& layout) {
   x.unsplit = gpt_block_unsplit_parameters(model);
   x.linear_bytes = model.fp8 != Fp8Format::kNone ? 1 : 2;
   x.fp8_current = model.fp8 != Fp8Format::kNone && model.fp8_recipe == Fp8Recipe::kTensorwise;
+  x.fp8_param_gather = model.fp8 != Fp8Format::kNone && model.fp8_param_gather;
   return x;
 }
 
@@ -65,6 +66,11 @@ Seconds fp8_quantize(const GpuModel& gpu, const BlockShape& x, double values) {
   // Read 2 bytes, write the value and its transpose; tensorwise reads first for the maximum.
   const Seconds cast = gpu.memory_bound(values * 4.0);
   return x.fp8_current ? cast + gpu.memory_bound(values * kHalf) : cast;
+}
+
+Seconds fp8_weight_cast(const GpuModel& gpu, const BlockShape& x, double weights) {
+  if (x.linear_bytes != 1 || weights <= 0.0) return Seconds(0.0);
+  return gpu.memory_bound(weights * (x.fp8_param_gather ? 2.0 : 4.0));
 }
 
 Fp8Casts fp8_casts(const GpuModel& gpu, const BlockShape& x) {

@@ -51,6 +51,7 @@ struct BlockShape {
   // before it is quantized).
   int linear_bytes;
   bool fp8_current;
+  bool fp8_param_gather;  // --fp8-param-gather: the weights are FP8 parameters
 };
 
 BlockShape shape_of(const GptModel& model, const MegatronLayout& layout);
@@ -84,6 +85,12 @@ struct Fp8Casts {
 Fp8Casts fp8_casts(const GpuModel& gpu, const BlockShape& x);
 // Quantizing `values` activation values (one tensor) to FP8.
 Seconds fp8_quantize(const GpuModel& gpu, const BlockShape& x, double values);
+// Per iteration, `weights` of the block quantized to FP8 once (Transformer
+// Engine's weight cache, filled at the first microbatch): read in bf16,
+// written with their transpose, 4 bytes a weight; with --fp8-param-gather
+// the weights are FP8 already (the optimizer writes them) and only their
+// transposes are made, 2 bytes a weight. Nothing without FP8.
+Seconds fp8_weight_cast(const GpuModel& gpu, const BlockShape& x, double weights);
 // The kernels one quantization takes: 1 (delayed scaling), 2 (tensorwise), 0
 // without FP8.
 int fp8_quantize_kernels(const BlockShape& x);

@@ -73,6 +73,7 @@ MegatronLayerTime mtp_time(const GpuModel& gpu, const BlockShape& x, const GptMo
   if (recomputed) time.recompute += proj + proj_comm;
   time.parameters = 2.0 * x.h * h_t + 3.0 * norm;  // eh_proj and the three norms
   time.fp8_parameters = x.linear_bytes == 1 ? 2.0 * x.h * h_t : 0.0;
+  time.fp8_weight_cast = fp8_weight_cast(gpu, x, time.fp8_parameters);
   return time;
 }
 
@@ -82,7 +83,7 @@ void add_time(MegatronLayerTime& into, const MegatronLayerTime& more) {
         &MegatronLayerTime::backward_comm, &MegatronLayerTime::recompute, &MegatronLayerTime::weight_gradient,
         &MegatronLayerTime::host_wait, &MegatronLayerTime::context_forward, &MegatronLayerTime::context_backward,
         &MegatronLayerTime::expert_forward, &MegatronLayerTime::expert_backward, &MegatronLayerTime::expert_recompute,
-        &MegatronLayerTime::embedding_allreduce})
+        &MegatronLayerTime::embedding_allreduce, &MegatronLayerTime::fp8_weight_cast})
     into.*field += more.*field;
   into.parameters += more.parameters;
   into.expert_parameters += more.expert_parameters;

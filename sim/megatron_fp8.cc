@@ -1,6 +1,8 @@
 #include "sim/megatron_fp8.h"
 
+#include <algorithm>
 #include <string>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -59,6 +61,9 @@ Status check_fp8(const GptModel& model, const MegatronLayout& layout) {
     if (model.fp8_recipe != Fp8Recipe::kDelayed)
       return Error{
           fmt::format("--fp8-recipe {} needs --fp8-format (e4m3 or hybrid)", fp8_recipe_name(model.fp8_recipe))};
+    if (model.fp8_param_gather) return Error{"--fp8-param-gather needs --fp8-format (e4m3 or hybrid)"};
+    if (model.bf16_first_blocks > 0 || model.bf16_last_blocks > 0)
+      return Error{"--first-last-layers-bf16 needs --fp8-format (e4m3 or hybrid)"};
     return ok_status();
   }
   switch (model.fp8_recipe) {
@@ -71,6 +76,22 @@ Status check_fp8(const GptModel& model, const MegatronLayout& layout) {
     case Fp8Recipe::kCustom:
       return Error{fmt::format("--fp8-recipe {} is not modelled: delayed (the default) or tensorwise",
                                fp8_recipe_name(model.fp8_recipe))};
+  }
+  if (model.fp8_param_gather && !layout.distributed_optimizer)
+    return Error{
+        "--fp8-param-gather needs --use-distributed-optimizer (Megatron's distributed optimizer gathers the "
+        "FP8 weights)"};
+  if (model.bf16_first_blocks > 0 || model.bf16_last_blocks > 0) {
+    if (model.fp8_recipe == Fp8Recipe::kDelayed)
+      return Error{
+          "--first-last-layers-bf16 needs --fp8-recipe tensorwise: delayed scaling does not support "
+          "first or last blocks in bf16 (Megatron-core refuses it)"};
+    const int64_t most = model.layers / std::max(1, layout.pipeline);
+    for (const auto& [count, flag] : {std::pair{model.bf16_first_blocks, "--num-layers-at-start-in-bf16"},
+                                      std::pair{model.bf16_last_blocks, "--num-layers-at-end-in-bf16"}})
+      if (count > most)
+        return Error{fmt::format("{} {} is more than the {} layers of a pipeline stage (Megatron-core's bound)", flag,
+                                 count, most)};
   }
   for (const Dimension& dim : fp8_dimensions(model, layout))
     if (dim.value % dim.multiple != 0)

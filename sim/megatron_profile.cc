@@ -259,6 +259,7 @@ MegatronLayerTime block_time(const GpuModel& gpu, const BlockShape& x, Recompute
   time.parameters = (x.block_parameters - x.expert_parameters - x.unsplit) / t + time.expert_parameters + x.unsplit;
   // With FP8 every weight of the block (its few biases and norm weights counted with them) is cached in FP8.
   time.fp8_parameters = x.linear_bytes == 1 ? time.parameters : 0.0;
+  time.fp8_weight_cast = fp8_weight_cast(gpu, x, time.fp8_parameters);
   return time;
 }
 
@@ -284,9 +285,7 @@ Layer to_layer(const std::string& name, const std::string& what, const MegatronL
       layout.distributed_optimizer
           ? (dense / layout.replicas() + time.expert_parameters / layout.expert_replicas()) * kOptimizerBytes
           : time.parameters * kOptimizerBytes;
-  // With FP8 the weights' quantization (value and transpose), once an iteration.
-  layer.optimizer = time.embedding_allreduce + gpu.memory_bound(optimizer_bytes) +
-                    (time.fp8_parameters > 0.0 ? gpu.memory_bound(time.fp8_parameters * 4.0) : Seconds(0.0));
+  layer.optimizer = time.embedding_allreduce + gpu.memory_bound(optimizer_bytes) + time.fp8_weight_cast;
   layer.output_bytes = Bytes::counted(output_bytes);
   const double gradient_bytes = layout.bf16 ? 4.0 : 2.0;
   layer.param_bytes = Bytes::counted((dense + time.expert_parameters * expert_weight) * layout.tensor * gradient_bytes);
@@ -411,20 +410,21 @@ MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayou
   // A block's time and layer by its kind: MoE or dense (--moe-layer-freq;
   // every block of a model without experts is dense), recomputed or not
   // (--recompute-method block: only the first N blocks of each chunk are
-  // recomputed, the others run as without recomputation).
+  // recomputed, the others run as without recomputation), in FP8 or not
+  // (--first-last-layers-bf16 keeps the first and last blocks in bf16).
   struct Kind {
     MegatronLayerTime time;
     Layer layer;
   };
   const GptModel dense_model = model.dense_blocks();
-  const BlockShape dense_shape = model.moe() ? shape_of(dense_model, layout) : x;
-  auto kind = [&](bool moe, bool recomputed) {
+  auto kind = [&](bool moe, bool recomputed, bool fp8) {
     MegatronLayout kind_layout = layout;
     if (!recomputed) kind_layout.recompute = Recompute::kNone;
-    const MegatronLayerTime time = block_time(gpu, moe ? x : dense_shape, kind_layout.recompute, tp_allreduce,
+    const GptModel kind_model = (moe ? model : dense_model).with_fp8_blocks(fp8);
+    const MegatronLayerTime time = block_time(gpu, shape_of(kind_model, layout), kind_layout.recompute, tp_allreduce,
                                               context_comm, expert_comm, expert_tp, pass_share);
-    return Kind{time, to_layer("block", block_description(moe ? model : dense_model, kind_layout), time, layout, gpu,
-                               activation, expert_gradient_weight)};
+    return Kind{time, to_layer("block", block_description(kind_model, kind_layout), time, layout, gpu, activation,
+                               expert_gradient_weight)};
   };
   std::vector<bool> recomputed(static_cast<size_t>(model.layers), true);
   if (layout.recompute_block) {
@@ -432,13 +432,13 @@ MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayou
     for (const int blocks : layout.stage_layers(model))
       for (int j = 0; j < blocks; ++j) recomputed.at(at++) = j < layout.recompute_layers;
   }
-  std::optional<Kind> kinds[2][2];  // [MoE][recomputed], made when first needed
+  std::optional<Kind> kinds[2][2][2];  // [MoE][recomputed][FP8], made when first needed
   out.times.reserve(static_cast<size_t>(model.layers + model.mtp_layers) + 2);
   out.profile.layers.reserve(static_cast<size_t>(model.layers + model.mtp_layers) + 2);
   for (int64_t i = 0; i < model.layers; ++i) {
-    const bool moe = model.moe_block(i), again = recomputed[static_cast<size_t>(i)];
-    std::optional<Kind>& made = kinds[moe ? 1 : 0][again ? 1 : 0];
-    if (!made) made = kind(moe, again);
+    const bool moe = model.moe_block(i), again = recomputed[static_cast<size_t>(i)], fp8 = model.fp8_block(i);
+    std::optional<Kind>& made = kinds[moe ? 1 : 0][again ? 1 : 0][fp8 ? 1 : 0];
+    if (!made) made = kind(moe, again, fp8);
     out.times.push_back(made->time);
     out.profile.layers.push_back(made->layer);
     out.profile.layers.back().name = "block." + std::to_string(i);
@@ -450,9 +450,10 @@ MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayou
   // which Megatron-core skips for them) and the rest (mtp_time); the first
   // holds the word embedding's copy.
   if (model.mtp_layers > 0) {
-    const bool again = !layout.recompute_block;
-    std::optional<Kind>& made = kinds[model.mtp_moe() ? 1 : 0][again ? 1 : 0];
-    if (!made) made = kind(model.mtp_moe(), again);
+    // Megatron-core runs the depths in FP8 with the model, whatever --first-last-layers-bf16 says.
+    const bool again = !layout.recompute_block, fp8 = model.fp8 != Fp8Format::kNone;
+    std::optional<Kind>& made = kinds[model.mtp_moe() ? 1 : 0][again ? 1 : 0][fp8 ? 1 : 0];
+    if (!made) made = kind(model.mtp_moe(), again, fp8);
     MegatronLayerTime depth = made->time;
     add_time(depth,
              mtp_time(gpu, x, model, vocab, final_norm, again && layout.recompute == Recompute::kFull, tp_allreduce));

@@ -141,6 +141,8 @@ struct MegatronLayerTime {
   double parameters = 0.0;         // of this rank
   double expert_parameters = 0.0;  // of them, the experts' (reduced over d c / ep ranks)
   double fp8_parameters = 0.0;     // of them, those cached in FP8 too (sim/megatron_fp8.h)
+  // Per iteration, with FP8: the weights' quantization (charged in Layer::optimizer).
+  Seconds fp8_weight_cast;
 };
 
 struct MegatronProfile {

@@ -419,7 +419,8 @@ MegatronMemory megatron_memory(const GptModel& model, const MegatronLayout& layo
   // first N of each chunk at the input they keep; with dense blocks among
   // MoE ones (--moe-layer-freq), each in MoE blocks' units.
   std::vector<double> stage_blocks;
-  if (layout.recompute_block || mixed || model.mtp_layers > 0) {
+  const bool bf16_blocks = model.fp8 != Fp8Format::kNone && (model.bf16_first_blocks > 0 || model.bf16_last_blocks > 0);
+  if (layout.recompute_block || mixed || model.mtp_layers > 0 || bf16_blocks) {
     MegatronLayout none = layout;
     none.recompute = Recompute::kNone;
     per_block = block_activation_bytes(model, layout.recompute_block ? none : layout);
@@ -429,7 +430,10 @@ MegatronMemory megatron_memory(const GptModel& model, const MegatronLayout& layo
       double units = 0.0;
       for (int j = 0; j < blocks; ++j, ++block) {
         const bool kept = layout.recompute_block && j >= layout.recompute_layers;  // runs as without recomputation
-        units += block_activation_bytes(model.moe_block(block) ? model : dense, kept ? none : layout) / per_block;
+        const GptModel& kind = model.moe_block(block) ? model : dense;
+        units += block_activation_bytes(bf16_blocks ? kind.with_fp8_blocks(model.fp8_block(block)) : kind,
+                                        kept ? none : layout) /
+                 per_block;
       }
       stage_blocks.push_back(units);
     }
@@ -460,7 +464,7 @@ MegatronMemory megatron_memory(const GptModel& model, const MegatronLayout& layo
     const double dense = work.parameters - work.expert_parameters;
     entry.weights_and_optimizer =
         Bytes::counted(dense * (2.0 + gradient + states) + work.expert_parameters * (2.0 + gradient + expert_states) +
-                       work.fp8_parameters * 2.0);
+                       work.fp8_parameters * (model.fp8_param_gather ? 0.0 : 2.0));
     const bool last = plan.rank_of(last_stage) == rank;
     entry.activations = Bytes::counted(peaks[rank].block_microbatches * per_block + working + (last ? logits : 0.0));
     entry.inflight_microbatches = peaks[rank].microbatches;

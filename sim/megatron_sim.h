@@ -27,7 +27,8 @@
 //     parallelism, whose ranks shard it too; d c / ep for the experts'
 //     parameters, which only the ranks holding the same experts share);
 //     with FP8 2 more for each weight of a block (its FP8 copy and
-//     transpose, sim/megatron_fp8.h);
+//     transpose, sim/megatron_fp8.h), none with --fp8-param-gather (the FP8
+//     weight and its transpose in place of the bf16 one);
 //   activations per layer and microbatch (bytes), s b h x
 //     none:      10 + 24 / t + 5 a s / (h t)     (34 / t + 5 a s / (h t) with sequence parallelism)
 //     selective: 10 + 24 / t                    (34 / t)

@@ -125,6 +125,22 @@ void add_architecture_flags(CLI::App& cmd, MegatronArgs& args) {
                  "(each tensor's maximum taken first: another pass over it); blockwise, mxfp8 and custom are refused")
       ->check(CLI::IsMember({"delayed", "tensorwise", "blockwise", "mxfp8", "custom"}))
       ->group(group);
+  cmd.add_flag("--fp8-param-gather", args.model.fp8_param_gather,
+               "with --fp8-format and the distributed optimizer: the blocks' weights held in FP8 (no bf16 copy, no "
+               "separate FP8 cache), only their transposes made each iteration")
+      ->group(group);
+  cmd.add_flag("--first-last-layers-bf16", args.first_last_bf16,
+               "with --fp8-format and --fp8-recipe tensorwise: the model's first and last blocks in bf16 "
+               "(--num-layers-at-start-in-bf16, --num-layers-at-end-in-bf16; 1 each by default)")
+      ->group(group);
+  cmd.add_option("--num-layers-at-start-in-bf16", args.bf16_at_start,
+                 "with --first-last-layers-bf16: the first blocks kept in bf16 (default 1)")
+      ->check(CLI::NonNegativeNumber)
+      ->group(group);
+  cmd.add_option("--num-layers-at-end-in-bf16", args.bf16_at_end,
+                 "with --first-last-layers-bf16: the last blocks kept in bf16 (default 1)")
+      ->check(CLI::NonNegativeNumber)
+      ->group(group);
   cmd.add_option("--moe-layer-freq", args.moe_layer_freq,
                  "with --num-experts: which blocks are MoE blocks (the others dense, of width --ffn-hidden-size): N, "
                  "every N-th from the first (default 1: all), or a list of 0s and 1s as Megatron evaluates it, "
@@ -262,9 +278,14 @@ std::string architecture_flags(const GptModel& model) {
                         model.kv_lora_rank, model.qk_head_dim, model.qk_pos_head_dim, model.v_head_dim);
   }
   if (model.mtp_layers > 0) text += fmt::format(" --mtp-num-layers {}", model.mtp_layers);
-  if (model.fp8 != Fp8Format::kNone)
+  if (model.fp8 != Fp8Format::kNone) {
     text +=
         fmt::format(" --fp8-format {} --fp8-recipe {}", fp8_format_name(model.fp8), fp8_recipe_name(model.fp8_recipe));
+    if (model.fp8_param_gather) text += " --fp8-param-gather";
+    if (model.bf16_first_blocks > 0 || model.bf16_last_blocks > 0)
+      text += fmt::format(" --first-last-layers-bf16 --num-layers-at-start-in-bf16 {} --num-layers-at-end-in-bf16 {}",
+                          model.bf16_first_blocks, model.bf16_last_blocks);
+  }
   if (model.moe()) {
     text += fmt::format(" --num-experts {} --moe-router-topk {}", model.experts, model.router_topk);
     if (model.moe_ffn_hidden > 0) text += fmt::format(" --moe-ffn-hidden-size {}", model.moe_ffn_hidden);
@@ -366,6 +387,12 @@ MegatronRun megatron_flags_unchecked(const MegatronArgs& args) {
   run.model.rms_norm = args.normalization == "RMSNorm";
   if (!args.moe_layer_freq.empty()) take(parse_moe_layer_freq(args.moe_layer_freq, run.model));
   if (!args.fp8_format.empty()) run.model.fp8 = parse_fp8_format(args.fp8_format).value_or(Fp8Format::kNone);
+  if (args.first_last_bf16) {
+    run.model.bf16_first_blocks = args.bf16_at_start < 0 ? 1 : args.bf16_at_start;
+    run.model.bf16_last_blocks = args.bf16_at_end < 0 ? 1 : args.bf16_at_end;
+  } else if (args.bf16_at_start >= 0 || args.bf16_at_end >= 0) {
+    throw UsageError("--num-layers-at-start-in-bf16 and --num-layers-at-end-in-bf16 go with --first-last-layers-bf16");
+  }
   if (!args.fp8_recipe.empty()) run.model.fp8_recipe = parse_fp8_recipe(args.fp8_recipe).value_or(Fp8Recipe::kDelayed);
   if (!args.attention_backend.empty()) {
     const bool flash =

@@ -57,6 +57,9 @@ struct MegatronArgs {
   std::string moe_layer_freq;          // --moe-layer-freq: "" (every block), N, or a list expression
   std::string fp8_format;              // --fp8-format: "", e4m3, hybrid
   std::string fp8_recipe;              // --fp8-recipe: "" (delayed), Megatron-core's five names
+  bool first_last_bf16 = false;        // --first-last-layers-bf16
+  int bf16_at_start = -1;              // --num-layers-at-start-in-bf16 (-1: not given, 1)
+  int bf16_at_end = -1;                // --num-layers-at-end-in-bf16
 
   // Whether any model flag was given (--num-layers and its kin).
   bool given() const { return model.layers != 0 || model.hidden != 0 || model.heads != 0 || model.sequence != 0; }

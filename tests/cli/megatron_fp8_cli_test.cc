@@ -64,6 +64,15 @@ TEST_CASE("fp8 cli: the plan keeps FP8 and its launch line simulates back", "[cl
           "--global-batch-size 64 --fp8-format hybrid --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2",
       "fp8-plan");
   CHECK(line.find("--fp8-format hybrid --fp8-recipe delayed") != std::string::npos);
+  // Megatron-Bridge's current-scaling recipe: FP8 parameters, the first and last blocks in bf16.
+  const std::string recipe =
+      plan_simulates_back("plan --topology topologies/h100_32x8.json " + kLlama8B +
+                              "--global-batch-size 64 --fp8-format hybrid --fp8-recipe tensorwise --fp8-param-gather "
+                              "--first-last-layers-bf16 --use-distributed-optimizer --tensor-model-parallel-size 2 "
+                              "--pipeline-model-parallel-size 2",
+                          "fp8-plan-recipe");
+  CHECK(recipe.find("--fp8-param-gather --first-last-layers-bf16 --num-layers-at-start-in-bf16 1 "
+                    "--num-layers-at-end-in-bf16 1") != std::string::npos);
 }
 
 TEST_CASE("fp8 cli: refusals name the flag and write nothing", "[cli][megatron][fp8]") {
@@ -81,6 +90,11 @@ TEST_CASE("fp8 cli: refusals name the flag and write nothing", "[cli][megatron][
       {"--topology topologies/h100_32x8.json " + narrow + kLayout + "--fp8-format hybrid",
        "--ffn-hidden-size / t is 7150, not a multiple of 16"},
       {"--topology topologies/h100_32x8.json " + kLlama8B + kLayout + "--fp8-format fp4", "--fp8-format"},
+      {"--topology topologies/h100_32x8.json " + kLlama8B + kLayout +
+           "--fp8-format hybrid --fp8-recipe tensorwise --num-layers-at-start-in-bf16 2",
+       "--num-layers-at-start-in-bf16 and --num-layers-at-end-in-bf16 go with --first-last-layers-bf16"},
+      {"--topology topologies/h100_32x8.json " + kLlama8B + kLayout + "--fp8-format hybrid --first-last-layers-bf16",
+       "--first-last-layers-bf16 needs --fp8-recipe tensorwise"},
   };
   for (const auto& c : cases) {
     const std::filesystem::path trace = scratch_dir("fp8-refused") / "trace.json";

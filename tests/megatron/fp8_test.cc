@@ -220,6 +220,82 @@ TEST_CASE("fp8: the checks name the flag", "[megatron][fp8]") {
   refused(narrow, l, "--ffn-hidden-size / t is 2500, not a multiple of 16");
 }
 
+TEST_CASE(
+    "fp8: --first-last-layers-bf16 keeps the first and last blocks in bf16, --fp8-param-gather the weights "
+    "in FP8",
+    "[megatron][fp8]") {
+  GptModel model = with_fp8(kGpt, Fp8Recipe::kTensorwise);
+  model.bf16_first_blocks = 1;
+  model.bf16_last_blocks = 2;
+  CHECK_FALSE(model.fp8_block(0));
+  CHECK(model.fp8_block(1));
+  CHECK(model.fp8_block(29));
+  CHECK_FALSE(model.fp8_block(30));
+  CHECK_FALSE(model.fp8_block(31));
+  CHECK_FALSE(kGpt.fp8_block(5));
+  const Topology topology = testing::shipped_topology("h100_32x8.json");
+  MegatronLayout l = megatron_layout(2, 4, 1, 4, 32);
+  l.sequence_parallel = true;
+  l.bf16 = true;
+  l.distributed_optimizer = true;
+  auto mixed = predict_megatron(model, l, topology, false);
+  auto all_fp8 = predict_megatron(with_fp8(kGpt, Fp8Recipe::kTensorwise), l, topology, false);
+  auto plain = predict_megatron(kGpt, l, topology, false);
+  REQUIRE(mixed.ok());
+  REQUIRE(all_fp8.ok());
+  REQUIRE(plain.ok());
+  // Profile layers: the embedding, then block i at i + 1.
+  const auto& layers = mixed->profile.profile.layers;
+  CHECK(layers[1].forward.value == plain->profile.profile.layers[1].forward.value);
+  CHECK(layers[2].forward.value == all_fp8->profile.profile.layers[2].forward.value);
+  CHECK(layers[31].backward.value == plain->profile.profile.layers[31].backward.value);
+  CHECK(layers[32].backward.value == plain->profile.profile.layers[32].backward.value);
+  CHECK(layers[1].description.find("FP8") == std::string::npos);
+  CHECK(layers[2].description.find("FP8 linears (hybrid, tensorwise scaling)") != std::string::npos);
+  // The FP8 weight cache only for the FP8 blocks: rank 0 holds blocks 0-7,
+  // one of them in bf16; rank 3 blocks 24-31, two.
+  const double h = 2560, block = (12 * h * h + 13 * h) / 2;
+  const auto cache = [&](int rank) {
+    return (mixed->memory.ranks[rank].weights_and_optimizer - plain->memory.ranks[rank].weights_and_optimizer).value;
+  };
+  CHECK(cache(0) == Approx(7 * block * 2).epsilon(1e-9));
+  CHECK(cache(3) == Approx(6 * block * 2).epsilon(1e-9));
+  // With FP8 parameters the FP8 weights and their transposes take the bf16
+  // weights' place: no more than bf16; only the transposes are made each
+  // iteration, 2 bytes a weight.
+  model.fp8_param_gather = true;
+  auto gathered = predict_megatron(model, l, topology, false);
+  REQUIRE(gathered.ok());
+  for (int rank = 0; rank < 4; ++rank)
+    CHECK(gathered->memory.ranks[rank].weights_and_optimizer.value ==
+          Approx(plain->memory.ranks[rank].weights_and_optimizer.value).epsilon(1e-12));
+  const GpuModel gpu = h100();
+  CHECK((gathered->profile.profile.layers[2].optimizer - plain->profile.profile.layers[2].optimizer).value ==
+        Approx(gpu.memory_bound(block * 2).value));
+  // The checks name the flags.
+  auto refused = [&](const GptModel& m, const MegatronLayout& layout, const std::string& part) {
+    const Status status = check_megatron_layout(m, layout, 256);
+    REQUIRE(!status.ok());
+    INFO(status.error().message);
+    CHECK(status.error().message.find(part) != std::string::npos);
+  };
+  MegatronLayout no_distributed = l;
+  no_distributed.distributed_optimizer = false;
+  refused(model, no_distributed, "--fp8-param-gather needs --use-distributed-optimizer");
+  GptModel delayed = model;
+  delayed.fp8_recipe = Fp8Recipe::kDelayed;
+  refused(delayed, l, "--first-last-layers-bf16 needs --fp8-recipe tensorwise");
+  GptModel too_many = model;
+  too_many.bf16_last_blocks = 9;  // a stage holds 32 / 4 = 8
+  refused(too_many, l, "--num-layers-at-end-in-bf16 9 is more than the 8 layers of a pipeline stage");
+  GptModel without = model;
+  without.fp8 = Fp8Format::kNone;
+  without.fp8_recipe = Fp8Recipe::kDelayed;
+  refused(without, l, "--fp8-param-gather needs --fp8-format");
+  without.fp8_param_gather = false;
+  refused(without, l, "--first-last-layers-bf16 needs --fp8-format");
+}
+
 TEST_CASE("fp8: the plan file's fp8 and fp8_recipe round-trip", "[megatron][fp8]") {
   MegatronLayout l = megatron_layout(4, 2, 1, 1, 4);
   const GptModel model = with_fp8(kGpt, Fp8Recipe::kTensorwise);
@@ -230,6 +306,26 @@ TEST_CASE("fp8: the plan file's fp8 and fp8_recipe round-trip", "[megatron][fp8]
   REQUIRE(back.ok());
   CHECK(back->model.fp8 == Fp8Format::kHybrid);
   CHECK(back->model.fp8_recipe == Fp8Recipe::kTensorwise);
+  CHECK(!arguments.contains("fp8_param_gather"));
+  CHECK(!arguments.contains("first_last_layers_bf16"));
+  GptModel recipe = model;
+  recipe.fp8_param_gather = true;
+  recipe.bf16_first_blocks = 2;
+  recipe.bf16_last_blocks = 1;
+  const nlohmann::json written = megatron_arguments(recipe, l);
+  CHECK(written["fp8_param_gather"] == true);
+  CHECK(written["first_last_layers_bf16"] == true);
+  CHECK(written["num_layers_at_start_in_bf16"] == 2);
+  auto read = megatron_from_arguments(written, "plan.json: megatron");
+  REQUIRE(read.ok());
+  CHECK(read->model.fp8_param_gather);
+  CHECK(read->model.bf16_first_blocks == 2);
+  CHECK(read->model.bf16_last_blocks == 1);
+  nlohmann::json counts_alone = written;
+  counts_alone.erase("first_last_layers_bf16");
+  auto alone = megatron_from_arguments(counts_alone, "plan.json: megatron");
+  REQUIRE(!alone.ok());
+  CHECK(alone.error().message.find("needs first_last_layers_bf16 true") != std::string::npos);
   // Without FP8 neither key is written; a null fp8 reads as none.
   CHECK(!megatron_arguments(kGpt, l).contains("fp8"));
   nlohmann::json none = arguments;
