@@ -44,17 +44,10 @@ constexpr double kMaxRow = 25.0;   // percent
 using baton::GptModel;
 using baton::bench::MarkdownTable;
 
-// Meta's model cards and NeMo's GPT-3 configurations (README.md).
+// Meta's model cards and NeMo's GPT-3 configurations (README.md); the
+// sequence is the row's.
 GptModel llama(int64_t layers, int64_t hidden, int64_t heads, int64_t groups, int64_t ffn, int64_t vocab) {
-  GptModel m{layers, hidden, heads, 0, vocab};
-  m.ffn_hidden = ffn;
-  m.query_groups = groups == heads ? 0 : groups;
-  m.swiglu = true;
-  m.linear_bias = false;
-  m.tied_output = false;
-  m.rope = true;
-  m.rms_norm = true;
-  return m;
+  return baton::llama_style(layers, hidden, heads, groups, ffn, vocab, 0);
 }
 
 std::optional<GptModel> model_named(const std::string& name) {

@@ -145,6 +145,19 @@ int MegatronLayout::stage_rank(int stage) const {
   return stage % pipeline;
 }
 
+GptModel llama_style(int64_t layers, int64_t hidden, int64_t heads, int64_t groups, int64_t ffn, int64_t vocab,
+                     int64_t sequence) {
+  GptModel m{layers, hidden, heads, sequence, vocab};
+  m.ffn_hidden = ffn;
+  m.query_groups = groups == heads ? 0 : groups;
+  m.swiglu = true;
+  m.linear_bias = false;
+  m.tied_output = false;
+  m.rope = true;
+  m.rms_norm = true;
+  return m;
+}
+
 MegatronLayout megatron_layout(int t, int p, int d, int b, int global) {
   MegatronLayout l;
   l.tensor = t;

@@ -236,6 +236,13 @@ struct GptModel {
   }
 };
 
+// A Llama-style decoder in Megatron-core's flags: a SwiGLU MLP of width
+// `ffn`, `groups` key-value groups (a group per head when equal to the
+// heads), no biases, an untied output layer, rotary positions, RMSNorm;
+// Megatron's own attention (FlashAttention is GptModel::flash_attention).
+GptModel llama_style(int64_t layers, int64_t hidden, int64_t heads, int64_t groups, int64_t ffn, int64_t vocab,
+                     int64_t sequence);
+
 // One block's linear weights P_lin (above; with experts, every expert's, the
 // shared expert's and the router's). These are a MoE block's for a model with
 // experts: GptModel::dense_blocks gives the others'.

@@ -27,20 +27,9 @@ inline Topology shipped_topology(const std::string& name) {
   return *topology;
 }
 
-// A Llama-style decoder (sim/megatron.h's architecture beyond GPT-3's):
-// SwiGLU MLP of width `ffn`, `groups` key-value groups (a group per head when
-// equal to the heads), no biases, an untied output layer, rotary positions,
-// RMSNorm; sequence 4096, Megatron's own attention.
+// A Llama-style decoder (sim/megatron.h's llama_style) of sequence 4096.
 inline GptModel llama(int64_t layers, int64_t hidden, int64_t heads, int64_t groups, int64_t ffn, int64_t vocab) {
-  GptModel m{layers, hidden, heads, 4096, vocab};
-  m.ffn_hidden = ffn;
-  m.query_groups = groups == heads ? 0 : groups;
-  m.swiglu = true;
-  m.linear_bias = false;
-  m.tied_output = false;
-  m.rope = true;
-  m.rms_norm = true;
-  return m;
+  return llama_style(layers, hidden, heads, groups, ffn, vocab, 4096);
 }
 
 // A small Mixtral-like mixture of experts: `layers` of h 2048, 16 heads, 4
