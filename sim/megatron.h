@@ -176,11 +176,13 @@ struct GptModel {
   int64_t bf16_last_blocks = 0;
 
   int64_t ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
+  // Whether the model trains in FP8 (--fp8-format), and whether
+  // --first-last-layers-bf16 keeps blocks at either end in bf16.
+  bool uses_fp8() const { return fp8 != Fp8Format::kNone; }
+  bool bf16_end_blocks() const { return bf16_first_blocks > 0 || bf16_last_blocks > 0; }
   // Whether block i (0-based) runs its linears in FP8: with --fp8-format, but
   // the first and last blocks --first-last-layers-bf16 keeps in bf16.
-  bool fp8_block(int64_t i) const {
-    return fp8 != Fp8Format::kNone && i >= bf16_first_blocks && i < layers - bf16_last_blocks;
-  }
+  bool fp8_block(int64_t i) const { return uses_fp8() && i >= bf16_first_blocks && i < layers - bf16_last_blocks; }
   // The same model with its blocks in bf16 (or in FP8) throughout.
   GptModel with_fp8_blocks(bool on) const {
     GptModel copy = *this;
@@ -232,7 +234,7 @@ struct GptModel {
   // Whether any of the fields above differs from GPT's.
   bool beyond_gpt() const {
     return ffn_hidden > 0 || query_groups > 0 || swiglu || !linear_bias || !tied_output || rope || rms_norm ||
-           flash_attention || moe() || mla || qk_layernorm || mtp_layers > 0 || fp8 != Fp8Format::kNone;
+           flash_attention || moe() || mla || qk_layernorm || mtp_layers > 0 || uses_fp8();
   }
 };
 

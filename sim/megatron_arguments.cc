@@ -69,11 +69,11 @@ nlohmann::json megatron_arguments(const GptModel& model, const MegatronLayout& l
     arguments["v_head_dim"] = model.v_head_dim;
   }
   if (model.mtp_layers > 0) arguments["mtp_num_layers"] = model.mtp_layers;
-  if (model.fp8 != Fp8Format::kNone) {
+  if (model.uses_fp8()) {
     arguments["fp8"] = fp8_format_name(model.fp8);
     arguments["fp8_recipe"] = fp8_recipe_name(model.fp8_recipe);
     if (model.fp8_param_gather) arguments["fp8_param_gather"] = true;
-    if (model.bf16_first_blocks > 0 || model.bf16_last_blocks > 0) {
+    if (model.bf16_end_blocks()) {
       arguments["first_last_layers_bf16"] = true;
       arguments["num_layers_at_start_in_bf16"] = model.bf16_first_blocks;
       arguments["num_layers_at_end_in_bf16"] = model.bf16_last_blocks;

@@ -41,9 +41,9 @@ BlockShape shape_of(const GptModel& model, const MegatronLayout& layout) {
   x.kv_lora = x.mla ? static_cast<double>(model.kv_lora_rank) : 0.0;
   x.pos = x.mla ? static_cast<double>(model.qk_pos_head_dim) : 0.0;
   x.unsplit = gpt_block_unsplit_parameters(model);
-  x.linear_bytes = model.fp8 != Fp8Format::kNone ? 1 : 2;
-  x.fp8_current = model.fp8 != Fp8Format::kNone && model.fp8_recipe == Fp8Recipe::kTensorwise;
-  x.fp8_param_gather = model.fp8 != Fp8Format::kNone && model.fp8_param_gather;
+  x.linear_bytes = model.uses_fp8() ? 1 : 2;
+  x.fp8_current = model.uses_fp8() && model.fp8_recipe == Fp8Recipe::kTensorwise;
+  x.fp8_param_gather = model.uses_fp8() && model.fp8_param_gather;
   return x;
 }
 

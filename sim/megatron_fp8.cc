@@ -57,13 +57,12 @@ std::vector<Dimension> fp8_dimensions(const GptModel& model, const MegatronLayou
 }  // namespace
 
 Status check_fp8(const GptModel& model, const MegatronLayout& layout) {
-  if (model.fp8 == Fp8Format::kNone) {
+  if (!model.uses_fp8()) {
     if (model.fp8_recipe != Fp8Recipe::kDelayed)
       return Error{
           fmt::format("--fp8-recipe {} needs --fp8-format (e4m3 or hybrid)", fp8_recipe_name(model.fp8_recipe))};
     if (model.fp8_param_gather) return Error{"--fp8-param-gather needs --fp8-format (e4m3 or hybrid)"};
-    if (model.bf16_first_blocks > 0 || model.bf16_last_blocks > 0)
-      return Error{"--first-last-layers-bf16 needs --fp8-format (e4m3 or hybrid)"};
+    if (model.bf16_end_blocks()) return Error{"--first-last-layers-bf16 needs --fp8-format (e4m3 or hybrid)"};
     return ok_status();
   }
   switch (model.fp8_recipe) {
@@ -81,7 +80,7 @@ Status check_fp8(const GptModel& model, const MegatronLayout& layout) {
     return Error{
         "--fp8-param-gather needs --use-distributed-optimizer (Megatron's distributed optimizer gathers the "
         "FP8 weights)"};
-  if (model.bf16_first_blocks > 0 || model.bf16_last_blocks > 0) {
+  if (model.bf16_end_blocks()) {
     if (model.fp8_recipe == Fp8Recipe::kDelayed)
       return Error{
           "--first-last-layers-bf16 needs --fp8-recipe tensorwise: delayed scaling does not support "
@@ -103,7 +102,7 @@ Status check_fp8(const GptModel& model, const MegatronLayout& layout) {
 }
 
 Status check_fp8_gpu(const GptModel& model, const GpuModel& gpu) {
-  if (model.fp8 == Fp8Format::kNone || gpu.fp8_tflops > 0.0) return ok_status();
+  if (!model.uses_fp8() || gpu.fp8_tflops > 0.0) return ok_status();
   return Error{fmt::format("--fp8-format {}: the {} has no FP8 tensor cores (Hopper's H100 and H200 have them)",
                            fp8_format_name(model.fp8), gpu.name)};
 }

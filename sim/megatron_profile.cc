@@ -316,7 +316,7 @@ std::string block_description(const GptModel& model, const MegatronLayout& layou
   std::string extras;
   if (model.rms_norm) extras += ", RMSNorm";
   if (!model.linear_bias) extras += ", no biases";
-  if (model.fp8 != Fp8Format::kNone)
+  if (model.uses_fp8())
     extras +=
         fmt::format(", FP8 linears ({}, {} scaling)", fp8_format_name(model.fp8), fp8_recipe_name(model.fp8_recipe));
   if (model.moe())
@@ -340,7 +340,7 @@ std::string profile_name(const GptModel& model, const MegatronLayout& layout) {
                          ? fmt::format(", etp {}", layout.expert_tensor_parallel())
                          : "",
                      layout.bf16 ? "bf16" : "fp16",
-                     model.fp8 != Fp8Format::kNone ? fmt::format(", fp8 {}", fp8_format_name(model.fp8)) : "");
+                     model.uses_fp8() ? fmt::format(", fp8 {}", fp8_format_name(model.fp8)) : "");
 }
 
 // The output layer and its loss, and each prediction depth's final norm,
@@ -451,7 +451,7 @@ MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayou
   // holds the word embedding's copy.
   if (model.mtp_layers > 0) {
     // Megatron-core runs the depths in FP8 with the model, whatever --first-last-layers-bf16 says.
-    const bool again = !layout.recompute_block, fp8 = model.fp8 != Fp8Format::kNone;
+    const bool again = !layout.recompute_block, fp8 = model.uses_fp8();
     std::optional<Kind>& made = kinds[model.mtp_moe() ? 1 : 0][again ? 1 : 0][fp8 ? 1 : 0];
     if (!made) made = kind(model.mtp_moe(), again, fp8);
     MegatronLayerTime depth = made->time;

@@ -28,7 +28,7 @@ struct AttentionTerms {
 
 // Bytes of a linear's input kept for its backward: 1 with FP8 (its FP8
 // copy, sim/megatron_fp8.h), 2 otherwise.
-double linear_input_bytes(const GptModel& model) { return model.fp8 != Fp8Format::kNone ? 1.0 : 2.0; }
+double linear_input_bytes(const GptModel& model) { return model.uses_fp8() ? 1.0 : 2.0; }
 
 // What the attention keeps for its backward (block_activation_bytes):
 // Megatron's queries (2), keys and values (2 each x G / a) and the
@@ -419,7 +419,7 @@ MegatronMemory megatron_memory(const GptModel& model, const MegatronLayout& layo
   // first N of each chunk at the input they keep; with dense blocks among
   // MoE ones (--moe-layer-freq), each in MoE blocks' units.
   std::vector<double> stage_blocks;
-  const bool bf16_blocks = model.fp8 != Fp8Format::kNone && (model.bf16_first_blocks > 0 || model.bf16_last_blocks > 0);
+  const bool bf16_blocks = model.uses_fp8() && model.bf16_end_blocks();
   if (layout.recompute_block || mixed || model.mtp_layers > 0 || bf16_blocks) {
     MegatronLayout none = layout;
     none.recompute = Recompute::kNone;

@@ -278,11 +278,11 @@ std::string architecture_flags(const GptModel& model) {
                         model.kv_lora_rank, model.qk_head_dim, model.qk_pos_head_dim, model.v_head_dim);
   }
   if (model.mtp_layers > 0) text += fmt::format(" --mtp-num-layers {}", model.mtp_layers);
-  if (model.fp8 != Fp8Format::kNone) {
+  if (model.uses_fp8()) {
     text +=
         fmt::format(" --fp8-format {} --fp8-recipe {}", fp8_format_name(model.fp8), fp8_recipe_name(model.fp8_recipe));
     if (model.fp8_param_gather) text += " --fp8-param-gather";
-    if (model.bf16_first_blocks > 0 || model.bf16_last_blocks > 0)
+    if (model.bf16_end_blocks())
       text += fmt::format(" --first-last-layers-bf16 --num-layers-at-start-in-bf16 {} --num-layers-at-end-in-bf16 {}",
                           model.bf16_first_blocks, model.bf16_last_blocks);
   }
