@@ -83,23 +83,16 @@
 #pragma once
 
 #include <algorithm>
-#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "sim/megatron_fp8.h"
 #include "sim/result.h"
 
 namespace baton {
-
-namespace json_fields {
-class FieldPath;
-}  // namespace json_fields
 
 // The largest model dimensions check_megatron_layout takes (2^16 layers,
 // hidden 2^18, 2^20 tokens of sequence, a vocabulary of 2^24, micro-batch
@@ -472,72 +465,6 @@ double gpt_parameters(const GptModel& model, int tensor);
 double gpt_active_parameters(const GptModel& model, int tensor);
 // Model FLOPs of one iteration (above).
 double megatron_model_flops(const GptModel& model, const MegatronLayout& layout);
-
-// A model and its layout as Megatron's arguments (a plan file's "megatron",
-// sim/plan.h): {"num_layers", "hidden_size", "num_attention_heads",
-// "seq_length", "vocab_size", "tensor_model_parallel_size",
-// "pipeline_model_parallel_size", "data_parallel_size", "micro_batch_size",
-// "global_batch_size", "num_layers_per_virtual_pipeline_stage" (0: not
-// interleaved), "recompute_granularity" ("none", "selective", "full"),
-// "sequence_parallel", "bf16", "use_distributed_optimizer",
-// "overlap_grad_reduce", "enable_zero_bubble",
-// "zero_bubble_max_pending_backward" (p for ZB-H1, 2p for ZB-H2, 0 without),
-// "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers"
-// (0: an even share), "account_for_embedding_in_pipeline_split",
-// "account_for_loss_in_pipeline_split", "zero_bubble_heuristic",
-// "zero_bubble_v_schedule", "dualpipev", "recompute_method" ("uniform",
-// "block"), "recompute_num_layers"}, every key required (the two account
-// flags, the heuristic and the two V schedules may be left out: false; the
-// recompute method and its layers are written only when not uniform 1, and
-// read as uniform and 1 when absent), "context_parallel_size" and
-// "cp_comm_type" (written only when c is above 1 and for a type other than
-// p2p; read as 1 and p2p when absent) and no other.
-// The architecture's keys of that object, written only for a model beyond
-// GPT-3's and each optional (GPT's value): "ffn_hidden_size", "swiglu",
-// "group_query_attention", "num_query_groups" (the heads without grouped-query
-// attention), "disable_bias_linear", "untie_embeddings_and_output_weights",
-// "position_embedding_type" ("learned_absolute", "rope"), "normalization"
-// ("LayerNorm", "RMSNorm"), "use_flash_attn", and with experts
-// "num_experts", "moe_router_topk", "moe_ffn_hidden_size",
-// "moe_grouped_gemm", "moe_shared_expert_intermediate_size" and
-// "moe_layer_freq" (an integer, or an array of 0s and 1s, one per layer)
-// (each optional: no experts, 2, the MLP's width, false, no shared expert, 1;
-// the last two written only when they are not), "qk_layernorm" (written
-// when true) and with multi-latent attention "multi_latent_attention",
-// "q_lora_rank" (null: none), "kv_lora_rank", "qk_head_dim",
-// "qk_pos_emb_head_dim", "v_head_dim" (each optional: Megatron's defaults);
-// with experts and a capacity factor "moe_expert_capacity_factor" (null or
-// absent: dropless) and "moe_pad_expert_input_to_capacity"; "mtp_num_layers"
-// (written when above 0; null or absent: none); "fp8" (--fp8-format's
-// value, written with FP8; null or absent: none) and "fp8_recipe" (written
-// with it; absent: delayed), "fp8_param_gather" (written when true), and
-// "first_last_layers_bf16" with "num_layers_at_start_in_bf16" and
-// "num_layers_at_end_in_bf16" (written when it is true; absent: false, 1, 1);
-// the layout's "expert_model_parallel_size" is written only above 1 (read as
-// 1 when absent), "expert_tensor_parallel_size" only when it is not t (read
-// as t when absent or null, Megatron's default).
-// clang-format off
-inline constexpr std::array<const char*, 31> kGptArchitectureKeys = {
-    "ffn_hidden_size", "swiglu", "group_query_attention", "num_query_groups", "disable_bias_linear",
-    "untie_embeddings_and_output_weights", "position_embedding_type", "normalization", "use_flash_attn",
-    "num_experts", "moe_router_topk", "moe_ffn_hidden_size", "moe_grouped_gemm",
-    "moe_shared_expert_intermediate_size", "moe_layer_freq", "qk_layernorm", "multi_latent_attention",
-    "q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim",
-    "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity", "mtp_num_layers", "fp8", "fp8_recipe",
-    "fp8_param_gather", "first_last_layers_bf16", "num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16"};
-// clang-format on
-// `object` without those keys (for a strict check of the others' names), and
-// those keys of it read into `model` (planner regression cases share them).
-nlohmann::json without_gpt_architecture(const nlohmann::json& object);
-Status read_gpt_architecture(const nlohmann::json& object, const json_fields::FieldPath& at, GptModel& model);
-
-struct MegatronSpec {
-  GptModel model;
-  MegatronLayout layout;
-};
-nlohmann::json megatron_arguments(const GptModel& model, const MegatronLayout& layout);
-// `where` names the object in errors ("plan.json: megatron").
-Result<MegatronSpec> megatron_from_arguments(const nlohmann::json& arguments, const std::string& where);
 
 // Checks a layout against its model and the devices there are; the error names
 // the Megatron flag at fault (--tensor-model-parallel-size, ...) and says what

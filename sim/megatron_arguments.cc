@@ -1,6 +1,8 @@
 // A Megatron model and layout as Megatron's arguments (sim/megatron.h's
 // megatron_arguments and megatron_from_arguments): the plan file's "megatron"
 // object, written and read back strictly.
+#include "sim/megatron_arguments.h"
+
 #include <string_view>
 #include <type_traits>
 #include <utility>
@@ -8,7 +10,6 @@
 #include <fmt/format.h>
 
 #include "sim/json_fields.h"
-#include "sim/megatron.h"
 
 namespace baton {
 

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/megatron_arguments.h"
 #include "tools/cli_support.h"
 
 namespace baton::cli {

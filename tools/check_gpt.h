@@ -24,6 +24,7 @@
 
 #include "planner/megatron_search.h"
 #include "sim/json_fields.h"
+#include "sim/megatron_arguments.h"
 #include "sim/topology.h"
 
 namespace baton::cli {

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/megatron_arguments.h"
 #include "sim/plan_layouts.h"
 #include "sim/schedules.h"
 #include "sim/simulator.h"

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "planner/megatron_search.h"
+#include "sim/megatron_arguments.h"
 #include "tools/check_gpt.h"
 #include "tools/cli_support.h"
 #include "tools/megatron_report.h"

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "sim/megatron_arguments.h"
 #include "sim/megatron_profile.h"
 #include "tools/megatron_flags.h"
 #include "tools/report.h"

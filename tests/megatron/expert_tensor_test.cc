@@ -13,6 +13,7 @@
 #include "tests/megatron/megatron_test_support.h"
 
 #include "sim/gpu_model.h"
+#include "sim/megatron_arguments.h"
 #include "sim/megatron_sim.h"
 #include "sim/network.h"
 
@@ -94,8 +95,7 @@ TEST_CASE("etp: the experts' GEMMs run on T k ep etp / (t E) tokens each, F / et
     const double tokens = T * k * ep * etp / (t * E);
     return (gpu.gemm(tokens, 2 * F / etp, h) + gpu.gemm(tokens, h, F / etp)) * (E / ep);
   };
-  CHECK((at_1.forward_compute - at_t.forward_compute).value ==
-        Approx((experts(1) - experts(t)).value).margin(1e-12));
+  CHECK((at_1.forward_compute - at_t.forward_compute).value == Approx((experts(1) - experts(t)).value).margin(1e-12));
   // Everything else in the forward is the same: with a GEMM model that ran
   // both at one rate, the two would be equal.
   CHECK(at_1.forward_compute.value - experts(1).value ==
@@ -185,7 +185,8 @@ TEST_CASE("etp: bad grids are refused, naming the flag", "[megatron][moe][etp][b
         "--expert-tensor-parallel-size 1 x --expert-model-parallel-size 8 does not divide the 4 GPUs of a pipeline "
         "rank (t c d): the experts' grid is laid over them");
   // 1408 / 3 is not whole.
-  CHECK(error(with_grid(2, 6, 2, 3)) == "--moe-ffn-hidden-size 1408 is not divisible by --expert-tensor-parallel-size 3");
+  CHECK(error(with_grid(2, 6, 2, 3)) ==
+        "--moe-ffn-hidden-size 1408 is not divisible by --expert-tensor-parallel-size 3");
   GptModel dense = m;
   dense.experts = 0;
   dense.moe_ffn_hidden = 0;

@@ -10,6 +10,7 @@
 
 #include "sim/gpu_model.h"
 #include "sim/json_fields.h"
+#include "sim/megatron_arguments.h"
 #include "sim/megatron_block.h"
 #include "sim/megatron_sim.h"
 

@@ -7,6 +7,7 @@
 #include "tests/megatron/megatron_test_support.h"
 
 #include "sim/megatron.h"
+#include "sim/megatron_arguments.h"
 #include "sim/megatron_sim.h"
 #include "sim/plan.h"
 

@@ -6,6 +6,7 @@
 // (arXiv 2205.05198), section 4, equations 1-6 and Table 2.
 #include "tests/catch_compat.h"
 
+#include "sim/megatron_arguments.h"
 #include "sim/megatron_sim.h"
 
 namespace baton {

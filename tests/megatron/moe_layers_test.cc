@@ -13,6 +13,7 @@
 #include "tests/megatron/megatron_test_support.h"
 
 #include "sim/gpu_model.h"
+#include "sim/megatron_arguments.h"
 #include "sim/megatron_sim.h"
 
 namespace baton {

@@ -7,6 +7,7 @@
 
 #include "tests/catch_compat.h"
 
+#include "sim/megatron_arguments.h"
 #include "sim/megatron_sim.h"
 #include "sim/simulator.h"
 #include "tests/megatron/megatron_test_support.h"
