@@ -66,6 +66,7 @@
 #include "tools/cli_support.h"
 #include "tools/commands.h"
 #include "tools/executor_handoff.h"
+#include "tools/machine_load.h"
 #include "tools/validate_report.h"
 
 #if BATON_HAVE_EXEC
@@ -282,6 +283,9 @@ int run_validate(const ValidateArgs& args) {
   }
   const std::vector<Schedule> schedules = parse_schedule_list(args.schedules);
   const exec::ModelInfo model = take(exec::model_info(args.model));
+  // Before anything of ours runs: what other work takes of the CPUs.
+  const std::optional<MachineLoad> load = sample_machine_load();
+  if (load && !busy_machine_warning(*load).empty()) progress("warning: " + busy_machine_warning(*load));
   const fs::path out(args.out);
   fs::create_directories(out);
   nlohmann::json calibration;
@@ -320,8 +324,9 @@ int run_validate(const ValidateArgs& args) {
     return 1;
   }
   const std::string report = path_in(out, "report.md");
-  write_file_atomic(report, validation_markdown(args, *profile, *topology, calibration, cases));
-  write_file_atomic(path_in(out, "report.json"), validation_json(cases, args.tolerance, args.quantile).dump(2) + "\n");
+  write_file_atomic(report, validation_markdown(args, *profile, *topology, calibration, cases, load));
+  write_file_atomic(path_in(out, "report.json"),
+                    validation_json(cases, args.tolerance, args.quantile, load).dump(2) + "\n");
   std::fputs(render_table(validation_summary_rows(cases, args.tolerance)).c_str(), stdout);
   std::printf("report: %s\n", report.c_str());
   const bool within = std::all_of(cases.begin(), cases.end(),

@@ -10,6 +10,7 @@
 
 #include "exec/launcher.h"
 #include "tools/cli_support.h"
+#include "tools/machine_load.h"
 
 namespace baton::cli {
 
@@ -56,7 +57,12 @@ Status launch_self_ranks(const std::vector<std::string>& arguments, int nproc, S
   auto outcome = exec::launch_local_ranks(spec);
   if (!outcome) return outcome.error();
   if (outcome->ok()) return ok_status();
-  return Error{exec::describe_failure(*outcome, spec)};
+  std::string failure = exec::describe_failure(*outcome, spec);
+  // Ranks that ran out of time on a busy machine were waiting for its CPUs.
+  if (outcome->first_failure < 0) {
+    if (const auto load = sample_machine_load()) failure += busy_after_deadline(*load);
+  }
+  return Error{failure};
 }
 
 }  // namespace baton::cli

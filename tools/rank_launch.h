@@ -26,7 +26,8 @@ std::vector<std::string> own_arguments();
 
 // Runs `baton <arguments>` as ranks 0..nproc-1 on 127.0.0.1 (a free port) and
 // waits at most `timeout`; an Error says which rank failed first and how each
-// ended (exec::describe_failure). Each rank runs on its own share of the CPUs
+// ended (exec::describe_failure; ranks stopped at the deadline also get the
+// machine's load then, tools/machine_load.h). Each rank runs on its own share of the CPUs
 // (exec::LaunchSpec::pin) unless BATON_PIN_RANKS=0 is in the environment.
 Status launch_self_ranks(const std::vector<std::string>& arguments, int nproc, Seconds timeout);
 

@@ -102,7 +102,8 @@ std::vector<std::vector<std::string>> validation_summary_rows(const std::vector<
 }
 
 std::string validation_markdown(const ValidateArgs& args, const Profile& profile, const Topology& topology,
-                                const nlohmann::json& calibration, const std::vector<ValidationCase>& cases) {
+                                const nlohmann::json& calibration, const std::vector<ValidationCase>& cases,
+                                const std::optional<MachineLoad>& load) {
   std::string out = args.device == "cpu"
                         ? fmt::format("# Validation: {} on {} gloo ranks\n\n", profile.model, args.nproc)
                         : fmt::format("# Validation: {} on {} workers of the threads backend on {}\n\n", profile.model,
@@ -138,6 +139,11 @@ std::string validation_markdown(const ValidateArgs& args, const Profile& profile
       "run met), at most {8} attempts, the last kept.\n\n",
       args.quantile, args.steps, 100.0 * args.tolerance, profile.microbatch_size, args.threads, args.run_seconds,
       kNoiseSamples, 100.0 * args.drift, args.attempts);
+  if (load) {
+    const std::string warning = busy_machine_warning(*load);
+    out += fmt::format("Machine load before the first measurement: {}.{}\n\n", describe_load(*load),
+                       warning.empty() ? "" : " **Warning:** " + warning + ".");
+  }
   out += "## Summary\n\n" + render_markdown_table(validation_summary_rows(cases, args.tolerance));
   out += "\n## Link calibration and device\n\n" + calibration_markdown(calibration, topology) + "\n" +
          device_markdown(topology);
@@ -168,8 +174,12 @@ std::string validation_markdown(const ValidateArgs& args, const Profile& profile
   return out;
 }
 
-nlohmann::json validation_json(const std::vector<ValidationCase>& cases, double tolerance, double q) {
+nlohmann::json validation_json(const std::vector<ValidationCase>& cases, double tolerance, double q,
+                               const std::optional<MachineLoad>& load) {
   nlohmann::json out = {{"tolerance", tolerance}, {"quantile", q}, {"cases", nlohmann::json::array()}};
+  out["machine_load"] =
+      load ? nlohmann::json{{"busy_cpus", load->busy_cpus}, {"cpus", load->cpus}, {"window_s", load->window.value}}
+           : nlohmann::json(nullptr);
   for (const ValidationCase& c : cases) {
     nlohmann::json overhead = nlohmann::json::array();
     for (Seconds per_action : c.action_overhead) overhead.push_back(per_action.value);

@@ -2,6 +2,7 @@
 // case per schedule, rendered as the summary table, report.md and report.json.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "sim/topology.h"
 #include "sim/trace.h"
 #include "tools/compare_report.h"
+#include "tools/machine_load.h"
 
 namespace baton::cli {
 
@@ -90,12 +92,17 @@ constexpr int kNoiseSamples = 200;
 std::vector<std::vector<std::string>> validation_summary_rows(const std::vector<ValidationCase>& cases,
                                                               double tolerance);
 
-// report.md: the method, the summary, the calibration and the device, the
-// profile, and per case its comparison tables and both Gantt charts.
+// report.md: the method, the machine's load before the first measurement
+// (tools/machine_load.h; nullopt: /proc/stat unreadable), the summary, the
+// calibration and the device, the profile, and per case its comparison tables
+// and both Gantt charts.
 std::string validation_markdown(const ValidateArgs& args, const Profile& profile, const Topology& topology,
-                                const nlohmann::json& calibration, const std::vector<ValidationCase>& cases);
+                                const nlohmann::json& calibration, const std::vector<ValidationCase>& cases,
+                                const std::optional<MachineLoad>& load);
 
-// report.json: the summary figures in seconds.
-nlohmann::json validation_json(const std::vector<ValidationCase>& cases, double tolerance, double q);
+// report.json: the summary figures in seconds, and the load ("machine_load":
+// busy_cpus, cpus, window_s; null where it was not sampled).
+nlohmann::json validation_json(const std::vector<ValidationCase>& cases, double tolerance, double q,
+                               const std::optional<MachineLoad>& load);
 
 }  // namespace baton::cli

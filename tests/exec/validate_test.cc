@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -215,6 +216,14 @@ TEST_CASE("validate's prediction is the noisy simulation of its plan and its mea
   CHECK(range[1].get<double>() == Approx(held(1.5 * forward / 2)).margin(1e-4));
   const nlohmann::json summary = read_json(dir / "report.json");
   REQUIRE(summary.at("cases").size() == 2);
+  // The machine's load before the first measurement (tools/machine_load.h):
+  // other work's busy CPUs over a quarter second, stated in report.md too.
+  const nlohmann::json load = summary.at("machine_load");
+  CHECK(load.at("cpus") == std::thread::hardware_concurrency());
+  CHECK(load.at("busy_cpus").get<double>() >= 0.0);
+  CHECK(load.at("busy_cpus").get<double>() <= load.at("cpus").get<double>() + 1e-9);
+  CHECK(load.at("window_s") == 0.25);
+  CHECK(report.find("Machine load before the first measurement: ") != std::string::npos);
   for (const auto& c : summary.at("cases")) {
     const std::string schedule = c.at("schedule");
     INFO(schedule);
