@@ -263,6 +263,7 @@ Result<LinkMeasurement> measure_link_rank(const RankEnv& env, const LinkOptions&
     Link link{groups->world, *reduce, options.timeout, env.rank};
     LinkMeasurement out;
     out.ranks = env.world_size;
+    out.gloo_io = groups->io == GlooIo::kNormal ? "normal" : "idle";
     for (size_t i = 0; i < options.sizes_bytes.size(); ++i) {
       const int64_t bytes = options.sizes_bytes[i];
       if (env.rank <= 1) {
@@ -289,7 +290,7 @@ Result<LinkMeasurement> measure_link_rank(const RankEnv& env, const LinkOptions&
       out.loaded = std::move(*loaded);
     }
     if (Status s = link.barrier(); !s) return s.error();
-    if (env.rank != 0) return LinkMeasurement{env.world_size, {}, {}, {}, {}};
+    if (env.rank != 0) return LinkMeasurement{env.world_size, {}, {}, {}, {}, out.gloo_io};
     return out;
   } catch (const std::exception& e) {
     return Error{fmt::format("rank {}: link calibration: {}", env.rank, error_text(e))};

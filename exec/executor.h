@@ -372,6 +372,9 @@ struct LinkMeasurement {
   // Messages of the loaded exchange (empty without one): both ranks compute,
   // send and wait as pipeline stages do, so messages meet ranks at work.
   std::vector<LoadedTransfer> loaded;
+  // Gloo ranks: the class their Gloo I/O threads ran in, "idle" or "normal"
+  // (exec/transport_gloo.h); empty for the threads backend.
+  std::string gloo_io;
 };
 
 // The link of the threads backend between `workers` (>= 2) workers on `device`

@@ -34,8 +34,12 @@ std::vector<std::string> child_environment(const LaunchSpec& spec, int port, int
     const std::string entry(*e);
     const bool owned = std::any_of(std::begin(kOwned), std::end(kOwned),
                                    [&](const char* prefix) { return entry.rfind(prefix, 0) == 0; });
-    if (!owned) env.push_back(entry);
+    const bool given = std::any_of(spec.environment.begin(), spec.environment.end(), [&](const std::string& set) {
+      return entry.rfind(set.substr(0, set.find('=') + 1), 0) == 0;
+    });
+    if (!owned && !given) env.push_back(entry);
   }
+  env.insert(env.end(), spec.environment.begin(), spec.environment.end());
   env.push_back("MASTER_ADDR=" + spec.master_addr);
   env.push_back(fmt::format("MASTER_PORT={}", port));
   env.push_back(fmt::format("RANK={}", rank));

@@ -37,6 +37,10 @@ namespace baton::exec {
 // torchrun, Slurm or mpirun (RANK, WORLD_SIZE, ... in each rank's environment).
 constexpr int kMaxLocalRanks = 256;
 
+// The class of a rank's Gloo I/O threads, "idle" or "normal", read by the
+// gloo transport (exec/transport_gloo.h says why it is a choice).
+constexpr const char* kGlooIoVariable = "BATON_GLOO_IO";
+
 struct LaunchSpec {
   std::string executable;              // path of the program to start
   std::vector<std::string> arguments;  // argv[1..]
@@ -46,6 +50,9 @@ struct LaunchSpec {
   Seconds timeout = Seconds(300);  // for the whole run
   Seconds grace = Seconds(5);      // after the first failure
   bool pin = true;                 // each rank on its own share of the CPUs (see above)
+  // NAME=value entries for every rank's environment, over inherited ones of
+  // the same name.
+  std::vector<std::string> environment;
 };
 
 // The CPUs of each of `nproc` ranks, from `allowed` (in order): rank r gets

@@ -31,13 +31,14 @@ std::shared_ptr<::gloo::transport::Device> make_device(const std::string& master
 // Gloo's loop thread is created with its device and inherits the creating
 // thread's scheduling policy, so the device is created on a helper thread
 // under SCHED_IDLE (nice 19 where that is refused; both are per thread on
-// Linux, the caller's stay as they were). Why: transport_gloo.h.
-std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& master_addr) {
+// Linux, the caller's stay as they were), or with GlooIo::kNormal as the
+// caller's. Why: transport_gloo.h.
+std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& master_addr, GlooIo io) {
   std::shared_ptr<::gloo::transport::Device> device;
   std::exception_ptr failure;
   std::thread creator([&] {
     const sched_param none{};
-    if (sched_setscheduler(0, SCHED_IDLE, &none) != 0)
+    if (io == GlooIo::kIdle && sched_setscheduler(0, SCHED_IDLE, &none) != 0)
       setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19);
     try {
       device = make_device(master_addr);
@@ -51,9 +52,10 @@ std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& master
 }
 
 c10::intrusive_ptr<compat::GlooGroup> make_group(const c10::intrusive_ptr<::c10d::Store>& store,
-                                                 const std::string& master_addr, int rank, int size, Seconds timeout) {
+                                                 const std::string& master_addr, int rank, int size, Seconds timeout,
+                                                 GlooIo io) {
   auto options = compat::GlooGroup::Options::create(to_ms(timeout));
-  options->devices.push_back(gloo_device(master_addr));
+  options->devices.push_back(gloo_device(master_addr, io));
   options->threads = 1;
   return c10::make_intrusive<compat::GlooGroup>(store, rank, size, options);
 }
@@ -118,13 +120,24 @@ Status wait_work(const c10::intrusive_ptr<::c10d::Work>& work, Seconds timeout, 
   return ok_status();
 }
 
+Result<GlooIo> gloo_io_from_environment() {
+  const char* value = std::getenv(kGlooIoVariable);
+  if (value == nullptr || *value == '\0' || std::string(value) == "idle") return GlooIo::kIdle;
+  if (std::string(value) == "normal") return GlooIo::kNormal;
+  return Error{fmt::format("{}={}: the class of Gloo's I/O threads is idle (SCHED_IDLE, the default) or normal",
+                           kGlooIoVariable, value)};
+}
+
 Result<GlooGroups> connect_world(const RankEnv& env, Seconds timeout) {
+  auto io = gloo_io_from_environment();
+  if (!io) return io.error();
   try {
     GlooGroups groups;
+    groups.io = *io;
     groups.store = compat::make_tcp_store(env.master_addr, static_cast<uint16_t>(env.master_port), env.world_size,
                                           env.rank == 0, to_ms(timeout));
     auto prefixed = c10::make_intrusive<::c10d::PrefixStore>("world", groups.store);
-    groups.world = make_group(prefixed, env.master_addr, env.rank, env.world_size, timeout);
+    groups.world = make_group(prefixed, env.master_addr, env.rank, env.world_size, timeout, groups.io);
     return groups;
   } catch (const std::exception& e) {
     const std::string reason = first_line(error_text(e));
@@ -143,7 +156,7 @@ Result<c10::intrusive_ptr<compat::GlooGroup>> connect_subgroup(const GlooGroups&
                                                                const std::string& master_addr) {
   try {
     auto prefixed = c10::make_intrusive<::c10d::PrefixStore>(fmt::format("stage{}", stage), groups.store);
-    return make_group(prefixed, master_addr, member, members, timeout);
+    return make_group(prefixed, master_addr, member, members, timeout, groups.io);
   } catch (const std::exception& e) {
     return Error{fmt::format("stage {} replica group: rendezvous failed: {}", stage, e.what())};
   }

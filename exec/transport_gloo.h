@@ -38,8 +38,15 @@
 //   ms (3 alternated pairs); vgg-mini's gpipe and 1f1b, mlp's dp and pipedream
 //   at 256 unchanged within the noise.
 // The price: where other processes keep a rank's cores busy, its I/O thread
-// gets little time, and messages wait for it (a slower run, not a wrong one;
-// the fault tests pass with both cores spinning in other processes). An error
+// gets almost no time, and every message waits for it. Calibrating two ranks
+// beside busy loops (bench/busy_machine.sh, 2-core machine): with one loop the
+// fastest 4-byte one-way time went from ~55 us to 14-16 ms, with two the
+// calibration took 61-65 s instead of 2-3 s; with the I/O threads at the
+// process's own class, 31-37 us and 3.3-4.1 s. So the class is a choice,
+// BATON_GLOO_IO=idle|normal in the rank's environment (default idle): the
+// local launcher (tools/rank_launch.h) sets normal when other work keeps half
+// a CPU or more busy as it starts the ranks, idle otherwise, unless the
+// variable is set already. An error
 // Gloo raises when an operation is issued, after its I/O thread has seen the
 // peer go, is worded as one a wait reports ("connection closed by rank N").
 // Thread safety: one worker thread per process uses these.
@@ -48,15 +55,23 @@
 #include <string>
 
 #include "exec/executor.h"
+#include "exec/launcher.h"
 #include "exec/transport.h"
 
 namespace baton::exec {
 
 constexpr int kFirstControlTag = 1 << 30;
 
+// The scheduling class of Gloo's I/O threads (see above).
+enum class GlooIo { kIdle, kNormal };
+// From BATON_GLOO_IO: unset, empty or "idle" is kIdle, "normal" kNormal;
+// anything else is an Error that names the variable.
+Result<GlooIo> gloo_io_from_environment();
+
 struct GlooGroups {
   c10::intrusive_ptr<::c10d::Store> store;
   c10::intrusive_ptr<compat::GlooGroup> world;
+  GlooIo io = GlooIo::kIdle;  // of every group this rank builds
 };
 
 Result<GlooGroups> connect_world(const RankEnv& env, Seconds timeout);

@@ -93,9 +93,11 @@ Status check_calibration(const json& value, const FieldPath& at) {
           value, at,
           {"point_to_point", "allreduce", "allreduce_undisturbed", "allreduce_model", "allreduce_every_seconds",
            "loaded_exchange", "loaded_forward_ms", "latency_us", "bandwidth_gbps", "max_relative_residual",
-           "allreduce_max_relative_residual"});
+           "allreduce_max_relative_residual", "gloo_io_threads"});
       !ok)
     return ok;
+  if (auto io = value.find("gloo_io_threads"); io != value.end() && *io != "idle" && *io != "normal")
+    return at.field("gloo_io_threads").error("must be \"idle\" or \"normal\" (the class of Gloo's I/O threads)", *io);
   if (auto loaded = value.find("loaded_exchange"); loaded != value.end()) {
     const FieldPath here = at.field("loaded_exchange");
     if (!loaded->is_array())

@@ -29,7 +29,8 @@
 //                  "seconds": num >= 0}],
 //                optional "allreduce_every_seconds": [[num, ...] per size],
 //                optional "latency_us", "bandwidth_gbps", "max_relative_residual",
-//                  "allreduce_max_relative_residual": num >= 0}}
+//                  "allreduce_max_relative_residual": num >= 0,
+//                optional "gloo_io_threads": "idle" | "normal"}}
 // These are all the keys: the loader refuses any other (a misspelled
 // `bandwith_gbps` is an error naming the object and the key, not a level
 // without bandwidth). The noise fields and `calibration` joined v1 after its

@@ -185,6 +185,7 @@ nlohmann::json calibrated_topology(const exec::LinkMeasurement& m, const LinkFit
                         {"max_relative_residual", fit.max_relative_residual},
                         {"allreduce_max_relative_residual", ring.max_relative_residual}};
   if (!m.loaded.empty()) out["calibration"]["loaded_forward_ms"] = args.loaded_forward_ms;
+  if (!m.gloo_io.empty()) out["calibration"]["gloo_io_threads"] = m.gloo_io;
   return out;
 }
 

@@ -74,15 +74,14 @@ std::string describe_load(const MachineLoad& load) {
 std::string busy_machine_warning(const MachineLoad& load) {
   if (load.busy_cpus < kBusyCpusWarning) return "";
   return fmt::format(
-      "this machine is busy: {}. The ranks will wait for a CPU at every message and every step (with two busy "
-      "loops on a 2-core machine a 4-byte Gloo message takes milliseconds instead of ~55 us), so what is measured "
-      "says more about the other work than about the plan; measure on an idle machine",
+      "this machine is busy: {}. The ranks share the CPUs with it, so what is measured says more about the other "
+      "work than about the plan; measure on an idle machine",
       describe_load(load));
 }
 
 std::string busy_after_deadline(const MachineLoad& load) {
   if (load.busy_cpus < kBusyCpusWarning) return "";
-  return fmt::format(" (after the ranks ended: {}; every message of theirs waited for a CPU)", describe_load(load));
+  return fmt::format(" (after the ranks ended: {}; they shared the CPUs with it)", describe_load(load));
 }
 
 }  // namespace baton::cli

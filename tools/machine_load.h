@@ -1,13 +1,14 @@
 // How much of this machine's CPU other work takes, from /proc/stat.
 //
-// Gloo ranks on a busy machine wait for a CPU at every message. On the 2-core
-// machine, with two busy loops beside them, calibrate's one-way time of 4
-// bytes grows from ~55 us to 12-34 ms, and the whole calibration from 2.3 s
-// to 24-33 s (bench/RESULTS.md, "Gloo ranks on a busy machine"): whatever
-// such a run measures says more about the other work than about the plan.
-// validate and calibrate sample the load before they start their ranks and
-// warn when it is high; ranks that ran past their deadline are reported with
-// the load the machine had then.
+// Ranks on a busy machine share its CPUs with the other work: what they
+// measure says more about that work than about the plan, and Gloo's I/O
+// threads, under SCHED_IDLE on an idle machine, get almost no CPU there (two
+// busy loops beside a calibration on the 2-core machine: 61-65 s instead of
+// 2-3 s; bench/RESULTS.md, "Gloo ranks on a busy machine"). So the local
+// launcher samples the load before it starts ranks and picks the I/O threads'
+// class by it (tools/rank_launch.h), validate and calibrate warn when it is
+// high, and ranks that ran past their deadline are reported with the load the
+// machine had then.
 #pragma once
 
 #include <optional>

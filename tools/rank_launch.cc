@@ -54,6 +54,13 @@ Status launch_self_ranks(const std::vector<std::string>& arguments, int nproc, S
   spec.timeout = timeout;
   const char* pin = std::getenv("BATON_PIN_RANKS");  // "0": leave the ranks' CPUs to the scheduler
   spec.pin = pin == nullptr || std::string(pin) != "0";
+  // The class of the ranks' Gloo I/O threads (exec/transport_gloo.h): idle
+  // unless other work keeps the CPUs busy now, or as the environment says.
+  if (std::getenv(exec::kGlooIoVariable) == nullptr) {
+    const auto load = sample_machine_load();
+    const bool busy = load && load->busy_cpus >= kBusyCpusWarning;
+    spec.environment.push_back(fmt::format("{}={}", exec::kGlooIoVariable, busy ? "normal" : "idle"));
+  }
   auto outcome = exec::launch_local_ranks(spec);
   if (!outcome) return outcome.error();
   if (outcome->ok()) return ok_status();

@@ -29,6 +29,9 @@ std::vector<std::string> own_arguments();
 // ended (exec::describe_failure; ranks stopped at the deadline also get the
 // machine's load then, tools/machine_load.h). Each rank runs on its own share of the CPUs
 // (exec::LaunchSpec::pin) unless BATON_PIN_RANKS=0 is in the environment.
+// Unless BATON_GLOO_IO is set, the ranks' Gloo I/O threads get SCHED_IDLE on an
+// idle machine and the normal class where other work keeps half a CPU or more
+// busy as they start (exec/transport_gloo.h says why; tools/machine_load.h).
 Status launch_self_ranks(const std::vector<std::string>& arguments, int nproc, Seconds timeout);
 
 }  // namespace baton::cli

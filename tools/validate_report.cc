@@ -34,7 +34,11 @@ std::string calibration_markdown(const nlohmann::json& calibration, const Topolo
                         : std::string("-"),
                     human_seconds(Seconds(calibration.at("allreduce_model")[i].at("seconds").get<double>()))});
   }
-  return out + render_markdown_table(rows);
+  out += render_markdown_table(rows);
+  if (calibration.contains("gloo_io_threads"))
+    out += fmt::format("\nGloo's I/O threads ran in the {} class (BATON_GLOO_IO; exec/transport_gloo.h).\n",
+                       calibration.at("gloo_io_threads").get<std::string>());
+  return out;
 }
 
 // The device's speed and noise, one line.

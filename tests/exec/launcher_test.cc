@@ -1,11 +1,12 @@
 // The local launcher's CPU shares (exec/launcher.h): which CPUs each rank gets,
-// and that a started rank runs on them.
+// that a started rank runs on them, and the environment it gets.
 #include "tests/exec/exec_test_support.h"
 
 #include <sched.h>
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "exec/launcher.h"
@@ -66,6 +67,29 @@ TEST_CASE("a rank started by the launcher runs on its share, the launcher on all
   cpu_set_t after;
   REQUIRE(sched_getaffinity(0, sizeof after, &after) == 0);
   CHECK(CPU_EQUAL(&own, &after));
+}
+
+TEST_CASE("a rank's environment has the spec's entries in place of inherited ones of the same name",
+          "[exec][launcher]") {
+  struct Restore {
+    ~Restore() { unsetenv("BATON_LAUNCH_TEST"); }
+  } restore;
+  setenv("BATON_LAUNCH_TEST", "inherited", 1);
+  const std::filesystem::path dir = scratch_dir("launcher-environment");
+  exec::LaunchSpec spec;
+  spec.executable = "/bin/sh";
+  spec.arguments = {"-c", "env | grep '^BATON_LAUNCH_TEST=' > \"" + dir.string() + "/rank$RANK\""};
+  spec.nproc = 2;
+  spec.timeout = Seconds(30);
+  spec.environment = {"BATON_LAUNCH_TEST=given"};
+  auto outcome = exec::launch_local_ranks(spec);
+  REQUIRE(outcome.ok());
+  REQUIRE(outcome->ok());
+  for (int rank = 0; rank < 2; ++rank) {
+    std::ifstream in(dir / ("rank" + std::to_string(rank)));
+    const std::string listed((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CHECK(listed == "BATON_LAUNCH_TEST=given\n");  // once, the spec's
+  }
 }
 
 }  // namespace baton::testing

@@ -56,6 +56,8 @@ TEST_CASE("calibrate writes a topology whose link is the fit of its own samples"
   CHECK(topology->num_devices() == 3);
   REQUIRE(topology->levels.size() == 1);
   const nlohmann::json calibration = read_json(topology_path).at("calibration");
+  // The launcher chose the class of the ranks' Gloo I/O threads from the load.
+  CHECK((calibration.at("gloo_io_threads") == "idle" || calibration.at("gloo_io_threads") == "normal"));
   const auto p2p = samples_of(calibration.at("point_to_point"));
   const auto allreduce = samples_of(calibration.at("allreduce"));
   // The default sizes 4 B .. 4 MiB, whole float32 messages.
@@ -147,6 +149,27 @@ TEST_CASE("calibrate writes a topology whose link is the fit of its own samples"
     CHECK(drawn->back().value >= (*measured)[measured->size() - 2] - 1e-9);
     CHECK(drawn->back().value <= measured->back() + 1e-9);
   }
+}
+
+TEST_CASE("BATON_GLOO_IO, when set, is the class of the ranks' Gloo I/O threads, and a wrong one is refused",
+          "[exec][gloo][cli][validate]") {
+  struct Restore {
+    ~Restore() { unsetenv("BATON_GLOO_IO"); }
+  } restore;
+  const fs::path dir = scratch_dir("calibrate-io");
+  const std::string topology_path = (dir / "link.json").string();
+  const std::string command =
+      fmt::format("calibrate --nproc 2 --repeats 3 --loaded-rounds 0 --timeout 20 -o '{}'", topology_path);
+  setenv("BATON_GLOO_IO", "normal", 1);
+  const CliRun normal = run_baton(command, "calibrate-io");
+  INFO(normal.err);
+  REQUIRE(normal.exit_code == 0);
+  CHECK(read_json(topology_path).at("calibration").at("gloo_io_threads") == "normal");
+  setenv("BATON_GLOO_IO", "fast", 1);
+  const CliRun wrong = run_baton(command, "calibrate-io");
+  CHECK(wrong.exit_code == 1);
+  CHECK(wrong.err.find("BATON_GLOO_IO=fast: the class of Gloo's I/O threads is idle (SCHED_IDLE, the default) or "
+                       "normal") != std::string::npos);
 }
 
 TEST_CASE("validate's prediction is the noisy simulation of its plan and its measurement the run's median step",

@@ -45,7 +45,8 @@ json calibration() {
           {"latency_us", 9.5},
           {"bandwidth_gbps", 2.5},
           {"max_relative_residual", 0.04},
-          {"allreduce_max_relative_residual", 0.1}};
+          {"allreduce_max_relative_residual", 0.1},
+          {"gloo_io_threads", "idle"}};
 }
 
 // A profile with every optional field its writer knows.
@@ -129,6 +130,11 @@ TEST_CASE("topology: the calibration object's keys and numbers are checked", "[l
   CHECK(refusal(topology_from_json(range, "t.json")) ==
         "t.json: calibration.loaded_forward_ms must be [LO, HI], 0 < LO <= HI (ms: the loaded exchange's forwards), "
         "got [2.0,1.0]");
+  json io = document;
+  io["calibration"]["gloo_io_threads"] = "fast";
+  CHECK(
+      refusal(topology_from_json(io, "t.json")) ==
+      R"(t.json: calibration.gloo_io_threads must be "idle" or "normal" (the class of Gloo's I/O threads), got "fast")");
   json not_object = document;
   not_object["calibration"] = json::array();
   CHECK(refusal(topology_from_json(not_object, "t.json")) == "t.json: calibration must be a JSON object, got []");

@@ -56,8 +56,8 @@ TEST_CASE("busy_machine_warning speaks from half a CPU of other work on and name
   // After a deadline, the same threshold decides whether the message grows.
   CHECK(busy_after_deadline({0.2, 2, Seconds(0.25)}).empty());
   CHECK(busy_after_deadline({1.5, 2, Seconds(0.25)}) ==
-        " (after the ranks ended: 1.5 of 2 CPUs busy with other work (0.25 s sampled); every message of theirs "
-        "waited for a CPU)");
+        " (after the ranks ended: 1.5 of 2 CPUs busy with other work (0.25 s sampled); they shared the CPUs with "
+        "it)");
 }
 
 TEST_CASE("sample_machine_load sees a thread that keeps a CPU busy", "[tools][machine_load]") {
