@@ -12,61 +12,14 @@
 #include <fmt/format.h>
 
 #include "sim/svg_util.h"
+#include "sim/trace_svg_style.h"
 #include "sim/trace_writers.h"
 
 namespace baton {
 namespace {
 
-// Geometry, in pixels.
-constexpr int kMinWidthPx = 400;
-constexpr double kLeftPx = 64;  // worker labels live left of this
-constexpr double kRightPx = 28;
-constexpr double kMarginPx = 10;
-constexpr double kTitleBandPx = 28;
-constexpr double kLegendRowPx = 20;
-constexpr double kHeadingBandPx = 22;  // origin heading above each compared chart
-constexpr double kAxisBandPx = 34;
-constexpr double kChartGapPx = 16;
-constexpr double kRowGapPx = 6;
-constexpr double kCommGapPx = 2;
-constexpr double kCommRowPx = 6;
-constexpr double kComputeRowPx = 18;
-constexpr double kSmallComputeRowPx = 10;  // above kManyWorkers rows
-constexpr int kManyWorkers = 32;
-constexpr double kCharPx = 6.0;       // mean width of a character at 11 px
-constexpr double kStepWidthPx = 2.5;  // STEP bars are at least this wide
-constexpr double kTicksPer100Px = 1.0;
-
-// Microbatch k takes hue kHues[k mod 10]; neighbours contrast.
-constexpr int kPaletteSize = 10;
-constexpr double kHues[kPaletteSize] = {210, 28, 130, 355, 270, 185, 320, 48, 95, 240};
-
-struct Shade {
-  double saturation;
-  double lightness;
-};
-constexpr Shade kForwardShade{0.75, 0.78};
-constexpr Shade kInputShade{0.60, 0.52};
-constexpr Shade kBackwardShade{0.58, 0.35};
-
-constexpr const char* kStepFill = "#1f1f1f";
-constexpr const char* kMergedFill = "#5c6b7a";
-constexpr double kMinMergedOpacity = 0.2;
-constexpr const char* kGridStroke = "#e2e4e8";
-constexpr const char* kStripeFill = "#f4f5f7";
-
-// Communication greys, one per family of kinds.
-struct CommStyle {
-  const char* css_class;
-  const char* fill;
-  const char* legend;
-};
-constexpr CommStyle kCommStyles[] = {
-    {"m0", "#b4b4b4", "send act"},
-    {"m1", "#8a8a8a", "send grad"},
-    {"m2", "#dadada", "recv wait"},
-    {"m3", "#555555", "all-reduce"},
-};
+// The geometry and palette: sim/trace_svg_style.h.
+using namespace gantt_style;
 
 const CommStyle& comm_style(ActionKind kind) {
   switch (kind) {
