@@ -307,7 +307,11 @@ void add_calibrate_command(CLI::App& app, CommandResult& result) {
       "--loaded-forward-ms between messages): how long each receive waited beyond the link model is its\n"
       "device's transfer_noise_us (receives that waited for their data) and transfer_noise_ready_us (data\n"
       "already there), added to each receive of a noisy simulation. The raw samples and the all-reduce\n"
-      "times beside the ring model are kept under \"calibration\".\n\n"
+      "times beside the ring model are kept under \"calibration\".\n"
+      "Calibrate an idle machine: where other work keeps half a CPU or more busy (/proc/stat, sampled\n"
+      "first) it warns, and the ranks' Gloo I/O threads run in the normal class instead of SCHED_IDLE,\n"
+      "which that work would starve (BATON_GLOO_IO=idle|normal decides instead; the class is recorded\n"
+      "as calibration.gloo_io_threads).\n\n"
       "Example:\n"
       "  baton calibrate --nproc 2 -o out/link.json\n"
       "  baton simulate --profile out/mlp.json --topology out/link.json --stages 0-3,3-6 --schedule 1f1b");

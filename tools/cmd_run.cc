@@ -347,7 +347,9 @@ void add_run_command(CLI::App& app, CommandResult& result) {
       "With --backend gloo and RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT set (torchrun, Slurm, mpirun),\n"
       "the process runs as that one rank. A rank that dies or goes silent ends the run within --timeout,\n"
       "with a message naming it. Ranks started here (--nproc) each run on their own share of this\n"
-      "machine's CPUs when every rank can have one (BATON_PIN_RANKS=0: left to the scheduler).\n"
+      "machine's CPUs when every rank can have one (BATON_PIN_RANKS=0: left to the scheduler); their\n"
+      "Gloo I/O threads run under SCHED_IDLE, or in the normal class when other work keeps half a CPU or\n"
+      "more busy as they start (/proc/stat; BATON_GLOO_IO=idle|normal decides instead).\n"
       "Checkpoints: add --checkpoint-dir out/ckpt --checkpoint-every 2 to save every stage's state every 2\n"
       "steps; after a failure, the same command with --resume continues from the latest complete one and\n"
       "ends with the weights of an uninterrupted run.");
