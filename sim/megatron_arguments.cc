@@ -1,4 +1,4 @@
-// A Megatron model and layout as Megatron's arguments (sim/megatron.h's
+// A Megatron model and layout as Megatron's arguments (sim/megatron_arguments.h's
 // megatron_arguments and megatron_from_arguments): the plan file's "megatron"
 // object, written and read back strictly.
 #include "sim/megatron_arguments.h"

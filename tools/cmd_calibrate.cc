@@ -33,7 +33,6 @@
 #include <unistd.h>
 
 #include "exec/executor.h"
-#include "tools/machine_load.h"
 #include "tools/rank_launch.h"
 #endif
 
@@ -276,9 +275,10 @@ int run_on_device(const CalibrateArgs& args) {
 int run_calibrate(const CalibrateArgs& args) {
   if (args.device != "cpu") return run_on_device(args);
   if (const auto env = rank_env_from_environment()) return run_rank(args, *env);
-  if (const auto load = sample_machine_load(); load && !busy_machine_warning(*load).empty())
+  const std::optional<MachineLoad> load = sample_machine_load();  // also the launcher's, for the I/O class
+  if (load && is_busy(*load))
     std::fprintf(stderr, "baton: calibrate: warning: %s\n", busy_machine_warning(*load).c_str());
-  const Status launched = launch_self_ranks(own_arguments(), args.nproc, Seconds(4 * args.timeout_s + 60.0));
+  const Status launched = launch_self_ranks(own_arguments(), args.nproc, Seconds(4 * args.timeout_s + 60.0), load);
   if (!launched) {
     std::fprintf(stderr, "baton: calibrate: %s\n", launched.error().message.c_str());
     return 1;

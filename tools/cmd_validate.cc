@@ -285,7 +285,7 @@ int run_validate(const ValidateArgs& args) {
   const exec::ModelInfo model = take(exec::model_info(args.model));
   // Before anything of ours runs: what other work takes of the CPUs.
   const std::optional<MachineLoad> load = sample_machine_load();
-  if (load && !busy_machine_warning(*load).empty()) progress("warning: " + busy_machine_warning(*load));
+  if (load && is_busy(*load)) progress("warning: " + busy_machine_warning(*load));
   const fs::path out(args.out);
   fs::create_directories(out);
   nlohmann::json calibration;

@@ -72,7 +72,7 @@ std::string describe_load(const MachineLoad& load) {
 }
 
 std::string busy_machine_warning(const MachineLoad& load) {
-  if (load.busy_cpus < kBusyCpusWarning) return "";
+  if (!is_busy(load)) return "";
   return fmt::format(
       "this machine is busy: {}. The ranks share the CPUs with it, so what is measured says more about the other "
       "work than about the plan; measure on an idle machine",
@@ -80,7 +80,7 @@ std::string busy_machine_warning(const MachineLoad& load) {
 }
 
 std::string busy_after_deadline(const MachineLoad& load) {
-  if (load.busy_cpus < kBusyCpusWarning) return "";
+  if (!is_busy(load)) return "";
   return fmt::format(" (after the ranks ended: {}; they shared the CPUs with it)", describe_load(load));
 }
 

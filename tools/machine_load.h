@@ -45,9 +45,12 @@ MachineLoad load_between(const CpuTimes& before, const CpuTimes& after, Seconds 
 // (not Linux) or no tick passed.
 std::optional<MachineLoad> sample_machine_load(Seconds window = Seconds(0.25));
 
-// At half a CPU or more of other work: a warning that names the load, what it
-// does to measurements on this machine, and what to do ("" below it).
+// Busy: half a CPU or more of other work. The one threshold for the warning,
+// the deadline's note and the launcher's choice of the Gloo I/O class.
 constexpr double kBusyCpusWarning = 0.5;
+inline bool is_busy(const MachineLoad& load) { return load.busy_cpus >= kBusyCpusWarning; }
+// When busy: a warning that names the load, what it does to measurements on
+// this machine, and what to do ("" otherwise).
 std::string busy_machine_warning(const MachineLoad& load);
 
 // For ranks that ran past their deadline, sampled after they ended: at half a

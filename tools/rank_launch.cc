@@ -10,7 +10,6 @@
 
 #include "exec/launcher.h"
 #include "tools/cli_support.h"
-#include "tools/machine_load.h"
 
 namespace baton::cli {
 
@@ -46,7 +45,8 @@ std::vector<std::string> own_arguments() {
   return args;
 }
 
-Status launch_self_ranks(const std::vector<std::string>& arguments, int nproc, Seconds timeout) {
+Status launch_self_ranks(const std::vector<std::string>& arguments, int nproc, Seconds timeout,
+                         const std::optional<MachineLoad>& load) {
   exec::LaunchSpec spec;
   spec.executable = "/proc/self/exe";
   spec.arguments = arguments;
@@ -57,9 +57,8 @@ Status launch_self_ranks(const std::vector<std::string>& arguments, int nproc, S
   // The class of the ranks' Gloo I/O threads (exec/transport_gloo.h): idle
   // unless other work keeps the CPUs busy now, or as the environment says.
   if (std::getenv(exec::kGlooIoVariable) == nullptr) {
-    const auto load = sample_machine_load();
-    const bool busy = load && load->busy_cpus >= kBusyCpusWarning;
-    spec.environment.push_back(fmt::format("{}={}", exec::kGlooIoVariable, busy ? "normal" : "idle"));
+    const auto now = load ? load : sample_machine_load();
+    spec.environment.push_back(fmt::format("{}={}", exec::kGlooIoVariable, now && is_busy(*now) ? "normal" : "idle"));
   }
   auto outcome = exec::launch_local_ranks(spec);
   if (!outcome) return outcome.error();
@@ -67,7 +66,7 @@ Status launch_self_ranks(const std::vector<std::string>& arguments, int nproc, S
   std::string failure = exec::describe_failure(*outcome, spec);
   // Ranks that ran out of time on a busy machine were waiting for its CPUs.
   if (outcome->first_failure < 0) {
-    if (const auto load = sample_machine_load()) failure += busy_after_deadline(*load);
+    if (const auto after = sample_machine_load()) failure += busy_after_deadline(*after);
   }
   return Error{failure};
 }

@@ -13,6 +13,7 @@
 #include "exec/executor.h"
 #include "sim/result.h"
 #include "sim/units.h"
+#include "tools/machine_load.h"
 
 namespace baton::cli {
 
@@ -32,7 +33,10 @@ std::vector<std::string> own_arguments();
 // Unless BATON_GLOO_IO is set, the ranks' Gloo I/O threads get SCHED_IDLE on an
 // idle machine and the normal class where other work keeps half a CPU or more
 // busy as they start (exec/transport_gloo.h says why; tools/machine_load.h).
-Status launch_self_ranks(const std::vector<std::string>& arguments, int nproc, Seconds timeout);
+// `load`: the machine's load sampled just before (tools/machine_load.h), or
+// nullopt to sample it here.
+Status launch_self_ranks(const std::vector<std::string>& arguments, int nproc, Seconds timeout,
+                         const std::optional<MachineLoad>& load = std::nullopt);
 
 }  // namespace baton::cli
 

@@ -144,9 +144,8 @@ std::string validation_markdown(const ValidateArgs& args, const Profile& profile
       args.quantile, args.steps, 100.0 * args.tolerance, profile.microbatch_size, args.threads, args.run_seconds,
       kNoiseSamples, 100.0 * args.drift, args.attempts);
   if (load) {
-    const std::string warning = busy_machine_warning(*load);
     out += fmt::format("Machine load before the first measurement: {}.{}\n\n", describe_load(*load),
-                       warning.empty() ? "" : " **Warning:** " + warning + ".");
+                       is_busy(*load) ? " **Warning:** " + busy_machine_warning(*load) + "." : "");
   }
   out += "## Summary\n\n" + render_markdown_table(validation_summary_rows(cases, args.tolerance));
   out += "\n## Link calibration and device\n\n" + calibration_markdown(calibration, topology) + "\n" +
