@@ -404,6 +404,16 @@ Status check_megatron_layout(const GptModel& model, const MegatronLayout& layout
                     layout.global_batch, layout.microbatches(), layout.pipeline));
   if (layout.sequence_parallel && layout.tensor < 2)
     return bad("--sequence-parallel needs --tensor-model-parallel-size of at least 2");
+  if (layout.tp_comm_overlap && !layout.sequence_parallel)
+    return bad(
+        "--tp-comm-overlap needs --sequence-parallel, as Megatron does (it overlaps the all-gathers and "
+        "reduce-scatters of sequence parallelism)");
+  if (layout.overlap_param_gather && !layout.distributed_optimizer)
+    return bad(
+        "--overlap-param-gather needs --use-distributed-optimizer, as Megatron does (it overlaps the "
+        "optimizer's all-gather of the weights)");
+  if (layout.overlap_param_gather && !layout.overlap_grad_reduce)
+    return bad("--overlap-param-gather needs --overlap-grad-reduce, as Megatron does");
   if (layout.zero_bubble < 0 || layout.zero_bubble > 2)
     return bad("--zero-bubble-max-pending-backward must be p (ZB-H1) or 2p (ZB-H2)");
   if (layout.zero_bubble_heuristic && layout.zero_bubble == 0)

@@ -322,6 +322,18 @@ struct MegatronLayout {
   bool bf16 = false;  // else fp16
   bool distributed_optimizer = false;
   bool overlap_grad_reduce = false;
+  // Megatron's --overlap-param-gather (with the distributed optimizer and
+  // --overlap-grad-reduce, as Megatron asks): the all-gather of the updated
+  // weights runs beside the next iteration's first forward pass instead of
+  // after the optimizer step; only what outlasts that pass is exposed.
+  bool overlap_param_gather = false;
+  // Megatron's --tp-comm-overlap (Transformer Engine's userbuffers; with
+  // --sequence-parallel, as Megatron asks): each tensor-parallel all-gather
+  // and reduce-scatter of a block's dense linears is cut into chunks and
+  // pipelined with the GEMM it feeds or drains, so only what outlasts those
+  // GEMMs is exposed (sim/megatron_profile.h). The experts' collectives are
+  // not overlapped.
+  bool tp_comm_overlap = false;
   // The zero-bubble schedules of Qi et al. (ICLR 2024) instead of 1F1B (one
   // chunk per GPU, p >= 2): 0 none, 1 ZB-H1, 2 ZB-H2. Flags of the Zero
   // Bubble authors' Megatron-LM fork: --enable-zero-bubble with

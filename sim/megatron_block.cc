@@ -44,6 +44,7 @@ BlockShape shape_of(const GptModel& model, const MegatronLayout& layout) {
   x.linear_bytes = model.uses_fp8() ? 1 : 2;
   x.fp8_current = model.uses_fp8() && model.fp8_recipe == Fp8Recipe::kTensorwise;
   x.fp8_param_gather = model.uses_fp8() && model.fp8_param_gather;
+  x.tp_overlap = layout.tp_comm_overlap && layout.tensor > 1;
   return x;
 }
 
@@ -127,6 +128,10 @@ Seconds tp_exchange(const BlockShape& x, const CollectiveTime& tp_allreduce, dou
   const Seconds bf16 = tp_allreduce(values * kHalf);
   if (x.linear_bytes != 1 || x.local_tokens >= x.tokens) return bf16;
   return (bf16 + tp_allreduce(values * static_cast<double>(x.linear_bytes))) * 0.5;
+}
+
+Seconds overlapped_exposure(const BlockShape& x, Seconds comm, Seconds gemm) {
+  return max(Seconds(0.0), comm - gemm) + min(comm, gemm) / x.t;
 }
 
 AttentionLinears attention_linears(const GpuModel& gpu, const BlockShape& x) {

@@ -52,6 +52,7 @@ struct BlockShape {
   int linear_bytes;
   bool fp8_current;
   bool fp8_param_gather;  // --fp8-param-gather: the weights are FP8 parameters
+  bool tp_overlap;        // --tp-comm-overlap with t > 1 (MegatronLayout::tp_comm_overlap)
 };
 
 BlockShape shape_of(const GptModel& model, const MegatronLayout& layout);
@@ -100,6 +101,13 @@ int fp8_quantize_kernels(const BlockShape& x);
 // (each half of it): with FP8 the all-gather moves FP8 values (Transformer
 // Engine quantizes before it gathers), the reduce-scatter bf16.
 Seconds tp_exchange(const BlockShape& x, const CollectiveTime& tp_allreduce, double values);
+
+// A tensor-parallel collective of `comm` pipelined with the GEMMs it feeds or
+// drains, `gemm` (--tp-comm-overlap): both cut into t chunks, chunk i's
+// transfer beside chunk i - 1's GEMM, so the pair takes max(comm, gemm) +
+// min(comm, gemm) / t (the first transfer or the last GEMM alone) and what
+// it adds to the GEMMs is exposed: max(0, comm - gemm) + min(comm, gemm) / t.
+Seconds overlapped_exposure(const BlockShape& x, Seconds comm, Seconds gemm);
 
 // One of the MLP's GEMMs, `m` being BlockShape::mlp_m or in its place: the dense
 // MLP's, or every local expert's (one grouped kernel, or one per expert).

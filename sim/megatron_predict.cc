@@ -168,20 +168,31 @@ std::vector<std::string> fit_hints(const GptModel& model, const MegatronLayout& 
 
 // --overlap-grad-reduce: Megatron reduces each bucket of gradients as soon as
 // the last microbatch's backward has produced it, so the reduction hides
-// behind that backward up to its length. The simulator's ALLREDUCE then stands
-// for the exposed rest: each rank's gradient bytes are scaled by
-// max(0, all-reduce - last backward) / all-reduce.
+// behind that backward up to its length. With the distributed optimizer the
+// reduction is a reduce-scatter, and the all-gather of the updated weights
+// follows the optimizer step, exposed, or with --overlap-param-gather runs
+// beside the next iteration's first forward pass (the rank's, through all its
+// chunks) up to its length. The simulator's ALLREDUCE then stands for the
+// exposed rest: each rank's gradient bytes are scaled by the exposed time
+// over the time of the all-reduce they stand for.
 void expose_overlapped_reduction(MegatronPrediction& p, const MegatronLayout& layout) {
   const Network network(p.groups);
   for (int rank = 0; rank < layout.pipeline; ++rank) {
     const MegatronRankWork work = megatron_rank_work(p.profile, p.plan, rank);
     const std::vector<int> stages = stages_of_rank(p.plan, rank);
-    const Seconds reduce = network.allreduce_time(p.plan.stages[stages.front()].devices, work.gradients);
-    const double exposed = reduce.value > 0.0 ? std::max(0.0, (reduce - work.backward) / reduce) : 0.0;
+    const std::vector<int>& devices = p.plan.stages[stages.front()].devices;
+    const Seconds whole = network.allreduce_time(devices, work.gradients);
+    auto ring = [&](double bytes) { return network.allreduce_time(devices, Bytes::counted(bytes)); };
+    const double half = layout.distributed_optimizer ? 0.5 : 1.0;  // a reduce-scatter: half an all-reduce
+    const Seconds reduce = ring(work.reduced_bytes) * half;
+    const Seconds gather = layout.distributed_optimizer ? ring(work.gathered_bytes) * 0.5 : Seconds(0.0);
+    const Seconds exposed = max(Seconds(0.0), reduce - work.backward) +
+                            (layout.overlap_param_gather ? max(Seconds(0.0), gather - work.forward) : gather);
+    const double share = whole.value > 0.0 ? std::min(1.0, exposed / whole) : 0.0;
     for (int s : stages)
       for (int layer = p.plan.stages[s].layers.begin; layer < p.plan.stages[s].layers.end; ++layer) {
         Bytes& bytes = p.profile.profile.layers[layer].param_bytes;
-        bytes = Bytes(static_cast<int64_t>(static_cast<double>(bytes.value) * exposed));
+        bytes = Bytes(static_cast<int64_t>(static_cast<double>(bytes.value) * share));
       }
   }
 }

@@ -217,17 +217,29 @@ MegatronLayerTime block_time(const GpuModel& gpu, const BlockShape& x, Recompute
 
   MegatronLayerTime time;
   time.forward_compute = attention.forward + up + down + core + elementwise + casts.forward + moe.forward_compute;
-  // The MLP's tensor-parallel collectives: the dense MLP's, or the experts'.
-  time.forward_comm = attention_comm + (x.moe ? moe.forward_comm : allreduce);
   // Input gradients of the four linears, both attention products twice, the
   // memory-bound kernels twice; weight gradients of the four linears.
   const Seconds up_w = mlp_gemm(gpu, x, x.up / x.mlp_t, h, m);
-  const Seconds input = attention.input + mlp_gemm(gpu, x, m, x.f / x.mlp_t, h) +
-                        mlp_gemm(gpu, x, m, h, x.up / x.mlp_t) + core_backward + elementwise * 2.0 + casts.backward;
-  time.weight_gradient = attention.weight + up_w + mlp_gemm(gpu, x, h, x.f / x.mlp_t, m) + moe.weight_gradient;
+  const Seconds down_w = mlp_gemm(gpu, x, h, x.f / x.mlp_t, m);
+  const Seconds mlp_input = mlp_gemm(gpu, x, m, x.f / x.mlp_t, h) + mlp_gemm(gpu, x, m, h, x.up / x.mlp_t);
+  const Seconds input = attention.input + mlp_input + core_backward + elementwise * 2.0 + casts.backward;
+  time.weight_gradient = attention.weight + up_w + down_w + moe.weight_gradient;
   time.backward_compute = input + time.weight_gradient + moe.backward_compute - moe.weight_gradient;
-  time.backward_comm = max(Seconds(0.0), attention_comm - attention.first_weight) +
-                       (x.moe ? moe.backward_comm : max(Seconds(0.0), allreduce - up_w));
+  if (x.tp_overlap) {
+    // --tp-comm-overlap: each sublayer's collectives pipelined with its
+    // linears' GEMMs, forward and backward (the experts' not overlapped).
+    time.forward_comm = overlapped_exposure(x, attention_comm, attention.forward) +
+                        (x.moe ? moe.forward_comm : overlapped_exposure(x, allreduce, up + down));
+    time.backward_comm = overlapped_exposure(x, attention_comm, attention.input + attention.weight) +
+                         (x.moe ? moe.backward_comm : overlapped_exposure(x, allreduce, mlp_input + up_w + down_w));
+  } else {
+    // The MLP's tensor-parallel collectives: the dense MLP's, or the experts'.
+    // In the backward each runs beside its column-parallel layer's
+    // weight-gradient GEMM (Megatron's asynchronous all-reduce).
+    time.forward_comm = attention_comm + (x.moe ? moe.forward_comm : allreduce);
+    time.backward_comm = max(Seconds(0.0), attention_comm - attention.first_weight) +
+                         (x.moe ? moe.backward_comm : max(Seconds(0.0), allreduce - up_w));
+  }
   const ContextExchange exchange = context_exchange(gpu, x, context_comm);
   time.context_forward = exchange.forward;
   time.context_backward = exchange.backward;
@@ -263,9 +275,20 @@ MegatronLayerTime block_time(const GpuModel& gpu, const BlockShape& x, Recompute
   return time;
 }
 
-// `expert_weight`: make_megatron_profile's expert_gradient_weight.
+// MegatronLayerTime::reduced_bytes and gathered_bytes; `expert_weight`:
+// make_megatron_profile's expert_gradient_weight; `fp8_gather`: the FP8
+// parameters are gathered in FP8 (--fp8-param-gather).
+void set_replica_bytes(MegatronLayerTime& time, const MegatronLayout& layout, double expert_weight, bool fp8_gather) {
+  const double dense = time.parameters - time.expert_parameters;
+  const double weighted = (dense + time.expert_parameters * expert_weight) * layout.tensor;
+  time.reduced_bytes = weighted * (layout.bf16 ? 4.0 : 2.0);
+  const double fp8_share = fp8_gather && time.parameters > 0.0 ? time.fp8_parameters / time.parameters : 0.0;
+  time.gathered_bytes = layout.distributed_optimizer ? weighted * (kHalf - fp8_share) : 0.0;
+}
+
+// The layer of `time`, set_replica_bytes done.
 Layer to_layer(const std::string& name, const std::string& what, const MegatronLayerTime& time,
-               const MegatronLayout& layout, const GpuModel& gpu, double output_bytes, double expert_weight = 1.0) {
+               const MegatronLayout& layout, const GpuModel& gpu, double output_bytes) {
   Layer layer;
   layer.name = name;
   const Seconds weight = time.weight_gradient;
@@ -287,8 +310,8 @@ Layer to_layer(const std::string& name, const std::string& what, const MegatronL
           : time.parameters * kOptimizerBytes;
   layer.optimizer = time.embedding_allreduce + gpu.memory_bound(optimizer_bytes) + time.fp8_weight_cast;
   layer.output_bytes = Bytes::counted(output_bytes);
-  const double gradient_bytes = layout.bf16 ? 4.0 : 2.0;
-  layer.param_bytes = Bytes::counted((dense + time.expert_parameters * expert_weight) * layout.tensor * gradient_bytes);
+  layer.param_bytes = Bytes::counted(layout.distributed_optimizer ? (time.reduced_bytes + time.gathered_bytes) / 2.0
+                                                                  : time.reduced_bytes);
   layer.description = fmt::format(
       "{}; per microbatch on one of {} tensor-parallel ranks: forward {:.3f} ms compute + {:.3f} ms TP "
       "collectives, backward {:.3f} ms compute + {:.3f} ms exposed TP collectives + {:.3f} ms recomputation "
@@ -393,8 +416,10 @@ MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayou
   out.profile.device = gpu.name;
   out.profile.microbatch_size = layout.micro_batch;
 
+  const bool fp8_gather = model.uses_fp8() && model.fp8_param_gather;
   MegatronLayerTime embedding = embedding_time(gpu, x, model, vocab, tp_allreduce);
   embedding.embedding_allreduce = embedding_sync;
+  set_replica_bytes(embedding, layout, 1.0, fp8_gather);
   out.times.push_back(embedding);
   out.profile.layers.push_back(to_layer("embedding",
                                         fmt::format("word embedding {} x {} (split over t){}, dropout", vocab,
@@ -421,10 +446,10 @@ MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayou
     MegatronLayout kind_layout = layout;
     if (!recomputed) kind_layout.recompute = Recompute::kNone;
     const GptModel kind_model = (moe ? model : dense_model).with_fp8_blocks(fp8);
-    const MegatronLayerTime time = block_time(gpu, shape_of(kind_model, layout), kind_layout.recompute, tp_allreduce,
-                                              context_comm, expert_comm, expert_tp, pass_share);
-    return Kind{time, to_layer("block", block_description(kind_model, kind_layout), time, layout, gpu, activation,
-                               expert_gradient_weight)};
+    MegatronLayerTime time = block_time(gpu, shape_of(kind_model, layout), kind_layout.recompute, tp_allreduce,
+                                        context_comm, expert_comm, expert_tp, pass_share);
+    set_replica_bytes(time, layout, expert_gradient_weight, fp8_gather);
+    return Kind{time, to_layer("block", block_description(kind_model, kind_layout), time, layout, gpu, activation)};
   };
   std::vector<bool> recomputed(static_cast<size_t>(model.layers), true);
   if (layout.recompute_block) {
@@ -467,15 +492,17 @@ MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayou
         time.parameters += static_cast<double>(vocab) / x.t * x.h;
         time.embedding_allreduce = embedding_sync;
       }
+      set_replica_bytes(time, layout, expert_gradient_weight, fp8_gather);
       out.times.push_back(time);
       // What it hands on: the main hidden state and each depth's so far
       // (Megatron-core concatenates them for the loss: (1 + D) s b h at the last).
-      out.profile.layers.push_back(to_layer("mtp." + std::to_string(j), what, time, layout, gpu,
-                                            activation * static_cast<double>(j + 2), expert_gradient_weight));
+      out.profile.layers.push_back(
+          to_layer("mtp." + std::to_string(j), what, time, layout, gpu, activation * static_cast<double>(j + 2)));
     }
   }
   MegatronLayerTime head = loss_time(gpu, x, model, vocab, tied_copies || !model.tied_output, tp_allreduce);
   if (tied_copies) head.embedding_allreduce = embedding_sync;
+  set_replica_bytes(head, layout, 1.0, fp8_gather);
   out.times.push_back(head);
   out.profile.layers.push_back(to_layer("head", head_description(model, vocab, tied_copies), head, layout, gpu, 0.0));
   return out;

@@ -143,6 +143,17 @@ struct MegatronLayerTime {
   double fp8_parameters = 0.0;     // of them, those cached in FP8 too (sim/megatron_fp8.h)
   // Per iteration, with FP8: the weights' quantization (charged in Layer::optimizer).
   Seconds fp8_weight_cast;
+  // Per iteration, what the replicas move for this layer, counted for the t
+  // GPUs of a tensor-parallel group together: the gradients reduced (all-
+  // reduced, or reduce-scattered with the distributed optimizer: 2 bytes each
+  // in fp16, 4 in bf16, the experts' weighted by expert_gradient_weight),
+  // and with the distributed optimizer the updated weights all-gathered (2
+  // bytes each, 1 for FP8 parameters with --fp8-param-gather). A ring's
+  // reduce-scatter and all-gather of S bytes each take half an all-reduce of
+  // S, so Layer::param_bytes, which the simulator all-reduces, is `reduced`
+  // without the distributed optimizer and (reduced + gathered) / 2 with it.
+  double reduced_bytes = 0.0;
+  double gathered_bytes = 0.0;
 };
 
 struct MegatronProfile {

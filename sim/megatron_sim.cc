@@ -161,7 +161,10 @@ MegatronRankWork megatron_rank_work(const MegatronProfile& profile, const Plan& 
       work.recompute += t.recompute;
       work.expert_recompute += t.expert_recompute;
       work.host += t.host_wait;
+      work.forward += costed.forward;
       work.backward += costed.backward;
+      work.reduced_bytes += t.reduced_bytes;
+      work.gathered_bytes += t.gathered_bytes;
       work.optimizer += costed.optimizer - t.embedding_allreduce;
       work.embedding_allreduce += t.embedding_allreduce;
       work.gradients = work.gradients + costed.param_bytes;

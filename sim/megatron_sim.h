@@ -91,10 +91,13 @@ struct MegatronRankWork {
   Seconds recompute;               // per microbatch
   Seconds expert_recompute;        // per microbatch: of it, the recomputed forward's all-to-alls
   Seconds host;                    // per microbatch: waiting for the host (dispatch, work per pass)
+  Seconds forward;                 // per microbatch: the profile layers' forward
   Seconds backward;                // per microbatch: the profile layers' backward
   Seconds optimizer;               // one optimizer step
   Seconds embedding_allreduce;     // once: the tied word embedding's, before the step (first and last rank, p > 1)
-  Bytes gradients;                 // what the replicas all-reduce
+  Bytes gradients;                 // what the replicas all-reduce (Layer::param_bytes)
+  double reduced_bytes = 0.0;      // of it, the gradients reduced (MegatronLayerTime::reduced_bytes)
+  double gathered_bytes = 0.0;     // and the weights all-gathered (distributed optimizer)
   double parameters = 0.0;         // of one GPU
   double fp8_parameters = 0.0;     // of them, also cached in FP8 (value and transpose)
   double expert_parameters = 0.0;  // of them, the experts'

@@ -257,6 +257,15 @@ void add_megatron_flags(CLI::App& cmd, MegatronArgs& args) {
   cmd.add_flag("--overlap-grad-reduce", args.overlap_grad_reduce,
                "overlap the data-parallel gradient reduction with the backward pass")
       ->group(group);
+  cmd.add_flag("--overlap-param-gather", args.overlap_param_gather,
+               "with --use-distributed-optimizer and --overlap-grad-reduce: the all-gather of the updated weights "
+               "runs beside the next iteration's first forward pass instead of after the optimizer step")
+      ->group(group);
+  cmd.add_flag("--tp-comm-overlap", args.tp_comm_overlap,
+               "with --sequence-parallel: each tensor-parallel all-gather and reduce-scatter of a block's linears "
+               "pipelined with their GEMMs in t chunks (Transformer Engine's userbuffers), so only what outlasts "
+               "the GEMMs, and one chunk, is exposed; the experts' collectives stay exposed")
+      ->group(group);
   add_architecture_flags(cmd, args);
 }
 
@@ -418,6 +427,8 @@ MegatronRun megatron_flags_unchecked(const MegatronArgs& args) {
   layout.bf16 = args.bf16;
   layout.distributed_optimizer = args.distributed_optimizer;
   layout.overlap_grad_reduce = args.overlap_grad_reduce;
+  layout.overlap_param_gather = args.overlap_param_gather;
+  layout.tp_comm_overlap = args.tp_comm_overlap;
   layout.data = args.data;
   layout.context = args.context;
   layout.expert_parallel = args.expert_parallel;

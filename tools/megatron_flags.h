@@ -35,6 +35,8 @@ struct MegatronArgs {
   bool bf16 = false;
   bool distributed_optimizer = false;
   bool overlap_grad_reduce = false;
+  bool overlap_param_gather = false;   // --overlap-param-gather
+  bool tp_comm_overlap = false;        // --tp-comm-overlap
   bool zero_bubble = false;            // --enable-zero-bubble
   int zero_bubble_pending = 0;         // --zero-bubble-max-pending-backward (0: not given, p)
   bool zero_bubble_heuristic = false;  // --zero-bubble-heuristic

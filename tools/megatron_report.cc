@@ -83,10 +83,12 @@ std::string layout_line(const GptModel& model, const MegatronLayout& layout) {
       layout.loss_in_split)
     text += fmt::format(", blocks per {} {}", layout.virtual_stages(model) > 1 ? "chunk" : "stage",
                         fmt::join(layout.stage_layers(model), "/"));
-  text += fmt::format(", recompute {}{}{}, {}{}{}", recompute_name(layout.recompute), recompute_detail(model, layout),
-                      layout.sequence_parallel ? ", sequence parallel" : "", layout.bf16 ? "bf16" : "fp16",
+  text += fmt::format(", recompute {}{}{}{}, {}{}{}{}", recompute_name(layout.recompute),
+                      recompute_detail(model, layout), layout.sequence_parallel ? ", sequence parallel" : "",
+                      layout.tp_comm_overlap ? " with its collectives overlapped" : "", layout.bf16 ? "bf16" : "fp16",
                       layout.distributed_optimizer ? ", distributed optimizer" : "",
-                      layout.overlap_grad_reduce ? ", gradient reduction overlapped" : "");
+                      layout.overlap_grad_reduce ? ", gradient reduction overlapped" : "",
+                      layout.overlap_param_gather ? ", weight all-gather overlapped" : "");
   return text;
 }
 
@@ -205,6 +207,8 @@ nlohmann::json megatron_json(const GptModel& model, const MegatronLayout& layout
         {"fp16", !layout.bf16},
         {"use_distributed_optimizer", layout.distributed_optimizer},
         {"overlap_grad_reduce", layout.overlap_grad_reduce},
+        {"overlap_param_gather", layout.overlap_param_gather},
+        {"tp_comm_overlap", layout.tp_comm_overlap},
         {"enable_zero_bubble", layout.zero_bubble > 0},
         {"zero_bubble_heuristic", layout.zero_bubble_heuristic},
         {"zero_bubble_max_pending_backward",

@@ -46,6 +46,49 @@ TEST_CASE("simulate with Megatron flags prints the figures as JSON", "[cli][mega
   CHECK(parts == Approx(iteration).epsilon(1e-9));
 }
 
+TEST_CASE("simulate --tp-comm-overlap and --overlap-param-gather: what they hide, and what they need",
+          "[cli][megatron]") {
+  const std::string layout =
+      kModel +
+      "--micro-batch-size 2 --tensor-model-parallel-size 8 --pipeline-model-parallel-size 4 "
+      "--data-parallel-size 16 --sequence-parallel --bf16 --use-distributed-optimizer --overlap-grad-reduce --json ";
+  const CliRun plain = run_baton(layout, "megatron-overlaps");
+  const CliRun overlapped = run_baton(layout + "--tp-comm-overlap --overlap-param-gather", "megatron-overlaps");
+  INFO(plain.err << overlapped.err);
+  REQUIRE(plain.exit_code == 0);
+  REQUIRE(overlapped.exit_code == 0);
+  const nlohmann::json a = nlohmann::json::parse(plain.out), b = nlohmann::json::parse(overlapped.out);
+  CHECK(a["layout"]["tp_comm_overlap"] == false);
+  CHECK(b["layout"]["tp_comm_overlap"] == true);
+  CHECK(b["layout"]["overlap_param_gather"] == true);
+  // The work is the same; the exposed collectives are shorter.
+  CHECK(b["breakdown_s"]["compute"].get<double>() == Approx(a["breakdown_s"]["compute"].get<double>()));
+  CHECK(b["breakdown_s"]["tensor_parallel_comm"].get<double>() <
+        a["breakdown_s"]["tensor_parallel_comm"].get<double>() / 2);
+  CHECK(b["breakdown_s"]["data_parallel_allreduce"].get<double>() <
+        a["breakdown_s"]["data_parallel_allreduce"].get<double>());
+  CHECK(b["iteration_time_s"].get<double>() < a["iteration_time_s"].get<double>());
+
+  const std::string base = kModel +
+                           "--micro-batch-size 2 --tensor-model-parallel-size 8 --pipeline-model-parallel-size 4 "
+                           "--data-parallel-size 16 ";
+  const struct {
+    const char* flags;
+    const char* message;
+  } refused[] = {
+      {"--tp-comm-overlap", "--tp-comm-overlap needs --sequence-parallel"},
+      {"--overlap-param-gather --overlap-grad-reduce", "--overlap-param-gather needs --use-distributed-optimizer"},
+      {"--overlap-param-gather --use-distributed-optimizer", "--overlap-param-gather needs --overlap-grad-reduce"},
+  };
+  for (const auto& r : refused) {
+    const CliRun bad = run_baton(base + r.flags, "megatron-overlaps-bad");
+    INFO(r.flags << ": " << bad.err);
+    CHECK(bad.exit_code == 2);
+    CHECK(bad.err.find(r.message) != std::string::npos);
+    CHECK(bad.out.empty());
+  }
+}
+
 TEST_CASE("simulate with Megatron flags says where the time goes and writes the traces", "[cli][megatron]") {
   const fs::path dir = scratch_dir("megatron-trace");
   // A small batch, so that the chart draws every block (no compact form).
