@@ -5,10 +5,13 @@
 // predicted tokens per second per GPU, the error, whether baton's memory
 // model has it fit, and the mean absolute percentage error per table.
 //
-// Nothing here was fitted: the GPU model's constants are the A100 fit's
-// (data/groundtruth/vtrain), taken for the H100 unchanged, and FP8's GEMMs
-// run at the datasheet's FP8 peak with the same efficiency. These rows check
-// the H100's figures and the FP8 estimate at once, on runs no one here made.
+// The GPU model's constants are the A100 fit's (data/groundtruth/vtrain) at
+// the H100's datasheet peaks, FP8's GEMMs at the FP8 peak with the same
+// efficiency, but one: the H100's tensor_share (the share of its tensor-core
+// peaks it sustains), which these rows and Megatron-LM's published bf16 rows
+// (bench/groundtruth_megatron_h100) fixed together (bench/fit_hopper_share.sh;
+// docs/TRANSFORMERS.md). These rows check the H100's figures and the FP8
+// estimate at once, on runs no one here made.
 //
 // Every row runs as data/groundtruth/nemo_h100_fp8/README.md says: the
 // models' shapes, bf16 with FP8 hybrid (delayed scaling in Tables A and B,
@@ -17,7 +20,7 @@
 // distributed optimizer, overlapped gradient reduction, FlashAttention, no
 // recomputation, VP chunks per pipeline rank.
 //
-// Usage: groundtruth_nemo_fp8 [--check] [FILE]
+// Usage: groundtruth_nemo_fp8 [--check] [--tensor-share X] [FILE]
 //   (default data/groundtruth/nemo_h100_fp8/nemo_fp8.md, from the repository
 //   root; topologies/h100_32x8.json up to 256 GPUs, bench/topologies/
 //   h100_128x8.json above). --check: exit 1 when the mean absolute error
@@ -42,6 +45,10 @@ constexpr double kMaxMape = 10.0;  // percent, over every predicted row
 constexpr double kMaxRow = 25.0;   // percent
 
 using baton::GptModel;
+
+// --tensor-share: the H100's GpuModel::tensor_share in place of the model's
+// (0: the model's).
+double tensor_share = 0.0;
 using baton::bench::MarkdownTable;
 
 // Meta's model cards and NeMo's GPT-3 configurations (README.md); the
@@ -111,7 +118,9 @@ baton::MegatronLayout layout_of(const GptModel& model, int gpus, int gbs, int mb
 // stderr) when baton refuses it.
 bool predict(Row& row, const baton::Topology& small, const baton::Topology& large) {
   const baton::Topology& topology = row.layout.gpus() <= small.num_devices() ? small : large;
-  auto p = baton::predict_megatron(row.model, row.layout, topology, false, nullptr, false);
+  baton::GpuModel gpu = baton::bench::must(baton::gpu_model(topology.device.name));
+  if (tensor_share > 0.0) gpu.tensor_share = tensor_share;
+  auto p = baton::predict_megatron(row.model, row.layout, topology, false, &gpu, false);
   if (!p) {
     std::fprintf(stderr, "%s: %s %s: %s\n", kProgram, row.table.c_str(), row.name.c_str(), p.error().message.c_str());
     return false;
@@ -190,13 +199,21 @@ int main(int argc, char** argv) {
     const std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
       std::puts(
-          "usage: groundtruth_nemo_fp8 [--check] [FILE]\n"
+          "usage: groundtruth_nemo_fp8 [--check] [--tensor-share X] [FILE]\n"
           "  FILE: the published tables in Markdown (default data/groundtruth/nemo_h100_fp8/nemo_fp8.md)\n"
+          "  --tensor-share X: the H100's sustained share of its tensor-core peak in place of its model's\n"
+          "    (GpuModel::tensor_share; bench/fit_hopper_share.sh scans it)\n"
           "  --check: exit 1 when the mean absolute error is over 10% or a row is worse than 25%");
       return 0;
     }
     if (arg == "--check") {
       check = true;
+    } else if (arg == "--tensor-share" && i + 1 < argc) {
+      tensor_share = baton::bench::cell_number(argv[++i], kProgram);
+      if (!(tensor_share > 0.0 && tensor_share <= 2.0)) {
+        std::fprintf(stderr, "%s: --tensor-share must be in (0, 2], got %s\n", kProgram, argv[i]);
+        return 2;
+      }
     } else if (!arg.empty() && arg[0] == '-') {
       std::fprintf(stderr, "%s: unknown option %s (see --help)\n", kProgram, arg.c_str());
       return 2;

@@ -18,10 +18,15 @@ constexpr double kMemoryEfficiency = 0.6746;
 constexpr double kKernelFloorSeconds = 51.19e-6;
 constexpr double kHostPerKernelSeconds = 49.87e-6;
 constexpr double kHostPerPassSeconds = 0.7875e-3;
+// The H100 and H200 SXM (GH100 at 700 W): the share of their tensor-core
+// peaks they sustain relative to the A100, fixed on NVIDIA's published H100
+// throughput in bf16 and FP8 (gpu_model.h says how).
+constexpr double kHopperTensorShare = 0.76;
 
-GpuModel make(std::string name, int sms, double peak, double fp8, double hbm, double memory_gib,
-              std::string datasheet) {
+GpuModel make(std::string name, int sms, double peak, double fp8, double hbm, double memory_gib, std::string datasheet,
+              double tensor_share = 1.0) {
   GpuModel model;
+  model.tensor_share = tensor_share;
   model.name = std::move(name);
   model.sms = sms;
   model.peak_tflops = peak;
@@ -40,6 +45,11 @@ GpuModel make(std::string name, int sms, double peak, double fp8, double hbm, do
       "of data/groundtruth/vtrain",
       datasheet, kGemmEfficiency, kHalfTileEfficiency, kMemoryEfficiency, kKernelFloorSeconds * 1e6,
       kHostPerKernelSeconds * 1e6, kHostPerPassSeconds * 1e3);
+  if (tensor_share != 1.0)
+    model.source += fmt::format(
+        "; {} of the tensor-core peaks sustained (relative to the A100), fixed on NVIDIA's published H100 "
+        "throughput (data/groundtruth/megatron_h100, data/groundtruth/nemo_h100_fp8)",
+        tensor_share);
   return model;
 }
 
@@ -50,11 +60,13 @@ std::vector<GpuModel> known() {
       make("A100-SXM4-40GB", 108, 312.0, 0.0, 1555.0, 40.0,
            "NVIDIA A100 datasheet: 108 SMs, 312 TFLOP/s fp16/bf16 dense, 1555 GB/s HBM2, 40 GB"),
       make("H100-SXM5-80GB", 132, 989.0, 1979.0, 3350.0, 80.0,
-           "NVIDIA H100 SXM5 datasheet: 132 SMs, 989 TFLOP/s fp16/bf16 and 1979 fp8 dense, 3350 GB/s HBM3, 80 GB"),
+           "NVIDIA H100 SXM5 datasheet: 132 SMs, 989 TFLOP/s fp16/bf16 and 1979 fp8 dense, 3350 GB/s HBM3, 80 GB",
+           kHopperTensorShare),
       make("H200-SXM-141GB", 132, 989.0, 1979.0, 4800.0, 141.0,
            "NVIDIA H200 SXM datasheet: 132 SMs (the H100 SXM5's GH100), 989 TFLOP/s fp16/bf16 and 1979 fp8 dense, 4800 "
            "GB/s "
-           "HBM3e, 141 GB"),
+           "HBM3e, 141 GB",
+           kHopperTensorShare),
       make("V100-SXM2-16GB", 80, 125.0, 0.0, 900.0, 16.0,
            "NVIDIA V100 SXM2 datasheet: 80 SMs, 125 TFLOP/s fp16 tensor core, 900 GB/s HBM2, 16 GB"),
       make("V100-SXM2-32GB", 80, 125.0, 0.0, 900.0, 32.0,
@@ -82,7 +94,7 @@ Seconds GpuModel::gemm(double m, double n, double k, double count, int bytes_per
   for (const Tile& tile : tiles) {
     const double waves = std::ceil(count * std::ceil(m / tile.m) * std::ceil(n / tile.n) / sms);
     const double peak = bytes_per_element == 1 && fp8_tflops > 0.0 ? fp8_tflops : peak_tflops;
-    const double tile_flops_per_s = peak * 1e12 / sms * gemm_efficiency * tile.efficiency;
+    const double tile_flops_per_s = peak * 1e12 / sms * tensor_share * gemm_efficiency * tile.efficiency;
     compute = std::min(compute, waves * 2.0 * tile.m * tile.n * k / tile_flops_per_s);
   }
   const double bytes = count * (m * k + k * n + m * n) * bytes_per_element;
