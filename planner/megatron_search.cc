@@ -193,6 +193,9 @@ std::vector<MegatronLayout> enumerate(const GptModel& model, int global_batch, b
                   l.recompute = r;
                   l.sequence_parallel = sp;
                   l.distributed_optimizer = dist;
+                  l.overlap_grad_reduce = fixed.overlap_grad_reduce;
+                  l.overlap_param_gather = fixed.overlap_param_gather && dist && fixed.overlap_grad_reduce;
+                  l.tp_comm_overlap = fixed.tp_comm_overlap && sp;
                   l.context = c;
                   l.bf16 = bf16;
                   for (ContextComm comm : context_comms(c, fixed))

@@ -34,7 +34,8 @@
 //      and --account-for-loss-in-pipeline-split);
 //   without interleaving and with p >= 2, the schedule: 1F1B, ZB-H1 or ZB-H2;
 //   recomputation none, selective, full; sequence parallelism (t > 1) or not;
-//   the distributed optimizer (d > 1) or not;
+//   the distributed optimizer (d > 1) or not; the overlaps asked for
+//      (MegatronAxes: not searched, each on the layouts it applies to);
 // a flag given in MegatronSearch::fixed pins that axis. Every layout that
 // fits the device memory (sim/megatron_sim.h) gets a lower bound on its
 // iteration time: its busiest pipeline rank's compute, tensor-, context- and
@@ -67,6 +68,11 @@ struct MegatronAxes {  // a set field pins its axis
   std::optional<std::pair<int, int>> stage_layers;  // first and last stage's blocks, (0, 0) even
   std::optional<Recompute> recompute;
   std::optional<bool> sequence_parallel, distributed_optimizer;
+  // Overlaps asked for, not searched: --overlap-grad-reduce on every layout,
+  // --overlap-param-gather on those with the distributed optimizer (with
+  // --overlap-grad-reduce, as Megatron asks), --tp-comm-overlap on those
+  // with sequence parallelism.
+  bool overlap_grad_reduce = false, overlap_param_gather = false, tp_comm_overlap = false;
 };
 
 struct MegatronCandidate {

@@ -43,6 +43,8 @@ nlohmann::json megatron_arguments(const GptModel& model, const MegatronLayout& l
     arguments["recompute_method"] = layout.recompute_block ? "block" : "uniform";
     arguments["recompute_num_layers"] = layout.recompute_layers;
   }
+  if (layout.overlap_param_gather) arguments["overlap_param_gather"] = true;
+  if (layout.tp_comm_overlap) arguments["tp_comm_overlap"] = true;
   if (!layout.pipeline_layout.empty()) arguments["pipeline_model_parallel_layout"] = layout.pipeline_layout;
   if (layout.context > 1) arguments["context_parallel_size"] = layout.context;
   if (layout.context > 1 && layout.context_comm != ContextComm::kP2P)
@@ -205,10 +207,16 @@ Status read_choices(const nlohmann::json& arguments, const json_fields::FieldPat
   }
   // Optional: plans written before baton knew them leave them out.
   bool zbv = false, dualpipev = false;
-  bool* accounts[] = {&l.embedding_in_split, &l.loss_in_split, &l.zero_bubble_heuristic, &zbv, &dualpipev};
-  const char* account_names[] = {"account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
-                                 "zero_bubble_heuristic", "zero_bubble_v_schedule", "dualpipev"};
-  for (int i = 0; i < 5; ++i) {
+  bool* accounts[] = {&l.embedding_in_split,   &l.loss_in_split,  &l.zero_bubble_heuristic, &zbv, &dualpipev,
+                      &l.overlap_param_gather, &l.tp_comm_overlap};
+  const char* account_names[] = {"account_for_embedding_in_pipeline_split",
+                                 "account_for_loss_in_pipeline_split",
+                                 "zero_bubble_heuristic",
+                                 "zero_bubble_v_schedule",
+                                 "dualpipev",
+                                 "overlap_param_gather",
+                                 "tp_comm_overlap"};
+  for (int i = 0; i < 7; ++i) {
     if (!arguments.contains(account_names[i])) continue;
     auto flag = read_flag(arguments, at, account_names[i]);
     if (!flag) return flag.error();
@@ -408,6 +416,8 @@ Result<MegatronSpec> megatron_from_arguments(const nlohmann::json& arguments, co
                                                "bf16",
                                                "use_distributed_optimizer",
                                                "overlap_grad_reduce",
+                                               "overlap_param_gather",
+                                               "tp_comm_overlap",
                                                "enable_zero_bubble",
                                                "zero_bubble_max_pending_backward",
                                                "decoder_first_pipeline_num_layers",

@@ -41,6 +41,9 @@ std::string megatron_flags_of(const GptModel& model, const MegatronLayout& l) {
                         l.recompute_layers);
   if (l.sequence_parallel) text += " --sequence-parallel";
   if (l.distributed_optimizer) text += " --use-distributed-optimizer";
+  if (l.overlap_grad_reduce) text += " --overlap-grad-reduce";
+  if (l.overlap_param_gather) text += " --overlap-param-gather";
+  if (l.tp_comm_overlap) text += " --tp-comm-overlap";
   if (l.first_stage_layers > 0) text += fmt::format(" --decoder-first-pipeline-num-layers {}", l.first_stage_layers);
   if (l.last_stage_layers > 0) text += fmt::format(" --decoder-last-pipeline-num-layers {}", l.last_stage_layers);
   if (l.embedding_in_split) text += " --account-for-embedding-in-pipeline-split";
@@ -191,6 +194,9 @@ int run_megatron_plan(const MegatronArgs& flags, const MegatronPlanArgs& args, c
   checked.zero_bubble_v = checked.dualpipev = false;           // likewise
   checked.first_stage_layers = checked.last_stage_layers = 0;  // likewise: the split follows p
   checked.embedding_in_split = checked.loss_in_split = false;  // refused below (pinned_megatron_axes)
+  // Applied by the search to the layouts with the distributed optimizer and
+  // with sequence parallelism (MegatronAxes), which it chooses.
+  checked.overlap_param_gather = checked.tp_comm_overlap = false;
   const MegatronRun model_only = megatron_run(checked, topology);
   const GptModel& model = model_only.model;
   MegatronAxes axes = pinned_megatron_axes(flags, cmd);

@@ -203,3 +203,47 @@ TEST_CASE("plan refuses a GPT model that fits no layout, saying what memory woul
   CHECK(batch.err.find("--micro-batch-size 3") != std::string::npos);
   CHECK_FALSE(fs::exists(dir / "plan.json"));
 }
+
+TEST_CASE("plan puts the overlaps asked for on the layouts they apply to, into the flags and the plan file",
+          "[cli][megatron]") {
+  const fs::path dir = scratch_dir("megatron-plan-overlaps");
+  const fs::path plan = dir / "plan.json";
+  // Pinned to t 4 with sequence parallelism and the distributed optimizer, so
+  // that every overlap applies to the chosen layout.
+  const std::string layout = "plan --topology topologies/a100_4x8.json " + kModel +
+                             "--tensor-model-parallel-size 4 --sequence-parallel --use-distributed-optimizer --bf16 ";
+  const std::string overlaps = "--overlap-grad-reduce --overlap-param-gather --tp-comm-overlap ";
+  const CliRun planned = run_baton(layout + overlaps + "--emit megatron -o " + quoted(plan), "megatron-plan-overlaps");
+  INFO(planned.err);
+  REQUIRE(planned.exit_code == 0);
+  for (const char* flag : {" --overlap-grad-reduce", " --overlap-param-gather", " --tp-comm-overlap"})
+    CHECK(planned.out.find(flag) != std::string::npos);
+  const nlohmann::json file = nlohmann::json::parse(slurp(plan));
+  CHECK(file["megatron"]["overlap_grad_reduce"] == true);
+  CHECK(file["megatron"]["overlap_param_gather"] == true);
+  CHECK(file["megatron"]["tp_comm_overlap"] == true);
+  const CliRun simulated =
+      run_baton("simulate --topology topologies/a100_4x8.json --json --plan " + quoted(plan), "megatron-plan-overlaps");
+  INFO(simulated.err);
+  REQUIRE(simulated.exit_code == 0);
+  const nlohmann::json figures = nlohmann::json::parse(simulated.out);
+  CHECK(figures["iteration_time_s"].get<double>() ==
+        Approx(file["prediction"]["iteration_time_s"].get<double>()).epsilon(1e-12));
+  CHECK(figures["layout"]["tp_comm_overlap"] == true);
+
+  // The same search without them: no overlap on its layout, and (each
+  // layout's exposed communication only shrinking with them) no faster.
+  const CliRun plain = run_baton(layout + "--json", "megatron-plan-overlaps");
+  const CliRun with = run_baton(layout + overlaps + "--json", "megatron-plan-overlaps");
+  REQUIRE(plain.exit_code == 0);
+  REQUIRE(with.exit_code == 0);
+  const nlohmann::json a = nlohmann::json::parse(plain.out), b = nlohmann::json::parse(with.out);
+  CHECK(a["layout"]["tp_comm_overlap"] == false);
+  CHECK(a["layout"]["overlap_grad_reduce"] == false);
+  CHECK(b["layout"]["tp_comm_overlap"] == true);
+  CHECK(b["iteration_time_s"].get<double>() < a["iteration_time_s"].get<double>());
+
+  const CliRun alone = run_baton(layout + "--overlap-param-gather", "megatron-plan-overlaps-bad");
+  CHECK(alone.exit_code == 2);
+  CHECK(alone.err.find("--overlap-param-gather needs --overlap-grad-reduce") != std::string::npos);
+}
