@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "sim/result.h"
+#include "sim/topology.h"
 
 namespace baton::bench {
 
@@ -31,5 +32,19 @@ T must(Result<T> result) {
   }
   return std::move(*result);
 }
+
+// The file's text; "cannot read PATH" on stderr under the program's name
+// and exit 2 when it cannot be read (or is empty).
+inline std::string must_read(const std::string& path) {
+  std::string text = read_text(path);
+  if (text.empty()) {
+    std::fprintf(stderr, "%s: cannot read %s\n", program_invocation_short_name, path.c_str());
+    std::exit(2);
+  }
+  return text;
+}
+
+// The topology in the file, or the loader's error and exit 2 (as must).
+inline Topology must_topology(const std::string& path) { return must(parse_topology(must_read(path), path)); }
 
 }  // namespace baton::bench

@@ -186,30 +186,17 @@ int main(int argc, char** argv) {
   }
   const std::string path = positional.size() > 0 ? positional[0] : "data/groundtruth/megatron_h100/megatron_lm_h100.md";
   const std::string topology_path = positional.size() > 1 ? positional[1] : "bench/topologies/h100_768x8.json";
-  const std::string text = baton::bench::read_text(path);
-  if (text.empty()) {
-    std::fprintf(stderr, "%s: cannot read %s\n", kProgram, path.c_str());
-    return 2;
-  }
-  auto topology = baton::parse_topology(baton::bench::read_text(topology_path), topology_path);
-  if (!topology) {
-    std::fprintf(stderr, "%s: %s\n", kProgram, topology.error().message.c_str());
-    return 2;
-  }
-  auto known = baton::gpu_model(topology->device.name);
-  if (!known) {
-    std::fprintf(stderr, "%s: %s\n", kProgram, known.error().message.c_str());
-    return 2;
-  }
-  baton::GpuModel gpu = *known;
+  const std::string text = baton::bench::must_read(path);
+  const baton::Topology topology = baton::bench::must_topology(topology_path);
+  baton::GpuModel gpu = baton::bench::must(baton::gpu_model(topology.device.name));
   if (share > 0.0) gpu.tensor_share = share;
   const auto tables = baton::bench::markdown_tables(text, kProgram);
   const MarkdownTable& table = baton::bench::table_with(
       tables, {"params", "t", "p", "d", "GPUs", "batch", "teraFLOP/s per GPU"}, kProgram, "weak scaling");
-  const std::vector<Outcome> rows = predict_rows(table, *topology, gpu);
+  const std::vector<Outcome> rows = predict_rows(table, topology, gpu);
 
   std::printf("On %s (%s, tensor_share %.3f); each row's best layout that fits of those tried\n\n",
-              topology->name.c_str(), gpu.name.c_str(), gpu.tensor_share);
+              topology.name.c_str(), gpu.name.c_str(), gpu.tensor_share);
   std::printf(
       "| params | GPUs | best layout | published TFLOP/s | predicted | error | iteration s (published) | predicted s "
       "| peak GiB | tried (fit) |\n|---|---|---|---|---|---|---|---|---|---|\n");

@@ -302,29 +302,21 @@ int main(int argc, char** argv) {
   std::string korthikanti_path =
       positional.size() > 2 ? positional[2] : "data/groundtruth/megatron_scaling/korthikanti2022.md";
   if (korthikanti_path == "-") korthikanti_path.clear();
-  const std::string text = baton::bench::read_text(path);
-  if (text.empty()) {
-    std::fprintf(stderr, "%s: cannot read %s\n", kProgram, path.c_str());
-    return 2;
-  }
-  auto topology = baton::parse_topology(baton::bench::read_text(topology_path), topology_path);
-  if (!topology) {
-    std::fprintf(stderr, "%s: %s\n", kProgram, topology.error().message.c_str());
-    return 2;
-  }
+  const std::string text = baton::bench::must_read(path);
+  const baton::Topology topology = baton::bench::must_topology(topology_path);
   const auto tables = baton::bench::markdown_tables(text, kProgram);
   const std::vector<Outcome> weak =
       table1(baton::bench::table_with(tables, {"params", "t", "p", "GPUs", "batch", "teraFLOP/s per GPU"}, kProgram,
                                       "weak scaling (Table 1)"),
-             *topology);
+             topology);
   const std::vector<Outcome> ptdp =
       table2(baton::bench::table_with(tables, {"params", "M", "GPUs", "micro-batch", "teraFLOP/s per GPU"}, kProgram,
                                       "PTD-P (Table 2)"),
-             *topology);
+             topology);
 
-  std::printf("Table 1 (weak scaling), on %s; micro-batch: baton's best that fits\n\n", topology->name.c_str());
+  std::printf("Table 1 (weak scaling), on %s; micro-batch: baton's best that fits\n\n", topology.name.c_str());
   print(weak, true);
-  std::printf("Table 2 (PTD-P), on %s\n\n", topology->name.c_str());
+  std::printf("Table 2 (PTD-P), on %s\n\n", topology.name.c_str());
   print(ptdp, false);
   std::vector<Outcome> all = weak;
   all.insert(all.end(), ptdp.begin(), ptdp.end());
@@ -333,20 +325,16 @@ int main(int argc, char** argv) {
   // from full to selective recomputation as its own figure.
   std::vector<double> recompute_errors;
   if (!korthikanti_path.empty()) {
-    const std::string more = baton::bench::read_text(korthikanti_path);
-    if (more.empty()) {
-      std::fprintf(stderr, "%s: cannot read %s\n", kProgram, korthikanti_path.c_str());
-      return 2;
-    }
+    const std::string more = baton::bench::must_read(korthikanti_path);
     const auto more_tables = baton::bench::markdown_tables(more, kProgram);
     const std::vector<Recomputation> rows =
         table5(baton::bench::table_with(more_tables, {"model", "t", "p", "GPUs", "full recompute s", "present work s"},
                                         kProgram, "Korthikanti et al., Tables 3 and 5"),
-               *topology);
+               topology);
     std::printf(
         "Korthikanti et al. (MLSys 2023), Tables 3 and 5, on %s: iteration seconds, full recomputation and "
         "sequence parallelism with selective recomputation; micro-batch: baton's best that fits\n\n",
-        topology->name.c_str());
+        topology.name.c_str());
     std::printf(
         "| model | layout | full: published s | predicted | error | selective + SP: published s | predicted | error "
         "| speedup published | predicted |\n|---|---|---|---|---|---|---|---|---|---|\n");

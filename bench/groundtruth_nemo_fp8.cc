@@ -181,15 +181,6 @@ double worst(const std::vector<Row>& rows) {
   return w;
 }
 
-baton::Topology topology_at(const std::string& path) {
-  auto topology = baton::parse_topology(baton::bench::read_text(path), path);
-  if (!topology) {
-    std::fprintf(stderr, "%s: %s\n", kProgram, topology.error().message.c_str());
-    std::exit(2);
-  }
-  return *topology;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -221,13 +212,9 @@ int main(int argc, char** argv) {
       path = arg;
     }
   }
-  const std::string text = baton::bench::read_text(path);
-  if (text.empty()) {
-    std::fprintf(stderr, "%s: cannot read %s\n", kProgram, path.c_str());
-    return 2;
-  }
-  const baton::Topology small = topology_at("topologies/h100_32x8.json");
-  const baton::Topology large = topology_at("bench/topologies/h100_128x8.json");
+  const std::string text = baton::bench::must_read(path);
+  const baton::Topology small = baton::bench::must_topology("topologies/h100_32x8.json");
+  const baton::Topology large = baton::bench::must_topology("bench/topologies/h100_128x8.json");
   const auto tables = baton::bench::markdown_tables(text, kProgram);
   const auto& a =
       baton::bench::table_with(tables, {"model", "sequence", "VP", "tokens/s per GPU"}, kProgram, "Table A");
