@@ -47,22 +47,32 @@ Linears gpt_linears(const GpuModel& gpu, const GptModel& m, const MegatronLayout
 // What a collective of `comm` pipelined in t chunks with `gemm` adds to it.
 double exposed(double comm, double gemm, double t) { return std::max(0.0, comm - gemm) + std::min(comm, gemm) / t; }
 
-TEST_CASE("tp-comm-overlap: collectives shorter than their GEMMs expose one chunk in t", "[megatron][overlap]") {
+// A model's profile on a100_4x8 without and with --tp-comm-overlap.
+struct BeforeAfter {
+  MegatronProfile before, after;
+};
+BeforeAfter with_and_without_overlap(const GptModel& model, const MegatronLayout& plain) {
   const Topology topology = shipped("a100_4x8.json");
-  const GpuModel gpu = *gpu_model(topology.device.name);
-  MegatronLayout plain = sequence_parallel(8, 1, 1, 2, 8);
   MegatronLayout overlapped = plain;
   overlapped.tp_comm_overlap = true;
-  const auto before = megatron_profile_on(kWide, plain, topology);
-  const auto after = megatron_profile_on(kWide, overlapped, topology);
+  auto before = megatron_profile_on(model, plain, topology);
+  auto after = megatron_profile_on(model, overlapped, topology);
   REQUIRE(before.ok());
   REQUIRE(after.ok());
-  const MegatronLayerTime& a = before->times[1];
-  const MegatronLayerTime& b = after->times[1];
+  return {std::move(*before), std::move(*after)};
+}
+
+GpuModel a100() { return *gpu_model("A100-SXM4-80GB"); }
+
+TEST_CASE("tp-comm-overlap: collectives shorter than their GEMMs expose one chunk in t", "[megatron][overlap]") {
+  const MegatronLayout plain = sequence_parallel(8, 1, 1, 2, 8);
+  const BeforeAfter profiles = with_and_without_overlap(kWide, plain);
+  const MegatronLayerTime& a = profiles.before.times[1];
+  const MegatronLayerTime& b = profiles.after.times[1];
   // Without the overlap a GPT block's forward carries two collectives of the
   // same size, the attention's and the MLP's.
   const double sublayer = a.forward_comm.value / 2;
-  const Linears linears = gpt_linears(gpu, kWide, plain);
+  const Linears linears = gpt_linears(a100(), kWide, plain);
   REQUIRE(sublayer < linears.attention_forward);  // the case this test states
   REQUIRE(sublayer < linears.mlp_forward);
   CHECK(b.forward_comm.value == Approx(a.forward_comm.value / 8).epsilon(1e-9));
@@ -70,8 +80,8 @@ TEST_CASE("tp-comm-overlap: collectives shorter than their GEMMs expose one chun
   // The work does not change; the pass gets shorter by what is hidden.
   CHECK(b.forward_compute.value == Approx(a.forward_compute.value).epsilon(1e-12));
   CHECK(b.backward_compute.value == Approx(a.backward_compute.value).epsilon(1e-12));
-  CHECK(after->profile.layers[1].forward.value ==
-        Approx(before->profile.layers[1].forward.value - a.forward_comm.value * 7 / 8).epsilon(1e-9));
+  CHECK(profiles.after.profile.layers[1].forward.value ==
+        Approx(profiles.before.profile.layers[1].forward.value - a.forward_comm.value * 7 / 8).epsilon(1e-9));
 }
 
 TEST_CASE("tp-comm-overlap: collectives longer than their GEMMs expose what outlasts them and one chunk",
@@ -79,23 +89,16 @@ TEST_CASE("tp-comm-overlap: collectives longer than their GEMMs expose what outl
   // t 16 spans two servers of a100_4x8: at micro-batch 32 the ring's
   // InfiniBand hop makes the collectives of a small block longer than its
   // GEMMs.
-  const Topology topology = shipped("a100_4x8.json");
-  const GpuModel gpu = *gpu_model(topology.device.name);
-  MegatronLayout plain = sequence_parallel(16, 1, 1, 32, 32);
-  MegatronLayout overlapped = plain;
-  overlapped.tp_comm_overlap = true;
-  const auto before = megatron_profile_on(kSmall, plain, topology);
-  const auto after = megatron_profile_on(kSmall, overlapped, topology);
-  REQUIRE(before.ok());
-  REQUIRE(after.ok());
-  const double sublayer = before->times[1].forward_comm.value / 2;
-  const Linears linears = gpt_linears(gpu, kSmall, plain);
+  const MegatronLayout plain = sequence_parallel(16, 1, 1, 32, 32);
+  const BeforeAfter profiles = with_and_without_overlap(kSmall, plain);
+  const double sublayer = profiles.before.times[1].forward_comm.value / 2;
+  const Linears linears = gpt_linears(a100(), kSmall, plain);
   REQUIRE(sublayer > linears.attention_forward);
   REQUIRE(sublayer > linears.mlp_backward);
-  CHECK(after->times[1].forward_comm.value ==
+  CHECK(profiles.after.times[1].forward_comm.value ==
         Approx(exposed(sublayer, linears.attention_forward, 16) + exposed(sublayer, linears.mlp_forward, 16))
             .epsilon(1e-9));
-  CHECK(after->times[1].backward_comm.value ==
+  CHECK(profiles.after.times[1].backward_comm.value ==
         Approx(exposed(sublayer, linears.attention_backward, 16) + exposed(sublayer, linears.mlp_backward, 16))
             .epsilon(1e-9));
 }
