@@ -21,7 +21,7 @@ constexpr double kHostPerPassSeconds = 0.7875e-3;
 // The H100 and H200 SXM (GH100 at 700 W): the share of their tensor-core
 // peaks they sustain relative to the A100, fixed on NVIDIA's published H100
 // throughput in bf16 and FP8 (gpu_model.h says how).
-constexpr double kHopperTensorShare = 0.76;
+constexpr double kHopperTensorShare = 0.75;
 
 GpuModel make(std::string name, int sms, double peak, double fp8, double hbm, double memory_gib, std::string datasheet,
               double tensor_share = 1.0) {

@@ -43,12 +43,12 @@
 // (tests/megatron/megatron_predict_test.cc). The other GPUs take the A100's
 // fitted fractions unchanged, but for one figure of the H100 and the H200
 // (the same GH100 at 700 W): tensor_share, the share of the datasheet's
-// tensor-core peaks they sustain relative to the A100, 0.76, fixed on
+// tensor-core peaks they sustain relative to the A100, 0.75, fixed on
 // NVIDIA's published H100 throughput, Megatron-LM's bf16 weak-scaling table
 // (data/groundtruth/megatron_h100) and NeMo's FP8 tables
 // (data/groundtruth/nemo_h100_fp8) together, each source counted once: the
 // least mean of their two mean absolute errors over shares 0.66 .. 0.92
-// (bench/fit_hopper_share.sh). Each alone would have it 0.71 (bf16) and
+// (bench/fit_hopper_share.sh). Each alone would have it 0.70 (bf16) and
 // 0.87 (FP8). The V100 takes the A100's unchanged (an assumption, not a
 // measurement).
 //

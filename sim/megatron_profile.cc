@@ -225,20 +225,23 @@ MegatronLayerTime block_time(const GpuModel& gpu, const BlockShape& x, Recompute
   const Seconds input = attention.input + mlp_input + core_backward + elementwise * 2.0 + casts.backward;
   time.weight_gradient = attention.weight + up_w + down_w + moe.weight_gradient;
   time.backward_compute = input + time.weight_gradient + moe.backward_compute - moe.weight_gradient;
+  // The MLP's tensor-parallel collectives: the dense MLP's, or the experts'.
+  // In the backward each runs beside its column-parallel layer's
+  // weight-gradient GEMM (Megatron's asynchronous all-reduce).
+  time.forward_comm = attention_comm + (x.moe ? moe.forward_comm : allreduce);
+  time.backward_comm = max(Seconds(0.0), attention_comm - attention.first_weight) +
+                       (x.moe ? moe.backward_comm : max(Seconds(0.0), allreduce - up_w));
   if (x.tp_overlap) {
     // --tp-comm-overlap: each sublayer's collectives pipelined with its
-    // linears' GEMMs, forward and backward (the experts' not overlapped).
+    // linears' GEMMs (the experts' not overlapped); in the backward the
+    // better of that and the asynchronous overlap above, which Transformer
+    // Engine keeps for the weight gradients (its bulk overlaps).
     time.forward_comm = overlapped_exposure(x, attention_comm, attention.forward) +
                         (x.moe ? moe.forward_comm : overlapped_exposure(x, allreduce, up + down));
-    time.backward_comm = overlapped_exposure(x, attention_comm, attention.input + attention.weight) +
-                         (x.moe ? moe.backward_comm : overlapped_exposure(x, allreduce, mlp_input + up_w + down_w));
-  } else {
-    // The MLP's tensor-parallel collectives: the dense MLP's, or the experts'.
-    // In the backward each runs beside its column-parallel layer's
-    // weight-gradient GEMM (Megatron's asynchronous all-reduce).
-    time.forward_comm = attention_comm + (x.moe ? moe.forward_comm : allreduce);
-    time.backward_comm = max(Seconds(0.0), attention_comm - attention.first_weight) +
-                         (x.moe ? moe.backward_comm : max(Seconds(0.0), allreduce - up_w));
+    time.backward_comm =
+        min(time.backward_comm,
+            overlapped_exposure(x, attention_comm, attention.input + attention.weight) +
+                (x.moe ? moe.backward_comm : overlapped_exposure(x, allreduce, mlp_input + up_w + down_w)));
   }
   const ContextExchange exchange = context_exchange(gpu, x, context_comm);
   time.context_forward = exchange.forward;

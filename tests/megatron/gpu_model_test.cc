@@ -39,12 +39,12 @@ TEST_CASE("gpu_model: the H100 and H200 sustain tensor_share of their tensor-cor
     INFO(name);
     // Fixed on NVIDIA's published H100 throughput (docs/TRANSFORMERS.md): well
     // under the datasheet's peak, as the A100's fitted fraction already is.
-    CHECK(gpu->tensor_share == 0.76);
+    CHECK(gpu->tensor_share == 0.75);
     // 12 x 11 = 132 tiles = one wave on 132 SMs, bf16 and FP8 alike (deep
     // enough to stay above the kernel floor).
     const double k = 32768, flops = 2.0 * 12 * 128 * 11 * 128 * k;
-    CHECK(close_rel(flops / gpu->gemm(12 * 128, 11 * 128, k).value, 989e12 * 0.76 * gpu->gemm_efficiency));
-    CHECK(close_rel(flops / gpu->gemm(12 * 128, 11 * 128, k, 1.0, 1).value, 1979e12 * 0.76 * gpu->gemm_efficiency));
+    CHECK(close_rel(flops / gpu->gemm(12 * 128, 11 * 128, k).value, 989e12 * 0.75 * gpu->gemm_efficiency));
+    CHECK(close_rel(flops / gpu->gemm(12 * 128, 11 * 128, k, 1.0, 1).value, 1979e12 * 0.75 * gpu->gemm_efficiency));
     // Memory-bound kernels are the HBM's, not the tensor cores'.
     CHECK(close_rel(gpu->memory_bound(1e9).value, 1e9 / (gpu->hbm_gbytes_per_s * 1e9 * gpu->memory_efficiency)));
   }

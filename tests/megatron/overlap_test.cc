@@ -76,7 +76,9 @@ TEST_CASE("tp-comm-overlap: collectives shorter than their GEMMs expose one chun
   REQUIRE(sublayer < linears.attention_forward);  // the case this test states
   REQUIRE(sublayer < linears.mlp_forward);
   CHECK(b.forward_comm.value == Approx(a.forward_comm.value / 8).epsilon(1e-9));
-  CHECK(b.backward_comm.value == Approx(a.forward_comm.value / 8).epsilon(1e-9));
+  // In the backward the better of that and Megatron's asynchronous overlap.
+  CHECK(b.backward_comm.value == Approx(std::min(a.forward_comm.value / 8, a.backward_comm.value)).epsilon(1e-9));
+  CHECK(b.backward_comm.value <= a.backward_comm.value);
   // The work does not change; the pass gets shorter by what is hidden.
   CHECK(b.forward_compute.value == Approx(a.forward_compute.value).epsilon(1e-12));
   CHECK(b.backward_compute.value == Approx(a.backward_compute.value).epsilon(1e-12));
@@ -98,9 +100,11 @@ TEST_CASE("tp-comm-overlap: collectives longer than their GEMMs expose what outl
   CHECK(profiles.after.times[1].forward_comm.value ==
         Approx(exposed(sublayer, linears.attention_forward, 16) + exposed(sublayer, linears.mlp_forward, 16))
             .epsilon(1e-9));
-  CHECK(profiles.after.times[1].backward_comm.value ==
-        Approx(exposed(sublayer, linears.attention_backward, 16) + exposed(sublayer, linears.mlp_backward, 16))
-            .epsilon(1e-9));
+  CHECK(
+      profiles.after.times[1].backward_comm.value ==
+      Approx(std::min(profiles.before.times[1].backward_comm.value,
+                      exposed(sublayer, linears.attention_backward, 16) + exposed(sublayer, linears.mlp_backward, 16)))
+          .epsilon(1e-9));
 }
 
 TEST_CASE("the overlaps are refused without what Megatron asks for them", "[megatron][overlap]") {
