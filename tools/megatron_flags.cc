@@ -264,7 +264,8 @@ void add_megatron_flags(CLI::App& cmd, MegatronArgs& args) {
   cmd.add_flag("--tp-comm-overlap", args.tp_comm_overlap,
                "with --sequence-parallel: each tensor-parallel all-gather and reduce-scatter of a block's linears "
                "pipelined with their GEMMs in t chunks (Transformer Engine's userbuffers), so only what outlasts "
-               "the GEMMs, and one chunk, is exposed; the experts' collectives stay exposed")
+               "the GEMMs, and one chunk, is exposed (in the backward never more than without the flag); the "
+               "experts' collectives stay exposed")
       ->group(group);
   add_architecture_flags(cmd, args);
 }
