@@ -33,6 +33,8 @@ constexpr AxisInfo kLayoutAxes[] = {
     {"sequence-parallel", "", AxisKind::kYesNo},
     {"use-distributed-optimizer", "", AxisKind::kYesNo},
     {"overlap-grad-reduce", "", AxisKind::kYesNo},
+    {"overlap-param-gather", "", AxisKind::kYesNo},
+    {"tp-comm-overlap", "", AxisKind::kYesNo},
     {"zero-bubble", "", AxisKind::kZeroBubble},
     {"v-schedule", "", AxisKind::kVSchedule},
     {"fp8-format", "", AxisKind::kFp8},
@@ -43,7 +45,8 @@ constexpr const char* kAxisList =
     "tensor-model-parallel-size (tp), pipeline-model-parallel-size (pp), context-parallel-size (cp), "
     "expert-model-parallel-size (ep), expert-tensor-parallel-size (etp), micro-batch-size (mbs), "
     "global-batch-size (gbs), num-layers-per-virtual-pipeline-stage (vpp), recompute-granularity, "
-    "sequence-parallel, use-distributed-optimizer, overlap-grad-reduce, zero-bubble, v-schedule, fp8-format, topology, "
+    "sequence-parallel, use-distributed-optimizer, overlap-grad-reduce, overlap-param-gather, tp-comm-overlap, "
+    "zero-bubble, v-schedule, fp8-format, topology, "
     "servers, "
     "devices_per_server, bandwidth_gbps.L, latency_us.L, memory_gib";
 
@@ -147,7 +150,11 @@ void apply_layout_axis(const std::string& name, const std::string& value, Megatr
   if (name == "recompute-granularity") pinned.recompute = layout.recompute = *parse_recompute(value);
   if (name == "sequence-parallel") pinned.sequence_parallel = layout.sequence_parallel = yes;
   if (name == "use-distributed-optimizer") pinned.distributed_optimizer = layout.distributed_optimizer = yes;
-  if (name == "overlap-grad-reduce") layout.overlap_grad_reduce = yes;
+  // The overlaps: on the point's layout, and for the search on every layout
+  // it applies to (MegatronAxes).
+  if (name == "overlap-grad-reduce") pinned.overlap_grad_reduce = layout.overlap_grad_reduce = yes;
+  if (name == "overlap-param-gather") pinned.overlap_param_gather = layout.overlap_param_gather = yes;
+  if (name == "tp-comm-overlap") pinned.tp_comm_overlap = layout.tp_comm_overlap = yes;
   if (name == "zero-bubble") pinned.zero_bubble = layout.zero_bubble = *parse_zero_bubble(value);
   if (name == "v-schedule") pinned.v_schedule = layout.v_schedule = *parse_v_schedule(value);
 }
@@ -332,8 +339,6 @@ Result<SweepTable> run_gpt_sweep(GptSweepSpec spec, const Topology& base,
     const std::string as_given = axis.name;
     if (auto ok = check_gpt_axis(axis, swept); !ok) return ok.error();  // makes the name canonical
     if (auto ok = given.add(axis.name, as_given); !ok) return ok.error();
-    if (spec.plan && axis.name == "overlap-grad-reduce")
-      return Error{"--vary overlap-grad-reduce: the layout search does not vary it; sweep it without --plan"};
   }
   const PointRange range = shard_range(gpt_sweep_size(spec), spec.shard);
   SweepTable table{gpt_sweep_header(spec), std::vector<std::vector<std::string>>(range.size())};

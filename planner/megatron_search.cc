@@ -194,7 +194,7 @@ std::vector<MegatronLayout> enumerate(const GptModel& model, int global_batch, b
                   l.sequence_parallel = sp;
                   l.distributed_optimizer = dist;
                   l.overlap_grad_reduce = fixed.overlap_grad_reduce;
-                  l.overlap_param_gather = fixed.overlap_param_gather && dist && fixed.overlap_grad_reduce;
+                  l.overlap_param_gather = fixed.overlap_param_gather && dist;
                   l.tp_comm_overlap = fixed.tp_comm_overlap && sp;
                   l.context = c;
                   l.bf16 = bf16;
@@ -369,6 +369,8 @@ Result<MegatronSearchResult> search_megatron_layouts(const GptModel& model, int 
   if (fixed.gpus && (*fixed.gpus < 1 || *fixed.gpus > topology.num_devices()))
     return Error{fmt::format("the layout's {} GPUs: the topology {} has {}", *fixed.gpus, topology.name,
                              topology.num_devices())};
+  if (fixed.overlap_param_gather && !fixed.overlap_grad_reduce)
+    return Error{"--overlap-param-gather needs --overlap-grad-reduce, as Megatron does"};
   const auto start = std::chrono::steady_clock::now();
   auto gpu = gpu_model(topology.device.name);
   if (!gpu) return gpu.error();

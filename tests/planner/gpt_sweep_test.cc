@@ -178,6 +178,46 @@ TEST_CASE("gpt sweep: with --plan each point is the search's best layout with th
   }
 }
 
+TEST_CASE("gpt sweep: the overlaps are axes, simulated as simulate runs them and applied by the search",
+          "[planner][sweep]") {
+  const Topology topology = testing::shipped_topology("a100_4x8.json");
+  // Micro-batch 8: the GPU's work, not the host's dispatch, bounds the passes.
+  GptSweepSpec spec = spec_of({{"tp-comm-overlap", {"no", "yes"}}});
+  spec.layout.tensor = 4;
+  spec.layout.micro_batch = 8;
+  spec.layout.sequence_parallel = true;
+  const SweepTable simulated = run(spec, topology);
+  REQUIRE(simulated.rows.size() == 2);
+  for (size_t i = 0; i < 2; ++i) {
+    MegatronLayout layout = testing::megatron_layout(4, 1, 8, 8, 64);
+    layout.sequence_parallel = true;
+    layout.tp_comm_overlap = i == 1;
+    const auto expected = predict_megatron(kModel, layout, topology, false);
+    REQUIRE(expected.ok());
+    CHECK(std::stod(at(simulated, i, "iteration_time_s")) == Approx(expected->iteration_time.value).epsilon(1e-8));
+  }
+  CHECK(std::stod(at(simulated, 1, "iteration_time_s")) < std::stod(at(simulated, 0, "iteration_time_s")));
+
+  // With --plan (the base flags pinned, as `baton sweep --plan` pins them):
+  // the search's best with the overlap on every layout it applies to.
+  spec.plan = true;
+  spec.pinned.tensor = 4;
+  spec.pinned.micro_batch = 8;
+  spec.pinned.sequence_parallel = true;
+  const SweepTable planned = run(spec, topology);
+  MegatronAxes pinned = spec.pinned;
+  pinned.tp_comm_overlap = true;
+  const auto best = search_megatron_layouts(kModel, 64, false, pinned, topology, 1);
+  REQUIRE(best.ok());
+  CHECK(std::stod(at(planned, 1, "iteration_time_s")) == Approx(best->best.front().iteration_time.value).epsilon(1e-8));
+
+  // --overlap-param-gather without --overlap-grad-reduce: the point says so.
+  GptSweepSpec alone = spec_of({{"overlap-param-gather", {"yes"}}});
+  alone.plan = true;
+  const SweepTable refused = run(alone, topology);
+  CHECK(at(refused, 0, "error").find("--overlap-param-gather needs --overlap-grad-reduce") != std::string::npos);
+}
+
 TEST_CASE("gpt sweep: 4 shards merged are the unsharded table, byte for byte", "[planner][sweep]") {
   const Topology topology = testing::shipped_topology("a100_4x8.json");
   GptSweepSpec spec = spec_of({{"tp", {"1", "2", "4"}}, {"pp", {"1", "2", "4"}}, {"mbs", {"1", "2"}}});
