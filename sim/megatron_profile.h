@@ -100,7 +100,9 @@
 // copy: Megatron scatters it across the t ranks, or it is already split with
 // sequence parallelism) and param_bytes = t x the rank's parameters x the
 // bytes of one reduced gradient (2 in fp16, 4 in bf16, which Megatron reduces
-// in fp32).
+// in fp32), or with the distributed optimizer the all-reduce that takes as
+// long as its reduce-scatter and all-gather (MegatronLayerTime::reduced_bytes
+// and gathered_bytes).
 #pragma once
 
 #include <functional>
