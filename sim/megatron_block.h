@@ -1,6 +1,7 @@
 // What a transformer block's time is made of, shared by the block model
 // (sim/megatron_profile.cc) and the mixture of experts' part of it
-// (sim/megatron_moe_time.cc): the block's shape on one rank, the MLP's GEMMs,
+// (sim/megatron_moe_time.cc), FlashAttention's and context parallelism's
+// time (sim/megatron_attention_time.cc): the block's shape on one rank, the MLP's GEMMs,
 // and the MoE layer's work around the experts; and the layers at the
 // pipeline's ends with multi-token prediction's depths
 // (sim/megatron_ends.cc). Internal to sim/; thread safety: pure functions.
@@ -108,6 +109,49 @@ Seconds tp_exchange(const BlockShape& x, const CollectiveTime& tp_allreduce, dou
 // min(comm, gemm) / t (the first transfer or the last GEMM alone) and what
 // it adds to the GEMMs is exposed: max(0, comm - gemm) + min(comm, gemm) / t.
 Seconds overlapped_exposure(const BlockShape& x, Seconds comm, Seconds gemm);
+
+// FlashAttention's forward (Dao, 2023): the two products on tiles held on
+// chip, the softmax inside the kernel and no s x s scores written; a causal
+// mask skips the tiles above the diagonal, half of them. Taken as the two
+// products at the GEMM model's rate for their shapes, over half the tiles.
+// Its backward recomputes the scores and takes five products where the
+// forward takes two: 2.5 times the forward.
+// With context parallelism (p2p, all_gather) the rank's s / c queries meet
+// every rank's keys: c steps of s / c x s / c, half of each step's tiles
+// under the causal mask (the diagonal's, or half of another rank's chunks:
+// Megatron's 2c chunks balance them), so c of the steps above on s / c
+// tokens (all_gather's two kernels take the same products). With a2a the rank
+// runs the whole sequence on a / (t c) heads.
+inline constexpr double kFlashBackwardRatio = 2.5;
+// One causal step of FlashAttention's forward over s x s (a block's s: s / c
+// with context parallelism), and the whole forward (c steps, or with a2a the
+// whole sequence on a / (t c) heads).
+Seconds flash_attention_step(const GpuModel& gpu, const BlockShape& x);
+Seconds flash_attention_forward(const GpuModel& gpu, const BlockShape& x);
+
+// Context parallelism's exchange of the keys and values, exposed, each way.
+// `comm` (make_megatron_profile's `context_comm`) by type:
+//   p2p: in each of the c - 1 steps but the last every rank sends the keys
+//     and values it holds, 2 b s / c kv / t values, to the next rank while
+//     the step computes; in the backward (2.5 times longer steps) every one of
+//     the c steps sends: the first the keys and values, the last their
+//     gradients, the others both, twice the bytes (Transformer Engine's
+//     AttnFuncWithCPAndKVP2P); what a send takes beyond its step is exposed.
+//     `comm`: one step's send of `bytes` a GPU;
+//   all_gather: the keys and values gathered from the c ranks before the
+//     attention, and in the backward gathered again and their gradients
+//     reduce-scattered, none of it overlapped. `comm`: the all-gather in which
+//     each GPU gives `bytes` (the reduce-scatter takes as long);
+//   a2a: the queries, keys and values (b s / c (h + 2 kv) / t values) to the
+//     rank of their heads before the attention and its output (b s / c h / t)
+//     back after it; the backward moves their gradients the same way. `comm`:
+//     the all-to-all in which each GPU holds `bytes`.
+struct ContextExchange {
+  Seconds forward, backward;
+};
+ContextExchange context_exchange(const GpuModel& gpu, const BlockShape& x, const CollectiveTime& comm);
+// The host's kernels context parallelism adds to a block's pass.
+int context_kernels(const BlockShape& x, bool backward);
 
 // One of the MLP's GEMMs, `m` being BlockShape::mlp_m or in its place: the dense
 // MLP's, or every local expert's (one grouped kernel, or one per expert).

@@ -42,18 +42,6 @@ constexpr int kRopeKernels = 2;
 // split, broadcast and concatenations' gradients (backward).
 constexpr int kLatentForwardKernels = 6;
 constexpr int kLatentBackwardKernels = 10;
-// Context parallelism's kernels beyond one attention kernel each way. p2p:
-// each ring step after the first adds its attention kernel (forward or
-// backward), the rescaling of the output (forward) or the accumulation of the
-// keys' and values' gradients (backward), and the step's send and receive.
-// all_gather: the second local chunk's attention kernel each way, the
-// all-gather (forward), the all-gather and the reduce-scatter (backward).
-// a2a: the all-to-alls of the queries, keys and values and of the output,
-// each way.
-constexpr int kContextStepKernels = 3;
-constexpr int kAllGatherForwardKernels = 2;
-constexpr int kAllGatherBackwardKernels = 3;
-constexpr int kAllToAllKernels = 2;
 
 // See fused_softmax_available; FlashAttention has no softmax kernel of its own.
 bool fused_softmax(const BlockShape& x) {
@@ -69,82 +57,6 @@ bool fused_softmax(const BlockShape& x) {
 constexpr int kUnfusedSoftmaxKernels = 4;
 constexpr double kUnfusedForwardBytes = 33.0;
 constexpr double kUnfusedBackwardBytes = 30.0;
-
-// FlashAttention's forward (Dao, 2023): the two products on tiles held on
-// chip, the softmax inside the kernel and no s x s scores written; a causal
-// mask skips the tiles above the diagonal, half of them. Taken as the two
-// products at the GEMM model's rate for their shapes, over half the tiles.
-// Its backward recomputes the scores and takes five products where the
-// forward takes two: 2.5 times the forward.
-// With context parallelism (p2p, all_gather) the rank's s / c queries meet
-// every rank's keys: c steps of s / c x s / c, half of each step's tiles
-// under the causal mask (the diagonal's, or half of another rank's chunks:
-// Megatron's 2c chunks balance them), so c of the steps above on s / c
-// tokens (all_gather's two kernels take the same products). With a2a the rank
-// runs the whole sequence on a / (t c) heads.
-constexpr double kFlashBackwardRatio = 2.5;
-Seconds flash_attention_step(const GpuModel& gpu, const BlockShape& x) {
-  const double count = x.b * x.a / x.t;
-  return (gpu.gemm(x.s, x.s, x.head_qk, count) + gpu.gemm(x.s, x.head_v, x.s, count)) * 0.5;
-}
-Seconds flash_attention_forward(const GpuModel& gpu, const BlockShape& x) {
-  if (x.c > 1 && x.comm == ContextComm::kAllToAll) {
-    const double s = x.s * x.c, count = x.b * x.a / (x.t * x.c);
-    return (gpu.gemm(s, s, x.head_qk, count) + gpu.gemm(s, x.head_v, s, count)) * 0.5;
-  }
-  return flash_attention_step(gpu, x) * x.c;
-}
-
-// Context parallelism's exchange of the keys and values, exposed, each way.
-// `comm` (make_megatron_profile's `context_comm`) by type:
-//   p2p: in each of the c - 1 steps but the last every rank sends the keys
-//     and values it holds, 2 b s / c kv / t values, to the next rank while
-//     the step computes; in the backward (2.5 times longer steps) every one of
-//     the c steps sends: the first the keys and values, the last their
-//     gradients, the others both, twice the bytes (Transformer Engine's
-//     AttnFuncWithCPAndKVP2P); what a send takes beyond its step is exposed.
-//     `comm`: one step's send of `bytes` a GPU;
-//   all_gather: the keys and values gathered from the c ranks before the
-//     attention, and in the backward gathered again and their gradients
-//     reduce-scattered, none of it overlapped. `comm`: the all-gather in which
-//     each GPU gives `bytes` (the reduce-scatter takes as long);
-//   a2a: the queries, keys and values (b s / c (h + 2 kv) / t values) to the
-//     rank of their heads before the attention and its output (b s / c h / t)
-//     back after it; the backward moves their gradients the same way. `comm`:
-//     the all-to-all in which each GPU holds `bytes`.
-struct ContextExchange {
-  Seconds forward, backward;
-};
-ContextExchange context_exchange(const GpuModel& gpu, const BlockShape& x, const CollectiveTime& comm) {
-  if (x.c < 2 || !comm) return {};
-  const double keys_values = 2.0 * x.b * x.s * x.kv / x.t * kHalf;
-  switch (x.comm) {
-    case ContextComm::kP2P: {
-      const Seconds step = flash_attention_step(gpu, x);
-      const Seconds backward_step = step * kFlashBackwardRatio;
-      return {max(Seconds(0.0), comm(keys_values) - step) * (x.c - 1.0),
-              max(Seconds(0.0), comm(keys_values) - backward_step) * 2.0 +
-                  max(Seconds(0.0), comm(2.0 * keys_values) - backward_step) * (x.c - 2.0)};
-    }
-    case ContextComm::kAllGather: return {comm(keys_values), comm(keys_values) * 2.0};
-    case ContextComm::kAllToAll: {
-      const Seconds moved = comm(x.b * x.s * (x.h + 2.0 * x.kv) / x.t * kHalf) + comm(x.b * x.s * x.h / x.t * kHalf);
-      return {moved, moved};
-    }
-  }
-  return {};
-}
-
-// The host's kernels context parallelism adds to a block's pass (above).
-int context_kernels(const BlockShape& x, bool backward) {
-  if (x.c < 2) return 0;
-  switch (x.comm) {
-    case ContextComm::kP2P: return kContextStepKernels * (static_cast<int>(x.c) - 1);
-    case ContextComm::kAllGather: return backward ? kAllGatherBackwardKernels : kAllGatherForwardKernels;
-    case ContextComm::kAllToAll: return kAllToAllKernels;
-  }
-  return 0;
-}
 
 // The attention core: scores, softmax with dropout, weights x V. With
 // grouped-query attention each of the a / t heads of a rank still takes its
