@@ -70,6 +70,9 @@ struct MegatronArgs {
 // The architecture flags that give `model` beyond GPT-3's, each with a space
 // before it ("" for GPT): " --ffn-hidden-size 11008 --swiglu ...".
 std::string architecture_flags(const GptModel& model);
+// Adds those flags (Llama's kind of decoder, experts, multi-latent attention,
+// FP8 ...) to `cmd` in `group`; add_megatron_flags calls it.
+void add_architecture_flags(CLI::App& cmd, MegatronArgs& args, const std::string& group);
 
 // Adds the flags to `cmd` (in a "Megatron GPT" group).
 void add_megatron_flags(CLI::App& cmd, MegatronArgs& args);

@@ -1,0 +1,189 @@
+// The architecture beyond GPT-3's in Megatron-core's flags: reading them
+// (add_architecture_flags) and writing a model's back (architecture_flags),
+// declared in tools/megatron_flags.h.
+#include "tools/megatron_flags.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "tools/cli_support.h"
+
+namespace baton::cli {
+
+void add_architecture_flags(CLI::App& cmd, MegatronArgs& args, const std::string& group) {
+  cmd.add_option("--ffn-hidden-size", args.model.ffn_hidden, "the MLP's width f (default 4h)")
+      ->check(at_least(1))
+      ->group(group);
+  cmd.add_flag("--swiglu", args.model.swiglu,
+               "gated MLP: SiLU of one f-wide projection times another (Llama's), so three h x f weights")
+      ->group(group);
+  cmd.add_flag("--group-query-attention", args.group_query_attention,
+               "keys and values shared by groups of heads (--num-query-groups of them)")
+      ->group(group);
+  cmd.add_option("--num-query-groups", args.query_groups,
+                 "with --group-query-attention: key/value groups G, dividing the heads and divisible by t "
+                 "(Megatron's default 1)")
+      ->check(at_least(1))
+      ->group(group);
+  cmd.add_flag("--disable-bias-linear", args.disable_bias_linear, "no biases in the linear layers")->group(group);
+  cmd.add_flag("--untie-embeddings-and-output-weights", args.untie_embeddings,
+               "an output layer with its own V x h weights (on the last stage), not the word embedding's")
+      ->group(group);
+  cmd.add_option("--position-embedding-type", args.position_embedding,
+                 "learned_absolute (the default: a table of s x h) | rope (rotary: no table, a kernel on the queries "
+                 "and keys)")
+      ->check(CLI::IsMember({"learned_absolute", "rope"}))
+      ->group(group);
+  cmd.add_option("--normalization", args.normalization, "LayerNorm (the default) | RMSNorm (a weight, no bias)")
+      ->check(CLI::IsMember({"LayerNorm", "RMSNorm"}))
+      ->group(group);
+  cmd.add_option("--attention-backend", args.attention_backend,
+                 "Megatron-core's: flash, fused (cuDNN's) and auto run the attention core as FlashAttention does "
+                 "(--use-flash-attn); unfused and local as Megatron's own attention (the default without the flag)")
+      ->check(CLI::IsMember({"flash", "fused", "auto", "unfused", "local"}))
+      ->group(group);
+  cmd.add_flag("--use-flash-attn", args.model.flash_attention,
+               "FlashAttention: the attention core as one kernel that keeps no s x s scores (baton's estimate, "
+               "checked in FP8 runs on H100s only: docs/TRANSFORMERS.md)")
+      ->group(group);
+  cmd.add_flag("--qk-layernorm", args.model.qk_layernorm,
+               "norms on the queries and keys (per head), or with --multi-latent-attention on its latents")
+      ->group(group);
+  cmd.add_flag("--multi-latent-attention", args.model.mla,
+               "DeepSeek's multi-latent attention (Megatron-core's MLA): queries, keys and values from latents "
+               "(baton's estimate, not checked against a measured run)")
+      ->group(group);
+  cmd.add_option("--q-lora-rank", args.model.q_lora_rank,
+                 "with --multi-latent-attention: the queries' latent width (default: none, the queries from h)")
+      ->check(at_least(1))
+      ->group(group);
+  cmd.add_option("--kv-lora-rank", args.model.kv_lora_rank,
+                 "with --multi-latent-attention: the keys' and values' latent width (default 32, Megatron's)")
+      ->check(at_least(1))
+      ->group(group);
+  cmd.add_option("--qk-head-dim", args.model.qk_head_dim,
+                 "with --multi-latent-attention: a head's query and key width dn, without the rotary part "
+                 "(default 128)")
+      ->check(at_least(1))
+      ->group(group);
+  cmd.add_option("--qk-pos-emb-head-dim", args.model.qk_pos_head_dim,
+                 "with --multi-latent-attention: the rotary part dr of a head's query and key, one key for all "
+                 "heads (default 64)")
+      ->check(at_least(1))
+      ->group(group);
+  cmd.add_option("--v-head-dim", args.model.v_head_dim,
+                 "with --multi-latent-attention: a head's value width dv (default 128)")
+      ->check(at_least(1))
+      ->group(group);
+  cmd.add_option("--num-experts", args.model.experts,
+                 "mixture of experts: every block's MLP becomes E experts and a router (Megatron-core's MoE; "
+                 "routing taken as balanced; baton's estimate, not checked against a measured run)")
+      ->check(at_least(1))
+      ->group(group);
+  cmd.add_option("--moe-router-topk", args.model.router_topk, "with --num-experts: experts per token k (default 2)")
+      ->check(at_least(1))
+      ->group(group);
+  cmd.add_option("--moe-ffn-hidden-size", args.model.moe_ffn_hidden,
+                 "with --num-experts: each expert's width F (default --ffn-hidden-size)")
+      ->check(at_least(1))
+      ->group(group);
+  cmd.add_flag("--moe-grouped-gemm", args.model.grouped_gemm,
+               "with --num-experts: a rank's experts in one grouped GEMM kernel (else one GEMM per expert)")
+      ->group(group);
+  cmd.add_option("--moe-shared-expert-intermediate-size", args.model.shared_expert_ffn,
+                 "with --num-experts: a shared expert of this width S beside the routed ones, every token through "
+                 "it (DeepSeek's, Qwen's; several shared experts: their widths summed)")
+      ->check(at_least(1))
+      ->group(group);
+  cmd.add_option("--moe-expert-capacity-factor", args.model.capacity_factor,
+                 "with --num-experts: token dropping, each expert taking at most C k T / E of a rank's tokens' "
+                 "copies (default: dropless); with balanced routing C < 1 drops the rest")
+      ->check(above_and_at_most(0.0, 1024.0))
+      ->group(group);
+  cmd.add_flag("--moe-pad-expert-input-to-capacity", args.model.pad_to_capacity,
+               "with --moe-expert-capacity-factor: every expert's input padded to its capacity (C k T / E tokens)")
+      ->group(group);
+  cmd.add_option("--mtp-num-layers", args.model.mtp_layers,
+                 "multi-token prediction depths D (DeepSeek-V3's, Megatron-core 0.12 on): each a block of the last "
+                 "block's kind and eh_proj on the last pipeline stage (or where --pipeline-model-parallel-layout puts "
+                 "its m; balance it with --decoder-last-pipeline-num-layers), each its output layer and loss with "
+                 "the model's")
+      ->check(at_least(1))
+      ->group(group);
+  cmd.add_option("--fp8-format", args.fp8_format,
+                 "FP8 through Transformer Engine on Hopper GPUs: e4m3, or hybrid (E5M2 gradients); the blocks' "
+                 "linear GEMMs on FP8 operands at the FP8 peak, their inputs quantized and kept in FP8, the weights "
+                 "cached in FP8 (checked against NVIDIA's published H100 throughput: docs/TRANSFORMERS.md, \"FP8\")")
+      ->check(CLI::IsMember({"e4m3", "hybrid"}))
+      ->group(group);
+  cmd.add_option("--fp8-recipe", args.fp8_recipe,
+                 "with --fp8-format: delayed (the default: scales from earlier iterations' maxima) or tensorwise "
+                 "(each tensor's maximum taken first: another pass over it); blockwise, mxfp8 and custom are refused")
+      ->check(CLI::IsMember({"delayed", "tensorwise", "blockwise", "mxfp8", "custom"}))
+      ->group(group);
+  cmd.add_flag("--fp8-param-gather", args.model.fp8_param_gather,
+               "with --fp8-format and the distributed optimizer: the blocks' weights held in FP8 (no bf16 copy, no "
+               "separate FP8 cache), only their transposes made each iteration")
+      ->group(group);
+  cmd.add_flag("--first-last-layers-bf16", args.first_last_bf16,
+               "with --fp8-format and --fp8-recipe tensorwise: the model's first and last blocks in bf16 "
+               "(--num-layers-at-start-in-bf16, --num-layers-at-end-in-bf16; 1 each by default)")
+      ->group(group);
+  cmd.add_option("--num-layers-at-start-in-bf16", args.bf16_at_start,
+                 "with --first-last-layers-bf16: the first blocks kept in bf16 (default 1)")
+      ->check(CLI::NonNegativeNumber)
+      ->group(group);
+  cmd.add_option("--num-layers-at-end-in-bf16", args.bf16_at_end,
+                 "with --first-last-layers-bf16: the last blocks kept in bf16 (default 1)")
+      ->check(CLI::NonNegativeNumber)
+      ->group(group);
+  cmd.add_option("--moe-layer-freq", args.moe_layer_freq,
+                 "with --num-experts: which blocks are MoE blocks (the others dense, of width --ffn-hidden-size): N, "
+                 "every N-th from the first (default 1: all), or a list of 0s and 1s as Megatron evaluates it, "
+                 "e.g. \"([0]*3+[1]*58)\" or \"([1]*3+[0]*1)*3\"")
+      ->group(group);
+}
+
+std::string architecture_flags(const GptModel& model) {
+  std::string text;
+  if (model.ffn_hidden > 0) text += fmt::format(" --ffn-hidden-size {}", model.ffn_hidden);
+  if (model.swiglu) text += " --swiglu";
+  if (model.query_groups > 0) text += fmt::format(" --group-query-attention --num-query-groups {}", model.query_groups);
+  if (!model.linear_bias) text += " --disable-bias-linear";
+  if (!model.tied_output) text += " --untie-embeddings-and-output-weights";
+  if (model.rope) text += " --position-embedding-type rope";
+  if (model.rms_norm) text += " --normalization RMSNorm";
+  if (model.flash_attention) text += " --use-flash-attn";
+  if (model.qk_layernorm) text += " --qk-layernorm";
+  if (model.mla) {
+    text += " --multi-latent-attention";
+    if (model.q_lora_rank > 0) text += fmt::format(" --q-lora-rank {}", model.q_lora_rank);
+    text += fmt::format(" --kv-lora-rank {} --qk-head-dim {} --qk-pos-emb-head-dim {} --v-head-dim {}",
+                        model.kv_lora_rank, model.qk_head_dim, model.qk_pos_head_dim, model.v_head_dim);
+  }
+  if (model.mtp_layers > 0) text += fmt::format(" --mtp-num-layers {}", model.mtp_layers);
+  if (model.uses_fp8()) {
+    text +=
+        fmt::format(" --fp8-format {} --fp8-recipe {}", fp8_format_name(model.fp8), fp8_recipe_name(model.fp8_recipe));
+    if (model.fp8_param_gather) text += " --fp8-param-gather";
+    if (model.bf16_end_blocks())
+      text += fmt::format(" --first-last-layers-bf16 --num-layers-at-start-in-bf16 {} --num-layers-at-end-in-bf16 {}",
+                          model.bf16_first_blocks, model.bf16_last_blocks);
+  }
+  if (model.moe()) {
+    text += fmt::format(" --num-experts {} --moe-router-topk {}", model.experts, model.router_topk);
+    if (model.moe_ffn_hidden > 0) text += fmt::format(" --moe-ffn-hidden-size {}", model.moe_ffn_hidden);
+    if (model.grouped_gemm) text += " --moe-grouped-gemm";
+    if (model.shared_expert_ffn > 0)
+      text += fmt::format(" --moe-shared-expert-intermediate-size {}", model.shared_expert_ffn);
+    if (model.capacity_factor > 0.0) text += fmt::format(" --moe-expert-capacity-factor {}", model.capacity_factor);
+    if (model.pad_to_capacity) text += " --moe-pad-expert-input-to-capacity";
+    if (!model.moe_layer_pattern.empty())
+      text += fmt::format(" --moe-layer-freq '[{}]'", fmt::join(model.moe_layer_pattern, ","));  // quoted for a shell
+    else if (model.moe_layer_freq != 1)
+      text += fmt::format(" --moe-layer-freq {}", model.moe_layer_freq);
+  }
+  return text;
+}
+
+}  // namespace baton::cli
