@@ -45,11 +45,11 @@ constexpr double kMaxMape = 10.0;  // percent, over every predicted row
 constexpr double kMaxRow = 25.0;   // percent
 
 using baton::GptModel;
+using baton::bench::MarkdownTable;
 
 // --tensor-share: the H100's GpuModel::tensor_share in place of the model's
 // (0: the model's).
 double tensor_share = 0.0;
-using baton::bench::MarkdownTable;
 
 // Meta's model cards and NeMo's GPT-3 configurations (README.md); the
 // sequence is the row's.

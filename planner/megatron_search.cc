@@ -369,8 +369,7 @@ Result<MegatronSearchResult> search_megatron_layouts(const GptModel& model, int 
   if (fixed.gpus && (*fixed.gpus < 1 || *fixed.gpus > topology.num_devices()))
     return Error{fmt::format("the layout's {} GPUs: the topology {} has {}", *fixed.gpus, topology.name,
                              topology.num_devices())};
-  if (fixed.overlap_param_gather && !fixed.overlap_grad_reduce)
-    return Error{"--overlap-param-gather needs --overlap-grad-reduce, as Megatron does"};
+  if (fixed.overlap_param_gather && !fixed.overlap_grad_reduce) return Error{kOverlapParamGatherNeedsGradReduce};
   const auto start = std::chrono::steady_clock::now();
   auto gpu = gpu_model(topology.device.name);
   if (!gpu) return gpu.error();

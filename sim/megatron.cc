@@ -412,8 +412,7 @@ Status check_megatron_layout(const GptModel& model, const MegatronLayout& layout
     return bad(
         "--overlap-param-gather needs --use-distributed-optimizer, as Megatron does (it overlaps the "
         "optimizer's all-gather of the weights)");
-  if (layout.overlap_param_gather && !layout.overlap_grad_reduce)
-    return bad("--overlap-param-gather needs --overlap-grad-reduce, as Megatron does");
+  if (layout.overlap_param_gather && !layout.overlap_grad_reduce) return bad(kOverlapParamGatherNeedsGradReduce);
   if (layout.zero_bubble < 0 || layout.zero_bubble > 2)
     return bad("--zero-bubble-max-pending-backward must be p (ZB-H1) or 2p (ZB-H2)");
   if (layout.zero_bubble_heuristic && layout.zero_bubble == 0)

@@ -490,5 +490,10 @@ double megatron_model_flops(const GptModel& model, const MegatronLayout& layout)
 // equal number of blocks (the account flags: L plus the counted layers
 // divisible by p, and by p x layers per virtual stage when interleaved).
 Status check_megatron_layout(const GptModel& model, const MegatronLayout& layout, int devices);
+// The rule of Megatron's that a layout check, the layout search's overlaps
+// (planner/megatron_search.h) and the command line's pins share:
+// --overlap-param-gather goes with --overlap-grad-reduce.
+inline constexpr const char* kOverlapParamGatherNeedsGradReduce =
+    "--overlap-param-gather needs --overlap-grad-reduce, as Megatron does";
 
 }  // namespace baton

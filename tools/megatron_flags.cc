@@ -161,8 +161,7 @@ MegatronAxes pinned_megatron_axes(const MegatronArgs& flags, const CLI::App& cmd
   axes.overlap_grad_reduce = flags.overlap_grad_reduce;
   axes.overlap_param_gather = flags.overlap_param_gather;
   axes.tp_comm_overlap = flags.tp_comm_overlap;
-  if (flags.overlap_param_gather && !flags.overlap_grad_reduce)
-    throw UsageError("--overlap-param-gather needs --overlap-grad-reduce, as Megatron does");
+  if (flags.overlap_param_gather && !flags.overlap_grad_reduce) throw UsageError(kOverlapParamGatherNeedsGradReduce);
   if (given("--decoder-first-pipeline-num-layers") || given("--decoder-last-pipeline-num-layers"))
     axes.stage_layers = std::make_pair(flags.first_stage_layers, flags.last_stage_layers);
   if (given("--enable-zero-bubble")) {
