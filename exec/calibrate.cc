@@ -263,7 +263,7 @@ Result<LinkMeasurement> measure_link_rank(const RankEnv& env, const LinkOptions&
     Link link{groups->world, *reduce, options.timeout, env.rank};
     LinkMeasurement out;
     out.ranks = env.world_size;
-    out.gloo_io = groups->io == GlooIo::kNormal ? "normal" : "idle";
+    out.gloo_io = gloo_io_name(groups->io);
     for (size_t i = 0; i < options.sizes_bytes.size(); ++i) {
       const int64_t bytes = options.sizes_bytes[i];
       if (env.rank <= 1) {

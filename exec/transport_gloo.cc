@@ -120,10 +120,12 @@ Status wait_work(const c10::intrusive_ptr<::c10d::Work>& work, Seconds timeout, 
   return ok_status();
 }
 
+const char* gloo_io_name(GlooIo io) { return io == GlooIo::kNormal ? "normal" : "idle"; }
+
 Result<GlooIo> gloo_io_from_environment() {
   const char* value = std::getenv(kGlooIoVariable);
-  if (value == nullptr || *value == '\0' || std::string(value) == "idle") return GlooIo::kIdle;
-  if (std::string(value) == "normal") return GlooIo::kNormal;
+  if (value == nullptr || *value == '\0' || std::string(value) == gloo_io_name(GlooIo::kIdle)) return GlooIo::kIdle;
+  if (std::string(value) == gloo_io_name(GlooIo::kNormal)) return GlooIo::kNormal;
   return Error{fmt::format("{}={}: the class of Gloo's I/O threads is idle (SCHED_IDLE, the default) or normal",
                            kGlooIoVariable, value)};
 }

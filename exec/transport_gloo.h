@@ -67,6 +67,8 @@ enum class GlooIo { kIdle, kNormal };
 // From BATON_GLOO_IO: unset, empty or "idle" is kIdle, "normal" kNormal;
 // anything else is an Error that names the variable.
 Result<GlooIo> gloo_io_from_environment();
+// "idle" or "normal", as BATON_GLOO_IO and calibration.gloo_io_threads spell it.
+const char* gloo_io_name(GlooIo io);
 
 struct GlooGroups {
   c10::intrusive_ptr<::c10d::Store> store;
