@@ -54,16 +54,8 @@ constexpr int kVocab = 131072;
 
 using baton::GptModel;
 using baton::MegatronLayout;
+using baton::bench::cell_whole;
 using baton::bench::MarkdownTable;
-
-int integer(const MarkdownTable& t, const std::vector<std::string>& row, const char* column) {
-  const double value = baton::bench::cell_number(row[t.column(column)], kProgram);
-  if (value != std::floor(value) || value < 1) {
-    std::fprintf(stderr, "%s: column '%s' holds %g, not a positive whole number\n", kProgram, column, value);
-    std::exit(2);
-  }
-  return static_cast<int>(value);
-}
 
 struct Tried {
   MegatronLayout layout;
@@ -114,18 +106,19 @@ std::vector<MegatronLayout> candidates(const GptModel& model, int t, int p, int 
 std::vector<Outcome> predict_rows(const MarkdownTable& t, const baton::Topology& topology, const baton::GpuModel& gpu) {
   std::vector<Outcome> out;
   for (const auto& r : t.rows) {
-    GptModel model{integer(t, r, "layers"), integer(t, r, "hidden"), integer(t, r, "heads"), kSequence, kVocab};
+    GptModel model{cell_whole(t, r, "layers"), cell_whole(t, r, "hidden"), cell_whole(t, r, "heads"), kSequence,
+                   kVocab};
     model.tied_output = false;
     model.flash_attention = true;
-    const int tensor = integer(t, r, "t"), pipeline = integer(t, r, "p"), data = integer(t, r, "d");
+    const int tensor = cell_whole(t, r, "t"), pipeline = cell_whole(t, r, "p"), data = cell_whole(t, r, "d");
     Outcome o;
     o.params = r[t.column("params")] + "B";
     o.published = baton::bench::cell_number(r[t.column("teraFLOP/s per GPU")], kProgram);
-    if (integer(t, r, "GPUs") != tensor * pipeline * data) {
+    if (cell_whole(t, r, "GPUs") != tensor * pipeline * data) {
       std::fprintf(stderr, "%s: %s: GPUs is not t x p x d\n", kProgram, o.params.c_str());
       std::exit(2);
     }
-    for (const MegatronLayout& layout : candidates(model, tensor, pipeline, data, integer(t, r, "batch"))) {
+    for (const MegatronLayout& layout : candidates(model, tensor, pipeline, data, cell_whole(t, r, "batch"))) {
       if (!baton::check_megatron_layout(model, layout, topology.num_devices())) continue;
       auto p = baton::predict_megatron(model, layout, topology, false, &gpu, false);
       if (!p) {

@@ -53,23 +53,15 @@ constexpr int kSequence = 2048;
 constexpr int kVocab = 51200;
 constexpr int kTensorTable2 = 8;  // the paper's rule: tensor parallelism fills a server
 
+using baton::bench::cell_whole;
 using baton::bench::MarkdownTable;
 
 double number(const std::string& cell) { return baton::bench::cell_number(cell, kProgram); }
-int integer(const MarkdownTable& t, const std::vector<std::string>& row, const char* column) {
-  const double value = number(row[t.column(column)]);
-  if (value != std::floor(value) || value < 1) {
-    std::fprintf(stderr, "%s: column '%s' holds %g, not a positive whole number\n", kProgram, column, value);
-    std::exit(2);
-  }
-  return static_cast<int>(value);
-}
-
 // The row's GPT model: its layers, hidden size and heads; sequence and
 // vocabulary as the paper states them for every row.
 baton::GptModel model_of(const MarkdownTable& t, const std::vector<std::string>& row) {
-  return baton::GptModel{integer(t, row, "layers"), integer(t, row, "hidden"), integer(t, row, "heads"), kSequence,
-                         kVocab};
+  return baton::GptModel{cell_whole(t, row, "layers"), cell_whole(t, row, "hidden"), cell_whole(t, row, "heads"),
+                         kSequence, kVocab};
 }
 
 struct Outcome {
@@ -113,8 +105,8 @@ std::vector<Outcome> table1(const MarkdownTable& t, const baton::Topology& topol
   std::vector<Outcome> out;
   for (const auto& r : t.rows) {
     const baton::GptModel model = model_of(t, r);
-    const int tensor = integer(t, r, "t"), pipeline = integer(t, r, "p"), gpus = integer(t, r, "GPUs"),
-              batch = integer(t, r, "batch");
+    const int tensor = cell_whole(t, r, "t"), pipeline = cell_whole(t, r, "p"), gpus = cell_whole(t, r, "GPUs"),
+              batch = cell_whole(t, r, "batch");
     const std::string params = r[t.column("params")] + "B";
     if (gpus % (tensor * pipeline) != 0) {
       std::fprintf(stderr, "%s: Table 1's %s: %d GPUs are not a multiple of t x p\n", kProgram, params.c_str(), gpus);
@@ -155,8 +147,8 @@ std::vector<Outcome> table2(const MarkdownTable& t, const baton::Topology& topol
   std::vector<Outcome> out;
   for (const auto& r : t.rows) {
     const baton::GptModel model = model_of(t, r);
-    const int model_parallel = integer(t, r, "M"), gpus = integer(t, r, "GPUs"), batch = integer(t, r, "batch"),
-              micro = integer(t, r, "micro-batch");
+    const int model_parallel = cell_whole(t, r, "M"), gpus = cell_whole(t, r, "GPUs"),
+              batch = cell_whole(t, r, "batch"), micro = cell_whole(t, r, "micro-batch");
     Outcome o;
     o.params = r[t.column("params")] + "B";
     if (model_parallel % kTensorTable2 != 0 || gpus % model_parallel != 0) {
@@ -199,8 +191,8 @@ std::vector<Recomputation> table5(const MarkdownTable& t, const baton::Topology&
   std::vector<Recomputation> out;
   for (const auto& r : t.rows) {
     const baton::GptModel model = model_of(t, r);
-    const int tensor = integer(t, r, "t"), pipeline = integer(t, r, "p"), gpus = integer(t, r, "GPUs"),
-              batch = integer(t, r, "batch");
+    const int tensor = cell_whole(t, r, "t"), pipeline = cell_whole(t, r, "p"), gpus = cell_whole(t, r, "GPUs"),
+              batch = cell_whole(t, r, "batch");
     Recomputation o;
     o.model = r[t.column("model")];
     o.published_full = number(r[t.column("full recompute s")]);

@@ -88,14 +88,8 @@ struct Row {
 };
 
 int whole(const MarkdownTable& t, const std::vector<std::string>& row, const char* column) {
-  const std::string& cell = row[t.column(column)];
-  if (cell == "n/a") return 1;
-  const double value = baton::bench::cell_number(cell, kProgram);
-  if (value != std::floor(value) || value < 1) {
-    std::fprintf(stderr, "%s: column '%s' holds %s, not a positive whole number\n", kProgram, column, cell.c_str());
-    std::exit(2);
-  }
-  return static_cast<int>(value);
+  if (row[t.column(column)] == "n/a") return 1;
+  return baton::bench::cell_whole(t, row, column);
 }
 
 // The layout the row states, with what README.md fills in.

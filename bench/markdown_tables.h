@@ -9,6 +9,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -98,6 +99,18 @@ inline double cell_number(const std::string& cell, const char* program) {
   }
   std::fprintf(stderr, "%s: '%s' is not a number\n", program, cell.c_str());
   std::exit(2);
+}
+
+// The row's cell in `column` as a positive whole number; exits 2 naming the
+// column and quoting the cell when it is not one.
+inline int cell_whole(const MarkdownTable& t, const std::vector<std::string>& row, const char* column) {
+  const std::string& cell = row[t.column(column)];
+  const double value = cell_number(cell, t.program);
+  if (value != std::floor(value) || value < 1) {
+    std::fprintf(stderr, "%s: column '%s' holds %s, not a positive whole number\n", t.program, column, cell.c_str());
+    std::exit(2);
+  }
+  return static_cast<int>(value);
 }
 
 }  // namespace baton::bench
