@@ -12,7 +12,18 @@ namespace baton {
 
 namespace {
 
-enum class AxisKind { kWhole, kWholeOrZero, kRecompute, kYesNo, kZeroBubble, kVSchedule, kFp8, kTopology, kCluster };
+enum class AxisKind {
+  kWhole,
+  kWholeOrZero,
+  kRecompute,
+  kYesNo,
+  kZeroBubble,
+  kVSchedule,
+  kDispatcher,
+  kFp8,
+  kTopology,
+  kCluster
+};
 
 struct AxisInfo {
   const char* name;
@@ -37,6 +48,7 @@ constexpr AxisInfo kLayoutAxes[] = {
     {"tp-comm-overlap", "", AxisKind::kYesNo},
     {"zero-bubble", "", AxisKind::kZeroBubble},
     {"v-schedule", "", AxisKind::kVSchedule},
+    {"moe-token-dispatcher-type", "", AxisKind::kDispatcher},
     {"fp8-format", "", AxisKind::kFp8},
     {"topology", "", AxisKind::kTopology},
 };
@@ -46,7 +58,7 @@ constexpr const char* kAxisList =
     "expert-model-parallel-size (ep), expert-tensor-parallel-size (etp), micro-batch-size (mbs), "
     "global-batch-size (gbs), num-layers-per-virtual-pipeline-stage (vpp), recompute-granularity, "
     "sequence-parallel, use-distributed-optimizer, overlap-grad-reduce, overlap-param-gather, tp-comm-overlap, "
-    "zero-bubble, v-schedule, fp8-format, topology, "
+    "zero-bubble, v-schedule, moe-token-dispatcher-type, fp8-format, topology, "
     "servers, "
     "devices_per_server, bandwidth_gbps.L, latency_us.L, memory_gib";
 
@@ -84,6 +96,9 @@ Result<std::string> canonical_value(const AxisInfo& info, const std::string& val
     case AxisKind::kVSchedule:
       if (parse_v_schedule(value)) return value;
       return bad("none, zbv or dualpipev");
+    case AxisKind::kDispatcher:
+      if (parse_moe_dispatcher(value)) return value;
+      return bad("allgather or alltoall");
     case AxisKind::kFp8:
       if (parse_fp8_format(value)) return value;
       return bad("none, e4m3 or hybrid");
@@ -157,6 +172,7 @@ void apply_layout_axis(const std::string& name, const std::string& value, Megatr
   if (name == "tp-comm-overlap") pinned.tp_comm_overlap = layout.tp_comm_overlap = yes;
   if (name == "zero-bubble") pinned.zero_bubble = layout.zero_bubble = *parse_zero_bubble(value);
   if (name == "v-schedule") pinned.v_schedule = layout.v_schedule = *parse_v_schedule(value);
+  if (name == "moe-token-dispatcher-type") pinned.moe_dispatcher = layout.moe_dispatcher = *parse_moe_dispatcher(value);
 }
 
 }  // namespace

@@ -143,6 +143,13 @@ std::vector<int> expert_tensor_sizes(const GptModel& model, int t, const Megatro
   return {0, 1};
 }
 
+// The MoE token dispatchers (with experts): both, or the pinned one; the
+// default alone for a dense model.
+std::vector<MoeDispatcher> moe_dispatchers(const GptModel& model, const MegatronAxes& fixed) {
+  if (!model.moe()) return {MoeDispatcher::kAllGather};
+  return pinned_or(fixed.moe_dispatcher, {MoeDispatcher::kAllGather, MoeDispatcher::kAllToAll});
+}
+
 // The expert-parallel sizes for a pipeline rank's `gpus` = t c d GPUs and
 // expert tensor parallelism etp (see megatron_search.h): the divisors of
 // t c d / etp that divide E; 1 for a dense model.
@@ -200,12 +207,14 @@ std::vector<MegatronLayout> enumerate(const GptModel& model, int global_batch, b
                   l.bf16 = bf16;
                   for (ContextComm comm : context_comms(c, fixed))
                     for (int etp : expert_tensor_sizes(model, t, fixed))
-                      for (int ep : expert_sizes(model, t * d * c, etp > 0 ? etp : t, fixed)) {
-                        l.context_comm = comm;
-                        l.expert_tensor = etp;
-                        l.expert_parallel = ep;
-                        if (check_megatron_layout(model, l, gpus)) out.push_back(l);
-                      }
+                      for (int ep : expert_sizes(model, t * d * c, etp > 0 ? etp : t, fixed))
+                        for (MoeDispatcher dispatcher : moe_dispatchers(model, fixed)) {
+                          l.context_comm = comm;
+                          l.expert_tensor = etp;
+                          l.expert_parallel = ep;
+                          l.moe_dispatcher = dispatcher;
+                          if (check_megatron_layout(model, l, gpus)) out.push_back(l);
+                        }
                 }
       }
   }
@@ -245,9 +254,9 @@ std::vector<MegatronCandidate> fitting_layouts(const GptModel& model, int global
   std::vector<MegatronCandidate> fitting;
   // (p, chunks, m, schedule, share, blocks of each chunk)
   std::map<std::tuple<int, int, int, Schedule, double, std::vector<int>>, std::vector<HeldPeak>> held;
-  std::map<int, CollectiveTime> collectives;                                  // per t
-  std::map<std::tuple<int, int, ContextComm>, CollectiveTime> context_comms;  // per t, c and type
-  std::map<std::pair<int, int>, CollectiveTime> expert_comms;                 // per etp and ep
+  std::map<int, CollectiveTime> collectives;                                   // per t
+  std::map<std::tuple<int, int, ContextComm>, CollectiveTime> context_comms;   // per t, c and type
+  std::map<std::tuple<int, int, MoeDispatcher>, CollectiveTime> expert_comms;  // per etp, ep and dispatcher
   const CollectiveTime no_collective;
   auto tensor_collective = [&](int size) -> const CollectiveTime& {
     auto found = collectives.find(size);
@@ -265,10 +274,10 @@ std::vector<MegatronCandidate> fitting_layouts(const GptModel& model, int global
     auto context = context_comms.find(comm_key);
     if (context == context_comms.end())
       context = context_comms.emplace(comm_key, context_comm_time(topology, layout)).first;
-    const auto expert_key = std::make_pair(etp, layout.expert_parallel);
+    const auto expert_key = std::make_tuple(etp, layout.expert_parallel, layout.moe_dispatcher);
     auto expert = expert_comms.find(expert_key);
     if (expert == expert_comms.end())
-      expert = expert_comms.emplace(expert_key, expert_all_to_all_time(topology, layout)).first;
+      expert = expert_comms.emplace(expert_key, expert_dispatch_time(topology, layout)).first;
     // The lower bound and the memory need no gradient reduction: weight 1.
     const MegatronProfile profile =
         make_megatron_profile(model, layout, gpu, collective, {}, context->second, expert->second, 1.0, expert_tensor);

@@ -57,14 +57,15 @@ namespace baton {
 
 struct MegatronAxes {  // a set field pins its axis
   std::optional<int> tensor, pipeline, micro_batch, layers_per_virtual_stage;
-  std::optional<int> data;                  // d
-  std::optional<int> context;               // c (context parallel)
-  std::optional<ContextComm> context_comm;  // its --cp-comm-type (with c > 1)
-  std::optional<int> expert_parallel;       // ep (with experts)
-  std::optional<int> expert_tensor;         // etp (with experts; default: searched, 1 or t)
-  std::optional<int> gpus;                  // t p c d: this many of the topology's GPUs (the first ones); default all
-  std::optional<int> zero_bubble;           // MegatronLayout::zero_bubble: 0, 1 (ZB-H1), 2 (ZB-H2)
-  std::optional<VSchedule> v_schedule;      // MegatronLayout::v_schedule (kNone: no V)
+  std::optional<int> data;                      // d
+  std::optional<int> context;                   // c (context parallel)
+  std::optional<ContextComm> context_comm;      // its --cp-comm-type (with c > 1)
+  std::optional<int> expert_parallel;           // ep (with experts)
+  std::optional<int> expert_tensor;             // etp (with experts; default: searched, 1 or t)
+  std::optional<MoeDispatcher> moe_dispatcher;  // with experts; default: both searched
+  std::optional<int> gpus;              // t p c d: this many of the topology's GPUs (the first ones); default all
+  std::optional<int> zero_bubble;       // MegatronLayout::zero_bubble: 0, 1 (ZB-H1), 2 (ZB-H2)
+  std::optional<VSchedule> v_schedule;  // MegatronLayout::v_schedule (kNone: no V)
   std::optional<std::pair<int, int>> stage_layers;  // first and last stage's blocks, (0, 0) even
   std::optional<Recompute> recompute;
   std::optional<bool> sequence_parallel, distributed_optimizer;

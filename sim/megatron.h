@@ -291,10 +291,21 @@ const char* context_comm_name(ContextComm comm);  // "p2p", "all_gather", "a2a"
 // The names back, and "allgather" (as Megatron's help text spells it; the
 // flag's value goes to Transformer Engine, which takes "all_gather").
 std::optional<ContextComm> parse_context_comm(std::string_view name);
-const char* v_schedule_name(VSchedule schedule);                   // "none", "zbv", "dualpipev"
-std::optional<VSchedule> parse_v_schedule(std::string_view name);  // the names back
-const char* recompute_name(Recompute recompute);                   // "none", "selective", "full"
-const char* zero_bubble_name(int zero_bubble);                     // "1f1b", "zb-h1", "zb-h2"
+// How a MoE layer moves the tokens to their experts and back (Megatron-core's
+// --moe-token-dispatcher-type; sim/megatron_block.h has the terms):
+// allgather (Megatron-core's default) gathers every token of the etp x ep
+// GPUs of an expert group onto each of them, which keeps its own experts'
+// tokens, and reduce-scatters the experts' outputs back; alltoall sends each
+// token's k copies to the ranks of their experts and back by all-to-alls
+// among the ep ranks, the etp GPUs of an expert then gathering what their
+// expert received. DeepEP's flex is not modelled.
+enum class MoeDispatcher { kAllGather, kAllToAll };
+const char* moe_dispatcher_name(MoeDispatcher dispatcher);                 // "allgather", "alltoall"
+std::optional<MoeDispatcher> parse_moe_dispatcher(std::string_view name);  // the names back
+const char* v_schedule_name(VSchedule schedule);                           // "none", "zbv", "dualpipev"
+std::optional<VSchedule> parse_v_schedule(std::string_view name);          // the names back
+const char* recompute_name(Recompute recompute);                           // "none", "selective", "full"
+const char* zero_bubble_name(int zero_bubble);                             // "1f1b", "zb-h1", "zb-h2"
 // The names back; nothing for any other text.
 std::optional<Recompute> parse_recompute(std::string_view name);
 std::optional<int> parse_zero_bubble(std::string_view name);
@@ -379,12 +390,12 @@ struct MegatronLayout {
   ContextComm context_comm = ContextComm::kP2P;
   // Expert parallelism (Megatron-core's --expert-model-parallel-size ep, with
   // --num-experts): the E experts of every block split over ep of the d c
-  // ranks that would each hold them all (E / ep each), which send each
-  // token to the rank of its experts and back by all-to-alls (Megatron-core's
-  // alltoall token dispatcher) and reduce the experts' gradients over the
-  // d c / ep ranks that hold the same experts. The other weights stay
-  // replicated over d c.
+  // ranks that would each hold them all (E / ep each), which move each
+  // token to the rank of its experts and back as `moe_dispatcher` says and
+  // reduce the experts' gradients over the d c / ep ranks that hold the
+  // same experts. The other weights stay replicated over d c.
   int expert_parallel = 1;
+  MoeDispatcher moe_dispatcher = MoeDispatcher::kAllGather;  // Megatron-core's default
   // Expert tensor parallelism (Megatron-core's --expert-tensor-parallel-size
   // etp; 0: t, its default): each expert's weights split over etp GPUs as a
   // dense MLP's over t. The experts have a grid of their own over the t c d

@@ -52,6 +52,7 @@ nlohmann::json megatron_arguments(const GptModel& model, const MegatronLayout& l
   if (layout.expert_parallel > 1) arguments["expert_model_parallel_size"] = layout.expert_parallel;
   if (layout.expert_tensor_parallel() != layout.tensor)
     arguments["expert_tensor_parallel_size"] = layout.expert_tensor_parallel();
+  if (model.moe()) arguments["moe_token_dispatcher_type"] = moe_dispatcher_name(layout.moe_dispatcher);
   if (!model.beyond_gpt()) return arguments;
   arguments["ffn_hidden_size"] = model.ffn();
   arguments["swiglu"] = model.swiglu;
@@ -183,6 +184,12 @@ Status read_choices(const nlohmann::json& arguments, const json_fields::FieldPat
     auto comm = read_named(arguments, at, "cp_comm_type", parse_context_comm, "p2p, all_gather or a2a");
     if (!comm) return comm.error();
     l.context_comm = *comm;
+  }
+  if (arguments.contains("moe_token_dispatcher_type")) {
+    auto dispatcher =
+        read_named(arguments, at, "moe_token_dispatcher_type", parse_moe_dispatcher, "allgather or alltoall");
+    if (!dispatcher) return dispatcher.error();
+    l.moe_dispatcher = *dispatcher;
   }
   if (arguments.contains("expert_model_parallel_size")) {
     auto ep = json_fields::read_integer(arguments, at, "expert_model_parallel_size", 1);
@@ -431,7 +438,8 @@ Result<MegatronSpec> megatron_from_arguments(const nlohmann::json& arguments, co
                                                "cp_comm_type",
                                                "pipeline_model_parallel_layout",
                                                "expert_model_parallel_size",
-                                               "expert_tensor_parallel_size"});
+                                               "expert_tensor_parallel_size",
+                                               "moe_token_dispatcher_type"});
       !ok)
     return ok.error();
   MegatronSpec spec;

@@ -61,7 +61,9 @@ class FieldPath;
 // "num_layers_at_end_in_bf16" (written when it is true; absent: false, 1, 1);
 // the layout's "expert_model_parallel_size" is written only above 1 (read as
 // 1 when absent), "expert_tensor_parallel_size" only when it is not t (read
-// as t when absent or null, Megatron's default).
+// as t when absent or null, Megatron's default), "moe_token_dispatcher_type"
+// ("allgather", "alltoall") with experts (read as allgather when absent,
+// Megatron-core's default).
 // clang-format off
 inline constexpr std::array<const char*, 31> kGptArchitectureKeys = {
     "ffn_hidden_size", "swiglu", "group_query_attention", "num_query_groups", "disable_bias_linear",

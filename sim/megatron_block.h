@@ -37,6 +37,7 @@ struct BlockShape {
   double mlp_m, mlp_gemms, mlp_t;
   bool grouped;
   double experts, topk, ep;  // topk: GptModel::expert_copies (k, dropless)
+  MoeDispatcher dispatcher;  // MegatronLayout::moe_dispatcher
   double expert_parameters;  // gpt_block_expert_parameters
   double shared;             // the shared expert's width S (0: none)
   // The attention core's head widths, the query's and key's and the value's:
@@ -182,27 +183,46 @@ AttentionLinears attention_linears(const GpuModel& gpu, const BlockShape& x);
 Seconds attention_collectives(const BlockShape& x, const CollectiveTime& tp_allreduce);
 
 // Mixture of experts' work around the experts, per block and pass (Megatron-
-// core's MoE layer with the alltoall token dispatcher), on the T / t tokens
-// of a rank's sequence-parallel shard (T without tensor parallelism):
+// core's MoE layer), on the T / t tokens of a rank's sequence-parallel shard
+// (T without tensor parallelism):
 //   router: logits [T / t x h] x [h x E] (its backward: the input's and the
 //     weight's gradient), the softmax and top-k over T / t x E values;
-//   permutation: each token copied to its k experts' order before the
+//   with the alltoall dispatcher (MegatronLayout::moe_dispatcher):
+//   - permutation: each token copied to its k experts' order before the
 //     dispatch and summed back after the combine (T / t k h values read and
 //     written each), the same in the backward;
-//   the dispatch: an all-to-all among the ep ranks of the tokens' k copies
+//   - the dispatch: an all-to-all among the ep ranks of the tokens' k copies
 //     (T / t k h values a GPU), and the combine bringing the experts' outputs
 //     back (the same), each way (`expert_comm`: the all-to-all in which each
 //     GPU holds `bytes`); not overlapped;
-//   expert tensor parallelism: the etp GPUs that split each expert's weights
+//   - expert tensor parallelism: the etp GPUs that split each expert's weights
 //     (as t split a dense MLP's; etp = t by default) all-gather the tokens
 //     their experts received and reduce-scatter the outputs, k T etp / t h
 //     values (k T h with etp = t, where the dense MLP's sequence-parallel
 //     collectives move T h), not overlapped with a weight-gradient GEMM in
-//     the backward; none with etp = 1.
+//     the backward; none with etp = 1;
+//   with the allgather dispatcher (Megatron-core's MoEAllGatherTokenDispatcher),
+//   over the G = etp ep consecutive GPUs of an expert group (its tp_ep group):
+//   - the dispatch all-gathers the shard's tokens, their routing map (a byte
+//     a token and expert) and probabilities (2 bytes each) from the G GPUs,
+//     G T / t tokens, and the combine reduce-scatters the experts' outputs,
+//     unpermuted into a tensor of the gathered size, back to each GPU's
+//     shard: a ring all-reduce of the gathered tokens (its two halves) plus
+//     half a one of the map's and half a one of the probabilities', each way
+//     (the backward reduce-scatters the tokens' gradients and the
+//     probabilities', and all-gathers the outputs'; taken as the same), none
+//     with G = 1; `expert_comm` is then the all-reduce among the G GPUs of
+//     `bytes`; not overlapped, and no collective of the etp GPUs besides;
+//   - permutation: the rows routed to the rank's experts (T k etp / t tokens)
+//     read from the gathered tokens and written, and scattered back into the
+//     gathered size, whose (G - 1) T / t h values beyond the shard's own are
+//     written too, the same in the backward (with G = 1, alltoall's terms).
 // The kernels the host dispatches for them (router GEMM, softmax, top-k, the
 // auxiliary loss's three, the permutation's two and the unpermutation's two;
-// in the backward two more for the router's gradients; the all-to-alls) are
-// counted from Megatron-core's MoE layer, not measured.
+// in the backward two more for the router's gradients; the all-to-alls, or
+// the allgather dispatcher's three all-gathers and one reduce-scatter forward
+// and three collectives backward) are counted from Megatron-core's MoE layer,
+// not measured.
 // A shared expert of width S runs as a dense MLP beside them on all T
 // tokens: its two GEMMs (S / t wide; the up projection 2 S / t with
 // SwiGLU), its activation, and the dense MLP's tensor-parallel collectives,
@@ -213,7 +233,7 @@ struct MoeTime {
   // The experts' all-gather and reduce-scatter (and the shared expert's
   // collectives), forward and exposed backward.
   Seconds forward_comm, backward_comm;
-  Seconds all_to_all;  // each way: the dispatch and the combine
+  Seconds all_to_all;  // each way: the dispatch and the combine (the dispatcher's collectives)
   int forward_kernels = 0, backward_kernels = 0;
 };
 MoeTime moe_time(const GpuModel& gpu, const BlockShape& x, const CollectiveTime& tp_allreduce,

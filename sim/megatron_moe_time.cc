@@ -9,6 +9,12 @@ namespace {
 constexpr int kMoeForwardKernels = 10;
 constexpr int kMoeBackwardKernels = 12;
 constexpr int kMoeAllToAllKernels = 2;
+// The allgather dispatcher's collectives: the tokens', the routing map's and
+// the probabilities' all-gathers and the outputs' reduce-scatter forward; the
+// outputs' all-gather and the tokens' and probabilities' reduce-scatters
+// backward.
+constexpr int kMoeAllGatherCollectives = 4;
+constexpr int kMoeAllGatherBackwardCollectives = 3;
 // Experts run one after another (no --moe-grouped-gemm): each local expert
 // beyond the first dispatches its up GEMM, activation and down GEMM, and in
 // the backward their gradients (two GEMMs each for up and down, the
@@ -46,16 +52,36 @@ MoeTime moe_time(const GpuModel& gpu, const BlockShape& x, const CollectiveTime&
   const double copies = local * x.topk * x.h * kHalf;
   const Seconds router = gpu.gemm(local, x.experts, x.h);
   const Seconds routing = gpu.memory_bound(2.0 * local * x.experts * kHalf) * 2.0;  // softmax, top-k
-  const Seconds permutation = gpu.memory_bound(2.0 * copies) * 2.0;                 // permute, unpermute
   time.weight_gradient = gpu.gemm(x.h, x.experts, local);
+  Seconds permutation;  // permute and unpermute
+  int collectives = 0;  // the dispatcher's kernels in the forward
+  if (x.dispatcher == MoeDispatcher::kAllToAll) {
+    permutation = gpu.memory_bound(2.0 * copies) * 2.0;
+    if (x.mlp_t > 1) time.forward_comm = time.backward_comm = expert_tp(x.mlp_m * x.mlp_gemms * x.h * kHalf);
+    if (x.ep > 1 && expert_comm) time.all_to_all = expert_comm(copies) * 2.0;
+    collectives = x.ep > 1 ? kMoeAllToAllKernels : 0;
+  } else {
+    const double group = x.mlp_t * x.ep;  // the expert group's G = etp ep GPUs
+    const double gathered = group * local;
+    const double received = x.tokens * x.topk * x.mlp_t / x.t;  // rows routed to the rank's experts
+    // The unpermuted outputs fill the gathered size: beyond the shard's own
+    // (which the alltoall dispatcher's unpermutation writes too), the other
+    // G - 1 shards' rows.
+    permutation = gpu.memory_bound(2.0 * received * x.h * kHalf) * 2.0;
+    if (group > 1) permutation += gpu.memory_bound((gathered - local) * x.h * kHalf);
+    if (group > 1 && expert_comm) {
+      time.all_to_all = expert_comm(gathered * x.h * kHalf) + expert_comm(gathered * x.experts) * 0.5 +
+                        expert_comm(gathered * x.experts * kHalf) * 0.5;
+      collectives = kMoeAllGatherCollectives;
+    }
+  }
   time.forward_compute = router + routing + permutation;
   time.backward_compute = gpu.gemm(local, x.h, x.experts) + time.weight_gradient + routing + permutation;
-  if (x.mlp_t > 1) time.forward_comm = time.backward_comm = expert_tp(x.mlp_m * x.mlp_gemms * x.h * kHalf);
-  if (x.ep > 1 && expert_comm) time.all_to_all = expert_comm(copies) * 2.0;
   const int sequential = x.grouped ? 0 : static_cast<int>(x.mlp_gemms) - 1;
-  const int all_to_all = x.ep > 1 ? kMoeAllToAllKernels : 0;
-  time.forward_kernels = kMoeForwardKernels + all_to_all + kExpertForwardKernels * sequential;
-  time.backward_kernels = kMoeBackwardKernels + all_to_all + kExpertBackwardKernels * sequential;
+  const int backward_collectives =
+      x.dispatcher == MoeDispatcher::kAllGather && collectives > 0 ? kMoeAllGatherBackwardCollectives : collectives;
+  time.forward_kernels = kMoeForwardKernels + collectives + kExpertForwardKernels * sequential;
+  time.backward_kernels = kMoeBackwardKernels + backward_collectives + kExpertBackwardKernels * sequential;
   add_shared_expert(time, gpu, x, tp_allreduce);
   return time;
 }

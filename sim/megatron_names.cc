@@ -1,6 +1,6 @@
 // Megatron's names for the choices of sim/megatron.h (recomputation, the
-// zero-bubble and V schedules, context-parallel communication, FP8 format and
-// recipe), and their readers: the names its flags take, so plan files,
+// zero-bubble and V schedules, context-parallel communication, the MoE token
+// dispatcher, FP8 format and recipe), and their readers: the names its flags take, so plan files,
 // reports and `plan`'s emitted flags spell them as Megatron-LM does.
 #include "sim/megatron.h"
 
@@ -72,6 +72,18 @@ const char* context_comm_name(ContextComm comm) {
 std::optional<ContextComm> parse_context_comm(std::string_view name) {
   if (name == "allgather") return ContextComm::kAllGather;  // Megatron's help text spells it so
   return by_name(name, {ContextComm::kP2P, ContextComm::kAllGather, ContextComm::kAllToAll}, context_comm_name);
+}
+
+const char* moe_dispatcher_name(MoeDispatcher dispatcher) {
+  switch (dispatcher) {
+    case MoeDispatcher::kAllGather: return "allgather";
+    case MoeDispatcher::kAllToAll: return "alltoall";
+  }
+  return "allgather";
+}
+
+std::optional<MoeDispatcher> parse_moe_dispatcher(std::string_view name) {
+  return by_name(name, {MoeDispatcher::kAllGather, MoeDispatcher::kAllToAll}, moe_dispatcher_name);
 }
 
 const char* fp8_format_name(Fp8Format format) {

@@ -238,6 +238,16 @@ CollectiveTime expert_all_to_all_time(const Topology& topology, const MegatronLa
   return [network, group](double bytes) { return network.allreduce_time(group, Bytes::counted(bytes)) * 0.5; };
 }
 
+CollectiveTime expert_dispatch_time(const Topology& topology, const MegatronLayout& layout) {
+  if (layout.moe_dispatcher == MoeDispatcher::kAllToAll) return expert_all_to_all_time(topology, layout);
+  const int group = layout.expert_tensor_parallel() * std::max(1, layout.expert_parallel);
+  if (group < 2) return {};
+  std::vector<int> gpus;
+  for (int j = 0; j < group; ++j) gpus.push_back(j);
+  const Network network(topology);
+  return [network, gpus](double bytes) { return network.allreduce_time(gpus, Bytes::counted(bytes)); };
+}
+
 double expert_gradient_weight(const Topology& topology, const MegatronLayout& layout) {
   const int ep = std::max(1, layout.expert_parallel);
   if (ep == 1) return 1.0;

@@ -130,6 +130,12 @@ CollectiveTime context_comm_time(const Topology& topology, const MegatronLayout&
 // all-reduce of `bytes` (the all-gather of them, which moves what the
 // all-to-all's (ep - 1) / ep of them take). Empty with ep = 1.
 CollectiveTime expert_all_to_all_time(const Topology& topology, const MegatronLayout& layout);
+// The MoE dispatcher's collective (make_megatron_profile's `expert_comm`):
+// with the alltoall dispatcher expert_all_to_all_time; with allgather the
+// all-reduce of `bytes` among the etp ep consecutive GPUs of an expert group
+// (Megatron-core's expert grid tp-ep-dp-pp; sim/megatron_block.h says how
+// its halves are charged); empty when that group is one GPU.
+CollectiveTime expert_dispatch_time(const Topology& topology, const MegatronLayout& layout);
 // make_megatron_profile's `expert_gradient_weight`: the simulator reduces a
 // pipeline rank's gradients over its d c tensor-parallel groups; the
 // experts' are reduced over the t c d / (etp ep) expert-tensor-parallel

@@ -53,6 +53,13 @@ void add_megatron_flags(CLI::App& cmd, MegatronArgs& args) {
                  "the tensor-parallel group")
       ->check(at_least(1))
       ->group(group);
+  cmd.add_option("--moe-token-dispatcher-type", args.moe_dispatcher,
+                 "with --num-experts, how tokens reach their experts: allgather (Megatron-core's default: every "
+                 "token of the etp x ep GPUs of an expert group gathered onto each, the outputs reduce-scattered "
+                 "back) or alltoall (each token's k copies sent to their experts' ranks and back by all-to-alls "
+                 "among the ep ranks); flex (DeepEP) is refused. plan tries both unless this pins one")
+      ->check(CLI::IsMember({"allgather", "alltoall", "flex"}))
+      ->group(group);
   cmd.add_option("--num-layers-per-virtual-pipeline-stage", args.layers_per_virtual_stage,
                  "interleaved 1F1B with L / (p x this) chunks per GPU")
       ->check(at_least(1))
@@ -142,6 +149,15 @@ ContextComm context_comm_of(const std::string& name) {
     throw UsageError("--cp-comm-type " + name + ": baton models p2p, all_gather and a2a, not the hierarchical a2a+p2p");
   return *comm;
 }
+
+// --moe-token-dispatcher-type's value; UsageError for DeepEP's flex.
+MoeDispatcher moe_dispatcher_of(const std::string& name) {
+  const std::optional<MoeDispatcher> dispatcher = parse_moe_dispatcher(name);
+  if (!dispatcher)
+    throw UsageError("--moe-token-dispatcher-type " + name +
+                     ": baton models allgather and alltoall, not DeepEP's flex dispatcher");
+  return *dispatcher;
+}
 }  // namespace
 
 MegatronAxes pinned_megatron_axes(const MegatronArgs& flags, const CLI::App& cmd) {
@@ -197,6 +213,7 @@ MegatronAxes pinned_megatron_axes(const MegatronArgs& flags, const CLI::App& cmd
   if (given("--expert-model-parallel-size")) axes.expert_parallel = flags.expert_parallel;
   if (given("--expert-tensor-parallel-size")) axes.expert_tensor = flags.expert_tensor;
   if (!flags.cp_comm_type.empty()) axes.context_comm = context_comm_of(flags.cp_comm_type);
+  if (!flags.moe_dispatcher.empty()) axes.moe_dispatcher = moe_dispatcher_of(flags.moe_dispatcher);
   return axes;
 }
 
@@ -261,6 +278,7 @@ MegatronRun megatron_flags_unchecked(const MegatronArgs& args) {
   layout.expert_parallel = args.expert_parallel;
   layout.expert_tensor = args.expert_tensor;
   if (!args.cp_comm_type.empty()) layout.context_comm = context_comm_of(args.cp_comm_type);
+  if (!args.moe_dispatcher.empty()) layout.moe_dispatcher = moe_dispatcher_of(args.moe_dispatcher);
   layout.first_stage_layers = args.first_stage_layers;
   layout.last_stage_layers = args.last_stage_layers;
   layout.embedding_in_split = args.embedding_in_split;

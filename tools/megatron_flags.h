@@ -26,6 +26,7 @@ struct MegatronArgs {
   int context = 1;               // --context-parallel-size
   int expert_parallel = 1;       // --expert-model-parallel-size
   int expert_tensor = 0;         // --expert-tensor-parallel-size; 0: t
+  std::string moe_dispatcher;    // --moe-token-dispatcher-type: "" (allgather), allgather, alltoall (flex refused)
   std::string cp_comm_type;      // --cp-comm-type: "", p2p (others refused)
   std::string recompute;         // "", "selective", "full"
   std::string recompute_method;  // --recompute-method: "", uniform, block (refused)

@@ -32,6 +32,7 @@ std::string megatron_flags_of(const GptModel& model, const MegatronLayout& l) {
   if (l.expert_parallel > 1) text += fmt::format(" --expert-model-parallel-size {}", l.expert_parallel);
   if (l.expert_tensor_parallel() != l.tensor)
     text += fmt::format(" --expert-tensor-parallel-size {}", l.expert_tensor_parallel());
+  if (model.moe()) text += fmt::format(" --moe-token-dispatcher-type {}", moe_dispatcher_name(l.moe_dispatcher));
   if (l.layers_per_virtual_stage > 0)
     text += fmt::format(" --num-layers-per-virtual-pipeline-stage {}", l.layers_per_virtual_stage);
   if (l.recompute != Recompute::kNone) text += fmt::format(" --recompute-granularity {}", recompute_name(l.recompute));

@@ -21,15 +21,19 @@ struct Part {
   Seconds time;
 };
 
-// The context-parallel exchange only where there is one (c > 1), the
-// expert-parallel all-to-alls likewise (ep > 1).
+// The context-parallel exchange only where there is one (c > 1), the MoE
+// dispatcher's collectives likewise (ep > 1, or any time charged: the
+// allgather dispatcher's over etp GPUs with ep = 1).
 std::vector<Part> parts(const MegatronBreakdown& b, const MegatronLayout& layout) {
   std::vector<Part> all = {{"compute (GEMMs, memory-bound kernels)", "compute", b.compute},
                            {"tensor-parallel collectives (exposed)", "tensor_parallel_comm", b.tensor_comm}};
   if (layout.context > 1)
     all.push_back({"context-parallel exchange (exposed)", "context_parallel_comm", b.context_comm});
-  if (layout.expert_parallel > 1)
-    all.push_back({"expert-parallel all-to-alls (dispatch, combine)", "expert_parallel_comm", b.expert_comm});
+  if (layout.expert_parallel > 1 || b.expert_comm.value > 0.0)
+    all.push_back({layout.moe_dispatcher == MoeDispatcher::kAllToAll
+                       ? "expert-parallel all-to-alls (dispatch, combine)"
+                       : "expert all-gathers, reduce-scatters (dispatch, combine)",
+                   "expert_parallel_comm", b.expert_comm});
   const std::vector<Part> rest = {
       {"recomputation", "recompute", b.recompute},
       {"host dispatch and loop (GPU waiting for the host)", "host_dispatch", b.host},
@@ -55,11 +59,12 @@ std::string layout_line(const GptModel& model, const MegatronLayout& layout) {
       layout.pipeline,
       layout.context > 1 ? fmt::format(" x c {} ({})", layout.context, context_comm_name(layout.context_comm)) : "",
       layout.data,
-      layout.expert_tensor_parallel() != layout.tensor
-          ? fmt::format(" (expert parallel {}, expert tensor parallel {})", layout.expert_parallel,
-                        layout.expert_tensor_parallel())
-      : layout.expert_parallel > 1 ? fmt::format(" (expert parallel {})", layout.expert_parallel)
-                                   : "",
+      !model.moe() ? ""
+      : layout.expert_tensor_parallel() != layout.tensor
+          ? fmt::format(" (expert parallel {}, expert tensor parallel {}, {} dispatcher)", layout.expert_parallel,
+                        layout.expert_tensor_parallel(), moe_dispatcher_name(layout.moe_dispatcher))
+          : fmt::format(" (expert parallel {}, {} dispatcher)", layout.expert_parallel,
+                        moe_dispatcher_name(layout.moe_dispatcher)),
       layout.gpus(), layout.micro_batch, layout.microbatches(),
       layout.v_schedule == VSchedule::kZbV
           ? fmt::format("ZB-V (zero bubble, 2 chunks of {} blocks per GPU in a V)", layout.stage_layers(model)[1])
@@ -191,6 +196,8 @@ nlohmann::json megatron_json(const GptModel& model, const MegatronLayout& layout
          layout.context > 1 ? nlohmann::json(context_comm_name(layout.context_comm)) : nlohmann::json()},
         {"expert_model_parallel_size", layout.expert_parallel},
         {"expert_tensor_parallel_size", layout.expert_tensor_parallel()},
+        {"moe_token_dispatcher_type",
+         model.moe() ? nlohmann::json(moe_dispatcher_name(layout.moe_dispatcher)) : nlohmann::json()},
         {"micro_batch_size", layout.micro_batch},
         {"global_batch_size", layout.global_batch},
         {"num_layers_per_virtual_pipeline_stage",

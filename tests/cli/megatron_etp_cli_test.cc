@@ -22,14 +22,15 @@ namespace {
 // Mixtral 8x7B in Megatron-core's flags (Jiang et al. 2024, "Mixtral of
 // Experts", arXiv 2401.04088: 32 layers of h 4096, 32 heads, 8 key-value
 // groups, 8 SwiGLU experts of width 14,336, top 2, vocabulary 32,000), at
-// t 8, p 4, d 2 on 64 H100s with sequence parallelism.
+// t 8, p 4, d 2 on 64 H100s with sequence parallelism and the all-to-all
+// dispatcher.
 const std::string kMixtralT8 =
     "--topology topologies/h100_32x8.json --num-layers 32 --hidden-size 4096 --num-attention-heads 32 "
     "--seq-length 4096 --vocab-size 32000 --ffn-hidden-size 14336 --swiglu --group-query-attention "
     "--num-query-groups 8 --disable-bias-linear --untie-embeddings-and-output-weights --position-embedding-type rope "
     "--normalization RMSNorm --use-flash-attn --num-experts 8 --moe-router-topk 2 --moe-grouped-gemm --bf16 "
     "--global-batch-size 256 --use-distributed-optimizer --sequence-parallel --tensor-model-parallel-size 8 "
-    "--pipeline-model-parallel-size 4 ";
+    "--pipeline-model-parallel-size 4 --moe-token-dispatcher-type alltoall ";
 
 nlohmann::json simulated(const std::string& flags, const std::string& name) {
   const CliRun run = run_baton("simulate " + kMixtralT8 + flags + " --data-parallel-size 2 --json", name);
@@ -71,8 +72,8 @@ TEST_CASE("etp: plan at t 8 chooses etp 1, and its launch line simulates to the 
   const std::string line = flags.out.substr(0, flags.out.find('\n'));
   CHECK(line.find(" --expert-tensor-parallel-size 1") != std::string::npos);
   // 64 of the topology's 256 GPUs: d 2 (Megatron takes d from the world size).
-  const CliRun run = run_baton("simulate --topology topologies/h100_32x8.json " + line + " --data-parallel-size 2 --json",
-                               "etp-plan-run");
+  const CliRun run = run_baton(
+      "simulate --topology topologies/h100_32x8.json " + line + " --data-parallel-size 2 --json", "etp-plan-run");
   INFO(run.err);
   REQUIRE(run.exit_code == 0);
   const nlohmann::json back = nlohmann::json::parse(run.out);

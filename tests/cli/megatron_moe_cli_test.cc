@@ -30,11 +30,11 @@ const std::string kMistral =
 const std::string kMixtral = kMistral + "--num-experts 8 --moe-router-topk 2 ";
 
 // Megatron-core's Mixtral 8x7B layout (below): t 1, p 4 with 8 chunks a GPU,
-// d 16 with the experts over 8 of them, on 64 GPUs.
+// d 16 with the experts over 8 of them, on 64 GPUs, the all-to-all dispatcher.
 const std::string kLayout =
     "--bf16 --moe-grouped-gemm --tensor-model-parallel-size 1 --pipeline-model-parallel-size 4 "
     "--num-layers-per-virtual-pipeline-stage 1 --data-parallel-size 16 --micro-batch-size 1 --global-batch-size 256 "
-    "--use-distributed-optimizer ";
+    "--use-distributed-optimizer --moe-token-dispatcher-type alltoall ";
 
 const std::string kTopology = "simulate --topology topologies/h100_32x8.json ";
 const std::string kSimulate = kTopology + kMixtral + kLayout;
@@ -82,7 +82,7 @@ TEST_CASE("moe: simulate Mixtral 8x7B, its experts over 8 of the 16 data-paralle
   INFO(text.err);
   REQUIRE(text.exit_code == 0);
   CHECK(text.out.find("46.70B parameters (12.88B active per token)") != std::string::npos);
-  CHECK(text.out.find("t 1 x p 4 x d 16 (expert parallel 8) = 64 GPUs") != std::string::npos);
+  CHECK(text.out.find("t 1 x p 4 x d 16 (expert parallel 8, alltoall dispatcher) = 64 GPUs") != std::string::npos);
   CHECK(text.out.find("expert-parallel all-to-alls (dispatch, combine)") != std::string::npos);
   CHECK(text.out.find("--num-experts 8 --moe-router-topk 2 --moe-grouped-gemm") != std::string::npos);
   const CliRun plain = run_baton(kSimulate, "moe-text-ep1");
@@ -156,6 +156,10 @@ TEST_CASE("moe: plan searches ep, and its launch line simulates to the planned t
   const std::string line = flags.out.substr(0, flags.out.find('\n'));
   CHECK(line.find(" --num-experts 8 --moe-router-topk 2") != std::string::npos);
   CHECK(line.find(" --expert-model-parallel-size " + std::to_string(ep)) != std::string::npos);
+  // The chosen dispatcher is named, so that Megatron runs the one planned.
+  const std::string dispatcher = planned["layout"]["moe_token_dispatcher_type"].get<std::string>();
+  CHECK((dispatcher == "allgather" || dispatcher == "alltoall"));
+  CHECK(line.find(" --moe-token-dispatcher-type " + dispatcher) != std::string::npos);
   const CliRun run = run_baton("simulate --topology topologies/a100_4x8.json " + line + " --json", "moe-plan-run");
   INFO(run.err);
   REQUIRE(run.exit_code == 0);
@@ -265,6 +269,55 @@ TEST_CASE("moe: padding each expert to capacity 1.25 costs time and memory, and 
   const CliRun alone = run_baton(kSimulate + "--moe-pad-expert-input-to-capacity", "moe-pad-alone");
   CHECK(alone.exit_code == 2);
   CHECK(alone.err.find("--moe-pad-expert-input-to-capacity needs --moe-expert-capacity-factor") != std::string::npos);
+}
+
+TEST_CASE("moe: the allgather dispatcher is the default, gathers over etp ep GPUs, and flex is refused",
+          "[cli][megatron][moe]") {
+  // kLayout pins alltoall; without it Megatron-core's default, allgather.
+  const std::string allgather = kTopology + kMixtral +
+                                "--bf16 --moe-grouped-gemm --tensor-model-parallel-size 1 "
+                                "--pipeline-model-parallel-size 4 --num-layers-per-virtual-pipeline-stage 1 "
+                                "--data-parallel-size 16 --micro-batch-size 1 --global-batch-size 256 "
+                                "--use-distributed-optimizer --expert-model-parallel-size 8 ";
+  const CliRun gathered = run_baton(allgather + "--json", "moe-allgather");
+  const CliRun named = run_baton(allgather + "--moe-token-dispatcher-type allgather --json", "moe-allgather-named");
+  const CliRun a2a = run_baton(kSimulate + "--expert-model-parallel-size 8 --json", "moe-alltoall");
+  INFO(gathered.err << named.err << a2a.err);
+  REQUIRE(gathered.exit_code == 0);
+  REQUIRE(named.exit_code == 0);
+  REQUIRE(a2a.exit_code == 0);
+  const nlohmann::json g = nlohmann::json::parse(gathered.out), a = nlohmann::json::parse(a2a.out);
+  CHECK(g == nlohmann::json::parse(named.out));
+  CHECK(g["layout"]["moe_token_dispatcher_type"] == "allgather");
+  CHECK(a["layout"]["moe_token_dispatcher_type"] == "alltoall");
+  // At ep 8 and top 2 each GPU gathers (ep - 1) T h values where it sends
+  // k (ep - 1) / ep T h: the gather's collectives carry 4 times the bytes
+  // (and the routing map's and probabilities' 3 E bytes a token besides),
+  // all on NVLink inside a server.
+  const double ratio =
+      g["breakdown_s"]["expert_parallel_comm"].get<double>() / a["breakdown_s"]["expert_parallel_comm"].get<double>();
+  CHECK(ratio > 3.5);
+  CHECK(ratio < 4.5);
+  CHECK(g["iteration_time_s"].get<double>() > a["iteration_time_s"].get<double>());
+  CHECK(g["model_tflops_per_gpu"].get<double>() * g["iteration_time_s"].get<double>() ==
+        Approx(a["model_tflops_per_gpu"].get<double>() * a["iteration_time_s"].get<double>()).epsilon(1e-9));
+  const CliRun text = run_baton(allgather, "moe-allgather-text");
+  REQUIRE(text.exit_code == 0);
+  CHECK(text.out.find("(expert parallel 8, allgather dispatcher)") != std::string::npos);
+  CHECK(text.out.find("expert all-gathers, reduce-scatters (dispatch, combine)") != std::string::npos);
+  // DeepEP's flex: refused, the flag named, nothing written.
+  const CliRun flex = run_baton(allgather + "--moe-token-dispatcher-type flex", "moe-flex");
+  CHECK(flex.exit_code == 2);
+  CHECK(flex.out.empty());
+  CHECK(flex.err.find("--moe-token-dispatcher-type flex: baton models allgather and alltoall") != std::string::npos);
+  // plan keeps a pinned dispatcher and emits it.
+  const CliRun pinned = run_baton("plan --topology topologies/a100_4x8.json " + kSmall +
+                                      "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 2 "
+                                      "--micro-batch-size 1 --moe-token-dispatcher-type alltoall --emit megatron",
+                                  "moe-plan-dispatcher");
+  INFO(pinned.err);
+  REQUIRE(pinned.exit_code == 0);
+  CHECK(pinned.out.find(" --moe-token-dispatcher-type alltoall") != std::string::npos);
 }
 
 }  // namespace

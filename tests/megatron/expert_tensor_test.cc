@@ -29,6 +29,7 @@ MegatronLayout with_grid(int t, int d, int ep, int etp) {
   l.bf16 = true;
   l.expert_parallel = ep;
   l.expert_tensor = etp;
+  l.moe_dispatcher = MoeDispatcher::kAllToAll;  // the allgather dispatcher: moe_dispatcher_test.cc
   return l;
 }
 

@@ -39,6 +39,7 @@ TEST_CASE("capacity: padded experts run C k T ep / E tokens each, and the all-to
   const GpuModel gpu = *gpu_model("H100-SXM5-80GB");
   MegatronLayout l = megatron_layout(1, 1, 8, 1, 16);
   l.expert_parallel = 4;
+  l.moe_dispatcher = MoeDispatcher::kAllToAll;
   const double T = 2048, k = 2, E = 8, ep = 4, C = 1.5;
   CHECK(megatron_detail::shape_of(with_capacity(C, true), l).mlp_m == Approx(T * C * k * ep / E).epsilon(1e-15));
   CHECK(megatron_detail::shape_of(with_capacity(0.0, false), l).mlp_m == Approx(T * k * ep / E).epsilon(1e-15));

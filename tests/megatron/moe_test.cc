@@ -43,8 +43,11 @@ GptModel mixtral() {
 // width 1408, top k.
 GptModel small_moe(int64_t experts = 8, int64_t topk = 2) { return testing::small_moe(4, experts, topk); }
 
+// The alltoall dispatcher's terms are this file's; tests/megatron/
+// moe_dispatcher_test.cc has the allgather dispatcher's.
 MegatronLayout with_experts(MegatronLayout l, int ep) {
   l.expert_parallel = ep;
+  l.moe_dispatcher = MoeDispatcher::kAllToAll;
   return l;
 }
 
@@ -108,7 +111,7 @@ TEST_CASE("moe: one expert of the dense width adds the router, the routing and t
   GptModel one = dense;
   one.experts = 1;
   one.router_topk = 1;
-  const MegatronLayout l = megatron_layout(1, 1, 1, 2, 8);
+  const MegatronLayout l = with_experts(megatron_layout(1, 1, 1, 2, 8), 1);
   const MegatronLayerTime a = make_megatron_profile(one, l, gpu, kFree).times[1];
   const MegatronLayerTime b = make_megatron_profile(dense, l, gpu, kFree).times[1];
   const double T = 2 * 2048, h = 2048, E = 1, k = 1;
@@ -161,7 +164,7 @@ TEST_CASE("moe: the experts' tensor-parallel collectives move k T h values in pl
           "[megatron][moe]") {
   const GpuModel gpu = *gpu_model("H100-SXM5-80GB");
   const double k = 2, t = 2, T = 2048, h = 2048, kv = 512;
-  MegatronLayout l = megatron_layout(2, 1, 1, 1, 8);
+  MegatronLayout l = with_experts(megatron_layout(2, 1, 1, 1, 8), 1);
   l.sequence_parallel = true;
   // A slow link, 1 GB/s: every collective outlasts the GEMM it could hide behind.
   const CollectiveTime slow = [](double bytes) { return Seconds(bytes / 1e9); };
@@ -196,7 +199,7 @@ TEST_CASE("moe: the dispatch and the combine are all-to-alls among the ep ranks,
   const Topology topology = testing::shipped_topology("h100_32x8.json");
   GptModel m = small_moe(8, 2);
   const double T = 2 * 2048, k = 2, h = 2048;
-  MegatronLayout l = megatron_layout(1, 1, 8, 2, 16);
+  MegatronLayout l = with_experts(megatron_layout(1, 1, 8, 2, 16), 1);
   l.bf16 = true;
   // ep = 1: no all-to-all.
   CHECK_FALSE(expert_all_to_all_time(topology, l));

@@ -1,6 +1,7 @@
 // Mixture of experts in the Megatron layout search (planner/megatron_search.h)
 // and the GPT sweep (planner/gpt_sweep.h): ep searched over the divisors of d
-// c that divide the experts, pinned where given, and an axis of its own.
+// c that divide the experts, with both token dispatchers, each pinned where
+// given, and an axis of its own.
 #include <set>
 #include <string>
 #include <utility>
@@ -49,14 +50,18 @@ TEST_CASE("moe: the search takes every ep that divides both d c and the experts"
   for (int ep = 1; ep <= 16; ++ep)
     if (16 % ep == 0 && 8 % ep == 0) expected.insert(ep);
   REQUIRE(expected == std::set<int>{1, 2, 4, 8});
-  CHECK(all->enumerated == static_cast<int>(expected.size()));
+  // Each with both token dispatchers.
+  CHECK(all->enumerated == 2 * static_cast<int>(expected.size()));
   std::set<int> searched;
+  std::set<std::pair<int, MoeDispatcher>> pairs;
   for (const MegatronCandidate& c : all->best) {
     searched.insert(c.layout.expert_parallel);
+    pairs.insert({c.layout.expert_parallel, c.layout.moe_dispatcher});
     CHECK(c.layout.data == 16);
     CHECK(c.iteration_time.value >= c.lower_bound.value * (1 - 1e-12));
   }
   CHECK(searched == expected);
+  CHECK(pairs.size() == 2 * expected.size());
   // The chosen layout's time is the simulator's; pruning keeps it.
   const MegatronCandidate& best = all->best.front();
   const auto again = predict_megatron(m, best.layout, topology, false);
@@ -67,6 +72,7 @@ TEST_CASE("moe: the search takes every ep that divides both d c and the experts"
   REQUIRE(pruned->best.size() == 1);
   CHECK(pruned->best.front().iteration_time == best.iteration_time);
   CHECK(pruned->best.front().layout.expert_parallel == best.layout.expert_parallel);
+  CHECK(pruned->best.front().layout.moe_dispatcher == best.layout.moe_dispatcher);
   // ep pinned stays pinned; a dense model searches ep 1 only.
   MegatronAxes fixed = pinned_but_experts();
   fixed.expert_parallel = 4;
@@ -74,6 +80,12 @@ TEST_CASE("moe: the search takes every ep that divides both d c and the experts"
   REQUIRE(four.ok());
   REQUIRE_FALSE(four->best.empty());
   for (const MegatronCandidate& c : four->best) CHECK(c.layout.expert_parallel == 4);
+  // So does the dispatcher.
+  fixed.moe_dispatcher = MoeDispatcher::kAllToAll;
+  const auto alltoall = search_megatron_layouts(m, 64, true, fixed, topology, 1000000);
+  REQUIRE(alltoall.ok());
+  CHECK(alltoall->enumerated == 1);
+  for (const MegatronCandidate& c : alltoall->best) CHECK(c.layout.moe_dispatcher == MoeDispatcher::kAllToAll);
   GptModel dense = m;
   dense.experts = 0;
   dense.moe_ffn_hidden = 0;
@@ -123,6 +135,38 @@ TEST_CASE("moe: the sweep's expert-model-parallel-size axis, ep for short", "[pl
     REQUIRE(at(i, "error").empty());
     CHECK(std::stod(at(i, "iteration_time_s")) == Approx(expected->iteration_time.value).epsilon(1e-8));
   }
+}
+
+TEST_CASE("moe: the sweep's moe-token-dispatcher-type axis simulates each dispatcher", "[planner][sweep][moe]") {
+  GptSweepAxis dispatcher{"moe-token-dispatcher-type", {"alltoall", "allgather"}};
+  REQUIRE(check_gpt_axis(dispatcher, {}).ok());
+  GptSweepAxis flex{"moe-token-dispatcher-type", {"flex"}};
+  const Status refused = check_gpt_axis(flex, {});
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message == "--vary moe-token-dispatcher-type: \"flex\" is not allgather or alltoall");
+  const Topology topology = testing::shipped_topology("a100_4x8.json");
+  GptSweepSpec spec;
+  spec.model = small_moe();
+  spec.layout = megatron_layout(1, 2, 0, 1, 64);
+  spec.layout.bf16 = true;
+  spec.layout.expert_parallel = 8;
+  spec.axes = {dispatcher};
+  auto table = run_gpt_sweep(spec, topology, [](size_t, size_t) {});
+  REQUIRE(table.ok());
+  REQUIRE(table->rows.size() == 2);
+  const int time = table->column("iteration_time_s");
+  REQUIRE(time >= 0);
+  for (size_t i = 0; i < 2; ++i) {
+    MegatronLayout l = megatron_layout(1, 2, 16, 1, 64);
+    l.bf16 = true;
+    l.expert_parallel = 8;
+    l.moe_dispatcher = *parse_moe_dispatcher(dispatcher.values[i]);
+    const auto expected = predict_megatron(spec.model, l, topology, false);
+    REQUIRE(expected.ok());
+    CHECK(std::stod(table->rows[i][static_cast<size_t>(time)]) == Approx(expected->iteration_time.value).epsilon(1e-8));
+  }
+  // At ep 8 the gather moves more than the all-to-alls.
+  CHECK(std::stod(table->rows[1][static_cast<size_t>(time)]) > std::stod(table->rows[0][static_cast<size_t>(time)]));
 }
 
 }  // namespace
