@@ -156,11 +156,11 @@ std::string megatron_text(const GptModel& model, const MegatronLayout& layout, c
           "optimizer or sequence parallelism makes it fit\n";
     for (const std::string& hint : p.fit_hints) out += fmt::format("  would fit with {}\n", hint);
   }
-  out += fmt::format("\nsimulated {} actions{} in {:.3f} s\n", p.simulation.metrics.actions,
+  out += fmt::format("\nsimulated {} actions{} in {}\n", p.simulation.metrics.actions,
                      p.simulation.one_replica
                          ? fmt::format(" (one data-parallel replica: the {} replicas run alike)", layout.replicas())
                          : std::string(),
-                     p.simulation.metrics.wall_seconds);
+                     human_seconds(Seconds(p.simulation.metrics.wall_seconds)));
   return out;
 }
 
