@@ -16,6 +16,10 @@ namespace baton::cli {
 
 namespace {
 
+// A line for the Zero Bubble authors' fork of Megatron-LM (older than
+// Megatron-core's --attention-backend), not for Megatron-LM itself.
+bool fork_line(const MegatronLayout& l) { return l.zero_bubble > 0 || l.v_schedule == VSchedule::kZbV; }
+
 std::string megatron_flags_of(const GptModel& model, const MegatronLayout& l) {
   std::string text = fmt::format(
       "--num-layers {} --hidden-size {} --num-attention-heads {} --seq-length {} --global-batch-size {} "
@@ -26,6 +30,9 @@ std::string megatron_flags_of(const GptModel& model, const MegatronLayout& l) {
   // reads it back.
   if (model.vocab != 50257) text += fmt::format(" --vocab-size {}", model.vocab);
   text += architecture_flags(model);
+  // Megatron-core's default attention backend (auto) runs FlashAttention or
+  // cuDNN's fused attention; the plan timed Megatron's unfused core.
+  if (!model.flash_attention && !fork_line(l)) text += " --attention-backend unfused";
   if (l.context > 1) text += fmt::format(" --context-parallel-size {}", l.context);
   if (l.context > 1 && l.context_comm != ContextComm::kP2P)
     text += fmt::format(" --cp-comm-type {}", context_comm_name(l.context_comm));
@@ -59,8 +66,17 @@ std::string megatron_flags_of(const GptModel& model, const MegatronLayout& l) {
 
 // The emitted line runs as printed only where its flags exist: a zero-bubble
 // schedule needs the Zero Bubble authors' fork of Megatron-LM, and DualPipeV
-// has no Megatron-LM flag at all. Said on stderr, with how to pin it away.
-void note_unstock_flags(const MegatronLayout& l) {
+// has no Megatron-LM flag at all. Said on stderr, with how to pin it away;
+// and without FlashAttention, which attention the line runs.
+void note_unstock_flags(const GptModel& model, const MegatronLayout& l) {
+  if (!model.flash_attention)
+    std::fprintf(stderr,
+                 "baton: note: the plan times Megatron's unfused attention core, as the model flags say (no "
+                 "--use-flash-attn); %s; give --use-flash-attn to plan for FlashAttention\n",
+                 fork_line(l) ? "the Zero Bubble fork predates --attention-backend, so the line cannot pin it: "
+                                "check that the fork's transformer implementation runs the unfused core"
+                              : "the line pins it (--attention-backend unfused), where Megatron-core's default "
+                                "would run FlashAttention or cuDNN's fused attention");
   if (l.v_schedule == VSchedule::kDualPipeV)
     std::fputs(
         "baton: note: --dualpipev is baton's own flag: no Megatron-LM runs DualPipeV (DeepSeek's DualPipe code "
@@ -212,7 +228,7 @@ int run_megatron_plan(const MegatronArgs& flags, const MegatronPlanArgs& args, c
   const MegatronLayout& chosen = found.best.front().layout;
   const MegatronPrediction prediction = take(predict_megatron(model, chosen, topology, false));
   if (!args.output.empty()) write_megatron_plan(args.output, model, chosen, topology, prediction);
-  if (!args.emit.empty()) note_unstock_flags(chosen);
+  if (!args.emit.empty()) note_unstock_flags(model, chosen);
   if (args.emit == "megatron") {
     std::fputs((megatron_flags_of(model, chosen) + "\n").c_str(), stdout);
     return 0;

@@ -166,12 +166,32 @@ TEST_CASE("plan pins a V either way: --dualpipev searches only DualPipeV, --zero
   REQUIRE(emitted.exit_code == 0);
   CHECK(emitted.out.find(" --dualpipev") != std::string::npos);
   CHECK(emitted.err.find("--dualpipev is baton's own flag: no Megatron-LM runs DualPipeV") != std::string::npos);
-  // Megatron-LM's own schedules need no note.
+  // Megatron-LM's own schedules need no note of their flags; the model
+  // without FlashAttention gets one of its attention, which the line pins.
   const CliRun stock = run_baton("plan --topology topologies/a100_4x8.json " + kModel +
                                      "--enable-zero-bubble=false --zero-bubble-v-schedule=false --emit megatron",
                                  "megatron-v-pin");
   REQUIRE(stock.exit_code == 0);
-  CHECK(stock.err.find("note:") == std::string::npos);
+  CHECK(stock.err.find("Zero Bubble") == std::string::npos);
+  CHECK(stock.err.find("--dualpipev") == std::string::npos);
+  CHECK(stock.err.find("note: the plan times Megatron's unfused attention core") != std::string::npos);
+  CHECK(stock.out.find(" --attention-backend unfused") != std::string::npos);
+  // With FlashAttention nothing to say, nothing to pin.
+  const CliRun flash = run_baton("plan --topology topologies/a100_4x8.json " + kModel +
+                                     "--use-flash-attn --enable-zero-bubble=false --zero-bubble-v-schedule=false "
+                                     "--emit megatron",
+                                 "megatron-v-pin");
+  REQUIRE(flash.exit_code == 0);
+  CHECK(flash.err.find("note:") == std::string::npos);
+  CHECK(flash.out.find("--attention-backend") == std::string::npos);
+  CHECK(flash.out.find(" --use-flash-attn") != std::string::npos);
+  // The Zero Bubble fork predates the flag: the note says so, the line leaves it out.
+  const CliRun fork = run_baton("plan --topology topologies/a100_4x8.json " + kModel +
+                                    "--pipeline-model-parallel-size 4 --enable-zero-bubble --emit megatron",
+                                "megatron-v-pin");
+  REQUIRE(fork.exit_code == 0);
+  CHECK(fork.err.find("the Zero Bubble fork predates --attention-backend") != std::string::npos);
+  CHECK(fork.out.find("--attention-backend") == std::string::npos);
   const CliRun off = run_baton(
       "plan --topology topologies/a100_4x8.json " + kModel + "--zero-bubble-v-schedule=false --json --keep 20",
       "megatron-v-pin");
