@@ -46,6 +46,7 @@ constexpr AxisInfo kLayoutAxes[] = {
     {"overlap-grad-reduce", "", AxisKind::kYesNo},
     {"overlap-param-gather", "", AxisKind::kYesNo},
     {"tp-comm-overlap", "", AxisKind::kYesNo},
+    {"moe-shared-expert-overlap", "", AxisKind::kYesNo},
     {"zero-bubble", "", AxisKind::kZeroBubble},
     {"v-schedule", "", AxisKind::kVSchedule},
     {"moe-token-dispatcher-type", "", AxisKind::kDispatcher},
@@ -58,6 +59,7 @@ constexpr const char* kAxisList =
     "expert-model-parallel-size (ep), expert-tensor-parallel-size (etp), micro-batch-size (mbs), "
     "global-batch-size (gbs), num-layers-per-virtual-pipeline-stage (vpp), recompute-granularity, "
     "sequence-parallel, use-distributed-optimizer, overlap-grad-reduce, overlap-param-gather, tp-comm-overlap, "
+    "moe-shared-expert-overlap, "
     "zero-bubble, v-schedule, moe-token-dispatcher-type, fp8-format, topology, "
     "servers, "
     "devices_per_server, bandwidth_gbps.L, latency_us.L, memory_gib";
@@ -170,6 +172,7 @@ void apply_layout_axis(const std::string& name, const std::string& value, Megatr
   if (name == "overlap-grad-reduce") pinned.overlap_grad_reduce = layout.overlap_grad_reduce = yes;
   if (name == "overlap-param-gather") pinned.overlap_param_gather = layout.overlap_param_gather = yes;
   if (name == "tp-comm-overlap") pinned.tp_comm_overlap = layout.tp_comm_overlap = yes;
+  if (name == "moe-shared-expert-overlap") pinned.shared_expert_overlap = layout.moe_shared_expert_overlap = yes;
   if (name == "zero-bubble") pinned.zero_bubble = layout.zero_bubble = *parse_zero_bubble(value);
   if (name == "v-schedule") pinned.v_schedule = layout.v_schedule = *parse_v_schedule(value);
   if (name == "moe-token-dispatcher-type") pinned.moe_dispatcher = layout.moe_dispatcher = *parse_moe_dispatcher(value);

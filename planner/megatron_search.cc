@@ -213,6 +213,9 @@ std::vector<MegatronLayout> enumerate(const GptModel& model, int global_batch, b
                           l.expert_tensor = etp;
                           l.expert_parallel = ep;
                           l.moe_dispatcher = dispatcher;
+                          l.moe_shared_expert_overlap = fixed.shared_expert_overlap &&
+                                                        dispatcher == MoeDispatcher::kAllToAll &&
+                                                        model.shared_expert_ffn > 0;
                           if (check_megatron_layout(model, l, gpus)) out.push_back(l);
                         }
                 }

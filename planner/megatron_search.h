@@ -74,6 +74,9 @@ struct MegatronAxes {  // a set field pins its axis
   // --overlap-grad-reduce, as Megatron asks), --tp-comm-overlap on those
   // with sequence parallelism.
   bool overlap_grad_reduce = false, overlap_param_gather = false, tp_comm_overlap = false;
+  // --moe-shared-expert-overlap, on the layouts with the alltoall dispatcher
+  // (with a shared expert).
+  bool shared_expert_overlap = false;
 };
 
 struct MegatronCandidate {

@@ -408,6 +408,12 @@ Status check_megatron_layout(const GptModel& model, const MegatronLayout& layout
     return bad(
         "--tp-comm-overlap needs --sequence-parallel, as Megatron does (it overlaps the all-gathers and "
         "reduce-scatters of sequence parallelism)");
+  if (layout.moe_shared_expert_overlap && model.shared_expert_ffn <= 0)
+    return bad("--moe-shared-expert-overlap needs a shared expert (--moe-shared-expert-intermediate-size)");
+  if (layout.moe_shared_expert_overlap && layout.moe_dispatcher != MoeDispatcher::kAllToAll)
+    return bad(
+        "--moe-shared-expert-overlap needs --moe-token-dispatcher-type alltoall, as Megatron does (it runs the "
+        "shared expert beside the all-to-alls)");
   if (layout.overlap_param_gather && !layout.distributed_optimizer)
     return bad(
         "--overlap-param-gather needs --use-distributed-optimizer, as Megatron does (it overlaps the "

@@ -396,6 +396,13 @@ struct MegatronLayout {
   // same experts. The other weights stay replicated over d c.
   int expert_parallel = 1;
   MoeDispatcher moe_dispatcher = MoeDispatcher::kAllGather;  // Megatron-core's default
+  // Megatron-core's --moe-shared-expert-overlap (with a shared expert and the
+  // alltoall dispatcher, as Megatron asks): the shared expert runs on a
+  // stream of its own, its all-gather, first GEMM and activation beside the
+  // dispatch's all-to-all, its second GEMM and reduce-scatter beside the
+  // combine's, so each all-to-all is exposed only where it outlasts that
+  // work (sim/megatron_block.h).
+  bool moe_shared_expert_overlap = false;
   // Expert tensor parallelism (Megatron-core's --expert-tensor-parallel-size
   // etp; 0: t, its default): each expert's weights split over etp GPUs as a
   // dense MLP's over t. The experts have a grid of their own over the t c d

@@ -28,6 +28,7 @@ BlockShape shape_of(const GptModel& model, const MegatronLayout& layout) {
   x.topk = model.expert_copies();
   x.ep = std::max(1, layout.expert_parallel);
   x.dispatcher = layout.moe_dispatcher;
+  x.shared_overlap = layout.moe_shared_expert_overlap && x.moe && model.shared_expert_ffn > 0;
   x.grouped = model.grouped_gemm;
   x.mlp_gemms = x.moe ? x.experts / x.ep : 1.0;
   x.mlp_t = x.moe ? layout.expert_tensor_parallel() : x.t;

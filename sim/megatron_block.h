@@ -38,6 +38,7 @@ struct BlockShape {
   bool grouped;
   double experts, topk, ep;  // topk: GptModel::expert_copies (k, dropless)
   MoeDispatcher dispatcher;  // MegatronLayout::moe_dispatcher
+  bool shared_overlap;       // MegatronLayout::moe_shared_expert_overlap, with a shared expert
   double expert_parameters;  // gpt_block_expert_parameters
   double shared;             // the shared expert's width S (0: none)
   // The attention core's head widths, the query's and key's and the value's:
@@ -227,13 +228,23 @@ Seconds attention_collectives(const BlockShape& x, const CollectiveTime& tp_allr
 // tokens: its two GEMMs (S / t wide; the up projection 2 S / t with
 // SwiGLU), its activation, and the dense MLP's tensor-parallel collectives,
 // the backward's overlapping its up projection's weight-gradient GEMM; three
-// more kernels forward, five backward.
+// more kernels forward, five backward. With --moe-shared-expert-overlap
+// (alltoall only) it runs on a stream of its own beside the all-to-alls: in
+// the forward its all-gather (half its collectives), first GEMM and
+// activation beside the dispatch, its second GEMM and reduce-scatter beside
+// the combine; in the backward the second GEMM's input and weight gradients
+// beside the combine's all-to-all, the activation's and the first GEMM's
+// beside the dispatch's. Each all-to-all is then exposed only where it
+// outlasts the work beside it: min(all-to-all, work) is taken off it.
 struct MoeTime {
   Seconds forward_compute, backward_compute, weight_gradient;
   // The experts' all-gather and reduce-scatter (and the shared expert's
   // collectives), forward and exposed backward.
   Seconds forward_comm, backward_comm;
-  Seconds all_to_all;  // each way: the dispatch and the combine (the dispatcher's collectives)
+  // The dispatch and the combine (the dispatcher's collectives), exposed: in
+  // the forward pass, and in the backward (the same but with the shared
+  // expert's overlap).
+  Seconds all_to_all, all_to_all_backward;
   int forward_kernels = 0, backward_kernels = 0;
 };
 MoeTime moe_time(const GpuModel& gpu, const BlockShape& x, const CollectiveTime& tp_allreduce,

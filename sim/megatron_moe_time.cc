@@ -22,24 +22,37 @@ constexpr int kMoeAllGatherBackwardCollectives = 3;
 constexpr int kExpertForwardKernels = 3;
 constexpr int kExpertBackwardKernels = 5;
 
+// The shared expert's work beside each all-to-all (sim/megatron_block.h):
+// in the forward beside the dispatch and the combine, in the backward beside
+// the dispatch's and the combine's.
+struct SharedBeside {
+  Seconds dispatch, combine, dispatch_backward, combine_backward;
+};
+
 // The shared expert's share of moe_time (sim/megatron_block.h).
-void add_shared_expert(MoeTime& time, const GpuModel& gpu, const BlockShape& x, const CollectiveTime& tp_allreduce) {
-  if (x.shared <= 0.0) return;
+SharedBeside add_shared_expert(MoeTime& time, const GpuModel& gpu, const BlockShape& x,
+                               const CollectiveTime& tp_allreduce) {
+  if (x.shared <= 0.0) return {};
   const double T = x.tokens, h = x.h, t = x.t;
   const double width = x.shared / t, up = (x.gated ? 2.0 : 1.0) * width;
   const Seconds activation = gpu.memory_bound((x.gated ? 3.0 : 2.0) * T * width * kHalf);
-  const Seconds up_w = linear_gemm(gpu, x, up, h, T);
-  const Seconds weight = up_w + linear_gemm(gpu, x, h, width, T);
-  time.forward_compute += linear_gemm(gpu, x, T, up, h) + linear_gemm(gpu, x, T, h, width) + activation;
-  time.weight_gradient += weight;
-  time.backward_compute += linear_gemm(gpu, x, T, width, h) + linear_gemm(gpu, x, T, h, up) + activation * 2.0 + weight;
+  const Seconds up_forward = linear_gemm(gpu, x, T, up, h), down_forward = linear_gemm(gpu, x, T, h, width);
+  const Seconds up_w = linear_gemm(gpu, x, up, h, T), down_w = linear_gemm(gpu, x, h, width, T);
+  const Seconds up_input = linear_gemm(gpu, x, T, h, up), down_input = linear_gemm(gpu, x, T, width, h);
+  time.forward_compute += up_forward + down_forward + activation;
+  time.weight_gradient += up_w + down_w;
+  time.backward_compute += down_input + up_input + activation * 2.0 + up_w + down_w;
+  Seconds allreduce;
   if (t > 1) {
-    const Seconds allreduce = tp_exchange(x, tp_allreduce, T * h);
+    allreduce = tp_exchange(x, tp_allreduce, T * h);
     time.forward_comm += allreduce;
     time.backward_comm += max(Seconds(0.0), allreduce - up_w);
   }
   time.forward_kernels += kExpertForwardKernels;
   time.backward_kernels += kExpertBackwardKernels;
+  // The all-gather and the reduce-scatter, half the exchange each.
+  return {allreduce * 0.5 + up_forward + activation, down_forward + allreduce * 0.5, activation * 2.0 + up_input + up_w,
+          down_input + down_w};
 }
 
 }  // namespace
@@ -82,7 +95,13 @@ MoeTime moe_time(const GpuModel& gpu, const BlockShape& x, const CollectiveTime&
       x.dispatcher == MoeDispatcher::kAllGather && collectives > 0 ? kMoeAllGatherBackwardCollectives : collectives;
   time.forward_kernels = kMoeForwardKernels + collectives + kExpertForwardKernels * sequential;
   time.backward_kernels = kMoeBackwardKernels + backward_collectives + kExpertBackwardKernels * sequential;
-  add_shared_expert(time, gpu, x, tp_allreduce);
+  const SharedBeside beside = add_shared_expert(time, gpu, x, tp_allreduce);
+  time.all_to_all_backward = time.all_to_all;
+  if (x.shared_overlap && time.all_to_all.value > 0.0) {
+    const Seconds one = time.all_to_all * 0.5;  // the dispatch's, the combine's
+    time.all_to_all -= min(one, beside.dispatch) + min(one, beside.combine);
+    time.all_to_all_backward -= min(one, beside.dispatch_backward) + min(one, beside.combine_backward);
+  }
   return time;
 }
 

@@ -158,7 +158,8 @@ MegatronLayerTime block_time(const GpuModel& gpu, const BlockShape& x, Recompute
   const ContextExchange exchange = context_exchange(gpu, x, context_comm);
   time.context_forward = exchange.forward;
   time.context_backward = exchange.backward;
-  time.expert_forward = time.expert_backward = moe.all_to_all;
+  time.expert_forward = moe.all_to_all;
+  time.expert_backward = moe.all_to_all_backward;
   const Seconds exposed_forward = exchange.forward + moe.all_to_all;
   if (recompute == Recompute::kFull) {
     time.recompute = time.forward_compute + time.forward_comm + exposed_forward;
@@ -177,7 +178,7 @@ MegatronLayerTime block_time(const GpuModel& gpu, const BlockShape& x, Recompute
                                moe.backward_kernels + (x.mla ? kLatentBackwardKernels : 0) + casts.backward_kernels +
                                (recompute == Recompute::kFull ? forward_kernels : 0);
   const Seconds backward_gpu =
-      time.backward_compute + time.backward_comm + exchange.backward + moe.all_to_all + time.recompute;
+      time.backward_compute + time.backward_comm + exchange.backward + moe.all_to_all_backward + time.recompute;
   const Seconds backward_host = gpu.host_per_kernel * backward_kernels + pass_share;
   time.host_wait = max(Seconds(0.0), forward_host - forward_gpu) + max(Seconds(0.0), backward_host - backward_gpu);
   // GPT: (12 h^2 + 13 h) / t; the experts over etp ep; multi-latent

@@ -290,7 +290,7 @@ constexpr const char* kSweepFooter =
     "  recompute-granularity (none,selective,full), sequence-parallel, use-distributed-optimizer,\n"
     "  overlap-grad-reduce, overlap-param-gather, tp-comm-overlap (yes,no; with --plan each goes on the layouts it\n"
     "  applies to), zero-bubble (1f1b,zb-h1,zb-h2), v-schedule (none,zbv,dualpipev),\n"
-    "  moe-token-dispatcher-type (allgather,alltoall; with --num-experts),\n"
+    "  moe-token-dispatcher-type (allgather,alltoall; with --num-experts), moe-shared-expert-overlap (yes,no),\n"
     "  fp8-format (none,e4m3,hybrid: the model's --fp8-format), and\n"
     "  the cluster's: topology (files),\n"
     "  servers, devices_per_server, bandwidth_gbps.L, latency_us.L, memory_gib. Each point simulates\n"

@@ -60,6 +60,12 @@ void add_megatron_flags(CLI::App& cmd, MegatronArgs& args) {
                  "among the ep ranks); flex (DeepEP) is refused. plan tries both unless this pins one")
       ->check(CLI::IsMember({"allgather", "alltoall", "flex"}))
       ->group(group);
+  cmd.add_flag("--moe-shared-expert-overlap", args.shared_expert_overlap,
+               "with a shared expert (--moe-shared-expert-intermediate-size) and --moe-token-dispatcher-type "
+               "alltoall: the shared expert runs on a stream of its own beside the dispatch's and the combine's "
+               "all-to-alls, which are exposed only where they outlast it (plan puts it on the layouts it applies "
+               "to)")
+      ->group(group);
   cmd.add_option("--num-layers-per-virtual-pipeline-stage", args.layers_per_virtual_stage,
                  "interleaved 1F1B with L / (p x this) chunks per GPU")
       ->check(at_least(1))
@@ -177,6 +183,7 @@ MegatronAxes pinned_megatron_axes(const MegatronArgs& flags, const CLI::App& cmd
   axes.overlap_grad_reduce = flags.overlap_grad_reduce;
   axes.overlap_param_gather = flags.overlap_param_gather;
   axes.tp_comm_overlap = flags.tp_comm_overlap;
+  axes.shared_expert_overlap = flags.shared_expert_overlap;
   if (flags.overlap_param_gather && !flags.overlap_grad_reduce) throw UsageError(kOverlapParamGatherNeedsGradReduce);
   if (given("--decoder-first-pipeline-num-layers") || given("--decoder-last-pipeline-num-layers"))
     axes.stage_layers = std::make_pair(flags.first_stage_layers, flags.last_stage_layers);
@@ -273,6 +280,7 @@ MegatronRun megatron_flags_unchecked(const MegatronArgs& args) {
   layout.overlap_grad_reduce = args.overlap_grad_reduce;
   layout.overlap_param_gather = args.overlap_param_gather;
   layout.tp_comm_overlap = args.tp_comm_overlap;
+  layout.moe_shared_expert_overlap = args.shared_expert_overlap;
   layout.data = args.data;
   layout.context = args.context;
   layout.expert_parallel = args.expert_parallel;

@@ -38,6 +38,7 @@ struct MegatronArgs {
   bool overlap_grad_reduce = false;
   bool overlap_param_gather = false;   // --overlap-param-gather
   bool tp_comm_overlap = false;        // --tp-comm-overlap
+  bool shared_expert_overlap = false;  // --moe-shared-expert-overlap
   bool zero_bubble = false;            // --enable-zero-bubble
   int zero_bubble_pending = 0;         // --zero-bubble-max-pending-backward (0: not given, p)
   bool zero_bubble_heuristic = false;  // --zero-bubble-heuristic

@@ -94,6 +94,7 @@ std::string layout_line(const GptModel& model, const MegatronLayout& layout) {
                       layout.distributed_optimizer ? ", distributed optimizer" : "",
                       layout.overlap_grad_reduce ? ", gradient reduction overlapped" : "",
                       layout.overlap_param_gather ? ", weight all-gather overlapped" : "");
+  if (layout.moe_shared_expert_overlap) text += ", shared expert beside the all-to-alls";
   return text;
 }
 
@@ -198,6 +199,7 @@ nlohmann::json megatron_json(const GptModel& model, const MegatronLayout& layout
         {"expert_tensor_parallel_size", layout.expert_tensor_parallel()},
         {"moe_token_dispatcher_type",
          model.moe() ? nlohmann::json(moe_dispatcher_name(layout.moe_dispatcher)) : nlohmann::json()},
+        {"moe_shared_expert_overlap", layout.moe_shared_expert_overlap},
         {"micro_batch_size", layout.micro_batch},
         {"global_batch_size", layout.global_batch},
         {"num_layers_per_virtual_pipeline_stage",

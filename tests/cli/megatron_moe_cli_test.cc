@@ -320,4 +320,59 @@ TEST_CASE("moe: the allgather dispatcher is the default, gathers over etp ep GPU
   CHECK(pinned.out.find(" --moe-token-dispatcher-type alltoall") != std::string::npos);
 }
 
+TEST_CASE("moe: --moe-shared-expert-overlap hides the all-to-alls behind the shared expert, with alltoall only",
+          "[cli][megatron][moe]") {
+  // Mixtral's layout with a shared expert of width 14,336 beside the eight.
+  const std::string shared = kSimulate + "--expert-model-parallel-size 8 --moe-shared-expert-intermediate-size 14336 ";
+  const CliRun plain = run_baton(shared + "--json", "moe-shared-plain");
+  const CliRun overlapped = run_baton(shared + "--moe-shared-expert-overlap --json", "moe-shared-overlap");
+  INFO(plain.err << overlapped.err);
+  REQUIRE(plain.exit_code == 0);
+  REQUIRE(overlapped.exit_code == 0);
+  const nlohmann::json a = nlohmann::json::parse(plain.out), b = nlohmann::json::parse(overlapped.out);
+  CHECK(a["layout"]["moe_shared_expert_overlap"] == false);
+  CHECK(b["layout"]["moe_shared_expert_overlap"] == true);
+  CHECK(b["breakdown_s"]["expert_parallel_comm"].get<double>() <
+        a["breakdown_s"]["expert_parallel_comm"].get<double>());
+  CHECK(b["iteration_time_s"].get<double>() < a["iteration_time_s"].get<double>());
+  // Megatron asks the alltoall dispatcher for it (which kSimulate pins), and
+  // a shared expert.
+  std::string allgather = shared;
+  const std::string pinned = "--moe-token-dispatcher-type alltoall";
+  REQUIRE(allgather.find(pinned) != std::string::npos);
+  allgather.replace(allgather.find(pinned), pinned.size(), "--moe-token-dispatcher-type allgather");
+  const CliRun gathered = run_baton(allgather + "--moe-shared-expert-overlap", "moe-shared-allgather");
+  CHECK(gathered.exit_code == 2);
+  CHECK(gathered.out.empty());
+  CHECK(gathered.err.find("--moe-shared-expert-overlap needs --moe-token-dispatcher-type alltoall") !=
+        std::string::npos);
+  const CliRun unshared = run_baton(kSimulate + "--moe-shared-expert-overlap", "moe-shared-none");
+  CHECK(unshared.exit_code == 2);
+  CHECK(unshared.err.find("--moe-shared-expert-overlap needs a shared expert") != std::string::npos);
+  // plan puts it on the alltoall layouts and emits it there.
+  const CliRun planned = run_baton("plan --topology topologies/a100_4x8.json " + kSmall +
+                                       "--moe-shared-expert-intermediate-size 4096 --tensor-model-parallel-size 1 "
+                                       "--pipeline-model-parallel-size 2 --micro-batch-size 1 "
+                                       "--moe-token-dispatcher-type alltoall --moe-shared-expert-overlap "
+                                       "--emit megatron",
+                                   "moe-shared-plan");
+  INFO(planned.err);
+  REQUIRE(planned.exit_code == 0);
+  CHECK(planned.out.find(" --moe-token-dispatcher-type alltoall") != std::string::npos);
+  CHECK(planned.out.find(" --moe-shared-expert-overlap") != std::string::npos);
+  // Unpinned, the search tries both dispatchers, the overlap on the alltoall
+  // ones; a model without a shared expert is refused before any search.
+  const CliRun unpinned = run_baton("plan --topology topologies/a100_4x8.json " + kSmall +
+                                        "--moe-shared-expert-intermediate-size 4096 --moe-shared-expert-overlap --json",
+                                    "moe-shared-plan-unpinned");
+  INFO(unpinned.err);
+  REQUIRE(unpinned.exit_code == 0);
+  const nlohmann::json chosen = nlohmann::json::parse(unpinned.out);
+  CHECK(chosen["layout"]["moe_shared_expert_overlap"] == (chosen["layout"]["moe_token_dispatcher_type"] == "alltoall"));
+  const CliRun refused = run_baton("plan --topology topologies/a100_4x8.json " + kSmall + "--moe-shared-expert-overlap",
+                                   "moe-shared-plan-none");
+  CHECK(refused.exit_code == 2);
+  CHECK(refused.err.find("--moe-shared-expert-overlap needs a shared expert") != std::string::npos);
+}
+
 }  // namespace

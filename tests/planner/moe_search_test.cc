@@ -169,5 +169,28 @@ TEST_CASE("moe: the sweep's moe-token-dispatcher-type axis simulates each dispat
   CHECK(std::stod(table->rows[1][static_cast<size_t>(time)]) > std::stod(table->rows[0][static_cast<size_t>(time)]));
 }
 
+TEST_CASE("moe: the search puts --moe-shared-expert-overlap on the alltoall layouts of a model with a shared expert",
+          "[planner][megatron][moe]") {
+  const Topology topology = testing::shipped_topology("a100_4x8.json");
+  GptModel m = small_moe();
+  m.shared_expert_ffn = 4096;
+  MegatronAxes fixed = pinned_but_experts();
+  fixed.shared_expert_overlap = true;
+  const auto found = search_megatron_layouts(m, 64, true, fixed, topology, 1000000);
+  REQUIRE(found.ok());
+  REQUIRE_FALSE(found->best.empty());
+  int alltoalls = 0;
+  for (const MegatronCandidate& c : found->best) {
+    const bool a2a = c.layout.moe_dispatcher == MoeDispatcher::kAllToAll;
+    CHECK(c.layout.moe_shared_expert_overlap == a2a);
+    alltoalls += a2a ? 1 : 0;
+  }
+  CHECK(alltoalls > 0);
+  // Without a shared expert it applies to none.
+  const auto unshared = search_megatron_layouts(small_moe(), 64, true, fixed, topology, 1000000);
+  REQUIRE(unshared.ok());
+  for (const MegatronCandidate& c : unshared->best) CHECK_FALSE(c.layout.moe_shared_expert_overlap);
+}
+
 }  // namespace
 }  // namespace baton
