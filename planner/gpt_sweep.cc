@@ -210,6 +210,7 @@ std::vector<std::string> gpt_sweep_header(const GptSweepSpec& spec) {
                              "context_parallel_size",
                              "expert_model_parallel_size",
                              "expert_tensor_parallel_size",
+                             "moe_token_dispatcher_type",
                              "micro_batch_size",
                              "num_layers_per_virtual_pipeline_stage",
                              "recompute_granularity",
@@ -297,6 +298,7 @@ std::vector<std::string> point_row(const GptSweepSpec& spec, size_t index, const
   for (const std::string& field :
        {std::to_string(l.tensor), std::to_string(l.pipeline), r.has_layout ? std::to_string(l.data) : "",
         std::to_string(l.context), std::to_string(l.expert_parallel), std::to_string(l.expert_tensor_parallel()),
+        spec.model.moe() ? std::string(moe_dispatcher_name(l.moe_dispatcher)) : std::string(),
         std::to_string(l.micro_batch), std::to_string(l.layers_per_virtual_stage),
         std::string(recompute_name(l.recompute)), yes_no(l.sequence_parallel), yes_no(l.distributed_optimizer),
         l.v_schedule != VSchedule::kNone ? std::string(v_schedule_name(l.v_schedule))

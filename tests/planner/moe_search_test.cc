@@ -165,6 +165,10 @@ TEST_CASE("moe: the sweep's moe-token-dispatcher-type axis simulates each dispat
     REQUIRE(expected.ok());
     CHECK(std::stod(table->rows[i][static_cast<size_t>(time)]) == Approx(expected->iteration_time.value).epsilon(1e-8));
   }
+  const int column = table->column("moe_token_dispatcher_type");
+  REQUIRE(column >= 0);
+  CHECK(table->rows[0][static_cast<size_t>(column)] == "alltoall");
+  CHECK(table->rows[1][static_cast<size_t>(column)] == "allgather");
   // At ep 8 the gather moves more than the all-to-alls.
   CHECK(std::stod(table->rows[1][static_cast<size_t>(time)]) > std::stod(table->rows[0][static_cast<size_t>(time)]));
 }
