@@ -23,7 +23,7 @@ void read_pinned(const nlohmann::json& pinned, const FieldPath& at, MegatronAxes
       {"tensor_model_parallel_size", "pipeline_model_parallel_size", "micro_batch_size",
        "num_layers_per_virtual_pipeline_stage", "recompute_granularity", "sequence_parallel",
        "use_distributed_optimizer", "zero_bubble", "v_schedule", "data_parallel_size", "context_parallel_size",
-       "expert_model_parallel_size", "expert_tensor_parallel_size", "gpus"}));
+       "expert_model_parallel_size", "expert_tensor_parallel_size", "moe_token_dispatcher_type", "gpus"}));
   const auto integer = [&](const char* name, int least, std::optional<int>& into) {
     if (pinned.contains(name))
       into = static_cast<int>(take(json_fields::read_integer(pinned, at, name, least, kMaxInt)));
@@ -52,6 +52,12 @@ void read_pinned(const nlohmann::json& pinned, const FieldPath& at, MegatronAxes
     const std::string v = take(json_fields::read_string(pinned, at, "v_schedule"));
     axes.v_schedule = parse_v_schedule(v);
     if (!axes.v_schedule) throw UsageError(at.field("v_schedule").error("must be none, zbv or dualpipev", v).message);
+  }
+  if (pinned.contains("moe_token_dispatcher_type")) {
+    const std::string d = take(json_fields::read_string(pinned, at, "moe_token_dispatcher_type"));
+    axes.moe_dispatcher = parse_moe_dispatcher(d);
+    if (!axes.moe_dispatcher)
+      throw UsageError(at.field("moe_token_dispatcher_type").error("must be allgather or alltoall", d).message);
   }
   for (const char* name : {"sequence_parallel", "use_distributed_optimizer"}) {
     if (!pinned.contains(name)) continue;

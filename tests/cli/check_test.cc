@@ -197,6 +197,11 @@ TEST_CASE("check re-plans a GPT layout case and reports a moved layout", "[cli][
   const CliRun bad = run_baton("check '" + dir.string() + "'", "check-gpt-bad");
   CHECK(bad.exit_code == 2);
   CHECK(bad.err.find("gpt.pinned.recompute_granularity must be none, selective or full") != std::string::npos);
+
+  write_gpt_case(dir, R"({"moe_token_dispatcher_type": "flex"})", R"({"iteration_time_s": 1.0, "layout": "x"})");
+  const CliRun flex = run_baton("check '" + dir.string() + "'", "check-gpt-flex");
+  CHECK(flex.exit_code == 2);
+  CHECK(flex.err.find("gpt.pinned.moe_token_dispatcher_type must be allgather or alltoall") != std::string::npos);
 }
 
 TEST_CASE("check refuses a GPT case's counts an int does not hold, naming the field", "[cli][check][bad-input]") {
