@@ -16,13 +16,13 @@
 //   v-schedule                                     none, zbv, dualpipev (two chunks per GPU in a V)
 //   moe-token-dispatcher-type                      allgather, alltoall (with experts)
 //   moe-shared-expert-overlap                      yes/no (with a shared expert and alltoall)
+//   overlap-moe-expert-parallel-comm               yes/no (interleaved, ep >= 2, alltoall)
 // and the cluster's: topology (topology files), servers, devices_per_server,
 // bandwidth_gbps.L, latency_us.L, memory_gib (planner/sweep.h).
 // The grid is numbered with the last axis fastest; the table is
 // planner/sweep_table.h's with the layout's columns in Megatron's argument
-// names after the axes (moe_token_dispatcher_type empty for a dense model). The data-parallel size of a point is its GPUs / (t p)
-// unless the base layout gives one.
-// Thread safety: pure; run_gpt_sweep runs points on threads.
+// names after the axes (moe_token_dispatcher_type empty for a dense model). The data-parallel size of a point is its
+// GPUs / (t p) unless the base layout gives one. Thread safety: pure; run_gpt_sweep runs points on threads.
 #pragma once
 
 #include <functional>

@@ -216,6 +216,10 @@ std::vector<MegatronLayout> enumerate(const GptModel& model, int global_batch, b
                           l.moe_shared_expert_overlap = fixed.shared_expert_overlap &&
                                                         dispatcher == MoeDispatcher::kAllToAll &&
                                                         model.shared_expert_ffn > 0;
+                          l.overlap_moe_ep_comm = fixed.overlap_moe_ep_comm && dispatcher == MoeDispatcher::kAllToAll &&
+                                                  ep > 1 && p > 1 && l.v_schedule == VSchedule::kNone &&
+                                                  l.zero_bubble == 0 && l.virtual_stages(model) > 1 &&
+                                                  l.recompute != Recompute::kFull;
                           if (check_megatron_layout(model, l, gpus)) out.push_back(l);
                         }
                 }
@@ -226,11 +230,11 @@ std::vector<MegatronLayout> enumerate(const GptModel& model, int global_batch, b
 
 // Compute, tensor-, context- and expert-parallel communication and
 // recomputation of the busiest pipeline rank over the iteration: no schedule
-// hides them, but DualPipeV's pairs hide the all-to-alls (sim/program.h), left
-// out of its bound.
+// hides them, but DualPipeV's pairs and --overlap-moe-expert-parallel-comm's
+// hide the all-to-alls (sim/program.h), left out of its bound.
 Seconds lower_bound(const MegatronProfile& profile, const Plan& plan, const MegatronLayout& layout) {
   Seconds worst;
-  const bool pairs_hide = layout.v_schedule == VSchedule::kDualPipeV;
+  const bool pairs_hide = layout.v_schedule == VSchedule::kDualPipeV || layout.overlap_moe_ep_comm;
   for (int rank = 0; rank < layout.pipeline; ++rank) {
     const MegatronRankWork work = megatron_rank_work(profile, plan, rank);
     const Seconds hidden = pairs_hide ? work.expert_comm + work.expert_recompute : Seconds(0.0);

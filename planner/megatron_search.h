@@ -77,6 +77,9 @@ struct MegatronAxes {  // a set field pins its axis
   // --moe-shared-expert-overlap, on the layouts with the alltoall dispatcher
   // (with a shared expert).
   bool shared_expert_overlap = false;
+  // --overlap-moe-expert-parallel-comm, on the interleaved alltoall layouts
+  // with ep >= 2 and without full recomputation (MegatronLayout).
+  bool overlap_moe_ep_comm = false;
 };
 
 struct MegatronCandidate {

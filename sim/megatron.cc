@@ -408,6 +408,24 @@ Status check_megatron_layout(const GptModel& model, const MegatronLayout& layout
     return bad(
         "--tp-comm-overlap needs --sequence-parallel, as Megatron does (it overlaps the all-gathers and "
         "reduce-scatters of sequence parallelism)");
+  if (layout.overlap_moe_ep_comm) {
+    const char* flag = "--overlap-moe-expert-parallel-comm";
+    if (layout.expert_parallel < 2)
+      return bad(fmt::format("{} needs --expert-model-parallel-size of at least 2", flag));
+    if (layout.moe_dispatcher != MoeDispatcher::kAllToAll)
+      return bad(fmt::format("{} needs --moe-token-dispatcher-type alltoall, as Megatron does", flag));
+    if (layout.recompute == Recompute::kFull)
+      return bad(fmt::format("{} does not go with --recompute-granularity full, as in Megatron", flag));
+    if (layout.moe_shared_expert_overlap)
+      return bad(fmt::format("{} does not go with --moe-shared-expert-overlap, as in Megatron", flag));
+    if (model.mtp_layers > 1) return bad(fmt::format("{} takes at most one --mtp-num-layers, as Megatron does", flag));
+    if (layout.pipeline < 2 || layout.v_schedule != VSchedule::kNone || layout.zero_bubble > 0 ||
+        layout.virtual_stages(model) < 2)
+      return bad(
+          fmt::format("{}: baton models it on interleaved 1F1B (--pipeline-model-parallel-size of at least 2 with "
+                      "--num-layers-per-virtual-pipeline-stage, which Megatron asks for when p > 1)",
+                      flag));
+  }
   if (layout.moe_shared_expert_overlap && model.shared_expert_ffn <= 0)
     return bad("--moe-shared-expert-overlap needs a shared expert (--moe-shared-expert-intermediate-size)");
   if (layout.moe_shared_expert_overlap && layout.moe_dispatcher != MoeDispatcher::kAllToAll)

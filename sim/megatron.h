@@ -403,6 +403,14 @@ struct MegatronLayout {
   // combine's, so each all-to-all is exposed only where it outlasts that
   // work (sim/megatron_block.h).
   bool moe_shared_expert_overlap = false;
+  // Megatron-core's --overlap-moe-expert-parallel-comm (its batch-level
+  // overlap: ep > 1, the alltoall dispatcher, interleaved 1F1B when p > 1,
+  // no full recomputation, not with the shared expert's overlap, as Megatron
+  // asks): each steady-state forward runs with the backward after it as one
+  // unit, each pass's all-to-alls hidden behind the other's compute
+  // (Plan::paired_steady_state, sim/program.h's pairs). baton models it with
+  // interleaving only (p > 1).
+  bool overlap_moe_ep_comm = false;
   // Expert tensor parallelism (Megatron-core's --expert-tensor-parallel-size
   // etp; 0: t, its default): each expert's weights split over etp GPUs as a
   // dense MLP's over t. The experts have a grid of their own over the t c d

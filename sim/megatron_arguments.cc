@@ -46,6 +46,7 @@ nlohmann::json megatron_arguments(const GptModel& model, const MegatronLayout& l
   if (layout.overlap_param_gather) arguments["overlap_param_gather"] = true;
   if (layout.tp_comm_overlap) arguments["tp_comm_overlap"] = true;
   if (layout.moe_shared_expert_overlap) arguments["moe_shared_expert_overlap"] = true;
+  if (layout.overlap_moe_ep_comm) arguments["overlap_moe_expert_parallel_comm"] = true;
   if (!layout.pipeline_layout.empty()) arguments["pipeline_model_parallel_layout"] = layout.pipeline_layout;
   if (layout.context > 1) arguments["context_parallel_size"] = layout.context;
   if (layout.context > 1 && layout.context_comm != ContextComm::kP2P)
@@ -215,8 +216,15 @@ Status read_choices(const nlohmann::json& arguments, const json_fields::FieldPat
   }
   // Optional: plans written before baton knew them leave them out.
   bool zbv = false, dualpipev = false;
-  bool* accounts[] = {&l.embedding_in_split,   &l.loss_in_split,   &l.zero_bubble_heuristic,    &zbv, &dualpipev,
-                      &l.overlap_param_gather, &l.tp_comm_overlap, &l.moe_shared_expert_overlap};
+  bool* accounts[] = {&l.embedding_in_split,
+                      &l.loss_in_split,
+                      &l.zero_bubble_heuristic,
+                      &zbv,
+                      &dualpipev,
+                      &l.overlap_param_gather,
+                      &l.tp_comm_overlap,
+                      &l.moe_shared_expert_overlap,
+                      &l.overlap_moe_ep_comm};
   const char* account_names[] = {"account_for_embedding_in_pipeline_split",
                                  "account_for_loss_in_pipeline_split",
                                  "zero_bubble_heuristic",
@@ -224,8 +232,9 @@ Status read_choices(const nlohmann::json& arguments, const json_fields::FieldPat
                                  "dualpipev",
                                  "overlap_param_gather",
                                  "tp_comm_overlap",
-                                 "moe_shared_expert_overlap"};
-  for (int i = 0; i < 8; ++i) {
+                                 "moe_shared_expert_overlap",
+                                 "overlap_moe_expert_parallel_comm"};
+  for (int i = 0; i < 9; ++i) {
     if (!arguments.contains(account_names[i])) continue;
     auto flag = read_flag(arguments, at, account_names[i]);
     if (!flag) return flag.error();
@@ -442,7 +451,8 @@ Result<MegatronSpec> megatron_from_arguments(const nlohmann::json& arguments, co
                                                "expert_model_parallel_size",
                                                "expert_tensor_parallel_size",
                                                "moe_token_dispatcher_type",
-                                               "moe_shared_expert_overlap"});
+                                               "moe_shared_expert_overlap",
+                                               "overlap_moe_expert_parallel_comm"});
       !ok)
     return ok.error();
   MegatronSpec spec;

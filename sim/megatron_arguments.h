@@ -63,8 +63,8 @@ class FieldPath;
 // 1 when absent), "expert_tensor_parallel_size" only when it is not t (read
 // as t when absent or null, Megatron's default), "moe_token_dispatcher_type"
 // ("allgather", "alltoall") with experts (read as allgather when absent,
-// Megatron-core's default), "moe_shared_expert_overlap" (written when true;
-// absent: false).
+// Megatron-core's default), "moe_shared_expert_overlap" and
+// "overlap_moe_expert_parallel_comm" (written when true; absent: false).
 // clang-format off
 inline constexpr std::array<const char*, 31> kGptArchitectureKeys = {
     "ffn_hidden_size", "swiglu", "group_query_attention", "num_query_groups", "disable_bias_linear",

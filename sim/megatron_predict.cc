@@ -49,11 +49,12 @@ Result<Simulation> simulate_zb_heuristic(const MegatronPrediction& p, double wei
   return simulation;
 }
 
-// Per pipeline rank, what its overlapped pairs (DualPipeV's) hide per
-// iteration: pair_hidden over replica 0's pairs, on the plan's stage costs.
+// Per pipeline rank, what its overlapped pairs (DualPipeV's, or interleaved
+// 1F1B's with Plan::paired_steady_state) hide per iteration: pair_hidden over
+// replica 0's pairs, on the plan's stage costs.
 std::vector<Seconds> hidden_by_pairs(const MegatronPrediction& p, const MegatronLayout& layout) {
   std::vector<Seconds> hidden(static_cast<size_t>(layout.pipeline));
-  if (p.plan.schedule != Schedule::kDualPipeV) return hidden;
+  if (p.plan.schedule != Schedule::kDualPipeV && !p.plan.paired_steady_state) return hidden;
   const std::vector<StageCost> costs = stage_costs(p.profile.profile, p.plan, p.groups);
   const auto pass = [&](const Action& a) { return pass_cost(costs[static_cast<size_t>(a.stage)], a.kind); };
   const Program program = generate_replica0_program(p.plan);

@@ -322,6 +322,7 @@ Plan megatron_plan(const GptModel& model, const MegatronLayout& layout) {
                   : layout.zero_bubble == 2                    ? Schedule::kZbH2
                                                                : Schedule::kOneFOneB;
   plan.virtual_stages = v;
+  plan.paired_steady_state = layout.overlap_moe_ep_comm && plan.schedule == Schedule::kInterleaved1F1B;
   plan.microbatch_size = layout.micro_batch;
   // Microbatch k runs on replica k mod (d c): each of the d c replicas (the
   // c context-parallel ranks of a data-parallel rank run its microbatches

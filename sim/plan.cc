@@ -258,6 +258,9 @@ Status check_plan(const Plan& plan, const Profile& profile, const Topology& topo
   if (plan.schedule == Schedule::kDataParallel && plan.num_stages() != 1)
     return root.field("stages").error("must be a single stage for the dp schedule", stages_to_string(plan.stages));
   if (auto ok = check_chunks(plan, source); !ok) return ok;
+  if (plan.paired_steady_state && plan.schedule != Schedule::kInterleaved1F1B)
+    return root.field("paired_steady_state")
+        .error(fmt::format("pairs the steady state of interleaved-1f1b only, not of {}", schedule_name(plan.schedule)));
   if (plan.num_workers() > topology.num_devices())
     return root.field("stages").error(fmt::format("use {} workers (replicas) but topology \"{}\" has only {} devices",
                                                   plan.num_workers(), topology.name, topology.num_devices()),

@@ -8,6 +8,7 @@
 // File format `baton.plan.v1`:
 //   {"format": "baton.plan.v1", optional "model": str, "schedule": "pipedream"|"1f1b"|"gpipe"|"dp"|"zb-h1"|"zb-h2",
 //    "microbatch_size": int >= 1, "microbatches": int >= 1, optional "vertical_sync": bool,
+//    optional "paired_steady_state": bool (interleaved-1f1b only: see Plan),
 //    optional "virtual_stages": int >= 1 (chunks per device; default 1; when given, one the
 //        schedule runs: check_virtual_stages),
 //    "stages": [{"layers": [begin, end], "replicas": int >= 1, optional "devices": [int]}],
@@ -89,6 +90,12 @@ struct Plan {
   bool vertical_sync = false;
   // Chunks per device (see above); 1 for the schedules that do not run chunks.
   int virtual_stages = 1;
+  // interleaved-1f1b only: one forward more in each rank's warm-up, then each
+  // steady-state forward runs with the backward after it as an overlapped
+  // pair (sim/program.h), as Megatron-core's --overlap-moe-expert-parallel-comm
+  // merges the forward and the backward of two microbatches to hide each
+  // one's all-to-alls behind the other's compute.
+  bool paired_steady_state = false;
   std::vector<StagePlan> stages;
   nlohmann::json prediction;             // opaque to the simulator
   std::optional<PlanTopology> made_for;  // "topology"

@@ -77,7 +77,7 @@ Result<Plan> plan_from_json(const json& document, const std::string& source) {
   if (auto ok = json_fields::check_known_keys(
           document, root,
           {"format", "model", "schedule", "microbatch_size", "microbatches", "vertical_sync", "virtual_stages",
-           "stages", "prediction", "topology", "megatron"});
+           "paired_steady_state", "stages", "prediction", "topology", "megatron"});
       !ok)
     return ok.error();
   Plan plan;
@@ -100,6 +100,14 @@ Result<Plan> plan_from_json(const json& document, const std::string& source) {
   if (auto it = document.find("vertical_sync"); it != document.end()) {
     if (!it->is_boolean()) return root.field("vertical_sync").error("must be true or false", *it);
     plan.vertical_sync = it->get<bool>();
+  }
+  if (auto it = document.find("paired_steady_state"); it != document.end()) {
+    if (!it->is_boolean()) return root.field("paired_steady_state").error("must be true or false", *it);
+    plan.paired_steady_state = it->get<bool>();
+    if (plan.paired_steady_state && plan.schedule != Schedule::kInterleaved1F1B)
+      return root.field("paired_steady_state")
+          .error(
+              fmt::format("pairs the steady state of interleaved-1f1b only, not of {}", schedule_name(plan.schedule)));
   }
   auto virtual_stages = json_fields::read_integer_or(document, root, "virtual_stages", 1, 1);
   if (!virtual_stages) return virtual_stages.error();
@@ -153,6 +161,7 @@ json plan_to_json(const Plan& plan) {
                    {"vertical_sync", plan.vertical_sync},
                    {"stages", stages}};
   if (plan.virtual_stages != 1) document["virtual_stages"] = plan.virtual_stages;
+  if (plan.paired_steady_state) document["paired_steady_state"] = true;
   if (!plan.prediction.is_null()) document["prediction"] = plan.prediction;
   if (plan.made_for)
     document["topology"] = {

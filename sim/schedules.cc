@@ -134,7 +134,9 @@ void append_chunk_updates(std::vector<Action>& out, const std::vector<int>& stag
 // (i / (p v)) p + i mod p on chunk (i / p) mod v when it runs forward, and
 // on chunk v - 1 - (i / p) mod v when it runs backward: groups of p
 // microbatches go through chunk 0, then through chunk 1, and so on. Warm-up:
-// 2 (p - d - 1) + (v - 1) p forwards (all of them when m = p), then 1F1B.
+// 2 (p - d - 1) + (v - 1) p forwards (all of them when m = p), then 1F1B;
+// `paired`: one forward more in the warm-up, then each steady-state forward
+// and the backward after it an overlapped pair (Plan::paired_steady_state).
 struct InterleavedCursor {
   int ranks, chunks;
   int group = 0, chunk = 0, position = 0;  // i = (group v + chunk) p + position
@@ -150,7 +152,7 @@ struct InterleavedCursor {
 };
 
 void append_interleaved(std::vector<Action>& out, int rank, int ranks, int chunks, const std::vector<int>& local,
-                        int replicas) {
+                        int replicas, bool paired) {
   const int m = static_cast<int>(local.size());
   const int total = m * chunks;
   // Pass i of a direction: microbatch local[(i / (p v)) p + i mod p] through
@@ -165,11 +167,16 @@ void append_interleaved(std::vector<Action>& out, int rank, int ranks, int chunk
         make_action(ActionKind::kBackward, (chunks - 1 - backwards.chunk) * ranks + rank, local[backwards.batch()]));
     backwards.next();
   };
-  const int warmup = m == ranks ? total : std::min(total, 2 * (ranks - rank - 1) + (chunks - 1) * ranks);
+  // Paired, one more forward first (Megatron-core's, with
+  // --overlap-moe-expert-parallel-comm): no pair joins a microbatch's forward
+  // and backward through the same chunk.
+  const int warmup = m == ranks ? total
+                                : std::min(total, 2 * (ranks - rank - 1) + (chunks - 1) * ranks + (paired ? 1 : 0));
   out.reserve(out.size() + 2 * static_cast<size_t>(total) + 2 * static_cast<size_t>(chunks));
   for (int i = 0; i < warmup; ++i) forward();
   for (int i = 0; i < total - warmup; ++i) {
     forward();
+    if (paired) out.back().paired = true;  // Plan::paired_steady_state
     backward();
   }
   for (int i = std::max(total - warmup, 0); i < total; ++i) backward();
@@ -330,7 +337,9 @@ Program make_chunked(const Plan& plan, const Program* only) {
     switch (plan.schedule) {
       case Schedule::kZbV: append_zbv(out, worker.stage, ranks, local, replicas); break;
       case Schedule::kDualPipeV: append_dualpipev(out, worker.stage, ranks, local, replicas); break;
-      default: append_interleaved(out, worker.stage, ranks, plan.virtual_stages, local, replicas); break;
+      default:
+        append_interleaved(out, worker.stage, ranks, plan.virtual_stages, local, replicas, plan.paired_steady_state);
+        break;
     }
   }
   return program;

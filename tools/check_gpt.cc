@@ -109,7 +109,10 @@ std::string short_layout(const GptModel& model, const MegatronLayout& l) {
       l.data,
       fmt::format("{}{}{}", l.expert_parallel > 1 ? fmt::format(" ep {}", l.expert_parallel) : "",
                   l.expert_tensor_parallel() != l.tensor ? fmt::format(" etp {}", l.expert_tensor_parallel()) : "",
-                  model.moe() ? std::string(" ") + moe_dispatcher_name(l.moe_dispatcher) : ""),
+                  model.moe() ? fmt::format(" {}{}{}", moe_dispatcher_name(l.moe_dispatcher),
+                                            l.overlap_moe_ep_comm ? "+ep-overlap" : "",
+                                            l.moe_shared_expert_overlap ? "+shared-overlap" : "")
+                              : ""),
       l.micro_batch, split,
       l.v_schedule != VSchedule::kNone ? std::string(" ") + v_schedule_name(l.v_schedule)
       : l.layers_per_virtual_stage > 0 ? fmt::format(" v {}", l.virtual_stages(model))

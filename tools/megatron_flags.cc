@@ -66,6 +66,16 @@ void add_megatron_flags(CLI::App& cmd, MegatronArgs& args) {
                "all-to-alls, which are exposed only where they outlast it (plan puts it on the layouts it applies "
                "to)")
       ->group(group);
+  cmd.add_flag("--overlap-moe-expert-parallel-comm", args.overlap_moe_ep_comm,
+               "with experts over ep >= 2 ranks, --moe-token-dispatcher-type alltoall and interleaved 1F1B: each "
+               "steady-state forward runs with the backward after it as one unit, each pass's all-to-alls hidden "
+               "behind the other's compute (Megatron-core's batch-level overlap; plan puts it on the layouts it "
+               "applies to)")
+      ->group(group);
+  cmd.add_flag("--delay-wgrad-compute", args.delay_wgrad,
+               "refused: baton does not model the weight gradients' delay that Megatron-core pairs with "
+               "--overlap-moe-expert-parallel-comm")
+      ->group(group);
   cmd.add_option("--num-layers-per-virtual-pipeline-stage", args.layers_per_virtual_stage,
                  "interleaved 1F1B with L / (p x this) chunks per GPU")
       ->check(at_least(1))
@@ -184,6 +194,9 @@ MegatronAxes pinned_megatron_axes(const MegatronArgs& flags, const CLI::App& cmd
   axes.overlap_param_gather = flags.overlap_param_gather;
   axes.tp_comm_overlap = flags.tp_comm_overlap;
   axes.shared_expert_overlap = flags.shared_expert_overlap;
+  axes.overlap_moe_ep_comm = flags.overlap_moe_ep_comm;
+  if (flags.overlap_moe_ep_comm && flags.shared_expert_overlap)
+    throw UsageError("--overlap-moe-expert-parallel-comm does not go with --moe-shared-expert-overlap, as in Megatron");
   if (flags.overlap_param_gather && !flags.overlap_grad_reduce) throw UsageError(kOverlapParamGatherNeedsGradReduce);
   if (given("--decoder-first-pipeline-num-layers") || given("--decoder-last-pipeline-num-layers"))
     axes.stage_layers = std::make_pair(flags.first_stage_layers, flags.last_stage_layers);
@@ -281,6 +294,12 @@ MegatronRun megatron_flags_unchecked(const MegatronArgs& args) {
   layout.overlap_param_gather = args.overlap_param_gather;
   layout.tp_comm_overlap = args.tp_comm_overlap;
   layout.moe_shared_expert_overlap = args.shared_expert_overlap;
+  layout.overlap_moe_ep_comm = args.overlap_moe_ep_comm;
+  if (args.delay_wgrad)
+    throw UsageError(
+        "--delay-wgrad-compute: baton does not model the weight gradients' delay; "
+        "--overlap-moe-expert-parallel-comm is modelled without it (drop the flag: the prediction then leaves out "
+        "what the delay would hide)");
   layout.data = args.data;
   layout.context = args.context;
   layout.expert_parallel = args.expert_parallel;

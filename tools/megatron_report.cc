@@ -95,6 +95,7 @@ std::string layout_line(const GptModel& model, const MegatronLayout& layout) {
                       layout.overlap_grad_reduce ? ", gradient reduction overlapped" : "",
                       layout.overlap_param_gather ? ", weight all-gather overlapped" : "");
   if (layout.moe_shared_expert_overlap) text += ", shared expert beside the all-to-alls";
+  if (layout.overlap_moe_ep_comm) text += ", steady-state forwards and backwards paired (all-to-alls overlapped)";
   return text;
 }
 
@@ -200,6 +201,7 @@ nlohmann::json megatron_json(const GptModel& model, const MegatronLayout& layout
         {"moe_token_dispatcher_type",
          model.moe() ? nlohmann::json(moe_dispatcher_name(layout.moe_dispatcher)) : nlohmann::json()},
         {"moe_shared_expert_overlap", layout.moe_shared_expert_overlap},
+        {"overlap_moe_expert_parallel_comm", layout.overlap_moe_ep_comm},
         {"micro_batch_size", layout.micro_batch},
         {"global_batch_size", layout.global_batch},
         {"num_layers_per_virtual_pipeline_stage",

@@ -375,4 +375,42 @@ TEST_CASE("moe: --moe-shared-expert-overlap hides the all-to-alls behind the sha
   CHECK(refused.err.find("--moe-shared-expert-overlap needs a shared expert") != std::string::npos);
 }
 
+TEST_CASE(
+    "moe: --overlap-moe-expert-parallel-comm pairs the interleaved steady state, --delay-wgrad-compute is refused",
+    "[cli][megatron][moe]") {
+  // kSimulate: Mixtral at p 4 with 8 chunks a GPU, the alltoall dispatcher.
+  const std::string ep8 = kSimulate + "--expert-model-parallel-size 8 ";
+  const CliRun plain = run_baton(ep8 + "--json", "moe-ep-overlap-plain");
+  const CliRun paired = run_baton(ep8 + "--overlap-moe-expert-parallel-comm --json", "moe-ep-overlap");
+  INFO(plain.err << paired.err);
+  REQUIRE(plain.exit_code == 0);
+  REQUIRE(paired.exit_code == 0);
+  const nlohmann::json a = nlohmann::json::parse(plain.out), b = nlohmann::json::parse(paired.out);
+  CHECK(b["layout"]["overlap_moe_expert_parallel_comm"] == true);
+  CHECK(b["breakdown_s"]["expert_parallel_comm"].get<double>() <
+        a["breakdown_s"]["expert_parallel_comm"].get<double>());
+  CHECK(b["iteration_time_s"].get<double>() < a["iteration_time_s"].get<double>());
+  const CliRun delayed =
+      run_baton(ep8 + "--overlap-moe-expert-parallel-comm --delay-wgrad-compute", "moe-ep-overlap-delay");
+  CHECK(delayed.exit_code == 2);
+  CHECK(delayed.out.empty());
+  CHECK(delayed.err.find("--delay-wgrad-compute: baton does not model the weight gradients' delay") !=
+        std::string::npos);
+  const CliRun alone = run_baton(kSimulate + "--overlap-moe-expert-parallel-comm", "moe-ep-overlap-ep1");
+  CHECK(alone.exit_code == 2);
+  CHECK(alone.err.find("--overlap-moe-expert-parallel-comm needs --expert-model-parallel-size of at least 2") !=
+        std::string::npos);
+  // plan puts it on the layouts it applies to and emits it there.
+  const CliRun planned = run_baton("plan --topology topologies/h100_32x8.json " + kMixtral +
+                                       "--bf16 --moe-grouped-gemm --global-batch-size 256 --gpus 64 "
+                                       "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 4 "
+                                       "--num-layers-per-virtual-pipeline-stage 1 --expert-model-parallel-size 8 "
+                                       "--moe-token-dispatcher-type alltoall --overlap-moe-expert-parallel-comm "
+                                       "--emit megatron",
+                                   "moe-ep-overlap-plan");
+  INFO(planned.err);
+  REQUIRE(planned.exit_code == 0);
+  CHECK(planned.out.find(" --overlap-moe-expert-parallel-comm") != std::string::npos);
+}
+
 }  // namespace

@@ -196,5 +196,30 @@ TEST_CASE("moe: the search puts --moe-shared-expert-overlap on the alltoall layo
   for (const MegatronCandidate& c : unshared->best) CHECK_FALSE(c.layout.moe_shared_expert_overlap);
 }
 
+TEST_CASE("moe: the search puts --overlap-moe-expert-parallel-comm on the interleaved alltoall layouts with ep > 1",
+          "[planner][megatron][moe]") {
+  const Topology topology = testing::shipped_topology("a100_4x8.json");
+  MegatronAxes fixed = pinned_but_experts();
+  fixed.overlap_moe_ep_comm = true;
+  // Not interleaved: it applies to none.
+  const auto straight = search_megatron_layouts(small_moe(), 64, true, fixed, topology, 1000000);
+  REQUIRE(straight.ok());
+  for (const MegatronCandidate& c : straight->best) CHECK_FALSE(c.layout.overlap_moe_ep_comm);
+  // Interleaved (4 chunks of one layer a GPU): on the alltoall layouts with ep > 1.
+  fixed.layers_per_virtual_stage = 1;
+  const auto found = search_megatron_layouts(small_moe(), 64, true, fixed, topology, 1000000);
+  REQUIRE(found.ok());
+  int on = 0;
+  for (const MegatronCandidate& c : found->best) {
+    const bool applies = c.layout.moe_dispatcher == MoeDispatcher::kAllToAll && c.layout.expert_parallel > 1;
+    CHECK(c.layout.overlap_moe_ep_comm == applies);
+    on += applies ? 1 : 0;
+    const auto again = predict_megatron(small_moe(), c.layout, topology, false);
+    REQUIRE(again.ok());
+    CHECK(again->iteration_time == c.iteration_time);
+  }
+  CHECK(on > 0);
+}
+
 }  // namespace
 }  // namespace baton

@@ -412,3 +412,75 @@ TEST_CASE("chunked schedules: virtual_stages round-trips through the plan file",
   // A one-chunk plan's file does not name it.
   CHECK(!plan_to_json(chunked_plan(Schedule::kOneFOneB, 3, 1, 4)).contains("virtual_stages"));
 }
+
+TEST_CASE("interleaved 1f1b, paired: each steady-state forward runs with the backward after it",
+          "[sim][chunks][interleaved]") {
+  // The picture of the first interleaved test, p = 2, v = 2, M = 4, with
+  // Plan::paired_steady_state (Megatron-core's
+  // --overlap-moe-expert-parallel-comm): one forward more in the warm-up, then
+  // the steady state's F&B pairs, none of one microbatch through one chunk.
+  Plan plan = chunked_plan(Schedule::kInterleaved1F1B, 2, 2, 4);
+  plan.paired_steady_state = true;
+  const Program program = generate_program(plan);
+  check_orders(program, {"s0:F0 s0:F1 s2:F0 s2:F1 s0:F2 s0:F3& s2:B0 s2:F2& s2:B1 s2:F3& s0:B0 s0:B1 s2:B2 s2:B3 "
+                         "s0:B2 s0:B3 s0:STEP0 s2:STEP0",
+                         "s1:F0 s1:F1 s3:F0 s3:F1& s3:B0 s1:F2& s3:B1 s1:F3& s1:B0 s3:F2& s1:B1 s3:F3& s3:B2 s3:B3 "
+                         "s1:B2 s1:B3 s1:STEP0 s3:STEP0"});
+  for (int w = 0; w < 2; ++w)
+    for (size_t i = 0; i + 1 < program.actions[w].size(); ++i) {
+      const Action& a = program.actions[w][i];
+      if (!a.paired) continue;
+      const Action& b = program.actions[w][i + 1];
+      CHECK_FALSE((a.stage == b.stage && a.batch() == b.batch()));
+    }
+  // Valid (no worker waits on itself) at every size, and each pair hides its
+  // passes' all-to-alls behind the other's compute as DualPipeV's do.
+  for (int ranks : {2, 3, 4})
+    for (int chunks : {2, 3})
+      for (int microbatches : {ranks, 2 * ranks, 4 * ranks}) {
+        INFO("p = " << ranks << " v = " << chunks << " M = " << microbatches);
+        Plan paired = chunked_plan(Schedule::kInterleaved1F1B, ranks, chunks, microbatches);
+        paired.paired_steady_state = true;
+        const Program built = build_program(paired);
+        const Status valid = validate_program(built);
+        CHECK(valid.ok());
+        if (!valid) FAIL_CHECK(valid.error().message);
+        const Topology topology = make_flat_topology(64, 100.0, Seconds(0.0));
+        REQUIRE(assign_devices(paired, topology).ok());
+        Profile overlapped = uniform_split(paired.num_stages(), Times{1.0, 1.0, 1.0});
+        for (Layer& layer : overlapped.layers) {
+          layer.forward_overlap = Seconds::from_ms(0.3);
+          layer.backward_overlap = Seconds::from_ms(0.4);
+        }
+        Plan plain_plan = paired;
+        plain_plan.paired_steady_state = false;
+        const Simulation unpaired = simulate_ok(plain_plan, overlapped, topology);
+        const Simulation hidden = simulate_ok(paired, overlapped, topology);
+        // With M = p every pass is warm-up or cool-down: nothing to pair.
+        if (microbatches == ranks)
+          CHECK(hidden.metrics.makespan.value == Approx(unpaired.metrics.makespan.value).epsilon(1e-12));
+        else
+          CHECK(hidden.metrics.makespan < unpaired.metrics.makespan);
+      }
+}
+
+TEST_CASE("paired_steady_state: interleaved-1f1b only, and it round-trips through the plan file",
+          "[sim][chunks][plan][bad-input]") {
+  Plan plan = chunked_plan(Schedule::kInterleaved1F1B, 2, 2, 4);
+  plan.paired_steady_state = true;
+  const auto back = plan_from_json(plan_to_json(plan), "plan.json");
+  REQUIRE(back.ok());
+  CHECK(back->paired_steady_state);
+  CHECK_FALSE(plan_to_json(chunked_plan(Schedule::kInterleaved1F1B, 2, 2, 4)).contains("paired_steady_state"));
+  nlohmann::json one = plan_to_json(chunked_plan(Schedule::kOneFOneB, 2, 1, 4));
+  one["paired_steady_state"] = true;
+  const auto refused = plan_from_json(one, "plan.json");
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message ==
+        "plan.json: paired_steady_state pairs the steady state of interleaved-1f1b only, not of 1f1b");
+  Plan programmatic = chunked_plan(Schedule::kOneFOneB, 2, 1, 4);
+  programmatic.paired_steady_state = true;
+  const Topology topology = make_flat_topology(8, 100.0, Seconds(0.0));
+  REQUIRE(assign_devices(programmatic, topology).ok());
+  CHECK_FALSE(check_plan(programmatic, uniform_split(2, Times{1.0, 1.0, 1.0}), topology, "plan").ok());
+}

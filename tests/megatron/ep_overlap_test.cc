@@ -1,0 +1,94 @@
+// --overlap-moe-expert-parallel-comm (MegatronLayout::overlap_moe_ep_comm,
+// Megatron-core's batch-level overlap): interleaved 1F1B with one forward
+// more in the warm-up and each steady-state forward paired with the backward
+// after it (Plan::paired_steady_state), each pass's all-to-alls hidden
+// behind the other's compute; refused where Megatron refuses it.
+#include <string>
+
+#include "tests/catch_compat.h"
+
+#include "tests/megatron/megatron_test_support.h"
+
+#include "sim/megatron_arguments.h"
+#include "sim/megatron_sim.h"
+
+namespace baton {
+namespace {
+
+// A small Mixtral-like model, 8 layers over p 2 in 4 chunks of one layer,
+// its 8 experts over ep 8 with the alltoall dispatcher, 16 microbatches.
+MegatronLayout overlapped(bool on) {
+  MegatronLayout l = megatron_layout(1, 2, 8, 1, 128);
+  l.bf16 = true;
+  l.layers_per_virtual_stage = 1;
+  l.expert_parallel = 8;
+  l.moe_dispatcher = MoeDispatcher::kAllToAll;
+  l.overlap_moe_ep_comm = on;
+  return l;
+}
+
+std::string refusal(const GptModel& m, const MegatronLayout& l) {
+  const Status status = check_megatron_layout(m, l, 64);
+  return status.ok() ? "(accepted)" : status.error().message;
+}
+
+TEST_CASE("ep overlap: the pairs hide the all-to-alls, and only the plan's pairing differs", "[megatron][moe]") {
+  const Topology topology = testing::shipped_topology("h100_32x8.json");
+  const GptModel m = testing::small_moe(8, 8, 2);
+  REQUIRE(check_megatron_layout(m, overlapped(true), 64).ok());
+  const auto plain = predict_megatron(m, overlapped(false), topology, false);
+  const auto paired = predict_megatron(m, overlapped(true), topology, false);
+  REQUIRE(plain.ok());
+  REQUIRE(paired.ok());
+  CHECK_FALSE(plain->plan.paired_steady_state);
+  CHECK(paired->plan.paired_steady_state);
+  CHECK(paired->plan.schedule == Schedule::kInterleaved1F1B);
+  // The same work; the all-to-alls exposed less, and the iteration shorter.
+  CHECK(paired->breakdown.compute == plain->breakdown.compute);
+  REQUIRE(plain->breakdown.expert_comm.value > 0.0);
+  CHECK(paired->breakdown.expert_comm < plain->breakdown.expert_comm);
+  CHECK(paired->iteration_time < plain->iteration_time);
+  // The layout's Megatron arguments carry it, and read back.
+  const nlohmann::json arguments = megatron_arguments(m, overlapped(true));
+  CHECK(arguments["overlap_moe_expert_parallel_comm"] == true);
+  const auto back = megatron_from_arguments(arguments, "plan.megatron");
+  REQUIRE(back.ok());
+  CHECK(back->layout.overlap_moe_ep_comm);
+  CHECK_FALSE(megatron_arguments(m, overlapped(false)).contains("overlap_moe_expert_parallel_comm"));
+}
+
+TEST_CASE("ep overlap: refused where Megatron refuses it, and off interleaving, naming the flag",
+          "[megatron][moe][bad-input]") {
+  const GptModel m = testing::small_moe(8, 8, 2);
+  MegatronLayout one = overlapped(true);
+  one.expert_parallel = 1;
+  CHECK(refusal(m, one) == "--overlap-moe-expert-parallel-comm needs --expert-model-parallel-size of at least 2");
+  MegatronLayout gathered = overlapped(true);
+  gathered.moe_dispatcher = MoeDispatcher::kAllGather;
+  CHECK(refusal(m, gathered) ==
+        "--overlap-moe-expert-parallel-comm needs --moe-token-dispatcher-type alltoall, as Megatron does");
+  MegatronLayout full = overlapped(true);
+  full.recompute = Recompute::kFull;
+  CHECK(refusal(m, full) ==
+        "--overlap-moe-expert-parallel-comm does not go with --recompute-granularity full, as in Megatron");
+  GptModel shared = m;
+  shared.shared_expert_ffn = 2048;
+  MegatronLayout both = overlapped(true);
+  both.moe_shared_expert_overlap = true;
+  CHECK(refusal(shared, both) ==
+        "--overlap-moe-expert-parallel-comm does not go with --moe-shared-expert-overlap, as in Megatron");
+  MegatronLayout straight = overlapped(true);
+  straight.layers_per_virtual_stage = 0;
+  CHECK_THAT(refusal(m, straight), Catch::Contains("baton models it on interleaved 1F1B"));
+  MegatronLayout v = overlapped(true);
+  v.layers_per_virtual_stage = 0;
+  v.v_schedule = VSchedule::kDualPipeV;
+  CHECK_THAT(refusal(m, v), Catch::Contains("baton models it on interleaved 1F1B"));
+  GptModel two_depths = m;
+  two_depths.mtp_layers = 2;
+  CHECK(refusal(two_depths, overlapped(true)) ==
+        "--overlap-moe-expert-parallel-comm takes at most one --mtp-num-layers, as Megatron does");
+}
+
+}  // namespace
+}  // namespace baton
