@@ -47,6 +47,23 @@ const std::string kSmall =
     "--position-embedding-type rope --normalization RMSNorm --use-flash-attn --num-experts 8 --moe-router-topk 2 "
     "--bf16 --global-batch-size 64 ";
 
+// `command` simulated with and without `flag`, an overlap of the all-to-alls:
+// the JSON layout says so under `key`, less of the all-to-alls is exposed,
+// and the iteration is shorter.
+void check_overlap_hides(const std::string& command, const std::string& flag, const char* key) {
+  const CliRun plain = run_baton(command + "--json", "moe-overlap-plain");
+  const CliRun overlapped = run_baton(command + flag + " --json", "moe-overlap");
+  INFO(plain.err << overlapped.err);
+  REQUIRE(plain.exit_code == 0);
+  REQUIRE(overlapped.exit_code == 0);
+  const nlohmann::json a = nlohmann::json::parse(plain.out), b = nlohmann::json::parse(overlapped.out);
+  CHECK(a["layout"][key] == false);
+  CHECK(b["layout"][key] == true);
+  CHECK(b["breakdown_s"]["expert_parallel_comm"].get<double>() <
+        a["breakdown_s"]["expert_parallel_comm"].get<double>());
+  CHECK(b["iteration_time_s"].get<double>() < a["iteration_time_s"].get<double>());
+}
+
 TEST_CASE("moe: simulate Mixtral 8x7B, its experts over 8 of the 16 data-parallel ranks", "[cli][megatron][moe]") {
   const CliRun eight = run_baton(kSimulate + "--expert-model-parallel-size 8 --json", "moe-ep8");
   const CliRun one = run_baton(kSimulate + "--json", "moe-ep1");
@@ -324,17 +341,7 @@ TEST_CASE("moe: --moe-shared-expert-overlap hides the all-to-alls behind the sha
           "[cli][megatron][moe]") {
   // Mixtral's layout with a shared expert of width 14,336 beside the eight.
   const std::string shared = kSimulate + "--expert-model-parallel-size 8 --moe-shared-expert-intermediate-size 14336 ";
-  const CliRun plain = run_baton(shared + "--json", "moe-shared-plain");
-  const CliRun overlapped = run_baton(shared + "--moe-shared-expert-overlap --json", "moe-shared-overlap");
-  INFO(plain.err << overlapped.err);
-  REQUIRE(plain.exit_code == 0);
-  REQUIRE(overlapped.exit_code == 0);
-  const nlohmann::json a = nlohmann::json::parse(plain.out), b = nlohmann::json::parse(overlapped.out);
-  CHECK(a["layout"]["moe_shared_expert_overlap"] == false);
-  CHECK(b["layout"]["moe_shared_expert_overlap"] == true);
-  CHECK(b["breakdown_s"]["expert_parallel_comm"].get<double>() <
-        a["breakdown_s"]["expert_parallel_comm"].get<double>());
-  CHECK(b["iteration_time_s"].get<double>() < a["iteration_time_s"].get<double>());
+  check_overlap_hides(shared, "--moe-shared-expert-overlap", "moe_shared_expert_overlap");
   // Megatron asks the alltoall dispatcher for it (which kSimulate pins), and
   // a shared expert.
   std::string allgather = shared;
@@ -380,16 +387,7 @@ TEST_CASE(
     "[cli][megatron][moe]") {
   // kSimulate: Mixtral at p 4 with 8 chunks a GPU, the alltoall dispatcher.
   const std::string ep8 = kSimulate + "--expert-model-parallel-size 8 ";
-  const CliRun plain = run_baton(ep8 + "--json", "moe-ep-overlap-plain");
-  const CliRun paired = run_baton(ep8 + "--overlap-moe-expert-parallel-comm --json", "moe-ep-overlap");
-  INFO(plain.err << paired.err);
-  REQUIRE(plain.exit_code == 0);
-  REQUIRE(paired.exit_code == 0);
-  const nlohmann::json a = nlohmann::json::parse(plain.out), b = nlohmann::json::parse(paired.out);
-  CHECK(b["layout"]["overlap_moe_expert_parallel_comm"] == true);
-  CHECK(b["breakdown_s"]["expert_parallel_comm"].get<double>() <
-        a["breakdown_s"]["expert_parallel_comm"].get<double>());
-  CHECK(b["iteration_time_s"].get<double>() < a["iteration_time_s"].get<double>());
+  check_overlap_hides(ep8, "--overlap-moe-expert-parallel-comm", "overlap_moe_expert_parallel_comm");
   const CliRun delayed =
       run_baton(ep8 + "--overlap-moe-expert-parallel-comm --delay-wgrad-compute", "moe-ep-overlap-delay");
   CHECK(delayed.exit_code == 2);
