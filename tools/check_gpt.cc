@@ -1,6 +1,7 @@
 #include "tools/check_gpt.h"
 
 #include <limits>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -18,12 +19,27 @@ constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
 
 void read_pinned(const nlohmann::json& pinned, const FieldPath& at, MegatronAxes& axes) {
   take(json_fields::check_object(pinned, at));
-  take(json_fields::check_known_keys(
-      pinned, at,
-      {"tensor_model_parallel_size", "pipeline_model_parallel_size", "micro_batch_size",
-       "num_layers_per_virtual_pipeline_stage", "recompute_granularity", "sequence_parallel",
-       "use_distributed_optimizer", "zero_bubble", "v_schedule", "data_parallel_size", "context_parallel_size",
-       "expert_model_parallel_size", "expert_tensor_parallel_size", "moe_token_dispatcher_type", "gpus"}));
+  take(json_fields::check_known_keys(pinned, at,
+                                     {"tensor_model_parallel_size",
+                                      "pipeline_model_parallel_size",
+                                      "micro_batch_size",
+                                      "num_layers_per_virtual_pipeline_stage",
+                                      "recompute_granularity",
+                                      "sequence_parallel",
+                                      "use_distributed_optimizer",
+                                      "zero_bubble",
+                                      "v_schedule",
+                                      "data_parallel_size",
+                                      "context_parallel_size",
+                                      "expert_model_parallel_size",
+                                      "expert_tensor_parallel_size",
+                                      "moe_token_dispatcher_type",
+                                      "gpus",
+                                      "overlap_grad_reduce",
+                                      "overlap_param_gather",
+                                      "tp_comm_overlap",
+                                      "moe_shared_expert_overlap",
+                                      "overlap_moe_expert_parallel_comm"}));
   const auto integer = [&](const char* name, int least, std::optional<int>& into) {
     if (pinned.contains(name))
       into = static_cast<int>(take(json_fields::read_integer(pinned, at, name, least, kMaxInt)));
@@ -66,6 +82,21 @@ void read_pinned(const nlohmann::json& pinned, const FieldPath& at, MegatronAxes
     (std::string_view(name) == "sequence_parallel" ? axes.sequence_parallel : axes.distributed_optimizer) =
         pinned[name].get<bool>();
   }
+  // The overlaps asked for, as plan's flags ask (MegatronAxes: each on the layouts it applies to).
+  const std::pair<const char*, bool*> overlaps[] = {{"overlap_grad_reduce", &axes.overlap_grad_reduce},
+                                                    {"overlap_param_gather", &axes.overlap_param_gather},
+                                                    {"tp_comm_overlap", &axes.tp_comm_overlap},
+                                                    {"moe_shared_expert_overlap", &axes.shared_expert_overlap},
+                                                    {"overlap_moe_expert_parallel_comm", &axes.overlap_moe_ep_comm}};
+  for (const auto& [name, into] : overlaps) {
+    if (!pinned.contains(name)) continue;
+    if (!pinned[name].is_boolean())
+      throw UsageError(at.field(name).error("must be true or false", pinned[name]).message);
+    *into = pinned[name].get<bool>();
+  }
+  if (axes.overlap_param_gather && !axes.overlap_grad_reduce)
+    throw UsageError(
+        at.field("overlap_param_gather").error("needs overlap_grad_reduce true, as Megatron asks").message);
 }
 
 }  // namespace

@@ -202,6 +202,15 @@ TEST_CASE("check re-plans a GPT layout case and reports a moved layout", "[cli][
   const CliRun flex = run_baton("check '" + dir.string() + "'", "check-gpt-flex");
   CHECK(flex.exit_code == 2);
   CHECK(flex.err.find("gpt.pinned.moe_token_dispatcher_type must be allgather or alltoall") != std::string::npos);
+
+  write_gpt_case(dir, R"({"tp_comm_overlap": 1})", R"({"iteration_time_s": 1.0, "layout": "x"})");
+  const CliRun number = run_baton("check '" + dir.string() + "'", "check-gpt-overlap");
+  CHECK(number.exit_code == 2);
+  CHECK(number.err.find("gpt.pinned.tp_comm_overlap must be true or false") != std::string::npos);
+  write_gpt_case(dir, R"({"overlap_param_gather": true})", R"({"iteration_time_s": 1.0, "layout": "x"})");
+  const CliRun alone = run_baton("check '" + dir.string() + "'", "check-gpt-param-gather");
+  CHECK(alone.exit_code == 2);
+  CHECK(alone.err.find("gpt.pinned.overlap_param_gather needs overlap_grad_reduce true") != std::string::npos);
 }
 
 TEST_CASE("check refuses a GPT case's counts an int does not hold, naming the field", "[cli][check][bad-input]") {
