@@ -85,7 +85,7 @@ void note_unstock_flags(const GptModel& model, const MegatronLayout& l) {
         "runs it outside Megatron); --dualpipev=false keeps the search off the V schedules, and "
         "--enable-zero-bubble=false off the Zero Bubble fork's\n",
         stderr);
-  else if (l.zero_bubble > 0 || l.v_schedule == VSchedule::kZbV)
+  else if (fork_line(l))
     std::fputs(
         "baton: note: --enable-zero-bubble, --zero-bubble-max-pending-backward and --zero-bubble-v-schedule are "
         "flags of the Zero Bubble authors' fork of Megatron-LM (sail-sg/zero-bubble-pipeline-parallelism), not of "
