@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "planner/megatron_overlaps.h"
 #include "planner/megatron_search.h"
 #include "sim/megatron_arguments.h"
 #include "tools/check_gpt.h"
@@ -107,6 +108,40 @@ void write_megatron_plan(const std::string& path, const GptModel& model, const M
   write_file_atomic(path, plan_to_json(plan).dump(2) + "\n");
 }
 
+// The relative change of `option` over the chosen layout's time.
+double overlap_change(const OverlapOption& option, const MegatronPrediction& prediction) {
+  return option.iteration_time / prediction.iteration_time - 1.0;
+}
+
+std::string overlaps_text(const std::vector<OverlapOption>& overlaps, const MegatronPrediction& prediction) {
+  if (overlaps.empty()) return "";
+  size_t width = 0;
+  for (const OverlapOption& o : overlaps) width = std::max(width, o.flags.size());
+  std::string out =
+      "\noverlaps not asked for (the chosen layout with each; plan with the flags to search the layouts with "
+      "them):\n";
+  for (const OverlapOption& o : overlaps)
+    out +=
+        fmt::format("  {:<{}} {:>12}  {:+6.2f}%  peak {}{}\n", o.flags, width, human_seconds(o.iteration_time),
+                    100.0 * overlap_change(o, prediction), human_bytes(o.peak_memory), o.fits ? "" : "  does not fit");
+  return out;
+}
+
+// With --emit the flags alone reach stdout: the overlaps that would make the
+// chosen layout faster, and fit, said on stderr.
+void note_overlaps(const std::vector<OverlapOption>& overlaps, const MegatronPrediction& prediction) {
+  std::string faster;
+  for (const OverlapOption& o : overlaps)
+    if (o.fits && o.iteration_time < prediction.iteration_time)
+      faster += fmt::format("{}{} ({}, {:+.2f}%)", faster.empty() ? "" : "; ", o.flags, human_seconds(o.iteration_time),
+                            100.0 * overlap_change(o, prediction));
+  if (!faster.empty())
+    std::fprintf(stderr,
+                 "baton: note: not asked for, and faster on this layout: %s; plan with them to search the layouts "
+                 "with them\n",
+                 faster.c_str());
+}
+
 std::string families_text(const MegatronSearchResult& found) {
   std::string out;
   for (const MegatronFamily& f : found.families) {
@@ -121,8 +156,17 @@ std::string families_text(const MegatronSearchResult& found) {
 }
 
 nlohmann::json plan_json(const GptModel& model, const MegatronLayout& chosen, const Topology& topology,
-                         const MegatronPrediction& prediction, const MegatronSearchResult& found) {
+                         const MegatronPrediction& prediction, const MegatronSearchResult& found,
+                         const std::vector<OverlapOption>& overlaps) {
   nlohmann::json document = megatron_json(model, chosen, topology, prediction);
+  nlohmann::json options = nlohmann::json::array();
+  for (const OverlapOption& o : overlaps)
+    options.push_back({{"flags", o.flags},
+                       {"iteration_time_s", o.iteration_time.value},
+                       {"relative_change", overlap_change(o, prediction)},
+                       {"peak_memory_bytes", o.peak_memory.value},
+                       {"fits", o.fits}});
+  document["overlaps_not_asked"] = options;
   nlohmann::json runners = nlohmann::json::array();
   for (const MegatronCandidate& c : found.best)
     runners.push_back({{"layout", short_layout(model, c.layout)},
@@ -150,7 +194,8 @@ nlohmann::json plan_json(const GptModel& model, const MegatronLayout& chosen, co
 }
 
 std::string plan_text(const GptModel& model, const MegatronLayout& chosen, const Topology& topology,
-                      const MegatronPrediction& prediction, const MegatronSearchResult& found) {
+                      const MegatronPrediction& prediction, const MegatronSearchResult& found,
+                      const std::vector<OverlapOption>& overlaps) {
   std::string out = fmt::format(
       "searched {} layouts in {:.2f} s: {} do not fit the {:.3g} GiB, {} cannot beat the best by their lower "
       "bound, {} simulated\n\nbest layouts (simulated):\n",
@@ -170,6 +215,7 @@ std::string plan_text(const GptModel& model, const MegatronLayout& chosen, const
   out += "\ntensor x pipeline families (the fastest simulated, or why none was):\n" + families_text(found);
   out += "\nchosen:\n" + megatron_text(model, chosen, topology, prediction);
   out += "\nas Megatron-LM flags:\n  " + megatron_flags_of(model, chosen) + "\n";
+  out += overlaps_text(overlaps, prediction);
   return out;
 }
 
@@ -237,7 +283,11 @@ int run_megatron_plan(const MegatronArgs& flags, const MegatronPlanArgs& args, c
   const MegatronLayout& chosen = found.best.front().layout;
   const MegatronPrediction prediction = take(predict_megatron(model, chosen, topology, false));
   if (!args.output.empty()) write_megatron_plan(args.output, model, chosen, topology, prediction);
-  if (!args.emit.empty()) note_unstock_flags(model, chosen);
+  const std::vector<OverlapOption> overlaps = take(overlaps_not_asked(model, chosen, topology));
+  if (!args.emit.empty()) {
+    note_unstock_flags(model, chosen);
+    note_overlaps(overlaps, prediction);
+  }
   if (args.emit == "megatron") {
     std::fputs((megatron_flags_of(model, chosen) + "\n").c_str(), stdout);
     return 0;
@@ -248,8 +298,8 @@ int run_megatron_plan(const MegatronArgs& flags, const MegatronPlanArgs& args, c
     std::fputs((line + "\n").c_str(), stdout);
     return 0;
   }
-  const std::string out = args.json ? plan_json(model, chosen, topology, prediction, found).dump(2) + "\n"
-                                    : plan_text(model, chosen, topology, prediction, found);
+  const std::string out = args.json ? plan_json(model, chosen, topology, prediction, found, overlaps).dump(2) + "\n"
+                                    : plan_text(model, chosen, topology, prediction, found, overlaps);
   std::fputs(out.c_str(), stdout);
   return 0;
 }

@@ -364,6 +364,48 @@ TEST_CASE("plan with Megatron flags emits a layout that simulate runs to the pla
   CHECK(simulated["layout"] == planned["layout"]);
 }
 
+TEST_CASE("plan says what the overlaps it was not asked for make of its layout, and each simulates back",
+          "[cli][megatron]") {
+  const CliRun json = run_baton("plan " + kSmallGpt + " --json", "megatron-plan-overlaps-json");
+  INFO(json.err);
+  REQUIRE(json.exit_code == 0);
+  const nlohmann::json planned = nlohmann::json::parse(json.out);
+  const nlohmann::json& options = planned["overlaps_not_asked"];
+  // The small GPT's layout has d 16 and the distributed optimizer, no
+  // sequence parallelism: the data-parallel pair alone applies.
+  REQUIRE(planned["layout"]["use_distributed_optimizer"] == true);
+  REQUIRE(planned["layout"]["sequence_parallel"] == false);
+  REQUIRE(options.size() == 1);
+  CHECK(options[0]["flags"] == "--overlap-grad-reduce --overlap-param-gather");
+  const double base = planned["iteration_time_s"].get<double>();
+  const double with = options[0]["iteration_time_s"].get<double>();
+  CHECK(options[0]["relative_change"].get<double>() == Approx(with / base - 1.0));
+  CHECK(with < base);
+  // The emitted line with the option's flags simulates to the option's time.
+  const CliRun flags = run_baton("plan " + kSmallGpt + " --emit megatron", "megatron-plan-overlaps-emit");
+  REQUIRE(flags.exit_code == 0);
+  CHECK(flags.err.find("not asked for, and faster on this layout: --overlap-grad-reduce --overlap-param-gather") !=
+        std::string::npos);
+  const std::string line = flags.out.substr(0, flags.out.find('\n'));
+  const CliRun run = run_baton(
+      "simulate --topology topologies/a100_4x8.json " + line + " " + options[0]["flags"].get<std::string>() + " --json",
+      "megatron-plan-overlaps-run");
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  CHECK(nlohmann::json::parse(run.out)["iteration_time_s"].get<double>() == Approx(with).epsilon(1e-12));
+  // The text names them after the flags; asked for, they are not offered.
+  const CliRun text = run_baton("plan " + kSmallGpt, "megatron-plan-overlaps-text");
+  REQUIRE(text.exit_code == 0);
+  CHECK(text.out.find("overlaps not asked for") > text.out.find("as Megatron-LM flags"));
+  CHECK(text.out.find("overlaps not asked for") != std::string::npos);
+  const CliRun asked = run_baton("plan " + kSmallGpt + " --overlap-grad-reduce --overlap-param-gather --json",
+                                 "megatron-plan-overlaps-asked");
+  REQUIRE(asked.exit_code == 0);
+  const nlohmann::json asked_plan = nlohmann::json::parse(asked.out);
+  for (const auto& option : asked_plan["overlaps_not_asked"])
+    CHECK(option["flags"].get<std::string>().find("--overlap-grad-reduce") == std::string::npos);
+}
+
 TEST_CASE("plan pins a layout flag it is given, and --data-parallel-size and --gpus choose the GPUs",
           "[cli][megatron]") {
   const CliRun pinned = run_baton("plan " + kSmallGpt + " --tensor-model-parallel-size 2 --json", "megatron-plan-pin");
