@@ -48,6 +48,7 @@ constexpr AxisInfo kLayoutAxes[] = {
     {"tp-comm-overlap", "", AxisKind::kYesNo},
     {"moe-shared-expert-overlap", "", AxisKind::kYesNo},
     {"overlap-moe-expert-parallel-comm", "", AxisKind::kYesNo},
+    {"delay-wgrad-compute", "", AxisKind::kYesNo},
     {"zero-bubble", "", AxisKind::kZeroBubble},
     {"v-schedule", "", AxisKind::kVSchedule},
     {"moe-token-dispatcher-type", "", AxisKind::kDispatcher},
@@ -60,7 +61,7 @@ constexpr const char* kAxisList =
     "expert-model-parallel-size (ep), expert-tensor-parallel-size (etp), micro-batch-size (mbs), "
     "global-batch-size (gbs), num-layers-per-virtual-pipeline-stage (vpp), recompute-granularity, "
     "sequence-parallel, use-distributed-optimizer, overlap-grad-reduce, overlap-param-gather, tp-comm-overlap, "
-    "moe-shared-expert-overlap, overlap-moe-expert-parallel-comm, "
+    "moe-shared-expert-overlap, overlap-moe-expert-parallel-comm, delay-wgrad-compute, "
     "zero-bubble, v-schedule, moe-token-dispatcher-type, fp8-format, topology, "
     "servers, "
     "devices_per_server, bandwidth_gbps.L, latency_us.L, memory_gib";
@@ -175,6 +176,7 @@ void apply_layout_axis(const std::string& name, const std::string& value, Megatr
   if (name == "tp-comm-overlap") pinned.tp_comm_overlap = layout.tp_comm_overlap = yes;
   if (name == "moe-shared-expert-overlap") pinned.shared_expert_overlap = layout.moe_shared_expert_overlap = yes;
   if (name == "overlap-moe-expert-parallel-comm") pinned.overlap_moe_ep_comm = layout.overlap_moe_ep_comm = yes;
+  if (name == "delay-wgrad-compute") pinned.delay_wgrad_compute = layout.delay_wgrad_compute = yes;
   if (name == "zero-bubble") pinned.zero_bubble = layout.zero_bubble = *parse_zero_bubble(value);
   if (name == "v-schedule") pinned.v_schedule = layout.v_schedule = *parse_v_schedule(value);
   if (name == "moe-token-dispatcher-type") pinned.moe_dispatcher = layout.moe_dispatcher = *parse_moe_dispatcher(value);

@@ -32,6 +32,8 @@ std::vector<std::pair<std::string, MegatronLayout>> candidates(const GptModel& m
     add("--moe-shared-expert-overlap", [](MegatronLayout& l) { l.moe_shared_expert_overlap = true; });
   if (all_to_all && !moe_overlap && chosen.expert_parallel > 1 && chosen.layers_per_virtual_stage > 0)
     add("--overlap-moe-expert-parallel-comm", [](MegatronLayout& l) { l.overlap_moe_ep_comm = true; });
+  if (chosen.overlap_moe_ep_comm && !chosen.delay_wgrad_compute)
+    add("--delay-wgrad-compute", [](MegatronLayout& l) { l.delay_wgrad_compute = true; });
   return out;
 }
 

@@ -13,7 +13,7 @@
 //   --moe-shared-expert-overlap (a shared expert, the alltoall dispatcher);
 //   --overlap-moe-expert-parallel-comm (ep >= 2, the alltoall dispatcher,
 //     interleaved 1F1B, no full recomputation: the layouts the search puts it
-//     on).
+//     on), and with it --delay-wgrad-compute.
 // Each is the chosen layout with that overlap alone added, simulated as
 // predict_megatron simulates any layout; another layout could gain more from
 // it, which only a plan asked for it finds.

@@ -220,6 +220,7 @@ std::vector<MegatronLayout> enumerate(const GptModel& model, int global_batch, b
                                                   ep > 1 && p > 1 && l.v_schedule == VSchedule::kNone &&
                                                   l.zero_bubble == 0 && l.virtual_stages(model) > 1 &&
                                                   l.recompute != Recompute::kFull;
+                          l.delay_wgrad_compute = fixed.delay_wgrad_compute && l.overlap_moe_ep_comm;
                           if (check_megatron_layout(model, l, gpus)) out.push_back(l);
                         }
                 }

@@ -80,6 +80,8 @@ struct MegatronAxes {  // a set field pins its axis
   // --overlap-moe-expert-parallel-comm, on the interleaved alltoall layouts
   // with ep >= 2 and without full recomputation (MegatronLayout).
   bool overlap_moe_ep_comm = false;
+  // --delay-wgrad-compute, on the layouts with the one above.
+  bool delay_wgrad_compute = false;
 };
 
 struct MegatronCandidate {

@@ -224,8 +224,7 @@ Seconds Engine::pass_time(int worker, const Action& action) const {
   if (pc < 1) return own.time;
   const Action& first = program_.actions[worker][pc - 1];
   if (!first.paired || !is_compute(first.kind)) return own.time;
-  const PassCost partner = pass_cost(costs_[first.stage], first.kind);
-  const PairHidden hidden = pair_hidden(partner.time, partner.overlap, own.time, own.overlap);
+  const PairHidden hidden = pair_hidden(costs_[first.stage], first.kind, costs_[action.stage], action.kind);
   return max(Seconds(0.0), own.time - hidden.first - hidden.second);
 }
 

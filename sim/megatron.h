@@ -411,6 +411,11 @@ struct MegatronLayout {
   // (Plan::paired_steady_state, sim/program.h's pairs). baton models it with
   // interleaving only (p > 1).
   bool overlap_moe_ep_comm = false;
+  // Megatron-core's --delay-wgrad-compute (with --overlap-moe-expert-
+  // parallel-comm, as Megatron asks): in each pair the experts' weight
+  // gradients run after their input gradients, beside the dispatch's
+  // backward all-to-all, which so starts earlier (Plan::delay_wgrad_compute).
+  bool delay_wgrad_compute = false;
   // Expert tensor parallelism (Megatron-core's --expert-tensor-parallel-size
   // etp; 0: t, its default): each expert's weights split over etp GPUs as a
   // dense MLP's over t. The experts have a grid of their own over the t c d

@@ -47,6 +47,7 @@ nlohmann::json megatron_arguments(const GptModel& model, const MegatronLayout& l
   if (layout.tp_comm_overlap) arguments["tp_comm_overlap"] = true;
   if (layout.moe_shared_expert_overlap) arguments["moe_shared_expert_overlap"] = true;
   if (layout.overlap_moe_ep_comm) arguments["overlap_moe_expert_parallel_comm"] = true;
+  if (layout.delay_wgrad_compute) arguments["delay_wgrad_compute"] = true;
   if (!layout.pipeline_layout.empty()) arguments["pipeline_model_parallel_layout"] = layout.pipeline_layout;
   if (layout.context > 1) arguments["context_parallel_size"] = layout.context;
   if (layout.context > 1 && layout.context_comm != ContextComm::kP2P)
@@ -224,7 +225,8 @@ Status read_choices(const nlohmann::json& arguments, const json_fields::FieldPat
                       &l.overlap_param_gather,
                       &l.tp_comm_overlap,
                       &l.moe_shared_expert_overlap,
-                      &l.overlap_moe_ep_comm};
+                      &l.overlap_moe_ep_comm,
+                      &l.delay_wgrad_compute};
   const char* account_names[] = {"account_for_embedding_in_pipeline_split",
                                  "account_for_loss_in_pipeline_split",
                                  "zero_bubble_heuristic",
@@ -233,8 +235,9 @@ Status read_choices(const nlohmann::json& arguments, const json_fields::FieldPat
                                  "overlap_param_gather",
                                  "tp_comm_overlap",
                                  "moe_shared_expert_overlap",
-                                 "overlap_moe_expert_parallel_comm"};
-  for (int i = 0; i < 9; ++i) {
+                                 "overlap_moe_expert_parallel_comm",
+                                 "delay_wgrad_compute"};
+  for (int i = 0; i < 10; ++i) {
     if (!arguments.contains(account_names[i])) continue;
     auto flag = read_flag(arguments, at, account_names[i]);
     if (!flag) return flag.error();
@@ -452,7 +455,8 @@ Result<MegatronSpec> megatron_from_arguments(const nlohmann::json& arguments, co
                                                "expert_tensor_parallel_size",
                                                "moe_token_dispatcher_type",
                                                "moe_shared_expert_overlap",
-                                               "overlap_moe_expert_parallel_comm"});
+                                               "overlap_moe_expert_parallel_comm",
+                                               "delay_wgrad_compute"});
       !ok)
     return ok.error();
   MegatronSpec spec;

@@ -56,13 +56,12 @@ std::vector<Seconds> hidden_by_pairs(const MegatronPrediction& p, const Megatron
   std::vector<Seconds> hidden(static_cast<size_t>(layout.pipeline));
   if (p.plan.schedule != Schedule::kDualPipeV && !p.plan.paired_steady_state) return hidden;
   const std::vector<StageCost> costs = stage_costs(p.profile.profile, p.plan, p.groups);
-  const auto pass = [&](const Action& a) { return pass_cost(costs[static_cast<size_t>(a.stage)], a.kind); };
   const Program program = generate_replica0_program(p.plan);
   for (const std::vector<Action>& list : program.actions)
     for (size_t i = 0; i + 1 < list.size(); ++i) {
       if (!list[i].paired || !is_compute(list[i + 1].kind)) continue;
-      const PassCost first = pass(list[i]), second = pass(list[i + 1]);
-      const PairHidden h = pair_hidden(first.time, first.overlap, second.time, second.overlap);
+      const PairHidden h = pair_hidden(costs[static_cast<size_t>(list[i].stage)], list[i].kind,
+                                       costs[static_cast<size_t>(list[i + 1].stage)], list[i + 1].kind);
       hidden[static_cast<size_t>(p.plan.rank_of(list[i].stage))] += h.first + h.second;
     }
   return hidden;
@@ -208,11 +207,11 @@ void expose_overlapped_reduction(MegatronPrediction& p, const MegatronLayout& la
 void add_tensor_spans(MegatronPrediction& p, const MegatronLayout& layout) {
   if (layout.tensor < 2 && layout.context < 2 && layout.expert_parallel < 2) return;
   // Each F, B and I span's collectives; an overlapped pair's all-to-alls
-  // less what the pair hides of them (pair_hidden: DualPipeV).
+  // less what the pair hides of them (pair_hidden, on the plan's stage costs).
+  const std::vector<StageCost> costs = stage_costs(p.profile.profile, p.plan, p.groups);
   struct Drawn {
     Span span;
     Seconds comm, context, expert;
-    Seconds pass, overlap;  // the pass's time and overlappable communication without its pair
   };
   std::vector<Drawn> drawn;
   std::vector<int> open_pair(static_cast<size_t>(p.simulation.trace.workers.size()), -1);  // per worker: a first pass
@@ -221,31 +220,27 @@ void add_tensor_spans(MegatronPrediction& p, const MegatronLayout& layout) {
     if (span.stream != Stream::kCompute ||
         (kind != ActionKind::kForward && kind != ActionKind::kBackward && kind != ActionKind::kBackwardInput))
       continue;
-    Drawn d{span, {}, {}, {}, {}, {}};
+    Drawn d{span, {}, {}, {}};
     const LayerRange range = p.plan.stages[span.action.stage].layers;
     for (int layer = range.begin; layer < range.end; ++layer) {
       const MegatronLayerTime& t = p.profile.times[layer];
-      const Layer& costed = p.profile.profile.layers[layer];
       const bool recomputed = layout.recompute != Recompute::kNone && t.recompute.value > 0.0;
       if (kind == ActionKind::kForward) {
         d.comm += t.forward_comm;
         d.context += t.context_forward;
         d.expert += t.expert_forward;
-        d.pass += costed.forward;
-        d.overlap += costed.forward_overlap;
       } else {
         d.comm +=
             t.backward_comm + (layout.recompute == Recompute::kFull && recomputed ? t.forward_comm : Seconds(0.0));
         d.context += t.context_backward + (recomputed ? t.context_forward : Seconds(0.0));
         d.expert += t.expert_backward + t.expert_recompute;
-        d.pass += kind == ActionKind::kBackward ? costed.backward : *costed.backward_input;
-        d.overlap += costed.backward_overlap;
       }
     }
     const size_t worker = static_cast<size_t>(span.worker);
     if (worker < open_pair.size() && open_pair[worker] >= 0) {  // the second pass of a pair
       Drawn& first = drawn[static_cast<size_t>(open_pair[worker])];
-      const PairHidden hidden = pair_hidden(first.pass, first.overlap, d.pass, d.overlap);
+      const PairHidden hidden = pair_hidden(costs[static_cast<size_t>(first.span.action.stage)], first.span.action.kind,
+                                            costs[static_cast<size_t>(span.action.stage)], kind);
       first.expert = max(Seconds(0.0), first.expert - hidden.first);
       d.expert = max(Seconds(0.0), d.expert - hidden.second);
       open_pair[worker] = -1;

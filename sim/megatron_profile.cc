@@ -75,18 +75,21 @@ Seconds unfused_softmax(const GpuModel& gpu, const BlockShape& x, double bytes) 
   return gpu.memory_bound(scores * bytes / kUnfusedSoftmaxKernels) * static_cast<double>(kUnfusedSoftmaxKernels);
 }
 
+// The MLP's activation: GeLU reads and writes T f / t values; SwiGLU reads
+// 2 T f / t, writes T f / t (the experts': k T of them, F wide).
+Seconds mlp_activation(const GpuModel& gpu, const BlockShape& x) {
+  return gpu.memory_bound((x.gated ? 3.0 : 2.0) * x.tokens * x.topk * x.f / x.t * kHalf);
+}
+
 Seconds block_memory_bound(const GpuModel& gpu, const BlockShape& x) {
   const double layer_norm = 2.0 * x.local_tokens * x.h * kHalf;
   const double bias_dropout_add = 3.0 * x.local_tokens * x.h * kHalf;
-  // GeLU reads and writes T f / t values; SwiGLU reads 2 T f / t, writes T f / t
-  // (the experts': k T of them, F wide).
-  const double activation = (x.gated ? 3.0 : 2.0) * x.tokens * x.topk * x.f / x.t * kHalf;
   // Rotary positions: the queries and the keys read and written once.
   const Seconds rope = x.rope && !x.mla ? gpu.memory_bound(2.0 * x.tokens * x.h / x.t * kHalf) +
                                               gpu.memory_bound(2.0 * x.tokens * x.kv / x.t * kHalf)
                                         : Seconds(0.0);
-  const Seconds standard = gpu.memory_bound(layer_norm) * 2.0 + gpu.memory_bound(bias_dropout_add) * 2.0 +
-                           gpu.memory_bound(activation) + rope;
+  const Seconds standard =
+      gpu.memory_bound(layer_norm) * 2.0 + gpu.memory_bound(bias_dropout_add) * 2.0 + mlp_activation(gpu, x) + rope;
   if (!x.mla) {
     // --qk-layernorm: the queries and the keys normalized, read and written.
     return x.qk_norm ? standard + gpu.memory_bound(2.0 * x.tokens * (x.h + x.kv) / x.t * kHalf) : standard;
@@ -160,6 +163,24 @@ MegatronLayerTime block_time(const GpuModel& gpu, const BlockShape& x, Recompute
   time.context_backward = exchange.backward;
   time.expert_forward = moe.all_to_all;
   time.expert_backward = moe.all_to_all_backward;
+  // What runs between the dispatch and the combine (Megatron-core's "mlp"
+  // node): the routed experts' GEMMs and activation (twice in the backward)
+  // and their collectives over etp, and the shared expert: moe_time's work
+  // less that of the same layer without a shared expert (the router, the
+  // routing and the permutations, which run before the dispatch and after
+  // the combine).
+  if (x.moe && recompute != Recompute::kFull) {
+    BlockShape routed = x;
+    routed.shared = 0.0;
+    routed.shared_overlap = false;
+    const MoeTime around = moe_time(gpu, routed, tp_allreduce, expert_comm, expert_tp);
+    const Seconds activation = mlp_activation(gpu, x);
+    time.expert_work =
+        Layer::ExpertWork{up + down + activation + (moe.forward_compute - around.forward_compute) + moe.forward_comm,
+                          mlp_input + activation * 2.0 + (moe.backward_compute - moe.weight_gradient) -
+                              (around.backward_compute - around.weight_gradient) + moe.backward_comm,
+                          up_w + down_w + (moe.weight_gradient - around.weight_gradient)};
+  }
   const Seconds exposed_forward = exchange.forward + moe.all_to_all;
   if (recompute == Recompute::kFull) {
     time.recompute = time.forward_compute + time.forward_comm + exposed_forward;
@@ -219,6 +240,7 @@ Layer to_layer(const std::string& name, const std::string& what, const MegatronL
   // (the backward's: its own, and the recomputed forward's).
   layer.forward_overlap = time.expert_forward;
   layer.backward_overlap = time.expert_backward + time.expert_recompute;
+  layer.experts = time.expert_work;
   const double dense = time.parameters - time.expert_parameters;
   const double optimizer_bytes =
       layout.distributed_optimizer

@@ -106,6 +106,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -136,6 +137,10 @@ struct MegatronLayerTime {
   Seconds expert_forward;
   Seconds expert_backward;
   Seconds expert_recompute;  // the recomputed forward's (full recomputation; in `recompute`)
+  // The experts' work between the all-to-alls (Layer::experts): a block
+  // with experts, not recomputed whole (whose backward runs its forward's
+  // all-to-alls again, which a pair's pieces do not follow).
+  std::optional<Layer::ExpertWork> expert_work;
   // Per iteration, on the embedding and the head with p > 1: the tied word
   // embedding's gradient all-reduce between the first and the last pipeline
   // stage, which runs before the optimizer step (charged in Layer::optimizer).

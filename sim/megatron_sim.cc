@@ -323,6 +323,7 @@ Plan megatron_plan(const GptModel& model, const MegatronLayout& layout) {
                                                                : Schedule::kOneFOneB;
   plan.virtual_stages = v;
   plan.paired_steady_state = layout.overlap_moe_ep_comm && plan.schedule == Schedule::kInterleaved1F1B;
+  plan.delay_wgrad_compute = plan.paired_steady_state && layout.delay_wgrad_compute;
   plan.microbatch_size = layout.micro_batch;
   // Microbatch k runs on replica k mod (d c): each of the d c replicas (the
   // c context-parallel ranks of a data-parallel rank run its microbatches

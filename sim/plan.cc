@@ -261,6 +261,8 @@ Status check_plan(const Plan& plan, const Profile& profile, const Topology& topo
   if (plan.paired_steady_state && plan.schedule != Schedule::kInterleaved1F1B)
     return root.field("paired_steady_state")
         .error(fmt::format("pairs the steady state of interleaved-1f1b only, not of {}", schedule_name(plan.schedule)));
+  if (plan.delay_wgrad_compute && !plan.paired_steady_state)
+    return root.field("delay_wgrad_compute").error("delays the weight gradients of paired_steady_state's pairs only");
   if (plan.num_workers() > topology.num_devices())
     return root.field("stages").error(fmt::format("use {} workers (replicas) but topology \"{}\" has only {} devices",
                                                   plan.num_workers(), topology.name, topology.num_devices()),

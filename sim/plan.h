@@ -9,6 +9,7 @@
 //   {"format": "baton.plan.v1", optional "model": str, "schedule": "pipedream"|"1f1b"|"gpipe"|"dp"|"zb-h1"|"zb-h2",
 //    "microbatch_size": int >= 1, "microbatches": int >= 1, optional "vertical_sync": bool,
 //    optional "paired_steady_state": bool (interleaved-1f1b only: see Plan),
+//    optional "delay_wgrad_compute": bool (with paired_steady_state only: see Plan),
 //    optional "virtual_stages": int >= 1 (chunks per device; default 1; when given, one the
 //        schedule runs: check_virtual_stages),
 //    "stages": [{"layers": [begin, end], "replicas": int >= 1, optional "devices": [int]}],
@@ -96,6 +97,10 @@ struct Plan {
   // merges the forward and the backward of two microbatches to hide each
   // one's all-to-alls behind the other's compute.
   bool paired_steady_state = false;
+  // With paired_steady_state only: in each pair the experts' weight
+  // gradients run beside the dispatch's backward all-to-all, not before it
+  // (Megatron-core's --delay-wgrad-compute; sim/stage_costs.h's paired_time).
+  bool delay_wgrad_compute = false;
   std::vector<StagePlan> stages;
   nlohmann::json prediction;             // opaque to the simulator
   std::optional<PlanTopology> made_for;  // "topology"

@@ -77,7 +77,7 @@ Result<Plan> plan_from_json(const json& document, const std::string& source) {
   if (auto ok = json_fields::check_known_keys(
           document, root,
           {"format", "model", "schedule", "microbatch_size", "microbatches", "vertical_sync", "virtual_stages",
-           "paired_steady_state", "stages", "prediction", "topology", "megatron"});
+           "paired_steady_state", "delay_wgrad_compute", "stages", "prediction", "topology", "megatron"});
       !ok)
     return ok.error();
   Plan plan;
@@ -108,6 +108,12 @@ Result<Plan> plan_from_json(const json& document, const std::string& source) {
       return root.field("paired_steady_state")
           .error(
               fmt::format("pairs the steady state of interleaved-1f1b only, not of {}", schedule_name(plan.schedule)));
+  }
+  if (auto it = document.find("delay_wgrad_compute"); it != document.end()) {
+    if (!it->is_boolean()) return root.field("delay_wgrad_compute").error("must be true or false", *it);
+    plan.delay_wgrad_compute = it->get<bool>();
+    if (plan.delay_wgrad_compute && !plan.paired_steady_state)
+      return root.field("delay_wgrad_compute").error("delays the weight gradients of paired_steady_state's pairs only");
   }
   auto virtual_stages = json_fields::read_integer_or(document, root, "virtual_stages", 1, 1);
   if (!virtual_stages) return virtual_stages.error();
@@ -162,6 +168,7 @@ json plan_to_json(const Plan& plan) {
                    {"stages", stages}};
   if (plan.virtual_stages != 1) document["virtual_stages"] = plan.virtual_stages;
   if (plan.paired_steady_state) document["paired_steady_state"] = true;
+  if (plan.delay_wgrad_compute) document["delay_wgrad_compute"] = true;
   if (!plan.prediction.is_null()) document["prediction"] = plan.prediction;
   if (plan.made_for)
     document["topology"] = {

@@ -130,6 +130,41 @@ Result<std::vector<int>> read_inputs(const json& layer, const FieldPath& at, int
   return inputs;
 }
 
+// The experts' work of `layer` (its passes and overlaps read): all three keys
+// or none, within the passes.
+Status read_expert_work(const json& value, const FieldPath& at, Layer& layer) {
+  static constexpr const char* kKeys[] = {"expert_forward_ms", "expert_backward_input_ms", "expert_backward_weight_ms"};
+  int given = 0;
+  for (const char* key : kKeys) given += value.contains(key) ? 1 : 0;
+  if (given == 0) return ok_status();
+  if (given != 3)
+    return at.error("must give expert_forward_ms, expert_backward_input_ms and expert_backward_weight_ms, or none");
+  double ms[3] = {};
+  for (int i = 0; i < 3; ++i) {
+    auto read = json_fields::read_number(value, at, kKeys[i], 0.0, false);
+    if (!read) return read.error();
+    ms[i] = *read;
+  }
+  const auto within = [&](const char* key, double used, Seconds pass, const char* what) -> Status {
+    if (used > pass.ms() * (1 + 1e-9) + 1e-9)
+      return at.field(key).error(
+          fmt::format("with the pass's overlap makes {} ms, more than {} {} ms", used, what, pass.ms()), value[key]);
+    return ok_status();
+  };
+  if (auto ok = within("expert_forward_ms", ms[0] + layer.forward_overlap.ms(), layer.forward, "forward_ms"); !ok)
+    return ok;
+  if (auto ok = within("expert_backward_input_ms", ms[1] + ms[2] + layer.backward_overlap.ms(), layer.backward,
+                       "backward_ms");
+      !ok)
+    return ok;
+  if (layer.backward_weight && ms[2] > layer.backward_weight->ms() * (1 + 1e-9) + 1e-9)
+    return at.field("expert_backward_weight_ms")
+        .error(fmt::format("must be at most backward_weight_ms {} ms", layer.backward_weight->ms()),
+               value["expert_backward_weight_ms"]);
+  layer.experts = Layer::ExpertWork{Seconds::from_ms(ms[0]), Seconds::from_ms(ms[1]), Seconds::from_ms(ms[2])};
+  return ok_status();
+}
+
 Result<Layer> read_layer(const json& value, const FieldPath& at, int index,
                          const std::unordered_map<std::string, int>& index_of,
                          const std::unordered_map<std::string, int>& all_names) {
@@ -138,7 +173,8 @@ Result<Layer> read_layer(const json& value, const FieldPath& at, int index,
           value, at,
           {"name", "description", "forward_ms", "backward_ms", "backward_input_ms", "backward_weight_ms",
            "optimizer_ms", "output_bytes", "param_bytes", "inputs", "host_forward_ms", "host_backward_ms",
-           "forward_overlap_ms", "backward_overlap_ms"});
+           "forward_overlap_ms", "backward_overlap_ms", "expert_forward_ms", "expert_backward_input_ms",
+           "expert_backward_weight_ms"});
       !ok)
     return ok.error();
   Layer layer;
@@ -193,6 +229,7 @@ Result<Layer> read_layer(const json& value, const FieldPath& at, int index,
       return at.field(key).error(fmt::format("must be at most the pass's {} ms", pass.ms()), *overlap);
     *into = Seconds::from_ms(*overlap);
   }
+  if (auto experts = read_expert_work(value, at, layer); !experts) return experts.error();
   auto out = json_fields::read_integer(value, at, "output_bytes", 0);
   if (!out) return out.error();
   auto params = json_fields::read_integer(value, at, "param_bytes", 0);
@@ -303,6 +340,11 @@ nlohmann::json profile_to_json(const Profile& profile) {
     if (layer.host_backward) entry["host_backward_ms"] = layer.host_backward->ms();
     if (layer.forward_overlap.value > 0.0) entry["forward_overlap_ms"] = layer.forward_overlap.ms();
     if (layer.backward_overlap.value > 0.0) entry["backward_overlap_ms"] = layer.backward_overlap.ms();
+    if (layer.experts) {
+      entry["expert_forward_ms"] = layer.experts->forward.ms();
+      entry["expert_backward_input_ms"] = layer.experts->backward_input.ms();
+      entry["expert_backward_weight_ms"] = layer.experts->backward_weight.ms();
+    }
     const bool default_inputs =
         (i == 0 && layer.inputs.empty()) || (i > 0 && layer.inputs == std::vector<int>{static_cast<int>(i) - 1});
     if (!default_inputs) {

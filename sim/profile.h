@@ -29,7 +29,17 @@
 //                  most forward_ms (backward_ms) (default 0: the communication
 //                  inside the pass, such as a mixture of experts' all-to-alls,
 //                  that an overlapped pair hides behind the other pass's
-//                  compute; part of the pass's time, not added to it)}],
+//                  compute; part of the pass's time, not added to it),
+//                optional "expert_forward_ms", "expert_backward_input_ms",
+//                  "expert_backward_weight_ms": num >= 0, all three or none (a
+//                  mixture of experts' block: its experts' work between the
+//                  dispatch and the combine all-to-alls, which are the pass's
+//                  overlap, half each: the forward's, the backward's input
+//                  gradients and its weight gradients; with the overlap at
+//                  most the pass's time, the weight gradients at most
+//                  backward_weight_ms where given. An overlapped pair runs the
+//                  pieces as Megatron-core's batch-level overlap does,
+//                  sim/stage_costs.h's pair_hidden; part of the passes' time)}],
 //    optional "derivation": str (how the numbers were derived, for people: analytic
 //      profiles say which formulas and device figures they used),
 //    optional "compute_noise": [num > 0, ...] (how noisy the measuring machine was: a
@@ -98,6 +108,17 @@ struct Layer {
   // a mixture of experts' all-to-alls. Part of forward (backward), not added.
   Seconds forward_overlap;
   Seconds backward_overlap;
+  // A mixture of experts' block: the experts' share of each pass (the work
+  // between its dispatch and its combine, whose all-to-alls are the
+  // overlaps above, half each), which tells an overlapped pair what each
+  // all-to-all can run beside (sim/stage_costs.h). Part of forward
+  // (backward, backward_weight), not added.
+  struct ExpertWork {
+    Seconds forward;
+    Seconds backward_input;
+    Seconds backward_weight;
+  };
+  std::optional<ExpertWork> experts;
 };
 
 // What one call of each pass costs beyond its layers' work ("call_cost_ms").

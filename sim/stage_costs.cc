@@ -56,11 +56,147 @@ PairHidden pair_hidden(Seconds first, Seconds first_overlap, Seconds second, Sec
   return {max(Seconds(0.0), min(a, second - b)), max(Seconds(0.0), min(b, first - a))};
 }
 
+namespace {
+
+// The pieces of the layers of `range` (StageCost::pieces), or none when a
+// layer with an overlap does not say what its all-to-alls run beside, or the
+// profile prices a stage below its layers' sum (Profile::call_cost).
+std::vector<PairPieces> pair_pieces(const Profile& profile, LayerRange range, double speed) {
+  if (profile.call_cost != CallCost{}) return {};
+  std::vector<PairPieces> out;
+  out.reserve(static_cast<size_t>(range.end - range.begin));
+  for (int i = range.begin; i < range.end; ++i) {
+    const Layer& layer = profile.layers[i];
+    const Layer::ExpertWork work = layer.experts.value_or(Layer::ExpertWork{});
+    if (!layer.experts && (layer.forward_overlap.value > 0.0 || layer.backward_overlap.value > 0.0)) return {};
+    const Seconds input = layer.backward_input.value_or(layer.backward * 0.5);
+    PairPieces p;
+    p.forward_all_to_all = layer.forward_overlap * 0.5 / speed;
+    p.experts_forward = work.forward / speed;
+    p.forward_rest = max(Seconds(0.0), layer.forward / speed - p.experts_forward - p.forward_all_to_all * 2.0);
+    p.backward_all_to_all = layer.backward_overlap * 0.5 / speed;
+    p.experts_input = work.backward_input / speed;
+    p.experts_weight = work.backward_weight / speed;
+    const Seconds around = p.backward_all_to_all * 2.0 + p.experts_input;
+    p.backward_rest = max(Seconds(0.0), layer.backward / speed - around - p.experts_weight);
+    p.backward_input_rest = max(Seconds(0.0), input / speed - around);
+    out.push_back(p);
+  }
+  return out;
+}
+
+// The two streams of an overlapped pair (paired_time), layer by layer.
+class PairStreams {
+ public:
+  explicit PairStreams(bool delayed) : delayed_(delayed) {}
+  // The i-th layers of the two passes (either may be absent).
+  void step(const PairPieces* f, const PairPieces* b, bool input_only) {
+    Seconds combined, experts_input_done, dispatched, dispatched_back;
+    if (b) {
+      combined = comm(b_ready_, b->backward_all_to_all);
+    }
+    Seconds pre_dispatch_done;
+    if (f) pre_dispatch_done = compute(f_ready_, f->forward_rest);
+    if (b) {
+      experts_input_done = compute(combined, b->experts_input);
+      // Without the delay the weight gradients run in the same backward call,
+      // before the dispatch's backward may start.
+      const Seconds weight = input_only ? Seconds(0.0) : b->experts_weight;
+      if (!delayed_) experts_input_done = compute(experts_input_done, weight);
+      if (f) dispatched = comm(pre_dispatch_done, f->forward_all_to_all);
+      if (delayed_) compute(experts_input_done, weight);
+      dispatched_back = comm(experts_input_done, b->backward_all_to_all);
+    } else if (f) {
+      dispatched = comm(pre_dispatch_done, f->forward_all_to_all);
+    }
+    if (f) {
+      const Seconds experts_done = compute(dispatched, f->experts_forward);
+      f_ready_ = comm(experts_done, f->forward_all_to_all);
+    }
+    if (b) b_ready_ = compute(dispatched_back, input_only ? b->backward_input_rest : b->backward_rest);
+  }
+  Seconds end() const { return max(compute_free_, comm_free_); }
+
+ private:
+  // Runs `work` on a stream once `after` and the stream are both done.
+  Seconds run(Seconds& free, Seconds after, Seconds work) {
+    free = max(free, after) + work;
+    return free;
+  }
+  Seconds compute(Seconds after, Seconds work) { return run(compute_free_, after, work); }
+  Seconds comm(Seconds after, Seconds work) { return run(comm_free_, after, work); }
+
+  bool delayed_;
+  Seconds compute_free_, comm_free_, f_ready_, b_ready_;
+};
+
+}  // namespace
+
+Seconds paired_time(const StageCost& forward, const StageCost& backward, bool input_only) {
+  // Each pass in its own order (the backward's layers last to first), cut
+  // into the compute-only layers before its first layer with all-to-alls,
+  // those layers on (which pair index by index), and the compute-only ones
+  // after.
+  struct Order {
+    std::vector<const PairPieces*> layers;
+    size_t first = 0, end = 0;  // the paired middle
+  };
+  const auto order = [](const std::vector<PairPieces>& pieces, bool reversed) {
+    Order o;
+    for (size_t i = 0; i < pieces.size(); ++i) o.layers.push_back(&pieces[reversed ? pieces.size() - 1 - i : i]);
+    const auto talks = [](const PairPieces* p) {
+      return p->forward_all_to_all.value > 0.0 || p->backward_all_to_all.value > 0.0;
+    };
+    while (o.first < o.layers.size() && !talks(o.layers[o.first])) ++o.first;
+    o.end = o.layers.size();
+    while (o.end > o.first && !talks(o.layers[o.end - 1])) --o.end;
+    return o;
+  };
+  const Order f = order(forward.pieces, false), b = order(backward.pieces, true);
+  PairStreams streams(backward.expert_weight_delayed);
+  // Megatron-core's chunk plan: the backward's post-process (the loss) and
+  // the forward's pre-process (the embedding) before the layers, the
+  // forward's post-process and the backward's pre-process after.
+  for (size_t i = 0; i < b.first; ++i) streams.step(nullptr, b.layers[i], input_only);
+  for (size_t i = 0; i < f.first; ++i) streams.step(f.layers[i], nullptr, input_only);
+  for (size_t i = 0; i < std::max(f.end - f.first, b.end - b.first); ++i)
+    streams.step(f.first + i < f.end ? f.layers[f.first + i] : nullptr,
+                 b.first + i < b.end ? b.layers[b.first + i] : nullptr, input_only);
+  for (size_t i = f.end; i < f.layers.size(); ++i) streams.step(f.layers[i], nullptr, input_only);
+  for (size_t i = b.end; i < b.layers.size(); ++i) streams.step(nullptr, b.layers[i], input_only);
+  return streams.end();
+}
+
+PairHidden pair_hidden(const StageCost& first_cost, ActionKind first, const StageCost& second_cost, ActionKind second) {
+  const PassCost a = pass_cost(first_cost, first), b = pass_cost(second_cost, second);
+  const bool backward_second = second == ActionKind::kBackward || second == ActionKind::kBackwardInput;
+  const bool backward_first = first == ActionKind::kBackward || first == ActionKind::kBackwardInput;
+  const bool forward_backward =
+      (first == ActionKind::kForward && backward_second) || (second == ActionKind::kForward && backward_first);
+  if (!forward_backward || first_cost.pieces.empty() || second_cost.pieces.empty())
+    return pair_hidden(a.time, a.overlap, b.time, b.overlap);
+  const bool forward_is_first = first == ActionKind::kForward;
+  const ActionKind backward_kind = forward_is_first ? second : first;
+  const Seconds together = forward_is_first
+                               ? paired_time(first_cost, second_cost, backward_kind == ActionKind::kBackwardInput)
+                               : paired_time(second_cost, first_cost, backward_kind == ActionKind::kBackwardInput);
+  const Seconds overlaps = a.overlap + b.overlap;
+  if (overlaps.value <= 0.0) return {};
+  const Seconds hidden = max(Seconds(0.0), min(overlaps, a.time + b.time - together));
+  return {hidden * (a.overlap / overlaps), hidden * (b.overlap / overlaps)};
+}
+
 std::vector<StageCost> stage_costs(const Profile& profile, const Plan& plan, const Topology& topology) {
   std::vector<StageCost> costs;
   costs.reserve(plan.stages.size());
-  for (const StagePlan& stage : plan.stages)
-    costs.push_back(stage_cost(profile, stage.layers, topology.device.relative_speed));
+  const double speed = topology.device.relative_speed;
+  const bool pairs = plan.schedule == Schedule::kDualPipeV || plan.paired_steady_state;
+  for (const StagePlan& stage : plan.stages) {
+    costs.push_back(stage_cost(profile, stage.layers, speed));
+    if (!pairs) continue;
+    costs.back().pieces = pair_pieces(profile, stage.layers, speed);
+    costs.back().expert_weight_delayed = plan.schedule == Schedule::kDualPipeV || plan.delay_wgrad_compute;
+  }
   return costs;
 }
 

@@ -24,6 +24,20 @@
 
 namespace baton {
 
+// One layer's pieces in an overlapped pair: the forward runs its
+// pre-dispatch work (the attention, the router), the dispatch's all-to-all,
+// the experts, the combine's all-to-all; the backward the combine's
+// all-to-all backward, the experts' input gradients, their weight gradients,
+// the dispatch's backward, the rest (the attention's, and for B its weight
+// gradients). Each all-to-all is half of its pass's overlap. A layer without
+// experts is its pre-dispatch work alone.
+struct PairPieces {
+  Seconds forward_rest, experts_forward, forward_all_to_all;
+  Seconds backward_all_to_all, experts_input, experts_weight;
+  Seconds backward_rest;        // B: the backward less the above
+  Seconds backward_input_rest;  // I: the input half less the above but the weights'
+};
+
 struct StageCost {
   Seconds forward;
   Seconds backward;
@@ -46,6 +60,17 @@ struct StageCost {
   // its workers' actions share the host's issuing by these (topology.h).
   double host_forward_share = 1.0;
   double host_backward_share = 1.0;
+  // For a plan with overlapped pairs (DualPipeV's, Plan::paired_steady_state)
+  // whose stage layers all say what their all-to-alls run beside (the
+  // experts' work, Layer::experts, or no overlap at all): each layer's pieces
+  // in model order, which pair_hidden runs as the pair's two streams do
+  // (below). Empty: the pair hides by the passes' totals alone.
+  std::vector<PairPieces> pieces;
+  // The experts' weight gradients run after their input gradients and beside
+  // the dispatch's backward all-to-all (Megatron-core's
+  // --delay-wgrad-compute, Plan::delay_wgrad_compute; DualPipeV splits them
+  // so), not before it.
+  bool expert_weight_delayed = false;
 };
 
 std::vector<StageCost> stage_costs(const Profile& profile, const Plan& plan, const Topology& topology);
@@ -75,6 +100,33 @@ struct PairHidden {
   Seconds first, second;
 };
 PairHidden pair_hidden(Seconds first, Seconds first_overlap, Seconds second, Seconds second_overlap);
+
+// The time of an overlapped pair of a forward on `forward` and a backward on
+// `backward` (B, or I when `input_only`), both with pieces, as Megatron-core's
+// batch-level overlap runs it (TransformerLayerSchedulePlan.run; DeepSeek's
+// DualPipe arranges a pair's pieces the same way): the i-th layer of the
+// forward beside the i-th of the backward (its layers last to first), on a
+// compute stream and a communication stream, each in order:
+//   communication: combine backward | dispatch forward, dispatch backward | combine forward
+//   compute:       pre-dispatch F   | experts' input grads, [weight grads,] experts F | rest of B
+// the experts' backward after the combine's backward, the dispatch's after
+// the pre-dispatch forward, the dispatch's backward after the experts' input
+// gradients (and their weight gradients, unless delayed), the experts'
+// forward after the dispatch, the combine after the experts, the rest of
+// the backward after the dispatch's backward; a layer's pre-dispatch work
+// after the combine of the forward layer before it, its combine backward
+// after the rest of the backward layer before it. The layers pair from the
+// first with all-to-alls to the last (those before and after, such as the
+// embedding and the loss, run alone, as Megatron-core's pre- and
+// post-process do); a layer without its partner runs alone, its all-to-alls
+// exposed.
+Seconds paired_time(const StageCost& forward, const StageCost& backward, bool input_only);
+
+// What the pair of `first` (on `first_cost`) and `second` hides of each
+// one's overlap: with the pieces of both stages, F + B less paired_time,
+// shared between the two in proportion to their overlaps; otherwise by the
+// totals, as above.
+PairHidden pair_hidden(const StageCost& first_cost, ActionKind first, const StageCost& second_cost, ActionKind second);
 
 // One stage's costs: the layers of `range` on a device of `relative_speed`.
 StageCost stage_cost(const Profile& profile, LayerRange range, double relative_speed);

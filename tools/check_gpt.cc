@@ -87,7 +87,8 @@ void read_pinned(const nlohmann::json& pinned, const FieldPath& at, MegatronAxes
                                                     {"overlap_param_gather", &axes.overlap_param_gather},
                                                     {"tp_comm_overlap", &axes.tp_comm_overlap},
                                                     {"moe_shared_expert_overlap", &axes.shared_expert_overlap},
-                                                    {"overlap_moe_expert_parallel_comm", &axes.overlap_moe_ep_comm}};
+                                                    {"overlap_moe_expert_parallel_comm", &axes.overlap_moe_ep_comm},
+                                                    {"delay_wgrad_compute", &axes.delay_wgrad_compute}};
   for (const auto& [name, into] : overlaps) {
     if (!pinned.contains(name)) continue;
     if (!pinned[name].is_boolean())
@@ -97,6 +98,9 @@ void read_pinned(const nlohmann::json& pinned, const FieldPath& at, MegatronAxes
   if (axes.overlap_param_gather && !axes.overlap_grad_reduce)
     throw UsageError(
         at.field("overlap_param_gather").error("needs overlap_grad_reduce true, as Megatron asks").message);
+  if (axes.delay_wgrad_compute && !axes.overlap_moe_ep_comm)
+    throw UsageError(
+        at.field("delay_wgrad_compute").error("needs overlap_moe_expert_parallel_comm true, as Megatron asks").message);
 }
 
 }  // namespace
@@ -141,7 +145,9 @@ std::string short_layout(const GptModel& model, const MegatronLayout& l) {
       fmt::format("{}{}{}", l.expert_parallel > 1 ? fmt::format(" ep {}", l.expert_parallel) : "",
                   l.expert_tensor_parallel() != l.tensor ? fmt::format(" etp {}", l.expert_tensor_parallel()) : "",
                   model.moe() ? fmt::format(" {}{}{}", moe_dispatcher_name(l.moe_dispatcher),
-                                            l.overlap_moe_ep_comm ? "+ep-overlap" : "",
+                                            l.overlap_moe_ep_comm
+                                                ? (l.delay_wgrad_compute ? "+ep-overlap+delay-wgrad" : "+ep-overlap")
+                                                : "",
                                             l.moe_shared_expert_overlap ? "+shared-overlap" : "")
                               : ""),
       l.micro_batch, split,

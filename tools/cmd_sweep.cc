@@ -291,7 +291,7 @@ constexpr const char* kSweepFooter =
     "  overlap-grad-reduce, overlap-param-gather, tp-comm-overlap (yes,no; with --plan each goes on the layouts it\n"
     "  applies to), zero-bubble (1f1b,zb-h1,zb-h2), v-schedule (none,zbv,dualpipev),\n"
     "  moe-token-dispatcher-type (allgather,alltoall; with --num-experts), moe-shared-expert-overlap,\n"
-    "  overlap-moe-expert-parallel-comm (yes,no),\n"
+    "  overlap-moe-expert-parallel-comm, delay-wgrad-compute (yes,no),\n"
     "  fp8-format (none,e4m3,hybrid: the model's --fp8-format), and\n"
     "  the cluster's: topology (files),\n"
     "  servers, devices_per_server, bandwidth_gbps.L, latency_us.L, memory_gib. Each point simulates\n"

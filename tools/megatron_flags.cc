@@ -73,8 +73,9 @@ void add_megatron_flags(CLI::App& cmd, MegatronArgs& args) {
                "applies to)")
       ->group(group);
   cmd.add_flag("--delay-wgrad-compute", args.delay_wgrad,
-               "refused: baton does not model the weight gradients' delay that Megatron-core pairs with "
-               "--overlap-moe-expert-parallel-comm")
+               "with --overlap-moe-expert-parallel-comm: in each pair the experts' weight gradients run after their "
+               "input gradients, beside the dispatch's backward all-to-all, which so starts earlier (Megatron-core's "
+               "delayed weight gradients; plan puts it on the layouts with the overlap)")
       ->group(group);
   cmd.add_option("--num-layers-per-virtual-pipeline-stage", args.layers_per_virtual_stage,
                  "interleaved 1F1B with L / (p x this) chunks per GPU")
@@ -195,6 +196,9 @@ MegatronAxes pinned_megatron_axes(const MegatronArgs& flags, const CLI::App& cmd
   axes.tp_comm_overlap = flags.tp_comm_overlap;
   axes.shared_expert_overlap = flags.shared_expert_overlap;
   axes.overlap_moe_ep_comm = flags.overlap_moe_ep_comm;
+  axes.delay_wgrad_compute = flags.delay_wgrad;
+  if (flags.delay_wgrad && !flags.overlap_moe_ep_comm)
+    throw UsageError("--delay-wgrad-compute needs --overlap-moe-expert-parallel-comm, as Megatron does");
   if (flags.overlap_moe_ep_comm && flags.shared_expert_overlap)
     throw UsageError("--overlap-moe-expert-parallel-comm does not go with --moe-shared-expert-overlap, as in Megatron");
   if (flags.overlap_param_gather && !flags.overlap_grad_reduce) throw UsageError(kOverlapParamGatherNeedsGradReduce);
@@ -295,11 +299,7 @@ MegatronRun megatron_flags_unchecked(const MegatronArgs& args) {
   layout.tp_comm_overlap = args.tp_comm_overlap;
   layout.moe_shared_expert_overlap = args.shared_expert_overlap;
   layout.overlap_moe_ep_comm = args.overlap_moe_ep_comm;
-  if (args.delay_wgrad)
-    throw UsageError(
-        "--delay-wgrad-compute: baton does not model the weight gradients' delay; "
-        "--overlap-moe-expert-parallel-comm is modelled without it (drop the flag: the prediction then leaves out "
-        "what the delay would hide)");
+  layout.delay_wgrad_compute = args.delay_wgrad;
   layout.data = args.data;
   layout.context = args.context;
   layout.expert_parallel = args.expert_parallel;

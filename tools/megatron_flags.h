@@ -40,7 +40,7 @@ struct MegatronArgs {
   bool tp_comm_overlap = false;        // --tp-comm-overlap
   bool shared_expert_overlap = false;  // --moe-shared-expert-overlap
   bool overlap_moe_ep_comm = false;    // --overlap-moe-expert-parallel-comm
-  bool delay_wgrad = false;            // --delay-wgrad-compute (refused: not modelled)
+  bool delay_wgrad = false;            // --delay-wgrad-compute
   bool zero_bubble = false;            // --enable-zero-bubble
   int zero_bubble_pending = 0;         // --zero-bubble-max-pending-backward (0: not given, p)
   bool zero_bubble_heuristic = false;  // --zero-bubble-heuristic

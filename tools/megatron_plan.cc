@@ -55,6 +55,7 @@ std::string megatron_flags_of(const GptModel& model, const MegatronLayout& l) {
   if (l.tp_comm_overlap) text += " --tp-comm-overlap";
   if (l.moe_shared_expert_overlap) text += " --moe-shared-expert-overlap";
   if (l.overlap_moe_ep_comm) text += " --overlap-moe-expert-parallel-comm";
+  if (l.delay_wgrad_compute) text += " --delay-wgrad-compute";
   if (l.first_stage_layers > 0) text += fmt::format(" --decoder-first-pipeline-num-layers {}", l.first_stage_layers);
   if (l.last_stage_layers > 0) text += fmt::format(" --decoder-last-pipeline-num-layers {}", l.last_stage_layers);
   if (l.embedding_in_split) text += " --account-for-embedding-in-pipeline-split";
@@ -268,7 +269,7 @@ int run_megatron_plan(const MegatronArgs& flags, const MegatronPlanArgs& args, c
   if (flags.shared_expert_overlap && flags.moe_dispatcher.empty()) checked.moe_dispatcher = "alltoall";
   // --overlap-moe-expert-parallel-comm likewise goes on the layouts it
   // applies to (interleaved, ep >= 2, alltoall), which the search chooses.
-  checked.overlap_moe_ep_comm = false;
+  checked.overlap_moe_ep_comm = checked.delay_wgrad = false;
   const MegatronRun model_only = megatron_run(checked, topology);
   const GptModel& model = model_only.model;
   MegatronAxes axes = pinned_megatron_axes(flags, cmd);

@@ -95,7 +95,11 @@ std::string layout_line(const GptModel& model, const MegatronLayout& layout) {
                       layout.overlap_grad_reduce ? ", gradient reduction overlapped" : "",
                       layout.overlap_param_gather ? ", weight all-gather overlapped" : "");
   if (layout.moe_shared_expert_overlap) text += ", shared expert beside the all-to-alls";
-  if (layout.overlap_moe_ep_comm) text += ", steady-state forwards and backwards paired (all-to-alls overlapped)";
+  if (layout.overlap_moe_ep_comm)
+    text += layout.delay_wgrad_compute
+                ? ", steady-state forwards and backwards paired (all-to-alls overlapped, experts' weight gradients "
+                  "delayed)"
+                : ", steady-state forwards and backwards paired (all-to-alls overlapped)";
   return text;
 }
 
@@ -202,6 +206,7 @@ nlohmann::json megatron_json(const GptModel& model, const MegatronLayout& layout
          model.moe() ? nlohmann::json(moe_dispatcher_name(layout.moe_dispatcher)) : nlohmann::json()},
         {"moe_shared_expert_overlap", layout.moe_shared_expert_overlap},
         {"overlap_moe_expert_parallel_comm", layout.overlap_moe_ep_comm},
+        {"delay_wgrad_compute", layout.delay_wgrad_compute},
         {"micro_batch_size", layout.micro_batch},
         {"global_batch_size", layout.global_batch},
         {"num_layers_per_virtual_pipeline_stage",

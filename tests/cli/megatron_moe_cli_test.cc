@@ -382,33 +382,55 @@ TEST_CASE("moe: --moe-shared-expert-overlap hides the all-to-alls behind the sha
   CHECK(refused.err.find("--moe-shared-expert-overlap needs a shared expert") != std::string::npos);
 }
 
-TEST_CASE(
-    "moe: --overlap-moe-expert-parallel-comm pairs the interleaved steady state, --delay-wgrad-compute is refused",
-    "[cli][megatron][moe]") {
+TEST_CASE("moe: --overlap-moe-expert-parallel-comm pairs the interleaved steady state, --delay-wgrad-compute with it",
+          "[cli][megatron][moe]") {
   // kSimulate: Mixtral at p 4 with 8 chunks a GPU, the alltoall dispatcher.
   const std::string ep8 = kSimulate + "--expert-model-parallel-size 8 ";
   check_overlap_hides(ep8, "--overlap-moe-expert-parallel-comm", "overlap_moe_expert_parallel_comm");
+  // The delay lets each dispatch backward start before the experts' weight
+  // gradients: it exposes no more than the overlap without it.
+  const CliRun paired = run_baton(ep8 + "--overlap-moe-expert-parallel-comm --json", "moe-ep-overlap-paired");
   const CliRun delayed =
-      run_baton(ep8 + "--overlap-moe-expert-parallel-comm --delay-wgrad-compute", "moe-ep-overlap-delay");
-  CHECK(delayed.exit_code == 2);
-  CHECK(delayed.out.empty());
-  CHECK(delayed.err.find("--delay-wgrad-compute: baton does not model the weight gradients' delay") !=
-        std::string::npos);
+      run_baton(ep8 + "--overlap-moe-expert-parallel-comm --delay-wgrad-compute --json", "moe-ep-overlap-delay");
+  INFO(paired.err << delayed.err);
+  REQUIRE(paired.exit_code == 0);
+  REQUIRE(delayed.exit_code == 0);
+  const nlohmann::json a = nlohmann::json::parse(paired.out), b = nlohmann::json::parse(delayed.out);
+  CHECK(a["layout"]["delay_wgrad_compute"] == false);
+  CHECK(b["layout"]["delay_wgrad_compute"] == true);
+  CHECK(b["breakdown_s"]["expert_parallel_comm"].get<double>() <=
+        a["breakdown_s"]["expert_parallel_comm"].get<double>());
+  CHECK(b["iteration_time_s"].get<double>() <= a["iteration_time_s"].get<double>());
+  const CliRun lone = run_baton(ep8 + "--delay-wgrad-compute", "moe-ep-delay-alone");
+  CHECK(lone.exit_code == 2);
+  CHECK(lone.out.empty());
+  CHECK(lone.err.find("--delay-wgrad-compute needs --overlap-moe-expert-parallel-comm") != std::string::npos);
   const CliRun alone = run_baton(kSimulate + "--overlap-moe-expert-parallel-comm", "moe-ep-overlap-ep1");
   CHECK(alone.exit_code == 2);
   CHECK(alone.err.find("--overlap-moe-expert-parallel-comm needs --expert-model-parallel-size of at least 2") !=
         std::string::npos);
   // plan puts it on the layouts it applies to and emits it there.
-  const CliRun planned = run_baton("plan --topology topologies/h100_32x8.json " + kMixtral +
-                                       "--bf16 --moe-grouped-gemm --global-batch-size 256 --gpus 64 "
-                                       "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 4 "
-                                       "--num-layers-per-virtual-pipeline-stage 1 --expert-model-parallel-size 8 "
-                                       "--moe-token-dispatcher-type alltoall --overlap-moe-expert-parallel-comm "
-                                       "--emit megatron",
-                                   "moe-ep-overlap-plan");
-  INFO(planned.err);
-  REQUIRE(planned.exit_code == 0);
-  CHECK(planned.out.find(" --overlap-moe-expert-parallel-comm") != std::string::npos);
+  const std::string planned_command = std::string("plan --topology topologies/h100_32x8.json ") + kMixtral +
+                                      "--bf16 --moe-grouped-gemm --global-batch-size 256 --gpus 64 "
+                                      "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 4 "
+                                      "--num-layers-per-virtual-pipeline-stage 1 --expert-model-parallel-size 8 "
+                                      "--moe-token-dispatcher-type alltoall --overlap-moe-expert-parallel-comm ";
+  const CliRun emitted = run_baton(planned_command + "--emit megatron", "moe-ep-overlap-plan");
+  INFO(emitted.err);
+  REQUIRE(emitted.exit_code == 0);
+  CHECK(emitted.out.find(" --overlap-moe-expert-parallel-comm") != std::string::npos);
+  CHECK(emitted.out.find(" --delay-wgrad-compute") == std::string::npos);
+  // Not asked for, the delay is among the overlaps that apply, no slower.
+  const CliRun json = run_baton(planned_command + "--json", "moe-ep-overlap-plan-json");
+  REQUIRE(json.exit_code == 0);
+  const nlohmann::json options = nlohmann::json::parse(json.out)["overlaps_not_asked"];
+  bool named = false;
+  for (const auto& option : options)
+    if (option["flags"] == "--delay-wgrad-compute") {
+      named = true;
+      CHECK(option["relative_change"].get<double>() <= 0.0);
+    }
+  CHECK(named);
 }
 
 }  // namespace

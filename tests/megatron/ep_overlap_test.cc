@@ -90,5 +90,53 @@ TEST_CASE("ep overlap: refused where Megatron refuses it, and off interleaving, 
         "--overlap-moe-expert-parallel-comm takes at most one --mtp-num-layers, as Megatron does");
 }
 
+TEST_CASE("ep overlap: --delay-wgrad-compute lets the dispatch backward start before the experts' weight gradients",
+          "[megatron][moe]") {
+  const Topology topology = testing::shipped_topology("h100_32x8.json");
+  const GptModel m = testing::small_moe(8, 8, 2);
+  MegatronLayout delayed = overlapped(true);
+  delayed.delay_wgrad_compute = true;
+  const auto paired = predict_megatron(m, overlapped(true), topology, false);
+  const auto late = predict_megatron(m, delayed, topology, false);
+  REQUIRE(paired.ok());
+  REQUIRE(late.ok());
+  CHECK_FALSE(paired->plan.delay_wgrad_compute);
+  CHECK(late->plan.delay_wgrad_compute);
+  // The same work, never more of the all-to-alls exposed.
+  CHECK(late->breakdown.compute == paired->breakdown.compute);
+  CHECK(late->breakdown.expert_comm <= paired->breakdown.expert_comm);
+  CHECK(late->iteration_time <= paired->iteration_time);
+  // Each MoE block says what its all-to-alls run beside: the experts' work,
+  // within its passes (Layer::experts); the pairs run it piece by piece.
+  const auto profile = megatron_profile_on(m, delayed, topology);
+  REQUIRE(profile.ok());
+  int with_experts = 0;
+  for (const Layer& layer : profile->profile.layers) {
+    if (!layer.experts) continue;
+    ++with_experts;
+    CHECK(layer.experts->forward.value > 0.0);
+    CHECK(layer.experts->forward + layer.forward_overlap <= layer.forward);
+    CHECK(layer.experts->backward_weight <= *layer.backward_weight);
+    CHECK(layer.experts->backward_input + layer.experts->backward_weight + layer.backward_overlap <= layer.backward);
+  }
+  CHECK(with_experts == 8);
+  // Megatron's arguments carry it, and read back; without the overlap it is refused.
+  const nlohmann::json arguments = megatron_arguments(m, delayed);
+  CHECK(arguments["delay_wgrad_compute"] == true);
+  const auto back = megatron_from_arguments(arguments, "plan.megatron");
+  REQUIRE(back.ok());
+  CHECK(back->layout.delay_wgrad_compute);
+  MegatronLayout alone = overlapped(false);
+  alone.delay_wgrad_compute = true;
+  CHECK(refusal(m, alone) == "--delay-wgrad-compute needs --overlap-moe-expert-parallel-comm, as Megatron does");
+  // A block recomputed whole runs its forward's all-to-alls again in its
+  // backward: no pieces, the pair weighs it by its totals.
+  MegatronLayout full = overlapped(false);
+  full.recompute = Recompute::kFull;
+  const auto recomputed = megatron_profile_on(m, full, topology);
+  REQUIRE(recomputed.ok());
+  for (const Layer& layer : recomputed->profile.layers) CHECK_FALSE(layer.experts.has_value());
+}
+
 }  // namespace
 }  // namespace baton

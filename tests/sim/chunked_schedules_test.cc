@@ -483,4 +483,15 @@ TEST_CASE("paired_steady_state: interleaved-1f1b only, and it round-trips throug
   const Topology topology = make_flat_topology(8, 100.0, Seconds(0.0));
   REQUIRE(assign_devices(programmatic, topology).ok());
   CHECK_FALSE(check_plan(programmatic, uniform_split(2, Times{1.0, 1.0, 1.0}), topology, "plan").ok());
+  // delay_wgrad_compute: with the pairs only, and it round-trips too.
+  plan.delay_wgrad_compute = true;
+  const auto delayed = plan_from_json(plan_to_json(plan), "plan.json");
+  REQUIRE(delayed.ok());
+  CHECK(delayed->delay_wgrad_compute);
+  nlohmann::json unpaired = plan_to_json(chunked_plan(Schedule::kInterleaved1F1B, 2, 2, 4));
+  unpaired["delay_wgrad_compute"] = true;
+  const auto lone = plan_from_json(unpaired, "plan.json");
+  REQUIRE_FALSE(lone.ok());
+  CHECK(lone.error().message ==
+        "plan.json: delay_wgrad_compute delays the weight gradients of paired_steady_state's pairs only");
 }
