@@ -138,18 +138,20 @@ Seconds paired_time(const StageCost& forward, const StageCost& backward, bool in
   // those layers on (which pair index by index), and the compute-only ones
   // after.
   struct Order {
-    std::vector<const PairPieces*> layers;
+    const std::vector<PairPieces>* pieces;
+    bool reversed;
     size_t first = 0, end = 0;  // the paired middle
+    size_t size() const { return pieces->size(); }
+    const PairPieces* at(size_t i) const { return &(*pieces)[reversed ? size() - 1 - i : i]; }
   };
   const auto order = [](const std::vector<PairPieces>& pieces, bool reversed) {
-    Order o;
-    for (size_t i = 0; i < pieces.size(); ++i) o.layers.push_back(&pieces[reversed ? pieces.size() - 1 - i : i]);
-    const auto talks = [](const PairPieces* p) {
-      return p->forward_all_to_all.value > 0.0 || p->backward_all_to_all.value > 0.0;
+    Order o{&pieces, reversed};
+    const auto talks = [&](size_t i) {
+      return o.at(i)->forward_all_to_all.value > 0.0 || o.at(i)->backward_all_to_all.value > 0.0;
     };
-    while (o.first < o.layers.size() && !talks(o.layers[o.first])) ++o.first;
-    o.end = o.layers.size();
-    while (o.end > o.first && !talks(o.layers[o.end - 1])) --o.end;
+    while (o.first < o.size() && !talks(o.first)) ++o.first;
+    o.end = o.size();
+    while (o.end > o.first && !talks(o.end - 1)) --o.end;
     return o;
   };
   const Order f = order(forward.pieces, false), b = order(backward.pieces, true);
@@ -157,13 +159,13 @@ Seconds paired_time(const StageCost& forward, const StageCost& backward, bool in
   // Megatron-core's chunk plan: the backward's post-process (the loss) and
   // the forward's pre-process (the embedding) before the layers, the
   // forward's post-process and the backward's pre-process after.
-  for (size_t i = 0; i < b.first; ++i) streams.step(nullptr, b.layers[i], input_only);
-  for (size_t i = 0; i < f.first; ++i) streams.step(f.layers[i], nullptr, input_only);
+  for (size_t i = 0; i < b.first; ++i) streams.step(nullptr, b.at(i), input_only);
+  for (size_t i = 0; i < f.first; ++i) streams.step(f.at(i), nullptr, input_only);
   for (size_t i = 0; i < std::max(f.end - f.first, b.end - b.first); ++i)
-    streams.step(f.first + i < f.end ? f.layers[f.first + i] : nullptr,
-                 b.first + i < b.end ? b.layers[b.first + i] : nullptr, input_only);
-  for (size_t i = f.end; i < f.layers.size(); ++i) streams.step(f.layers[i], nullptr, input_only);
-  for (size_t i = b.end; i < b.layers.size(); ++i) streams.step(nullptr, b.layers[i], input_only);
+    streams.step(f.first + i < f.end ? f.at(f.first + i) : nullptr, b.first + i < b.end ? b.at(b.first + i) : nullptr,
+                 input_only);
+  for (size_t i = f.end; i < f.size(); ++i) streams.step(f.at(i), nullptr, input_only);
+  for (size_t i = b.end; i < b.size(); ++i) streams.step(nullptr, b.at(i), input_only);
   return streams.end();
 }
 
@@ -173,6 +175,8 @@ PairHidden pair_hidden(const StageCost& first_cost, ActionKind first, const Stag
   const bool backward_first = first == ActionKind::kBackward || first == ActionKind::kBackwardInput;
   const bool forward_backward =
       (first == ActionKind::kForward && backward_second) || (second == ActionKind::kForward && backward_first);
+  const Seconds overlaps = a.overlap + b.overlap;
+  if (overlaps.value <= 0.0) return {};
   if (!forward_backward || first_cost.pieces.empty() || second_cost.pieces.empty())
     return pair_hidden(a.time, a.overlap, b.time, b.overlap);
   const bool forward_is_first = first == ActionKind::kForward;
@@ -180,8 +184,6 @@ PairHidden pair_hidden(const StageCost& first_cost, ActionKind first, const Stag
   const Seconds together = forward_is_first
                                ? paired_time(first_cost, second_cost, backward_kind == ActionKind::kBackwardInput)
                                : paired_time(second_cost, first_cost, backward_kind == ActionKind::kBackwardInput);
-  const Seconds overlaps = a.overlap + b.overlap;
-  if (overlaps.value <= 0.0) return {};
   const Seconds hidden = max(Seconds(0.0), min(overlaps, a.time + b.time - together));
   return {hidden * (a.overlap / overlaps), hidden * (b.overlap / overlaps)};
 }
