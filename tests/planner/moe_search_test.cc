@@ -219,6 +219,16 @@ TEST_CASE("moe: the search puts --overlap-moe-expert-parallel-comm on the interl
     CHECK(again->iteration_time == c.iteration_time);
   }
   CHECK(on > 0);
+  // --delay-wgrad-compute asked too: on exactly the layouts with the overlap.
+  fixed.delay_wgrad_compute = true;
+  const auto delayed = search_megatron_layouts(small_moe(), 64, true, fixed, topology, 1000000);
+  REQUIRE(delayed.ok());
+  int late = 0;
+  for (const MegatronCandidate& c : delayed->best) {
+    CHECK(c.layout.delay_wgrad_compute == c.layout.overlap_moe_ep_comm);
+    late += c.layout.delay_wgrad_compute ? 1 : 0;
+  }
+  CHECK(late == on);
 }
 
 }  // namespace
