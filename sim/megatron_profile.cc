@@ -164,22 +164,18 @@ MegatronLayerTime block_time(const GpuModel& gpu, const BlockShape& x, Recompute
   time.expert_forward = moe.all_to_all;
   time.expert_backward = moe.all_to_all_backward;
   // What runs between the dispatch and the combine (Megatron-core's "mlp"
-  // node): the routed experts' GEMMs and activation (twice in the backward)
-  // and their collectives over etp, and the shared expert: moe_time's work
-  // less that of the same layer without a shared expert (the router, the
-  // routing and the permutations, which run before the dispatch and after
-  // the combine).
+  // node, fine_grained_callables.py): the routed experts' GEMMs and
+  // activation (twice in the backward) and their collectives over etp. The
+  // router, the routing, the permutations and the shared expert run in the
+  // nodes before the dispatch and after the combine.
   if (x.moe && recompute != Recompute::kFull) {
     BlockShape routed = x;
     routed.shared = 0.0;
     routed.shared_overlap = false;
-    const MoeTime around = moe_time(gpu, routed, tp_allreduce, expert_comm, expert_tp);
+    const MoeTime experts = moe_time(gpu, routed, tp_allreduce, expert_comm, expert_tp);
     const Seconds activation = mlp_activation(gpu, x);
-    time.expert_work =
-        Layer::ExpertWork{up + down + activation + (moe.forward_compute - around.forward_compute) + moe.forward_comm,
-                          mlp_input + activation * 2.0 + (moe.backward_compute - moe.weight_gradient) -
-                              (around.backward_compute - around.weight_gradient) + moe.backward_comm,
-                          up_w + down_w + (moe.weight_gradient - around.weight_gradient)};
+    time.expert_work = Layer::ExpertWork{up + down + activation + experts.forward_comm,
+                                         mlp_input + activation * 2.0 + experts.backward_comm, up_w + down_w};
   }
   const Seconds exposed_forward = exchange.forward + moe.all_to_all;
   if (recompute == Recompute::kFull) {
@@ -386,6 +382,9 @@ MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayou
     const GptModel kind_model = (moe ? model : dense_model).with_fp8_blocks(fp8);
     MegatronLayerTime time = block_time(gpu, shape_of(kind_model, layout), kind_layout.recompute, tp_allreduce,
                                         context_comm, expert_comm, expert_tp, pass_share);
+    // A dense block of a mixture-of-experts model: no experts, but a block
+    // that a pair puts beside the other pass's (sim/stage_costs.h).
+    if (model.moe() && !moe && kind_layout.recompute != Recompute::kFull) time.expert_work = Layer::ExpertWork{};
     set_replica_bytes(time, layout, expert_gradient_weight, fp8_gather);
     return Kind{time, to_layer("block", block_description(kind_model, kind_layout), time, layout, gpu, activation)};
   };

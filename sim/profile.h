@@ -32,14 +32,17 @@
 //                  compute; part of the pass's time, not added to it),
 //                optional "expert_forward_ms", "expert_backward_input_ms",
 //                  "expert_backward_weight_ms": num >= 0, all three or none (a
-//                  mixture of experts' block: its experts' work between the
-//                  dispatch and the combine all-to-alls, which are the pass's
-//                  overlap, half each: the forward's, the backward's input
-//                  gradients and its weight gradients; with the overlap at
-//                  most the pass's time, the weight gradients at most
-//                  backward_weight_ms where given. An overlapped pair runs the
-//                  pieces as Megatron-core's batch-level overlap does,
-//                  sim/stage_costs.h's pair_hidden; part of the passes' time)}],
+//                  block of a mixture-of-experts model: its experts' work
+//                  between the dispatch and the combine all-to-alls, which are
+//                  the pass's overlap, half each: the forward's, the
+//                  backward's input gradients and its weight gradients, zero
+//                  for a dense block; with the overlap at most the pass's
+//                  time, the weight gradients at most backward_weight_ms
+//                  where given. An overlapped pair runs the pieces as
+//                  Megatron-core's batch-level overlap does, block beside
+//                  block, sim/stage_costs.h's pair_hidden; a layer without
+//                  them and without overlap, such as the embedding, runs
+//                  before or after the blocks; part of the passes' time)}],
 //    optional "derivation": str (how the numbers were derived, for people: analytic
 //      profiles say which formulas and device figures they used),
 //    optional "compute_noise": [num > 0, ...] (how noisy the measuring machine was: a

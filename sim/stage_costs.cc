@@ -80,6 +80,7 @@ std::vector<PairPieces> pair_pieces(const Profile& profile, LayerRange range, do
     const Seconds around = p.backward_all_to_all * 2.0 + p.experts_input;
     p.backward_rest = max(Seconds(0.0), layer.backward / speed - around - p.experts_weight);
     p.backward_input_rest = max(Seconds(0.0), input / speed - around);
+    p.layer = layer.experts.has_value();
     out.push_back(p);
   }
   return out;
@@ -118,8 +119,11 @@ class PairStreams {
   Seconds end() const { return max(compute_free_, comm_free_); }
 
  private:
-  // Runs `work` on a stream once `after` and the stream are both done.
+  // Runs `work` on a stream once `after` and the stream are both done; no
+  // work is no kernel, which neither waits for the stream nor holds it (a
+  // dense block has no all-to-alls, the embedding no experts).
   Seconds run(Seconds& free, Seconds after, Seconds work) {
+    if (work.value <= 0.0) return after;
     free = max(free, after) + work;
     return free;
   }
@@ -134,9 +138,8 @@ class PairStreams {
 
 Seconds paired_time(const StageCost& forward, const StageCost& backward, bool input_only) {
   // Each pass in its own order (the backward's layers last to first), cut
-  // into the compute-only layers before its first layer with all-to-alls,
-  // those layers on (which pair index by index), and the compute-only ones
-  // after.
+  // into what comes before its first block, the blocks (which pair index by
+  // index), and what comes after its last.
   struct Order {
     const std::vector<PairPieces>* pieces;
     bool reversed;
@@ -146,12 +149,9 @@ Seconds paired_time(const StageCost& forward, const StageCost& backward, bool in
   };
   const auto order = [](const std::vector<PairPieces>& pieces, bool reversed) {
     Order o{&pieces, reversed};
-    const auto talks = [&](size_t i) {
-      return o.at(i)->forward_all_to_all.value > 0.0 || o.at(i)->backward_all_to_all.value > 0.0;
-    };
-    while (o.first < o.size() && !talks(o.first)) ++o.first;
+    while (o.first < o.size() && !o.at(o.first)->layer) ++o.first;
     o.end = o.size();
-    while (o.end > o.first && !talks(o.end - 1)) --o.end;
+    while (o.end > o.first && !o.at(o.end - 1)->layer) --o.end;
     return o;
   };
   const Order f = order(forward.pieces, false), b = order(backward.pieces, true);

@@ -30,12 +30,15 @@ namespace baton {
 // all-to-all backward, the experts' input gradients, their weight gradients,
 // the dispatch's backward, the rest (the attention's, and for B its weight
 // gradients). Each all-to-all is half of its pass's overlap. A layer without
-// experts is its pre-dispatch work alone.
+// experts is its pre-dispatch work alone; `layer`: one the pair schedule
+// pairs with the other pass's (a block: the profile says its experts' work,
+// zero for a dense block), not a pre- or post-process such as the embedding.
 struct PairPieces {
   Seconds forward_rest, experts_forward, forward_all_to_all;
   Seconds backward_all_to_all, experts_input, experts_weight;
   Seconds backward_rest;        // B: the backward less the above
   Seconds backward_input_rest;  // I: the input half less the above but the weights'
+  bool layer = true;
 };
 
 struct StageCost {
@@ -115,11 +118,11 @@ PairHidden pair_hidden(Seconds first, Seconds first_overlap, Seconds second, Sec
 // forward after the dispatch, the combine after the experts, the rest of
 // the backward after the dispatch's backward; a layer's pre-dispatch work
 // after the combine of the forward layer before it, its combine backward
-// after the rest of the backward layer before it. The layers pair from the
-// first with all-to-alls to the last (those before and after, such as the
-// embedding and the loss, run alone, as Megatron-core's pre- and
-// post-process do); a layer without its partner runs alone, its all-to-alls
-// exposed.
+// after the rest of the backward layer before it. The blocks pair from the
+// first to the last (PairPieces::layer; what comes before and after, such as
+// the embedding and the loss, runs alone, as Megatron-core's pre- and
+// post-process do); a block without its partner runs alone, its
+// all-to-alls exposed.
 Seconds paired_time(const StageCost& forward, const StageCost& backward, bool input_only);
 
 // What the pair of `first` (on `first_cost`) and `second` hides of each

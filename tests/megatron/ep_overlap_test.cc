@@ -120,6 +120,22 @@ TEST_CASE("ep overlap: --delay-wgrad-compute lets the dispatch backward start be
     CHECK(layer.experts->backward_input + layer.experts->backward_weight + layer.backward_overlap <= layer.backward);
   }
   CHECK(with_experts == 8);
+  // The embedding and the output layer carry none (they run before and
+  // after a pair's blocks); a dense block of a MoE model carries zero work
+  // (a block all the same, beside the other pass's).
+  CHECK_FALSE(profile->profile.layers.front().experts.has_value());
+  CHECK_FALSE(profile->profile.layers.back().experts.has_value());
+  GptModel mixed = m;
+  mixed.moe_layer_pattern = {0, 1, 1, 1, 1, 1, 1, 1};
+  const auto mixed_profile = megatron_profile_on(mixed, delayed, topology);
+  REQUIRE(mixed_profile.ok());
+  const Layer& dense = mixed_profile->profile.layers.at(1);  // block.0, after the embedding
+  REQUIRE(dense.experts.has_value());
+  CHECK(dense.experts->forward.value == 0.0);
+  CHECK(dense.experts->backward_input.value == 0.0);
+  CHECK(dense.experts->backward_weight.value == 0.0);
+  CHECK(dense.forward_overlap.value == 0.0);
+  CHECK(mixed_profile->profile.layers.at(2).experts->forward.value > 0.0);
   // Megatron's arguments carry it, and read back; without the overlap it is refused.
   const nlohmann::json arguments = megatron_arguments(m, delayed);
   CHECK(arguments["delay_wgrad_compute"] == true);

@@ -97,6 +97,29 @@ TEST_CASE("pair pieces: enough compute beside them hides every all-to-all", "[si
   CHECK(paired_time(two, two, false).ms() == Approx(8.2));
 }
 
+TEST_CASE("pair pieces: blocks pair with blocks, the embedding runs before them, a dense block beside one",
+          "[sim][pairs]") {
+  // Forward: the embedding (1.0 ms of compute, not a block), then a MoE
+  // block (kLayer). Backward: a dense block (1.0 ms forward, 1.5 ms
+  // backward, no experts) last, a MoE block before it, so the dense block's
+  // backward comes first.
+  StageCost f = stage_of({kLayer}, true);
+  PairPieces embedding{ms(1.0), {}, {}, {}, {}, {}, ms(0.4), ms(0.4)};
+  embedding.layer = false;
+  f.pieces.insert(f.pieces.begin(), embedding);
+  StageCost b = stage_of({kLayer}, true);
+  b.pieces.push_back(PairPieces{ms(1.0), {}, {}, {}, {}, {}, ms(1.5), ms(1.0)});
+  // The embedding [0, 1.0]; then the MoE forward beside the dense block's
+  // backward, which Megatron runs whole as the rest of B, after the
+  // experts' forward: pre-dispatch F [1.0, 1.5], dispatch [1.5, 1.8] (the
+  // compute stream waits), experts F [1.8, 2.0], combine F [2.0, 2.3] beside
+  // the dense backward [2.0, 3.5]; then the MoE backward alone: combine B
+  // [3.5, 4.1], experts' input grads [4.1, 4.4], dispatch B [4.4, 5.0] beside
+  // the weight grads [4.4, 4.9], rest [5.0, 5.5]. 5.5 ms: F + B (2.3 + 4.0
+  // ms) less the combine F and 0.5 of the dispatch B, hidden.
+  CHECK(paired_time(f, b, false).ms() == Approx(5.5));
+}
+
 TEST_CASE("pair pieces: pair_hidden shares F + B less the pair between the two overlaps", "[sim][pairs]") {
   const StageCost plain = stage_of({kLayer}, false);
   // F 1.3 ms (0.6 overlap), B 2.5 ms (1.2 overlap), the pair 2.5 ms: 1.3 ms
