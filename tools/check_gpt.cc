@@ -39,7 +39,8 @@ void read_pinned(const nlohmann::json& pinned, const FieldPath& at, MegatronAxes
                                       "overlap_param_gather",
                                       "tp_comm_overlap",
                                       "moe_shared_expert_overlap",
-                                      "overlap_moe_expert_parallel_comm"}));
+                                      "overlap_moe_expert_parallel_comm",
+                                      "delay_wgrad_compute"}));
   const auto integer = [&](const char* name, int least, std::optional<int>& into) {
     if (pinned.contains(name))
       into = static_cast<int>(take(json_fields::read_integer(pinned, at, name, least, kMaxInt)));

@@ -211,6 +211,11 @@ TEST_CASE("check re-plans a GPT layout case and reports a moved layout", "[cli][
   const CliRun alone = run_baton("check '" + dir.string() + "'", "check-gpt-param-gather");
   CHECK(alone.exit_code == 2);
   CHECK(alone.err.find("gpt.pinned.overlap_param_gather needs overlap_grad_reduce true") != std::string::npos);
+  write_gpt_case(dir, R"({"delay_wgrad_compute": true})", R"({"iteration_time_s": 1.0, "layout": "x"})");
+  const CliRun lone = run_baton("check '" + dir.string() + "'", "check-gpt-delay");
+  CHECK(lone.exit_code == 2);
+  CHECK(lone.err.find("gpt.pinned.delay_wgrad_compute needs overlap_moe_expert_parallel_comm true") !=
+        std::string::npos);
 }
 
 TEST_CASE("check refuses a GPT case's counts an int does not hold, naming the field", "[cli][check][bad-input]") {
