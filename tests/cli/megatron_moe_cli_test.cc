@@ -420,6 +420,9 @@ TEST_CASE("moe: --overlap-moe-expert-parallel-comm pairs the interleaved steady 
   REQUIRE(emitted.exit_code == 0);
   CHECK(emitted.out.find(" --overlap-moe-expert-parallel-comm") != std::string::npos);
   CHECK(emitted.out.find(" --delay-wgrad-compute") == std::string::npos);
+  const CliRun asked = run_baton(planned_command + "--delay-wgrad-compute --emit megatron", "moe-ep-delay-plan");
+  REQUIRE(asked.exit_code == 0);
+  CHECK(asked.out.find(" --overlap-moe-expert-parallel-comm --delay-wgrad-compute") != std::string::npos);
   // Not asked for, the delay is among the overlaps that apply, no slower.
   const CliRun json = run_baton(planned_command + "--json", "moe-ep-overlap-plan-json");
   REQUIRE(json.exit_code == 0);
