@@ -54,7 +54,7 @@ Result<Simulation> simulate_zb_heuristic(const MegatronPrediction& p, double wei
 // replica 0's pairs, on the plan's stage costs.
 std::vector<Seconds> hidden_by_pairs(const MegatronPrediction& p, const MegatronLayout& layout) {
   std::vector<Seconds> hidden(static_cast<size_t>(layout.pipeline));
-  if (p.plan.schedule != Schedule::kDualPipeV && !p.plan.paired_steady_state) return hidden;
+  if (!p.plan.has_pairs()) return hidden;
   const std::vector<StageCost> costs = stage_costs(p.profile.profile, p.plan, p.groups);
   const Program program = generate_replica0_program(p.plan);
   for (const std::vector<Action>& list : program.actions)
@@ -207,8 +207,10 @@ void expose_overlapped_reduction(MegatronPrediction& p, const MegatronLayout& la
 void add_tensor_spans(MegatronPrediction& p, const MegatronLayout& layout) {
   if (layout.tensor < 2 && layout.context < 2 && layout.expert_parallel < 2) return;
   // Each F, B and I span's collectives; an overlapped pair's all-to-alls
-  // less what the pair hides of them (pair_hidden, on the plan's stage costs).
-  const std::vector<StageCost> costs = stage_costs(p.profile.profile, p.plan, p.groups);
+  // less what the pair hides of them (pair_hidden, on the plan's stage costs,
+  // which only a plan with pairs needs).
+  const std::vector<StageCost> costs =
+      p.plan.has_pairs() ? stage_costs(p.profile.profile, p.plan, p.groups) : std::vector<StageCost>{};
   struct Drawn {
     Span span;
     Seconds comm, context, expert;

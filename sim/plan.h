@@ -107,6 +107,9 @@ struct Plan {
   nlohmann::json megatron;               // null, or a GPT layout (read by sim/megatron.h)
 
   int num_stages() const { return static_cast<int>(stages.size()); }
+  // Whether the schedule runs overlapped pairs (sim/program.h): DualPipeV's,
+  // or interleaved 1F1B's with paired_steady_state.
+  bool has_pairs() const { return schedule == Schedule::kDualPipeV || paired_steady_state; }
   int num_workers() const;
   // Pipeline ranks: S / virtual_stages (S when it does not divide).
   int num_ranks() const;

@@ -192,10 +192,9 @@ std::vector<StageCost> stage_costs(const Profile& profile, const Plan& plan, con
   std::vector<StageCost> costs;
   costs.reserve(plan.stages.size());
   const double speed = topology.device.relative_speed;
-  const bool pairs = plan.schedule == Schedule::kDualPipeV || plan.paired_steady_state;
   for (const StagePlan& stage : plan.stages) {
     costs.push_back(stage_cost(profile, stage.layers, speed));
-    if (!pairs) continue;
+    if (!plan.has_pairs()) continue;
     costs.back().pieces = pair_pieces(profile, stage.layers, speed);
     costs.back().expert_weight_delayed = plan.schedule == Schedule::kDualPipeV || plan.delay_wgrad_compute;
   }
