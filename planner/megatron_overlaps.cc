@@ -6,14 +6,19 @@ namespace baton {
 
 namespace {
 
-// The chosen layout with each overlap it lacks, with the flags that add it.
-std::vector<std::pair<std::string, MegatronLayout>> candidates(const GptModel& model, const MegatronLayout& chosen) {
+// The chosen layout with each overlap it lacks, with the flags that add it;
+// check_megatron_layout then drops those that do not apply (Megatron's and
+// baton's rules: sequence parallelism for --tp-comm-overlap, the alltoall
+// dispatcher and a shared expert for --moe-shared-expert-overlap, ...).
+std::vector<std::pair<std::string, MegatronLayout>> candidates(const MegatronLayout& chosen) {
   std::vector<std::pair<std::string, MegatronLayout>> out;
   auto add = [&](std::string flags, auto&& set) {
     MegatronLayout l = chosen;
     set(l);
     out.emplace_back(std::move(flags), l);
   };
+  // Megatron asks --overlap-param-gather with --overlap-grad-reduce; with
+  // one replica there is nothing to reduce.
   if (chosen.replicas() > 1 && !chosen.overlap_grad_reduce) {
     if (chosen.distributed_optimizer)
       add("--overlap-grad-reduce --overlap-param-gather",
@@ -23,16 +28,12 @@ std::vector<std::pair<std::string, MegatronLayout>> candidates(const GptModel& m
   } else if (chosen.overlap_grad_reduce && chosen.distributed_optimizer && !chosen.overlap_param_gather) {
     add("--overlap-param-gather", [](MegatronLayout& l) { l.overlap_param_gather = true; });
   }
-  if (chosen.sequence_parallel && !chosen.tp_comm_overlap)
-    add("--tp-comm-overlap", [](MegatronLayout& l) { l.tp_comm_overlap = true; });
-  const bool all_to_all = model.moe() && chosen.moe_dispatcher == MoeDispatcher::kAllToAll;
-  // The two MoE overlaps exclude each other (Megatron refuses them together).
-  const bool moe_overlap = chosen.moe_shared_expert_overlap || chosen.overlap_moe_ep_comm;
-  if (all_to_all && !moe_overlap && model.shared_expert_ffn > 0)
+  if (!chosen.tp_comm_overlap) add("--tp-comm-overlap", [](MegatronLayout& l) { l.tp_comm_overlap = true; });
+  if (!chosen.moe_shared_expert_overlap)
     add("--moe-shared-expert-overlap", [](MegatronLayout& l) { l.moe_shared_expert_overlap = true; });
-  if (all_to_all && !moe_overlap && chosen.expert_parallel > 1 && chosen.layers_per_virtual_stage > 0)
+  if (!chosen.overlap_moe_ep_comm)
     add("--overlap-moe-expert-parallel-comm", [](MegatronLayout& l) { l.overlap_moe_ep_comm = true; });
-  if (chosen.overlap_moe_ep_comm && !chosen.delay_wgrad_compute)
+  if (!chosen.delay_wgrad_compute)
     add("--delay-wgrad-compute", [](MegatronLayout& l) { l.delay_wgrad_compute = true; });
   return out;
 }
@@ -42,7 +43,7 @@ std::vector<std::pair<std::string, MegatronLayout>> candidates(const GptModel& m
 Result<std::vector<OverlapOption>> overlaps_not_asked(const GptModel& model, const MegatronLayout& chosen,
                                                       const Topology& topology) {
   std::vector<OverlapOption> options;
-  for (auto& [flags, layout] : candidates(model, chosen)) {
+  for (auto& [flags, layout] : candidates(chosen)) {
     // One Megatron or baton refuses with this layout (say, the batch-level
     // overlap with full recomputation) does not apply to it.
     if (!check_megatron_layout(model, layout, topology.num_devices())) continue;
