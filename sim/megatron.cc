@@ -408,8 +408,7 @@ Status check_megatron_layout(const GptModel& model, const MegatronLayout& layout
     return bad(
         "--tp-comm-overlap needs --sequence-parallel, as Megatron does (it overlaps the all-gathers and "
         "reduce-scatters of sequence parallelism)");
-  if (layout.delay_wgrad_compute && !layout.overlap_moe_ep_comm)
-    return bad("--delay-wgrad-compute needs --overlap-moe-expert-parallel-comm, as Megatron does");
+  if (layout.delay_wgrad_compute && !layout.overlap_moe_ep_comm) return bad(kDelayWgradNeedsEpOverlap);
   if (layout.overlap_moe_ep_comm) {
     const char* flag = "--overlap-moe-expert-parallel-comm";
     if (layout.expert_parallel < 2)

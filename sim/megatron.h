@@ -526,5 +526,8 @@ Status check_megatron_layout(const GptModel& model, const MegatronLayout& layout
 // --overlap-param-gather goes with --overlap-grad-reduce.
 inline constexpr const char* kOverlapParamGatherNeedsGradReduce =
     "--overlap-param-gather needs --overlap-grad-reduce, as Megatron does";
+// Likewise: --delay-wgrad-compute goes with --overlap-moe-expert-parallel-comm.
+inline constexpr const char* kDelayWgradNeedsEpOverlap =
+    "--delay-wgrad-compute needs --overlap-moe-expert-parallel-comm, as Megatron does";
 
 }  // namespace baton

@@ -258,11 +258,7 @@ Status check_plan(const Plan& plan, const Profile& profile, const Topology& topo
   if (plan.schedule == Schedule::kDataParallel && plan.num_stages() != 1)
     return root.field("stages").error("must be a single stage for the dp schedule", stages_to_string(plan.stages));
   if (auto ok = check_chunks(plan, source); !ok) return ok;
-  if (plan.paired_steady_state && plan.schedule != Schedule::kInterleaved1F1B)
-    return root.field("paired_steady_state")
-        .error(fmt::format("pairs the steady state of interleaved-1f1b only, not of {}", schedule_name(plan.schedule)));
-  if (plan.delay_wgrad_compute && !plan.paired_steady_state)
-    return root.field("delay_wgrad_compute").error("delays the weight gradients of paired_steady_state's pairs only");
+  if (auto ok = check_pairing(plan, source); !ok) return ok;
   if (plan.num_workers() > topology.num_devices())
     return root.field("stages").error(fmt::format("use {} workers (replicas) but topology \"{}\" has only {} devices",
                                                   plan.num_workers(), topology.name, topology.num_devices()),
@@ -293,6 +289,16 @@ Status check_virtual_stages(Schedule schedule, int virtual_stages, const std::st
                     virtual_stages);
   if (schedule != Schedule::kInterleaved1F1B && virtual_stages != 2)
     return at.error(fmt::format("must be 2 for {} (two chunks per device, a V)", name), virtual_stages);
+  return ok_status();
+}
+
+Status check_pairing(const Plan& plan, const std::string& source) {
+  const FieldPath root(source);
+  if (plan.paired_steady_state && plan.schedule != Schedule::kInterleaved1F1B)
+    return root.field("paired_steady_state")
+        .error(fmt::format("pairs the steady state of interleaved-1f1b only, not of {}", schedule_name(plan.schedule)));
+  if (plan.delay_wgrad_compute && !plan.paired_steady_state)
+    return root.field("delay_wgrad_compute").error("delays the weight gradients of paired_steady_state's pairs only");
   return ok_status();
 }
 

@@ -177,6 +177,9 @@ Status check_plan(const Plan& plan, const Profile& profile, const Topology& topo
 // at least 2p microbatches per replica. Any other schedule needs v = 1. The
 // error says what would fit.
 Status check_chunks(const Plan& plan, const std::string& source);
+// paired_steady_state with interleaved-1f1b only, delay_wgrad_compute with
+// paired_steady_state only; the error names the key.
+Status check_pairing(const Plan& plan, const std::string& source);
 // What check_chunks asks of v alone: 1 for a schedule that runs no chunks,
 // >= 2 for interleaved-1f1b, 2 for zbv and dualpipev. plan_from_json applies
 // it to a file that gives "virtual_stages".

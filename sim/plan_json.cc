@@ -104,17 +104,12 @@ Result<Plan> plan_from_json(const json& document, const std::string& source) {
   if (auto it = document.find("paired_steady_state"); it != document.end()) {
     if (!it->is_boolean()) return root.field("paired_steady_state").error("must be true or false", *it);
     plan.paired_steady_state = it->get<bool>();
-    if (plan.paired_steady_state && plan.schedule != Schedule::kInterleaved1F1B)
-      return root.field("paired_steady_state")
-          .error(
-              fmt::format("pairs the steady state of interleaved-1f1b only, not of {}", schedule_name(plan.schedule)));
   }
   if (auto it = document.find("delay_wgrad_compute"); it != document.end()) {
     if (!it->is_boolean()) return root.field("delay_wgrad_compute").error("must be true or false", *it);
     plan.delay_wgrad_compute = it->get<bool>();
-    if (plan.delay_wgrad_compute && !plan.paired_steady_state)
-      return root.field("delay_wgrad_compute").error("delays the weight gradients of paired_steady_state's pairs only");
   }
+  if (auto ok = check_pairing(plan, source); !ok) return ok.error();
   auto virtual_stages = json_fields::read_integer_or(document, root, "virtual_stages", 1, 1);
   if (!virtual_stages) return virtual_stages.error();
   if (*virtual_stages > (1 << 16)) return root.field("virtual_stages").error("is too large", *virtual_stages);

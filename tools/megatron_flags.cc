@@ -197,8 +197,7 @@ MegatronAxes pinned_megatron_axes(const MegatronArgs& flags, const CLI::App& cmd
   axes.shared_expert_overlap = flags.shared_expert_overlap;
   axes.overlap_moe_ep_comm = flags.overlap_moe_ep_comm;
   axes.delay_wgrad_compute = flags.delay_wgrad;
-  if (flags.delay_wgrad && !flags.overlap_moe_ep_comm)
-    throw UsageError("--delay-wgrad-compute needs --overlap-moe-expert-parallel-comm, as Megatron does");
+  if (flags.delay_wgrad && !flags.overlap_moe_ep_comm) throw UsageError(kDelayWgradNeedsEpOverlap);
   if (flags.overlap_moe_ep_comm && flags.shared_expert_overlap)
     throw UsageError("--overlap-moe-expert-parallel-comm does not go with --moe-shared-expert-overlap, as in Megatron");
   if (flags.overlap_param_gather && !flags.overlap_grad_reduce) throw UsageError(kOverlapParamGatherNeedsGradReduce);
