@@ -2,11 +2,13 @@
 // zero-bubble and V schedules, context-parallel communication, the MoE token
 // dispatcher, FP8 format and recipe), and their readers: the names its flags take, so plan files,
 // reports and `plan`'s emitted flags spell them as Megatron-LM does.
-#include "sim/megatron.h"
+#include "sim/megatron_names.h"
 
 #include <initializer_list>
 #include <optional>
 #include <string_view>
+
+#include "sim/megatron.h"
 
 namespace baton {
 
