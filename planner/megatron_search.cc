@@ -217,8 +217,8 @@ std::vector<MegatronLayout> enumerate(const GptModel& model, int global_batch, b
                                                         dispatcher == MoeDispatcher::kAllToAll &&
                                                         model.shared_expert_ffn > 0;
                           l.overlap_moe_ep_comm = fixed.overlap_moe_ep_comm && dispatcher == MoeDispatcher::kAllToAll &&
-                                                  ep > 1 && p > 1 && l.v_schedule == VSchedule::kNone &&
-                                                  l.zero_bubble == 0 && l.virtual_stages(model) > 1 &&
+                                                  ep > 1 && l.v_schedule == VSchedule::kNone && l.zero_bubble == 0 &&
+                                                  (p == 1 || l.virtual_stages(model) > 1) &&
                                                   l.recompute != Recompute::kFull;
                           l.delay_wgrad_compute = fixed.delay_wgrad_compute && l.overlap_moe_ep_comm;
                           if (check_megatron_layout(model, l, gpus)) out.push_back(l);
@@ -261,7 +261,7 @@ std::vector<MegatronCandidate> fitting_layouts(const GptModel& model, int global
                                                MegatronSearchResult& result, FamilyMap& families) {
   std::vector<MegatronCandidate> fitting;
   // (p, chunks, m, schedule, share, blocks of each chunk)
-  std::map<std::tuple<int, int, int, Schedule, double, std::vector<int>>, std::vector<HeldPeak>> held;
+  std::map<std::tuple<int, int, int, Schedule, bool, double, std::vector<int>>, std::vector<HeldPeak>> held;
   std::map<int, CollectiveTime> collectives;                                   // per t
   std::map<std::tuple<int, int, ContextComm>, CollectiveTime> context_comms;   // per t, c and type
   std::map<std::tuple<int, int, MoeDispatcher>, CollectiveTime> expert_comms;  // per etp, ep and dispatcher
@@ -291,9 +291,10 @@ std::vector<MegatronCandidate> fitting_layouts(const GptModel& model, int global
         make_megatron_profile(model, layout, gpu, collective, {}, context->second, expert->second, 1.0, expert_tensor);
     const Plan plan = megatron_plan(model, layout);
     const double share = weight_pass_share(model, layout);
-    // The held activations count each chunk's blocks: the split is part of the key.
+    // The held activations count each chunk's blocks: the split is part of
+    // the key; so is the pairing, whose warm-up holds one microbatch more.
     const auto key = std::make_tuple(layout.pipeline, layout.virtual_stages(model), layout.microbatches(),
-                                     plan.schedule, share, layout.stage_layers(model));
+                                     plan.schedule, plan.paired_steady_state, share, layout.stage_layers(model));
     auto found = held.find(key);
     if (found == held.end()) found = held.emplace(key, held_peaks(plan, share)).first;
     const MegatronMemory memory = megatron_memory(model, layout, plan, profile, topology.device.memory, &found->second);

@@ -420,11 +420,11 @@ Status check_megatron_layout(const GptModel& model, const MegatronLayout& layout
     if (layout.moe_shared_expert_overlap)
       return bad(fmt::format("{} does not go with --moe-shared-expert-overlap, as in Megatron", flag));
     if (model.mtp_layers > 1) return bad(fmt::format("{} takes at most one --mtp-num-layers, as Megatron does", flag));
-    if (layout.pipeline < 2 || layout.v_schedule != VSchedule::kNone || layout.zero_bubble > 0 ||
-        layout.virtual_stages(model) < 2)
+    if (layout.v_schedule != VSchedule::kNone || layout.zero_bubble > 0 ||
+        (layout.pipeline > 1 && layout.virtual_stages(model) < 2))
       return bad(
-          fmt::format("{}: baton models it on interleaved 1F1B (--pipeline-model-parallel-size of at least 2 with "
-                      "--num-layers-per-virtual-pipeline-stage, which Megatron asks for when p > 1)",
+          fmt::format("{}: baton models it on interleaved 1F1B (--num-layers-per-virtual-pipeline-stage, which "
+                      "Megatron asks for when --pipeline-model-parallel-size is over 1) and without a pipeline",
                       flag));
   }
   if (layout.moe_shared_expert_overlap && model.shared_expert_ffn <= 0)

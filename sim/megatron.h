@@ -367,8 +367,8 @@ struct MegatronLayout {
   // no full recomputation, not with the shared expert's overlap, as Megatron
   // asks): each steady-state forward runs with the backward after it as one
   // unit, each pass's all-to-alls hidden behind the other's compute
-  // (Plan::paired_steady_state, sim/program.h's pairs). baton models it with
-  // interleaving only (p > 1).
+  // (Plan::paired_steady_state, sim/program.h's pairs); with p = 1, Megatron-
+  // core's no-pipelining schedule: F0, F1&B0, F2&B1, ..., the last B.
   bool overlap_moe_ep_comm = false;
   // Megatron-core's --delay-wgrad-compute (with --overlap-moe-expert-
   // parallel-comm, as Megatron asks): in each pair the experts' weight

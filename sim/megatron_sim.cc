@@ -322,7 +322,9 @@ Plan megatron_plan(const GptModel& model, const MegatronLayout& layout) {
                   : layout.zero_bubble == 2                    ? Schedule::kZbH2
                                                                : Schedule::kOneFOneB;
   plan.virtual_stages = v;
-  plan.paired_steady_state = layout.overlap_moe_ep_comm && plan.schedule == Schedule::kInterleaved1F1B;
+  plan.paired_steady_state =
+      layout.overlap_moe_ep_comm &&
+      (plan.schedule == Schedule::kInterleaved1F1B || (plan.schedule == Schedule::kOneFOneB && layout.pipeline == 1));
   plan.delay_wgrad_compute = plan.paired_steady_state && layout.delay_wgrad_compute;
   plan.microbatch_size = layout.micro_batch;
   // Microbatch k runs on replica k mod (d c): each of the d c replicas (the
@@ -384,6 +386,27 @@ std::vector<HeldPeak> held_peaks(const Plan& plan, const Program& program, doubl
     blocks_of.push_back(stage_blocks.empty()
                             ? plan.stages[s].layers.size() - (s == 0 ? 1 : 0) - (s == last_stage ? 1 : 0)
                             : stage_blocks.at(static_cast<size_t>(s)));
+  // A pair of Megatron's batch-level overlap runs its passes layer by layer,
+  // forward block i beside backward block n_B - 1 - i, each backward block
+  // letting its activations go as it ends (TransformerModelChunkSchedulePlan
+  // .run): at worst what was held before, one forward block's more, less the
+  // backward blocks already done, not both passes' chunks whole. Per stage:
+  // its blocks (in blocks_of's units) and how many run one after another.
+  std::vector<int> layers_of;
+  for (int s = 0; s <= last_stage; ++s)
+    layers_of.push_back(static_cast<int>(plan.stages[s].layers.size()) - (s == 0 ? 1 : 0) - (s == last_stage ? 1 : 0));
+  const auto pair_peak = [&](const Action& forward, const Action& backward, double held) {
+    const int n_forward = layers_of[forward.stage], n_backward = layers_of[backward.stage];
+    const double each_forward = n_forward > 0 ? blocks_of[forward.stage] / n_forward : 0.0;
+    const double each_backward = n_backward > 0 ? blocks_of[backward.stage] / n_backward : 0.0;
+    double worst = held;
+    for (int i = 0; i < std::max(n_forward, n_backward); ++i) {
+      if (i < n_forward) held += each_forward;
+      worst = std::max(worst, held);
+      if (i < n_backward) held -= each_backward;
+    }
+    return worst;
+  };
   std::vector<HeldPeak> peaks;
   for (const int worker : worker_of_rank) {
     // Running sums over the rank's chunks: a forward holds its chunk's
@@ -392,8 +415,21 @@ std::vector<HeldPeak> held_peaks(const Plan& plan, const Program& program, doubl
     HeldPeak peak;
     double blocks = 0.0;
     int count = 0;
-    for (const Action& action : program.actions[worker]) {
+    const std::vector<Action>& actions = program.actions[worker];
+    for (size_t i = 0; i < actions.size(); ++i) {
+      const Action& action = actions[i];
       const double in_stage = blocks_of[action.stage];
+      if (plan.paired_steady_state && action.paired && action.kind == ActionKind::kForward) {
+        size_t next = i + 1;
+        while (next < actions.size() && !is_compute(actions[next].kind)) ++next;
+        if (next < actions.size() && actions[next].kind == ActionKind::kBackward) {
+          peak.block_microbatches = std::max(peak.block_microbatches, pair_peak(action, actions[next], blocks));
+          peak.microbatches = std::max(peak.microbatches, count + 1);
+          blocks += in_stage - blocks_of[actions[next].stage];
+          i = next;
+          continue;
+        }
+      }
       switch (action.kind) {
         case ActionKind::kForward:
           blocks += in_stage;

@@ -173,7 +173,12 @@ struct MegatronMemory {
 // one, one replica's Program is generated.
 // With a zero-bubble schedule a block keeps `weight_share` of its
 // activations from its I pass to its W pass (weight_pass_share), and a
-// microbatch is in flight until its W. `stage_blocks`, where given, counts
+// microbatch is in flight until its W. In a pair of Plan::paired_steady_state
+// (Megatron's batch-level overlap) the forward's blocks run beside the
+// backward's in reverse order, each backward block freeing its activations as
+// it ends: the pair holds at worst one forward block more than before it (with
+// chunks of equal blocks), and both microbatches count in flight. DualPipeV's
+// pairs are counted pass by pass. `stage_blocks`, where given, counts
 // each stage's blocks in another unit (per stage, what one microbatch of it
 // holds over one block's activations: --recompute-method block).
 struct HeldPeak {

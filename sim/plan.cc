@@ -294,9 +294,13 @@ Status check_virtual_stages(Schedule schedule, int virtual_stages, const std::st
 
 Status check_pairing(const Plan& plan, const std::string& source) {
   const FieldPath root(source);
-  if (plan.paired_steady_state && plan.schedule != Schedule::kInterleaved1F1B)
+  const bool one_stage_1f1b = plan.schedule == Schedule::kOneFOneB && plan.num_stages() == 1;
+  if (plan.paired_steady_state && plan.schedule != Schedule::kInterleaved1F1B && !one_stage_1f1b)
     return root.field("paired_steady_state")
-        .error(fmt::format("pairs the steady state of interleaved-1f1b only, not of {}", schedule_name(plan.schedule)));
+        .error(fmt::format(
+            "pairs the steady state of interleaved-1f1b, or of 1f1b on one stage, not of {}{}",
+            schedule_name(plan.schedule),
+            plan.schedule == Schedule::kOneFOneB ? fmt::format(" on {} stages", plan.num_stages()) : std::string()));
   if (plan.delay_wgrad_compute && !plan.paired_steady_state)
     return root.field("delay_wgrad_compute").error("delays the weight gradients of paired_steady_state's pairs only");
   return ok_status();

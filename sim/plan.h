@@ -8,7 +8,8 @@
 // File format `baton.plan.v1`:
 //   {"format": "baton.plan.v1", optional "model": str, "schedule": "pipedream"|"1f1b"|"gpipe"|"dp"|"zb-h1"|"zb-h2",
 //    "microbatch_size": int >= 1, "microbatches": int >= 1, optional "vertical_sync": bool,
-//    optional "paired_steady_state": bool (interleaved-1f1b only: see Plan),
+//    optional "paired_steady_state": bool (interleaved-1f1b, or 1f1b on one
+//      stage: see Plan),
 //    optional "delay_wgrad_compute": bool (with paired_steady_state only: see Plan),
 //    optional "virtual_stages": int >= 1 (chunks per device; default 1; when given, one the
 //        schedule runs: check_virtual_stages),
@@ -91,7 +92,9 @@ struct Plan {
   bool vertical_sync = false;
   // Chunks per device (see above); 1 for the schedules that do not run chunks.
   int virtual_stages = 1;
-  // interleaved-1f1b only: one forward more in each rank's warm-up, then each
+  // interleaved-1f1b, or 1f1b on one stage (Megatron-core's no-pipelining
+  // schedule: F0, F1&B0, F2&B1, ..., the last B): one forward more in each
+  // rank's warm-up, then each
   // steady-state forward runs with the backward after it as an overlapped
   // pair (sim/program.h), as Megatron-core's --overlap-moe-expert-parallel-comm
   // merges the forward and the backward of two microbatches to hide each
@@ -108,7 +111,7 @@ struct Plan {
 
   int num_stages() const { return static_cast<int>(stages.size()); }
   // Whether the schedule runs overlapped pairs (sim/program.h): DualPipeV's,
-  // or interleaved 1F1B's with paired_steady_state.
+  // or 1F1B's (interleaved, or on one stage) with paired_steady_state.
   bool has_pairs() const { return schedule == Schedule::kDualPipeV || paired_steady_state; }
   int num_workers() const;
   // Pipeline ranks: S / virtual_stages (S when it does not divide).
@@ -177,8 +180,8 @@ Status check_plan(const Plan& plan, const Profile& profile, const Topology& topo
 // at least 2p microbatches per replica. Any other schedule needs v = 1. The
 // error says what would fit.
 Status check_chunks(const Plan& plan, const std::string& source);
-// paired_steady_state with interleaved-1f1b only, delay_wgrad_compute with
-// paired_steady_state only; the error names the key.
+// paired_steady_state with interleaved-1f1b or 1f1b on one stage only,
+// delay_wgrad_compute with paired_steady_state only; the error names the key.
 Status check_pairing(const Plan& plan, const std::string& source);
 // What check_chunks asks of v alone: 1 for a schedule that runs no chunks,
 // >= 2 for interleaved-1f1b, 2 for zbv and dualpipev. plan_from_json applies

@@ -109,7 +109,6 @@ Result<Plan> plan_from_json(const json& document, const std::string& source) {
     if (!it->is_boolean()) return root.field("delay_wgrad_compute").error("must be true or false", *it);
     plan.delay_wgrad_compute = it->get<bool>();
   }
-  if (auto ok = check_pairing(plan, source); !ok) return ok.error();
   auto virtual_stages = json_fields::read_integer_or(document, root, "virtual_stages", 1, 1);
   if (!virtual_stages) return virtual_stages.error();
   if (*virtual_stages > (1 << 16)) return root.field("virtual_stages").error("is too large", *virtual_stages);
@@ -130,6 +129,7 @@ Result<Plan> plan_from_json(const json& document, const std::string& source) {
       return root.field("stages").error(fmt::format("use more than {} workers (replicas) in all", kMaxWorkers));
     plan.stages.push_back(*stage);
   }
+  if (auto ok = check_pairing(plan, source); !ok) return ok.error();  // after the stages: 1f1b pairs on one
   if (auto it = document.find("prediction"); it != document.end()) plan.prediction = *it;
   if (auto made_for = made_for_from_json(document, root); !made_for)
     return made_for.error();

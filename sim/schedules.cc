@@ -41,8 +41,10 @@ enum class Updates { kFlushAtEnd, kAfterEveryBackward };
 
 // Warm-up forwards, then F,B pairs while forwards remain, then the remaining
 // backwards; with kAfterEveryBackward each backward is followed by its update.
+// `paired` (Plan::paired_steady_state, one stage): each steady-state F and
+// the B after it run as an overlapped pair, F1&B0, F2&B1, ...
 void append_one_f_one_b(std::vector<Action>& out, int stage, int replicas, const std::vector<int>& local, int warmup,
-                        Updates updates) {
+                        Updates updates, bool paired = false) {
   const int count = static_cast<int>(local.size());
   int round = 0;
   const auto backward = [&](int index) {
@@ -53,6 +55,7 @@ void append_one_f_one_b(std::vector<Action>& out, int stage, int replicas, const
   for (int i = 0; i < warmup; ++i) out.push_back(make_action(ActionKind::kForward, stage, local[i]));
   for (int i = warmup; i < count; ++i) {
     out.push_back(make_action(ActionKind::kForward, stage, local[i]));
+    out.back().paired = paired;
     backward(i - warmup);
   }
   for (int i = count - warmup; i < count; ++i) backward(i);
@@ -65,7 +68,8 @@ Program make_one_f_one_b_family(const Plan& plan, Updates updates, const Program
     const WorkerInfo& worker = program.workers[w];
     const std::vector<int> local = local_microbatches(plan, worker);
     const int warmup = warmup_forwards(plan, worker.stage, static_cast<int>(local.size()));
-    append_one_f_one_b(program.actions[w], worker.stage, plan.stages[worker.stage].replicas, local, warmup, updates);
+    append_one_f_one_b(program.actions[w], worker.stage, plan.stages[worker.stage].replicas, local, warmup, updates,
+                       plan.paired_steady_state);
   }
   return program;
 }
@@ -170,8 +174,8 @@ void append_interleaved(std::vector<Action>& out, int rank, int ranks, int chunk
   // Paired, one more forward first (Megatron-core's, with
   // --overlap-moe-expert-parallel-comm): no pair joins a microbatch's forward
   // and backward through the same chunk.
-  const int warmup = m == ranks ? total
-                                : std::min(total, 2 * (ranks - rank - 1) + (chunks - 1) * ranks + (paired ? 1 : 0));
+  const int warmup =
+      m == ranks ? total : std::min(total, 2 * (ranks - rank - 1) + (chunks - 1) * ranks + (paired ? 1 : 0));
   out.reserve(out.size() + 2 * static_cast<size_t>(total) + 2 * static_cast<size_t>(chunks));
   for (int i = 0; i < warmup; ++i) forward();
   for (int i = 0; i < total - warmup; ++i) {
@@ -365,7 +369,8 @@ Program make_zb_heuristic(const Plan& plan, const ZbHeuristicOrder& order, const
 }
 
 int warmup_forwards(const Plan& plan, int stage, int local_microbatches) {
-  return std::min(uncapped_warmup(plan, stage), local_microbatches);
+  const int paired = plan.paired_steady_state && plan.schedule == Schedule::kOneFOneB ? 1 : 0;
+  return std::min(uncapped_warmup(plan, stage) + paired, local_microbatches);
 }
 
 // GPipe, S = 3, M = 4 (one column per time unit, tF = tB):

@@ -33,7 +33,9 @@ Program make_gpipe(const Plan& plan, const Program* only = nullptr);
 
 // PipeDream-Flush / Megatron's non-interleaved 1F1B: `warmup_forwards` forwards,
 // then alternate F,B while forwards remain, then the remaining B's, then
-// ALLREDUCE(0) if the stage has > 1 replica, then STEP(0) (the flush).
+// ALLREDUCE(0) if the stage has > 1 replica, then STEP(0) (the flush). With
+// Plan::paired_steady_state (one stage) each steady-state F and the B after
+// it are an overlapped pair (sim/program.h).
 Program make_1f1b(const Plan& plan, const Program* only = nullptr);
 
 // PipeDream's asynchronous 1F1B (weight stashing, no flush): the 1F1B order,
@@ -99,6 +101,9 @@ Program make_dualpipev(const Plan& plan, const Program* only = nullptr);
 // Warm-up forwards of a worker of `stage` that owns `local_microbatches`
 // microbatches: (workers in stages stage..S-1, minus 1) / r_stage, capped at
 // `local_microbatches`. Without replication this is min(S - stage - 1, M).
+// 1f1b with Plan::paired_steady_state (one stage): one more, F0 before the
+// pairs F1&B0, F2&B1, ... (Megatron-core's no-pipelining schedule with
+// --overlap-moe-expert-parallel-comm).
 int warmup_forwards(const Plan& plan, int stage, int local_microbatches);
 
 // Inserts the point-to-point transfers that the compute actions need; a

@@ -2,8 +2,10 @@
 // Megatron-core's batch-level overlap): interleaved 1F1B with one forward
 // more in the warm-up and each steady-state forward paired with the backward
 // after it (Plan::paired_steady_state), each pass's all-to-alls hidden
-// behind the other's compute; refused where Megatron refuses it.
+// behind the other's compute; without a pipeline, Megatron-core's
+// no-pipelining pairs; refused where Megatron refuses it.
 #include <string>
+#include <vector>
 
 #include "tests/catch_compat.h"
 
@@ -55,6 +57,93 @@ TEST_CASE("ep overlap: the pairs hide the all-to-alls, and only the plan's pairi
   REQUIRE(back.ok());
   CHECK(back->layout.overlap_moe_ep_comm);
   CHECK_FALSE(megatron_arguments(m, overlapped(false)).contains("overlap_moe_expert_parallel_comm"));
+}
+
+TEST_CASE("ep overlap without a pipeline: F0, then each forward paired with the backward before it",
+          "[megatron][moe]") {
+  // Megatron-core's combined_1f1b_schedule_for_no_pipelining (p = 1): phase 0
+  // runs microbatch 0's forward alone, phase i its backward i - 1 beside
+  // forward i, phase m the last backward alone.
+  const Topology topology = testing::shipped_topology("h100_32x8.json");
+  const GptModel m = testing::small_moe(8, 8, 2);
+  const auto layout = [](bool on) {
+    MegatronLayout l = megatron_layout(1, 1, 8, 1, 64);  // 8 microbatches per replica
+    l.bf16 = true;
+    l.expert_parallel = 8;
+    l.moe_dispatcher = MoeDispatcher::kAllToAll;
+    l.overlap_moe_ep_comm = on;
+    return l;
+  };
+  REQUIRE(check_megatron_layout(m, layout(true), 64).ok());
+  const auto plain = predict_megatron(m, layout(false), topology, false);
+  const auto paired = predict_megatron(m, layout(true), topology, false);
+  REQUIRE(plain.ok());
+  REQUIRE(paired.ok());
+  CHECK(paired->plan.schedule == Schedule::kOneFOneB);
+  CHECK(paired->plan.paired_steady_state);
+  CHECK_FALSE(plain->plan.paired_steady_state);
+  // The same work; two microbatches' activations held at once instead of one.
+  CHECK(paired->breakdown.compute == plain->breakdown.compute);
+  CHECK(plain->memory.ranks.at(0).inflight_microbatches == 1);
+  CHECK(paired->memory.ranks.at(0).inflight_microbatches == 2);
+  CHECK(paired->memory.ranks.at(0).activations > plain->memory.ranks.at(0).activations);
+  // The all-to-alls exposed less, but never less than one microbatch's: the
+  // first forward's and the last backward's run unpaired.
+  const double microbatches = 8.0;
+  REQUIRE(plain->breakdown.expert_comm.value > 0.0);
+  CHECK(paired->breakdown.expert_comm < plain->breakdown.expert_comm);
+  CHECK(paired->breakdown.expert_comm.value >= plain->breakdown.expert_comm.value / microbatches * (1.0 - 1e-9));
+  CHECK(paired->iteration_time < plain->iteration_time);
+  CHECK(paired->iteration_time.value >=
+        plain->iteration_time.value - plain->breakdown.expert_comm.value * (microbatches - 1.0) / microbatches);
+  // The schedule with pipeline stages but no interleaving stays refused.
+  MegatronLayout straight = layout(true);
+  straight.pipeline = 2;
+  straight.data = 4;
+  straight.expert_parallel = 4;
+  CHECK_THAT(refusal(m, straight), Catch::Contains("baton models it on interleaved 1F1B"));
+}
+
+TEST_CASE("ep overlap: a pair holds one forward block more than before it, not both chunks whole", "[megatron][moe]") {
+  // Megatron's TransformerModelChunkSchedulePlan.run runs forward block i
+  // beside backward block n - 1 - i, each backward block freeing its
+  // activations as it ends. p 2, v 2 (chunks of n = 2 blocks), 4
+  // microbatches: rank 0 runs F0 F1 (chunk 0) F0 F1 (chunk 1) F2 (chunk 0),
+  // 5 n = 10 blocks held, then its pairs, each at worst 10 + 1 (pass by pass
+  // it would be 6 n = 12); rank 1 warms up 3 forwards, 3 n + 1 = 7 (not 8).
+  const GptModel m = testing::small_moe(8, 8, 2);
+  MegatronLayout l = megatron_layout(1, 2, 8, 1, 32);
+  l.bf16 = true;
+  l.layers_per_virtual_stage = 2;
+  l.expert_parallel = 8;
+  l.moe_dispatcher = MoeDispatcher::kAllToAll;
+  l.overlap_moe_ep_comm = true;
+  REQUIRE(check_megatron_layout(m, l, 64).ok());
+  const Plan paired = megatron_plan(m, l);
+  REQUIRE(paired.paired_steady_state);
+  REQUIRE(paired.virtual_stages == 2);
+  const std::vector<HeldPeak> held = held_peaks(paired);
+  REQUIRE(held.size() == 2);
+  CHECK(held[0].block_microbatches == 11.0);
+  CHECK(held[1].block_microbatches == 7.0);
+  // Both microbatches of a pair count in flight: the warm-up's and the pair's forward.
+  CHECK(held[0].microbatches == 6);
+  CHECK(held[1].microbatches == 4);
+  // Without the pairs, Megatron's warm-up of 2 (p - d - 1) + (v - 1) p forwards:
+  // 4 n and 2 n held, one forward more at the first 1F1B step.
+  l.overlap_moe_ep_comm = false;
+  const std::vector<HeldPeak> plain = held_peaks(megatron_plan(m, l));
+  CHECK(plain[0].block_microbatches == 10.0);
+  CHECK(plain[1].block_microbatches == 6.0);
+  // Without a pipeline: the 8 blocks of one microbatch, one more in a pair.
+  MegatronLayout alone = megatron_layout(1, 1, 8, 1, 64);
+  alone.bf16 = true;
+  alone.expert_parallel = 8;
+  alone.moe_dispatcher = MoeDispatcher::kAllToAll;
+  alone.overlap_moe_ep_comm = true;
+  CHECK(held_peaks(megatron_plan(m, alone)).at(0).block_microbatches == 9.0);
+  alone.overlap_moe_ep_comm = false;
+  CHECK(held_peaks(megatron_plan(m, alone)).at(0).block_microbatches == 8.0);
 }
 
 TEST_CASE("ep overlap: refused where Megatron refuses it, and off interleaving, naming the flag",

@@ -196,11 +196,31 @@ TEST_CASE("moe: the search puts --moe-shared-expert-overlap on the alltoall layo
   for (const MegatronCandidate& c : unshared->best) CHECK_FALSE(c.layout.moe_shared_expert_overlap);
 }
 
-TEST_CASE("moe: the search puts --overlap-moe-expert-parallel-comm on the interleaved alltoall layouts with ep > 1",
-          "[planner][megatron][moe]") {
+TEST_CASE(
+    "moe: the search puts --overlap-moe-expert-parallel-comm on the alltoall layouts with ep > 1, interleaved or p 1",
+    "[planner][megatron][moe]") {
   const Topology topology = testing::shipped_topology("a100_4x8.json");
   MegatronAxes fixed = pinned_but_experts();
   fixed.overlap_moe_ep_comm = true;
+  // Without a pipeline (Megatron's no-pipelining pairs): on the alltoall
+  // layouts with ep > 1, each one's memory as predict_megatron has it (the
+  // pairs hold one microbatch more than the same layout unpaired).
+  fixed.pipeline = 1;
+  const auto alone = search_megatron_layouts(small_moe(), 64, true, fixed, topology, 1000000);
+  REQUIRE(alone.ok());
+  int unpipelined = 0;
+  for (const MegatronCandidate& c : alone->best) {
+    const bool applies = c.layout.moe_dispatcher == MoeDispatcher::kAllToAll && c.layout.expert_parallel > 1;
+    CHECK(c.layout.overlap_moe_ep_comm == applies);
+    unpipelined += applies ? 1 : 0;
+    const auto again = predict_megatron(small_moe(), c.layout, topology, false);
+    REQUIRE(again.ok());
+    CHECK(again->iteration_time == c.iteration_time);
+    CHECK(again->memory.peak() == c.peak_memory);
+    CHECK(again->memory.ranks.at(0).inflight_microbatches == (applies && c.layout.microbatches() > 1 ? 2 : 1));
+  }
+  CHECK(unpipelined > 0);
+  fixed.pipeline = 2;
   // Not interleaved: it applies to none.
   const auto straight = search_megatron_layouts(small_moe(), 64, true, fixed, topology, 1000000);
   REQUIRE(straight.ok());
@@ -217,6 +237,7 @@ TEST_CASE("moe: the search puts --overlap-moe-expert-parallel-comm on the interl
     const auto again = predict_megatron(small_moe(), c.layout, topology, false);
     REQUIRE(again.ok());
     CHECK(again->iteration_time == c.iteration_time);
+    CHECK(again->memory.peak() == c.peak_memory);
   }
   CHECK(on > 0);
   // --delay-wgrad-compute asked too: on exactly the layouts with the overlap.

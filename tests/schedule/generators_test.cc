@@ -107,6 +107,29 @@ TEST_CASE("1f1b warm-up is min(S - s - 1, M) and stage s holds min(S - s, M)", "
   }
 }
 
+TEST_CASE("1f1b on one stage, paired: F0, then F1&B0, F2&B1, ..., the last B alone", "[generators][1f1b]") {
+  // Plan::paired_steady_state: Megatron-core's no-pipelining schedule with
+  // --overlap-moe-expert-parallel-comm (combined_1f1b.py's phases 0 to m).
+  Plan plan = make_plan(Schedule::kOneFOneB, {1}, 4);
+  plan.paired_steady_state = true;
+  CHECK(warmup_forwards(plan, 0, 4) == 1);
+  const Program program = make_1f1b(plan);
+  CHECK(order_of(program, 0) == "F0 F1& B0 F2& B1 F3& B2 B3 STEP0");
+  // Two microbatches held at once (one without the pairs), m - 1 pairs.
+  CHECK(peak_in_flight(program, 0) == 2);
+  CHECK(forwards_before_first_backward(program, 0) == 2);
+  // Replicated: each replica pairs its own microbatches; one microbatch
+  // leaves nothing to pair.
+  Plan replicated = make_plan(Schedule::kOneFOneB, {2}, 6);
+  replicated.paired_steady_state = true;
+  const Program both = make_1f1b(replicated);
+  CHECK(order_of(both, 0) == "F0 F2& B0 F4& B2 B4 ALLREDUCE0 STEP0");
+  CHECK(order_of(both, 1) == "F1 F3& B1 F5& B3 B5 ALLREDUCE0 STEP0");
+  Plan single = make_plan(Schedule::kOneFOneB, {1}, 1);
+  single.paired_steady_state = true;
+  CHECK(order_of(make_1f1b(single), 0) == "F0 B0 STEP0");
+}
+
 // PipeDream, S = 3, M = 6: 1F1B order, each B followed by its STEP.
 TEST_CASE("pipedream order for S = 3, M = 6 matches the picture", "[generators][pipedream]") {
   const Program program = make_pipedream(make_plan(Schedule::kPipeDream, {1, 1, 1}, 6));

@@ -464,7 +464,7 @@ TEST_CASE("interleaved 1f1b, paired: each steady-state forward runs with the bac
       }
 }
 
-TEST_CASE("paired_steady_state: interleaved-1f1b only, and it round-trips through the plan file",
+TEST_CASE("paired_steady_state: interleaved-1f1b or 1f1b on one stage only, and it round-trips through the plan file",
           "[sim][chunks][plan][bad-input]") {
   Plan plan = chunked_plan(Schedule::kInterleaved1F1B, 2, 2, 4);
   plan.paired_steady_state = true;
@@ -477,7 +477,22 @@ TEST_CASE("paired_steady_state: interleaved-1f1b only, and it round-trips throug
   const auto refused = plan_from_json(one, "plan.json");
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.error().message ==
-        "plan.json: paired_steady_state pairs the steady state of interleaved-1f1b only, not of 1f1b");
+        "plan.json: paired_steady_state pairs the steady state of interleaved-1f1b, or of 1f1b on one stage, not of "
+        "1f1b on 2 stages");
+  nlohmann::json gpipe = plan_to_json(chunked_plan(Schedule::kGPipe, 1, 1, 4));
+  gpipe["paired_steady_state"] = true;
+  const auto not_1f1b = plan_from_json(gpipe, "plan.json");
+  REQUIRE_FALSE(not_1f1b.ok());
+  CHECK(not_1f1b.error().message ==
+        "plan.json: paired_steady_state pairs the steady state of interleaved-1f1b, or of 1f1b on one stage, not of "
+        "gpipe");
+  // 1f1b on one stage (Megatron-core's no-pipelining schedule) pairs.
+  nlohmann::json alone = plan_to_json(chunked_plan(Schedule::kOneFOneB, 1, 1, 4));
+  alone["paired_steady_state"] = true;
+  const auto one_stage = plan_from_json(alone, "plan.json");
+  REQUIRE(one_stage.ok());
+  CHECK(one_stage->paired_steady_state);
+  CHECK(one_stage->has_pairs());
   Plan programmatic = chunked_plan(Schedule::kOneFOneB, 2, 1, 4);
   programmatic.paired_steady_state = true;
   const Topology topology = make_flat_topology(8, 100.0, Seconds(0.0));
