@@ -17,17 +17,22 @@
 namespace baton {
 namespace {
 
-// A small Mixtral-like model, 8 layers over p 2 in 4 chunks of one layer,
-// its 8 experts over ep 8 with the alltoall dispatcher, 16 microbatches.
-MegatronLayout overlapped(bool on) {
-  MegatronLayout l = megatron_layout(1, 2, 8, 1, 128);
+// t 1, p stages of `layers_per_chunk` blocks a chunk (0: no chunks), d 8,
+// micro-batch 1, bf16, the 8 experts over ep 8 with the alltoall dispatcher,
+// the batch-level overlap `on` or not.
+MegatronLayout alltoall_layout(int p, int layers_per_chunk, int global, bool on) {
+  MegatronLayout l = megatron_layout(1, p, 8, 1, global);
   l.bf16 = true;
-  l.layers_per_virtual_stage = 1;
+  l.layers_per_virtual_stage = layers_per_chunk;
   l.expert_parallel = 8;
   l.moe_dispatcher = MoeDispatcher::kAllToAll;
   l.overlap_moe_ep_comm = on;
   return l;
 }
+
+// A small Mixtral-like model, 8 layers over p 2 in 4 chunks of one layer,
+// 16 microbatches.
+MegatronLayout overlapped(bool on) { return alltoall_layout(2, 1, 128, on); }
 
 std::string refusal(const GptModel& m, const MegatronLayout& l) {
   const Status status = check_megatron_layout(m, l, 64);
@@ -66,14 +71,7 @@ TEST_CASE("ep overlap without a pipeline: F0, then each forward paired with the 
   // forward i, phase m the last backward alone.
   const Topology topology = testing::shipped_topology("h100_32x8.json");
   const GptModel m = testing::small_moe(8, 8, 2);
-  const auto layout = [](bool on) {
-    MegatronLayout l = megatron_layout(1, 1, 8, 1, 64);  // 8 microbatches per replica
-    l.bf16 = true;
-    l.expert_parallel = 8;
-    l.moe_dispatcher = MoeDispatcher::kAllToAll;
-    l.overlap_moe_ep_comm = on;
-    return l;
-  };
+  const auto layout = [](bool on) { return alltoall_layout(1, 0, 64, on); };  // 8 microbatches per replica
   REQUIRE(check_megatron_layout(m, layout(true), 64).ok());
   const auto plain = predict_megatron(m, layout(false), topology, false);
   const auto paired = predict_megatron(m, layout(true), topology, false);
@@ -112,12 +110,7 @@ TEST_CASE("ep overlap: a pair holds one forward block more than before it, not b
   // 5 n = 10 blocks held, then its pairs, each at worst 10 + 1 (pass by pass
   // it would be 6 n = 12); rank 1 warms up 3 forwards, 3 n + 1 = 7 (not 8).
   const GptModel m = testing::small_moe(8, 8, 2);
-  MegatronLayout l = megatron_layout(1, 2, 8, 1, 32);
-  l.bf16 = true;
-  l.layers_per_virtual_stage = 2;
-  l.expert_parallel = 8;
-  l.moe_dispatcher = MoeDispatcher::kAllToAll;
-  l.overlap_moe_ep_comm = true;
+  MegatronLayout l = alltoall_layout(2, 2, 32, true);
   REQUIRE(check_megatron_layout(m, l, 64).ok());
   const Plan paired = megatron_plan(m, l);
   REQUIRE(paired.paired_steady_state);
@@ -136,14 +129,8 @@ TEST_CASE("ep overlap: a pair holds one forward block more than before it, not b
   CHECK(plain[0].block_microbatches == 10.0);
   CHECK(plain[1].block_microbatches == 6.0);
   // Without a pipeline: the 8 blocks of one microbatch, one more in a pair.
-  MegatronLayout alone = megatron_layout(1, 1, 8, 1, 64);
-  alone.bf16 = true;
-  alone.expert_parallel = 8;
-  alone.moe_dispatcher = MoeDispatcher::kAllToAll;
-  alone.overlap_moe_ep_comm = true;
-  CHECK(held_peaks(megatron_plan(m, alone)).at(0).block_microbatches == 9.0);
-  alone.overlap_moe_ep_comm = false;
-  CHECK(held_peaks(megatron_plan(m, alone)).at(0).block_microbatches == 8.0);
+  CHECK(held_peaks(megatron_plan(m, alltoall_layout(1, 0, 64, true))).at(0).block_microbatches == 9.0);
+  CHECK(held_peaks(megatron_plan(m, alltoall_layout(1, 0, 64, false))).at(0).block_microbatches == 8.0);
 }
 
 TEST_CASE("ep overlap: refused where Megatron refuses it, and off interleaving, naming the flag",
