@@ -202,15 +202,14 @@ CollectiveTime context_comm_time(const Topology& topology, const MegatronLayout&
   if (layout.context_comm != ContextComm::kP2P) {
     // GPU 0 of each of the c ranks: one of t such groups, each GPU on its
     // own links. On the ring model an all-gather is half an all-reduce of
-    // the gathered bytes, and an all-to-all moving (c - 1) / c of each GPU's
-    // bytes takes what the all-gather of them takes.
+    // the gathered bytes; an all-to-all moves (c - 1) / c of each GPU's
+    // bytes (Network::all_to_all_time).
     std::vector<int> group;
     for (int j = 0; j < c; ++j) group.push_back(j * layout.tensor);
     const Network network(topology);
-    const double gathered = layout.context_comm == ContextComm::kAllGather ? c : 1.0;
-    return [network, group, gathered](double bytes) {
-      return network.allreduce_time(group, Bytes::counted(bytes * gathered)) * 0.5;
-    };
+    if (layout.context_comm == ContextComm::kAllToAll)
+      return [network, group](double bytes) { return network.all_to_all_time(group, Bytes::counted(bytes)); };
+    return [network, group, c](double bytes) { return network.allreduce_time(group, Bytes::counted(bytes * c)) * 0.5; };
   }
   // Linear in bytes, measured at two sizes on each hop j -> j + 1 of the
   // ring (rank j's GPU 0 at j t); the slowest hop sets every step's pace.
@@ -235,7 +234,7 @@ CollectiveTime expert_all_to_all_time(const Topology& topology, const MegatronLa
   std::vector<int> group;
   for (int j = 0; j < ep; ++j) group.push_back(j * layout.expert_tensor_parallel());
   const Network network(topology);
-  return [network, group](double bytes) { return network.allreduce_time(group, Bytes::counted(bytes)) * 0.5; };
+  return [network, group](double bytes) { return network.all_to_all_time(group, Bytes::counted(bytes)); };
 }
 
 CollectiveTime expert_dispatch_time(const Topology& topology, const MegatronLayout& layout) {

@@ -119,16 +119,17 @@ CollectiveTime embedding_allreduce(const Topology& topology, const MegatronLayou
 // rank each on links of their own: one rail across servers), for `bytes` per
 // GPU: with p2p one step of the ring, the slowest hop of GPU 0 of rank j to
 // GPU 0 of rank j + 1 (mod c) (sim/network.h's transfer); with all_gather the
-// all-gather in which each GPU gives `bytes`, with a2a the all-to-all in
-// which each holds `bytes` (both on sim/network.h's ring: half an all-reduce
-// of the c `bytes` gathered, or of the `bytes`). Empty with c = 1.
+// all-gather in which each GPU gives `bytes` (on sim/network.h's ring: half
+// an all-reduce of the c `bytes` gathered), with a2a the all-to-all in which
+// each holds `bytes` (Network::all_to_all_time). Empty with c = 1.
 CollectiveTime context_comm_time(const Topology& topology, const MegatronLayout& layout);
 // Expert parallelism's all-to-all (make_megatron_profile's `expert_comm`)
 // among the ep ranks of one expert-parallel group, etp GPUs apart (GPU 0 of
 // each expert-tensor-parallel group, t GPUs apart with etp = t: the etp GPUs
-// of a rank each on links of their own), in which each GPU holds `bytes`: on sim/network.h's ring, half an
-// all-reduce of `bytes` (the all-gather of them, which moves what the
-// all-to-all's (ep - 1) / ep of them take). Empty with ep = 1.
+// of a rank each on links of their own), in which each GPU holds `bytes`
+// (Network::all_to_all_time: inside a server half an all-reduce of them;
+// across servers each GPU's share for the other servers leaves on its own
+// rail, not pooled as an all-reduce's). Empty with ep = 1.
 CollectiveTime expert_all_to_all_time(const Topology& topology, const MegatronLayout& layout);
 // The MoE dispatcher's collective (make_megatron_profile's `expert_comm`):
 // with the alltoall dispatcher expert_all_to_all_time; with allgather the

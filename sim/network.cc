@@ -88,4 +88,36 @@ Seconds Network::allreduce_time(std::span<const int> devices, Bytes size) const 
   return total;
 }
 
+Seconds Network::all_to_all_time(std::span<const int> devices, Bytes size) const {
+  const double n = static_cast<double>(devices.size());
+  if (n < 2.0) return Seconds(0.0);
+  const double bytes = static_cast<double>(size.value);
+  Seconds slowest, latencies;
+  for (int level = 0; level < topology_.num_levels(); ++level) {
+    // Members per (unit, child) of this level: the fullest child's m.
+    std::vector<std::pair<int, int>> at;
+    at.reserve(devices.size());
+    const int unit_size = topology_.devices_per_unit(level);
+    for (int device : devices) at.emplace_back(device / unit_size, topology_.child_of(device, level));
+    std::sort(at.begin(), at.end());
+    double m = 0.0;
+    size_t children = 1;  // the most children of one unit holding members
+    for (size_t i = 0, run = 0, touched = 0; i < at.size(); ++i) {
+      const bool same_child = i > 0 && at[i] == at[i - 1];
+      const bool same_unit = i > 0 && at[i].first == at[i - 1].first;
+      run = same_child ? run + 1 : 1;
+      touched = same_child ? touched : same_unit ? touched + 1 : 1;
+      m = std::max(m, static_cast<double>(run));
+      children = std::max(children, touched);
+    }
+    if (m >= n) continue;  // every member in one child: nothing crosses this level
+    const Level& spec = topology_.levels[level];
+    const double rails = static_cast<double>(spec.rails);
+    const double share = std::min(m, rails) / rails;
+    slowest = max(slowest, Seconds(m * (n - m) / n * bytes / (spec.bandwidth().bytes_per_s * share)));
+    latencies += spec.latency * static_cast<double>(children - 1);
+  }
+  return slowest + latencies;
+}
+
 }  // namespace baton

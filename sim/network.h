@@ -59,6 +59,18 @@ class Network {
   // Time a ring all-reduce of `size` bytes takes among `devices` (any order).
   Seconds allreduce_time(std::span<const int> devices, Bytes size) const;
 
+  // Time an all-to-all takes among `devices` (any order), each sending `size`
+  // bytes in all, an equal share to each of the n members (its own share
+  // stays): what leaves a child unit of each level goes through its uplink,
+  // m (n - m) / n x size from the m members inside it, on min(m, rails) of
+  // the level's rails. Nothing aggregates (the shares are distinct), so unlike
+  // the all-reduce the members of a server do not pool their bytes; the levels'
+  // links move side by side: the slowest level's time, plus (k - 1) latencies
+  // of each level whose units hold members in k of their children (the
+  // level's point-to-point latency). Within one level, with no all-reduce
+  // bandwidth or latency of its own, it is half an all-reduce of `size`.
+  Seconds all_to_all_time(std::span<const int> devices, Bytes size) const;
+
   // The two directional links a transfer from `src_device` to `dst_device`
   // occupies (its sender's uplink and its receiver's downlink, as indices of
   // this network's links), or {-1, -1} inside one device.

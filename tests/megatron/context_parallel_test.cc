@@ -146,9 +146,15 @@ TEST_CASE("context parallel: all_gather and a2a on the network's ring, among the
   l.context_comm = ContextComm::kAllGather;  // half the all-reduce of the c x bytes gathered
   CHECK(context_comm_time(topology, l)(bytes).value ==
         Approx(Network(topology).allreduce_time(group, Bytes::counted(4 * bytes)).value / 2).epsilon(1e-9));
-  l.context_comm = ContextComm::kAllToAll;  // (c - 1) / c of each GPU's bytes leave it
+  // a2a: each GPU's shares for the other server, 2 / 4 of its bytes, leave on
+  // its own rail (100 Gb/s): 2 x 2 / 4 x bytes through 2 of the server's 8
+  // rails, 12.5 GB/s each, beside 3 / 4 of them over NVLink (150 GB/s); one
+  // latency of each level (5 and 6 us).
+  l.context_comm = ContextComm::kAllToAll;
   CHECK(context_comm_time(topology, l)(bytes).value ==
-        Approx(Network(topology).allreduce_time(group, Bytes::counted(bytes)).value / 2).epsilon(1e-9));
+        Approx(std::max(2.0 * 2 / 4 * bytes / (2 * 12.5e9), 3.0 / 4 * bytes / 150e9) + 5e-6 + 6e-6).epsilon(1e-9));
+  CHECK(context_comm_time(topology, l)(bytes).value ==
+        Approx(Network(topology).all_to_all_time(group, Bytes::counted(bytes)).value).epsilon(1e-12));
 }
 
 TEST_CASE("context parallel: the ring's step is its slowest hop, across servers on one rail", "[megatron][context]") {

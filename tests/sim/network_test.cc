@@ -135,3 +135,44 @@ TEST_CASE("hierarchical ring all-reduce", "[network][allreduce]") {
     CHECK(network.allreduce_time(devices, size).value == 0.0);
   }
 }
+
+TEST_CASE("all-to-all: each member's shares for the other servers leave on its own, not pooled",
+          "[network][all-to-all]") {
+  const Topology topology = two_level();
+  const Network network(topology);
+  const Bytes size(800'000'000);
+  const double d = 8e8;
+  SECTION("inside one server: (n - 1)/n D / B + (n - 1) latency, half the all-reduce") {
+    const std::array<int, 4> devices{0, 1, 2, 3};
+    const double expected = 3.0 / 4 * d / (10 * kGB) + 3 * 2e-6;
+    CHECK(close_rel(network.all_to_all_time(devices, size).value, expected));
+    CHECK(close_rel(network.all_to_all_time(devices, size).value, network.allreduce_time(devices, size).value * 0.5));
+  }
+  SECTION("one device per server: (n - 1)/n D over the outer link, as half the all-reduce") {
+    const std::array<int, 2> devices{1, 5};
+    CHECK(close_rel(network.all_to_all_time(devices, size).value, 1.0 / 2 * d / kGB + 50e-6));
+  }
+  SECTION("all 8: a server's 4 members each send 4/8 of D across, 4 x D / 2 through its one uplink") {
+    // Inside: each device sends 7/8 D over its own link; across: 2 D per
+    // server over 1 GB/s. The links move side by side: the slower one counts.
+    const std::array<int, 8> devices{0, 1, 2, 3, 4, 5, 6, 7};
+    const double across = 4.0 * 4 / 8 * d / kGB;
+    CHECK(close_rel(network.all_to_all_time(devices, size).value, across + 3 * 2e-6 + 50e-6));
+    // Half the all-reduce would pool the server's bytes: 4 times faster across.
+    CHECK(network.all_to_all_time(devices, size).value > 3.0 * network.allreduce_time(devices, size).value * 0.5);
+  }
+  SECTION("rails: 4 members per server on 4 rails, 2 members on 2 of them") {
+    Topology railed = topology;
+    railed.levels[1].rails = 4;
+    const Network with_rails(railed);
+    const std::array<int, 8> all{0, 1, 2, 3, 4, 5, 6, 7};
+    CHECK(close_rel(with_rails.all_to_all_time(all, size).value, network.all_to_all_time(all, size).value));
+    // Two members a server: each sends 2/4 D on its own rail of 1/4 GB/s.
+    const std::array<int, 4> two{0, 1, 4, 5};
+    CHECK(close_rel(with_rails.all_to_all_time(two, size).value, 2.0 / 4 * d / (kGB / 4) + 1 * 2e-6 + 50e-6));
+  }
+  SECTION("a single device sends nothing") {
+    const std::array<int, 1> devices{6};
+    CHECK(network.all_to_all_time(devices, size).value == 0.0);
+  }
+}
