@@ -102,7 +102,7 @@ Result<std::string> canonical_value(const AxisInfo& info, const std::string& val
       return bad("none, zbv or dualpipev");
     case AxisKind::kDispatcher:
       if (parse_moe_dispatcher(value)) return value;
-      return bad("allgather or alltoall");
+      return bad("allgather, alltoall or flex");
     case AxisKind::kFp8:
       if (parse_fp8_format(value)) return value;
       return bad("none, e4m3 or hybrid");

@@ -143,8 +143,9 @@ std::vector<int> expert_tensor_sizes(const GptModel& model, int t, const Megatro
   return {0, 1};
 }
 
-// The MoE token dispatchers (with experts): both, or the pinned one; the
-// default alone for a dense model.
+// The MoE token dispatchers (with experts): allgather and alltoall, or the
+// pinned one (flex, DeepEP's, only pinned: it needs the library installed);
+// the default alone for a dense model.
 std::vector<MoeDispatcher> moe_dispatchers(const GptModel& model, const MegatronAxes& fixed) {
   if (!model.moe()) return {MoeDispatcher::kAllGather};
   return pinned_or(fixed.moe_dispatcher, {MoeDispatcher::kAllGather, MoeDispatcher::kAllToAll});
@@ -214,9 +215,9 @@ std::vector<MegatronLayout> enumerate(const GptModel& model, int global_batch, b
                           l.expert_parallel = ep;
                           l.moe_dispatcher = dispatcher;
                           l.moe_shared_expert_overlap = fixed.shared_expert_overlap &&
-                                                        dispatcher == MoeDispatcher::kAllToAll &&
+                                                        sends_to_expert_ranks(dispatcher) &&
                                                         model.shared_expert_ffn > 0;
-                          l.overlap_moe_ep_comm = fixed.overlap_moe_ep_comm && dispatcher == MoeDispatcher::kAllToAll &&
+                          l.overlap_moe_ep_comm = fixed.overlap_moe_ep_comm && sends_to_expert_ranks(dispatcher) &&
                                                   ep > 1 && l.v_schedule == VSchedule::kNone && l.zero_bubble == 0 &&
                                                   (p == 1 || l.virtual_stages(model) > 1) &&
                                                   l.recompute != Recompute::kFull;
@@ -285,7 +286,7 @@ std::vector<MegatronCandidate> fitting_layouts(const GptModel& model, int global
     const auto expert_key = std::make_tuple(etp, layout.expert_parallel, layout.moe_dispatcher);
     auto expert = expert_comms.find(expert_key);
     if (expert == expert_comms.end())
-      expert = expert_comms.emplace(expert_key, expert_dispatch_time(topology, layout)).first;
+      expert = expert_comms.emplace(expert_key, expert_dispatch_time(topology, model, layout)).first;
     // The lower bound and the memory need no gradient reduction: weight 1.
     const MegatronProfile profile =
         make_megatron_profile(model, layout, gpu, collective, {}, context->second, expert->second, 1.0, expert_tensor);

@@ -413,8 +413,8 @@ Status check_megatron_layout(const GptModel& model, const MegatronLayout& layout
     const char* flag = "--overlap-moe-expert-parallel-comm";
     if (layout.expert_parallel < 2)
       return bad(fmt::format("{} needs --expert-model-parallel-size of at least 2", flag));
-    if (layout.moe_dispatcher != MoeDispatcher::kAllToAll)
-      return bad(fmt::format("{} needs --moe-token-dispatcher-type alltoall, as Megatron does", flag));
+    if (!sends_to_expert_ranks(layout.moe_dispatcher))
+      return bad(fmt::format("{} needs --moe-token-dispatcher-type alltoall or flex, as Megatron does", flag));
     if (layout.recompute == Recompute::kFull)
       return bad(fmt::format("{} does not go with --recompute-granularity full, as in Megatron", flag));
     if (layout.moe_shared_expert_overlap)
@@ -429,10 +429,17 @@ Status check_megatron_layout(const GptModel& model, const MegatronLayout& layout
   }
   if (layout.moe_shared_expert_overlap && model.shared_expert_ffn <= 0)
     return bad("--moe-shared-expert-overlap needs a shared expert (--moe-shared-expert-intermediate-size)");
-  if (layout.moe_shared_expert_overlap && layout.moe_dispatcher != MoeDispatcher::kAllToAll)
+  if (layout.moe_shared_expert_overlap && !sends_to_expert_ranks(layout.moe_dispatcher))
     return bad(
-        "--moe-shared-expert-overlap needs --moe-token-dispatcher-type alltoall, as Megatron does (it runs the "
-        "shared expert beside the all-to-alls)");
+        "--moe-shared-expert-overlap needs --moe-token-dispatcher-type alltoall or flex, as Megatron does (it runs "
+        "the shared expert beside the all-to-alls)");
+  if (model.moe() && layout.moe_dispatcher == MoeDispatcher::kFlex) {
+    if (layout.expert_tensor_parallel() * std::max(1, layout.expert_parallel) < 2)
+      return bad(
+          "--moe-token-dispatcher-type flex needs --expert-model-parallel-size x --expert-tensor-parallel-size of "
+          "at least 2, as Megatron's DeepEP dispatcher does");
+    if (model.pad_to_capacity) return bad(kFlexRefusesPadding);
+  }
   if (layout.overlap_param_gather && !layout.distributed_optimizer)
     return bad(
         "--overlap-param-gather needs --use-distributed-optimizer, as Megatron does (it overlaps the "

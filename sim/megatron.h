@@ -488,5 +488,8 @@ inline constexpr const char* kOverlapParamGatherNeedsGradReduce =
 // Likewise: --delay-wgrad-compute goes with --overlap-moe-expert-parallel-comm.
 inline constexpr const char* kDelayWgradNeedsEpOverlap =
     "--delay-wgrad-compute needs --overlap-moe-expert-parallel-comm, as Megatron does";
+// Likewise: DeepEP's flex dispatcher does not pad the experts' inputs.
+inline constexpr const char* kFlexRefusesPadding =
+    "--moe-token-dispatcher-type flex does not go with --moe-pad-expert-input-to-capacity, as in Megatron (DeepEP)";
 
 }  // namespace baton

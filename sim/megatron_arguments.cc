@@ -190,7 +190,7 @@ Status read_choices(const nlohmann::json& arguments, const json_fields::FieldPat
   }
   if (arguments.contains("moe_token_dispatcher_type")) {
     auto dispatcher =
-        read_named(arguments, at, "moe_token_dispatcher_type", parse_moe_dispatcher, "allgather or alltoall");
+        read_named(arguments, at, "moe_token_dispatcher_type", parse_moe_dispatcher, "allgather, alltoall or flex");
     if (!dispatcher) return dispatcher.error();
     l.moe_dispatcher = *dispatcher;
   }

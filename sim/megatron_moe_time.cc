@@ -73,6 +73,15 @@ MoeTime moe_time(const GpuModel& gpu, const BlockShape& x, const CollectiveTime&
     if (x.mlp_t > 1) time.forward_comm = time.backward_comm = expert_tp(x.mlp_m * x.mlp_gemms * x.h * kHalf);
     if (x.ep > 1 && expert_comm) time.all_to_all = expert_comm(copies) * 2.0;
     collectives = x.ep > 1 ? kMoeAllToAllKernels : 0;
+  } else if (x.dispatcher == MoeDispatcher::kFlex) {
+    // DeepEP: one copy of each token to each GPU of its experts (an expert's
+    // etp shards each), no expert-tensor collective besides; expert_comm
+    // (flex_dispatch_time) takes one copy's bytes and counts the copies.
+    permutation = gpu.memory_bound(2.0 * copies) * 2.0;
+    if (expert_comm) {
+      time.all_to_all = expert_comm(local * x.h * kHalf) * 2.0;
+      collectives = kMoeAllToAllKernels;
+    }
   } else {
     const double group = x.mlp_t * x.ep;  // the expert group's G = etp ep GPUs
     const double gathered = group * local;

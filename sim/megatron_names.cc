@@ -80,12 +80,14 @@ const char* moe_dispatcher_name(MoeDispatcher dispatcher) {
   switch (dispatcher) {
     case MoeDispatcher::kAllGather: return "allgather";
     case MoeDispatcher::kAllToAll: return "alltoall";
+    case MoeDispatcher::kFlex: return "flex";
   }
   return "allgather";
 }
 
 std::optional<MoeDispatcher> parse_moe_dispatcher(std::string_view name) {
-  return by_name(name, {MoeDispatcher::kAllGather, MoeDispatcher::kAllToAll}, moe_dispatcher_name);
+  return by_name(name, {MoeDispatcher::kAllGather, MoeDispatcher::kAllToAll, MoeDispatcher::kFlex},
+                 moe_dispatcher_name);
 }
 
 const char* fp8_format_name(Fp8Format format) {

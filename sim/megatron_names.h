@@ -40,14 +40,20 @@ std::optional<ContextComm> parse_context_comm(std::string_view name);
 // tokens, and reduce-scatters the experts' outputs back; alltoall sends each
 // token's k copies to the ranks of their experts and back by all-to-alls
 // among the ep ranks, the etp GPUs of an expert then gathering what their
-// expert received. DeepEP's flex is not modelled.
-enum class MoeDispatcher { kAllGather, kAllToAll };
-const char* moe_dispatcher_name(MoeDispatcher dispatcher);                 // "allgather", "alltoall"
+// expert received; flex (DeepEP's kernels, Megatron-core's
+// MoEFlexTokenDispatcher) sends each token once to each GPU of the etp x ep
+// group that holds one of its experts (an expert's etp shards each), across
+// servers once to each server over RDMA, forwarded inside it over NVLink.
+enum class MoeDispatcher { kAllGather, kAllToAll, kFlex };
+const char* moe_dispatcher_name(MoeDispatcher dispatcher);                 // "allgather", "alltoall", "flex"
 std::optional<MoeDispatcher> parse_moe_dispatcher(std::string_view name);  // the names back
-const char* v_schedule_name(VSchedule schedule);                           // "none", "zbv", "dualpipev"
-std::optional<VSchedule> parse_v_schedule(std::string_view name);          // the names back
-const char* recompute_name(Recompute recompute);                           // "none", "selective", "full"
-const char* zero_bubble_name(int zero_bubble);                             // "1f1b", "zb-h1", "zb-h2"
+// Whether the dispatcher sends tokens to their experts' ranks (alltoall,
+// flex), which Megatron's two all-to-all overlaps ask for.
+constexpr bool sends_to_expert_ranks(MoeDispatcher dispatcher) { return dispatcher != MoeDispatcher::kAllGather; }
+const char* v_schedule_name(VSchedule schedule);                   // "none", "zbv", "dualpipev"
+std::optional<VSchedule> parse_v_schedule(std::string_view name);  // the names back
+const char* recompute_name(Recompute recompute);                   // "none", "selective", "full"
+const char* zero_bubble_name(int zero_bubble);                     // "1f1b", "zb-h1", "zb-h2"
 // The names back; nothing for any other text.
 std::optional<Recompute> parse_recompute(std::string_view name);
 std::optional<int> parse_zero_bubble(std::string_view name);

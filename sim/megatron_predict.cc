@@ -299,7 +299,7 @@ Result<MegatronProfile> megatron_profile_on(const GptModel& model, const Megatro
                     etp, topology.name)};
   return make_megatron_profile(model, layout, *known, tensor_allreduce(topology, layout.tensor),
                                embedding_allreduce(topology, layout), context_comm_time(topology, layout),
-                               expert_dispatch_time(topology, layout), expert_gradient_weight(topology, layout),
+                               expert_dispatch_time(topology, model, layout), expert_gradient_weight(topology, layout),
                                etp != layout.tensor ? tensor_allreduce(topology, etp) : CollectiveTime{});
 }
 

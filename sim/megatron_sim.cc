@@ -237,7 +237,47 @@ CollectiveTime expert_all_to_all_time(const Topology& topology, const MegatronLa
   return [network, group](double bytes) { return network.all_to_all_time(group, Bytes::counted(bytes)); };
 }
 
-CollectiveTime expert_dispatch_time(const Topology& topology, const MegatronLayout& layout) {
+namespace {
+
+// The chance that none of a token's k experts, drawn without replacement
+// from E, is among `held` of them (balanced, independent routing).
+double untouched(double experts, double topk, double held) {
+  double p = 1.0;
+  for (int i = 0; i < static_cast<int>(topk); ++i) p *= std::max(0.0, (experts - held - i) / (experts - i));
+  return p;
+}
+
+}  // namespace
+
+CollectiveTime flex_dispatch_time(const Topology& topology, const GptModel& model, const MegatronLayout& layout) {
+  const int etp = layout.expert_tensor_parallel(), ep = std::max(1, layout.expert_parallel);
+  const int group = etp * ep;  // GPUs 0 .. G - 1 (the tp_ep group)
+  if (group < 2 || !model.moe()) return {};
+  const double experts = static_cast<double>(model.experts), k = static_cast<double>(model.router_topk);
+  const double kept = model.expert_copies() / k;  // dropped copies are not sent
+  double per_byte = 0.0;  // the slowest level's seconds per byte of one copy of the GPU's tokens
+  Seconds latencies;
+  for (int level = 0; level < topology.num_levels(); ++level) {
+    // m GPUs of the group in each child of this level, n of them in all.
+    const int m = std::min(group, topology.devices_per_unit(level - 1));
+    if (m >= group) break;
+    const double n = static_cast<double>(group) / m;
+    // What a child holds: a GPU its ep rank's E / ep experts (their shards),
+    // a wider child E m / G of them. Copies leaving it per token: one to
+    // each other child holding one of the token's experts.
+    const double held = m == 1 ? experts / ep : experts * m / group;
+    const double leaving = (n - 1.0) * (1.0 - untouched(experts, k, held)) * kept;
+    const Level& spec = topology.levels[level];
+    const double rails = static_cast<double>(spec.rails);
+    const double each = spec.bandwidth().bytes_per_s * std::min<double>(m, rails) / rails / m;  // a GPU's share
+    per_byte = std::max(per_byte, leaving / each);
+    latencies += spec.latency;
+  }
+  return [per_byte, latencies](double bytes) { return Seconds(per_byte * bytes) + latencies; };
+}
+
+CollectiveTime expert_dispatch_time(const Topology& topology, const GptModel& model, const MegatronLayout& layout) {
+  if (layout.moe_dispatcher == MoeDispatcher::kFlex) return flex_dispatch_time(topology, model, layout);
   if (layout.moe_dispatcher == MoeDispatcher::kAllToAll) return expert_all_to_all_time(topology, layout);
   const int group = layout.expert_tensor_parallel() * std::max(1, layout.expert_parallel);
   if (group < 2) return {};

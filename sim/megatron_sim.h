@@ -135,8 +135,20 @@ CollectiveTime expert_all_to_all_time(const Topology& topology, const MegatronLa
 // with the alltoall dispatcher expert_all_to_all_time; with allgather the
 // all-reduce of `bytes` among the etp ep consecutive GPUs of an expert group
 // (Megatron-core's expert grid tp-ep-dp-pp; sim/megatron_block.h says how
-// its halves are charged); empty when that group is one GPU.
-CollectiveTime expert_dispatch_time(const Topology& topology, const MegatronLayout& layout);
+// its halves are charged); with flex flex_dispatch_time; empty when that
+// group is one GPU.
+CollectiveTime expert_dispatch_time(const Topology& topology, const GptModel& model, const MegatronLayout& layout);
+// DeepEP's dispatch (or combine) among the G = etp ep consecutive GPUs of
+// the tp_ep group (Megatron-core's MoEFlexTokenDispatcher), each GPU holding
+// `bytes` (one copy of its tokens): a token goes once to each GPU holding
+// one of its k experts (an expert's etp shards each), once to each other
+// server holding one, over RDMA, then over NVLink to its GPUs there. Per
+// level, a child of m GPUs holding E / ep experts (a GPU) or E m / G (wider)
+// sends each token to (G / m - 1)(1 - C(E - held, k) / C(E, k)) other
+// children, balanced routing, dropped copies not sent, at the GPU's share
+// of the child's min(m, rails) rails; the levels move side by side (the
+// slowest sets the time), one latency each. Empty with G = 1.
+CollectiveTime flex_dispatch_time(const Topology& topology, const GptModel& model, const MegatronLayout& layout);
 // make_megatron_profile's `expert_gradient_weight`: the simulator reduces a
 // pipeline rank's gradients over its d c tensor-parallel groups; the
 // experts' are reduced over the t c d / (etp ep) expert-tensor-parallel

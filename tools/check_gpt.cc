@@ -74,7 +74,7 @@ void read_pinned(const nlohmann::json& pinned, const FieldPath& at, MegatronAxes
     const std::string d = take(json_fields::read_string(pinned, at, "moe_token_dispatcher_type"));
     axes.moe_dispatcher = parse_moe_dispatcher(d);
     if (!axes.moe_dispatcher)
-      throw UsageError(at.field("moe_token_dispatcher_type").error("must be allgather or alltoall", d).message);
+      throw UsageError(at.field("moe_token_dispatcher_type").error("must be allgather, alltoall or flex", d).message);
   }
   for (const char* name : {"sequence_parallel", "use_distributed_optimizer"}) {
     if (!pinned.contains(name)) continue;

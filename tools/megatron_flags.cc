@@ -56,9 +56,19 @@ void add_megatron_flags(CLI::App& cmd, MegatronArgs& args) {
   cmd.add_option("--moe-token-dispatcher-type", args.moe_dispatcher,
                  "with --num-experts, how tokens reach their experts: allgather (Megatron-core's default: every "
                  "token of the etp x ep GPUs of an expert group gathered onto each, the outputs reduce-scattered "
-                 "back) or alltoall (each token's k copies sent to their experts' ranks and back by all-to-alls "
-                 "among the ep ranks); flex (DeepEP) is refused. plan tries both unless this pins one")
+                 "back), alltoall (each token's k copies sent to their experts' ranks and back by all-to-alls "
+                 "among the ep ranks) or flex (DeepEP's kernels: each token once to each GPU and each other server "
+                 "holding one of its experts). plan tries allgather and alltoall unless this pins one")
       ->check(CLI::IsMember({"allgather", "alltoall", "flex"}))
+      ->group(group);
+  cmd.add_option("--moe-flex-dispatcher-backend", args.flex_backend,
+                 "with --moe-token-dispatcher-type flex: deepep (Megatron-core's default, the one baton models); "
+                 "hybridep and ncclep are refused")
+      ->check(CLI::IsMember({"deepep", "hybridep", "ncclep"}))
+      ->group(group);
+  cmd.add_flag("--moe-enable-deepep", args.enable_deepep,
+               "Megatron-core 0.12-0.14's spelling of --moe-flex-dispatcher-backend deepep (with "
+               "--moe-token-dispatcher-type flex)")
       ->group(group);
   cmd.add_flag("--moe-shared-expert-overlap", args.shared_expert_overlap,
                "with a shared expert (--moe-shared-expert-intermediate-size) and --moe-token-dispatcher-type "
@@ -167,13 +177,18 @@ ContextComm context_comm_of(const std::string& name) {
   return *comm;
 }
 
-// --moe-token-dispatcher-type's value; UsageError for DeepEP's flex.
-MoeDispatcher moe_dispatcher_of(const std::string& name) {
-  const std::optional<MoeDispatcher> dispatcher = parse_moe_dispatcher(name);
-  if (!dispatcher)
-    throw UsageError("--moe-token-dispatcher-type " + name +
-                     ": baton models allgather and alltoall, not DeepEP's flex dispatcher");
-  return *dispatcher;
+// --moe-token-dispatcher-type's value (the flag's check took only the
+// names); the flex backend's flags only with flex, and only DeepEP's.
+std::optional<MoeDispatcher> moe_dispatcher_of(const MegatronArgs& args) {
+  const bool flex = args.moe_dispatcher == "flex";
+  if ((args.enable_deepep || !args.flex_backend.empty()) && !flex)
+    throw UsageError(fmt::format("{} applies to --moe-token-dispatcher-type flex, as in Megatron",
+                                 args.enable_deepep ? "--moe-enable-deepep" : "--moe-flex-dispatcher-backend"));
+  if (!args.flex_backend.empty() && args.flex_backend != "deepep")
+    throw UsageError("--moe-flex-dispatcher-backend " + args.flex_backend +
+                     ": baton models DeepEP's kernels (deepep), not " + args.flex_backend);
+  if (args.moe_dispatcher.empty()) return std::nullopt;
+  return parse_moe_dispatcher(args.moe_dispatcher);
 }
 }  // namespace
 
@@ -236,7 +251,7 @@ MegatronAxes pinned_megatron_axes(const MegatronArgs& flags, const CLI::App& cmd
   if (given("--expert-model-parallel-size")) axes.expert_parallel = flags.expert_parallel;
   if (given("--expert-tensor-parallel-size")) axes.expert_tensor = flags.expert_tensor;
   if (!flags.cp_comm_type.empty()) axes.context_comm = context_comm_of(flags.cp_comm_type);
-  if (!flags.moe_dispatcher.empty()) axes.moe_dispatcher = moe_dispatcher_of(flags.moe_dispatcher);
+  axes.moe_dispatcher = moe_dispatcher_of(flags);
   return axes;
 }
 
@@ -304,7 +319,7 @@ MegatronRun megatron_flags_unchecked(const MegatronArgs& args) {
   layout.expert_parallel = args.expert_parallel;
   layout.expert_tensor = args.expert_tensor;
   if (!args.cp_comm_type.empty()) layout.context_comm = context_comm_of(args.cp_comm_type);
-  if (!args.moe_dispatcher.empty()) layout.moe_dispatcher = moe_dispatcher_of(args.moe_dispatcher);
+  if (const auto dispatcher = moe_dispatcher_of(args)) layout.moe_dispatcher = *dispatcher;
   layout.first_stage_layers = args.first_stage_layers;
   layout.last_stage_layers = args.last_stage_layers;
   layout.embedding_in_split = args.embedding_in_split;

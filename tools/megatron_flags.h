@@ -26,7 +26,9 @@ struct MegatronArgs {
   int context = 1;               // --context-parallel-size
   int expert_parallel = 1;       // --expert-model-parallel-size
   int expert_tensor = 0;         // --expert-tensor-parallel-size; 0: t
-  std::string moe_dispatcher;    // --moe-token-dispatcher-type: "" (allgather), allgather, alltoall (flex refused)
+  std::string moe_dispatcher;    // --moe-token-dispatcher-type: "" (allgather), allgather, alltoall, flex
+  std::string flex_backend;      // --moe-flex-dispatcher-backend: "", deepep (hybridep, ncclep refused)
+  bool enable_deepep = false;    // --moe-enable-deepep (Megatron-core 0.12's spelling of flex with deepep)
   std::string cp_comm_type;      // --cp-comm-type: "", p2p (others refused)
   std::string recompute;         // "", "selective", "full"
   std::string recompute_method;  // --recompute-method: "", uniform, block (refused)

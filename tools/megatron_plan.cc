@@ -41,6 +41,7 @@ std::string megatron_flags_of(const GptModel& model, const MegatronLayout& l) {
   if (l.expert_tensor_parallel() != l.tensor)
     text += fmt::format(" --expert-tensor-parallel-size {}", l.expert_tensor_parallel());
   if (model.moe()) text += fmt::format(" --moe-token-dispatcher-type {}", moe_dispatcher_name(l.moe_dispatcher));
+  if (model.moe() && l.moe_dispatcher == MoeDispatcher::kFlex) text += " --moe-flex-dispatcher-backend deepep";
   if (l.layers_per_virtual_stage > 0)
     text += fmt::format(" --num-layers-per-virtual-pipeline-stage {}", l.layers_per_virtual_stage);
   if (l.recompute != Recompute::kNone) text += fmt::format(" --recompute-granularity {}", recompute_name(l.recompute));
@@ -267,6 +268,12 @@ int run_megatron_plan(const MegatronArgs& flags, const MegatronPlanArgs& args, c
   // dispatcher: checked on one (unless the dispatcher is pinned), which
   // refuses it for a model without a shared expert.
   if (flags.shared_expert_overlap && flags.moe_dispatcher.empty()) checked.moe_dispatcher = "alltoall";
+  // A pinned flex dispatcher needs etp ep >= 2, which the search chooses
+  // when not pinned: checked as alltoall then, its one other refusal here.
+  if (flags.moe_dispatcher == "flex" && expert_grid < 2) {
+    if (flags.model.pad_to_capacity) throw UsageError(kFlexRefusesPadding);
+    checked.moe_dispatcher = "alltoall";
+  }
   // --overlap-moe-expert-parallel-comm likewise goes on the layouts it
   // applies to (interleaved, ep >= 2, alltoall), which the search chooses.
   checked.overlap_moe_ep_comm = checked.delay_wgrad = false;

@@ -30,8 +30,9 @@ std::vector<Part> parts(const MegatronBreakdown& b, const MegatronLayout& layout
   if (layout.context > 1)
     all.push_back({"context-parallel exchange (exposed)", "context_parallel_comm", b.context_comm});
   if (layout.expert_parallel > 1 || b.expert_comm.value > 0.0)
-    all.push_back({layout.moe_dispatcher == MoeDispatcher::kAllToAll
-                       ? "expert-parallel all-to-alls (dispatch, combine)"
+    all.push_back({layout.moe_dispatcher == MoeDispatcher::kAllToAll ? "expert-parallel all-to-alls (dispatch, combine)"
+                   : layout.moe_dispatcher == MoeDispatcher::kFlex
+                       ? "expert-parallel DeepEP dispatch, combine"
                        : "expert all-gathers, reduce-scatters (dispatch, combine)",
                    "expert_parallel_comm", b.expert_comm});
   const std::vector<Part> rest = {

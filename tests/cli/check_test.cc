@@ -198,10 +198,10 @@ TEST_CASE("check re-plans a GPT layout case and reports a moved layout", "[cli][
   CHECK(bad.exit_code == 2);
   CHECK(bad.err.find("gpt.pinned.recompute_granularity must be none, selective or full") != std::string::npos);
 
-  write_gpt_case(dir, R"({"moe_token_dispatcher_type": "flex"})", R"({"iteration_time_s": 1.0, "layout": "x"})");
+  write_gpt_case(dir, R"({"moe_token_dispatcher_type": "deepep"})", R"({"iteration_time_s": 1.0, "layout": "x"})");
   const CliRun flex = run_baton("check '" + dir.string() + "'", "check-gpt-flex");
   CHECK(flex.exit_code == 2);
-  CHECK(flex.err.find("gpt.pinned.moe_token_dispatcher_type must be allgather or alltoall") != std::string::npos);
+  CHECK(flex.err.find("gpt.pinned.moe_token_dispatcher_type must be allgather, alltoall or flex") != std::string::npos);
 
   write_gpt_case(dir, R"({"tp_comm_overlap": 1})", R"({"iteration_time_s": 1.0, "layout": "x"})");
   const CliRun number = run_baton("check '" + dir.string() + "'", "check-gpt-overlap");

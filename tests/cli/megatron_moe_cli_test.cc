@@ -186,6 +186,34 @@ TEST_CASE("moe: plan searches ep, and its launch line simulates to the planned t
   CHECK(simulated["model"] == planned["model"]);
 }
 
+// A pinned flex dispatcher: the search takes ep >= 2 (DeepEP needs etp ep >=
+// 2), the emitted line names DeepEP's backend, and it simulates back.
+TEST_CASE("moe: plan with --moe-token-dispatcher-type flex emits DeepEP's flags", "[cli][megatron][moe]") {
+  const std::string model = "--topology topologies/a100_4x8.json " + kSmall +
+                            "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 2 --micro-batch-size 1 "
+                            "--moe-token-dispatcher-type flex";
+  const CliRun json = run_baton("plan " + model + " --json", "moe-plan-flex-json");
+  INFO(json.err);
+  REQUIRE(json.exit_code == 0);
+  const nlohmann::json planned = nlohmann::json::parse(json.out);
+  CHECK(planned["layout"]["moe_token_dispatcher_type"] == "flex");
+  CHECK(planned["layout"]["expert_model_parallel_size"].get<int>() >= 2);
+  const CliRun flags = run_baton("plan " + model + " --emit megatron", "moe-plan-flex-emit");
+  REQUIRE(flags.exit_code == 0);
+  const std::string line = flags.out.substr(0, flags.out.find('\n'));
+  CHECK(line.find(" --moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep") != std::string::npos);
+  const CliRun run = run_baton("simulate --topology topologies/a100_4x8.json " + line + " --json", "moe-plan-flex-run");
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  CHECK(nlohmann::json::parse(run.out)["iteration_time_s"].get<double>() ==
+        Approx(planned["iteration_time_s"].get<double>()));
+  // Padding to capacity: refused before the search, as simulate refuses it.
+  const CliRun padded =
+      run_baton("plan " + model + " --moe-expert-capacity-factor 1 --moe-pad-expert-input-to-capacity", "moe-plan-pad");
+  CHECK(padded.exit_code == 2);
+  CHECK(padded.err.find("does not go with --moe-pad-expert-input-to-capacity") != std::string::npos);
+}
+
 // The pinned flags are checked on the fewest data-parallel ranks the pinned
 // ep divides (tools/megatron_plan.cc), and the search keeps the pin.
 TEST_CASE("moe: plan keeps a pinned --expert-model-parallel-size", "[cli][megatron][moe]") {
@@ -288,7 +316,7 @@ TEST_CASE("moe: padding each expert to capacity 1.25 costs time and memory, and 
   CHECK(alone.err.find("--moe-pad-expert-input-to-capacity needs --moe-expert-capacity-factor") != std::string::npos);
 }
 
-TEST_CASE("moe: the allgather dispatcher is the default, gathers over etp ep GPUs, and flex is refused",
+TEST_CASE("moe: the allgather dispatcher is the default, gathers over etp ep GPUs, and flex takes DeepEP's flags",
           "[cli][megatron][moe]") {
   // kLayout pins alltoall; without it Megatron-core's default, allgather.
   const std::string allgather = kTopology + kMixtral +
@@ -322,11 +350,31 @@ TEST_CASE("moe: the allgather dispatcher is the default, gathers over etp ep GPU
   REQUIRE(text.exit_code == 0);
   CHECK(text.out.find("(expert parallel 8, allgather dispatcher)") != std::string::npos);
   CHECK(text.out.find("expert all-gathers, reduce-scatters (dispatch, combine)") != std::string::npos);
-  // DeepEP's flex: refused, the flag named, nothing written.
-  const CliRun flex = run_baton(allgather + "--moe-token-dispatcher-type flex", "moe-flex");
-  CHECK(flex.exit_code == 2);
-  CHECK(flex.out.empty());
-  CHECK(flex.err.find("--moe-token-dispatcher-type flex: baton models allgather and alltoall") != std::string::npos);
+  // DeepEP's flex: its own line; its backend flags only with it, and only DeepEP's.
+  const CliRun flex =
+      run_baton(allgather + "--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep", "moe-flex");
+  INFO(flex.err);
+  CHECK(flex.exit_code == 0);
+  CHECK(flex.out.find("(expert parallel 8, flex dispatcher)") != std::string::npos);
+  CHECK(flex.out.find("expert-parallel DeepEP dispatch, combine") != std::string::npos);
+  const CliRun deprecated =
+      run_baton(allgather + "--moe-token-dispatcher-type flex --moe-enable-deepep --json", "moe-flex-deepep");
+  CHECK(deprecated.exit_code == 0);
+  const struct {
+    std::string flags, message;
+  } refused[] = {{"--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend hybridep",
+                  "--moe-flex-dispatcher-backend hybridep: baton models DeepEP's kernels (deepep), not hybridep"},
+                 {"--moe-token-dispatcher-type alltoall --moe-enable-deepep",
+                  "--moe-enable-deepep applies to --moe-token-dispatcher-type flex, as in Megatron"},
+                 {"--moe-flex-dispatcher-backend deepep",
+                  "--moe-flex-dispatcher-backend applies to --moe-token-dispatcher-type flex, as in Megatron"}};
+  for (const auto& c : refused) {
+    const CliRun run = run_baton(allgather + c.flags, "moe-flex-refused");
+    INFO(c.flags << ": " << run.err);
+    CHECK(run.exit_code == 2);
+    CHECK(run.out.empty());
+    CHECK(run.err.find(c.message) != std::string::npos);
+  }
   // plan keeps a pinned dispatcher and emits it.
   const CliRun pinned = run_baton("plan --topology topologies/a100_4x8.json " + kSmall +
                                       "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 2 "

@@ -142,7 +142,7 @@ TEST_CASE("ep overlap: refused where Megatron refuses it, and off interleaving, 
   MegatronLayout gathered = overlapped(true);
   gathered.moe_dispatcher = MoeDispatcher::kAllGather;
   CHECK(refusal(m, gathered) ==
-        "--overlap-moe-expert-parallel-comm needs --moe-token-dispatcher-type alltoall, as Megatron does");
+        "--overlap-moe-expert-parallel-comm needs --moe-token-dispatcher-type alltoall or flex, as Megatron does");
   MegatronLayout full = overlapped(true);
   full.recompute = Recompute::kFull;
   CHECK(refusal(m, full) ==

@@ -32,16 +32,18 @@ MegatronLayout with_dispatcher(MegatronLayout l, int ep, int etp, MoeDispatcher 
 
 TEST_CASE("dispatcher: allgather is Megatron-core's default, and the names read back", "[megatron][moe]") {
   CHECK(MegatronLayout{}.moe_dispatcher == MoeDispatcher::kAllGather);
-  for (const MoeDispatcher d : {MoeDispatcher::kAllGather, MoeDispatcher::kAllToAll})
+  for (const MoeDispatcher d : {MoeDispatcher::kAllGather, MoeDispatcher::kAllToAll, MoeDispatcher::kFlex})
     CHECK(parse_moe_dispatcher(moe_dispatcher_name(d)) == d);
   CHECK(std::string(moe_dispatcher_name(MoeDispatcher::kAllGather)) == "allgather");
   CHECK(std::string(moe_dispatcher_name(MoeDispatcher::kAllToAll)) == "alltoall");
-  CHECK_FALSE(parse_moe_dispatcher("flex"));
+  CHECK(std::string(moe_dispatcher_name(MoeDispatcher::kFlex)) == "flex");
+  CHECK_FALSE(parse_moe_dispatcher("deepep"));
   CHECK_FALSE(parse_moe_dispatcher("all_gather"));
 }
 
 TEST_CASE("dispatcher: allgather's collective is an all-reduce among the etp ep consecutive GPUs", "[megatron][moe]") {
   const Topology topology = testing::shipped_topology("h100_32x8.json");
+  const GptModel moe = testing::small_moe(8, 8, 2);
   const double bytes = 64e6;
   auto all_reduce = [&](int group) {
     std::vector<int> gpus;
@@ -50,20 +52,22 @@ TEST_CASE("dispatcher: allgather's collective is an all-reduce among the etp ep 
   };
   const MegatronLayout base = megatron_layout(2, 1, 8, 1, 16);
   // t 2 with etp = t and ep 4: GPUs 0-7, one server.
-  const CollectiveTime inside = expert_dispatch_time(topology, with_dispatcher(base, 4, 0, MoeDispatcher::kAllGather));
+  const CollectiveTime inside =
+      expert_dispatch_time(topology, moe, with_dispatcher(base, 4, 0, MoeDispatcher::kAllGather));
   REQUIRE(inside);
   CHECK(inside(bytes).value == Approx(all_reduce(8)).epsilon(1e-12));
   // ep 8 at etp 2: 16 GPUs over two servers, slower than inside one.
-  const CollectiveTime across = expert_dispatch_time(topology, with_dispatcher(base, 8, 2, MoeDispatcher::kAllGather));
+  const CollectiveTime across =
+      expert_dispatch_time(topology, moe, with_dispatcher(base, 8, 2, MoeDispatcher::kAllGather));
   REQUIRE(across);
   CHECK(across(bytes).value == Approx(all_reduce(16)).epsilon(1e-12));
   CHECK(across(bytes) > inside(bytes));
   // etp 1 and ep 1: one GPU, nothing to gather.
-  CHECK_FALSE(expert_dispatch_time(topology, with_dispatcher(base, 1, 1, MoeDispatcher::kAllGather)));
+  CHECK_FALSE(expert_dispatch_time(topology, moe, with_dispatcher(base, 1, 1, MoeDispatcher::kAllGather)));
   // alltoall: expert parallelism's all-to-all, whatever etp.
   const MegatronLayout a2a = with_dispatcher(base, 4, 0, MoeDispatcher::kAllToAll);
-  CHECK(expert_dispatch_time(topology, a2a)(bytes) == expert_all_to_all_time(topology, a2a)(bytes));
-  CHECK_FALSE(expert_dispatch_time(topology, with_dispatcher(base, 1, 0, MoeDispatcher::kAllToAll)));
+  CHECK(expert_dispatch_time(topology, moe, a2a)(bytes) == expert_all_to_all_time(topology, a2a)(bytes));
+  CHECK_FALSE(expert_dispatch_time(topology, moe, with_dispatcher(base, 1, 0, MoeDispatcher::kAllToAll)));
 }
 
 TEST_CASE("dispatcher: allgather moves G T / t tokens each way and no expert-tensor collective besides",
@@ -158,11 +162,15 @@ TEST_CASE("dispatcher: the plan file carries the dispatcher with experts, and re
   dense.experts = 0;
   dense.moe_ffn_hidden = 0;
   CHECK_FALSE(megatron_arguments(dense, megatron_layout(1, 1, 8, 1, 16)).contains("moe_token_dispatcher_type"));
-  // flex, or any other name: refused, the key named.
+  // flex reads back; any other name is refused, the key named.
   arguments["moe_token_dispatcher_type"] = "flex";
   const auto flex = megatron_from_arguments(arguments, "plan.megatron");
-  REQUIRE_FALSE(flex.ok());
-  CHECK_THAT(flex.error().message, Catch::Contains("moe_token_dispatcher_type"));
+  REQUIRE(flex.ok());
+  CHECK(flex->layout.moe_dispatcher == MoeDispatcher::kFlex);
+  arguments["moe_token_dispatcher_type"] = "deepep";
+  const auto other = megatron_from_arguments(arguments, "plan.megatron");
+  REQUIRE_FALSE(other.ok());
+  CHECK_THAT(other.error().message, Catch::Contains("moe_token_dispatcher_type"));
 }
 
 }  // namespace

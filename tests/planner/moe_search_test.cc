@@ -138,12 +138,12 @@ TEST_CASE("moe: the sweep's expert-model-parallel-size axis, ep for short", "[pl
 }
 
 TEST_CASE("moe: the sweep's moe-token-dispatcher-type axis simulates each dispatcher", "[planner][sweep][moe]") {
-  GptSweepAxis dispatcher{"moe-token-dispatcher-type", {"alltoall", "allgather"}};
+  GptSweepAxis dispatcher{"moe-token-dispatcher-type", {"alltoall", "allgather", "flex"}};
   REQUIRE(check_gpt_axis(dispatcher, {}).ok());
-  GptSweepAxis flex{"moe-token-dispatcher-type", {"flex"}};
-  const Status refused = check_gpt_axis(flex, {});
+  GptSweepAxis deepep{"moe-token-dispatcher-type", {"deepep"}};
+  const Status refused = check_gpt_axis(deepep, {});
   REQUIRE_FALSE(refused.ok());
-  CHECK(refused.error().message == "--vary moe-token-dispatcher-type: \"flex\" is not allgather or alltoall");
+  CHECK(refused.error().message == "--vary moe-token-dispatcher-type: \"deepep\" is not allgather, alltoall or flex");
   const Topology topology = testing::shipped_topology("a100_4x8.json");
   GptSweepSpec spec;
   spec.model = small_moe();
@@ -153,10 +153,10 @@ TEST_CASE("moe: the sweep's moe-token-dispatcher-type axis simulates each dispat
   spec.axes = {dispatcher};
   auto table = run_gpt_sweep(spec, topology, [](size_t, size_t) {});
   REQUIRE(table.ok());
-  REQUIRE(table->rows.size() == 2);
+  REQUIRE(table->rows.size() == 3);
   const int time = table->column("iteration_time_s");
   REQUIRE(time >= 0);
-  for (size_t i = 0; i < 2; ++i) {
+  for (size_t i = 0; i < 3; ++i) {
     MegatronLayout l = megatron_layout(1, 2, 16, 1, 64);
     l.bf16 = true;
     l.expert_parallel = 8;
@@ -169,8 +169,11 @@ TEST_CASE("moe: the sweep's moe-token-dispatcher-type axis simulates each dispat
   REQUIRE(column >= 0);
   CHECK(table->rows[0][static_cast<size_t>(column)] == "alltoall");
   CHECK(table->rows[1][static_cast<size_t>(column)] == "allgather");
-  // At ep 8 the gather moves more than the all-to-alls.
+  CHECK(table->rows[2][static_cast<size_t>(column)] == "flex");
+  // At ep 8 the gather moves more than the all-to-alls; inside one server
+  // flex sends alltoall's bytes (one expert a GPU: nothing to deduplicate).
   CHECK(std::stod(table->rows[1][static_cast<size_t>(time)]) > std::stod(table->rows[0][static_cast<size_t>(time)]));
+  CHECK(std::stod(table->rows[2][static_cast<size_t>(time)]) <= std::stod(table->rows[0][static_cast<size_t>(time)]));
 }
 
 TEST_CASE("moe: the search puts --moe-shared-expert-overlap on the alltoall layouts of a model with a shared expert",
