@@ -56,6 +56,21 @@ std::pair<int, int> Network::links_of(int src_device, int dst_device) const {
   return {link_index(level, src_device, false), link_index(level, dst_device, true)};
 }
 
+namespace {
+
+// Each device's (unit, child) at `level`, sorted: runs of one child, runs of
+// one unit.
+std::vector<std::pair<int, int>> units_and_children(const Topology& topology, std::span<const int> devices, int level) {
+  std::vector<std::pair<int, int>> at;
+  at.reserve(devices.size());
+  const int unit_size = topology.devices_per_unit(level);
+  for (int device : devices) at.emplace_back(device / unit_size, topology.child_of(device, level));
+  std::sort(at.begin(), at.end());
+  return at;
+}
+
+}  // namespace
+
 Seconds Network::allreduce_time(std::span<const int> devices, Bytes size) const {
   Seconds total;
   const double bytes = static_cast<double>(size.value);
@@ -63,11 +78,7 @@ Seconds Network::allreduce_time(std::span<const int> devices, Bytes size) const 
   for (int level = 0; level < topology_.num_levels(); ++level) {
     // Distinct children touched, per unit of this level: the most (unit,
     // child) pairs of one unit.
-    std::vector<std::pair<int, int>> touched;
-    touched.reserve(devices.size());
-    const int unit_size = topology_.devices_per_unit(level);
-    for (int device : devices) touched.emplace_back(device / unit_size, topology_.child_of(device, level));
-    std::sort(touched.begin(), touched.end());
+    std::vector<std::pair<int, int>> touched = units_and_children(topology_, devices, level);
     touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
     size_t widest = 1;
     for (size_t i = 0, run = 0; i < touched.size(); ++i) {
@@ -95,11 +106,7 @@ Seconds Network::all_to_all_time(std::span<const int> devices, Bytes size) const
   Seconds slowest, latencies;
   for (int level = 0; level < topology_.num_levels(); ++level) {
     // Members per (unit, child) of this level: the fullest child's m.
-    std::vector<std::pair<int, int>> at;
-    at.reserve(devices.size());
-    const int unit_size = topology_.devices_per_unit(level);
-    for (int device : devices) at.emplace_back(device / unit_size, topology_.child_of(device, level));
-    std::sort(at.begin(), at.end());
+    const std::vector<std::pair<int, int>> at = units_and_children(topology_, devices, level);
     double m = 0.0;
     size_t children = 1;  // the most children of one unit holding members
     for (size_t i = 0, run = 0, touched = 0; i < at.size(); ++i) {
