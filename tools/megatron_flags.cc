@@ -70,17 +70,18 @@ void add_megatron_flags(CLI::App& cmd, MegatronArgs& args) {
                "Megatron-core 0.12-0.14's spelling of --moe-flex-dispatcher-backend deepep (with "
                "--moe-token-dispatcher-type flex)")
       ->group(group);
-  cmd.add_flag("--moe-shared-expert-overlap", args.shared_expert_overlap,
-               "with a shared expert (--moe-shared-expert-intermediate-size) and --moe-token-dispatcher-type "
-               "alltoall: the shared expert runs on a stream of its own beside the dispatch's and the combine's "
-               "all-to-alls, which are exposed only where they outlast it (plan puts it on the layouts it applies "
-               "to)")
+  cmd.add_flag(
+         "--moe-shared-expert-overlap", args.shared_expert_overlap,
+         "with a shared expert (--moe-shared-expert-intermediate-size) and --moe-token-dispatcher-type "
+         "alltoall or flex: the shared expert runs on a stream of its own beside the dispatch's and the combine's "
+         "all-to-alls, which are exposed only where they outlast it (plan puts it on the layouts it applies "
+         "to)")
       ->group(group);
   cmd.add_flag("--overlap-moe-expert-parallel-comm", args.overlap_moe_ep_comm,
-               "with experts over ep >= 2 ranks, --moe-token-dispatcher-type alltoall and interleaved 1F1B: each "
-               "steady-state forward runs with the backward after it as one unit, each pass's all-to-alls hidden "
-               "behind the other's compute (Megatron-core's batch-level overlap; plan puts it on the layouts it "
-               "applies to)")
+               "with experts over ep >= 2 ranks, --moe-token-dispatcher-type alltoall or flex, and interleaved 1F1B "
+               "or no pipeline: each steady-state forward runs with the backward after it as one unit (with p 1 "
+               "the backward of the microbatch before), each pass's all-to-alls hidden behind the other's compute "
+               "(Megatron-core's batch-level overlap; plan puts it on the layouts it applies to)")
       ->group(group);
   cmd.add_flag("--delay-wgrad-compute", args.delay_wgrad,
                "with --overlap-moe-expert-parallel-comm: in each pair the experts' weight gradients run after their "
