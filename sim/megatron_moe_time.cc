@@ -68,8 +68,8 @@ MoeTime moe_time(const GpuModel& gpu, const BlockShape& x, const CollectiveTime&
   time.weight_gradient = gpu.gemm(x.h, x.experts, local);
   Seconds permutation;  // permute and unpermute
   int collectives = 0;  // the dispatcher's kernels in the forward
+  if (sends_to_expert_ranks(x.dispatcher)) permutation = gpu.memory_bound(2.0 * copies) * 2.0;
   if (x.dispatcher == MoeDispatcher::kAllToAll) {
-    permutation = gpu.memory_bound(2.0 * copies) * 2.0;
     if (x.mlp_t > 1) time.forward_comm = time.backward_comm = expert_tp(x.mlp_m * x.mlp_gemms * x.h * kHalf);
     if (x.ep > 1 && expert_comm) time.all_to_all = expert_comm(copies) * 2.0;
     collectives = x.ep > 1 ? kMoeAllToAllKernels : 0;
@@ -77,7 +77,6 @@ MoeTime moe_time(const GpuModel& gpu, const BlockShape& x, const CollectiveTime&
     // DeepEP: one copy of each token to each GPU of its experts (an expert's
     // etp shards each), no expert-tensor collective besides; expert_comm
     // (flex_dispatch_time) takes one copy's bytes and counts the copies.
-    permutation = gpu.memory_bound(2.0 * copies) * 2.0;
     if (expert_comm) {
       time.all_to_all = expert_comm(local * x.h * kHalf) * 2.0;
       collectives = kMoeAllToAllKernels;
