@@ -132,6 +132,37 @@ Status check_context(const GptModel& model, const MegatronLayout& layout) {
 constexpr int64_t kMaxGptExperts = int64_t{1} << 14;
 constexpr double kMaxCapacityFactor = 1024.0;
 
+// --moe-router-num-groups g and --moe-router-group-topk K, as Megatron-core's
+// TransformerConfig checks them (K needs g, g divides E, K <= g), and two
+// more its group_limited_topk needs to route as documented: a group is
+// scored by its top k / K experts (K <= k), and the K groups hold k experts.
+Status check_group_limited_routing(const GptModel& model) {
+  const int64_t g = model.router_groups, groups_k = model.router_group_topk, k = model.router_topk;
+  if (g < 0) return Error{"--moe-router-num-groups must be at least 1"};
+  if (groups_k < 0) return Error{"--moe-router-group-topk must be at least 1"};
+  if (g > model.experts)
+    return Error{fmt::format("--moe-router-num-groups {} must be at most --num-experts {}: a group holds whole experts",
+                             g, model.experts)};
+  if (g > 0 && model.experts % g != 0)
+    return Error{fmt::format("--num-experts {} is not divisible by --moe-router-num-groups {}, as Megatron requires",
+                             model.experts, g)};
+  if (groups_k == 0) return ok_status();
+  if (g == 0) return Error{"--moe-router-group-topk needs --moe-router-num-groups, as Megatron requires"};
+  if (groups_k > g)
+    return Error{fmt::format("--moe-router-group-topk {} must be at most --moe-router-num-groups {}", groups_k, g)};
+  if (groups_k > k)
+    return Error{fmt::format(
+        "--moe-router-group-topk {} must be at most --moe-router-topk {}: Megatron scores a group by its top k / K "
+        "experts' scores, none at K > k",
+        groups_k, k)};
+  if (k > groups_k * (model.experts / g))
+    return Error{
+        fmt::format("--moe-router-topk {} is more than the {} experts of --moe-router-group-topk {} groups of "
+                    "{}: a token's experts come from its groups",
+                    k, groups_k * (model.experts / g), groups_k, model.experts / g)};
+  return ok_status();
+}
+
 // --num-experts and --expert-model-parallel-size: whole experts on each
 // expert-parallel rank, taken from the d c ranks that share the weights.
 Status check_experts(const GptModel& model, const MegatronLayout& layout) {
@@ -148,6 +179,8 @@ Status check_experts(const GptModel& model, const MegatronLayout& layout) {
     if (model.shared_expert_ffn > 0) return Error{"--moe-shared-expert-intermediate-size needs --num-experts"};
     if (model.capacity_factor != 0.0) return Error{"--moe-expert-capacity-factor needs --num-experts"};
     if (model.pad_to_capacity) return Error{"--moe-pad-expert-input-to-capacity needs --num-experts"};
+    if (model.router_groups != 0) return Error{"--moe-router-num-groups needs --num-experts"};
+    if (model.router_group_topk != 0) return Error{"--moe-router-group-topk needs --num-experts"};
     if (model.moe_layer_freq != 1 || !model.moe_layer_pattern.empty())
       return Error{"--moe-layer-freq needs --num-experts"};
     return ok_status();
@@ -176,6 +209,7 @@ Status check_experts(const GptModel& model, const MegatronLayout& layout) {
   if (model.router_topk < 1 || model.router_topk > model.experts)
     return Error{
         fmt::format("--moe-router-topk {} must be between 1 and --num-experts {}", model.router_topk, model.experts)};
+  if (auto routing = check_group_limited_routing(model); !routing) return routing;
   if (model.moe_ffn_hidden < 0) return Error{"--moe-ffn-hidden-size must be at least 1"};
   if (model.moe_ffn_hidden > kMaxGptHidden * 8)
     return Error{

@@ -123,8 +123,15 @@ struct GptModel {
   bool flash_attention = false;  // --use-flash-attn
   // Mixture of experts (Megatron-core's MoE layers; GptModel's comment above
   // has the parts): E experts of width F in every block's MLP, top-k routing.
-  int64_t experts = 0;            // --num-experts E; 0: a dense MLP
-  int64_t router_topk = 2;        // --moe-router-topk k (Megatron's default 2)
+  int64_t experts = 0;      // --num-experts E; 0: a dense MLP
+  int64_t router_topk = 2;  // --moe-router-topk k (Megatron's default 2)
+  // Group-limited routing (--moe-router-num-groups g, --moe-router-group-topk
+  // K; 0: none, Megatron's None): the E experts in g groups of E / g in
+  // order, a token's k experts taken from the K groups it scores highest.
+  // DeepSeek-V3's node-limited routing is g the servers of the expert group,
+  // K = 4. Without K, g alone changes nothing (as in Megatron).
+  int64_t router_groups = 0;
+  int64_t router_group_topk = 0;
   int64_t moe_ffn_hidden = 0;     // --moe-ffn-hidden-size F; 0: the MLP's width f
   bool grouped_gemm = false;      // --moe-grouped-gemm: the local experts in one kernel
   int64_t shared_expert_ffn = 0;  // --moe-shared-expert-intermediate-size S; 0: none
@@ -195,6 +202,8 @@ struct GptModel {
     return k * (pad_to_capacity ? capacity_factor : std::min(capacity_factor, 1.0));
   }
   int64_t expert_ffn() const { return moe_ffn_hidden > 0 ? moe_ffn_hidden : ffn(); }
+  // Whether tokens are routed within K of g expert groups (both flags given).
+  bool group_limited() const { return moe() && router_groups > 0 && router_group_topk > 0; }
   // Whether block i (0-based) is a MoE block (every block of a model with
   // experts, unless --moe-layer-freq says otherwise).
   bool moe_block(int64_t i) const {
@@ -213,6 +222,7 @@ struct GptModel {
     GptModel dense = *this;
     dense.experts = 0;
     dense.moe_ffn_hidden = dense.shared_expert_ffn = 0;
+    dense.router_groups = dense.router_group_topk = 0;
     dense.grouped_gemm = false;
     dense.moe_layer_freq = 1;
     dense.moe_layer_pattern.clear();

@@ -89,6 +89,8 @@ nlohmann::json megatron_arguments(const GptModel& model, const MegatronLayout& l
   if (!model.moe()) return arguments;
   arguments["num_experts"] = model.experts;
   arguments["moe_router_topk"] = model.router_topk;
+  if (model.router_groups > 0) arguments["moe_router_num_groups"] = model.router_groups;
+  if (model.router_group_topk > 0) arguments["moe_router_group_topk"] = model.router_group_topk;
   arguments["moe_ffn_hidden_size"] = model.expert_ffn();
   arguments["moe_grouped_gemm"] = model.grouped_gemm;
   if (model.shared_expert_ffn > 0) arguments["moe_shared_expert_intermediate_size"] = model.shared_expert_ffn;
@@ -355,6 +357,8 @@ Status read_gpt_architecture(const nlohmann::json& arguments, const json_fields:
     int64_t* value;
   } counts[] = {{"num_experts", &model.experts},
                 {"moe_router_topk", &model.router_topk},
+                {"moe_router_num_groups", &model.router_groups},
+                {"moe_router_group_topk", &model.router_group_topk},
                 {"moe_ffn_hidden_size", &model.moe_ffn_hidden},
                 {"moe_shared_expert_intermediate_size", &model.shared_expert_ffn},
                 {"q_lora_rank", &model.q_lora_rank},

@@ -48,8 +48,10 @@ class FieldPath;
 // "moe_grouped_gemm", "moe_shared_expert_intermediate_size" and
 // "moe_layer_freq" (an integer, or an array of 0s and 1s, one per layer)
 // (each optional: no experts, 2, the MLP's width, false, no shared expert, 1;
-// the last two written only when they are not), "qk_layernorm" (written
-// when true) and with multi-latent attention "multi_latent_attention",
+// the last two written only when they are not), "moe_router_num_groups"
+// and "moe_router_group_topk" (written when given; null or absent: none),
+// "qk_layernorm" (written when true) and with multi-latent attention
+// "multi_latent_attention",
 // "q_lora_rank" (null: none), "kv_lora_rank", "qk_head_dim",
 // "qk_pos_emb_head_dim", "v_head_dim" (each optional: Megatron's defaults);
 // with experts and a capacity factor "moe_expert_capacity_factor" (null or
@@ -66,14 +68,15 @@ class FieldPath;
 // Megatron-core's default), "moe_shared_expert_overlap" and
 // "overlap_moe_expert_parallel_comm" (written when true; absent: false).
 // clang-format off
-inline constexpr std::array<const char*, 31> kGptArchitectureKeys = {
+inline constexpr std::array<const char*, 33> kGptArchitectureKeys = {
     "ffn_hidden_size", "swiglu", "group_query_attention", "num_query_groups", "disable_bias_linear",
     "untie_embeddings_and_output_weights", "position_embedding_type", "normalization", "use_flash_attn",
     "num_experts", "moe_router_topk", "moe_ffn_hidden_size", "moe_grouped_gemm",
     "moe_shared_expert_intermediate_size", "moe_layer_freq", "qk_layernorm", "multi_latent_attention",
     "q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim",
     "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity", "mtp_num_layers", "fp8", "fp8_recipe",
-    "fp8_param_gather", "first_last_layers_bf16", "num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16"};
+    "fp8_param_gather", "first_last_layers_bf16", "num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16",
+    "moe_router_num_groups", "moe_router_group_topk"};
 // clang-format on
 // `object` without those keys (for a strict check of the others' names), and
 // those keys of it read into `model` (planner regression cases share them).

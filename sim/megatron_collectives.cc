@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include <fmt/format.h>
+#include <vector>
 
 #include "sim/network.h"
 
@@ -95,26 +96,72 @@ double untouched(double experts, double topk, double held) {
   return p;
 }
 
+double log_choose(double n, double r) { return std::lgamma(n + 1.0) - std::lgamma(r + 1.0) - std::lgamma(n - r + 1.0); }
+
+// The chance that none of a token's k experts is among experts [begin, end)
+// of the model's E. With group-limited routing the token's K groups are K of
+// the g drawn without replacement, its k experts drawn from their K E / g:
+// summed over how many of the range's whole groups (and which of its at most
+// two partial ones) are among the K, each term untouched() within them.
+double untouched_range(const GptModel& model, int64_t begin, int64_t end) {
+  const double k = static_cast<double>(model.router_topk);
+  if (!model.group_limited()) return untouched(static_cast<double>(model.experts), k, static_cast<double>(end - begin));
+  const int64_t g = model.router_groups, chosen_groups = model.router_group_topk, size = model.experts / g;
+  int64_t whole = 0;
+  std::vector<int64_t> partial;  // the experts of the range in a group it shares
+  for (int64_t j = begin / size; j * size < end; ++j) {
+    const int64_t overlap = std::min(end, (j + 1) * size) - std::max(begin, j * size);
+    if (overlap == size)
+      ++whole;
+    else
+      partial.push_back(overlap);
+  }
+  const int64_t others = g - whole - static_cast<int64_t>(partial.size());
+  double p = 0.0;
+  for (int64_t j = 0; j <= std::min(whole, chosen_groups); ++j) {
+    for (unsigned mask = 0; mask < (1u << partial.size()); ++mask) {
+      int64_t picked = j, inside = j * size;
+      for (size_t i = 0; i < partial.size(); ++i) {
+        if ((mask >> i & 1u) == 0) continue;
+        ++picked;
+        inside += partial[i];
+      }
+      if (picked > chosen_groups || chosen_groups - picked > others) continue;
+      const double ways =
+          std::exp(log_choose(static_cast<double>(whole), static_cast<double>(j)) +
+                   log_choose(static_cast<double>(others), static_cast<double>(chosen_groups - picked)) -
+                   log_choose(static_cast<double>(g), static_cast<double>(chosen_groups)));
+      p += ways * untouched(static_cast<double>(chosen_groups * size), k, static_cast<double>(inside));
+    }
+  }
+  return p;
+}
+
 }  // namespace
 
 CollectiveTime flex_dispatch_time(const Topology& topology, const GptModel& model, const MegatronLayout& layout) {
   const int etp = layout.expert_tensor_parallel(), ep = std::max(1, layout.expert_parallel);
-  const int group = etp * ep;  // GPUs 0 .. G - 1 (the tp_ep group)
+  const int group = etp * ep;  // GPUs 0 .. G - 1 (the tp_ep group), etp shards of an ep rank side by side
   if (group < 2 || !model.moe()) return {};
-  const double experts = static_cast<double>(model.experts), k = static_cast<double>(model.router_topk);
-  const double kept = model.expert_copies() / k;  // dropped copies are not sent
+  const double kept = model.expert_copies() / static_cast<double>(model.router_topk);  // dropped copies are not sent
+  const int64_t per_rank = model.experts / ep;
   double per_byte = 0.0;  // the slowest level's seconds per byte of one copy of the GPU's tokens
   Seconds latencies;
   for (int level = 0; level < topology.num_levels(); ++level) {
-    // m GPUs of the group in each child of this level, n of them in all.
+    // m GPUs of the group in each of the level's n children.
     const int m = std::min(group, topology.devices_per_unit(level - 1));
     if (m >= group) break;
-    const double n = static_cast<double>(group) / m;
-    // What a child holds: a GPU its ep rank's E / ep experts (their shards),
-    // a wider child E m / G of them. Copies leaving it per token: one to
-    // each other child holding one of the token's experts.
-    const double held = m == 1 ? experts / ep : experts * m / group;
-    const double leaving = (n - 1.0) * (1.0 - untouched(experts, k, held)) * kept;
+    const int n = (group + m - 1) / m;
+    // A token leaves its child once for each other child holding one of its
+    // experts (a GPU the shards of its ep rank's E / ep, a wider child its
+    // ep ranks' experts): summed over the children, (n - 1) / n of it for a
+    // token from any one of them.
+    double touched = 0.0;
+    for (int c = 0; c < n; ++c) {
+      const int first = c * m, last = std::min(group, first + m) - 1;  // the child's GPUs
+      touched += 1.0 - untouched_range(model, first / etp * per_rank, (last / etp + 1) * per_rank);
+    }
+    const double leaving = touched * (n - 1.0) / n * kept;
     const Level& spec = topology.levels[level];
     const double rails = static_cast<double>(spec.rails);
     const double each = spec.bandwidth().bytes_per_s * std::min<double>(m, rails) / rails / m;  // a GPU's share

@@ -277,12 +277,13 @@ std::string block_description(const GptModel& model, const MegatronLayout& layou
     extras +=
         fmt::format(", FP8 linears ({}, {} scaling)", fp8_format_name(model.fp8), fp8_recipe_name(model.fp8_recipe));
   if (model.moe())
-    return fmt::format("transformer block, {}, {} experts {} -> {}{} (top {}, {} per rank{}){}{}, recompute {}",
-                       attention, model.experts, model.hidden, model.expert_ffn(), model.swiglu ? " SwiGLU" : "",
-                       model.router_topk, model.experts / std::max(1, layout.expert_parallel),
-                       model.grouped_gemm ? ", grouped GEMM" : "",
-                       model.shared_expert_ffn > 0 ? fmt::format(" + a shared expert {}", model.shared_expert_ffn) : "",
-                       extras, recompute_name(layout.recompute));
+    return fmt::format(
+        "transformer block, {}, {} experts {} -> {}{} (top {}{}, {} per rank{}){}{}, recompute {}", attention,
+        model.experts, model.hidden, model.expert_ffn(), model.swiglu ? " SwiGLU" : "", model.router_topk,
+        model.group_limited() ? fmt::format(" in {} of {} groups", model.router_group_topk, model.router_groups) : "",
+        model.experts / std::max(1, layout.expert_parallel), model.grouped_gemm ? ", grouped GEMM" : "",
+        model.shared_expert_ffn > 0 ? fmt::format(" + a shared expert {}", model.shared_expert_ffn) : "", extras,
+        recompute_name(layout.recompute));
   return fmt::format("transformer block, {}, MLP {} -> {}{}{}, recompute {}", attention, model.hidden, model.ffn(),
                      model.swiglu ? " SwiGLU" : "", extras, recompute_name(layout.recompute));
 }

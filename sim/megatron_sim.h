@@ -143,11 +143,14 @@ CollectiveTime expert_dispatch_time(const Topology& topology, const GptModel& mo
 // `bytes` (one copy of its tokens): a token goes once to each GPU holding
 // one of its k experts (an expert's etp shards each), once to each other
 // server holding one, over RDMA, then over NVLink to its GPUs there. Per
-// level, a child of m GPUs holding E / ep experts (a GPU) or E m / G (wider)
-// sends each token to (G / m - 1)(1 - C(E - held, k) / C(E, k)) other
-// children, balanced routing, dropped copies not sent, at the GPU's share
-// of the child's min(m, rails) rails; the levels move side by side (the
-// slowest sets the time), one latency each. Empty with G = 1.
+// level, each of the n children (m GPUs: a GPU holds its ep rank's E / ep
+// experts, a wider child its ep ranks') is touched by a token with chance
+// 1 - C(E - held, k) / C(E, k) (balanced routing; with group-limited
+// routing the token's K of g groups first, hypergeometric, then its k
+// experts among their K E / g), a token sent to (n - 1) / n of the
+// children's sum of it, dropped copies not sent, at the GPU's share of the
+// child's min(m, rails) rails; the levels move side by side (the slowest
+// sets the time), one latency each. Empty with G = 1.
 CollectiveTime flex_dispatch_time(const Topology& topology, const GptModel& model, const MegatronLayout& layout);
 // make_megatron_profile's `expert_gradient_weight`: the simulator reduces a
 // pipeline rank's gradients over its d c tensor-parallel groups; the

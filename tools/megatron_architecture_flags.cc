@@ -83,6 +83,17 @@ void add_architecture_flags(CLI::App& cmd, MegatronArgs& args, const std::string
   cmd.add_option("--moe-router-topk", args.model.router_topk, "with --num-experts: experts per token k (default 2)")
       ->check(at_least(1))
       ->group(group);
+  cmd.add_option("--moe-router-num-groups", args.model.router_groups,
+                 "with --num-experts: group-limited routing's g groups of E / g experts in order (DeepSeek-V3's "
+                 "node-limited routing: the servers of the expert group); used with --moe-router-group-topk")
+      ->check(at_least(1))
+      ->group(group);
+  cmd.add_option(
+         "--moe-router-group-topk", args.model.router_group_topk,
+         "with --moe-router-num-groups: a token's k experts come from the K groups it scores highest (DeepSeek-V3: "
+         "4), so DeepEP's flex dispatcher sends it to at most K of them")
+      ->check(at_least(1))
+      ->group(group);
   cmd.add_option("--moe-ffn-hidden-size", args.model.moe_ffn_hidden,
                  "with --num-experts: each expert's width F (default --ffn-hidden-size)")
       ->check(at_least(1))
@@ -172,6 +183,8 @@ std::string architecture_flags(const GptModel& model) {
   }
   if (model.moe()) {
     text += fmt::format(" --num-experts {} --moe-router-topk {}", model.experts, model.router_topk);
+    if (model.router_groups > 0) text += fmt::format(" --moe-router-num-groups {}", model.router_groups);
+    if (model.router_group_topk > 0) text += fmt::format(" --moe-router-group-topk {}", model.router_group_topk);
     if (model.moe_ffn_hidden > 0) text += fmt::format(" --moe-ffn-hidden-size {}", model.moe_ffn_hidden);
     if (model.grouped_gemm) text += " --moe-grouped-gemm";
     if (model.shared_expert_ffn > 0)
