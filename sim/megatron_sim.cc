@@ -363,6 +363,20 @@ MegatronMemory megatron_memory(const GptModel& model, const MegatronLayout& layo
   const double logits = static_cast<double>(layout.local_sequence(model)) * layout.micro_batch *
                         static_cast<double>(padded_vocab(model, layout.tensor)) / layout.tensor * 4.0 * 2.0 *
                         static_cast<double>(1 + model.mtp_layers);  // each depth's logits too
+  // The allgather dispatcher's gathered tokens (Megatron-core's
+  // MoEAllGatherTokenDispatcher over the G = etp ep GPUs of the tp_ep
+  // group): the hidden states gathered into Megatron's global memory buffer,
+  // which stays allocated (G s b / (c t) rows of h, 2 bytes), and at the
+  // combine the unpermuted outputs at the gathered size with their fp32 copy
+  // for the reduce-scatter (2 + 4 bytes; in the backward the all-gathered
+  // fp32 gradient and its bf16 copy), beside the block's activations, not
+  // the loss's logits.
+  const int expert_group = layout.expert_tensor_parallel() * std::max(1, layout.expert_parallel);
+  const bool gathers = model.moe() && layout.moe_dispatcher == MoeDispatcher::kAllGather && expert_group > 1;
+  const double gathered_values = gathers ? static_cast<double>(layout.local_sequence(model)) * layout.micro_batch /
+                                               layout.tensor * expert_group * static_cast<double>(model.hidden)
+                                         : 0.0;
+  const double global_buffer = gathered_values * 2.0, combine = gathered_values * 6.0;
   const std::vector<HeldPeak> computed =
       held ? std::vector<HeldPeak>{} : held_peaks(plan, weight_pass_share(model, layout), stage_blocks);
   const std::vector<HeldPeak>& peaks = held ? *held : computed;
@@ -376,7 +390,10 @@ MegatronMemory megatron_memory(const GptModel& model, const MegatronLayout& layo
         Bytes::counted(dense * (2.0 + gradient + states) + work.expert_parameters * (2.0 + gradient + expert_states) +
                        work.fp8_parameters * (model.fp8_param_gather ? 0.0 : 2.0));
     const bool last = plan.rank_of(last_stage) == rank;
-    entry.activations = Bytes::counted(peaks[rank].block_microbatches * per_block + working + (last ? logits : 0.0));
+    const bool experts = work.expert_parameters > 0.0;  // the rank runs MoE blocks
+    entry.activations =
+        Bytes::counted(peaks[rank].block_microbatches * per_block + working + (experts ? global_buffer : 0.0) +
+                       std::max(last ? logits : 0.0, experts ? combine : 0.0));
     entry.inflight_microbatches = peaks[rank].microbatches;
     entry.peak = entry.weights_and_optimizer + entry.activations;
     memory.ranks.push_back(entry);

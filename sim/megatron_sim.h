@@ -49,8 +49,12 @@
 //   chunk by chunk from the schedule's Program (with ZB-H1 and ZB-H2 a
 //   microbatch whose I pass has run keeps what its W pass needs, (8 + 24 / t)
 //   s b h for GPT, until the W runs); plus on the last rank the fp32 logits of one
-//   microbatch twice (s b V / t x 4 x 2). With context parallelism every s
-//   above is the rank's s / c tokens.
+//   microbatch twice (s b V / t x 4 x 2); with the allgather MoE dispatcher
+//   on a rank with MoE blocks, the G = etp ep GPUs' gathered tokens in
+//   Megatron's global buffer, G s b / t h x 2 bytes, and the larger of the
+//   logits and the combine's unpermuted outputs with their fp32 copy (G s b
+//   / t h x 6). With context parallelism every s above is the rank's s / c
+//   tokens.
 // The schedule is 1F1B, Megatron's interleaved 1F1B, with zero_bubble ZB-H1
 // or ZB-H2, or with v_schedule ZB-V or DualPipeV (sim/schedules.h); the
 // zero-bubble and V schedules run the profile's I and W halves.

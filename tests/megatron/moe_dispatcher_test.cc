@@ -141,6 +141,32 @@ TEST_CASE("dispatcher: at ep 8 on one server allgather gathers ep T h values whe
   CHECK(allgather < 4 * alltoall);
 }
 
+TEST_CASE("dispatcher: allgather holds the gathered tokens in Megatron's global buffer, and the combine's fp32 copy",
+          "[megatron][moe][memory]") {
+  // Megatron-core's MoEAllGatherTokenDispatcher gathers the G = etp ep
+  // GPUs' tokens into its global memory buffer (kept allocated: G s b / t
+  // rows of h, 2 bytes) and reduce-scatters the unpermuted outputs from an
+  // fp32 copy (2 + 4 bytes of those rows in the layer). t 2, ep 4, etp 2: G
+  // 8, s 2048, b 1, h 2048; p 2, so rank 0 has no logits, and rank 1's
+  // fp32 logits (s b V / t 4 bytes, twice: 2048 x 32000 / 2 x 8) outweigh
+  // the combine's copies.
+  const Topology topology = testing::shipped_topology("h100_32x8.json");
+  const GptModel m = testing::small_moe(4, 8, 2);
+  const auto rank_activations = [&](MoeDispatcher d, int rank) {
+    const auto p = predict_megatron(m, with_dispatcher(megatron_layout(2, 2, 8, 1, 64), 4, 0, d), topology, false);
+    REQUIRE(p.ok());
+    return static_cast<double>(p->memory.ranks.at(static_cast<size_t>(rank)).activations.value);
+  };
+  const double rows = 8 * 2048.0 / 2, h = 2048;
+  CHECK(rank_activations(MoeDispatcher::kAllGather, 0) - rank_activations(MoeDispatcher::kAllToAll, 0) ==
+        Approx(rows * h * (2 + 6)).epsilon(1e-9));
+  CHECK(rows * h * 6 < 2048 * 32000 / 2 * 8.0);
+  CHECK(rank_activations(MoeDispatcher::kAllGather, 1) - rank_activations(MoeDispatcher::kAllToAll, 1) ==
+        Approx(rows * h * 2).epsilon(1e-9));
+  // flex sends to the experts' GPUs: nothing gathered, as alltoall.
+  CHECK(rank_activations(MoeDispatcher::kFlex, 0) == rank_activations(MoeDispatcher::kAllToAll, 0));
+}
+
 TEST_CASE("dispatcher: the plan file carries the dispatcher with experts, and reads back", "[megatron][moe]") {
   const GptModel m = testing::small_moe(4, 8, 2);
   for (const MoeDispatcher d : {MoeDispatcher::kAllGather, MoeDispatcher::kAllToAll}) {
