@@ -105,8 +105,11 @@ double log_choose(double n, double r) { return std::lgamma(n + 1.0) - std::lgamm
 // two partial ones) are among the K, each term untouched() within them.
 double untouched_range(const GptModel& model, int64_t begin, int64_t end) {
   const double k = static_cast<double>(model.router_topk);
-  if (!model.group_limited()) return untouched(static_cast<double>(model.experts), k, static_cast<double>(end - begin));
-  const int64_t g = model.router_groups, chosen_groups = model.router_group_topk, size = model.experts / g;
+  const int64_t g = model.router_groups, chosen_groups = model.router_group_topk;
+  const int64_t size = g > 0 ? model.experts / g : 0;
+  // Without groups (or with groups check_megatron_layout refuses: fewer than one expert each, K > g).
+  if (!model.group_limited() || size < 1 || chosen_groups > g)
+    return untouched(static_cast<double>(model.experts), k, static_cast<double>(end - begin));
   int64_t whole = 0;
   std::vector<int64_t> partial;  // the experts of the range in a group it shares
   for (int64_t j = begin / size; j * size < end; ++j) {
