@@ -9,6 +9,7 @@
 #include "tools/cli_support.h"
 #include "tools/commands.h"
 #include "tools/megatron_flags.h"
+#include "tools/megatron_training_flags.h"
 #include "tools/report.h"
 
 namespace baton::cli {
@@ -42,6 +43,7 @@ int run_gpt_profile(const AnalyticArgs& args, const CLI::App& cmd) {
   if (flags.global_batch == 0) flags.global_batch = flags.micro_batch * std::max(1, flags.data);
   if (flags.data == 0) flags.data = 1;
   const MegatronRun run = megatron_run(flags, topology);
+  note_not_modelled("profile analytic", flags.not_modelled);
   const MegatronProfile profile = take(megatron_profile_on(run.model, run.layout, topology));
   const std::string derivation = fmt::format(
       "Megatron GPT, one of {} tensor-parallel ranks on {} ({}); per layer: GEMMs by wave-quantized tiles and "

@@ -18,6 +18,7 @@
 #include "tools/commands.h"
 #include "tools/megatron_flags.h"
 #include "tools/megatron_report.h"
+#include "tools/megatron_training_flags.h"
 #include "tools/report.h"
 #include "tools/simulate_report.h"
 
@@ -170,9 +171,11 @@ int simulate_megatron(const SimulateArgs& args, const GptModel& model, const Meg
                 false, files);
     write_files_atomic(files);
   }
-  if (args.json)
-    std::fputs((megatron_json(model, layout, topology, prediction).dump(2) + "\n").c_str(), stdout);
-  else
+  if (args.json) {
+    nlohmann::json out = megatron_json(model, layout, topology, prediction);
+    out["not_modelled_flags"] = training_flag_names(args.megatron.not_modelled);  // Megatron's, accepted
+    std::fputs((out.dump(2) + "\n").c_str(), stdout);
+  } else
     std::fputs(megatron_text(model, layout, topology, prediction).c_str(), stdout);
   return 0;
 }
@@ -184,6 +187,7 @@ int run_megatron_simulate(const SimulateArgs& args, const CLI::App& cmd) {
   refuse_schedule_flags(args, cmd);
   const Topology topology = load_topology_file(args.topology);
   const MegatronRun run = megatron_run(args.megatron, topology);
+  note_not_modelled("simulate", args.megatron.not_modelled);
   return simulate_megatron(args, run.model, run.layout, topology);
 }
 

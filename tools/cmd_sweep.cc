@@ -17,6 +17,7 @@
 #include "tools/cli_support.h"
 #include "tools/commands.h"
 #include "tools/megatron_flags.h"
+#include "tools/megatron_training_flags.h"
 #include "tools/report.h"
 
 namespace baton::cli {
@@ -231,6 +232,7 @@ int run_gpt_sweep_command(const SweepArgs& args, const CLI::App& cmd) {
   const Topology topology = load_topology_file(args.topology);
   GptSweepSpec spec;
   const MegatronRun base = megatron_flags_unchecked(args.megatron);
+  note_not_modelled("sweep", args.megatron.not_modelled);
   spec.model = base.model;
   spec.layout = base.layout;
   spec.plan = args.plan;

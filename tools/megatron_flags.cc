@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "tools/cli_support.h"
+#include "tools/megatron_training_flags.h"
 
 namespace baton::cli {
 
@@ -167,6 +168,7 @@ void add_megatron_flags(CLI::App& cmd, MegatronArgs& args) {
                "experts' collectives stay exposed")
       ->group(group);
   add_architecture_flags(cmd, args, group);
+  add_training_flags(cmd, args.not_modelled);
 }
 
 namespace {
@@ -376,7 +378,8 @@ MegatronRun megatron_run(const MegatronArgs& args, const Topology& topology) {
 std::vector<std::string> given_megatron_flags(const CLI::App& cmd) {
   std::vector<std::string> given;
   for (const CLI::Option* option : cmd.get_options())
-    if (option->get_group() == kGroup && option->count() > 0) given.push_back(option->get_name());
+    if ((option->get_group() == kGroup || option->get_group() == kTrainingFlagsGroup) && option->count() > 0)
+      given.push_back(option->get_name());
   return given;
 }
 

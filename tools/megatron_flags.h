@@ -68,6 +68,9 @@ struct MegatronArgs {
   bool first_last_bf16 = false;        // --first-last-layers-bf16
   int bf16_at_start = -1;              // --num-layers-at-start-in-bf16 (-1: not given, 1)
   int bf16_at_end = -1;                // --num-layers-at-end-in-bf16
+  // Megatron's training flags given that baton accepts and does not model
+  // (tools/megatron_training_flags.h), by name.
+  std::vector<std::string> not_modelled;
 
   // Whether any model flag was given (--num-layers and its kin).
   bool given() const { return model.layers != 0 || model.hidden != 0 || model.heads != 0 || model.sequence != 0; }

@@ -11,6 +11,7 @@
 #include "tools/check_gpt.h"
 #include "tools/cli_support.h"
 #include "tools/megatron_report.h"
+#include "tools/megatron_training_flags.h"
 #include "tools/report.h"
 
 namespace baton::cli {
@@ -286,6 +287,7 @@ int run_megatron_plan(const MegatronArgs& flags, const MegatronPlanArgs& args, c
                                        : fmt::format("{} GPUs", topology.num_devices());
   std::fprintf(stderr, "baton: planning a %.1fB-parameter GPT on %s (%s)...\n", gpt_parameters(model, 1) / 1e9,
                topology.name.c_str(), gpus.c_str());
+  note_not_modelled("plan", flags.not_modelled);
   const MegatronSearchResult found =
       take(search_megatron_layouts(model, flags.global_batch, flags.bf16, axes, topology, args.keep));
   const MegatronLayout& chosen = found.best.front().layout;
@@ -296,13 +298,15 @@ int run_megatron_plan(const MegatronArgs& flags, const MegatronPlanArgs& args, c
     note_unstock_flags(model, chosen);
     note_overlaps(overlaps, prediction);
   }
+  // The launch line keeps Megatron's training flags given (--lr, --data-path ...) as they were.
+  std::string launch = megatron_flags_of(model, chosen);
+  for (const std::string& flag : flags.not_modelled) launch += " " + flag;
   if (args.emit == "megatron") {
-    std::fputs((megatron_flags_of(model, chosen) + "\n").c_str(), stdout);
+    std::fputs((launch + "\n").c_str(), stdout);
     return 0;
   }
   if (args.emit == "torchrun") {
-    const std::string line =
-        torchrun_line(topology, chosen.gpus(), "pretrain_gpt.py " + megatron_flags_of(model, chosen));
+    const std::string line = torchrun_line(topology, chosen.gpus(), "pretrain_gpt.py " + launch);
     std::fputs((line + "\n").c_str(), stdout);
     return 0;
   }
