@@ -104,6 +104,13 @@ TEST_CASE("training flags: refused without a Megatron model, and the flags that 
   INFO(sweep.err);
   CHECK(sweep.exit_code == 0);
   CHECK(sweep.err.find("baton: note: sweep: --lr accepted, not modelled") != std::string::npos);
+  const std::string analytic = "profile analytic --arch gpt --topology topologies/h100_32x8.json " + kModel;
+  const CliRun profile = run_baton(analytic + "--seed 7", "training-analytic");
+  const CliRun bare = run_baton(analytic, "training-analytic-bare");
+  INFO(profile.err);
+  REQUIRE(profile.exit_code == 0);
+  CHECK(profile.out == bare.out);
+  CHECK(profile.err.find("baton: note: profile analytic: --seed accepted, not modelled") != std::string::npos);
 }
 
 }  // namespace
