@@ -83,6 +83,10 @@ namespace {
 
 // The architecture flags beyond GPT's (GptModel).
 Status check_architecture(const GptModel& model, const MegatronLayout& layout) {
+  for (const auto& [flag, p] :
+       {std::pair{"--attention-dropout", model.attention_dropout}, std::pair{"--hidden-dropout", model.hidden_dropout}})
+    if (!(p >= 0.0 && p < 1.0))  // NaN too
+      return Error{fmt::format("{} must be at least 0 and below 1, got {}", flag, p)};
   if (model.ffn_hidden < 0) return Error{"--ffn-hidden-size must be at least 1"};
   if (model.ffn_hidden > kMaxGptHidden * 8)
     return Error{fmt::format("--ffn-hidden-size must be at most {}, got {}", kMaxGptHidden * 8, model.ffn_hidden)};

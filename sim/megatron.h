@@ -121,6 +121,12 @@ struct GptModel {
   bool rope = false;             // --position-embedding-type rope (else learned_absolute)
   bool rms_norm = false;         // --normalization RMSNorm (else LayerNorm)
   bool flash_attention = false;  // --use-flash-attn
+  // --attention-dropout and --hidden-dropout (Megatron's defaults 0.1; Llama-
+  // style runs train with 0): at 0 no dropout mask is kept (PyTorch's dropout
+  // returns its input), the attention's scores' 1 byte each and the hidden
+  // states' two of 1 byte each; time taken as the same.
+  double attention_dropout = 0.1;
+  double hidden_dropout = 0.1;
   // Mixture of experts (Megatron-core's MoE layers; GptModel's comment above
   // has the parts): E experts of width F in every block's MLP, top-k routing.
   int64_t experts = 0;      // --num-experts E; 0: a dense MLP
@@ -238,7 +244,8 @@ struct GptModel {
   // Whether any of the fields above differs from GPT's.
   bool beyond_gpt() const {
     return ffn_hidden > 0 || query_groups > 0 || swiglu || !linear_bias || !tied_output || rope || rms_norm ||
-           flash_attention || moe() || mla || qk_layernorm || mtp_layers > 0 || uses_fp8();
+           flash_attention || moe() || mla || qk_layernorm || mtp_layers > 0 || uses_fp8() ||
+           attention_dropout != 0.1 || hidden_dropout != 0.1;
   }
 };
 

@@ -66,6 +66,8 @@ nlohmann::json megatron_arguments(const GptModel& model, const MegatronLayout& l
   arguments["position_embedding_type"] = model.rope ? "rope" : "learned_absolute";
   arguments["normalization"] = model.rms_norm ? "RMSNorm" : "LayerNorm";
   arguments["use_flash_attn"] = model.flash_attention;
+  if (model.attention_dropout != 0.1) arguments["attention_dropout"] = model.attention_dropout;
+  if (model.hidden_dropout != 0.1) arguments["hidden_dropout"] = model.hidden_dropout;
   if (model.qk_layernorm) arguments["qk_layernorm"] = true;
   if (model.mla) {
     arguments["multi_latent_attention"] = true;
@@ -375,6 +377,14 @@ Status read_gpt_architecture(const nlohmann::json& arguments, const json_fields:
     *count.value = *value;
   }
   if (model.moe_ffn_hidden == model.ffn()) model.moe_ffn_hidden = 0;  // the default, as the flags leave it
+  for (const auto& [name, p] :
+       {std::pair{"attention_dropout", &model.attention_dropout}, std::pair{"hidden_dropout", &model.hidden_dropout}}) {
+    if (!arguments.contains(name)) continue;
+    const nlohmann::json& value = arguments[name];
+    if (!value.is_number() || !(value.get<double>() >= 0.0 && value.get<double>() < 1.0))
+      return at.field(name).error("must be a number at least 0 and below 1", value);
+    *p = value.get<double>();
+  }
   if (arguments.contains("moe_expert_capacity_factor") && !arguments["moe_expert_capacity_factor"].is_null()) {
     const nlohmann::json& factor = arguments["moe_expert_capacity_factor"];  // null: dropless
     if (!factor.is_number() || factor.get<double>() <= 0.0)

@@ -59,11 +59,13 @@ AttentionTerms attention_weight_pass(const GptModel& model) {
 // Activation bytes of one block and microbatch on one rank (megatron_sim.h),
 // in units of s b h bytes: kept whole without sequence parallelism the
 // LayerNorms' inputs (4), the QKV and MLP inputs (2 each) and the two dropout
-// masks (1 each), 10 in all; split over t the queries (2), keys and values
-// (2 each x G / a), the projection's input (2) and the MLP's activation's
-// input and output (2 f / h each, SwiGLU's input twice that): 24 for GPT;
-// and the attention's 5 a s / h (scores, softmax, dropout mask and output),
-// or with FlashAttention its softmax statistics alone (4 a / h, fp32).
+// masks (1 each; none with --hidden-dropout 0), 10 in all; split over t the
+// queries (2), keys and values (2 each x G / a), the projection's input (2)
+// and the MLP's activation's input and output (2 f / h each, SwiGLU's input
+// twice that): 24 for GPT; and the attention's 5 a s / h (softmax output,
+// dropout mask and output; 2 a s / h, the softmax's output alone, with
+// --attention-dropout 0), or with FlashAttention its softmax statistics
+// alone (4 a / h, fp32).
 double block_activation_bytes(const GptModel& model, const MegatronLayout& layout) {
   const double s = static_cast<double>(layout.local_sequence(model));
   const double h = static_cast<double>(model.hidden);
@@ -71,7 +73,9 @@ double block_activation_bytes(const GptModel& model, const MegatronLayout& layou
   const double f = static_cast<double>(model.moe() ? model.expert_ffn() : model.ffn());
   const double t = layout.tensor;
   const double sbh = s * layout.micro_batch * h;
-  const double attention = model.flash_attention ? 4.0 * a / (h * t) : 5.0 * a * s / (h * t);
+  // Without dropout the scores keep the softmax's output alone (2 of the 5).
+  const double scores = model.attention_dropout > 0.0 ? 5.0 : 2.0;
+  const double attention = model.flash_attention ? 4.0 * a / (h * t) : scores * a * s / (h * t);
   // With experts: k copies of each token through experts of width F, whose
   // input (the tokens gathered over etp: k etp / t of the block's; k, whole,
   // with etp = t) is kept, and the router's probabilities (fp32, E per token
@@ -85,9 +89,10 @@ double block_activation_bytes(const GptModel& model, const MegatronLayout& layou
   const double split = kept.split + ((model.swiglu ? 4.0 : 2.0) + lin) * (k * f + shared) / h;  // GPT: 24
   const double gathered = layout.expert_tensor_parallel() / t;
   const double experts = model.moe() ? lin * k * gathered + 4.0 * static_cast<double>(model.experts) / (h * t) : 0.0;
-  // The norms' inputs (4), the dropout masks (2), the QKV's input and the
-  // MLP's (lin; the router's input with experts, 2).
-  const double whole = 6.0 + lin + (model.moe() ? 2.0 : lin) + kept.shard;
+  // The norms' inputs (4), the dropout masks (2, none without dropout), the
+  // QKV's input and the MLP's (lin; the router's input with experts, 2).
+  const double masks = model.hidden_dropout > 0.0 ? 2.0 : 0.0;
+  const double whole = 4.0 + masks + lin + (model.moe() ? 2.0 : lin) + kept.shard;
   const double rest = (layout.sequence_parallel ? (whole + split) / t : whole + split / t) + experts;
   switch (layout.recompute) {
     case Recompute::kNone: return sbh * (rest + attention);

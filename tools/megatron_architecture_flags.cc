@@ -80,6 +80,16 @@ void add_architecture_flags(CLI::App& cmd, MegatronArgs& args, const std::string
                  "routing taken as balanced; baton's estimate, not checked against a measured run)")
       ->check(at_least(1))
       ->group(group);
+  cmd.add_option("--attention-dropout", args.model.attention_dropout,
+                 "dropout on the attention's scores (default 0.1, Megatron's); at 0 no mask is kept (without "
+                 "FlashAttention the scores keep 2 of their 5 bytes)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->group(group);
+  cmd.add_option("--hidden-dropout", args.model.hidden_dropout,
+                 "dropout on the attention's and the MLP's outputs (default 0.1, Megatron's; Llama-style runs "
+                 "give 0); at 0 their two masks are not kept")
+      ->check(CLI::Range(0.0, 1.0))
+      ->group(group);
   cmd.add_option("--moe-router-topk", args.model.router_topk, "with --num-experts: experts per token k (default 2)")
       ->check(at_least(1))
       ->group(group);
@@ -165,6 +175,8 @@ std::string architecture_flags(const GptModel& model) {
   if (model.rope) text += " --position-embedding-type rope";
   if (model.rms_norm) text += " --normalization RMSNorm";
   if (model.flash_attention) text += " --use-flash-attn";
+  if (model.attention_dropout != 0.1) text += fmt::format(" --attention-dropout {}", model.attention_dropout);
+  if (model.hidden_dropout != 0.1) text += fmt::format(" --hidden-dropout {}", model.hidden_dropout);
   if (model.qk_layernorm) text += " --qk-layernorm";
   if (model.mla) {
     text += " --multi-latent-attention";

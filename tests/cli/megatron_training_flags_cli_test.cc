@@ -92,11 +92,11 @@ TEST_CASE("training flags: refused without a Megatron model, and the flags that 
   CHECK(with_profile.exit_code == 2);
   CHECK(with_profile.err.find("--lr goes with a GPT model given by Megatron's flags") != std::string::npos);
   CHECK(with_profile.out.empty());
-  // Dropout decides which masks a block keeps: not among the accepted flags.
-  const CliRun dropout = run_baton(kSimulate + "--attention-dropout 0.0", "training-dropout");
-  CHECK(dropout.exit_code != 0);
-  CHECK(dropout.err.find("--attention-dropout") != std::string::npos);
-  CHECK(dropout.out.empty());
+  // A flag that would change the run, which baton does not model: refused.
+  const CliRun fusion = run_baton(kSimulate + "--apply-query-key-layer-scaling", "training-unmodelled");
+  CHECK(fusion.exit_code != 0);
+  CHECK(fusion.err.find("--apply-query-key-layer-scaling") != std::string::npos);
+  CHECK(fusion.out.empty());
   // sweep and profile analytic take them too.
   const CliRun sweep = run_baton("sweep --topology topologies/h100_32x8.json " + kModel +
                                      "--data-parallel-size 8 --vary micro-batch-size=1,2 --lr 3e-4",
