@@ -75,7 +75,7 @@ MegatronLayout megatron_layout(int t, int p, int d, int b, int global) {
 }
 
 int64_t padded_vocab(const GptModel& model, int tensor) {
-  const int64_t multiple = 128 * static_cast<int64_t>(tensor);
+  const int64_t multiple = model.vocab_divisor * static_cast<int64_t>(tensor);
   return (model.vocab + multiple - 1) / multiple * multiple;
 }
 
@@ -87,6 +87,16 @@ Status check_architecture(const GptModel& model, const MegatronLayout& layout) {
        {std::pair{"--attention-dropout", model.attention_dropout}, std::pair{"--hidden-dropout", model.hidden_dropout}})
     if (!(p >= 0.0 && p < 1.0))  // NaN too
       return Error{fmt::format("{} must be at least 0 and below 1, got {}", flag, p)};
+  if (model.max_positions < 0) return Error{"--max-position-embeddings must be at least 1"};
+  if (model.max_positions > kMaxGptSequence)
+    return Error{
+        fmt::format("--max-position-embeddings must be at most {}, got {}", kMaxGptSequence, model.max_positions)};
+  if (model.max_positions > 0 && model.max_positions < model.sequence)
+    return Error{fmt::format("--max-position-embeddings {} must be at least --seq-length {}, as Megatron requires",
+                             model.max_positions, model.sequence)};
+  if (model.vocab_divisor < 1 || model.vocab_divisor > kMaxGptVocab)
+    return Error{fmt::format("--make-vocab-size-divisible-by must be between 1 and {}, got {}", kMaxGptVocab,
+                             model.vocab_divisor)};
   if (model.ffn_hidden < 0) return Error{"--ffn-hidden-size must be at least 1"};
   if (model.ffn_hidden > kMaxGptHidden * 8)
     return Error{fmt::format("--ffn-hidden-size must be at most {}, got {}", kMaxGptHidden * 8, model.ffn_hidden)};

@@ -127,6 +127,15 @@ struct GptModel {
   // states' two of 1 byte each; time taken as the same.
   double attention_dropout = 0.1;
   double hidden_dropout = 0.1;
+  // --max-position-embeddings P (Megatron requires P >= s; 0: s): the
+  // learned position table's rows (none with rotary positions).
+  int64_t max_positions = 0;
+  // --make-vocab-size-divisible-by (Megatron's 128): the vocabulary padded to
+  // a multiple of it times t.
+  int64_t vocab_divisor = 128;
+  // false: --no-masked-softmax-fusion, Megatron's softmax unfused whatever
+  // the scores' shape (FlashAttention's is in its kernel either way).
+  bool softmax_fusion = true;
   // Mixture of experts (Megatron-core's MoE layers; GptModel's comment above
   // has the parts): E experts of width F in every block's MLP, top-k routing.
   int64_t experts = 0;      // --num-experts E; 0: a dense MLP
@@ -183,6 +192,8 @@ struct GptModel {
   int64_t bf16_last_blocks = 0;
 
   int64_t ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
+  // The learned position table's rows: P (s by default), none with rotary positions.
+  int64_t position_rows() const { return rope ? 0 : (max_positions > 0 ? max_positions : sequence); }
   // Whether the model trains in FP8 (--fp8-format), and whether
   // --first-last-layers-bf16 keeps blocks at either end in bf16.
   bool uses_fp8() const { return fp8 != Fp8Format::kNone; }
@@ -245,7 +256,8 @@ struct GptModel {
   bool beyond_gpt() const {
     return ffn_hidden > 0 || query_groups > 0 || swiglu || !linear_bias || !tied_output || rope || rms_norm ||
            flash_attention || moe() || mla || qk_layernorm || mtp_layers > 0 || uses_fp8() ||
-           attention_dropout != 0.1 || hidden_dropout != 0.1;
+           attention_dropout != 0.1 || hidden_dropout != 0.1 || max_positions > 0 || vocab_divisor != 128 ||
+           !softmax_fusion;
   }
 };
 
@@ -473,7 +485,7 @@ Status check_pipeline_layout(const GptModel& model, const MegatronLayout& layout
 // context parallelism (not modelled).
 Status check_latent_attention(const GptModel& model, const MegatronLayout& layout);
 
-// The vocabulary Megatron pads to: a multiple of 128 t.
+// The vocabulary Megatron pads to: a multiple of --make-vocab-size-divisible-by (128) x t.
 int64_t padded_vocab(const GptModel& model, int tensor);
 // Megatron's parameter count (above), with the padded vocabulary.
 double gpt_parameters(const GptModel& model, int tensor);

@@ -68,6 +68,9 @@ nlohmann::json megatron_arguments(const GptModel& model, const MegatronLayout& l
   arguments["use_flash_attn"] = model.flash_attention;
   if (model.attention_dropout != 0.1) arguments["attention_dropout"] = model.attention_dropout;
   if (model.hidden_dropout != 0.1) arguments["hidden_dropout"] = model.hidden_dropout;
+  if (model.max_positions > 0) arguments["max_position_embeddings"] = model.max_positions;
+  if (model.vocab_divisor != 128) arguments["make_vocab_size_divisible_by"] = model.vocab_divisor;
+  if (!model.softmax_fusion) arguments["masked_softmax_fusion"] = false;
   if (model.qk_layernorm) arguments["qk_layernorm"] = true;
   if (model.mla) {
     arguments["multi_latent_attention"] = true;
@@ -323,7 +326,8 @@ Status read_gpt_architecture(const nlohmann::json& arguments, const json_fields:
                    &model.grouped_gemm,
                    &model.mla,
                    &model.qk_layernorm,
-                   &model.pad_to_capacity};
+                   &model.pad_to_capacity,
+                   &model.softmax_fusion};
   const char* names[] = {"swiglu",
                          "group_query_attention",
                          "disable_bias_linear",
@@ -332,8 +336,9 @@ Status read_gpt_architecture(const nlohmann::json& arguments, const json_fields:
                          "moe_grouped_gemm",
                          "multi_latent_attention",
                          "qk_layernorm",
-                         "moe_pad_expert_input_to_capacity"};
-  for (int i = 0; i < 9; ++i) {
+                         "moe_pad_expert_input_to_capacity",
+                         "masked_softmax_fusion"};
+  for (int i = 0; i < 10; ++i) {
     if (!arguments.contains(names[i])) continue;
     auto flag = read_flag(arguments, at, names[i]);
     if (!flag) return flag.error();
@@ -359,6 +364,8 @@ Status read_gpt_architecture(const nlohmann::json& arguments, const json_fields:
     int64_t* value;
   } counts[] = {{"num_experts", &model.experts},
                 {"moe_router_topk", &model.router_topk},
+                {"max_position_embeddings", &model.max_positions},
+                {"make_vocab_size_divisible_by", &model.vocab_divisor},
                 {"moe_router_num_groups", &model.router_groups},
                 {"moe_router_group_topk", &model.router_group_topk},
                 {"moe_ffn_hidden_size", &model.moe_ffn_hidden},

@@ -21,6 +21,7 @@ BlockShape shape_of(const GptModel& model, const MegatronLayout& layout) {
   x.gated = model.swiglu;
   x.up = x.gated ? 2.0 * x.f : x.f;
   x.flash = model.flash_attention;
+  x.softmax_fusion = model.softmax_fusion;
   x.rope = model.rope;
   x.block_parameters = gpt_block_parameters(model);
   x.moe = model.moe();

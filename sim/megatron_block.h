@@ -26,6 +26,7 @@ struct BlockShape {
   double up;                // the up projection's width: f, 2f gated
   bool gated;               // SwiGLU
   bool flash;               // FlashAttention
+  bool softmax_fusion;      // false: --no-masked-softmax-fusion
   bool rope;                // rotary positions
   double block_parameters;  // gpt_block_parameters
   // The MLP's GEMMs: `mlp_gemms` of `mlp_m` tokens each, its widths split

@@ -14,7 +14,7 @@ MegatronLayerTime embedding_time(const GpuModel& gpu, const BlockShape& x, const
   time.forward_comm = x.t > 1 ? tp_allreduce(values * kHalf) : Seconds(0.0);
   time.weight_gradient = gpu.memory_bound(3.0 * values * kHalf);
   time.backward_compute = time.weight_gradient + gpu.memory_bound(3.0 * x.local_tokens * x.h * kHalf);
-  const double positions = model.rope ? 0.0 : static_cast<double>(model.sequence);  // the learned table's rows
+  const double positions = static_cast<double>(model.position_rows());  // the learned table's rows
   time.parameters = (static_cast<double>(vocab) / x.t + positions) * x.h;
   return time;
 }

@@ -54,7 +54,7 @@ double gpt_block_parameters(const GptModel& model) {
 double gpt_parameters(const GptModel& model, int tensor) {
   const double h = static_cast<double>(model.hidden);
   const double vocab = static_cast<double>(padded_vocab(model, tensor)) * h;
-  const double positions = model.rope ? 0.0 : static_cast<double>(model.sequence) * h;
+  const double positions = static_cast<double>(model.position_rows()) * h;
   const double final_norm = model.rms_norm ? h : 2.0 * h;
   const double moe = static_cast<double>(model.moe_blocks());
   const double blocks = moe * gpt_block_parameters(model) +

@@ -46,7 +46,8 @@ constexpr int kLatentBackwardKernels = 10;
 // See fused_softmax_available; FlashAttention has no softmax kernel of its own.
 bool fused_softmax(const BlockShape& x) {
   if (x.flash) return true;
-  return fused_softmax_available(static_cast<int64_t>(x.b), static_cast<int64_t>(x.a / x.t), static_cast<int64_t>(x.s));
+  return x.softmax_fusion &&
+         fused_softmax_available(static_cast<int64_t>(x.b), static_cast<int64_t>(x.a / x.t), static_cast<int64_t>(x.s));
 }
 
 // Without the fused kernel, Megatron (with query-key layer scaling, its

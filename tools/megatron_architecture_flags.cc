@@ -90,6 +90,27 @@ void add_architecture_flags(CLI::App& cmd, MegatronArgs& args, const std::string
                  "give 0); at 0 their two masks are not kept")
       ->check(CLI::Range(0.0, 1.0))
       ->group(group);
+  cmd.add_option("--max-position-embeddings", args.model.max_positions,
+                 "the learned position table's rows P, at least --seq-length (Megatron requires the flag; default "
+                 "here: the sequence); no table with --position-embedding-type rope")
+      ->check(at_least(1))
+      ->group(group);
+  cmd.add_option("--make-vocab-size-divisible-by", args.model.vocab_divisor,
+                 "the vocabulary padded to a multiple of this times t (default 128, Megatron's)")
+      ->check(at_least(1))
+      ->group(group);
+  cmd.add_flag("--no-masked-softmax-fusion{false}", args.model.softmax_fusion,
+               "Megatron's softmax unfused (in fp32, five kernels each way) whatever the scores' shape; no effect "
+               "with FlashAttention")
+      ->group(group);
+  cmd.add_option("--kv-channels", args.kv_channels,
+                 "a head's width; only --hidden-size / --num-attention-heads (Megatron's default) is modelled")
+      ->check(at_least(1))
+      ->group(group);
+  cmd.add_flag("--no-position-embedding", args.no_position_embedding,
+               "with --position-embedding-type rope, as Megatron's example scripts give it: no effect (Megatron "
+               "refuses it otherwise)")
+      ->group(group);
   cmd.add_option("--moe-router-topk", args.model.router_topk, "with --num-experts: experts per token k (default 2)")
       ->check(at_least(1))
       ->group(group);
@@ -177,6 +198,9 @@ std::string architecture_flags(const GptModel& model) {
   if (model.flash_attention) text += " --use-flash-attn";
   if (model.attention_dropout != 0.1) text += fmt::format(" --attention-dropout {}", model.attention_dropout);
   if (model.hidden_dropout != 0.1) text += fmt::format(" --hidden-dropout {}", model.hidden_dropout);
+  if (model.max_positions > 0) text += fmt::format(" --max-position-embeddings {}", model.max_positions);
+  if (model.vocab_divisor != 128) text += fmt::format(" --make-vocab-size-divisible-by {}", model.vocab_divisor);
+  if (!model.softmax_fusion) text += " --no-masked-softmax-fusion";
   if (model.qk_layernorm) text += " --qk-layernorm";
   if (model.mla) {
     text += " --multi-latent-attention";

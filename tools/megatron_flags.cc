@@ -1,6 +1,7 @@
 #include "tools/megatron_flags.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include <fmt/format.h>
 
@@ -107,7 +108,8 @@ void add_megatron_flags(CLI::App& cmd, MegatronArgs& args) {
                  "uniform: blocks recomputed together; block: blocks recomputed per stage (chunk) (default 1)")
       ->check(at_least(1))
       ->group(group);
-  cmd.add_flag("--sequence-parallel", args.sequence_parallel, "split LayerNorms and dropouts over t (needs t > 1)")
+  cmd.add_flag("--sequence-parallel", args.sequence_parallel,
+               "split LayerNorms and dropouts over t (with t 1 off, as Megatron turns it off)")
       ->group(group);
   cmd.add_flag("--fp16", args.fp16, "fp16 with fp32 master weights (the default)")->group(group);
   cmd.add_flag("--bf16", args.bf16, "bf16 with fp32 master weights; gradients reduced in fp32")->group(group);
@@ -278,6 +280,14 @@ MegatronRun megatron_flags_unchecked(const MegatronArgs& args) {
   run.model.linear_bias = !args.disable_bias_linear;
   run.model.tied_output = !args.untie_embeddings;
   run.model.rope = args.position_embedding == "rope";
+  if (args.kv_channels > 0 && args.kv_channels * run.model.heads != run.model.hidden)
+    throw UsageError(fmt::format(
+        "--kv-channels {}: a head width other than --hidden-size / --num-attention-heads ({}) is not modelled",
+        args.kv_channels, run.model.hidden / run.model.heads));
+  if (args.no_position_embedding && !run.model.rope)
+    throw UsageError(
+        "--no-position-embedding goes with --position-embedding-type rope (Megatron refuses it otherwise: "
+        "deprecated, use --position-embedding-type)");
   run.model.rms_norm = args.normalization == "RMSNorm";
   if (!args.moe_layer_freq.empty()) take(parse_moe_layer_freq(args.moe_layer_freq, run.model));
   if (!args.fp8_format.empty()) run.model.fp8 = parse_fp8_format(args.fp8_format).value_or(Fp8Format::kNone);
@@ -308,7 +318,13 @@ MegatronRun megatron_flags_unchecked(const MegatronArgs& args) {
     layout.recompute_block = args.recompute_method == "block";
     layout.recompute_layers = std::max(1, args.recompute_layers);
   }
-  layout.sequence_parallel = args.sequence_parallel;
+  // Megatron turns sequence parallelism off without tensor parallelism (a
+  // warning, as its Mixtral example gives both); so does baton, with a note.
+  layout.sequence_parallel = args.sequence_parallel && args.tensor > 1;
+  if (args.sequence_parallel && args.tensor == 1)
+    std::fputs(
+        "baton: note: --sequence-parallel with --tensor-model-parallel-size 1 is off, as Megatron turns it off\n",
+        stderr);
   layout.bf16 = args.bf16;
   layout.distributed_optimizer = args.distributed_optimizer;
   layout.overlap_grad_reduce = args.overlap_grad_reduce;

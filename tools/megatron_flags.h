@@ -56,6 +56,8 @@ struct MegatronArgs {
   // The architecture beyond GPT-3's (sim/megatron.h's GptModel; --ffn-hidden-size,
   // --swiglu and --use-flash-attn go into `model` directly).
   bool group_query_attention = false;  // --group-query-attention
+  bool no_position_embedding = false;  // --no-position-embedding (only with rotary positions: no effect)
+  int64_t kv_channels = 0;             // --kv-channels (0: not given; only h / a, Megatron's default, is taken)
   int64_t query_groups = 0;            // --num-query-groups (0: not given; Megatron's default 1)
   bool disable_bias_linear = false;    // --disable-bias-linear
   bool untie_embeddings = false;       // --untie-embeddings-and-output-weights

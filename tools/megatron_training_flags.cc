@@ -43,6 +43,12 @@ constexpr TrainingFlag kFlags[] = {
     {"--adam-beta2", Arity::kValue, "optimizer hyperparameter"},
     {"--adam-eps", Arity::kValue, "optimizer hyperparameter"},
     {"--clip-grad", Arity::kValue, "optimizer hyperparameter"},
+    {"--decoupled-lr", Arity::kValue, "learning rate"},
+    {"--decoupled-min-lr", Arity::kValue, "learning rate"},
+    {"--apply-layernorm-1p", Arity::kSwitch, "the norms' weights kept as 1 + w"},
+    {"--calculate-per-token-loss", Arity::kSwitch, "the loss's normalization"},
+    {"--manual-gc", Arity::kSwitch, "Python's garbage collection on the host (not modelled at all)"},
+    {"--rotary-percent", Arity::kValue, "the rotary positions' share of a head (their kernel taken as whole)"},
     {"--init-method-std", Arity::kValue, "initialization"},
     {"--initial-loss-scale", Arity::kValue, "fp16 loss scaling"},
     {"--min-loss-scale", Arity::kValue, "fp16 loss scaling"},
@@ -54,7 +60,13 @@ constexpr TrainingFlag kFlags[] = {
     {"--exit-duration-in-mins", Arity::kValue, "the run"},
     {"--distributed-backend", Arity::kValue, "the run"},
     {"--distributed-timeout-minutes", Arity::kValue, "the run"},
+    {"--step-batch-size-schedule", Arity::kValue,
+     "the batch-size ramp: baton times an iteration at --global-batch-size"},
+    {"--rampup-batch-size", Arity::kValues, "the batch-size ramp: baton times an iteration at --global-batch-size"},
+    {"--use-mcore-models", Arity::kSwitch, "the model's implementation: baton models Megatron-core's"},
+    {"--rotary-base", Arity::kValue, "the rotary positions' base frequency"},
     {"--data-path", Arity::kValues, "data"},
+    {"--split", Arity::kValue, "data"},
     {"--data-cache-path", Arity::kValue, "data"},
     {"--mock-data", Arity::kSwitch, "data"},
     {"--num-workers", Arity::kValue, "data"},
@@ -66,10 +78,13 @@ constexpr TrainingFlag kFlags[] = {
     {"--load", Arity::kValue, "checkpoints (their time between iterations is not counted)"},
     {"--save-interval", Arity::kValue, "checkpoints (their time between iterations is not counted)"},
     {"--no-load-optim", Arity::kSwitch, "checkpoints (their time between iterations is not counted)"},
+    {"--ckpt-format", Arity::kValue, "checkpoints (their time between iterations is not counted)"},
     {"--no-load-rng", Arity::kSwitch, "checkpoints (their time between iterations is not counted)"},
     {"--eval-iters", Arity::kValue, "evaluation (its time between iterations is not counted)"},
     {"--eval-interval", Arity::kValue, "evaluation (its time between iterations is not counted)"},
     {"--log-interval", Arity::kValue, "logging"},
+    {"--profile-step-start", Arity::kValue, "logging"},
+    {"--profile-step-end", Arity::kValue, "logging"},
     {"--log-throughput", Arity::kSwitch, "logging"},
     {"--tensorboard-dir", Arity::kValue, "logging"},
     {"--wandb-project", Arity::kValue, "logging"},
@@ -114,7 +129,7 @@ void add_training_flags(CLI::App& cmd, std::vector<std::string>& given) {
   for (const TrainingFlag& flag : kFlags) {
     const std::string name = flag.name;
     if (cmd.get_option_no_throw(name) != nullptr) continue;  // the command's own flag of that name
-    const std::string help = fmt::format("Megatron's {}: accepted, not modelled", flag.what);
+    const std::string help = fmt::format("Megatron's, {}: accepted, not modelled", flag.what);
     CLI::Option* option = nullptr;
     switch (flag.arity) {
       case Arity::kValue:

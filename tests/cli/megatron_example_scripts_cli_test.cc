@@ -1,0 +1,111 @@
+// Megatron-LM's own example launch scripts, their flags as the scripts give
+// them (the paths filled in), run through `baton simulate` unchanged:
+// examples/gpt3/train_gpt3_175b_distributed.sh and
+// examples/mixtral/train_mixtral_8x7b_distributed.sh of NVIDIA/Megatron-LM.
+// What baton models is modelled (the layout, --max-position-embeddings,
+// dropout 0, --no-masked-softmax-fusion), the training flags are named as
+// not modelled, and Megatron's own adjustment (--sequence-parallel off at t
+// 1) is made and said.
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/catch_compat.h"
+
+#include "tests/cli/cli_runner.h"
+
+using namespace baton::testing;
+
+namespace {
+
+const std::string kGpt3 =
+    "--num-layers 96 --hidden-size 12288 --num-attention-heads 96 --seq-length 2048 --max-position-embeddings 2048 "
+    "--attention-backend auto --micro-batch-size 1 --global-batch-size 1536 "
+    "--step-batch-size-schedule \"0:16 2.4B:320 4.8B:624 7.2B:928 9.6B:1232 12B:1536\" --train-iters 500000 "
+    "--weight-decay 0.1 --adam-beta1 0.9 --adam-beta2 0.95 --init-method-std 0.006 --clip-grad 1.0 --fp16 "
+    "--lr 6.0e-5 --lr-decay-style cosine --min-lr 6.0e-6 --lr-warmup-fraction .001 --lr-decay-iters 430000 "
+    "--tensor-model-parallel-size 8 --pipeline-model-parallel-size 16 --data-path /data/gpt3_text_document "
+    "--vocab-file /data/gpt2-vocab.json --merge-file /data/gpt2-merges.txt --split 949,50,1 --log-interval 100 "
+    "--save-interval 10000 --eval-interval 1000 --save /ckpt --load /ckpt --eval-iters 10 --tensorboard-dir /tb ";
+
+const std::string kMixtral =
+    "--use-mcore-models --disable-bias-linear --seq-length 4096 --max-position-embeddings 32768 --num-layers 32 "
+    "--hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 --init-method-std 0.01 "
+    "--attention-dropout 0.0 --hidden-dropout 0.0 --normalization RMSNorm --position-embedding-type rope --swiglu "
+    "--untie-embeddings-and-output-weights --group-query-attention --num-query-groups 8 --no-masked-softmax-fusion "
+    "--no-position-embedding --rotary-base 1000000 --num-experts 8 --moe-router-topk 2 "
+    "--moe-router-load-balancing-type aux_loss --moe-aux-loss-coeff 1e-2 --moe-grouped-gemm "
+    "--moe-token-dispatcher-type alltoall --overlap-param-gather --overlap-grad-reduce --tokenizer-type "
+    "Llama2Tokenizer --tokenizer-model /data/tokenizer.model --data-path /data/mixtral_text_document --split "
+    "99990,8,2 --micro-batch-size 1 --global-batch-size 256 --lr 1e-4 --train-iters 500000 --lr-decay-iters 320000 "
+    "--lr-decay-style cosine --min-lr 1.0e-5 --weight-decay 0.1 --lr-warmup-iters 500 --clip-grad 1.0 --bf16 "
+    "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 4 --expert-model-parallel-size 8 "
+    "--use-distributed-optimizer --sequence-parallel --log-interval 1 --save-interval 10000 --eval-interval 1000 "
+    "--eval-iters 10 --save /ckpt --load /ckpt --tensorboard-dir /ckpt/tensorboard ";
+
+const std::string kSimulate = "simulate --topology topologies/h100_32x8.json ";
+
+TEST_CASE("example scripts: Megatron-LM's GPT-3 175B launch flags simulate as they are", "[cli][megatron]") {
+  const CliRun run = run_baton(kSimulate + kGpt3 + "--json", "example-gpt3");
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  const nlohmann::json out = nlohmann::json::parse(run.out);
+  CHECK(out["layout"]["tensor_model_parallel_size"] == 8);
+  CHECK(out["layout"]["pipeline_model_parallel_size"] == 16);
+  CHECK(out["layout"]["data_parallel_size"] == 2);  // the topology's 256 GPUs / (t p)
+  // --max-position-embeddings 2048 is the sequence: the model is GPT-3's as without it.
+  const CliRun bare = run_baton(kSimulate +
+                                    "--num-layers 96 --hidden-size 12288 --num-attention-heads 96 --seq-length 2048 "
+                                    "--attention-backend auto --micro-batch-size 1 --global-batch-size 1536 --fp16 "
+                                    "--tensor-model-parallel-size 8 --pipeline-model-parallel-size 16 --json",
+                                "example-gpt3-bare");
+  REQUIRE(bare.exit_code == 0);
+  const nlohmann::json plain = nlohmann::json::parse(bare.out);
+  CHECK(out["iteration_time_s"] == plain["iteration_time_s"]);
+  CHECK(out["model"]["parameters"] == plain["model"]["parameters"]);
+  CHECK(out["not_modelled_flags"].size() == 23);
+  CHECK(run.err.find("--step-batch-size-schedule") != std::string::npos);
+}
+
+TEST_CASE("example scripts: Megatron-LM's Mixtral 8x7B launch flags simulate as they are", "[cli][megatron][moe]") {
+  const CliRun run = run_baton(kSimulate + kMixtral + "--json", "example-mixtral");
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  const nlohmann::json out = nlohmann::json::parse(run.out);
+  CHECK(out["layout"]["sequence_parallel"] == false);
+  CHECK(run.err.find("--sequence-parallel with --tensor-model-parallel-size 1 is off, as Megatron turns it off") !=
+        std::string::npos);
+  CHECK(out["model"]["attention_dropout"] == 0.0);
+  CHECK(out["model"]["max_position_embeddings"] == 32768);  // carried, no table with rotary positions
+  CHECK(out["model"]["masked_softmax_fusion"] == false);
+  CHECK(out["layout"]["expert_model_parallel_size"] == 8);
+  // Megatron refuses --no-position-embedding with learned positions, and so does baton.
+  const CliRun learned = run_baton(kSimulate +
+                                       "--num-layers 4 --hidden-size 1024 --num-attention-heads 16 "
+                                       "--seq-length 2048 --global-batch-size 256 --no-position-embedding",
+                                   "example-no-position");
+  CHECK(learned.exit_code == 2);
+  CHECK(learned.err.find("--no-position-embedding goes with --position-embedding-type rope") != std::string::npos);
+  CHECK(learned.out.empty());
+}
+
+// examples/llama/train_llama3_8b_h100_fp8.sh gives --kv-channels 128, h / a:
+// taken; another head width is not modelled and is refused.
+TEST_CASE("example scripts: --kv-channels is taken at h / a and refused otherwise", "[cli][megatron][bad-input]") {
+  const std::string model = kSimulate +
+                            "--num-layers 4 --hidden-size 4096 --num-attention-heads 32 --seq-length 2048 "
+                            "--global-batch-size 256 --use-flash-attn ";
+  const CliRun same = run_baton(model + "--kv-channels 128 --json", "example-kv-same");
+  const CliRun bare = run_baton(model + "--json", "example-kv-bare");
+  INFO(same.err);
+  REQUIRE(same.exit_code == 0);
+  REQUIRE(bare.exit_code == 0);
+  CHECK(nlohmann::json::parse(same.out)["iteration_time_s"] == nlohmann::json::parse(bare.out)["iteration_time_s"]);
+  const CliRun other = run_baton(model + "--kv-channels 64", "example-kv-other");
+  CHECK(other.exit_code == 2);
+  CHECK(other.err.find("--kv-channels 64: a head width other than --hidden-size / --num-attention-heads (128) is not "
+                       "modelled") != std::string::npos);
+  CHECK(other.out.empty());
+}
+
+}  // namespace
