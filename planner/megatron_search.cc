@@ -202,6 +202,7 @@ std::vector<MegatronLayout> enumerate(const GptModel& model, int global_batch, b
                   l.sequence_parallel = sp;
                   l.distributed_optimizer = dist;
                   l.overlap_grad_reduce = fixed.overlap_grad_reduce;
+                  l.grad_reduce_in_bf16 = fixed.grad_reduce_in_bf16;
                   l.overlap_param_gather = fixed.overlap_param_gather && dist;
                   l.tp_comm_overlap = fixed.tp_comm_overlap && sp;
                   l.context = c;

@@ -74,6 +74,7 @@ struct MegatronAxes {  // a set field pins its axis
   // --overlap-grad-reduce, as Megatron asks), --tp-comm-overlap on those
   // with sequence parallelism.
   bool overlap_grad_reduce = false, overlap_param_gather = false, tp_comm_overlap = false;
+  bool grad_reduce_in_bf16 = false;  // --grad-reduce-in-bf16, on every layout (with bf16)
   // --moe-shared-expert-overlap, on the layouts with the alltoall dispatcher
   // (with a shared expert).
   bool shared_expert_overlap = false;

@@ -319,6 +319,9 @@ struct MegatronLayout {
   bool recompute_block = false;
   bool sequence_parallel = false;
   bool bf16 = false;  // else fp16
+  // --grad-reduce-in-bf16: with bf16, gradients accumulated and reduced in
+  // bf16 (2 bytes) rather than fp32 (4); with fp16 they are 2 bytes anyway.
+  bool grad_reduce_in_bf16 = false;
   bool distributed_optimizer = false;
   bool overlap_grad_reduce = false;
   // Megatron's --overlap-param-gather (with the distributed optimizer and
@@ -333,6 +336,9 @@ struct MegatronLayout {
   // GEMMs is exposed (sim/megatron_profile.h). The experts' collectives are
   // not overlapped.
   bool tp_comm_overlap = false;
+  // Bytes of a gradient in the buffers Megatron accumulates and reduces: 4
+  // with bf16 (fp32, as Megatron keeps them), 2 with fp16 or --grad-reduce-in-bf16.
+  double gradient_bytes() const { return bf16 && !grad_reduce_in_bf16 ? 4.0 : 2.0; }
   // The zero-bubble schedules of Qi et al. (ICLR 2024) instead of 1F1B (one
   // chunk per GPU, p >= 2): 0 none, 1 ZB-H1, 2 ZB-H2. Flags of the Zero
   // Bubble authors' Megatron-LM fork: --enable-zero-bubble with

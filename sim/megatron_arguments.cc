@@ -45,6 +45,7 @@ nlohmann::json megatron_arguments(const GptModel& model, const MegatronLayout& l
   }
   if (layout.overlap_param_gather) arguments["overlap_param_gather"] = true;
   if (layout.tp_comm_overlap) arguments["tp_comm_overlap"] = true;
+  if (layout.grad_reduce_in_bf16) arguments["grad_reduce_in_bf16"] = true;
   if (layout.moe_shared_expert_overlap) arguments["moe_shared_expert_overlap"] = true;
   if (layout.overlap_moe_ep_comm) arguments["overlap_moe_expert_parallel_comm"] = true;
   if (layout.delay_wgrad_compute) arguments["delay_wgrad_compute"] = true;
@@ -233,7 +234,8 @@ Status read_choices(const nlohmann::json& arguments, const json_fields::FieldPat
                       &l.tp_comm_overlap,
                       &l.moe_shared_expert_overlap,
                       &l.overlap_moe_ep_comm,
-                      &l.delay_wgrad_compute};
+                      &l.delay_wgrad_compute,
+                      &l.grad_reduce_in_bf16};
   const char* account_names[] = {"account_for_embedding_in_pipeline_split",
                                  "account_for_loss_in_pipeline_split",
                                  "zero_bubble_heuristic",
@@ -243,8 +245,9 @@ Status read_choices(const nlohmann::json& arguments, const json_fields::FieldPat
                                  "tp_comm_overlap",
                                  "moe_shared_expert_overlap",
                                  "overlap_moe_expert_parallel_comm",
-                                 "delay_wgrad_compute"};
-  for (int i = 0; i < 10; ++i) {
+                                 "delay_wgrad_compute",
+                                 "grad_reduce_in_bf16"};
+  for (int i = 0; i < 11; ++i) {
     if (!arguments.contains(account_names[i])) continue;
     auto flag = read_flag(arguments, at, account_names[i]);
     if (!flag) return flag.error();
@@ -460,6 +463,7 @@ Result<MegatronSpec> megatron_from_arguments(const nlohmann::json& arguments, co
                                                "overlap_grad_reduce",
                                                "overlap_param_gather",
                                                "tp_comm_overlap",
+                                               "grad_reduce_in_bf16",
                                                "enable_zero_bubble",
                                                "zero_bubble_max_pending_backward",
                                                "decoder_first_pipeline_num_layers",

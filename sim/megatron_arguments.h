@@ -37,7 +37,8 @@ class FieldPath;
 // read as uniform and 1 when absent), "context_parallel_size" and
 // "cp_comm_type" (written only when c is above 1 and for a type other than
 // p2p; read as 1 and p2p when absent), "overlap_param_gather" and
-// "tp_comm_overlap" (written when true; absent: false) and no other.
+// "tp_comm_overlap" and "grad_reduce_in_bf16" (written when true; absent:
+// false) and no other.
 // The architecture's keys of that object, written only for a model beyond
 // GPT-3's and each optional (GPT's value): "ffn_hidden_size", "swiglu",
 // "group_query_attention", "num_query_groups" (the heads without grouped-query

@@ -215,7 +215,7 @@ MegatronLayerTime block_time(const GpuModel& gpu, const BlockShape& x, Recompute
 void set_replica_bytes(MegatronLayerTime& time, const MegatronLayout& layout, double expert_weight, bool fp8_gather) {
   const double dense = time.parameters - time.expert_parameters;
   const double weighted = (dense + time.expert_parameters * expert_weight) * layout.tensor;
-  time.reduced_bytes = weighted * (layout.bf16 ? 4.0 : 2.0);
+  time.reduced_bytes = weighted * layout.gradient_bytes();
   const double fp8_share = fp8_gather && time.parameters > 0.0 ? time.fp8_parameters / time.parameters : 0.0;
   time.gathered_bytes = layout.distributed_optimizer ? weighted * (kHalf - fp8_share) : 0.0;
 }
@@ -343,7 +343,7 @@ MegatronProfile make_megatron_profile(const GptModel& model, const MegatronLayou
   const int mtp_rank = layout.stage_rank(layout.mtp_stage(model));
   const bool tied_copies = model.tied_output && last_rank != 0;
   const bool mtp_copy = model.mtp_layers > 0 && mtp_rank != 0 && !(model.tied_output && mtp_rank == last_rank);
-  const double gradient_bytes = layout.bf16 ? 4.0 : 2.0;
+  const double gradient_bytes = layout.gradient_bytes();
   const Seconds embedding_sync = (tied_copies || mtp_copy) && embedding_allreduce
                                      ? embedding_allreduce(static_cast<double>(vocab) / x.t * x.h * gradient_bytes)
                                      : Seconds(0.0);

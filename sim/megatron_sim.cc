@@ -322,7 +322,7 @@ MegatronMemory megatron_memory(const GptModel& model, const MegatronLayout& layo
                                const MegatronProfile& profile, Bytes capacity, const std::vector<HeldPeak>* held) {
   MegatronMemory memory;
   memory.capacity = capacity;
-  const double gradient = layout.bf16 ? 4.0 : 2.0;
+  const double gradient = layout.gradient_bytes();
   // The experts' optimizer states shard over the t c d / (etp ep) ranks that hold them.
   const double states = 12.0 / (layout.distributed_optimizer ? layout.replicas() : 1);
   const double expert_states = 12.0 / (layout.distributed_optimizer ? layout.expert_replicas() : 1);

@@ -40,7 +40,8 @@ void read_pinned(const nlohmann::json& pinned, const FieldPath& at, MegatronAxes
                                       "tp_comm_overlap",
                                       "moe_shared_expert_overlap",
                                       "overlap_moe_expert_parallel_comm",
-                                      "delay_wgrad_compute"}));
+                                      "delay_wgrad_compute",
+                                      "grad_reduce_in_bf16"}));
   const auto integer = [&](const char* name, int least, std::optional<int>& into) {
     if (pinned.contains(name))
       into = static_cast<int>(take(json_fields::read_integer(pinned, at, name, least, kMaxInt)));
@@ -89,7 +90,8 @@ void read_pinned(const nlohmann::json& pinned, const FieldPath& at, MegatronAxes
                                                     {"tp_comm_overlap", &axes.tp_comm_overlap},
                                                     {"moe_shared_expert_overlap", &axes.shared_expert_overlap},
                                                     {"overlap_moe_expert_parallel_comm", &axes.overlap_moe_ep_comm},
-                                                    {"delay_wgrad_compute", &axes.delay_wgrad_compute}};
+                                                    {"delay_wgrad_compute", &axes.delay_wgrad_compute},
+                                                    {"grad_reduce_in_bf16", &axes.grad_reduce_in_bf16}};
   for (const auto& [name, into] : overlaps) {
     if (!pinned.contains(name)) continue;
     if (!pinned[name].is_boolean())

@@ -163,6 +163,10 @@ void add_megatron_flags(CLI::App& cmd, MegatronArgs& args) {
                "with --use-distributed-optimizer and --overlap-grad-reduce: the all-gather of the updated weights "
                "runs beside the next iteration's first forward pass instead of after the optimizer step")
       ->group(group);
+  cmd.add_flag("--grad-reduce-in-bf16", args.grad_reduce_in_bf16,
+               "with --bf16: gradients accumulated and reduced in bf16, 2 bytes, not fp32 (half the buffers' memory "
+               "and the data-parallel bytes); with --fp16 they are 2 bytes anyway")
+      ->group(group);
   cmd.add_flag("--tp-comm-overlap", args.tp_comm_overlap,
                "with --sequence-parallel: each tensor-parallel all-gather and reduce-scatter of a block's linears "
                "pipelined with their GEMMs in t chunks (Transformer Engine's userbuffers), so only what outlasts "
@@ -214,6 +218,7 @@ MegatronAxes pinned_megatron_axes(const MegatronArgs& flags, const CLI::App& cmd
   axes.overlap_grad_reduce = flags.overlap_grad_reduce;
   axes.overlap_param_gather = flags.overlap_param_gather;
   axes.tp_comm_overlap = flags.tp_comm_overlap;
+  axes.grad_reduce_in_bf16 = flags.grad_reduce_in_bf16;
   axes.shared_expert_overlap = flags.shared_expert_overlap;
   axes.overlap_moe_ep_comm = flags.overlap_moe_ep_comm;
   axes.delay_wgrad_compute = flags.delay_wgrad;
@@ -330,6 +335,7 @@ MegatronRun megatron_flags_unchecked(const MegatronArgs& args) {
   layout.overlap_grad_reduce = args.overlap_grad_reduce;
   layout.overlap_param_gather = args.overlap_param_gather;
   layout.tp_comm_overlap = args.tp_comm_overlap;
+  layout.grad_reduce_in_bf16 = args.grad_reduce_in_bf16;
   layout.moe_shared_expert_overlap = args.shared_expert_overlap;
   layout.overlap_moe_ep_comm = args.overlap_moe_ep_comm;
   layout.delay_wgrad_compute = args.delay_wgrad;

@@ -40,6 +40,7 @@ struct MegatronArgs {
   bool overlap_grad_reduce = false;
   bool overlap_param_gather = false;   // --overlap-param-gather
   bool tp_comm_overlap = false;        // --tp-comm-overlap
+  bool grad_reduce_in_bf16 = false;    // --grad-reduce-in-bf16
   bool shared_expert_overlap = false;  // --moe-shared-expert-overlap
   bool overlap_moe_ep_comm = false;    // --overlap-moe-expert-parallel-comm
   bool delay_wgrad = false;            // --delay-wgrad-compute

@@ -55,6 +55,7 @@ std::string megatron_flags_of(const GptModel& model, const MegatronLayout& l) {
   if (l.overlap_grad_reduce) text += " --overlap-grad-reduce";
   if (l.overlap_param_gather) text += " --overlap-param-gather";
   if (l.tp_comm_overlap) text += " --tp-comm-overlap";
+  if (l.grad_reduce_in_bf16) text += " --grad-reduce-in-bf16";
   if (l.moe_shared_expert_overlap) text += " --moe-shared-expert-overlap";
   if (l.overlap_moe_ep_comm) text += " --overlap-moe-expert-parallel-comm";
   if (l.delay_wgrad_compute) text += " --delay-wgrad-compute";

@@ -89,11 +89,12 @@ std::string layout_line(const GptModel& model, const MegatronLayout& layout) {
       layout.loss_in_split)
     text += fmt::format(", blocks per {} {}", layout.virtual_stages(model) > 1 ? "chunk" : "stage",
                         fmt::join(layout.stage_layers(model), "/"));
-  text += fmt::format(", recompute {}{}{}{}, {}{}{}{}", recompute_name(layout.recompute),
+  text += fmt::format(", recompute {}{}{}{}, {}{}{}{}{}", recompute_name(layout.recompute),
                       recompute_detail(model, layout), layout.sequence_parallel ? ", sequence parallel" : "",
                       layout.tp_comm_overlap ? " with its collectives overlapped" : "", layout.bf16 ? "bf16" : "fp16",
                       layout.distributed_optimizer ? ", distributed optimizer" : "",
                       layout.overlap_grad_reduce ? ", gradient reduction overlapped" : "",
+                      layout.grad_reduce_in_bf16 && layout.bf16 ? ", gradients reduced in bf16" : "",
                       layout.overlap_param_gather ? ", weight all-gather overlapped" : "");
   if (layout.moe_shared_expert_overlap) text += ", shared expert beside the all-to-alls";
   if (layout.overlap_moe_ep_comm)
@@ -227,6 +228,7 @@ nlohmann::json megatron_json(const GptModel& model, const MegatronLayout& layout
         {"overlap_grad_reduce", layout.overlap_grad_reduce},
         {"overlap_param_gather", layout.overlap_param_gather},
         {"tp_comm_overlap", layout.tp_comm_overlap},
+        {"grad_reduce_in_bf16", layout.grad_reduce_in_bf16},
         {"enable_zero_bubble", layout.zero_bubble > 0},
         {"zero_bubble_heuristic", layout.zero_bubble_heuristic},
         {"zero_bubble_max_pending_backward",

@@ -109,3 +109,33 @@ TEST_CASE("example scripts: --kv-channels is taken at h / a and refused otherwis
 }
 
 }  // namespace
+
+namespace {
+
+// examples/llama/train_llama3_8b_h100_fp8.sh reduces gradients in bf16
+// (--grad-reduce-in-bf16): plan keeps it on its layout and in its launch line.
+TEST_CASE("example scripts: --grad-reduce-in-bf16 goes on the plan and its launch line, and simulates back",
+          "[cli][megatron]") {
+  const std::string plan =
+      "plan --topology topologies/h100_32x8.json --gpus 16 --num-layers 8 --hidden-size 2048 "
+      "--num-attention-heads 16 --seq-length 2048 --global-batch-size 128 --bf16 "
+      "--use-flash-attn --grad-reduce-in-bf16 ";
+  const CliRun planned = run_baton(plan + "--json", "example-grad-plan");
+  const CliRun emitted = run_baton(plan + "--emit megatron", "example-grad-emit");
+  INFO(planned.err << emitted.err);
+  REQUIRE(planned.exit_code == 0);
+  REQUIRE(emitted.exit_code == 0);
+  CHECK(nlohmann::json::parse(planned.out)["layout"]["grad_reduce_in_bf16"] == true);
+  const std::string line = emitted.out.substr(0, emitted.out.find('\n'));
+  CHECK(line.find(" --grad-reduce-in-bf16") != std::string::npos);
+  const CliRun back = run_baton(
+      kSimulate + line + " --data-parallel-size " +
+          std::to_string(nlohmann::json::parse(planned.out)["layout"]["data_parallel_size"].get<int>()) + " --json",
+      "example-grad-back");
+  INFO(back.err);
+  REQUIRE(back.exit_code == 0);
+  CHECK(nlohmann::json::parse(back.out)["iteration_time_s"].get<double>() ==
+        Approx(nlohmann::json::parse(planned.out)["iteration_time_s"].get<double>()));
+}
+
+}  // namespace

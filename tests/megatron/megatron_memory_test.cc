@@ -161,8 +161,10 @@ TEST_CASE("megatron memory: the block method recomputes the first N blocks of ea
   CHECK_FALSE(check_megatron_layout(k22B, l, 32).ok());
 }
 
-TEST_CASE("megatron memory: 16 bytes per parameter in fp16, 18 in bf16, 4 + 12 / d with the distributed optimizer",
-          "[megatron][memory]") {
+TEST_CASE(
+    "megatron memory: 16 bytes per parameter in fp16, 18 in bf16 (16 reduced in bf16), 4 + 12 / d with the "
+    "distributed optimizer",
+    "[megatron][memory]") {
   MegatronLayout l = at(8, Recompute::kFull, false, 1);
   l.pipeline = 2;
   l.data = 4;
@@ -177,6 +179,10 @@ TEST_CASE("megatron memory: 16 bytes per parameter in fp16, 18 in bf16, 4 + 12 /
   CHECK(double(memory_of(k22B, l).ranks[1].weights_and_optimizer.value) == Approx(16 * parameters));
   l.bf16 = true;
   CHECK(double(memory_of(k22B, l).ranks[1].weights_and_optimizer.value) == Approx(18 * parameters));
+  // --grad-reduce-in-bf16: the gradient buffers in bf16, 2 bytes, as in fp16.
+  l.grad_reduce_in_bf16 = true;
+  CHECK(double(memory_of(k22B, l).ranks[1].weights_and_optimizer.value) == Approx(16 * parameters));
+  l.grad_reduce_in_bf16 = false;
   l.bf16 = false;
   l.distributed_optimizer = true;
   CHECK(double(memory_of(k22B, l).ranks[1].weights_and_optimizer.value) == Approx((4 + 12.0 / 4) * parameters));
