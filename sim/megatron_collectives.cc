@@ -6,9 +6,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include <fmt/format.h>
-#include <vector>
 
 #include "sim/network.h"
 

@@ -323,13 +323,7 @@ MegatronRun megatron_flags_unchecked(const MegatronArgs& args) {
     layout.recompute_block = args.recompute_method == "block";
     layout.recompute_layers = std::max(1, args.recompute_layers);
   }
-  // Megatron turns sequence parallelism off without tensor parallelism (a
-  // warning, as its Mixtral example gives both); so does baton, with a note.
-  layout.sequence_parallel = args.sequence_parallel && args.tensor > 1;
-  if (args.sequence_parallel && args.tensor == 1)
-    std::fputs(
-        "baton: note: --sequence-parallel with --tensor-model-parallel-size 1 is off, as Megatron turns it off\n",
-        stderr);
+  layout.sequence_parallel = args.sequence_parallel;
   layout.bf16 = args.bf16;
   layout.distributed_optimizer = args.distributed_optimizer;
   layout.overlap_grad_reduce = args.overlap_grad_reduce;
@@ -389,6 +383,14 @@ MegatronRun megatron_flags_unchecked(const MegatronArgs& args) {
 MegatronRun megatron_run(const MegatronArgs& args, const Topology& topology) {
   MegatronRun run = megatron_flags_unchecked(args);
   MegatronLayout& layout = run.layout;
+  // Megatron turns sequence parallelism off without tensor parallelism (a
+  // warning; its Mixtral example gives both), and so does baton, with a note.
+  if (layout.sequence_parallel && layout.tensor == 1) {
+    layout.sequence_parallel = false;
+    std::fputs(
+        "baton: note: --sequence-parallel with --tensor-model-parallel-size 1 is off, as Megatron turns it off\n",
+        stderr);
+  }
   if (layout.data == 0) {
     const int per_replica = std::max(1, args.tensor) * std::max(1, args.pipeline) * std::max(1, args.context);
     layout.data = std::max(1, topology.num_devices() / per_replica);

@@ -101,6 +101,8 @@ struct MegatronRun {
   GptModel model;
   MegatronLayout layout;
 };
+// --sequence-parallel at t 1 is turned off with a note on stderr, as Megatron
+// turns it off.
 MegatronRun megatron_run(const MegatronArgs& args, const Topology& topology);
 // The same without the layout's check and with data 0 left as is (sweeps
 // check each point's layout); UsageError for a missing model flag.

@@ -266,6 +266,9 @@ int run_megatron_plan(const MegatronArgs& flags, const MegatronPlanArgs& args, c
   // Applied by the search to the layouts with the distributed optimizer and
   // with sequence parallelism (MegatronAxes), which it chooses.
   checked.overlap_param_gather = checked.tp_comm_overlap = false;
+  // A pinned --sequence-parallel keeps the search to t > 1 (MegatronAxes);
+  // checked on t 1 it is off, as Megatron turns it off there.
+  checked.sequence_parallel = flags.sequence_parallel && flags.tensor > 1;
   // --moe-shared-expert-overlap goes on the layouts with the alltoall
   // dispatcher: checked on one (unless the dispatcher is pinned), which
   // refuses it for a model without a shared expert.
