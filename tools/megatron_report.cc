@@ -15,6 +15,15 @@ namespace baton::cli {
 
 namespace {
 
+// Whether Megatron's softmax runs fused: in FlashAttention's kernel, or the
+// masked-softmax kernel where the scores' shape allows it and
+// --no-masked-softmax-fusion is not given.
+bool fused_softmax_runs(const GptModel& model, const MegatronLayout& layout) {
+  return model.flash_attention ||
+         (model.softmax_fusion &&
+          fused_softmax_available(layout.micro_batch, model.heads / layout.tensor, model.sequence));
+}
+
 struct Part {
   const char* name;
   const char* key;
@@ -134,8 +143,7 @@ std::string megatron_text(const GptModel& model, const MegatronLayout& layout, c
     out += fmt::format("  {:<{}} {:>12}  {:5.1f}%\n", part.name, name_width, human_seconds(part.time),
                        100.0 * part.time.value / p.iteration_time.value);
   const int64_t heads_per_rank = model.heads / layout.tensor;
-  if (!model.flash_attention && model.softmax_fusion &&
-      !fused_softmax_available(layout.micro_batch, heads_per_rank, model.sequence))
+  if (model.softmax_fusion && !fused_softmax_runs(model, layout))
     out += fmt::format(
         "note: Megatron's fused softmax does not take these scores (micro-batch {} x {} heads per rank = {}, sequence "
         "{};\n      it needs a multiple of 4, and 16 < s <= 16384 with s a multiple of 4): the softmax runs unfused "
@@ -248,10 +256,7 @@ nlohmann::json megatron_json(const GptModel& model, const MegatronLayout& layout
       {"device", topology.device.name},
       {"gpus", layout.gpus()},
       {"microbatches_per_data_parallel_rank", layout.microbatches()},
-      {"fused_softmax",  // with FlashAttention, fused into its kernel
-       model.flash_attention ||
-           (model.softmax_fusion &&
-            fused_softmax_available(layout.micro_batch, model.heads / layout.tensor, model.sequence))},
+      {"fused_softmax", fused_softmax_runs(model, layout)},
       {"iteration_time_s", p.iteration_time.value},
       {"throughput_samples_per_s", p.throughput_samples_per_s},
       {"model_tflops_per_gpu", p.model_tflops_per_gpu},

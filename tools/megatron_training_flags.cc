@@ -100,10 +100,6 @@ constexpr TrainingFlag kFlags[] = {
     {"--moe-router-bias-update-rate", Arity::kValue, "the router's balancing (routing taken as balanced)"},
 };
 
-}  // namespace
-
-namespace {
-
 // `value` as a shell word: as it is when it has only characters no shell
 // treats specially, else in single quotes (a quote inside as '\'').
 std::string shell_word(const std::string& value) {
