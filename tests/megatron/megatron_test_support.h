@@ -95,4 +95,28 @@ inline const Span& owning_compute_span(const Trace& trace, const Span& inside) {
   return *owner;
 }
 
+// h100_32x8: NVLink 3600 Gb/s a GPU (450 GB/s), 3 us; 8 x 400 Gb/s rails a
+// server (50 GB/s a GPU), 5 us.
+constexpr double kNvlink = 450e9, kRail = 50e9, kNvlinkLatency = 3e-6, kRailLatency = 5e-6;
+
+// t x d GPUs (one stage, one microbatch each), the experts over ep of them
+// with the flex dispatcher (etp 0: t), bf16, sequence parallel with t > 1.
+inline MegatronLayout flex_layout(int t, int d, int ep, int etp = 0) {
+  MegatronLayout l = megatron_layout(t, 1, d, 1, d);
+  l.expert_parallel = ep;
+  l.expert_tensor = etp;
+  l.moe_dispatcher = MoeDispatcher::kFlex;
+  l.sequence_parallel = t > 1;
+  l.bf16 = true;
+  return l;
+}
+
+// The chance that none of k experts drawn from E without replacement is
+// among `held` of them: C(E - held, k) / C(E, k).
+inline double none_of(double experts, int k, double held) {
+  double p = 1.0;
+  for (int i = 0; i < k; ++i) p *= std::max(0.0, (experts - held - i) / (experts - i));
+  return p;
+}
+
 }  // namespace baton::testing

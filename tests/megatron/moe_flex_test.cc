@@ -18,27 +18,12 @@
 namespace baton {
 namespace {
 
-// h100_32x8: NVLink 3600 Gb/s a GPU (450 GB/s), 3 us; 8 x 400 Gb/s rails a
-// server (50 GB/s a GPU), 5 us.
-constexpr double kNvlink = 450e9, kRail = 50e9, kNvlinkLatency = 3e-6, kRailLatency = 5e-6;
-
-MegatronLayout flex_layout(int t, int d, int ep, int etp) {
-  MegatronLayout l = megatron_layout(t, 1, d, 1, d);
-  l.expert_parallel = ep;
-  l.expert_tensor = etp;
-  l.moe_dispatcher = MoeDispatcher::kFlex;
-  l.sequence_parallel = t > 1;
-  l.bf16 = true;
-  return l;
-}
-
-// The chance that none of k experts drawn from E without replacement is
-// among `held` of them: C(E - held, k) / C(E, k).
-double none_of(double experts, int k, double held) {
-  double p = 1.0;
-  for (int i = 0; i < k; ++i) p *= (experts - held - i) / (experts - i);
-  return p;
-}
+using testing::flex_layout;
+using testing::kNvlink;
+using testing::kNvlinkLatency;
+using testing::kRail;
+using testing::kRailLatency;
+using testing::none_of;
 
 TEST_CASE("flex: one server, each expert on its own GPU: the all-to-all's bytes, one latency", "[megatron][moe]") {
   // E 8, k 2, ep 8: a GPU holds one expert; a token reaches 7 (1 - C(7, 2) /

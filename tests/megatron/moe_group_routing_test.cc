@@ -21,31 +21,18 @@
 namespace baton {
 namespace {
 
-// h100_32x8: NVLink 3600 Gb/s a GPU (450 GB/s), 3 us; 8 x 400 Gb/s rails a
-// server (50 GB/s a GPU), 5 us.
-constexpr double kNvlink = 450e9, kRail = 50e9, kNvlinkLatency = 3e-6, kRailLatency = 5e-6;
-
-MegatronLayout flex_layout(int t, int d, int ep) {
-  MegatronLayout l = megatron_layout(t, 1, d, 1, d);
-  l.expert_parallel = ep;
-  l.moe_dispatcher = MoeDispatcher::kFlex;
-  l.sequence_parallel = t > 1;
-  l.bf16 = true;
-  return l;
-}
+using testing::flex_layout;
+using testing::kNvlink;
+using testing::kNvlinkLatency;
+using testing::kRail;
+using testing::kRailLatency;
+using testing::none_of;
 
 GptModel grouped(int64_t experts, int64_t topk, int64_t groups, int64_t group_topk) {
   GptModel m = testing::small_moe(4, experts, topk);
   m.router_groups = groups;
   m.router_group_topk = group_topk;
   return m;
-}
-
-// C(E - held, k) / C(E, k): none of k experts drawn from E among `held`.
-double none_of(double experts, int k, double held) {
-  double p = 1.0;
-  for (int i = 0; i < k; ++i) p *= std::max(0.0, (experts - held - i) / (experts - i));
-  return p;
 }
 
 // Seconds per byte of a GPU's one copy of its tokens (the latencies apart).
