@@ -103,6 +103,13 @@ struct GptModel {
   // false: --no-masked-softmax-fusion, Megatron's softmax unfused whatever
   // the scores' shape (FlashAttention's is in its kernel either way).
   bool softmax_fusion = true;
+  // --cross-entropy-loss-fusion (Megatron-core's native implementation,
+  // --cross-entropy-fusion-impl native): the loss's fp32 passes over the
+  // logits fused into fewer kernels (sim/megatron_ends.cc has the bytes).
+  bool cross_entropy_fusion = false;
+  // --fp16-lm-cross-entropy (with --fp16): the unfused loss's passes in half
+  // precision, without the casts to fp32 and back.
+  bool half_loss = false;
   // Mixture of experts (Megatron-core's MoE layers; GptModel's comment above
   // has the parts): E experts of width F in every block's MLP, top-k routing.
   int64_t experts = 0;      // --num-experts E; 0: a dense MLP
@@ -224,7 +231,7 @@ struct GptModel {
     return ffn_hidden > 0 || query_groups > 0 || swiglu || !linear_bias || !tied_output || rope || rms_norm ||
            flash_attention || moe() || mla || qk_layernorm || mtp_layers > 0 || uses_fp8() ||
            attention_dropout != 0.1 || hidden_dropout != 0.1 || max_positions > 0 || vocab_divisor != 128 ||
-           !softmax_fusion;
+           !softmax_fusion || cross_entropy_fusion || half_loss;
   }
 };
 

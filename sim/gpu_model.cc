@@ -15,9 +15,9 @@ namespace {
 constexpr double kGemmEfficiency = 0.7366;
 constexpr double kHalfTileEfficiency = 0.9107;
 constexpr double kMemoryEfficiency = 0.6746;
-constexpr double kKernelFloorSeconds = 51.19e-6;
+constexpr double kKernelFloorSeconds = 48.63e-6;
 constexpr double kHostPerKernelSeconds = 49.87e-6;
-constexpr double kHostPerPassSeconds = 0.7875e-3;
+constexpr double kHostPerPassSeconds = 0.4635e-3;
 // The H100 and H200 SXM (GH100 at 700 W): the share of their tensor-core
 // peaks they sustain relative to the A100, fixed on NVIDIA's published H100
 // throughput in bf16 and FP8 (gpu_model.h says how).

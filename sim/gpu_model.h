@@ -32,9 +32,9 @@
 //
 // Sources: SM counts, tensor-core peaks (dense) and HBM bandwidths are NVIDIA's
 // datasheet figures; the tile of 128 x 128 is CUTLASS's and cuBLAS's common
-// tile for half precision. gemm_efficiency, half_tile_efficiency (held since
-// at the value of an earlier fit), memory_efficiency, kernel_floor,
-// host_per_kernel and host_per_pass were fitted once, for
+// tile for half precision. gemm_efficiency, half_tile_efficiency and
+// memory_efficiency (each held since at the value of an earlier fit),
+// kernel_floor, host_per_kernel and host_per_pass were fitted once, for
 // the A100, to the measured iteration times shipped in data/groundtruth/vtrain
 // (all 850 rows together, by the coordinate search of `bench/groundtruth_vtrain
 // --fit`, which says its objective; docs/TRANSFORMERS.md), with the ring-step

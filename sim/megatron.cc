@@ -109,6 +109,8 @@ Status check_architecture(const GptModel& model, const MegatronLayout& layout) {
         fmt::format("--num-query-groups {} is not divisible by --tensor-model-parallel-size {} (each rank "
                     "holds whole groups of keys and values)",
                     model.groups(), layout.tensor)};
+  if (model.half_loss && layout.bf16)
+    return Error{"--fp16-lm-cross-entropy needs --fp16 (Megatron: lm cross entropy in fp16 only in fp16 mode)"};
   return ok_status();
 }
 

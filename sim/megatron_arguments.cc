@@ -3,6 +3,7 @@
 // object, written and read back strictly.
 #include "sim/megatron_arguments.h"
 
+#include <iterator>
 #include <string_view>
 #include <type_traits>
 #include <utility>
@@ -72,6 +73,8 @@ nlohmann::json megatron_arguments(const GptModel& model, const MegatronLayout& l
   if (model.max_positions > 0) arguments["max_position_embeddings"] = model.max_positions;
   if (model.vocab_divisor != 128) arguments["make_vocab_size_divisible_by"] = model.vocab_divisor;
   if (!model.softmax_fusion) arguments["masked_softmax_fusion"] = false;
+  if (model.cross_entropy_fusion) arguments["cross_entropy_loss_fusion"] = true;
+  if (model.half_loss) arguments["fp16_lm_cross_entropy"] = true;
   if (model.qk_layernorm) arguments["qk_layernorm"] = true;
   if (model.mla) {
     arguments["multi_latent_attention"] = true;
@@ -330,7 +333,9 @@ Status read_gpt_architecture(const nlohmann::json& arguments, const json_fields:
                    &model.mla,
                    &model.qk_layernorm,
                    &model.pad_to_capacity,
-                   &model.softmax_fusion};
+                   &model.softmax_fusion,
+                   &model.cross_entropy_fusion,
+                   &model.half_loss};
   const char* names[] = {"swiglu",
                          "group_query_attention",
                          "disable_bias_linear",
@@ -340,8 +345,10 @@ Status read_gpt_architecture(const nlohmann::json& arguments, const json_fields:
                          "multi_latent_attention",
                          "qk_layernorm",
                          "moe_pad_expert_input_to_capacity",
-                         "masked_softmax_fusion"};
-  for (int i = 0; i < 10; ++i) {
+                         "masked_softmax_fusion",
+                         "cross_entropy_loss_fusion",
+                         "fp16_lm_cross_entropy"};
+  for (size_t i = 0; i < std::size(names); ++i) {
     if (!arguments.contains(names[i])) continue;
     auto flag = read_flag(arguments, at, names[i]);
     if (!flag) return flag.error();

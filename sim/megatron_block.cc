@@ -22,6 +22,8 @@ BlockShape shape_of(const GptModel& model, const MegatronLayout& layout) {
   x.up = x.gated ? 2.0 * x.f : x.f;
   x.flash = model.flash_attention;
   x.softmax_fusion = model.softmax_fusion;
+  x.loss_fusion = model.cross_entropy_fusion;
+  x.half_loss = model.half_loss;
   x.rope = model.rope;
   x.block_parameters = gpt_block_parameters(model);
   x.moe = model.moe();

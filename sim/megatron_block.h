@@ -27,6 +27,8 @@ struct BlockShape {
   bool gated;               // SwiGLU
   bool flash;               // FlashAttention
   bool softmax_fusion;      // false: --no-masked-softmax-fusion
+  bool loss_fusion;         // --cross-entropy-loss-fusion
+  bool half_loss;           // --fp16-lm-cross-entropy
   bool rope;                // rotary positions
   double block_parameters;  // gpt_block_parameters
   // The MLP's GEMMs: `mlp_gemms` of `mlp_m` tokens each, its widths split
@@ -256,7 +258,7 @@ MoeTime moe_time(const GpuModel& gpu, const BlockShape& x, const CollectiveTime&
 MegatronLayerTime embedding_time(const GpuModel& gpu, const BlockShape& x, const GptModel& model, int64_t vocab,
                                  const CollectiveTime& tp_allreduce);
 // The final norm, the output layer [T x h] x [h x V / t] and its cross
-// entropy (fp32 logits); `own_copy`: the rank holds output weights of its
+// entropy (its kernels' bytes per logit in sim/megatron_ends.cc); `own_copy`: the rank holds output weights of its
 // own (a copy of the word embedding with p > 1, or untied ones); `norm`: the
 // final norm's parameters.
 MegatronLayerTime head_time(const GpuModel& gpu, const BlockShape& x, int64_t vocab, bool own_copy, double norm,

@@ -4,6 +4,8 @@
 // layers' times. Internal to sim/; thread safety: pure functions.
 #include "sim/megatron_block.h"
 
+#include <array>
+
 namespace baton::megatron_detail {
 
 MegatronLayerTime embedding_time(const GpuModel& gpu, const BlockShape& x, const GptModel& model, int64_t vocab,
@@ -19,15 +21,54 @@ MegatronLayerTime embedding_time(const GpuModel& gpu, const BlockShape& x, const
   return time;
 }
 
+// The vocabulary-parallel cross entropy's memory-bound kernels, bytes per
+// logit of the rank (T x V / t; reads + writes), as Megatron runs them.
+// Unfused (tensor_parallel.vocab_parallel_cross_entropy): the cast of the
+// half-precision logits to fp32 (2 + 4), their maximum (4), its subtraction
+// in place (8), exp in place (8), the sum (4), the division by it in place
+// (8); backward, the gradient in the softmax's place times the loss's
+// gradient (8) and its cast back to half precision (4 + 2). In half
+// precision (--fp16-lm-cross-entropy, unfused): no casts, every pass at 2
+// bytes a value (2, 4, 4, 2, 4; backward 4). Fused
+// (--cross-entropy-loss-fusion, fused_vocab_parallel_cross_entropy's
+// compiled pieces, fp32 whatever the flag above): the cast with the maximum
+// (6), subtraction, exp and sum (8), the division (8); backward one kernel
+// reading the softmax, writing the gradient in its place and its
+// half-precision copy (4 + 4 + 2). The target's gathers and the
+// tensor-parallel all-reduces of one value per token are small beside these.
+constexpr std::array<double, 6> kCrossEntropyForward{6.0, 4.0, 8.0, 8.0, 4.0, 8.0};
+constexpr std::array<double, 2> kCrossEntropyBackward{8.0, 6.0};
+constexpr std::array<double, 5> kHalfCrossEntropyForward{2.0, 4.0, 4.0, 2.0, 4.0};
+constexpr std::array<double, 1> kHalfCrossEntropyBackward{4.0};
+constexpr std::array<double, 3> kFusedCrossEntropyForward{6.0, 8.0, 8.0};
+constexpr std::array<double, 1> kFusedCrossEntropyBackward{10.0};
+
+template <size_t N>
+Seconds kernels_over(const GpuModel& gpu, const std::array<double, N>& bytes_per_logit, double logits) {
+  Seconds time;
+  for (const double bytes : bytes_per_logit) time += gpu.memory_bound(bytes * logits);
+  return time;
+}
+
+Seconds cross_entropy_time(const GpuModel& gpu, const BlockShape& x, double logits, bool backward) {
+  if (x.loss_fusion)
+    return backward ? kernels_over(gpu, kFusedCrossEntropyBackward, logits)
+                    : kernels_over(gpu, kFusedCrossEntropyForward, logits);
+  if (x.half_loss)
+    return backward ? kernels_over(gpu, kHalfCrossEntropyBackward, logits)
+                    : kernels_over(gpu, kHalfCrossEntropyForward, logits);
+  return backward ? kernels_over(gpu, kCrossEntropyBackward, logits) : kernels_over(gpu, kCrossEntropyForward, logits);
+}
+
 MegatronLayerTime head_time(const GpuModel& gpu, const BlockShape& x, int64_t vocab, bool own_copy, double norm,
                             const CollectiveTime& tp_allreduce) {
   MegatronLayerTime time;
   const double v = static_cast<double>(vocab) / x.t;
-  const double logits = x.tokens * v * 4.0;  // fp32 for the cross entropy
+  const double logits = x.tokens * v;
   time.forward_compute = gpu.memory_bound(2.0 * x.local_tokens * x.h * kHalf) + gpu.gemm(x.tokens, v, x.h) +
-                         gpu.memory_bound(3.0 * logits);
+                         cross_entropy_time(gpu, x, logits, false);
   time.weight_gradient = gpu.gemm(v, x.h, x.tokens);
-  time.backward_compute = time.weight_gradient + gpu.gemm(x.tokens, x.h, v) + gpu.memory_bound(2.0 * logits) +
+  time.backward_compute = time.weight_gradient + gpu.gemm(x.tokens, x.h, v) + cross_entropy_time(gpu, x, logits, true) +
                           gpu.memory_bound(2.0 * x.local_tokens * x.h * kHalf);
   time.backward_comm = x.t > 1 ? tp_allreduce(x.tokens * x.h * kHalf) : Seconds(0.0);
   time.parameters = norm + (own_copy ? v * x.h : 0.0);  // the final norm, the output weights

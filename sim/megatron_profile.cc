@@ -318,8 +318,11 @@ std::string head_description(const GptModel& model, int64_t vocab, bool tied_cop
   const char* weights = !model.tied_output ? "its own weights"
                         : tied_copies      ? "a copy of the word embedding, kept equal to it"
                                            : "the word embedding";
-  return fmt::format("final {} + output layer {} x {} ({}) + cross entropy{}", model.rms_norm ? "RMSNorm" : "LayerNorm",
-                     model.hidden, vocab, weights,
+  return fmt::format("final {} + output layer {} x {} ({}) + cross entropy{}{}",
+                     model.rms_norm ? "RMSNorm" : "LayerNorm", model.hidden, vocab, weights,
+                     model.cross_entropy_fusion ? " (fused)"
+                     : model.half_loss          ? " (in half precision)"
+                                                : "",
                      model.mtp_layers > 0 ? fmt::format(", and the {} multi-token prediction depths' final norms, "
                                                         "output layers and cross entropies",
                                                         model.mtp_layers)

@@ -81,8 +81,10 @@
 //   width beside them; megatron_profile.cc's moe_time has the terms.
 // Embedding: gather 2 T h x 2 bytes, its all-reduce across t (the vocabulary
 // is split), scatter-add in the backward. Head: final LayerNorm, logits
-// [T x h] x [h x V/t], vocabulary-parallel cross entropy in fp32 (3 passes of
-// T V / t x 4 bytes forward, 2 backward), the input gradient's all-reduce.
+// [T x h] x [h x V/t], vocabulary-parallel cross entropy as Megatron's
+// kernels run it (38 bytes per logit forward, 14 backward; fused or in half
+// precision with their flags: sim/megatron_ends.cc), the input gradient's
+// all-reduce.
 // With p > 1 the head holds its own copy of the word embedding (V / t x h
 // parameters: Megatron's last stage keeps one for the output layer), whose
 // gradient the replicas all-reduce and the optimizer steps like any other;

@@ -103,6 +103,18 @@ void add_architecture_flags(CLI::App& cmd, MegatronArgs& args, const std::string
                "Megatron's softmax unfused (in fp32, five kernels each way) whatever the scores' shape; no effect "
                "with FlashAttention")
       ->group(group);
+  cmd.add_flag("--cross-entropy-loss-fusion", args.model.cross_entropy_fusion,
+               "the loss's fp32 passes over the logits fused (Megatron-core's native kernels: 22 + 10 bytes per "
+               "logit against 38 + 14 unfused)")
+      ->group(group);
+  cmd.add_flag("--fp16-lm-cross-entropy", args.model.half_loss,
+               "with --fp16: the unfused loss's passes over the logits in half precision (16 + 4 bytes per logit), "
+               "no casts to fp32 and back")
+      ->group(group);
+  cmd.add_option("--cross-entropy-fusion-impl", args.cross_entropy_impl,
+                 "native (Megatron's default; te is refused by Megatron-LM's training, and here)")
+      ->check(CLI::IsMember({"native", "te"}))
+      ->group(group);
   cmd.add_option("--kv-channels", args.kv_channels,
                  "a head's width; only --hidden-size / --num-attention-heads (Megatron's default) is modelled")
       ->check(at_least(1))
@@ -201,6 +213,8 @@ std::string architecture_flags(const GptModel& model) {
   if (model.max_positions > 0) text += fmt::format(" --max-position-embeddings {}", model.max_positions);
   if (model.vocab_divisor != 128) text += fmt::format(" --make-vocab-size-divisible-by {}", model.vocab_divisor);
   if (!model.softmax_fusion) text += " --no-masked-softmax-fusion";
+  if (model.cross_entropy_fusion) text += " --cross-entropy-loss-fusion";
+  if (model.half_loss) text += " --fp16-lm-cross-entropy";
   if (model.qk_layernorm) text += " --qk-layernorm";
   if (model.mla) {
     text += " --multi-latent-attention";

@@ -293,6 +293,10 @@ MegatronRun megatron_flags_unchecked(const MegatronArgs& args) {
     throw UsageError(
         "--no-position-embedding goes with --position-embedding-type rope (Megatron refuses it otherwise: "
         "deprecated, use --position-embedding-type)");
+  if (args.cross_entropy_impl == "te")
+    throw UsageError(
+        "--cross-entropy-fusion-impl te: Megatron-LM's training refuses Transformer Engine's fused cross entropy "
+        "(disabled for stability); give native or leave the flag out");
   run.model.rms_norm = args.normalization == "RMSNorm";
   if (!args.moe_layer_freq.empty()) take(parse_moe_layer_freq(args.moe_layer_freq, run.model));
   if (!args.fp8_format.empty()) run.model.fp8 = parse_fp8_format(args.fp8_format).value_or(Fp8Format::kNone);

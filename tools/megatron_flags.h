@@ -59,6 +59,7 @@ struct MegatronArgs {
   bool group_query_attention = false;  // --group-query-attention
   bool no_position_embedding = false;  // --no-position-embedding (only with rotary positions: no effect)
   int64_t kv_channels = 0;             // --kv-channels (0: not given; only h / a, Megatron's default, is taken)
+  std::string cross_entropy_impl;      // --cross-entropy-fusion-impl: "", native (te is refused, as Megatron does)
   int64_t query_groups = 0;            // --num-query-groups (0: not given; Megatron's default 1)
   bool disable_bias_linear = false;    // --disable-bias-linear
   bool untie_embeddings = false;       // --untie-embeddings-and-output-weights
