@@ -45,6 +45,7 @@
 
 #include <fmt/format.h>
 
+#include "bench/bench_support.h"
 #include "sim/megatron_sim.h"
 
 namespace {
@@ -446,26 +447,19 @@ int main(int argc, char** argv) {
   }
   const std::string dir = positional.size() > 0 ? positional[0] : "data/groundtruth/vtrain";
   const std::string topology_path = positional.size() > 1 ? positional[1] : "topologies/a100_vtrain.json";
-  std::ifstream topology_file(topology_path);
-  std::stringstream topology_text;
-  topology_text << topology_file.rdbuf();
-  auto topology = baton::parse_topology(topology_text.str(), topology_path);
-  if (!topology) {
-    std::fprintf(stderr, "groundtruth_vtrain: %s\n", topology.error().message.c_str());
-    return 2;
-  }
+  const baton::Topology topology = baton::bench::must_topology(topology_path);
   std::vector<Row> rows = read_rows(dir + "/multi_node.csv", "multi");
   for (Row& r : read_rows(dir + "/single_node.csv", "single")) rows.push_back(r);
   if (rows.empty()) {
     std::fprintf(stderr, "groundtruth_vtrain: %s holds no rows (multi_node.csv, single_node.csv)\n", dir.c_str());
     return 2;
   }
-  auto gpu = baton::gpu_model(topology->device.name);
+  auto gpu = baton::gpu_model(topology.device.name);
   if (!gpu) {
     std::fprintf(stderr, "groundtruth_vtrain: %s\n", gpu.error().message.c_str());
     return 2;
   }
-  Knobs knobs{*gpu, *topology};
+  Knobs knobs{*gpu, topology};
   if (crossing) {
     cross_check(rows, knobs);
     return 0;
