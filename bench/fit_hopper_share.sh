@@ -3,10 +3,10 @@
 # the GPU sustains in training, relative to the A100 on which the other
 # constants were fitted), scanned against the two published H100 sources:
 # Megatron-LM's bf16 weak-scaling table (bench/groundtruth_megatron_h100, 9
-# rows) and NVIDIA's FP8 tables (bench/groundtruth_nemo_fp8, 21 rows). Prints
-# each source's mean absolute percentage error at each share and their mean,
-# the objective the shipped value minimizes (each source counted once,
-# whatever its rows). Run from the repository root after building:
+# rows) and NVIDIA's FP8 tables (bench/groundtruth_nemo_fp8, the 20 rows it
+# counts). Prints each source's mean absolute percentage error at each share
+# and their mean, the objective the shipped value minimizes (each source
+# counted once, whatever its rows). Run from the repository root after building:
 #   bench/fit_hopper_share.sh [BUILD_DIR] [FROM TO STEP]
 set -euo pipefail
 build=${1:-build}
@@ -18,7 +18,7 @@ for program in "$bf16" "$fp8"; do
 done
 # The last table row of each program: "| ... | MAPE% | worst% |".
 mape() { "$@" 2>/dev/null | tail -n 1 | awk -F'|' '{ v = $(NF-2); gsub(/[ %]/, "", v); print v }'; }
-echo "| tensor_share | bf16 (Megatron-LM, 9 rows) MAPE | FP8 (NeMo, 21 rows) MAPE | mean of the two |"
+echo "| tensor_share | bf16 (Megatron-LM, 9 rows) MAPE | FP8 (NeMo, 20 rows) MAPE | mean of the two |"
 echo "|---|---|---|---|"
 best="" best_mean=""
 for share in $(LC_ALL=C seq "$from" "$step" "$to"); do

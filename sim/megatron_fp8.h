@@ -24,10 +24,14 @@
 // - Tensor-parallel collectives with sequence parallelism: the all-gathers
 //   before the column-parallel linears (the forward's inputs, the backward's
 //   output gradients) move FP8 values, the reduce-scatters bf16.
-// Not modelled: delayed scaling's amax reductions, the first and last
-// blocks kept in bf16 (--first-last-layers-bf16), FP8 attention
-// (--fp8-dot-product-attention), --fp8-param-gather; blockwise and mxfp8
-// (Blackwell's) scaling are refused. Checked against NVIDIA's published FP8
+// - The first and last blocks kept in bf16 (--first-last-layers-bf16 with
+//   --num-layers-at-start-in-bf16 / --num-layers-at-end-in-bf16): their
+//   GEMMs, quantizations and activations as without FP8.
+// - --fp8-param-gather (with the distributed optimizer): the weights'
+//   all-gather moves 1 byte a weight of the FP8 blocks.
+// Not modelled: delayed scaling's amax reductions, FP8 attention
+// (--fp8-dot-product-attention); blockwise and mxfp8 (Blackwell's) scaling
+// are refused. Checked against NVIDIA's published FP8
 // throughput on DGX-H100 (bench/groundtruth_nemo_fp8), not fitted to it.
 // Thread safety: pure functions.
 #pragma once
