@@ -112,7 +112,8 @@ void add_architecture_flags(CLI::App& cmd, MegatronArgs& args, const std::string
                "no casts to fp32 and back")
       ->group(group);
   cmd.add_option("--cross-entropy-fusion-impl", args.cross_entropy_impl,
-                 "native (Megatron's default; te is refused by Megatron-LM's training, and here)")
+                 "native (Megatron's default); te with --cross-entropy-loss-fusion is refused by Megatron-LM's "
+                 "training, and here (without it the implementation is not used)")
       ->check(CLI::IsMember({"native", "te"}))
       ->group(group);
   cmd.add_option("--kv-channels", args.kv_channels,

@@ -293,10 +293,13 @@ MegatronRun megatron_flags_unchecked(const MegatronArgs& args) {
     throw UsageError(
         "--no-position-embedding goes with --position-embedding-type rope (Megatron refuses it otherwise: "
         "deprecated, use --position-embedding-type)");
-  if (args.cross_entropy_impl == "te")
+  // Megatron-LM's training refuses te with the fusion only: without
+  // --cross-entropy-loss-fusion the implementation is never used.
+  if (args.cross_entropy_impl == "te" && args.model.cross_entropy_fusion)
     throw UsageError(
-        "--cross-entropy-fusion-impl te: Megatron-LM's training refuses Transformer Engine's fused cross entropy "
-        "(disabled for stability); give native or leave the flag out");
+        "--cross-entropy-fusion-impl te with --cross-entropy-loss-fusion: Megatron-LM's training refuses "
+        "Transformer Engine's fused cross entropy (disabled for stability); use --cross-entropy-fusion-impl "
+        "native, or leave out --cross-entropy-loss-fusion");
   run.model.rms_norm = args.normalization == "RMSNorm";
   if (!args.moe_layer_freq.empty()) take(parse_moe_layer_freq(args.moe_layer_freq, run.model));
   if (!args.fp8_format.empty()) run.model.fp8 = parse_fp8_format(args.fp8_format).value_or(Fp8Format::kNone);

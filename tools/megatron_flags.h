@@ -59,19 +59,20 @@ struct MegatronArgs {
   bool group_query_attention = false;  // --group-query-attention
   bool no_position_embedding = false;  // --no-position-embedding (only with rotary positions: no effect)
   int64_t kv_channels = 0;             // --kv-channels (0: not given; only h / a, Megatron's default, is taken)
-  std::string cross_entropy_impl;      // --cross-entropy-fusion-impl: "", native (te is refused, as Megatron does)
-  int64_t query_groups = 0;            // --num-query-groups (0: not given; Megatron's default 1)
-  bool disable_bias_linear = false;    // --disable-bias-linear
-  bool untie_embeddings = false;       // --untie-embeddings-and-output-weights
-  std::string position_embedding;      // --position-embedding-type: "", learned_absolute, rope
-  std::string normalization;           // --normalization: "", LayerNorm, RMSNorm
-  std::string attention_backend;       // --attention-backend: "", flash, fused, auto, unfused, local
-  std::string moe_layer_freq;          // --moe-layer-freq: "" (every block), N, or a list expression
-  std::string fp8_format;              // --fp8-format: "", e4m3, hybrid
-  std::string fp8_recipe;              // --fp8-recipe: "" (delayed), Megatron-core's five names
-  bool first_last_bf16 = false;        // --first-last-layers-bf16
-  int bf16_at_start = -1;              // --num-layers-at-start-in-bf16 (-1: not given, 1)
-  int bf16_at_end = -1;                // --num-layers-at-end-in-bf16
+  std::string
+      cross_entropy_impl;    // --cross-entropy-fusion-impl: "", native, te (refused with the fusion, as Megatron does)
+  int64_t query_groups = 0;  // --num-query-groups (0: not given; Megatron's default 1)
+  bool disable_bias_linear = false;  // --disable-bias-linear
+  bool untie_embeddings = false;     // --untie-embeddings-and-output-weights
+  std::string position_embedding;    // --position-embedding-type: "", learned_absolute, rope
+  std::string normalization;         // --normalization: "", LayerNorm, RMSNorm
+  std::string attention_backend;     // --attention-backend: "", flash, fused, auto, unfused, local
+  std::string moe_layer_freq;        // --moe-layer-freq: "" (every block), N, or a list expression
+  std::string fp8_format;            // --fp8-format: "", e4m3, hybrid
+  std::string fp8_recipe;            // --fp8-recipe: "" (delayed), Megatron-core's five names
+  bool first_last_bf16 = false;      // --first-last-layers-bf16
+  int bf16_at_start = -1;            // --num-layers-at-start-in-bf16 (-1: not given, 1)
+  int bf16_at_end = -1;              // --num-layers-at-end-in-bf16
   // Megatron's training flags given that baton accepts and does not model
   // (tools/megatron_training_flags.h), by name.
   std::vector<std::string> not_modelled;

@@ -1,7 +1,8 @@
 // `baton simulate` and `plan` with Megatron's loss flags:
 // --cross-entropy-loss-fusion (Megatron-core's native fused cross entropy;
-// --cross-entropy-fusion-impl native, te refused as Megatron-LM's training
-// refuses it) and --fp16-lm-cross-entropy (with --fp16 only).
+// --cross-entropy-fusion-impl native; te with the fusion refused as
+// Megatron-LM's training refuses it, te alone taken and unused, as there) and
+// --fp16-lm-cross-entropy (with --fp16 only).
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -42,6 +43,11 @@ TEST_CASE("loss flags: the fused cross entropy is faster, and the flag is kept",
   // each GPU: at the H100's 3.35 TB/s and the fitted share of it, some 20 ms.
   CHECK(fused["iteration_time_s"].get<double>() < plain["iteration_time_s"].get<double>() - 0.01);
   CHECK(native["iteration_time_s"] == fused["iteration_time_s"]);
+  // Without --cross-entropy-loss-fusion Megatron never calls the
+  // implementation: te alone leaves the unfused loss, to the bit.
+  const nlohmann::json te_alone = simulated(kSimulate + "--bf16 --cross-entropy-fusion-impl te", "loss-te-alone");
+  CHECK(te_alone["iteration_time_s"] == plain["iteration_time_s"]);
+  CHECK(te_alone["model"] == plain["model"]);
   // The memory does not move: the logits' fp32 copy is there either way.
   CHECK(fused["memory"] == plain["memory"]);
 }
@@ -79,7 +85,7 @@ TEST_CASE("loss flags: simulate refuses what Megatron refuses", "[cli][megatron]
   const struct {
     std::string flags, message;
   } cases[] = {{kSimulate + "--bf16 --cross-entropy-loss-fusion --cross-entropy-fusion-impl te",
-                "--cross-entropy-fusion-impl te: Megatron-LM's training refuses"},
+                "--cross-entropy-fusion-impl te with --cross-entropy-loss-fusion: Megatron-LM's training refuses"},
                {kSimulate + "--bf16 --fp16-lm-cross-entropy", "--fp16-lm-cross-entropy needs --fp16"},
                {kSimulate + "--bf16 --cross-entropy-fusion-impl triton", "--cross-entropy-fusion-impl"}};
   for (const auto& c : cases) {
