@@ -15,6 +15,7 @@
 #include "tools/cli_support.h"
 #include "tools/commands.h"
 #include "tools/megatron_plan.h"
+#include "tools/megatron_training_flags.h"
 #include "tools/plan_report.h"
 
 namespace baton::cli {
@@ -236,7 +237,7 @@ void add_plan_command(CLI::App& app, CommandResult& result) {
       "Example:\n"
       "  baton plan --topology topologies/h100_32x8.json --num-layers 96 --hidden-size 12288 \\\n"
       "      --num-attention-heads 96 --seq-length 2048 --global-batch-size 1536 --bf16");
-  cmd->add_option("--profile", args->profile, "layer profile (baton.profile.v1 JSON)");
+  add_profile_option(*cmd, args->profile, args->megatron.not_modelled, "layer profile (baton.profile.v1 JSON)");
   cmd->add_option("--topology", args->topology, "cluster (baton.topology.v1 JSON)")->required();
   cmd->add_option("-o,--output", args->output, "write the chosen plan (baton.plan.v1 JSON)");
   cmd->add_flag("--json", args->json, "print the result as JSON");

@@ -307,7 +307,7 @@ void add_simulate_command(CLI::App& app, CommandResult& result) {
       "      --recompute-granularity full\n"
       "prints the iteration time, model TFLOP/s per GPU, where the time goes and memory per GPU;\n"
       "the GPU's kernel model and the tensor-parallel collectives: docs/TRANSFORMERS.md");
-  cmd->add_option("--profile", args->profile, "layer profile (baton.profile.v1 JSON)");
+  add_profile_option(*cmd, args->profile, args->megatron.not_modelled, "layer profile (baton.profile.v1 JSON)");
   cmd->add_option("--topology", args->topology, "cluster (baton.topology.v1 JSON)")->required();
   cmd->add_option("--stages", args->stages,
                   "stages as half-open layer ranges with replicas, e.g. 0-13x15,13-39x1;\n"

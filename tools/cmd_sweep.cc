@@ -227,7 +227,7 @@ int run_profile_sweep(const SweepArgs& args) {
 
 int run_gpt_sweep_command(const SweepArgs& args, const CLI::App& cmd) {
   for (const char* flag : {"--profile", "--schedule", "--microbatches", "--split", "--stages"})
-    if (cmd.count(flag) > 0)
+    if (cmd.count(flag) > 0 && !(flag == std::string_view("--profile") && lone_profile(cmd)))
       throw UsageError(fmt::format("{}: not for a GPT model (its layout flags and --vary choose the schedule)", flag));
   const Topology topology = load_topology_file(args.topology);
   GptSweepSpec spec;
@@ -333,7 +333,8 @@ void add_sweep_command(CLI::App& app, CommandResult& result) {
   CLI::App* cmd =
       app.add_subcommand("sweep", "What-if studies: simulate a model over cluster, schedule and layout variations");
   cmd->footer(kSweepFooter);
-  cmd->add_option("--profile", args->profile, "layer profile (baton.profile.v1 JSON), or a GPT model's flags below");
+  add_profile_option(*cmd, args->profile, args->megatron.not_modelled,
+                     "layer profile (baton.profile.v1 JSON), or a GPT model's flags below");
   cmd->add_option("--topology", args->topology, "the base cluster (baton.topology.v1 JSON)");
   cmd->add_option("--vary", args->vary, "an axis: NAME=V1,V2,... (repeatable)");
   cmd->add_option("--schedule", args->schedules,

@@ -411,10 +411,16 @@ std::vector<std::string> given_megatron_flags(const CLI::App& cmd) {
   for (const CLI::Option* option : cmd.get_options())
     if ((option->get_group() == kGroup || option->get_group() == kTrainingFlagsGroup) && option->count() > 0)
       given.push_back(option->get_name());
+  if (lone_profile(cmd)) given.push_back("--profile");
   return given;
 }
 
 void refuse_megatron_flags(const CLI::App& cmd, std::string_view command, std::string_view instead) {
+  if (lone_profile(cmd))
+    throw UsageError(fmt::format(
+        "{}: --profile needs a layer profile's path (alone it is Megatron's profiler switch, which goes with a GPT "
+        "model given by Megatron's flags: --num-layers, --hidden-size, --num-attention-heads, --seq-length)",
+        command));
   const std::vector<std::string> given = given_megatron_flags(cmd);
   if (given.empty()) return;
   throw UsageError(fmt::format(

@@ -167,4 +167,26 @@ void note_not_modelled(std::string_view command, const std::vector<std::string>&
              stderr);
 }
 
+CLI::Option* add_profile_option(CLI::App& cmd, std::string& path, std::vector<std::string>& given,
+                                const std::string& help) {
+  return cmd
+      .add_option_function<std::vector<std::string>>(
+          "--profile",
+          [&path, &given](const std::vector<std::string>& values) {
+            if (values.empty() || values.front().empty())
+              given.push_back("--profile");
+            else
+              path = values.front();
+          },
+          help + "; alone, Megatron's profiler switch (with a GPT model in Megatron's flags: accepted, not modelled)")
+      ->expected(0, 1);
+}
+
+bool lone_profile(const CLI::App& cmd) {
+  const CLI::Option* option = cmd.get_option_no_throw("--profile");
+  if (option == nullptr || option->count() == 0) return false;
+  const auto& results = option->results();
+  return results.empty() || results.front().empty();
+}
+
 }  // namespace baton::cli

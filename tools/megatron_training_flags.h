@@ -29,4 +29,14 @@ std::vector<std::string> training_flag_names(const std::vector<std::string>& giv
 // "baton: note: ..." on stderr naming `given`'s flags (nothing when empty).
 void note_not_modelled(std::string_view command, const std::vector<std::string>& given);
 
+// baton's --profile PATH (a layer profile), which Megatron-LM spells as a
+// switch (its profiler, with --profile-step-start and --profile-step-end).
+// Given a path, `path` takes it; given alone, "--profile" joins `given` as
+// Megatron's flag, accepted and not modelled with a GPT model in Megatron's
+// flags (refuse_megatron_flags refuses it without one).
+CLI::Option* add_profile_option(CLI::App& cmd, std::string& path, std::vector<std::string>& given,
+                                const std::string& help);
+// Whether `cmd`'s --profile was given alone (Megatron's switch).
+bool lone_profile(const CLI::App& cmd);
+
 }  // namespace baton::cli

@@ -2,7 +2,8 @@
 // memory (tools/megatron_training_flags.h): a launch line with them runs in
 // simulate, plan, sweep and profile analytic as it is, they are named as not
 // modelled, plan's launch line keeps them, and any other flag Megatron has
-// is still refused.
+// is still refused. Megatron's --profile switch is told from baton's
+// --profile PATH.
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -111,6 +112,40 @@ TEST_CASE("training flags: refused without a Megatron model, and the flags that 
   REQUIRE(profile.exit_code == 0);
   CHECK(profile.out == bare.out);
   CHECK(profile.err.find("baton: note: profile analytic: --seed accepted, not modelled") != std::string::npos);
+}
+
+TEST_CASE("training flags: Megatron's --profile switch beside baton's --profile PATH", "[cli][megatron]") {
+  // Megatron-LM's --profile takes no value (its profiler, between
+  // --profile-step-start and --profile-step-end); baton's names a layer
+  // profile. With a GPT model in Megatron's flags the switch is Megatron's,
+  // wherever it stands on the line.
+  const CliRun plain = run_baton(kSimulate + "--json", "profile-switch-plain");
+  REQUIRE(plain.exit_code == 0);
+  for (const std::string& flags : {std::string("--profile --profile-step-start 10 --profile-step-end 12 "),
+                                   std::string("--profile-step-start 10 --profile-step-end 12 --profile ")}) {
+    const CliRun run = run_baton(kSimulate + flags + "--json", "profile-switch");
+    INFO(flags << ": " << run.err);
+    REQUIRE(run.exit_code == 0);
+    const nlohmann::json out = nlohmann::json::parse(run.out);
+    CHECK(out["iteration_time_s"] == nlohmann::json::parse(plain.out)["iteration_time_s"]);
+    CHECK(out["not_modelled_flags"] == nlohmann::json({"--profile", "--profile-step-end", "--profile-step-start"}));
+  }
+  // plan's launch line keeps it.
+  const CliRun emitted = run_baton(
+      "plan --topology topologies/h100_32x8.json --gpus 8 " + kModel + "--profile --emit megatron", "profile-emit");
+  INFO(emitted.err);
+  REQUIRE(emitted.exit_code == 0);
+  CHECK(emitted.out.substr(0, emitted.out.find('\n')).find(" --profile") != std::string::npos);
+  // With a path it is baton's, which a GPT model replaces.
+  const CliRun path = run_baton(kSimulate + "--profile traces/vgg16_v100_mb32.json", "profile-switch-path");
+  CHECK(path.exit_code == 2);
+  CHECK(path.err.find("a GPT model given by Megatron's flags replaces --profile") != std::string::npos);
+  // Alone without a GPT model: baton's --profile missing its path.
+  const CliRun lone = run_baton("simulate --topology topologies/pipedream_a.json --stages 0-31x15,31-39x1 --profile",
+                                "profile-switch-lone");
+  CHECK(lone.exit_code == 2);
+  CHECK(lone.err.find("simulate: --profile needs a layer profile's path") != std::string::npos);
+  CHECK(lone.out.empty());
 }
 
 }  // namespace
