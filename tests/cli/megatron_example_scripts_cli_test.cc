@@ -1,11 +1,13 @@
 // Megatron-LM's own example launch scripts, their flags as the scripts give
 // them (the paths filled in), run through `baton simulate` unchanged:
-// examples/gpt3/train_gpt3_175b_distributed.sh and
-// examples/mixtral/train_mixtral_8x7b_distributed.sh of NVIDIA/Megatron-LM.
+// examples/gpt3/train_gpt3_175b_distributed.sh,
+// examples/mixtral/train_mixtral_8x7b_distributed.sh and
+// examples/llama/train_llama3_8b_h100_fp8.sh of NVIDIA/Megatron-LM.
 // What baton models is modelled (the layout, --max-position-embeddings,
 // dropout 0, --no-masked-softmax-fusion), the training flags are named as
 // not modelled, and Megatron's own adjustment (--sequence-parallel off at t
 // 1) is made and said.
+#include <algorithm>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -87,6 +89,64 @@ TEST_CASE("example scripts: Megatron-LM's Mixtral 8x7B launch flags simulate as 
   CHECK(learned.exit_code == 2);
   CHECK(learned.err.find("--no-position-embedding goes with --position-embedding-type rope") != std::string::npos);
   CHECK(learned.out.empty());
+}
+
+// examples/llama/train_llama3_8b_h100_fp8.sh, its arrays as the script
+// passes them (the mock-data branch, the paths filled in).
+const std::string kLlama3Fp8 =
+    "--use-mcore-models --num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 "
+    "--group-query-attention --num-query-groups 8 --kv-channels 128 --seq-length 8192 --max-position-embeddings 8192 "
+    "--position-embedding-type rope --rotary-base 1000000 --rotary-percent 1.0 --attention-dropout 0.0 "
+    "--hidden-dropout 0.0 --swiglu --normalization RMSNorm --init-method-std 0.0134 --attention-backend fused "
+    "--apply-layernorm-1p --untie-embeddings-and-output-weights --disable-bias-linear --micro-batch-size 1 "
+    "--global-batch-size 128 --train-samples 1953125000 --lr-decay-samples 1949218748 --lr-warmup-samples 3906252 "
+    "--lr 0.00015 --min-lr 0.00001 --decoupled-lr 5.0e-4 --decoupled-min-lr 4.5e-5 --lr-decay-style cosine "
+    "--clip-grad 1.0 --weight-decay 0.1 --adam-beta1 0.9 --adam-beta2 0.95 --bf16 --grad-reduce-in-bf16 "
+    "--cross-entropy-loss-fusion --calculate-per-token-loss --manual-gc --empty-unused-memory-level 1 "
+    "--exit-duration-in-mins 235 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather "
+    "--fp8-format hybrid --fp8-amax-history-len 1024 --fp8-amax-compute-algo max --fp8-param-gather "
+    "--tensor-model-parallel-size 1 --context-parallel-size 1 --sequence-parallel --mock-data "
+    "--tokenizer-type NullTokenizer --vocab-size 128256 --data-cache-path /cache --tiktoken-pattern v2 "
+    "--split '99,1,0' --no-create-attention-mask-in-dataloader --no-mmap-bin-files --num-workers 1 "
+    "--log-interval 1 --eval-iters 32 --eval-interval 100 --save-interval 1000 --log-throughput --profile "
+    "--profile-step-start 4 --profile-step-end 6 --ckpt-format torch_dist --distributed-timeout-minutes 60 "
+    "--save /ckpt --load /ckpt --tensorboard-dir /tb ";
+
+TEST_CASE("example scripts: Megatron-LM's Llama 3 8B FP8 launch flags simulate as they are", "[cli][megatron]") {
+  const CliRun run = run_baton(kSimulate + kLlama3Fp8 + "--data-parallel-size 8 --json", "example-llama3-fp8");
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  const nlohmann::json out = nlohmann::json::parse(run.out);
+  // What the script asks for that baton models, modelled.
+  CHECK(out["model"]["fp8"] == "hybrid");
+  CHECK(out["model"]["fp8_param_gather"] == true);
+  CHECK(out["model"]["cross_entropy_loss_fusion"] == true);
+  CHECK(out["layout"]["grad_reduce_in_bf16"] == true);
+  CHECK(out["layout"]["sequence_parallel"] == false);  // t 1: Megatron turns it off
+  // The same model and layout without the flags that change nothing: the
+  // same iteration, to the bit.
+  const CliRun bare = run_baton(
+      kSimulate +
+          "--num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 "
+          "--group-query-attention --num-query-groups 8 --seq-length 8192 --position-embedding-type rope "
+          "--attention-dropout 0.0 --hidden-dropout 0.0 --swiglu --normalization RMSNorm --attention-backend fused "
+          "--untie-embeddings-and-output-weights --disable-bias-linear --micro-batch-size 1 --global-batch-size 128 "
+          "--bf16 --grad-reduce-in-bf16 --cross-entropy-loss-fusion --use-distributed-optimizer --overlap-grad-reduce "
+          "--overlap-param-gather --fp8-format hybrid --fp8-param-gather --max-position-embeddings 8192 "
+          "--vocab-size 128256 --data-parallel-size 8 --json",
+      "example-llama3-fp8-bare");
+  INFO(bare.err);
+  REQUIRE(bare.exit_code == 0);
+  const nlohmann::json plain = nlohmann::json::parse(bare.out);
+  CHECK(out["iteration_time_s"] == plain["iteration_time_s"]);
+  CHECK(out["memory"] == plain["memory"]);
+  // Named as accepted and not modelled, among them Megatron's --profile
+  // switch and the allocator's --empty-unused-memory-level.
+  const nlohmann::json& named = out["not_modelled_flags"];
+  for (const char* flag : {"--profile", "--empty-unused-memory-level", "--fp8-amax-history-len",
+                           "--fp8-amax-compute-algo", "--tiktoken-pattern", "--no-mmap-bin-files",
+                           "--no-create-attention-mask-in-dataloader", "--rotary-percent", "--apply-layernorm-1p"})
+    CHECK(std::find(named.begin(), named.end(), flag) != named.end());
 }
 
 // examples/llama/train_llama3_8b_h100_fp8.sh gives --kv-channels 128, h / a:
