@@ -103,6 +103,11 @@ struct GptModel {
   // false: --no-masked-softmax-fusion, Megatron's softmax unfused whatever
   // the scores' shape (FlashAttention's is in its kernel either way).
   bool softmax_fusion = true;
+  // false: --no-rope-fusion, the rotary positions applied by Megatron-core's
+  // PyTorch ops (sim/megatron_rope.h) instead of one fused kernel each for the
+  // queries and the keys. Megatron turns the fusion off without rotary
+  // positions; so does baton (true there: nothing to fuse).
+  bool rope_fusion = true;
   // --cross-entropy-loss-fusion (Megatron-core's native implementation,
   // --cross-entropy-fusion-impl native): the loss's fp32 passes over the
   // logits fused into fewer kernels (sim/megatron_ends.cc has the bytes).
@@ -231,7 +236,7 @@ struct GptModel {
     return ffn_hidden > 0 || query_groups > 0 || swiglu || !linear_bias || !tied_output || rope || rms_norm ||
            flash_attention || moe() || mla || qk_layernorm || mtp_layers > 0 || uses_fp8() ||
            attention_dropout != 0.1 || hidden_dropout != 0.1 || max_positions > 0 || vocab_divisor != 128 ||
-           !softmax_fusion || cross_entropy_fusion || half_loss;
+           !softmax_fusion || !rope_fusion || cross_entropy_fusion || half_loss;
   }
 };
 

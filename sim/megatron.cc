@@ -111,6 +111,9 @@ Status check_architecture(const GptModel& model, const MegatronLayout& layout) {
                     model.groups(), layout.tensor)};
   if (model.half_loss && layout.bf16)
     return Error{"--fp16-lm-cross-entropy needs --fp16 (Megatron: lm cross entropy in fp16 only in fp16 mode)"};
+  if (!model.rope_fusion && model.mla)
+    return Error{
+        "--no-rope-fusion with --multi-latent-attention: the latents' unfused rotary positions are not modelled"};
   return ok_status();
 }
 

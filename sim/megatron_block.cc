@@ -25,6 +25,7 @@ BlockShape shape_of(const GptModel& model, const MegatronLayout& layout) {
   x.loss_fusion = model.cross_entropy_fusion;
   x.half_loss = model.half_loss;
   x.rope = model.rope;
+  x.rope_fusion = model.rope_fusion;
   x.block_parameters = gpt_block_parameters(model);
   x.moe = model.moe();
   x.experts = static_cast<double>(model.experts);

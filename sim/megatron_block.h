@@ -30,6 +30,7 @@ struct BlockShape {
   bool loss_fusion;         // --cross-entropy-loss-fusion
   bool half_loss;           // --fp16-lm-cross-entropy
   bool rope;                // rotary positions
+  bool rope_fusion;         // false: --no-rope-fusion (sim/megatron_rope.h)
   double block_parameters;  // gpt_block_parameters
   // The MLP's GEMMs: `mlp_gemms` of `mlp_m` tokens each, its widths split
   // over `mlp_t` (dense: one of the T tokens, over t; experts: the E / ep

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "sim/megatron_block.h"
+#include "sim/megatron_rope.h"
 
 namespace baton {
 
@@ -85,10 +86,11 @@ Seconds mlp_activation(const GpuModel& gpu, const BlockShape& x) {
 Seconds block_memory_bound(const GpuModel& gpu, const BlockShape& x) {
   const double layer_norm = 2.0 * x.local_tokens * x.h * kHalf;
   const double bias_dropout_add = 3.0 * x.local_tokens * x.h * kHalf;
-  // Rotary positions: the queries and the keys read and written once.
-  const Seconds rope = x.rope && !x.mla ? gpu.memory_bound(2.0 * x.tokens * x.h / x.t * kHalf) +
-                                              gpu.memory_bound(2.0 * x.tokens * x.kv / x.t * kHalf)
-                                        : Seconds(0.0);
+  // Rotary positions, fused: the queries and the keys read and written once
+  // (unfused: unfused_rope, sim/megatron_rope.h).
+  const Seconds rope = x.rope && x.rope_fusion && !x.mla ? gpu.memory_bound(2.0 * x.tokens * x.h / x.t * kHalf) +
+                                                               gpu.memory_bound(2.0 * x.tokens * x.kv / x.t * kHalf)
+                                                         : Seconds(0.0);
   const Seconds standard =
       gpu.memory_bound(layer_norm) * 2.0 + gpu.memory_bound(bias_dropout_add) * 2.0 + mlp_activation(gpu, x) + rope;
   if (!x.mla) {
@@ -123,7 +125,10 @@ MegatronLayerTime block_time(const GpuModel& gpu, const BlockShape& x, Recompute
   const Seconds core_backward =
       fused_core * (x.flash ? kFlashBackwardRatio : 2.0) + unfused_softmax(gpu, x, kUnfusedBackwardBytes);
   const int unfused_kernels = fused_softmax(x) ? 0 : kUnfusedSoftmaxKernels;
-  const int rope_kernels = x.rope || x.mla ? kRopeKernels : 0;
+  const UnfusedRope rope = unfused_rope(gpu, x);
+  const bool fused_rope = (x.rope && x.rope_fusion) || x.mla;
+  const int rope_forward_kernels = fused_rope ? kRopeKernels : rope.forward_kernels;
+  const int rope_backward_kernels = fused_rope ? kRopeKernels : rope.backward_kernels;
 
   const Seconds elementwise = block_memory_bound(gpu, x);
   const Fp8Casts casts = fp8_casts(gpu, x);
@@ -132,13 +137,15 @@ MegatronLayerTime block_time(const GpuModel& gpu, const BlockShape& x, Recompute
   const MoeTime moe = moe_time(gpu, x, tp_allreduce, expert_comm, expert_tp);
 
   MegatronLayerTime time;
-  time.forward_compute = attention.forward + up + down + core + elementwise + casts.forward + moe.forward_compute;
+  time.forward_compute =
+      attention.forward + up + down + core + elementwise + casts.forward + moe.forward_compute + rope.forward;
   // Input gradients of the four linears, both attention products twice, the
   // memory-bound kernels twice; weight gradients of the four linears.
   const Seconds up_w = mlp_gemm(gpu, x, x.up / x.mlp_t, h, m);
   const Seconds down_w = mlp_gemm(gpu, x, h, x.f / x.mlp_t, m);
   const Seconds mlp_input = mlp_gemm(gpu, x, m, x.f / x.mlp_t, h) + mlp_gemm(gpu, x, m, h, x.up / x.mlp_t);
-  const Seconds input = attention.input + mlp_input + core_backward + elementwise * 2.0 + casts.backward;
+  const Seconds input =
+      attention.input + mlp_input + core_backward + elementwise * 2.0 + casts.backward + rope.backward;
   time.weight_gradient = attention.weight + up_w + down_w + moe.weight_gradient;
   time.backward_compute = input + time.weight_gradient + moe.backward_compute - moe.weight_gradient;
   // The MLP's tensor-parallel collectives: the dense MLP's, or the experts'.
@@ -187,11 +194,11 @@ MegatronLayerTime block_time(const GpuModel& gpu, const BlockShape& x, Recompute
   // The host floor, per pass: the host dispatches while the GPU runs, and a
   // collective runs while the host dispatches the kernels after it.
   const Seconds forward_gpu = time.forward_compute + time.forward_comm + exposed_forward;
-  const int forward_kernels = kForwardKernels + unfused_kernels + rope_kernels -
+  const int forward_kernels = kForwardKernels + unfused_kernels + rope_forward_kernels -
                               (x.flash ? kFlashForwardKernelsSaved : 0) + context_kernels(x, false) +
                               moe.forward_kernels + (x.mla ? kLatentForwardKernels : 0) + casts.forward_kernels;
   const Seconds forward_host = gpu.host_per_kernel * forward_kernels + pass_share;
-  const int backward_kernels = kBackwardKernels + unfused_kernels + rope_kernels -
+  const int backward_kernels = kBackwardKernels + unfused_kernels + rope_backward_kernels -
                                (x.flash ? kFlashBackwardKernelsSaved : 0) + context_kernels(x, true) +
                                moe.backward_kernels + (x.mla ? kLatentBackwardKernels : 0) + casts.backward_kernels +
                                (recompute == Recompute::kFull ? forward_kernels : 0);
@@ -269,7 +276,7 @@ std::string block_description(const GptModel& model, const MegatronLayout& layou
   if (model.mla)
     attention += fmt::format(" of multi-latent attention (latents {} / {}, heads {} + {} / {})", model.q_lora_rank,
                              model.kv_lora_rank, model.qk_head_dim, model.qk_pos_head_dim, model.v_head_dim);
-  if (model.rope) attention += ", rotary";
+  if (model.rope) attention += model.rope_fusion ? ", rotary" : ", rotary (unfused)";
   if (model.flash_attention) attention += ", FlashAttention";
   std::string extras;
   if (model.rms_norm) extras += ", RMSNorm";

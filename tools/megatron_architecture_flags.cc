@@ -120,6 +120,13 @@ void add_architecture_flags(CLI::App& cmd, MegatronArgs& args, const std::string
                  "a head's width; only --hidden-size / --num-attention-heads (Megatron's default) is modelled")
       ->check(at_least(1))
       ->group(group);
+  cmd.add_flag("--use-rotary-position-embeddings", args.use_rotary,
+               "Megatron's legacy spelling of --position-embedding-type rope (it takes precedence, as in Megatron)")
+      ->group(group);
+  cmd.add_flag("--no-rope-fusion{false}", args.model.rope_fusion,
+               "rotary positions by PyTorch's ops, not one fused kernel: 6 kernels and 24 bytes a value forward, 5 and "
+               "20 backward, for the queries and the keys each (no effect without rotary positions, as in Megatron)")
+      ->group(group);
   cmd.add_flag("--no-position-embedding", args.no_position_embedding,
                "with --position-embedding-type rope, as Megatron's example scripts give it: no effect (Megatron "
                "refuses it otherwise)")
@@ -214,6 +221,7 @@ std::string architecture_flags(const GptModel& model) {
   if (model.max_positions > 0) text += fmt::format(" --max-position-embeddings {}", model.max_positions);
   if (model.vocab_divisor != 128) text += fmt::format(" --make-vocab-size-divisible-by {}", model.vocab_divisor);
   if (!model.softmax_fusion) text += " --no-masked-softmax-fusion";
+  if (!model.rope_fusion) text += " --no-rope-fusion";
   if (model.cross_entropy_fusion) text += " --cross-entropy-loss-fusion";
   if (model.half_loss) text += " --fp16-lm-cross-entropy";
   if (model.qk_layernorm) text += " --qk-layernorm";

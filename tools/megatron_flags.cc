@@ -284,7 +284,11 @@ MegatronRun megatron_flags_unchecked(const MegatronArgs& args) {
   if (args.group_query_attention) run.model.query_groups = args.query_groups > 0 ? args.query_groups : 1;
   run.model.linear_bias = !args.disable_bias_linear;
   run.model.tied_output = !args.untie_embeddings;
-  run.model.rope = args.position_embedding == "rope";
+  // Megatron's legacy --use-rotary-position-embeddings sets rope whatever
+  // --position-embedding-type says; without rotary positions it turns the
+  // rope fusion off, there being nothing to fuse (baton: true, no effect).
+  run.model.rope = args.position_embedding == "rope" || args.use_rotary;
+  if (!run.model.rope) run.model.rope_fusion = true;
   if (args.kv_channels > 0 && args.kv_channels * run.model.heads != run.model.hidden)
     throw UsageError(fmt::format(
         "--kv-channels {}: a head width other than --hidden-size / --num-attention-heads ({}) is not modelled",

@@ -65,6 +65,8 @@ constexpr TrainingFlag kFlags[] = {
     {"--rampup-batch-size", Arity::kValues, "the batch-size ramp: baton times an iteration at --global-batch-size"},
     {"--use-mcore-models", Arity::kSwitch, "the model's implementation: baton models Megatron-core's"},
     {"--rotary-base", Arity::kValue, "the rotary positions' base frequency"},
+    {"--use-rope-scaling", Arity::kSwitch, "the rotary positions' frequencies (Llama 3.1's scaling)"},
+    {"--rope-scaling-factor", Arity::kValue, "the rotary positions' frequencies (Llama 3.1's scaling)"},
     {"--data-path", Arity::kValues, "data"},
     {"--split", Arity::kValue, "data"},
     {"--data-cache-path", Arity::kValue, "data"},
