@@ -108,6 +108,11 @@ struct GptModel {
   // queries and the keys. Megatron turns the fusion off without rotary
   // positions; so does baton (true there: nothing to fuse).
   bool rope_fusion = true;
+  // false: --no-bias-swiglu-fusion, a SwiGLU MLP's activation by PyTorch's
+  // ops instead of Megatron-core's fused kernel (sim/megatron_activation.h).
+  // GeLU: true (--no-bias-gelu-fusion is taken only without biases, where
+  // Megatron turns the fusion off and one GeLU kernel runs either way).
+  bool activation_fusion = true;
   // --cross-entropy-loss-fusion (Megatron-core's native implementation,
   // --cross-entropy-fusion-impl native): the loss's fp32 passes over the
   // logits fused into fewer kernels (sim/megatron_ends.cc has the bytes).
@@ -236,7 +241,7 @@ struct GptModel {
     return ffn_hidden > 0 || query_groups > 0 || swiglu || !linear_bias || !tied_output || rope || rms_norm ||
            flash_attention || moe() || mla || qk_layernorm || mtp_layers > 0 || uses_fp8() ||
            attention_dropout != 0.1 || hidden_dropout != 0.1 || max_positions > 0 || vocab_divisor != 128 ||
-           !softmax_fusion || !rope_fusion || cross_entropy_fusion || half_loss;
+           !softmax_fusion || !rope_fusion || !activation_fusion || cross_entropy_fusion || half_loss;
   }
 };
 

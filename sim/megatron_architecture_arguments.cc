@@ -33,6 +33,7 @@ void write_gpt_architecture(const GptModel& model, nlohmann::json& arguments) {
   if (model.vocab_divisor != 128) arguments["make_vocab_size_divisible_by"] = model.vocab_divisor;
   if (!model.softmax_fusion) arguments["masked_softmax_fusion"] = false;
   if (!model.rope_fusion) arguments["apply_rope_fusion"] = false;
+  if (!model.activation_fusion) arguments["bias_activation_fusion"] = false;
   if (model.cross_entropy_fusion) arguments["cross_entropy_loss_fusion"] = true;
   if (model.half_loss) arguments["fp16_lm_cross_entropy"] = true;
   if (model.qk_layernorm) arguments["qk_layernorm"] = true;
@@ -145,6 +146,7 @@ Status read_gpt_architecture(const nlohmann::json& arguments, const json_fields:
                    &model.pad_to_capacity,
                    &model.softmax_fusion,
                    &model.rope_fusion,
+                   &model.activation_fusion,
                    &model.cross_entropy_fusion,
                    &model.half_loss};
   const char* names[] = {"swiglu",
@@ -158,6 +160,7 @@ Status read_gpt_architecture(const nlohmann::json& arguments, const json_fields:
                          "moe_pad_expert_input_to_capacity",
                          "masked_softmax_fusion",
                          "apply_rope_fusion",
+                         "bias_activation_fusion",
                          "cross_entropy_loss_fusion",
                          "fp16_lm_cross_entropy"};
   for (size_t i = 0; i < std::size(names); ++i) {
@@ -254,7 +257,8 @@ Status read_gpt_architecture(const nlohmann::json& arguments, const json_fields:
       return at.field(c.name).error(fmt::format("must be {} or {}", c.plain, c.other), *text);
     *c.value = *text == c.other;
   }
-  if (!model.rope) model.rope_fusion = true;  // Megatron turns it off: nothing to fuse
+  if (!model.rope) model.rope_fusion = true;          // Megatron turns it off: nothing to fuse
+  if (!model.swiglu) model.activation_fusion = true;  // GeLU: modelled fused (gpt_model.h)
   return read_fp8(arguments, at, model);
 }
 

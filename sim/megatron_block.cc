@@ -19,6 +19,8 @@ BlockShape shape_of(const GptModel& model, const MegatronLayout& layout) {
   x.kv = static_cast<double>(model.kv_hidden());
   x.f = static_cast<double>(model.moe() ? model.expert_ffn() : model.ffn());
   x.gated = model.swiglu;
+  x.activation_fusion = model.activation_fusion;
+  x.linear_bias = model.linear_bias;
   x.up = x.gated ? 2.0 * x.f : x.f;
   x.flash = model.flash_attention;
   x.softmax_fusion = model.softmax_fusion;

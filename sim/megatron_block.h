@@ -25,6 +25,8 @@ struct BlockShape {
   double f;                 // the MLP's width
   double up;                // the up projection's width: f, 2f gated
   bool gated;               // SwiGLU
+  bool activation_fusion;   // false: --no-bias-swiglu-fusion (sim/megatron_activation.h)
+  bool linear_bias;         // the linear layers' biases (no --disable-bias-linear)
   bool flash;               // FlashAttention
   bool softmax_fusion;      // false: --no-masked-softmax-fusion
   bool loss_fusion;         // --cross-entropy-loss-fusion

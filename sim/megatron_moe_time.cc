@@ -1,4 +1,5 @@
 // The mixture of experts' work around the experts (sim/megatron_block.h).
+#include "sim/megatron_activation.h"
 #include "sim/megatron_block.h"
 
 namespace baton::megatron_detail {
@@ -35,24 +36,26 @@ SharedBeside add_shared_expert(MoeTime& time, const GpuModel& gpu, const BlockSh
   if (x.shared <= 0.0) return {};
   const double T = x.tokens, h = x.h, t = x.t;
   const double width = x.shared / t, up = (x.gated ? 2.0 : 1.0) * width;
-  const Seconds activation = gpu.memory_bound((x.gated ? 3.0 : 2.0) * T * width * kHalf);
+  const Seconds fused = gpu.memory_bound((x.gated ? 3.0 : 2.0) * T * width * kHalf);
+  const UnfusedActivation glu = unfused_activation(gpu, x, T * width, fused);
+  const Seconds activation = fused + glu.forward_extra, activation_backward = fused * 2.0 + glu.backward_extra;
   const Seconds up_forward = linear_gemm(gpu, x, T, up, h), down_forward = linear_gemm(gpu, x, T, h, width);
   const Seconds up_w = linear_gemm(gpu, x, up, h, T), down_w = linear_gemm(gpu, x, h, width, T);
   const Seconds up_input = linear_gemm(gpu, x, T, h, up), down_input = linear_gemm(gpu, x, T, width, h);
   time.forward_compute += up_forward + down_forward + activation;
   time.weight_gradient += up_w + down_w;
-  time.backward_compute += down_input + up_input + activation * 2.0 + up_w + down_w;
+  time.backward_compute += down_input + up_input + activation_backward + up_w + down_w;
   Seconds allreduce;
   if (t > 1) {
     allreduce = tp_exchange(x, tp_allreduce, T * h);
     time.forward_comm += allreduce;
     time.backward_comm += max(Seconds(0.0), allreduce - up_w);
   }
-  time.forward_kernels += kExpertForwardKernels;
-  time.backward_kernels += kExpertBackwardKernels;
+  time.forward_kernels += kExpertForwardKernels + glu.forward_kernels_extra;
+  time.backward_kernels += kExpertBackwardKernels + glu.backward_kernels_extra;
   // The all-gather and the reduce-scatter, half the exchange each.
-  return {allreduce * 0.5 + up_forward + activation, down_forward + allreduce * 0.5, activation * 2.0 + up_input + up_w,
-          down_input + down_w};
+  return {allreduce * 0.5 + up_forward + activation, down_forward + allreduce * 0.5,
+          activation_backward + up_input + up_w, down_input + down_w};
 }
 
 }  // namespace

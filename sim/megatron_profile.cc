@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/megatron_activation.h"
 #include "sim/megatron_block.h"
 #include "sim/megatron_rope.h"
 
@@ -126,6 +127,7 @@ MegatronLayerTime block_time(const GpuModel& gpu, const BlockShape& x, Recompute
       fused_core * (x.flash ? kFlashBackwardRatio : 2.0) + unfused_softmax(gpu, x, kUnfusedBackwardBytes);
   const int unfused_kernels = fused_softmax(x) ? 0 : kUnfusedSoftmaxKernels;
   const UnfusedRope rope = unfused_rope(gpu, x);
+  const UnfusedActivation glu = unfused_activation(gpu, x, x.tokens * x.topk * x.f / x.t, mlp_activation(gpu, x));
   const bool fused_rope = (x.rope && x.rope_fusion) || x.mla;
   const int rope_forward_kernels = fused_rope ? kRopeKernels : rope.forward_kernels;
   const int rope_backward_kernels = fused_rope ? kRopeKernels : rope.backward_kernels;
@@ -137,15 +139,15 @@ MegatronLayerTime block_time(const GpuModel& gpu, const BlockShape& x, Recompute
   const MoeTime moe = moe_time(gpu, x, tp_allreduce, expert_comm, expert_tp);
 
   MegatronLayerTime time;
-  time.forward_compute =
-      attention.forward + up + down + core + elementwise + casts.forward + moe.forward_compute + rope.forward;
+  time.forward_compute = attention.forward + up + down + core + elementwise + casts.forward + moe.forward_compute +
+                         rope.forward + glu.forward_extra;
   // Input gradients of the four linears, both attention products twice, the
   // memory-bound kernels twice; weight gradients of the four linears.
   const Seconds up_w = mlp_gemm(gpu, x, x.up / x.mlp_t, h, m);
   const Seconds down_w = mlp_gemm(gpu, x, h, x.f / x.mlp_t, m);
   const Seconds mlp_input = mlp_gemm(gpu, x, m, x.f / x.mlp_t, h) + mlp_gemm(gpu, x, m, h, x.up / x.mlp_t);
-  const Seconds input =
-      attention.input + mlp_input + core_backward + elementwise * 2.0 + casts.backward + rope.backward;
+  const Seconds input = attention.input + mlp_input + core_backward + elementwise * 2.0 + casts.backward +
+                        rope.backward + glu.backward_extra;
   time.weight_gradient = attention.weight + up_w + down_w + moe.weight_gradient;
   time.backward_compute = input + time.weight_gradient + moe.backward_compute - moe.weight_gradient;
   // The MLP's tensor-parallel collectives: the dense MLP's, or the experts'.
@@ -182,8 +184,9 @@ MegatronLayerTime block_time(const GpuModel& gpu, const BlockShape& x, Recompute
     routed.shared_overlap = false;
     const MoeTime experts = moe_time(gpu, routed, tp_allreduce, expert_comm, expert_tp);
     const Seconds activation = mlp_activation(gpu, x);
-    time.expert_work = Layer::ExpertWork{up + down + activation + experts.forward_comm,
-                                         mlp_input + activation * 2.0 + experts.backward_comm, up_w + down_w};
+    time.expert_work =
+        Layer::ExpertWork{up + down + activation + glu.forward_extra + experts.forward_comm,
+                          mlp_input + activation * 2.0 + glu.backward_extra + experts.backward_comm, up_w + down_w};
   }
   const Seconds exposed_forward = exchange.forward + moe.all_to_all;
   if (recompute == Recompute::kFull) {
@@ -194,11 +197,11 @@ MegatronLayerTime block_time(const GpuModel& gpu, const BlockShape& x, Recompute
   // The host floor, per pass: the host dispatches while the GPU runs, and a
   // collective runs while the host dispatches the kernels after it.
   const Seconds forward_gpu = time.forward_compute + time.forward_comm + exposed_forward;
-  const int forward_kernels = kForwardKernels + unfused_kernels + rope_forward_kernels -
+  const int forward_kernels = kForwardKernels + unfused_kernels + rope_forward_kernels + glu.forward_kernels_extra -
                               (x.flash ? kFlashForwardKernelsSaved : 0) + context_kernels(x, false) +
                               moe.forward_kernels + (x.mla ? kLatentForwardKernels : 0) + casts.forward_kernels;
   const Seconds forward_host = gpu.host_per_kernel * forward_kernels + pass_share;
-  const int backward_kernels = kBackwardKernels + unfused_kernels + rope_backward_kernels -
+  const int backward_kernels = kBackwardKernels + unfused_kernels + rope_backward_kernels + glu.backward_kernels_extra -
                                (x.flash ? kFlashBackwardKernelsSaved : 0) + context_kernels(x, true) +
                                moe.backward_kernels + (x.mla ? kLatentBackwardKernels : 0) + casts.backward_kernels +
                                (recompute == Recompute::kFull ? forward_kernels : 0);
@@ -287,13 +290,20 @@ std::string block_description(const GptModel& model, const MegatronLayout& layou
   if (model.moe())
     return fmt::format(
         "transformer block, {}, {} experts {} -> {}{} (top {}{}, {} per rank{}){}{}, recompute {}", attention,
-        model.experts, model.hidden, model.expert_ffn(), model.swiglu ? " SwiGLU" : "", model.router_topk,
+        model.experts, model.hidden, model.expert_ffn(),
+        !model.swiglu             ? ""
+        : model.activation_fusion ? " SwiGLU"
+                                  : " SwiGLU (unfused)",
+        model.router_topk,
         model.group_limited() ? fmt::format(" in {} of {} groups", model.router_group_topk, model.router_groups) : "",
         model.experts / std::max(1, layout.expert_parallel), model.grouped_gemm ? ", grouped GEMM" : "",
         model.shared_expert_ffn > 0 ? fmt::format(" + a shared expert {}", model.shared_expert_ffn) : "", extras,
         recompute_name(layout.recompute));
   return fmt::format("transformer block, {}, MLP {} -> {}{}{}, recompute {}", attention, model.hidden, model.ffn(),
-                     model.swiglu ? " SwiGLU" : "", extras, recompute_name(layout.recompute));
+                     !model.swiglu             ? ""
+                     : model.activation_fusion ? " SwiGLU"
+                                               : " SwiGLU (unfused)",
+                     extras, recompute_name(layout.recompute));
 }
 
 // The profile's model line: "gpt L32 h4096 a32 s4096 E8 top2 (t 8, ep 8, etp 1, bf16)".

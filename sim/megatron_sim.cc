@@ -86,7 +86,10 @@ double block_activation_bytes(const GptModel& model, const MegatronLayout& layou
   const AttentionTerms kept = attention_kept(model);
   // The activation's input, and its output (the second GEMM's input, lin).
   const double lin = linear_input_bytes(model);
-  const double split = kept.split + ((model.swiglu ? 4.0 : 2.0) + lin) * (k * f + shared) / h;  // GPT: 24
+  // SwiGLU's input is 2f wide; unfused (--no-bias-swiglu-fusion) SiLU's
+  // output is kept too, for the product's backward.
+  const double activation_input = model.swiglu ? (model.activation_fusion ? 4.0 : 6.0) : 2.0;
+  const double split = kept.split + (activation_input + lin) * (k * f + shared) / h;  // GPT: 24
   const double gathered = layout.expert_tensor_parallel() / t;
   const double experts = model.moe() ? lin * k * gathered + 4.0 * static_cast<double>(model.experts) / (h * t) : 0.0;
   // The norms' inputs (4), the dropout masks (2, none without dropout), the

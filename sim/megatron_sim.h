@@ -40,7 +40,7 @@
 //   byte a value: the QKV's and the MLP's (10 becomes 8), the projection's
 //   and the second MLP GEMM's (24 becomes 19);
 //   for a model beyond GPT-3's the 24 is 4 + 4 G / a + 4 f / h (6 f / h with
-//   SwiGLU), and FlashAttention keeps 4 a / (h t) (its fp32 softmax
+//   SwiGLU, 8 f / h with --no-bias-swiglu-fusion), and FlashAttention keeps 4 a / (h t) (its fp32 softmax
 //   statistics) where the scores took 5 a s / (h t), selective or not;
 //   with experts the MLP's terms are k copies' of width F, plus the experts'
 //   gathered input 2 k and the router's probabilities 4 E / (h t)

@@ -127,6 +127,15 @@ void add_architecture_flags(CLI::App& cmd, MegatronArgs& args, const std::string
                "rotary positions by PyTorch's ops, not one fused kernel: 6 kernels and 24 bytes a value forward, 5 and "
                "20 backward, for the queries and the keys each (no effect without rotary positions, as in Megatron)")
       ->group(group);
+  cmd.add_flag(
+         "--no-bias-swiglu-fusion", args.no_swiglu_fusion,
+         "with --swiglu: SiLU and the product by PyTorch's ops, not one fused kernel (10 bytes an output value in "
+         "2 kernels forward, 26 in 4 backward, SiLU's output kept; no effect without --swiglu, as in Megatron)")
+      ->group(group);
+  cmd.add_flag("--no-bias-gelu-fusion", args.no_gelu_fusion,
+               "with GeLU and --disable-bias-linear: no effect (Megatron turns the fusion off itself there); refused "
+               "with biases (not modelled)")
+      ->group(group);
   cmd.add_flag("--no-position-embedding", args.no_position_embedding,
                "with --position-embedding-type rope, as Megatron's example scripts give it: no effect (Megatron "
                "refuses it otherwise)")
@@ -222,6 +231,7 @@ std::string architecture_flags(const GptModel& model) {
   if (model.vocab_divisor != 128) text += fmt::format(" --make-vocab-size-divisible-by {}", model.vocab_divisor);
   if (!model.softmax_fusion) text += " --no-masked-softmax-fusion";
   if (!model.rope_fusion) text += " --no-rope-fusion";
+  if (!model.activation_fusion) text += " --no-bias-swiglu-fusion";
   if (model.cross_entropy_fusion) text += " --cross-entropy-loss-fusion";
   if (model.half_loss) text += " --fp16-lm-cross-entropy";
   if (model.qk_layernorm) text += " --qk-layernorm";

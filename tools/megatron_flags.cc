@@ -289,6 +289,15 @@ MegatronRun megatron_flags_unchecked(const MegatronArgs& args) {
   // rope fusion off, there being nothing to fuse (baton: true, no effect).
   run.model.rope = args.position_embedding == "rope" || args.use_rotary;
   if (!run.model.rope) run.model.rope_fusion = true;
+  // Megatron's bias_activation_fusion: --no-bias-swiglu-fusion's with
+  // SwiGLU, --no-bias-gelu-fusion's with GeLU, which it turns off itself
+  // without biases (one GeLU kernel either way); with biases the unfused
+  // GeLU is not modelled.
+  run.model.activation_fusion = !(run.model.swiglu && args.no_swiglu_fusion);
+  if (args.no_gelu_fusion && !run.model.swiglu && !args.disable_bias_linear)
+    throw UsageError(
+        "--no-bias-gelu-fusion with the linear layers' biases: the bias added apart from GeLU is not modelled (give "
+        "--disable-bias-linear, or leave the flag out)");
   if (args.kv_channels > 0 && args.kv_channels * run.model.heads != run.model.hidden)
     throw UsageError(fmt::format(
         "--kv-channels {}: a head width other than --hidden-size / --num-attention-heads ({}) is not modelled",

@@ -59,6 +59,8 @@ struct MegatronArgs {
   bool group_query_attention = false;  // --group-query-attention
   bool no_position_embedding = false;  // --no-position-embedding (only with rotary positions: no effect)
   bool use_rotary = false;             // --use-rotary-position-embeddings (Megatron's legacy spelling of rope)
+  bool no_swiglu_fusion = false;       // --no-bias-swiglu-fusion (with --swiglu: unfused; else no effect)
+  bool no_gelu_fusion = false;         // --no-bias-gelu-fusion (GeLU without biases only: no effect)
   int64_t kv_channels = 0;             // --kv-channels (0: not given; only h / a, Megatron's default, is taken)
   std::string
       cross_entropy_impl;    // --cross-entropy-fusion-impl: "", native, te (refused with the fusion, as Megatron does)

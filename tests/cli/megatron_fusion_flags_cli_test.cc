@@ -1,10 +1,11 @@
-// `baton simulate` and `plan` with Megatron's rotary-position flags:
-// --no-rope-fusion (Megatron-core's PyTorch ops in place of the fused
-// kernel; sim/megatron_rope.h), --use-rotary-position-embeddings (Megatron's
+// `baton simulate` and `plan` with Megatron's fusion and rotary-position
+// flags: --no-rope-fusion (Megatron-core's PyTorch ops in place of the fused
+// kernel; sim/megatron_rope.h), --no-bias-swiglu-fusion (likewise for SwiGLU;
+// sim/megatron_activation.h), --no-bias-gelu-fusion (taken where Megatron
+// turns the fusion off itself), --use-rotary-position-embeddings (Megatron's
 // legacy spelling of --position-embedding-type rope) and --use-rope-scaling
 // (Llama 3.1's frequencies: accepted, not modelled), as Megatron-LM's
-// examples/post_training/modelopt/conf/meta-llama/Llama-3.1-8B-Instruct.sh
-// gives them.
+// examples/post_training/modelopt/conf/ model arguments give them.
 #include <algorithm>
 #include <string>
 
@@ -31,7 +32,7 @@ nlohmann::json simulated(const std::string& flags, const std::string& name) {
   return nlohmann::json::parse(run.out);
 }
 
-TEST_CASE("rope flags: --no-rope-fusion is slower, kept, and planned with", "[cli][megatron]") {
+TEST_CASE("fusion flags: --no-rope-fusion is slower, kept, and planned with", "[cli][megatron]") {
   const nlohmann::json fused = simulated(kSimulate + kLlama + "--position-embedding-type rope", "rope-fused");
   const nlohmann::json unfused =
       simulated(kSimulate + kLlama + "--position-embedding-type rope --no-rope-fusion", "rope-unfused");
@@ -56,7 +57,8 @@ TEST_CASE("rope flags: --no-rope-fusion is slower, kept, and planned with", "[cl
   CHECK(back["model"] == planned["model"]);
 }
 
-TEST_CASE("rope flags: without rotary positions --no-rope-fusion changes nothing, as in Megatron", "[cli][megatron]") {
+TEST_CASE("fusion flags: without rotary positions --no-rope-fusion changes nothing, as in Megatron",
+          "[cli][megatron]") {
   const std::string gpt = kSimulate +
                           "--num-layers 4 --hidden-size 1024 --num-attention-heads 16 --seq-length 2048 "
                           "--global-batch-size 64 ";
@@ -66,7 +68,7 @@ TEST_CASE("rope flags: without rotary positions --no-rope-fusion changes nothing
   CHECK(flagged["model"] == plain["model"]);
 }
 
-TEST_CASE("rope flags: Megatron's legacy --use-rotary-position-embeddings is rope", "[cli][megatron]") {
+TEST_CASE("fusion flags: Megatron's legacy --use-rotary-position-embeddings is rope", "[cli][megatron]") {
   const nlohmann::json typed = simulated(kSimulate + kLlama + "--position-embedding-type rope", "rope-typed");
   const nlohmann::json legacy = simulated(kSimulate + kLlama + "--use-rotary-position-embeddings", "rope-legacy");
   CHECK(legacy["model"] == typed["model"]);
@@ -77,7 +79,8 @@ TEST_CASE("rope flags: Megatron's legacy --use-rotary-position-embeddings is rop
   CHECK(both["model"] == typed["model"]);
 }
 
-TEST_CASE("rope flags: Megatron-LM's Llama 3.1 8B model arguments (modelopt) simulate as they are", "[cli][megatron]") {
+TEST_CASE("fusion flags: Megatron-LM's Llama 3.1 8B model arguments (modelopt) simulate as they are",
+          "[cli][megatron]") {
   // examples/post_training/modelopt/conf/meta-llama/Llama-3.1-8B-Instruct.sh's
   // MODEL_ARGS, with the vocabulary and the batch that the script's caller gives.
   const std::string args =
@@ -97,6 +100,48 @@ TEST_CASE("rope flags: Megatron-LM's Llama 3.1 8B model arguments (modelopt) sim
   CHECK(out["model"]["masked_softmax_fusion"] == false);
   const nlohmann::json& named = out["not_modelled_flags"];
   CHECK(std::find(named.begin(), named.end(), "--use-rope-scaling") != named.end());
+}
+
+TEST_CASE("fusion flags: --no-bias-swiglu-fusion is slower, keeps more, and is kept", "[cli][megatron]") {
+  const std::string rope = kSimulate + kLlama + "--position-embedding-type rope ";
+  const nlohmann::json fused = simulated(rope, "swiglu-fused");
+  const nlohmann::json unfused = simulated(rope + "--no-bias-swiglu-fusion", "swiglu-unfused");
+  CHECK(unfused["model"]["bias_activation_fusion"] == false);
+  CHECK(unfused["iteration_time_s"].get<double>() > fused["iteration_time_s"].get<double>());
+  CHECK(unfused["memory"][0]["activation_bytes"].get<double>() > fused["memory"][0]["activation_bytes"].get<double>());
+  // Without SwiGLU it changes nothing, as in Megatron; --no-bias-gelu-fusion
+  // without biases neither (Megatron turns it off itself there), and with
+  // biases it is refused.
+  const std::string gpt = kSimulate +
+                          "--num-layers 4 --hidden-size 1024 --num-attention-heads 16 --seq-length 2048 "
+                          "--global-batch-size 64 ";
+  const nlohmann::json plain = simulated(gpt + "--disable-bias-linear", "gelu-plain");
+  CHECK(simulated(gpt + "--disable-bias-linear --no-bias-swiglu-fusion", "gelu-swiglu-flag")["model"] ==
+        plain["model"]);
+  const nlohmann::json gelu = simulated(gpt + "--disable-bias-linear --no-bias-gelu-fusion", "gelu-flag");
+  CHECK(gelu["model"] == plain["model"]);
+  CHECK(gelu["iteration_time_s"] == plain["iteration_time_s"]);
+  const CliRun biased = run_baton(gpt + "--no-bias-gelu-fusion", "gelu-biased");
+  CHECK(biased.exit_code == 2);
+  CHECK(biased.err.find("--no-bias-gelu-fusion with the linear layers' biases") != std::string::npos);
+  CHECK(biased.out.empty());
+}
+
+TEST_CASE("fusion flags: Megatron-LM's Qwen3 8B model arguments (modelopt) simulate as they are", "[cli][megatron]") {
+  // examples/post_training/modelopt/conf/Qwen/Qwen3-8B.sh's MODEL_ARGS, with
+  // the vocabulary and the batch that the script's caller gives.
+  const std::string args =
+      "--save-interval 100000 --micro-batch-size 1 --bf16 --no-masked-softmax-fusion --disable-bias-linear "
+      "--untie-embeddings-and-output-weights --position-embedding-type rope --no-rope-fusion --normalization RMSNorm "
+      "--swiglu --num-layers 36 --hidden-size 4096 --ffn-hidden-size 12288 --num-attention-heads 32 "
+      "--group-query-attention --num-query-groups 8 --kv-channels 128 --qk-layernorm --seq-length 4096 "
+      "--max-position-embeddings 40960 --tokenizer-type HuggingFaceTokenizer --make-vocab-size-divisible-by 1187 "
+      "--use-mcore-models --rotary-percent 1.0 --rotary-base 1000000 --no-bias-swiglu-fusion --vocab-size 151936 "
+      "--global-batch-size 64 ";
+  const nlohmann::json out = simulated(kSimulate + args, "fusion-qwen3");
+  CHECK(out["model"]["apply_rope_fusion"] == false);
+  CHECK(out["model"]["bias_activation_fusion"] == false);
+  CHECK(out["model"]["qk_layernorm"] == true);
 }
 
 }  // namespace

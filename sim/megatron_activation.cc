@@ -1,0 +1,18 @@
+#include "sim/megatron_activation.h"
+
+namespace baton::megatron_detail {
+
+UnfusedActivation unfused_activation(const GpuModel& gpu, const BlockShape& x, double values, Seconds fused_forward) {
+  UnfusedActivation out;
+  if (!x.gated || x.activation_fusion) return out;
+  const Seconds bias = x.linear_bias ? gpu.memory_bound(8.0 * values) : Seconds(0.0);
+  const Seconds forward = bias + gpu.memory_bound(4.0 * values) + gpu.memory_bound(6.0 * values);
+  const Seconds backward = gpu.memory_bound(6.0 * values) * 3.0 + gpu.memory_bound(8.0 * values);
+  out.forward_extra = forward - fused_forward;
+  out.backward_extra = backward - fused_forward * 2.0;
+  out.forward_kernels_extra = x.linear_bias ? 2 : 1;
+  out.backward_kernels_extra = 3;
+  return out;
+}
+
+}  // namespace baton::megatron_detail
