@@ -113,6 +113,10 @@ struct GptModel {
   // GeLU: true (--no-bias-gelu-fusion is taken only without biases, where
   // Megatron turns the fusion off and one GeLU kernel runs either way).
   bool activation_fusion = true;
+  // false: --no-bias-dropout-fusion, the bias, the dropout and the residual
+  // addition after the attention and after the MLP as separate PyTorch ops
+  // (sim/megatron_activation.h's unfused_bias_dropout_add).
+  bool bias_dropout_fusion = true;
   // --cross-entropy-loss-fusion (Megatron-core's native implementation,
   // --cross-entropy-fusion-impl native): the loss's fp32 passes over the
   // logits fused into fewer kernels (sim/megatron_ends.cc has the bytes).
@@ -241,7 +245,8 @@ struct GptModel {
     return ffn_hidden > 0 || query_groups > 0 || swiglu || !linear_bias || !tied_output || rope || rms_norm ||
            flash_attention || moe() || mla || qk_layernorm || mtp_layers > 0 || uses_fp8() ||
            attention_dropout != 0.1 || hidden_dropout != 0.1 || max_positions > 0 || vocab_divisor != 128 ||
-           !softmax_fusion || !rope_fusion || !activation_fusion || cross_entropy_fusion || half_loss;
+           !softmax_fusion || !rope_fusion || !activation_fusion || !bias_dropout_fusion || cross_entropy_fusion ||
+           half_loss;
   }
 };
 

@@ -15,4 +15,16 @@ UnfusedActivation unfused_activation(const GpuModel& gpu, const BlockShape& x, d
   return out;
 }
 
+UnfusedActivation unfused_bias_dropout_add(const GpuModel& gpu, const BlockShape& x, Seconds fused_forward) {
+  UnfusedActivation out;
+  if (x.bias_dropout_fusion) return out;
+  const double values = x.local_tokens * x.h;
+  const Seconds bias = x.linear_bias ? gpu.memory_bound(4.0 * values) : Seconds(0.0);
+  const Seconds dropout = x.hidden_dropout ? gpu.memory_bound(5.0 * values) : Seconds(0.0);
+  const Seconds one = bias + dropout + gpu.memory_bound(6.0 * values);
+  out.forward_extra = (one - fused_forward) * 2.0;
+  out.forward_kernels_extra = 2 * ((x.linear_bias ? 1 : 0) + (x.hidden_dropout ? 1 : 0));
+  return out;
+}
+
 }  // namespace baton::megatron_detail

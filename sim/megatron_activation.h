@@ -31,6 +31,17 @@ struct UnfusedActivation {
   int forward_kernels_extra = 0, backward_kernels_extra = 0;
 };
 
+// The bias-dropout-add after the attention and after the MLP unfused
+// (--no-bias-dropout-fusion; fusions/fused_bias_dropout.py's
+// _bias_dropout_add_func as PyTorch's ops), per block, on each of the two n =
+// T h (split over t with sequence parallelism) values: with biases the
+// bias's addition (4 bytes a value), with --hidden-dropout above 0 the
+// dropout (read 2, write 2 and its 1-byte mask: 5), and the residual's
+// addition (6), where the fused kernel moves 6 in one. The backward is taken
+// as the fused one's (the dropout's gradient, and the bias's reduction).
+// Zero where `x` fuses them.
+UnfusedActivation unfused_bias_dropout_add(const GpuModel& gpu, const BlockShape& x, Seconds fused_forward);
+
 // For `values` output values whose fused kernel takes `fused_forward` (the
 // MLP's or the experts', T k f / t; a shared expert's, T S / t); zero where
 // `x` fuses its activation or has no SwiGLU.

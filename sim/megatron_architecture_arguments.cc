@@ -34,6 +34,7 @@ void write_gpt_architecture(const GptModel& model, nlohmann::json& arguments) {
   if (!model.softmax_fusion) arguments["masked_softmax_fusion"] = false;
   if (!model.rope_fusion) arguments["apply_rope_fusion"] = false;
   if (!model.activation_fusion) arguments["bias_activation_fusion"] = false;
+  if (!model.bias_dropout_fusion) arguments["bias_dropout_fusion"] = false;
   if (model.cross_entropy_fusion) arguments["cross_entropy_loss_fusion"] = true;
   if (model.half_loss) arguments["fp16_lm_cross_entropy"] = true;
   if (model.qk_layernorm) arguments["qk_layernorm"] = true;
@@ -147,6 +148,7 @@ Status read_gpt_architecture(const nlohmann::json& arguments, const json_fields:
                    &model.softmax_fusion,
                    &model.rope_fusion,
                    &model.activation_fusion,
+                   &model.bias_dropout_fusion,
                    &model.cross_entropy_fusion,
                    &model.half_loss};
   const char* names[] = {"swiglu",
@@ -161,6 +163,7 @@ Status read_gpt_architecture(const nlohmann::json& arguments, const json_fields:
                          "masked_softmax_fusion",
                          "apply_rope_fusion",
                          "bias_activation_fusion",
+                         "bias_dropout_fusion",
                          "cross_entropy_loss_fusion",
                          "fp16_lm_cross_entropy"};
   for (size_t i = 0; i < std::size(names); ++i) {

@@ -48,9 +48,9 @@ class FieldPath;
 // "hidden_dropout" (written when not 0.1, Megatron's default),
 // "max_position_embeddings" (written when given; absent: the sequence),
 // "make_vocab_size_divisible_by" (written when not 128),
-// "masked_softmax_fusion", "apply_rope_fusion" and "bias_activation_fusion"
-// (each written when false; absent: true; the second taken as true without
-// rotary positions, the third without SwiGLU),
+// "masked_softmax_fusion", "apply_rope_fusion", "bias_activation_fusion" and
+// "bias_dropout_fusion" (each written when false; absent: true; the second
+// taken as true without rotary positions, the third without SwiGLU),
 // "cross_entropy_loss_fusion" and "fp16_lm_cross_entropy" (each written when
 // true; absent: false), and with experts
 // "num_experts", "moe_router_topk", "moe_ffn_hidden_size",
@@ -77,7 +77,7 @@ class FieldPath;
 // Megatron-core's default), "moe_shared_expert_overlap" and
 // "overlap_moe_expert_parallel_comm" (written when true; absent: false).
 // clang-format off
-inline constexpr std::array<const char*, 42> kGptArchitectureKeys = {
+inline constexpr std::array<const char*, 43> kGptArchitectureKeys = {
     "ffn_hidden_size", "swiglu", "group_query_attention", "num_query_groups", "disable_bias_linear",
     "untie_embeddings_and_output_weights", "position_embedding_type", "normalization", "use_flash_attn",
     "num_experts", "moe_router_topk", "moe_ffn_hidden_size", "moe_grouped_gemm",
@@ -87,7 +87,7 @@ inline constexpr std::array<const char*, 42> kGptArchitectureKeys = {
     "fp8_param_gather", "first_last_layers_bf16", "num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16",
     "moe_router_num_groups", "moe_router_group_topk", "attention_dropout", "hidden_dropout",
     "max_position_embeddings", "make_vocab_size_divisible_by", "masked_softmax_fusion", "cross_entropy_loss_fusion",
-    "fp16_lm_cross_entropy", "apply_rope_fusion", "bias_activation_fusion"};
+    "fp16_lm_cross_entropy", "apply_rope_fusion", "bias_activation_fusion", "bias_dropout_fusion"};
 // clang-format on
 // `object` without those keys (for a strict check of the others' names), and
 // those keys of it read into `model` (planner regression cases share them).

@@ -21,6 +21,8 @@ BlockShape shape_of(const GptModel& model, const MegatronLayout& layout) {
   x.gated = model.swiglu;
   x.activation_fusion = model.activation_fusion;
   x.linear_bias = model.linear_bias;
+  x.hidden_dropout = model.hidden_dropout > 0.0;
+  x.bias_dropout_fusion = model.bias_dropout_fusion;
   x.up = x.gated ? 2.0 * x.f : x.f;
   x.flash = model.flash_attention;
   x.softmax_fusion = model.softmax_fusion;

@@ -19,21 +19,23 @@ struct BlockShape {
   // s: the tokens of a sequence on this rank (s / c with context parallelism);
   // tokens: b s; local_tokens: split over t with sequence parallelism.
   double b, s, h, a, t, tokens, local_tokens;
-  double c;                 // context-parallel ranks
-  ContextComm comm;         // how they move the keys and values
-  double kv;                // keys' (and values') width, h G / a
-  double f;                 // the MLP's width
-  double up;                // the up projection's width: f, 2f gated
-  bool gated;               // SwiGLU
-  bool activation_fusion;   // false: --no-bias-swiglu-fusion (sim/megatron_activation.h)
-  bool linear_bias;         // the linear layers' biases (no --disable-bias-linear)
-  bool flash;               // FlashAttention
-  bool softmax_fusion;      // false: --no-masked-softmax-fusion
-  bool loss_fusion;         // --cross-entropy-loss-fusion
-  bool half_loss;           // --fp16-lm-cross-entropy
-  bool rope;                // rotary positions
-  bool rope_fusion;         // false: --no-rope-fusion (sim/megatron_rope.h)
-  double block_parameters;  // gpt_block_parameters
+  double c;                  // context-parallel ranks
+  ContextComm comm;          // how they move the keys and values
+  double kv;                 // keys' (and values') width, h G / a
+  double f;                  // the MLP's width
+  double up;                 // the up projection's width: f, 2f gated
+  bool gated;                // SwiGLU
+  bool activation_fusion;    // false: --no-bias-swiglu-fusion (sim/megatron_activation.h)
+  bool linear_bias;          // the linear layers' biases (no --disable-bias-linear)
+  bool hidden_dropout;       // --hidden-dropout above 0
+  bool bias_dropout_fusion;  // false: --no-bias-dropout-fusion (sim/megatron_activation.h)
+  bool flash;                // FlashAttention
+  bool softmax_fusion;       // false: --no-masked-softmax-fusion
+  bool loss_fusion;          // --cross-entropy-loss-fusion
+  bool half_loss;            // --fp16-lm-cross-entropy
+  bool rope;                 // rotary positions
+  bool rope_fusion;          // false: --no-rope-fusion (sim/megatron_rope.h)
+  double block_parameters;   // gpt_block_parameters
   // The MLP's GEMMs: `mlp_gemms` of `mlp_m` tokens each, its widths split
   // over `mlp_t` (dense: one of the T tokens, over t; experts: the E / ep
   // local experts, over etp, each on the T k ep etp / (t E) tokens that the

@@ -128,6 +128,7 @@ MegatronLayerTime block_time(const GpuModel& gpu, const BlockShape& x, Recompute
   const int unfused_kernels = fused_softmax(x) ? 0 : kUnfusedSoftmaxKernels;
   const UnfusedRope rope = unfused_rope(gpu, x);
   const UnfusedActivation glu = unfused_activation(gpu, x, x.tokens * x.topk * x.f / x.t, mlp_activation(gpu, x));
+  const UnfusedActivation bda = unfused_bias_dropout_add(gpu, x, gpu.memory_bound(3.0 * x.local_tokens * x.h * kHalf));
   const bool fused_rope = (x.rope && x.rope_fusion) || x.mla;
   const int rope_forward_kernels = fused_rope ? kRopeKernels : rope.forward_kernels;
   const int rope_backward_kernels = fused_rope ? kRopeKernels : rope.backward_kernels;
@@ -140,7 +141,7 @@ MegatronLayerTime block_time(const GpuModel& gpu, const BlockShape& x, Recompute
 
   MegatronLayerTime time;
   time.forward_compute = attention.forward + up + down + core + elementwise + casts.forward + moe.forward_compute +
-                         rope.forward + glu.forward_extra;
+                         rope.forward + glu.forward_extra + bda.forward_extra;
   // Input gradients of the four linears, both attention products twice, the
   // memory-bound kernels twice; weight gradients of the four linears.
   const Seconds up_w = mlp_gemm(gpu, x, x.up / x.mlp_t, h, m);
@@ -197,9 +198,10 @@ MegatronLayerTime block_time(const GpuModel& gpu, const BlockShape& x, Recompute
   // The host floor, per pass: the host dispatches while the GPU runs, and a
   // collective runs while the host dispatches the kernels after it.
   const Seconds forward_gpu = time.forward_compute + time.forward_comm + exposed_forward;
-  const int forward_kernels = kForwardKernels + unfused_kernels + rope_forward_kernels + glu.forward_kernels_extra -
-                              (x.flash ? kFlashForwardKernelsSaved : 0) + context_kernels(x, false) +
-                              moe.forward_kernels + (x.mla ? kLatentForwardKernels : 0) + casts.forward_kernels;
+  const int forward_kernels = kForwardKernels + unfused_kernels + rope_forward_kernels + glu.forward_kernels_extra +
+                              bda.forward_kernels_extra - (x.flash ? kFlashForwardKernelsSaved : 0) +
+                              context_kernels(x, false) + moe.forward_kernels + (x.mla ? kLatentForwardKernels : 0) +
+                              casts.forward_kernels;
   const Seconds forward_host = gpu.host_per_kernel * forward_kernels + pass_share;
   const int backward_kernels = kBackwardKernels + unfused_kernels + rope_backward_kernels + glu.backward_kernels_extra -
                                (x.flash ? kFlashBackwardKernelsSaved : 0) + context_kernels(x, true) +

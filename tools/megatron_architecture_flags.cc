@@ -136,6 +136,11 @@ void add_architecture_flags(CLI::App& cmd, MegatronArgs& args, const std::string
                "with GeLU and --disable-bias-linear: no effect (Megatron turns the fusion off itself there); refused "
                "with biases (not modelled)")
       ->group(group);
+  cmd.add_flag("--no-bias-dropout-fusion{false}", args.model.bias_dropout_fusion,
+               "the bias, the dropout and the residual's addition after the attention and the MLP as separate ops: "
+               "forward 4 (with biases) + 5 (with dropout) + 6 bytes a value in up to 3 kernels where the fused one "
+               "moves 6; the backward as fused")
+      ->group(group);
   cmd.add_flag("--no-position-embedding", args.no_position_embedding,
                "with --position-embedding-type rope, as Megatron's example scripts give it: no effect (Megatron "
                "refuses it otherwise)")
@@ -232,6 +237,7 @@ std::string architecture_flags(const GptModel& model) {
   if (!model.softmax_fusion) text += " --no-masked-softmax-fusion";
   if (!model.rope_fusion) text += " --no-rope-fusion";
   if (!model.activation_fusion) text += " --no-bias-swiglu-fusion";
+  if (!model.bias_dropout_fusion) text += " --no-bias-dropout-fusion";
   if (model.cross_entropy_fusion) text += " --cross-entropy-loss-fusion";
   if (model.half_loss) text += " --fp16-lm-cross-entropy";
   if (model.qk_layernorm) text += " --qk-layernorm";

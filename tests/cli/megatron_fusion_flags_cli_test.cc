@@ -1,7 +1,8 @@
 // `baton simulate` and `plan` with Megatron's fusion and rotary-position
 // flags: --no-rope-fusion (Megatron-core's PyTorch ops in place of the fused
 // kernel; sim/megatron_rope.h), --no-bias-swiglu-fusion (likewise for SwiGLU;
-// sim/megatron_activation.h), --no-bias-gelu-fusion (taken where Megatron
+// sim/megatron_activation.h), --no-bias-dropout-fusion (the bias-dropout-add
+// as separate ops), --no-bias-gelu-fusion (taken where Megatron
 // turns the fusion off itself), --use-rotary-position-embeddings (Megatron's
 // legacy spelling of --position-embedding-type rope) and --use-rope-scaling
 // (Llama 3.1's frequencies: accepted, not modelled), as Megatron-LM's
@@ -142,6 +143,23 @@ TEST_CASE("fusion flags: Megatron-LM's Qwen3 8B model arguments (modelopt) simul
   CHECK(out["model"]["apply_rope_fusion"] == false);
   CHECK(out["model"]["bias_activation_fusion"] == false);
   CHECK(out["model"]["qk_layernorm"] == true);
+}
+
+TEST_CASE("fusion flags: --no-bias-dropout-fusion is slower forward, kept, and emitted", "[cli][megatron]") {
+  const std::string gpt =
+      "--num-layers 4 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048 "
+      "--global-batch-size 64 --micro-batch-size 4 ";
+  const nlohmann::json fused = simulated(kSimulate + gpt, "bda-fused");
+  const nlohmann::json unfused = simulated(kSimulate + gpt + "--no-bias-dropout-fusion", "bda-unfused");
+  CHECK(unfused["model"]["bias_dropout_fusion"] == false);
+  CHECK(unfused["iteration_time_s"].get<double>() > fused["iteration_time_s"].get<double>());
+  CHECK(unfused["memory"] == fused["memory"]);
+  const CliRun emitted = run_baton(
+      "plan --topology topologies/h100_32x8.json --gpus 8 " + gpt + "--no-bias-dropout-fusion --emit megatron",
+      "bda-emit");
+  INFO(emitted.err);
+  REQUIRE(emitted.exit_code == 0);
+  CHECK(emitted.out.substr(0, emitted.out.find('\n')).find(" --no-bias-dropout-fusion") != std::string::npos);
 }
 
 }  // namespace

@@ -9,7 +9,10 @@
 //   sim/megatron_activation.h): SiLU and the product move 10 bytes an output
 //   value forward in two kernels where the fused kernel moves 6 in one, 26
 //   backward in four where the fused backward is taken as 12, and keep SiLU's
-//   output (f values a token) for the product's backward.
+//   output (f values a token) for the product's backward;
+// - the bias-dropout-add after the attention and the MLP
+//   (--no-bias-dropout-fusion): the bias's addition, the dropout and the
+//   residual's addition as separate kernels forward.
 #include <functional>
 #include <string>
 
@@ -135,6 +138,37 @@ TEST_CASE("activation fusion: GeLU keeps its fused figure, and the flag goes int
 
   check_kept(&GptModel::activation_fusion, "bias_activation_fusion",
              [](nlohmann::json& arguments) { arguments.erase("swiglu"); });
+}
+
+TEST_CASE("bias-dropout-add fusion: the unfused ops cost their bytes forward", "[megatron]") {
+  // GPT's block with its biases and dropout 0.1: b 8 x s 2048 tokens of h
+  // 4096, 67M values on each of the two additions, every kernel above the floor.
+  GptModel model{2, 4096, 32, 2048, 50257};
+  const GpuModel gpu = *gpu_model("A100-SXM4-80GB");
+  const double bandwidth = gpu.hbm_gbytes_per_s * 1e9 * gpu.memory_efficiency;
+  const MegatronLayout layout = megatron_layout(1, 1, 1, 8, 8);
+  const double values = 8.0 * 2048.0 * 4096.0;
+  REQUIRE(4.0 * values / bandwidth > gpu.kernel_floor.value);
+  const MegatronLayerTime fused = block_of(model, layout, gpu);
+  model.bias_dropout_fusion = false;
+  const MegatronLayerTime unfused = block_of(model, layout, gpu);
+  // Twice a block: bias 4 + dropout 5 + residual 6 bytes a value against the fused kernel's 6.
+  CHECK((unfused.forward_compute - fused.forward_compute).value ==
+        Approx(2.0 * (4.0 + 5.0 + 6.0 - 6.0) * values / bandwidth).epsilon(1e-9));
+  CHECK(unfused.backward_compute == fused.backward_compute);
+  // Without biases and dropout only the residual's addition runs: as fused.
+  model.linear_bias = false;
+  model.hidden_dropout = 0.0;
+  const MegatronLayerTime bare = block_of(model, layout, gpu);
+  model.bias_dropout_fusion = true;
+  CHECK(bare.forward_compute == block_of(model, layout, gpu).forward_compute);
+  // Kept in Megatron's arguments and read back.
+  model.bias_dropout_fusion = false;
+  const nlohmann::json written = megatron_arguments(model, layout);
+  CHECK(written.at("bias_dropout_fusion") == false);
+  const auto back = megatron_from_arguments(written, "plan.megatron");
+  REQUIRE(back.ok());
+  CHECK_FALSE(back->model.bias_dropout_fusion);
 }
 
 }  // namespace
