@@ -129,9 +129,10 @@ MegatronLayerTime block_time(const GpuModel& gpu, const BlockShape& x, Recompute
   const UnfusedRope rope = unfused_rope(gpu, x);
   const UnfusedActivation glu = unfused_activation(gpu, x, x.tokens * x.topk * x.f / x.t, mlp_activation(gpu, x));
   const UnfusedActivation bda = unfused_bias_dropout_add(gpu, x, gpu.memory_bound(3.0 * x.local_tokens * x.h * kHalf));
-  const bool fused_rope = (x.rope && x.rope_fusion) || x.mla;
-  const int rope_forward_kernels = fused_rope ? kRopeKernels : rope.forward_kernels;
-  const int rope_backward_kernels = fused_rope ? kRopeKernels : rope.backward_kernels;
+  // The fused kernels where unfused_rope has none of its own to count.
+  const int fused_rope_kernels = x.rope || x.mla ? kRopeKernels : 0;
+  const int rope_forward_kernels = rope.forward_kernels > 0 ? rope.forward_kernels : fused_rope_kernels;
+  const int rope_backward_kernels = rope.backward_kernels > 0 ? rope.backward_kernels : fused_rope_kernels;
 
   const Seconds elementwise = block_memory_bound(gpu, x);
   const Fp8Casts casts = fp8_casts(gpu, x);

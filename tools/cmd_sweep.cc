@@ -226,8 +226,11 @@ int run_profile_sweep(const SweepArgs& args) {
 }
 
 int run_gpt_sweep_command(const SweepArgs& args, const CLI::App& cmd) {
-  for (const char* flag : {"--profile", "--schedule", "--microbatches", "--split", "--stages"})
-    if (cmd.count(flag) > 0 && !(flag == std::string_view("--profile") && lone_profile(cmd)))
+  // A lone --profile is Megatron's profiler switch (add_profile_option); a path is baton's.
+  if (!args.profile.empty())
+    throw UsageError("--profile: not for a GPT model (its layout flags and --vary choose the schedule)");
+  for (const char* flag : {"--schedule", "--microbatches", "--split", "--stages"})
+    if (cmd.count(flag) > 0)
       throw UsageError(fmt::format("{}: not for a GPT model (its layout flags and --vary choose the schedule)", flag));
   const Topology topology = load_topology_file(args.topology);
   GptSweepSpec spec;
