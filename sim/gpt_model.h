@@ -43,7 +43,8 @@
 //   parameters = L (12 h^2 + 13 h) + V h + s h + 2 h   (Megatron's count:
 //     blocks, word and position embeddings, the final LayerNorm); in general
 //     a block holds P_lin = h (h + 2 h G / a) + h^2 + (2 or 3 gated) h f
-//     linear weights (f the MLP's width, G the query groups), their biases
+//     linear weights (f the MLP's width, G the query groups; with
+//     --kv-channels d each h / a above is d and the h^2 a d h), their biases
 //     (h + 2 h G / a + h + (1 or 2) f + h, none without bias) and two norms
 //     (2 h each, h for RMSNorm); the position table (s h) only with learned
 //     positions, a second V h with an untied output layer; with experts the
@@ -80,8 +81,13 @@ struct GptModel {
   int64_t sequence = 0;
   int64_t vocab = 50257;  // GPT-2's BPE vocabulary
   // The architecture beyond GPT-3's (above); the defaults are GPT's.
-  int64_t ffn_hidden = 0;        // --ffn-hidden-size f; 0: 4h
-  int64_t query_groups = 0;      // --num-query-groups G; 0: a (a group per head)
+  int64_t ffn_hidden = 0;    // --ffn-hidden-size f; 0: 4h
+  int64_t query_groups = 0;  // --num-query-groups G; 0: a (a group per head)
+  // --kv-channels d, a head's width (0: h / a, Megatron's default): the
+  // queries a d wide, the keys and values G d, the output projection's input
+  // a d (Qwen3's MoE models: h 2048, 32 heads of 128). Multi-latent attention
+  // has its own widths and ignores it, as Megatron does.
+  int64_t kv_channels = 0;
   bool swiglu = false;           // --swiglu
   bool linear_bias = true;       // false: --disable-bias-linear
   bool tied_output = true;       // false: --untie-embeddings-and-output-weights
@@ -238,12 +244,16 @@ struct GptModel {
   // The model of a multi-token prediction depth's block: the last block's.
   GptModel mtp_block() const { return mtp_moe() ? *this : dense_blocks(); }
   int64_t groups() const { return query_groups > 0 ? query_groups : heads; }
-  // Width of the keys (and of the values): h G / a.
-  int64_t kv_hidden() const { return heads > 0 ? hidden / heads * groups() : hidden; }
+  // A head's width d: --kv-channels, or h / a.
+  int64_t head_dim() const { return kv_channels > 0 ? kv_channels : (heads > 0 ? hidden / heads : hidden); }
+  // Width of the queries (and of the attention's output): a d, h by default.
+  int64_t query_width() const { return heads > 0 ? heads * head_dim() : hidden; }
+  // Width of the keys (and of the values): G d, h G / a by default.
+  int64_t kv_hidden() const { return heads > 0 ? head_dim() * groups() : hidden; }
   // Whether any of the fields above differs from GPT's.
   bool beyond_gpt() const {
-    return ffn_hidden > 0 || query_groups > 0 || swiglu || !linear_bias || !tied_output || rope || rms_norm ||
-           flash_attention || moe() || mla || qk_layernorm || mtp_layers > 0 || uses_fp8() ||
+    return ffn_hidden > 0 || query_groups > 0 || kv_channels > 0 || swiglu || !linear_bias || !tied_output || rope ||
+           rms_norm || flash_attention || moe() || mla || qk_layernorm || mtp_layers > 0 || uses_fp8() ||
            attention_dropout != 0.1 || hidden_dropout != 0.1 || max_positions > 0 || vocab_divisor != 128 ||
            !softmax_fusion || !rope_fusion || !activation_fusion || !bias_dropout_fusion || cross_entropy_fusion ||
            half_loss;
@@ -277,10 +287,11 @@ double gpt_mtp_parameters(const GptModel& model);
 // --qk-layernorm the attention's own norms).
 double gpt_block_parameters(const GptModel& model);
 // The attention's linear weights: QKV and the output projection, h (h + 2 h
-// G / a) + h^2; with multi-latent attention the down projections h q_lora and
-// h (kv_lora + dr) (h a (dn + dr) in place of the first two terms without
-// q_lora), the up projections q_lora a (dn + dr) and kv_lora a (dn + dv), and
-// the output projection a dv h (sim/megatron_attention.cc).
+// G / a) + h^2 (with --kv-channels d: h (a d + 2 G d) + a d h); with
+// multi-latent attention the down projections h q_lora and h (kv_lora + dr)
+// (h a (dn + dr) in place of the first two terms without q_lora), the up
+// projections q_lora a (dn + dr) and kv_lora a (dn + dv), and the output
+// projection a dv h (sim/megatron_attention.cc).
 double gpt_attention_weights(const GptModel& model);
 // The attention's biases (none without them; multi-latent attention's output
 // projection's alone) and --qk-layernorm's norms (the latents', or the

@@ -288,8 +288,12 @@ Status check_megatron_layout(const GptModel& model, const MegatronLayout& layout
         std::tuple{model.vocab, kMaxGptVocab, "--vocab-size"},
         std::tuple{int64_t{layout.micro_batch}, kMaxGptMicroBatch, "--micro-batch-size"}})
     if (value > most) return bad(fmt::format("{} must be at most {}, got {}", flag, most, value));
-  if (model.hidden % model.heads != 0)
+  // Megatron asks h / a only of a head width it derives (no --kv-channels).
+  if (model.kv_channels == 0 && model.hidden % model.heads != 0)
     return bad(fmt::format("--hidden-size {} is not divisible by --num-attention-heads {}", model.hidden, model.heads));
+  if (model.kv_channels < 0) return bad("--kv-channels must be at least 1");
+  if (model.kv_channels > kMaxGptHidden)
+    return bad(fmt::format("--kv-channels must be at most {}, got {}", kMaxGptHidden, model.kv_channels));
   if (layout.tensor < 1) return bad("--tensor-model-parallel-size must be at least 1");
   if (layout.pipeline < 1) return bad("--pipeline-model-parallel-size must be at least 1");
   if (layout.data < 1) return bad("--data-parallel-size must be at least 1");

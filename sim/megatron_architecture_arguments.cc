@@ -22,6 +22,7 @@ void write_gpt_architecture(const GptModel& model, nlohmann::json& arguments) {
   arguments["swiglu"] = model.swiglu;
   arguments["group_query_attention"] = model.query_groups > 0;
   arguments["num_query_groups"] = model.groups();
+  if (model.kv_channels > 0) arguments["kv_channels"] = model.kv_channels;
   arguments["disable_bias_linear"] = !model.linear_bias;
   arguments["untie_embeddings_and_output_weights"] = !model.tied_output;
   arguments["position_embedding_type"] = model.rope ? "rope" : "learned_absolute";
@@ -203,6 +204,7 @@ Status read_gpt_architecture(const nlohmann::json& arguments, const json_fields:
                 {"qk_head_dim", &model.qk_head_dim},
                 {"qk_pos_emb_head_dim", &model.qk_pos_head_dim},
                 {"v_head_dim", &model.v_head_dim},
+                {"kv_channels", &model.kv_channels},
                 {"mtp_num_layers", &model.mtp_layers}};
   for (const auto& count : counts) {
     if (!arguments.contains(count.name) || arguments[count.name].is_null()) continue;  // null: Megatron's None
@@ -212,6 +214,7 @@ Status read_gpt_architecture(const nlohmann::json& arguments, const json_fields:
     *count.value = *value;
   }
   if (model.moe_ffn_hidden == model.ffn()) model.moe_ffn_hidden = 0;  // the default, as the flags leave it
+  if (model.mla || model.kv_channels * model.heads == model.hidden) model.kv_channels = 0;  // as the flags leave it
   for (const auto& [name, p] :
        {std::pair{"attention_dropout", &model.attention_dropout}, std::pair{"hidden_dropout", &model.hidden_dropout}}) {
     if (!arguments.contains(name)) continue;

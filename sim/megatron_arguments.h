@@ -42,7 +42,9 @@ class FieldPath;
 // The architecture's keys of that object, written only for a model beyond
 // GPT-3's and each optional (GPT's value): "ffn_hidden_size", "swiglu",
 // "group_query_attention", "num_query_groups" (the heads without grouped-query
-// attention), "disable_bias_linear", "untie_embeddings_and_output_weights",
+// attention), "kv_channels" (written when not h / a; read at h / a as its
+// default, and with multi-latent attention ignored, as Megatron does),
+// "disable_bias_linear", "untie_embeddings_and_output_weights",
 // "position_embedding_type" ("learned_absolute", "rope"), "normalization"
 // ("LayerNorm", "RMSNorm"), "use_flash_attn", "attention_dropout" and
 // "hidden_dropout" (written when not 0.1, Megatron's default),
@@ -77,7 +79,7 @@ class FieldPath;
 // Megatron-core's default), "moe_shared_expert_overlap" and
 // "overlap_moe_expert_parallel_comm" (written when true; absent: false).
 // clang-format off
-inline constexpr std::array<const char*, 43> kGptArchitectureKeys = {
+inline constexpr std::array<const char*, 44> kGptArchitectureKeys = {
     "ffn_hidden_size", "swiglu", "group_query_attention", "num_query_groups", "disable_bias_linear",
     "untie_embeddings_and_output_weights", "position_embedding_type", "normalization", "use_flash_attn",
     "num_experts", "moe_router_topk", "moe_ffn_hidden_size", "moe_grouped_gemm",
@@ -87,7 +89,7 @@ inline constexpr std::array<const char*, 43> kGptArchitectureKeys = {
     "fp8_param_gather", "first_last_layers_bf16", "num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16",
     "moe_router_num_groups", "moe_router_group_topk", "attention_dropout", "hidden_dropout",
     "max_position_embeddings", "make_vocab_size_divisible_by", "masked_softmax_fusion", "cross_entropy_loss_fusion",
-    "fp16_lm_cross_entropy", "apply_rope_fusion", "bias_activation_fusion", "bias_dropout_fusion"};
+    "fp16_lm_cross_entropy", "apply_rope_fusion", "bias_activation_fusion", "bias_dropout_fusion", "kv_channels"};
 // clang-format on
 // `object` without those keys (for a strict check of the others' names), and
 // those keys of it read into `model` (planner regression cases share them).

@@ -12,7 +12,10 @@ namespace baton {
 
 double gpt_attention_weights(const GptModel& model) {
   const double h = static_cast<double>(model.hidden);
-  if (!model.mla) return h * (h + 2.0 * static_cast<double>(model.kv_hidden())) + h * h;
+  if (!model.mla) {
+    const double q = static_cast<double>(model.query_width());
+    return h * (q + 2.0 * static_cast<double>(model.kv_hidden())) + q * h;
+  }
   const double a = static_cast<double>(model.heads);
   const double q_lora = static_cast<double>(model.q_lora_rank), kv_lora = static_cast<double>(model.kv_lora_rank);
   const double qk = static_cast<double>(model.qk_head_dim + model.qk_pos_head_dim);
@@ -26,9 +29,10 @@ double gpt_attention_biases_and_norms(const GptModel& model) {
   const double h = static_cast<double>(model.hidden);
   const double norm = model.rms_norm ? 1.0 : 2.0;  // weights (and biases) per normalized value
   if (!model.mla) {
-    const double biases = model.linear_bias ? h + 2.0 * static_cast<double>(model.kv_hidden()) + h : 0.0;
+    const double q = static_cast<double>(model.query_width());
+    const double biases = model.linear_bias ? q + 2.0 * static_cast<double>(model.kv_hidden()) + h : 0.0;
     // --qk-layernorm: one norm over a head's query and one over its key.
-    const double head = model.heads > 0 ? h / static_cast<double>(model.heads) : 0.0;
+    const double head = static_cast<double>(model.head_dim());
     return biases + (model.qk_layernorm ? 2.0 * head * norm : 0.0);
   }
   const double latents = static_cast<double>(model.q_lora_rank + model.kv_lora_rank);
@@ -60,12 +64,13 @@ Status check_latent_attention(const GptModel& model, const MegatronLayout& layou
   }
   if (!model.mla) return ok_status();
   if (model.query_groups > 0 && model.query_groups != model.heads)
-    return Error{fmt::format("--multi-latent-attention gives every head its own keys and values (from the latent): "
-                             "--num-query-groups {} is refused, as Megatron's FLOPs count refuses it",
-                             model.query_groups)};
+    return Error{
+        fmt::format("--multi-latent-attention gives every head its own keys and values (from the latent): "
+                    "--num-query-groups {} is refused, as Megatron's FLOPs count refuses it",
+                    model.query_groups)};
   if (layout.context > 1)
-    return Error{fmt::format("--context-parallel-size {} with --multi-latent-attention is not modelled",
-                             layout.context)};
+    return Error{
+        fmt::format("--context-parallel-size {} with --multi-latent-attention is not modelled", layout.context)};
   return ok_status();
 }
 

@@ -47,7 +47,7 @@ ContextExchange context_exchange(const GpuModel& gpu, const BlockShape& x, const
     }
     case ContextComm::kAllGather: return {comm(keys_values), comm(keys_values) * 2.0};
     case ContextComm::kAllToAll: {
-      const Seconds moved = comm(x.b * x.s * (x.h + 2.0 * x.kv) / x.t * kHalf) + comm(x.b * x.s * x.h / x.t * kHalf);
+      const Seconds moved = comm(x.b * x.s * (x.q + 2.0 * x.kv) / x.t * kHalf) + comm(x.b * x.s * x.q / x.t * kHalf);
       return {moved, moved};
     }
   }

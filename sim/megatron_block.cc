@@ -16,6 +16,7 @@ BlockShape shape_of(const GptModel& model, const MegatronLayout& layout) {
   x.t = layout.tensor;
   x.tokens = x.b * x.s;
   x.local_tokens = layout.sequence_parallel ? x.tokens / x.t : x.tokens;
+  x.q = static_cast<double>(model.query_width());
   x.kv = static_cast<double>(model.kv_hidden());
   x.f = static_cast<double>(model.moe() ? model.expert_ffn() : model.ffn());
   x.gated = model.swiglu;
@@ -45,8 +46,9 @@ BlockShape shape_of(const GptModel& model, const MegatronLayout& layout) {
   x.shared = x.moe ? static_cast<double>(model.shared_expert_ffn) : 0.0;
   x.mla = model.mla;
   x.qk_norm = model.qk_layernorm;
-  x.head_qk = x.mla ? static_cast<double>(model.qk_head_dim + model.qk_pos_head_dim) : x.h / x.a;
-  x.head_v = x.mla ? static_cast<double>(model.v_head_dim) : x.h / x.a;
+  x.head_qk =
+      x.mla ? static_cast<double>(model.qk_head_dim + model.qk_pos_head_dim) : static_cast<double>(model.head_dim());
+  x.head_v = x.mla ? static_cast<double>(model.v_head_dim) : static_cast<double>(model.head_dim());
   x.q_lora = x.mla ? static_cast<double>(model.q_lora_rank) : 0.0;
   x.kv_lora = x.mla ? static_cast<double>(model.kv_lora_rank) : 0.0;
   x.pos = x.mla ? static_cast<double>(model.qk_pos_head_dim) : 0.0;
@@ -106,9 +108,9 @@ Fp8Casts fp8_casts(const GpuModel& gpu, const BlockShape& x) {
     }
   } else {
     // The QKV's input comes quantized out of its norm with delayed scaling.
-    forward = {T * h / t};
+    forward = {T * x.q / t};
     if (x.fp8_current) forward.push_back(own * h);
-    backward = {T * (h + 2.0 * x.kv) / t, own * h};
+    backward = {T * (x.q + 2.0 * x.kv) / t, own * h};
   }
   if (!x.moe) {
     forward.push_back(T * x.f / t);
@@ -147,11 +149,11 @@ Seconds overlapped_exposure(const BlockShape& x, Seconds comm, Seconds gemm) {
 AttentionLinears attention_linears(const GpuModel& gpu, const BlockShape& x) {
   const double T = x.tokens, h = x.h, t = x.t;
   if (!x.mla) {
-    const double qkv_width = (h + 2.0 * x.kv) / t;
+    const double qkv_width = (x.q + 2.0 * x.kv) / t, projected = x.q / t;
     const Seconds qkv_w = linear_gemm(gpu, x, qkv_width, h, T);
-    return {linear_gemm(gpu, x, T, qkv_width, h) + linear_gemm(gpu, x, T, h, h / t),
-            linear_gemm(gpu, x, T, h, qkv_width) + linear_gemm(gpu, x, T, h / t, h),
-            qkv_w + linear_gemm(gpu, x, h, h / t, T), qkv_w};
+    return {linear_gemm(gpu, x, T, qkv_width, h) + linear_gemm(gpu, x, T, h, projected),
+            linear_gemm(gpu, x, T, h, qkv_width) + linear_gemm(gpu, x, T, projected, h),
+            qkv_w + linear_gemm(gpu, x, h, projected, T), qkv_w};
   }
   const double own = x.local_tokens, kv_latent = x.kv_lora + x.pos;
   const double queries = x.a * x.head_qk / t, keys_values = x.a * (x.head_qk - x.pos + x.head_v) / t;

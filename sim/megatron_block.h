@@ -21,7 +21,8 @@ struct BlockShape {
   double b, s, h, a, t, tokens, local_tokens;
   double c;                  // context-parallel ranks
   ContextComm comm;          // how they move the keys and values
-  double kv;                 // keys' (and values') width, h G / a
+  double q;                  // the queries' (and the attention output's) width, a d (h by default)
+  double kv;                 // keys' (and values') width, G d (h G / a by default)
   double f;                  // the MLP's width
   double up;                 // the up projection's width: f, 2f gated
   bool gated;                // SwiGLU
@@ -50,7 +51,7 @@ struct BlockShape {
   double expert_parameters;  // gpt_block_expert_parameters
   double shared;             // the shared expert's width S (0: none)
   // The attention core's head widths, the query's and key's and the value's:
-  // h / a each, multi-latent attention's dn + dr and dv.
+  // d each (--kv-channels, h / a by default), multi-latent attention's dn + dr and dv.
   double head_qk, head_v;
   // Multi-latent attention (GptModel): the latents' widths (q_lora 0: the
   // queries straight from h) and the rotary part dr; qk_norm: --qk-layernorm.
@@ -76,13 +77,13 @@ Seconds linear_gemm(const GpuModel& gpu, const BlockShape& x, double m, double n
 // (sim/megatron_fp8.h): each linear's forward input, and each linear's output
 // gradient before its input-gradient GEMM, one kernel each (two with
 // tensorwise scaling), 4 bytes a value (6 tensorwise). The values, per rank:
-// the projection's input T h / t and the second MLP GEMM's T f / t; the QKV's
+// the projection's input T q / t and the second MLP GEMM's T f / t; the QKV's
 // and the first MLP GEMM's inputs only with tensorwise scaling, on the
 // rank's own tokens (T / t with sequence parallelism: quantized before they
 // are gathered): with delayed scaling Transformer Engine's fused norm and
 // linear (Megatron-core's TELayerNormColumnParallelLinear) writes the norm's
 // output in FP8, with no kernel of its own; the gradients of
-// the QKV's T (h + 2 kv) / t outputs, the projection's and the second MLP
+// the QKV's T (q + 2 kv) / t outputs, the projection's and the second MLP
 // GEMM's on the own tokens, the first MLP GEMM's T up / t. Multi-latent
 // attention's down projections' inputs (and output gradients) on the own
 // tokens, its up projections' on the gathered latents (their inputs, like
@@ -152,8 +153,8 @@ Seconds flash_attention_forward(const GpuModel& gpu, const BlockShape& x);
 //     attention, and in the backward gathered again and their gradients
 //     reduce-scattered, none of it overlapped. `comm`: the all-gather in which
 //     each GPU gives `bytes` (the reduce-scatter takes as long);
-//   a2a: the queries, keys and values (b s / c (h + 2 kv) / t values) to the
-//     rank of their heads before the attention and its output (b s / c h / t)
+//   a2a: the queries, keys and values (b s / c (q + 2 kv) / t values) to the
+//     rank of their heads before the attention and its output (b s / c q / t)
 //     back after it; the backward moves their gradients the same way. `comm`:
 //     the all-to-all in which each GPU holds `bytes`.
 struct ContextExchange {
@@ -171,7 +172,8 @@ Seconds mlp_gemm(const GpuModel& gpu, const BlockShape& x, double m, double n, d
 // backward's input-gradient and weight-gradient GEMMs, and `first_weight`,
 // the weight gradients the backward's tensor-parallel collective runs beside
 // (the QKV's; multi-latent attention's up projections'). Megatron's: QKV [T x
-// h] x [h x (h + 2 kv) / t], the projection [T x h / t] x [h / t x h].
+// h] x [h x (q + 2 kv) / t], the projection [T x q / t] x [q / t x h] (q = a d,
+// h unless --kv-channels says otherwise).
 // Multi-latent attention's (Megatron-core 0.14 on): the down projections,
 // whole on every rank, on the rank's own tokens (the sequence-parallel
 // shard, T / t; T without), [h x q_lora] and [h x (kv_lora + dr)]; the up

@@ -38,8 +38,8 @@ std::vector<Dimension> fp8_dimensions(const GptModel& model, const MegatronLayou
     dims.push_back({a * qk / t, 8, "the queries' width per rank, a (dn + dr) / t"});
     dims.push_back({a * model.v_head_dim / t, 16, "the output projection's input per rank, a dv / t"});
   } else {
-    dims.push_back({(h + 2 * model.kv_hidden()) / t, 8, "the QKV's width per rank, (h + 2 h G / a) / t"});
-    dims.push_back({h / t, 16, "the output projection's input per rank, h / t"});
+    dims.push_back({(model.query_width() + 2 * model.kv_hidden()) / t, 8, "the QKV's width per rank, (a + 2 G) d / t"});
+    dims.push_back({model.query_width() / t, 16, "the output projection's input per rank, a d / t"});
   }
   const int64_t mlp_t = model.moe() ? layout.expert_tensor_parallel() : t;
   const char* mlp = model.moe() ? "an expert's width per rank, --moe-ffn-hidden-size / etp"

@@ -75,11 +75,10 @@ double gpt_active_parameters(const GptModel& model, int tensor) {
   return gpt_parameters(model, tensor) - moe * gpt_block_expert_parameters(model) * unused;
 }
 
-// Per sample and layer the forward is 2 P_lin s + 4 s^2 h FLOPs (GPT: 24 s h^2
-// (1 + s / 6h)), the backward twice that, and full recomputation one forward
-// more: k = 3 or 4 passes. The logit layer (2 s h V forward) is never
-// recomputed, so its term is 6 B s h V either way: 96 B s L h^2 V / (16 L h)
-// in Megatron's form. Multi-token prediction (Megatron's
+// Per sample and layer the forward is 2 P_lin s + 4 s^2 a d FLOPs (a d = h
+// unless --kv-channels says otherwise; GPT: 24 s h^2 (1 + s / 6h)), the backward twice that, and full recomputation one
+// forward more: k = 3 or 4 passes. The logit layer (2 s h V forward) is never recomputed, so its term is 6 B s h V
+// either way: 96 B s L h^2 V / (16 L h) in Megatron's form. Multi-token prediction (Megatron's
 // num_floating_point_operations, core 0.12 on): each of the D depths one
 // block more of the last block's kind, 2 (3 h + 2 h^2) FLOPs a token and
 // pass for its norms and eh_proj, and one logit layer more.
@@ -105,7 +104,8 @@ double megatron_model_flops(const GptModel& model, const MegatronLayout& layout)
                         static_cast<double>(model.qk_head_dim + model.qk_pos_head_dim + model.v_head_dim);
     return k * b * s * (2.0 * (linear + l * norms) + l * core) + 6.0 * b * s * h * v * (1.0 + depths);
   }
-  return k * b * s * (2.0 * linear + l * 4.0 * s * h) + 6.0 * b * s * h * v * (1.0 + depths);
+  const double q = static_cast<double>(model.query_width());
+  return k * b * s * (2.0 * linear + l * 4.0 * s * q) + 6.0 * b * s * h * v * (1.0 + depths);
 }
 
 }  // namespace baton

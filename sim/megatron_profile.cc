@@ -89,14 +89,14 @@ Seconds block_memory_bound(const GpuModel& gpu, const BlockShape& x) {
   const double bias_dropout_add = 3.0 * x.local_tokens * x.h * kHalf;
   // Rotary positions, fused: the queries and the keys read and written once
   // (unfused: unfused_rope, sim/megatron_rope.h).
-  const Seconds rope = x.rope && x.rope_fusion && !x.mla ? gpu.memory_bound(2.0 * x.tokens * x.h / x.t * kHalf) +
+  const Seconds rope = x.rope && x.rope_fusion && !x.mla ? gpu.memory_bound(2.0 * x.tokens * x.q / x.t * kHalf) +
                                                                gpu.memory_bound(2.0 * x.tokens * x.kv / x.t * kHalf)
                                                          : Seconds(0.0);
   const Seconds standard =
       gpu.memory_bound(layer_norm) * 2.0 + gpu.memory_bound(bias_dropout_add) * 2.0 + mlp_activation(gpu, x) + rope;
   if (!x.mla) {
     // --qk-layernorm: the queries and the keys normalized, read and written.
-    return x.qk_norm ? standard + gpu.memory_bound(2.0 * x.tokens * (x.h + x.kv) / x.t * kHalf) : standard;
+    return x.qk_norm ? standard + gpu.memory_bound(2.0 * x.tokens * (x.q + x.kv) / x.t * kHalf) : standard;
   }
   // Multi-latent attention: the rotary part of the queries (a dr / t a token)
   // and of the one key (dr), the concatenations that build the queries and
@@ -278,6 +278,7 @@ Layer to_layer(const std::string& name, const std::string& what, const MegatronL
 
 std::string block_description(const GptModel& model, const MegatronLayout& layout) {
   std::string attention = fmt::format("{} heads", model.heads);
+  if (model.kv_channels > 0 && !model.mla) attention += fmt::format(" of {}", model.kv_channels);
   if (model.query_groups > 0) attention += fmt::format(" in {} query groups", model.groups());
   if (model.mla)
     attention += fmt::format(" of multi-latent attention (latents {} / {}, heads {} + {} / {})", model.q_lora_rank,

@@ -25,7 +25,7 @@ UnfusedRope unfused_rope(const GpuModel& gpu, const BlockShape& x) {
   UnfusedRope out;
   if (!x.rope || x.rope_fusion || x.mla) return out;
   const double table = x.s * x.head_qk;  // the s x d frequencies
-  for (const double width : {x.h, x.kv}) {
+  for (const double width : {x.q, x.kv}) {
     const double values = x.tokens * width / x.t;
     out.forward += passes(gpu, kForwardBytes, values) + passes(gpu, kTableBytes, table);
     out.backward += passes(gpu, kBackwardBytes, values);

@@ -23,14 +23,19 @@ double linear_input_bytes(const GptModel& model) { return model.uses_fp8() ? 1.0
 
 // What the attention keeps for its backward (block_activation_bytes):
 // Megatron's queries (2), keys and values (2 each x G / a) and the
-// projection's input (2), split; multi-latent attention's queries and keys (2
-// a (dn + dr) / h each), values and the projection's input (2 a dv / h each),
+// projection's input (2), split (with --kv-channels d the queries and the
+// projection's input a d / h of that, keys and values G d / h);
+// multi-latent attention's queries and keys (2 a (dn + dr) / h each), values
+// and the projection's input (2 a dv / h each),
 // split, and the up projections' inputs, the latents (2 (q_lora + kv_lora +
 // dr) / h; their normalized copies too with --qk-layernorm), sharded.
 AttentionTerms attention_kept(const GptModel& model) {
   const double h = static_cast<double>(model.hidden);
   const double lin = linear_input_bytes(model);
-  if (!model.mla) return {2.0 + lin + 4.0 * static_cast<double>(model.kv_hidden()) / h, 0.0};
+  if (!model.mla) {
+    const double q = static_cast<double>(model.query_width());
+    return {((2.0 + lin) * q + 4.0 * static_cast<double>(model.kv_hidden())) / h, 0.0};
+  }
   const double a = static_cast<double>(model.heads);
   const double qk = static_cast<double>(model.qk_head_dim + model.qk_pos_head_dim);
   const double v = static_cast<double>(model.v_head_dim);
@@ -41,14 +46,18 @@ AttentionTerms attention_kept(const GptModel& model) {
 }
 
 // What the attention's weight GEMMs keep from I to W (weight_pass_bytes):
-// Megatron's QKV output gradients (2 (h + 2 kv) / h) and the projection's
-// input (2), split; multi-latent attention's up projections' output
-// gradients (2 a (dn + dr) / h, 2 a (dn + dv) / h) and the projection's input
+// Megatron's QKV output gradients (2 (q + 2 kv) / h) and the projection's
+// input (2 q / h), split (q = a d, h by default); multi-latent attention's
+// up projections' output gradients (2 a (dn + dr) / h, 2 a (dn + dv) / h)
+// and the projection's input
 // (2 a dv / h), split, and the latents (the up projections' inputs) and their
 // gradients (the down projections' outputs), sharded.
 AttentionTerms attention_weight_pass(const GptModel& model) {
   const double h = static_cast<double>(model.hidden);
-  if (!model.mla) return {2.0 * (h + 2.0 * static_cast<double>(model.kv_hidden())) / h + 2.0, 0.0};
+  if (!model.mla) {
+    const double q = static_cast<double>(model.query_width());
+    return {(2.0 * (q + 2.0 * static_cast<double>(model.kv_hidden())) + 2.0 * q) / h, 0.0};
+  }
   const double a = static_cast<double>(model.heads);
   const double dn = static_cast<double>(model.qk_head_dim), dr = static_cast<double>(model.qk_pos_head_dim);
   const double v = static_cast<double>(model.v_head_dim);

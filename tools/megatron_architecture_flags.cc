@@ -117,7 +117,9 @@ void add_architecture_flags(CLI::App& cmd, MegatronArgs& args, const std::string
       ->check(CLI::IsMember({"native", "te"}))
       ->group(group);
   cmd.add_option("--kv-channels", args.kv_channels,
-                 "a head's width; only --hidden-size / --num-attention-heads (Megatron's default) is modelled")
+                 "a head's width d (default --hidden-size / --num-attention-heads): the queries a d wide, the keys "
+                 "and values (groups) x d, the output projection's input a d; ignored with --multi-latent-attention, "
+                 "as in Megatron")
       ->check(at_least(1))
       ->group(group);
   cmd.add_flag("--use-rotary-position-embeddings", args.use_rotary,
@@ -225,6 +227,7 @@ std::string architecture_flags(const GptModel& model) {
   if (model.ffn_hidden > 0) text += fmt::format(" --ffn-hidden-size {}", model.ffn_hidden);
   if (model.swiglu) text += " --swiglu";
   if (model.query_groups > 0) text += fmt::format(" --group-query-attention --num-query-groups {}", model.query_groups);
+  if (model.kv_channels > 0) text += fmt::format(" --kv-channels {}", model.kv_channels);
   if (!model.linear_bias) text += " --disable-bias-linear";
   if (!model.tied_output) text += " --untie-embeddings-and-output-weights";
   if (model.rope) text += " --position-embedding-type rope";

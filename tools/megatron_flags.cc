@@ -298,10 +298,10 @@ MegatronRun megatron_flags_unchecked(const MegatronArgs& args) {
     throw UsageError(
         "--no-bias-gelu-fusion with the linear layers' biases: the bias added apart from GeLU is not modelled (give "
         "--disable-bias-linear, or leave the flag out)");
-  if (args.kv_channels > 0 && args.kv_channels * run.model.heads != run.model.hidden)
-    throw UsageError(fmt::format(
-        "--kv-channels {}: a head width other than --hidden-size / --num-attention-heads ({}) is not modelled",
-        args.kv_channels, run.model.hidden / run.model.heads));
+  // --kv-channels at h / a is Megatron's default (kept as such); multi-latent
+  // attention has head widths of its own and ignores it, as Megatron does.
+  if (args.kv_channels > 0 && !run.model.mla && args.kv_channels * run.model.heads != run.model.hidden)
+    run.model.kv_channels = args.kv_channels;
   if (args.no_position_embedding && !run.model.rope)
     throw UsageError(
         "--no-position-embedding goes with --position-embedding-type rope (Megatron refuses it otherwise: "
