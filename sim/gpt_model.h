@@ -134,6 +134,13 @@ struct GptModel {
   // has the parts): E experts of width F in every block's MLP, top-k routing.
   int64_t experts = 0;      // --num-experts E; 0: a dense MLP
   int64_t router_topk = 2;  // --moe-router-topk k (Megatron's default 2)
+  // --moe-router-dtype fp32 (false: the input's dtype, Megatron's default):
+  // the router's logits, softmax and top-k in fp32. Megatron-core's
+  // router_gating_linear computes the logits from bf16 operands into fp32
+  // and, in the backward, casts the input and the weight to fp32 for the two
+  // gradient GEMMs (fp32 operands: TF32 in Transformer Engine's GEMM) and
+  // the gradients back to bf16.
+  bool fp32_router = false;
   // Group-limited routing (--moe-router-num-groups g, --moe-router-group-topk
   // K; 0: none, Megatron's None): the E experts in g groups of E / g in
   // order, a token's k experts taken from the K groups it scores highest.
@@ -256,7 +263,7 @@ struct GptModel {
            rms_norm || flash_attention || moe() || mla || qk_layernorm || mtp_layers > 0 || uses_fp8() ||
            attention_dropout != 0.1 || hidden_dropout != 0.1 || max_positions > 0 || vocab_divisor != 128 ||
            !softmax_fusion || !rope_fusion || !activation_fusion || !bias_dropout_fusion || cross_entropy_fusion ||
-           half_loss;
+           half_loss || fp32_router;
   }
 };
 

@@ -23,14 +23,15 @@ constexpr double kHostPerPassSeconds = 0.4635e-3;
 // throughput in bf16 and FP8 (gpu_model.h says how).
 constexpr double kHopperTensorShare = 0.75;
 
-GpuModel make(std::string name, int sms, double peak, double fp8, double hbm, double memory_gib, std::string datasheet,
-              double tensor_share = 1.0) {
+GpuModel make(std::string name, int sms, double peak, double fp8, double fp32, double hbm, double memory_gib,
+              std::string datasheet, double tensor_share = 1.0) {
   GpuModel model;
   model.tensor_share = tensor_share;
   model.name = std::move(name);
   model.sms = sms;
   model.peak_tflops = peak;
   model.fp8_tflops = fp8;
+  model.fp32_tflops = fp32;
   model.hbm_gbytes_per_s = hbm;
   model.memory_gib = memory_gib;
   model.gemm_efficiency = kGemmEfficiency;
@@ -55,22 +56,22 @@ GpuModel make(std::string name, int sms, double peak, double fp8, double hbm, do
 
 std::vector<GpuModel> known() {
   return {
-      make("A100-SXM4-80GB", 108, 312.0, 0.0, 2039.0, 80.0,
-           "NVIDIA A100 datasheet: 108 SMs, 312 TFLOP/s fp16/bf16 dense, 2039 GB/s HBM2e, 80 GB"),
-      make("A100-SXM4-40GB", 108, 312.0, 0.0, 1555.0, 40.0,
-           "NVIDIA A100 datasheet: 108 SMs, 312 TFLOP/s fp16/bf16 dense, 1555 GB/s HBM2, 40 GB"),
-      make("H100-SXM5-80GB", 132, 989.0, 1979.0, 3350.0, 80.0,
-           "NVIDIA H100 SXM5 datasheet: 132 SMs, 989 TFLOP/s fp16/bf16 and 1979 fp8 dense, 3350 GB/s HBM3, 80 GB",
+      make("A100-SXM4-80GB", 108, 312.0, 0.0, 156.0, 2039.0, 80.0,
+           "NVIDIA A100 datasheet: 108 SMs, 312 TFLOP/s fp16/bf16 and 156 tf32 dense, 2039 GB/s HBM2e, 80 GB"),
+      make("A100-SXM4-40GB", 108, 312.0, 0.0, 156.0, 1555.0, 40.0,
+           "NVIDIA A100 datasheet: 108 SMs, 312 TFLOP/s fp16/bf16 and 156 tf32 dense, 1555 GB/s HBM2, 40 GB"),
+      make("H100-SXM5-80GB", 132, 989.0, 1979.0, 495.0, 3350.0, 80.0,
+           "NVIDIA H100 SXM5 datasheet: 132 SMs, 989 TFLOP/s fp16/bf16, 1979 fp8 and 495 tf32 dense, 3350 GB/s HBM3, "
+           "80 GB",
            kHopperTensorShare),
-      make("H200-SXM-141GB", 132, 989.0, 1979.0, 4800.0, 141.0,
-           "NVIDIA H200 SXM datasheet: 132 SMs (the H100 SXM5's GH100), 989 TFLOP/s fp16/bf16 and 1979 fp8 dense, 4800 "
-           "GB/s "
-           "HBM3e, 141 GB",
+      make("H200-SXM-141GB", 132, 989.0, 1979.0, 495.0, 4800.0, 141.0,
+           "NVIDIA H200 SXM datasheet: 132 SMs (the H100 SXM5's GH100), 989 TFLOP/s fp16/bf16, 1979 fp8 and 495 tf32 "
+           "dense, 4800 GB/s HBM3e, 141 GB",
            kHopperTensorShare),
-      make("V100-SXM2-16GB", 80, 125.0, 0.0, 900.0, 16.0,
-           "NVIDIA V100 SXM2 datasheet: 80 SMs, 125 TFLOP/s fp16 tensor core, 900 GB/s HBM2, 16 GB"),
-      make("V100-SXM2-32GB", 80, 125.0, 0.0, 900.0, 32.0,
-           "NVIDIA V100 SXM2 datasheet: 80 SMs, 125 TFLOP/s fp16 tensor core, 900 GB/s HBM2, 32 GB"),
+      make("V100-SXM2-16GB", 80, 125.0, 0.0, 15.7, 900.0, 16.0,
+           "NVIDIA V100 SXM2 datasheet: 80 SMs, 125 TFLOP/s fp16 tensor core, 15.7 fp32, 900 GB/s HBM2, 16 GB"),
+      make("V100-SXM2-32GB", 80, 125.0, 0.0, 15.7, 900.0, 32.0,
+           "NVIDIA V100 SXM2 datasheet: 80 SMs, 125 TFLOP/s fp16 tensor core, 15.7 fp32, 900 GB/s HBM2, 32 GB"),
   };
 }
 
@@ -93,7 +94,9 @@ Seconds GpuModel::gemm(double m, double n, double k, double count, int bytes_per
   double compute = 1e300;
   for (const Tile& tile : tiles) {
     const double waves = std::ceil(count * std::ceil(m / tile.m) * std::ceil(n / tile.n) / sms);
-    const double peak = bytes_per_element == 1 && fp8_tflops > 0.0 ? fp8_tflops : peak_tflops;
+    const double peak = bytes_per_element == 1 && fp8_tflops > 0.0    ? fp8_tflops
+                        : bytes_per_element == 4 && fp32_tflops > 0.0 ? fp32_tflops
+                                                                      : peak_tflops;
     const double tile_flops_per_s = peak * 1e12 / sms * tensor_share * gemm_efficiency * tile.efficiency;
     compute = std::min(compute, waves * 2.0 * tile.m * tile.n * k / tile_flops_per_s);
   }

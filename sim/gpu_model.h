@@ -68,6 +68,10 @@ struct GpuModel {
   int sms = 0;               // streaming multiprocessors
   double peak_tflops = 0.0;  // dense fp16/bf16 tensor-core peak, 1e12 FLOP/s
   double fp8_tflops = 0.0;   // dense FP8 tensor-core peak; 0: no FP8 tensor cores
+  // The dense peak of a GEMM on fp32 operands: TF32's tensor-core peak where
+  // the GPU has one (Transformer Engine's cuBLASLt GEMMs compute fp32
+  // operands as TF32), its fp32 peak otherwise (the V100).
+  double fp32_tflops = 0.0;
   double hbm_gbytes_per_s = 0.0;
   double memory_gib = 0.0;
   int tile_m = 128;
@@ -87,7 +91,7 @@ struct GpuModel {
 
   // One GEMM (or `count` independent ones) of [m x k] x [k x n], operands and
   // result at `bytes_per_element`; with 1 (FP8 operands) at fp8_tflops, with
-  // the same efficiencies.
+  // 4 (fp32) at fp32_tflops, with the same efficiencies.
   Seconds gemm(double m, double n, double k, double count = 1.0, int bytes_per_element = 2) const;
   // A memory-bound kernel moving `bytes` (reads + writes).
   Seconds memory_bound(double bytes) const;

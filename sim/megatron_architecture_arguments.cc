@@ -63,6 +63,7 @@ void write_gpt_architecture(const GptModel& model, nlohmann::json& arguments) {
   arguments["moe_router_topk"] = model.router_topk;
   if (model.router_groups > 0) arguments["moe_router_num_groups"] = model.router_groups;
   if (model.router_group_topk > 0) arguments["moe_router_group_topk"] = model.router_group_topk;
+  if (model.fp32_router) arguments["moe_router_dtype"] = "fp32";
   arguments["moe_ffn_hidden_size"] = model.expert_ffn();
   arguments["moe_grouped_gemm"] = model.grouped_gemm;
   if (model.shared_expert_ffn > 0) arguments["moe_shared_expert_intermediate_size"] = model.shared_expert_ffn;
@@ -262,6 +263,12 @@ Status read_gpt_architecture(const nlohmann::json& arguments, const json_fields:
     if (*text != c.plain && *text != c.other)
       return at.field(c.name).error(fmt::format("must be {} or {}", c.plain, c.other), *text);
     *c.value = *text == c.other;
+  }
+  if (arguments.contains("moe_router_dtype") && !arguments["moe_router_dtype"].is_null()) {
+    const auto fp32 = [](std::string_view name) { return name == "fp32" ? std::optional<bool>(true) : std::nullopt; };
+    auto dtype = read_named(arguments, at, "moe_router_dtype", fp32, "fp32 or null (fp64 is not modelled)");
+    if (!dtype) return dtype.error();
+    model.fp32_router = *dtype;
   }
   if (!model.rope) model.rope_fusion = true;          // Megatron turns it off: nothing to fuse
   if (!model.swiglu) model.activation_fusion = true;  // GeLU: modelled fused (gpt_model.h)

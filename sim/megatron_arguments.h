@@ -61,6 +61,8 @@ class FieldPath;
 // (each optional: no experts, 2, the MLP's width, false, no shared expert, 1;
 // the last two written only when they are not), "moe_router_num_groups"
 // and "moe_router_group_topk" (written when given; null or absent: none),
+// "moe_router_dtype" ("fp32", written when set; null or absent: the
+// input's dtype; "fp64" is refused),
 // "qk_layernorm" (written when true) and with multi-latent attention
 // "multi_latent_attention",
 // "q_lora_rank" (null: none), "kv_lora_rank", "qk_head_dim",
@@ -79,7 +81,7 @@ class FieldPath;
 // Megatron-core's default), "moe_shared_expert_overlap" and
 // "overlap_moe_expert_parallel_comm" (written when true; absent: false).
 // clang-format off
-inline constexpr std::array<const char*, 44> kGptArchitectureKeys = {
+inline constexpr std::array<const char*, 45> kGptArchitectureKeys = {
     "ffn_hidden_size", "swiglu", "group_query_attention", "num_query_groups", "disable_bias_linear",
     "untie_embeddings_and_output_weights", "position_embedding_type", "normalization", "use_flash_attn",
     "num_experts", "moe_router_topk", "moe_ffn_hidden_size", "moe_grouped_gemm",
@@ -89,7 +91,8 @@ inline constexpr std::array<const char*, 44> kGptArchitectureKeys = {
     "fp8_param_gather", "first_last_layers_bf16", "num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16",
     "moe_router_num_groups", "moe_router_group_topk", "attention_dropout", "hidden_dropout",
     "max_position_embeddings", "make_vocab_size_divisible_by", "masked_softmax_fusion", "cross_entropy_loss_fusion",
-    "fp16_lm_cross_entropy", "apply_rope_fusion", "bias_activation_fusion", "bias_dropout_fusion", "kv_channels"};
+    "fp16_lm_cross_entropy", "apply_rope_fusion", "bias_activation_fusion", "bias_dropout_fusion", "kv_channels",
+    "moe_router_dtype"};
 // clang-format on
 // `object` without those keys (for a strict check of the others' names), and
 // those keys of it read into `model` (planner regression cases share them).

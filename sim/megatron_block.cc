@@ -35,6 +35,7 @@ BlockShape shape_of(const GptModel& model, const MegatronLayout& layout) {
   x.moe = model.moe();
   x.experts = static_cast<double>(model.experts);
   x.topk = model.expert_copies();
+  x.fp32_router = model.fp32_router;
   x.ep = std::max(1, layout.expert_parallel);
   x.dispatcher = layout.moe_dispatcher;
   x.shared_overlap = layout.moe_shared_expert_overlap && x.moe && model.shared_expert_ffn > 0;

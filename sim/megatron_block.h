@@ -46,6 +46,7 @@ struct BlockShape {
   double mlp_m, mlp_gemms, mlp_t;
   bool grouped;
   double experts, topk, ep;  // topk: GptModel::expert_copies (k, dropless)
+  bool fp32_router;          // GptModel::fp32_router (--moe-router-dtype fp32)
   MoeDispatcher dispatcher;  // MegatronLayout::moe_dispatcher
   bool shared_overlap;       // MegatronLayout::moe_shared_expert_overlap, with a shared expert
   double expert_parameters;  // gpt_block_expert_parameters
@@ -228,6 +229,11 @@ Seconds attention_collectives(const BlockShape& x, const CollectiveTime& tp_allr
 //     read from the gathered tokens and written, and scattered back into the
 //     gathered size, whose (G - 1) T / t h values beyond the shard's own are
 //     written too, the same in the backward (with G = 1, alltoall's terms).
+// With --moe-router-dtype fp32 the logits, the softmax and the top-k move 4
+// bytes a value where they move 2, and the backward casts the router's input
+// and weight to fp32 (2 bytes read, 4 written a value), takes its two
+// gradient GEMMs on fp32 operands (GpuModel::gemm at 4 bytes: TF32) and casts
+// the gradients back (4 read, 2 written): four kernels more.
 // The kernels the host dispatches for them (router GEMM, softmax, top-k, the
 // auxiliary loss's three, the permutation's two and the unpermutation's two;
 // in the backward two more for the router's gradients; the all-to-alls, or

@@ -67,6 +67,7 @@ Status check_experts(const GptModel& model, const MegatronLayout& layout) {
     if (model.pad_to_capacity) return Error{"--moe-pad-expert-input-to-capacity needs --num-experts"};
     if (model.router_groups != 0) return Error{"--moe-router-num-groups needs --num-experts"};
     if (model.router_group_topk != 0) return Error{"--moe-router-group-topk needs --num-experts"};
+    if (model.fp32_router) return Error{"--moe-router-dtype needs --num-experts"};
     if (model.moe_layer_freq != 1 || !model.moe_layer_pattern.empty())
       return Error{"--moe-layer-freq needs --num-experts"};
     return ok_status();

@@ -9,6 +9,7 @@ namespace {
 // The MoE layer's kernels (sim/megatron_block.h says which).
 constexpr int kMoeForwardKernels = 10;
 constexpr int kMoeBackwardKernels = 12;
+constexpr int kFp32RouterCasts = 4;  // --moe-router-dtype fp32: input and weight to fp32, their gradients back
 constexpr int kMoeAllToAllKernels = 2;
 // The allgather dispatcher's collectives: the tokens', the routing map's and
 // the probabilities' all-gathers and the outputs' reduce-scatter forward; the
@@ -66,9 +67,15 @@ MoeTime moe_time(const GpuModel& gpu, const BlockShape& x, const CollectiveTime&
   if (!x.moe) return time;
   const double local = x.tokens / x.t;  // the sequence-parallel shard (sequence parallelism is required with t > 1)
   const double copies = local * x.topk * x.h * kHalf;
-  const Seconds router = gpu.gemm(local, x.experts, x.h);
-  const Seconds routing = gpu.memory_bound(2.0 * local * x.experts * kHalf) * 2.0;  // softmax, top-k
-  time.weight_gradient = gpu.gemm(x.h, x.experts, local);
+  const Seconds router = gpu.gemm(local, x.experts, x.h);  // bf16 operands either way
+  const double logit_bytes = x.fp32_router ? 4.0 : kHalf;
+  const Seconds routing = gpu.memory_bound(2.0 * local * x.experts * logit_bytes) * 2.0;  // softmax, top-k
+  const int gradient_operands = x.fp32_router ? 4 : 2;  // bytes a value of the backward GEMMs' operands
+  time.weight_gradient = gpu.gemm(x.h, x.experts, local, 1.0, gradient_operands);
+  // fp32: the input and the weight cast to fp32, their gradients cast back, 6 bytes a value each.
+  const Seconds casts = x.fp32_router
+                            ? (gpu.memory_bound(6.0 * local * x.h) + gpu.memory_bound(6.0 * x.h * x.experts)) * 2.0
+                            : Seconds(0.0);
   Seconds permutation;  // permute and unpermute
   int collectives = 0;  // the dispatcher's kernels in the forward
   if (sends_to_expert_ranks(x.dispatcher)) permutation = gpu.memory_bound(2.0 * copies) * 2.0;
@@ -100,12 +107,14 @@ MoeTime moe_time(const GpuModel& gpu, const BlockShape& x, const CollectiveTime&
     }
   }
   time.forward_compute = router + routing + permutation;
-  time.backward_compute = gpu.gemm(local, x.h, x.experts) + time.weight_gradient + routing + permutation;
+  time.backward_compute =
+      gpu.gemm(local, x.h, x.experts, 1.0, gradient_operands) + time.weight_gradient + routing + permutation + casts;
   const int sequential = x.grouped ? 0 : static_cast<int>(x.mlp_gemms) - 1;
   const int backward_collectives =
       x.dispatcher == MoeDispatcher::kAllGather && collectives > 0 ? kMoeAllGatherBackwardCollectives : collectives;
   time.forward_kernels = kMoeForwardKernels + collectives + kExpertForwardKernels * sequential;
-  time.backward_kernels = kMoeBackwardKernels + backward_collectives + kExpertBackwardKernels * sequential;
+  time.backward_kernels = kMoeBackwardKernels + backward_collectives + kExpertBackwardKernels * sequential +
+                          (x.fp32_router ? kFp32RouterCasts : 0);
   const SharedBeside beside = add_shared_expert(time, gpu, x, tp_allreduce);
   time.all_to_all_backward = time.all_to_all;
   if (x.shared_overlap && time.all_to_all.value > 0.0) {

@@ -150,6 +150,12 @@ void add_architecture_flags(CLI::App& cmd, MegatronArgs& args, const std::string
   cmd.add_option("--moe-router-topk", args.model.router_topk, "with --num-experts: experts per token k (default 2)")
       ->check(at_least(1))
       ->group(group);
+  cmd.add_option("--moe-router-dtype", args.router_dtype,
+                 "with --num-experts: fp32 computes the router's logits, softmax and top-k in fp32 (its backward's "
+                 "GEMMs on fp32 operands, TF32, and the casts to fp32 and back); default the input's dtype; fp64 is "
+                 "not modelled")
+      ->check(CLI::IsMember({"fp32", "fp64"}))
+      ->group(group);
   cmd.add_option("--moe-router-num-groups", args.model.router_groups,
                  "with --num-experts: group-limited routing's g groups of E / g experts in order (DeepSeek-V3's "
                  "node-limited routing: the servers of the expert group); used with --moe-router-group-topk")
@@ -263,6 +269,7 @@ std::string architecture_flags(const GptModel& model) {
     text += fmt::format(" --num-experts {} --moe-router-topk {}", model.experts, model.router_topk);
     if (model.router_groups > 0) text += fmt::format(" --moe-router-num-groups {}", model.router_groups);
     if (model.router_group_topk > 0) text += fmt::format(" --moe-router-group-topk {}", model.router_group_topk);
+    if (model.fp32_router) text += " --moe-router-dtype fp32";
     if (model.moe_ffn_hidden > 0) text += fmt::format(" --moe-ffn-hidden-size {}", model.moe_ffn_hidden);
     if (model.grouped_gemm) text += " --moe-grouped-gemm";
     if (model.shared_expert_ffn > 0)

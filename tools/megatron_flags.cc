@@ -313,6 +313,11 @@ MegatronRun megatron_flags_unchecked(const MegatronArgs& args) {
         "--cross-entropy-fusion-impl te with --cross-entropy-loss-fusion: Megatron-LM's training refuses "
         "Transformer Engine's fused cross entropy (disabled for stability); use --cross-entropy-fusion-impl "
         "native, or leave out --cross-entropy-loss-fusion");
+  if (args.router_dtype == "fp64")
+    throw UsageError(
+        "--moe-router-dtype fp64: the router's GEMMs in fp64 are not modelled (fp32 is; leave the flag out for the "
+        "input's dtype)");
+  run.model.fp32_router = args.router_dtype == "fp32";
   run.model.rms_norm = args.normalization == "RMSNorm";
   if (!args.moe_layer_freq.empty()) take(parse_moe_layer_freq(args.moe_layer_freq, run.model));
   if (!args.fp8_format.empty()) run.model.fp8 = parse_fp8_format(args.fp8_format).value_or(Fp8Format::kNone);

@@ -62,6 +62,7 @@ struct MegatronArgs {
   bool no_swiglu_fusion = false;       // --no-bias-swiglu-fusion (with --swiglu: unfused; else no effect)
   bool no_gelu_fusion = false;         // --no-bias-gelu-fusion (GeLU without biases only: no effect)
   int64_t kv_channels = 0;             // --kv-channels (0: not given, h / a)
+  std::string router_dtype;            // --moe-router-dtype: "", fp32 (modelled), fp64 (refused)
   std::string
       cross_entropy_impl;    // --cross-entropy-fusion-impl: "", native, te (refused with the fusion, as Megatron does)
   int64_t query_groups = 0;  // --num-query-groups (0: not given; Megatron's default 1)

@@ -145,6 +145,36 @@ TEST_CASE("fusion flags: Megatron-LM's Qwen3 8B model arguments (modelopt) simul
   CHECK(out["model"]["qk_layernorm"] == true);
 }
 
+// examples/post_training/modelopt/conf/Qwen/Qwen3-30B-A3B.sh's MODEL_ARGS: a
+// head width of 128 at h 2048 and 32 heads (--kv-channels), and the router
+// in fp32 (--moe-router-dtype), both modelled; with the vocabulary, the batch
+// and the expert parallelism the script's caller gives.
+TEST_CASE("fusion flags: Megatron-LM's Qwen3 30B-A3B model arguments (modelopt) simulate as they are",
+          "[cli][megatron]") {
+  const std::string args =
+      "--save-interval 100000 --micro-batch-size 1 --bf16 --no-masked-softmax-fusion --disable-bias-linear "
+      "--untie-embeddings-and-output-weights --position-embedding-type rope --no-rope-fusion --normalization RMSNorm "
+      "--swiglu --num-layers 48 --hidden-size 2048 --ffn-hidden-size 6144 --num-attention-heads 32 "
+      "--group-query-attention --num-query-groups 4 --kv-channels 128 --qk-layernorm --num-experts 128 "
+      "--moe-ffn-hidden-size 768 --moe-router-topk 8 --moe-router-dtype fp32 --moe-aux-loss-coeff 1e-3 "
+      "--moe-token-dispatcher-type alltoall --moe-router-load-balancing-type aux_loss --seq-length 4096 "
+      "--max-position-embeddings 40960 --tokenizer-type HuggingFaceTokenizer --make-vocab-size-divisible-by 1187 "
+      "--use-mcore-models --rotary-percent 1.0 --rotary-base 1000000 --no-bias-swiglu-fusion --sequence-parallel "
+      "--vocab-size 151936 --global-batch-size 64 --expert-model-parallel-size 8 ";
+  const nlohmann::json out = simulated(kSimulate + args, "fusion-qwen3-moe");
+  CHECK(out["model"]["kv_channels"] == 128);
+  CHECK(out["model"]["moe_router_dtype"] == "fp32");
+  std::string bf16_router = args;
+  bf16_router.erase(bf16_router.find("--moe-router-dtype fp32 "), std::string("--moe-router-dtype fp32 ").size());
+  const nlohmann::json bf16 = simulated(kSimulate + bf16_router, "fusion-qwen3-moe-bf16");
+  CHECK(out["iteration_time_s"].get<double>() > bf16["iteration_time_s"].get<double>());
+  CHECK(out["memory"] == bf16["memory"]);
+  const CliRun fp64 = run_baton(kSimulate + bf16_router + "--moe-router-dtype fp64", "fusion-qwen3-moe-fp64");
+  CHECK(fp64.exit_code == 2);
+  CHECK(fp64.err.find("--moe-router-dtype fp64: the router's GEMMs in fp64 are not modelled") != std::string::npos);
+  CHECK(fp64.out.empty());
+}
+
 TEST_CASE("fusion flags: --no-bias-dropout-fusion is slower forward, kept, and emitted", "[cli][megatron]") {
   const std::string gpt =
       "--num-layers 4 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048 "
