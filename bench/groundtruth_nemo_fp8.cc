@@ -121,11 +121,15 @@ baton::MegatronLayout layout_of(const GptModel& model, int gpus, int gbs, int mb
 // Llama run), Transformer Engine's overlap of the tensor-parallel
 // communication (the 70B and 405B recipes' tp_comm_overlap; the 8B runs t 1),
 // and for the Llama 3 8B run on H100 in FP8-CS full recomputation of the
-// first 5 blocks (recompute_method block, recompute_num_layers 5). Not
-// modelled: its FSDP (README.md) and Transformer Engine's fused cross
-// entropy (cross_entropy_fusion_impl te, which Megatron-LM's training
-// refuses; the loss is charged as Megatron's unfused one).
+// first 5 blocks (recompute_method block, recompute_num_layers 5), and
+// Transformer Engine's fused cross entropy (GPTModelProvider's
+// cross_entropy_loss_fusion True, and scripts/performance/utils/helpers.py's
+// cross_entropy_fusion_impl te for every performance run; Megatron-LM's
+// training refuses the pair, Megatron-core takes it). Not modelled: the 8B
+// run's FSDP (README.md).
 void bridge_recipe(Row& row) {
+  row.model.cross_entropy_fusion = true;
+  row.model.te_cross_entropy = true;
   row.layout.grad_reduce_in_bf16 = true;
   row.layout.tp_comm_overlap = row.layout.tensor > 1;
   if (row.name == "LLAMA3_8B") {

@@ -127,6 +127,12 @@ struct GptModel {
   // --cross-entropy-fusion-impl native): the loss's fp32 passes over the
   // logits fused into fewer kernels (sim/megatron_ends.cc has the bytes).
   bool cross_entropy_fusion = false;
+  // With cross_entropy_fusion, --cross-entropy-fusion-impl te: Transformer
+  // Engine's fused cross entropy (its Triton kernels) in place of the native
+  // one. Megatron-core runs it (with a warning) and Megatron-Bridge's
+  // performance recipes set it; Megatron-LM's training refuses it, and so
+  // does baton's command line (the plan file and the model take it).
+  bool te_cross_entropy = false;
   // --fp16-lm-cross-entropy (with --fp16): the unfused loss's passes in half
   // precision, without the casts to fp32 and back.
   bool half_loss = false;
@@ -263,7 +269,7 @@ struct GptModel {
            rms_norm || flash_attention || moe() || mla || qk_layernorm || mtp_layers > 0 || uses_fp8() ||
            attention_dropout != 0.1 || hidden_dropout != 0.1 || max_positions > 0 || vocab_divisor != 128 ||
            !softmax_fusion || !rope_fusion || !activation_fusion || !bias_dropout_fusion || cross_entropy_fusion ||
-           half_loss || fp32_router;
+           half_loss || te_cross_entropy || fp32_router;
   }
 };
 

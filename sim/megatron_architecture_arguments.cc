@@ -37,6 +37,7 @@ void write_gpt_architecture(const GptModel& model, nlohmann::json& arguments) {
   if (!model.activation_fusion) arguments["bias_activation_fusion"] = false;
   if (!model.bias_dropout_fusion) arguments["bias_dropout_fusion"] = false;
   if (model.cross_entropy_fusion) arguments["cross_entropy_loss_fusion"] = true;
+  if (model.te_cross_entropy) arguments["cross_entropy_fusion_impl"] = "te";
   if (model.half_loss) arguments["fp16_lm_cross_entropy"] = true;
   if (model.qk_layernorm) arguments["qk_layernorm"] = true;
   if (model.mla) {
@@ -263,6 +264,14 @@ Status read_gpt_architecture(const nlohmann::json& arguments, const json_fields:
     if (*text != c.plain && *text != c.other)
       return at.field(c.name).error(fmt::format("must be {} or {}", c.plain, c.other), *text);
     *c.value = *text == c.other;
+  }
+  if (arguments.contains("cross_entropy_fusion_impl")) {
+    const auto impl = [](std::string_view name) {
+      return name == "te" || name == "native" ? std::optional<bool>(name == "te") : std::nullopt;
+    };
+    auto te = read_named(arguments, at, "cross_entropy_fusion_impl", impl, "native or te");
+    if (!te) return te.error();
+    model.te_cross_entropy = *te && model.cross_entropy_fusion;  // unused without the fusion, as the flags leave it
   }
   if (arguments.contains("moe_router_dtype") && !arguments["moe_router_dtype"].is_null()) {
     const auto fp32 = [](std::string_view name) { return name == "fp32" ? std::optional<bool>(true) : std::nullopt; };

@@ -54,7 +54,9 @@ class FieldPath;
 // "bias_dropout_fusion" (each written when false; absent: true; the second
 // taken as true without rotary positions, the third without SwiGLU),
 // "cross_entropy_loss_fusion" and "fp16_lm_cross_entropy" (each written when
-// true; absent: false), and with experts
+// true; absent: false), "cross_entropy_fusion_impl" ("te", written when
+// set: Transformer Engine's fused cross entropy with the fusion; "native" or
+// absent: Megatron-core's), and with experts
 // "num_experts", "moe_router_topk", "moe_ffn_hidden_size",
 // "moe_grouped_gemm", "moe_shared_expert_intermediate_size" and
 // "moe_layer_freq" (an integer, or an array of 0s and 1s, one per layer)
@@ -81,7 +83,7 @@ class FieldPath;
 // Megatron-core's default), "moe_shared_expert_overlap" and
 // "overlap_moe_expert_parallel_comm" (written when true; absent: false).
 // clang-format off
-inline constexpr std::array<const char*, 45> kGptArchitectureKeys = {
+inline constexpr std::array<const char*, 46> kGptArchitectureKeys = {
     "ffn_hidden_size", "swiglu", "group_query_attention", "num_query_groups", "disable_bias_linear",
     "untie_embeddings_and_output_weights", "position_embedding_type", "normalization", "use_flash_attn",
     "num_experts", "moe_router_topk", "moe_ffn_hidden_size", "moe_grouped_gemm",
@@ -92,7 +94,7 @@ inline constexpr std::array<const char*, 45> kGptArchitectureKeys = {
     "moe_router_num_groups", "moe_router_group_topk", "attention_dropout", "hidden_dropout",
     "max_position_embeddings", "make_vocab_size_divisible_by", "masked_softmax_fusion", "cross_entropy_loss_fusion",
     "fp16_lm_cross_entropy", "apply_rope_fusion", "bias_activation_fusion", "bias_dropout_fusion", "kv_channels",
-    "moe_router_dtype"};
+    "moe_router_dtype", "cross_entropy_fusion_impl"};
 // clang-format on
 // `object` without those keys (for a strict check of the others' names), and
 // those keys of it read into `model` (planner regression cases share them).

@@ -33,6 +33,7 @@ struct BlockShape {
   bool flash;                // FlashAttention
   bool softmax_fusion;       // false: --no-masked-softmax-fusion
   bool loss_fusion;          // --cross-entropy-loss-fusion
+  bool te_loss;              // with it, Transformer Engine's implementation (GptModel::te_cross_entropy)
   bool half_loss;            // --fp16-lm-cross-entropy
   bool rope;                 // rotary positions
   bool rope_fusion;          // false: --no-rope-fusion (sim/megatron_rope.h)

@@ -34,7 +34,12 @@ MegatronLayerTime embedding_time(const GpuModel& gpu, const BlockShape& x, const
 // compiled pieces, fp32 whatever the flag above): the cast with the maximum
 // (6), subtraction, exp and sum (8), the division (8); backward one kernel
 // reading the softmax, writing the gradient in its place and its
-// half-precision copy (4 + 4 + 2). The target's gathers and the
+// half-precision copy (4 + 4 + 2). Transformer Engine's
+// (--cross-entropy-fusion-impl te; transformer_engine/pytorch/triton/
+// cross_entropy.py): the online softmax's one pass reading the half-
+// precision logits for each token's maximum and sum (2), their all-gather
+// over t and the loss per token (small); backward one kernel reading the
+// logits and writing the gradient in their place (2 + 2). The target's gathers and the
 // tensor-parallel all-reduces of one value per token are small beside these.
 constexpr std::array<double, 6> kCrossEntropyForward{6.0, 4.0, 8.0, 8.0, 4.0, 8.0};
 constexpr std::array<double, 2> kCrossEntropyBackward{8.0, 6.0};
@@ -42,6 +47,8 @@ constexpr std::array<double, 5> kHalfCrossEntropyForward{2.0, 4.0, 4.0, 2.0, 4.0
 constexpr std::array<double, 1> kHalfCrossEntropyBackward{4.0};
 constexpr std::array<double, 3> kFusedCrossEntropyForward{6.0, 8.0, 8.0};
 constexpr std::array<double, 1> kFusedCrossEntropyBackward{10.0};
+constexpr std::array<double, 1> kTeCrossEntropyForward{2.0};
+constexpr std::array<double, 1> kTeCrossEntropyBackward{4.0};
 
 template <size_t N>
 Seconds kernels_over(const GpuModel& gpu, const std::array<double, N>& bytes_per_logit, double logits) {
@@ -51,6 +58,9 @@ Seconds kernels_over(const GpuModel& gpu, const std::array<double, N>& bytes_per
 }
 
 Seconds cross_entropy_time(const GpuModel& gpu, const BlockShape& x, double logits, bool backward) {
+  if (x.te_loss)
+    return backward ? kernels_over(gpu, kTeCrossEntropyBackward, logits)
+                    : kernels_over(gpu, kTeCrossEntropyForward, logits);
   if (x.loss_fusion)
     return backward ? kernels_over(gpu, kFusedCrossEntropyBackward, logits)
                     : kernels_over(gpu, kFusedCrossEntropyForward, logits);

@@ -49,7 +49,9 @@
 //   chunk by chunk from the schedule's Program (with ZB-H1 and ZB-H2 a
 //   microbatch whose I pass has run keeps what its W pass needs, (8 + 24 / t)
 //   s b h for GPT, until the W runs); plus on the last rank the fp32 logits of one
-//   microbatch twice (s b V / t x 4 x 2); with the allgather MoE dispatcher
+//   microbatch twice (s b V / t x 4 x 2; with Transformer Engine's fused
+//   cross entropy the half-precision logits once, x 2, their gradient written
+//   in their place); with the allgather MoE dispatcher
 //   on a rank with MoE blocks, the G = etp ep GPUs' gathered tokens in
 //   Megatron's global buffer, G s b / t h x 2 bytes, and the larger of the
 //   logits and the combine's unpermuted outputs with their fp32 copy (G s b
