@@ -115,9 +115,10 @@ struct GptModel {
   // positions; so does baton (true there: nothing to fuse).
   bool rope_fusion = true;
   // false: --no-bias-swiglu-fusion, a SwiGLU MLP's activation by PyTorch's
-  // ops instead of Megatron-core's fused kernel (sim/megatron_activation.h).
-  // GeLU: true (--no-bias-gelu-fusion is taken only without biases, where
-  // Megatron turns the fusion off and one GeLU kernel runs either way).
+  // ops instead of Megatron-core's fused kernel (sim/megatron_activation.h);
+  // with GeLU and biases --no-bias-gelu-fusion, the bias added apart. GeLU
+  // without biases: true (Megatron turns the fusion off there, and one GeLU
+  // kernel runs either way).
   bool activation_fusion = true;
   // false: --no-bias-dropout-fusion, the bias, the dropout and the residual
   // addition after the attention and after the MLP as separate PyTorch ops

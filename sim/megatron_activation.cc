@@ -4,7 +4,15 @@ namespace baton::megatron_detail {
 
 UnfusedActivation unfused_activation(const GpuModel& gpu, const BlockShape& x, double values, Seconds fused_forward) {
   UnfusedActivation out;
-  if (!x.gated || x.activation_fusion) return out;
+  if (x.activation_fusion) return out;
+  if (!x.gated) {
+    // GeLU with biases: the bias's addition a kernel of its own (4 bytes a
+    // value) before GeLU's, which moves what the fused kernel moves.
+    if (!x.linear_bias) return out;
+    out.forward_extra = gpu.memory_bound(4.0 * values);
+    out.forward_kernels_extra = 1;
+    return out;
+  }
   const Seconds bias = x.linear_bias ? gpu.memory_bound(8.0 * values) : Seconds(0.0);
   const Seconds forward = bias + gpu.memory_bound(4.0 * values) + gpu.memory_bound(6.0 * values);
   const Seconds backward = gpu.memory_bound(6.0 * values) * 3.0 + gpu.memory_bound(8.0 * values);

@@ -24,6 +24,13 @@ namespace baton::megatron_detail {
 // Memory: the product keeps SiLU's output for its backward, f values a
 // token beside the 2f-wide input the fused kernel keeps (block_activation_
 // bytes, sim/megatron_sim.cc).
+// GeLU with biases unfused (--no-bias-gelu-fusion): the bias added by its own
+// kernel (4 bytes a value: read, write) before F.gelu, whose 4 bytes are
+// the fused kernel's (bias_gelu_impl); the backward runs GeLU's gradient and
+// the bias's reduction as the fused backward does, and GeLU keeps its input
+// (the sum, f values a token) as the fused kernel keeps its own: one kernel
+// more forward, nothing else. Without biases Megatron runs one GeLU kernel
+// either way.
 struct UnfusedActivation {
   // What the unfused ops take beyond the fused kernel's forward and twice it
   // backward (block_time adds these to the fused figures).

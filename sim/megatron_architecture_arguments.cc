@@ -279,8 +279,8 @@ Status read_gpt_architecture(const nlohmann::json& arguments, const json_fields:
     if (!dtype) return dtype.error();
     model.fp32_router = *dtype;
   }
-  if (!model.rope) model.rope_fusion = true;          // Megatron turns it off: nothing to fuse
-  if (!model.swiglu) model.activation_fusion = true;  // GeLU: modelled fused (gpt_model.h)
+  if (!model.rope) model.rope_fusion = true;                                // Megatron turns it off: nothing to fuse
+  if (!model.swiglu && !model.linear_bias) model.activation_fusion = true;  // one GeLU kernel either way
   return read_fp8(arguments, at, model);
 }
 

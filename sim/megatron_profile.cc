@@ -276,6 +276,12 @@ Layer to_layer(const std::string& name, const std::string& what, const MegatronL
   return layer;
 }
 
+// The MLP's activation in a block's description: GeLU's only when unfused.
+const char* activation_name(const GptModel& model) {
+  if (model.swiglu) return model.activation_fusion ? " SwiGLU" : " SwiGLU (unfused)";
+  return model.activation_fusion ? "" : " GeLU (bias unfused)";
+}
+
 std::string block_description(const GptModel& model, const MegatronLayout& layout) {
   std::string attention = fmt::format("{} heads", model.heads);
   if (model.kv_channels > 0 && !model.mla) attention += fmt::format(" of {}", model.kv_channels);
@@ -294,20 +300,13 @@ std::string block_description(const GptModel& model, const MegatronLayout& layou
   if (model.moe())
     return fmt::format(
         "transformer block, {}, {} experts {} -> {}{} (top {}{}, {} per rank{}){}{}, recompute {}", attention,
-        model.experts, model.hidden, model.expert_ffn(),
-        !model.swiglu             ? ""
-        : model.activation_fusion ? " SwiGLU"
-                                  : " SwiGLU (unfused)",
-        model.router_topk,
+        model.experts, model.hidden, model.expert_ffn(), activation_name(model), model.router_topk,
         model.group_limited() ? fmt::format(" in {} of {} groups", model.router_group_topk, model.router_groups) : "",
         model.experts / std::max(1, layout.expert_parallel), model.grouped_gemm ? ", grouped GEMM" : "",
         model.shared_expert_ffn > 0 ? fmt::format(" + a shared expert {}", model.shared_expert_ffn) : "", extras,
         recompute_name(layout.recompute));
   return fmt::format("transformer block, {}, MLP {} -> {}{}{}, recompute {}", attention, model.hidden, model.ffn(),
-                     !model.swiglu             ? ""
-                     : model.activation_fusion ? " SwiGLU"
-                                               : " SwiGLU (unfused)",
-                     extras, recompute_name(layout.recompute));
+                     activation_name(model), extras, recompute_name(layout.recompute));
 }
 
 // The profile's model line: "gpt L32 h4096 a32 s4096 E8 top2 (t 8, ep 8, etp 1, bf16)".

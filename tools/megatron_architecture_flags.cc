@@ -135,8 +135,8 @@ void add_architecture_flags(CLI::App& cmd, MegatronArgs& args, const std::string
          "2 kernels forward, 26 in 4 backward, SiLU's output kept; no effect without --swiglu, as in Megatron)")
       ->group(group);
   cmd.add_flag("--no-bias-gelu-fusion", args.no_gelu_fusion,
-               "with GeLU and --disable-bias-linear: no effect (Megatron turns the fusion off itself there); refused "
-               "with biases (not modelled)")
+               "with GeLU and the linear layers' biases: the bias added by a kernel of its own before GeLU's; "
+               "without biases no effect (Megatron turns the fusion off itself there)")
       ->group(group);
   cmd.add_flag("--no-bias-dropout-fusion{false}", args.model.bias_dropout_fusion,
                "the bias, the dropout and the residual's addition after the attention and the MLP as separate ops: "
@@ -245,7 +245,7 @@ std::string architecture_flags(const GptModel& model) {
   if (model.vocab_divisor != 128) text += fmt::format(" --make-vocab-size-divisible-by {}", model.vocab_divisor);
   if (!model.softmax_fusion) text += " --no-masked-softmax-fusion";
   if (!model.rope_fusion) text += " --no-rope-fusion";
-  if (!model.activation_fusion) text += " --no-bias-swiglu-fusion";
+  if (!model.activation_fusion) text += model.swiglu ? " --no-bias-swiglu-fusion" : " --no-bias-gelu-fusion";
   if (!model.bias_dropout_fusion) text += " --no-bias-dropout-fusion";
   if (model.cross_entropy_fusion) text += " --cross-entropy-loss-fusion";
   if (model.half_loss) text += " --fp16-lm-cross-entropy";

@@ -291,13 +291,9 @@ MegatronRun megatron_flags_unchecked(const MegatronArgs& args) {
   if (!run.model.rope) run.model.rope_fusion = true;
   // Megatron's bias_activation_fusion: --no-bias-swiglu-fusion's with
   // SwiGLU, --no-bias-gelu-fusion's with GeLU, which it turns off itself
-  // without biases (one GeLU kernel either way); with biases the unfused
-  // GeLU is not modelled.
-  run.model.activation_fusion = !(run.model.swiglu && args.no_swiglu_fusion);
-  if (args.no_gelu_fusion && !run.model.swiglu && !args.disable_bias_linear)
-    throw UsageError(
-        "--no-bias-gelu-fusion with the linear layers' biases: the bias added apart from GeLU is not modelled (give "
-        "--disable-bias-linear, or leave the flag out)");
+  // without biases (one GeLU kernel either way: kept as fused).
+  run.model.activation_fusion =
+      run.model.swiglu ? !args.no_swiglu_fusion : !(args.no_gelu_fusion && !args.disable_bias_linear);
   // --kv-channels at h / a is Megatron's default (kept as such); multi-latent
   // attention has head widths of its own and ignores it, as Megatron does.
   if (args.kv_channels > 0 && !run.model.mla && args.kv_channels * run.model.heads != run.model.hidden)

@@ -112,7 +112,7 @@ TEST_CASE("fusion flags: --no-bias-swiglu-fusion is slower, keeps more, and is k
   CHECK(unfused["memory"][0]["activation_bytes"].get<double>() > fused["memory"][0]["activation_bytes"].get<double>());
   // Without SwiGLU it changes nothing, as in Megatron; --no-bias-gelu-fusion
   // without biases neither (Megatron turns it off itself there), and with
-  // biases it is refused.
+  // biases it adds the bias's kernel: slower, kept, and emitted.
   const std::string gpt = kSimulate +
                           "--num-layers 4 --hidden-size 1024 --num-attention-heads 16 --seq-length 2048 "
                           "--global-batch-size 64 ";
@@ -122,10 +122,18 @@ TEST_CASE("fusion flags: --no-bias-swiglu-fusion is slower, keeps more, and is k
   const nlohmann::json gelu = simulated(gpt + "--disable-bias-linear --no-bias-gelu-fusion", "gelu-flag");
   CHECK(gelu["model"] == plain["model"]);
   CHECK(gelu["iteration_time_s"] == plain["iteration_time_s"]);
-  const CliRun biased = run_baton(gpt + "--no-bias-gelu-fusion", "gelu-biased");
-  CHECK(biased.exit_code == 2);
-  CHECK(biased.err.find("--no-bias-gelu-fusion with the linear layers' biases") != std::string::npos);
-  CHECK(biased.out.empty());
+  const nlohmann::json biased = simulated(gpt + "--no-bias-gelu-fusion", "gelu-biased");
+  const nlohmann::json biased_fused = simulated(gpt, "gelu-biased-fused");
+  CHECK(biased["model"]["bias_activation_fusion"] == false);
+  CHECK(biased["iteration_time_s"].get<double>() > biased_fused["iteration_time_s"].get<double>());
+  CHECK(biased["memory"] == biased_fused["memory"]);
+  const CliRun emitted = run_baton(
+      "plan --topology topologies/h100_32x8.json --gpus 8 --num-layers 4 --hidden-size 1024 --num-attention-heads 16 "
+      "--seq-length 2048 --global-batch-size 64 --no-bias-gelu-fusion --emit megatron",
+      "gelu-emit");
+  INFO(emitted.err);
+  REQUIRE(emitted.exit_code == 0);
+  CHECK(emitted.out.substr(0, emitted.out.find('\n')).find(" --no-bias-gelu-fusion") != std::string::npos);
 }
 
 TEST_CASE("fusion flags: Megatron-LM's Qwen3 8B model arguments (modelopt) simulate as they are", "[cli][megatron]") {

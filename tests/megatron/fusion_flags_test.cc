@@ -128,13 +128,34 @@ TEST_CASE("activation fusion: the unfused SwiGLU costs its bytes and keeps SiLU'
   CHECK(megatron_layer_activation_bytes(model, layout) - fused_bytes == Approx(2.0 * values));
 }
 
-TEST_CASE("activation fusion: GeLU keeps its fused figure, and the flag goes into Megatron's arguments", "[megatron]") {
+TEST_CASE("activation fusion: GeLU with biases adds the bias's own kernel, and the flag is kept", "[megatron]") {
+  // GPT's MLP (h 2048, f 8192, biases): b 4 x s 2048 tokens, 67M values of
+  // the activation, 268 MB a pass, far above the kernel floor.
   GptModel gpt{2, 2048, 16, 2048, 50257};
   const GpuModel gpu = *gpu_model("A100-SXM4-80GB");
+  const double bandwidth = gpu.hbm_gbytes_per_s * 1e9 * gpu.memory_efficiency;
   const MegatronLayout layout = megatron_layout(1, 1, 1, 4, 4);
+  const double values = 4.0 * 2048.0 * 8192.0;
   const MegatronLayerTime plain = block_of(gpt, layout, gpu);
-  gpt.activation_fusion = false;  // no SwiGLU: nothing sim/megatron_activation.h models
-  CHECK(block_of(gpt, layout, gpu).forward_compute == plain.forward_compute);
+  const double plain_bytes = megatron_layer_activation_bytes(gpt, layout);
+  gpt.activation_fusion = false;  // --no-bias-gelu-fusion
+  const MegatronLayerTime unfused = block_of(gpt, layout, gpu);
+  // mlp.py: intermediate + bias (read 2, write 2 bytes a value), then F.gelu
+  // (the fused kernel's 4); the backward and the kept input as fused.
+  CHECK((unfused.forward_compute - plain.forward_compute).value == Approx(4.0 * values / bandwidth).epsilon(1e-9));
+  CHECK(unfused.backward_compute == plain.backward_compute);
+  CHECK(megatron_layer_activation_bytes(gpt, layout) == plain_bytes);
+  const nlohmann::json written = megatron_arguments(gpt, layout);
+  CHECK(written.at("bias_activation_fusion") == false);
+  const auto back = megatron_from_arguments(written, "plan.megatron");
+  REQUIRE(back.ok());
+  CHECK_FALSE(back->model.activation_fusion);
+  // Without biases one GeLU kernel runs either way: the same figure.
+  GptModel bare = gpt;
+  bare.linear_bias = false;
+  GptModel fused = bare;
+  fused.activation_fusion = true;
+  CHECK(block_of(bare, layout, gpu).forward_compute == block_of(fused, layout, gpu).forward_compute);
 
   check_kept(&GptModel::activation_fusion, "bias_activation_fusion",
              [](nlohmann::json& arguments) { arguments.erase("swiglu"); });
