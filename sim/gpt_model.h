@@ -264,6 +264,14 @@ struct GptModel {
   int64_t query_width() const { return heads > 0 ? heads * head_dim() : hidden; }
   // Width of the keys (and of the values): G d, h G / a by default.
   int64_t kv_hidden() const { return heads > 0 ? head_dim() * groups() : hidden; }
+  // --kv-channels d as the model keeps it: 0 at h / a (the default) and with
+  // multi-latent attention (which ignores it, as Megatron does).
+  int64_t kept_kv_channels(int64_t d) const {
+    return mla || (heads > 0 && hidden % heads == 0 && d == hidden / heads) ? 0 : d;
+  }
+  // Whether the loss runs Transformer Engine's fused cross entropy (the
+  // implementation is used only with the fusion).
+  bool te_loss() const { return cross_entropy_fusion && te_cross_entropy; }
   // Whether any of the fields above differs from GPT's.
   bool beyond_gpt() const {
     return ffn_hidden > 0 || query_groups > 0 || kv_channels > 0 || swiglu || !linear_bias || !tied_output || rope ||

@@ -51,7 +51,7 @@ UnfusedActivation unfused_bias_dropout_add(const GpuModel& gpu, const BlockShape
 
 // For `values` output values whose fused kernel takes `fused_forward` (the
 // MLP's or the experts', T k f / t; a shared expert's, T S / t); zero where
-// `x` fuses its activation or has no SwiGLU.
+// `x` fuses its activation, or runs GeLU without biases.
 UnfusedActivation unfused_activation(const GpuModel& gpu, const BlockShape& x, double values, Seconds fused_forward);
 
 }  // namespace baton::megatron_detail

@@ -216,7 +216,7 @@ Status read_gpt_architecture(const nlohmann::json& arguments, const json_fields:
     *count.value = *value;
   }
   if (model.moe_ffn_hidden == model.ffn()) model.moe_ffn_hidden = 0;  // the default, as the flags leave it
-  if (model.mla || model.kv_channels * model.heads == model.hidden) model.kv_channels = 0;  // as the flags leave it
+  model.kv_channels = model.kept_kv_channels(model.kv_channels);      // as the flags leave it
   for (const auto& [name, p] :
        {std::pair{"attention_dropout", &model.attention_dropout}, std::pair{"hidden_dropout", &model.hidden_dropout}}) {
     if (!arguments.contains(name)) continue;

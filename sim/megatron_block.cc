@@ -28,7 +28,7 @@ BlockShape shape_of(const GptModel& model, const MegatronLayout& layout) {
   x.flash = model.flash_attention;
   x.softmax_fusion = model.softmax_fusion;
   x.loss_fusion = model.cross_entropy_fusion;
-  x.te_loss = model.cross_entropy_fusion && model.te_cross_entropy;
+  x.te_loss = model.te_loss();
   x.half_loss = model.half_loss;
   x.rope = model.rope;
   x.rope_fusion = model.rope_fusion;

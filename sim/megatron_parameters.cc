@@ -76,9 +76,11 @@ double gpt_active_parameters(const GptModel& model, int tensor) {
 }
 
 // Per sample and layer the forward is 2 P_lin s + 4 s^2 a d FLOPs (a d = h
-// unless --kv-channels says otherwise; GPT: 24 s h^2 (1 + s / 6h)), the backward twice that, and full recomputation one
-// forward more: k = 3 or 4 passes. The logit layer (2 s h V forward) is never recomputed, so its term is 6 B s h V
-// either way: 96 B s L h^2 V / (16 L h) in Megatron's form. Multi-token prediction (Megatron's
+// unless --kv-channels says otherwise; GPT: 24 s h^2 (1 + s / 6h)), the
+// backward twice that, and full recomputation one forward more: k = 3 or 4
+// passes. The logit layer (2 s h V forward) is never recomputed, so its term
+// is 6 B s h V either way: 96 B s L h^2 V / (16 L h) in Megatron's form.
+// Multi-token prediction (Megatron's
 // num_floating_point_operations, core 0.12 on): each of the D depths one
 // block more of the last block's kind, 2 (3 h + 2 h^2) FLOPs a token and
 // pass for its norms and eh_proj, and one logit layer more.

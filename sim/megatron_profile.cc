@@ -340,10 +340,10 @@ std::string head_description(const GptModel& model, int64_t vocab, bool tied_cop
                                            : "the word embedding";
   return fmt::format("final {} + output layer {} x {} ({}) + cross entropy{}{}",
                      model.rms_norm ? "RMSNorm" : "LayerNorm", model.hidden, vocab, weights,
-                     model.cross_entropy_fusion && model.te_cross_entropy ? " (Transformer Engine's, fused)"
-                     : model.cross_entropy_fusion                         ? " (fused)"
-                     : model.half_loss                                    ? " (in half precision)"
-                                                                          : "",
+                     model.te_loss()              ? " (Transformer Engine's, fused)"
+                     : model.cross_entropy_fusion ? " (fused)"
+                     : model.half_loss            ? " (in half precision)"
+                                                  : "",
                      model.mtp_layers > 0 ? fmt::format(", and the {} multi-token prediction depths' final norms, "
                                                         "output layers and cross entropies",
                                                         model.mtp_layers)

@@ -377,7 +377,7 @@ MegatronMemory megatron_memory(const GptModel& model, const MegatronLayout& layo
         (block_activation_bytes(model.mtp_block(), depth_layout) + depth_extra) / per_block;
     held = nullptr;  // counted in blocks, not these units
   }
-  const double logit_bytes = model.cross_entropy_fusion && model.te_cross_entropy ? 2.0 : 4.0 * 2.0;
+  const double logit_bytes = model.te_loss() ? 2.0 : 4.0 * 2.0;
   const double logits = static_cast<double>(layout.local_sequence(model)) * layout.micro_batch *
                         static_cast<double>(padded_vocab(model, layout.tensor)) / layout.tensor * logit_bytes *
                         static_cast<double>(1 + model.mtp_layers);  // each depth's logits too

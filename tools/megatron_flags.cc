@@ -294,10 +294,7 @@ MegatronRun megatron_flags_unchecked(const MegatronArgs& args) {
   // without biases (one GeLU kernel either way: kept as fused).
   run.model.activation_fusion =
       run.model.swiglu ? !args.no_swiglu_fusion : !(args.no_gelu_fusion && !args.disable_bias_linear);
-  // --kv-channels at h / a is Megatron's default (kept as such); multi-latent
-  // attention has head widths of its own and ignores it, as Megatron does.
-  if (args.kv_channels > 0 && !run.model.mla && args.kv_channels * run.model.heads != run.model.hidden)
-    run.model.kv_channels = args.kv_channels;
+  run.model.kv_channels = run.model.kept_kv_channels(args.kv_channels);
   if (args.no_position_embedding && !run.model.rope)
     throw UsageError(
         "--no-position-embedding goes with --position-embedding-type rope (Megatron refuses it otherwise: "

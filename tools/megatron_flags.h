@@ -60,7 +60,7 @@ struct MegatronArgs {
   bool no_position_embedding = false;  // --no-position-embedding (only with rotary positions: no effect)
   bool use_rotary = false;             // --use-rotary-position-embeddings (Megatron's legacy spelling of rope)
   bool no_swiglu_fusion = false;       // --no-bias-swiglu-fusion (with --swiglu: unfused; else no effect)
-  bool no_gelu_fusion = false;         // --no-bias-gelu-fusion (GeLU without biases only: no effect)
+  bool no_gelu_fusion = false;         // --no-bias-gelu-fusion (GeLU with biases: unfused; else no effect)
   int64_t kv_channels = 0;             // --kv-channels (0: not given, h / a)
   std::string router_dtype;            // --moe-router-dtype: "", fp32 (modelled), fp64 (refused)
   std::string
